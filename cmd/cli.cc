@@ -1,0 +1,48 @@
+#include "cmd/cli.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "core/log.h"
+
+namespace gm::cli {
+
+const std::vector<Verb>& Verbs() {
+  static const std::vector<Verb> verbs = {ProfileVerb(), PlanVerb(), RunVerb(), ReportVerb(),
+                                          WorkerVerb()};
+  return verbs;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "goldminer: elastic data workers for GPU training jobs.\n"
+      "  profile -> plan -> run -> report; `goldminer VERB --help` for each verb.",
+      "goldminer"};
+  app.set_version_flag("--version", std::string("goldminer ") + GOLDMINER_VERSION);
+  app.require_subcommand(1);
+  bool verbose = false, quiet = false;
+  app.add_flag("-v,--verbose", verbose, "Log debug messages");
+  app.add_flag("-q,--quiet", quiet, "Log errors only");
+
+  std::function<Result<int>()> chosen;
+  for (const Verb& verb : Verbs()) {
+    CLI::App* sub = app.add_subcommand(verb.name, verb.summary);
+    auto run = verb.setup(*sub);
+    sub->callback([&chosen, run] { chosen = run; });
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);  // prints help / version / the usage error; 0 or 2
+  }
+  SetLogLevel(verbose ? LogLevel::kDebug : quiet ? LogLevel::kError : LogLevel::kInfo);
+  if (!chosen) return kExitUsage;
+  Result<int> rc = chosen();
+  if (!rc.ok()) {
+    LogError(rc.status().message());
+    return rc.status().code() == Code::kUnimplemented ? kExitUsage : kExitFailure;
+  }
+  return *rc;
+}
+
+}  // namespace gm::cli

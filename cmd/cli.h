@@ -1,0 +1,42 @@
+// The goldminer command line: one table of verbs, each with its CLI11 subcommand
+// and a run function. Main() parses, runs the chosen verb and turns a Status into
+// a message on stderr and an exit code. Not thread-safe (called once from main).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "core/status.h"
+
+namespace gm::cli {
+
+// Exit codes shared by every verb.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;     // the work failed (bad input, I/O, ...)
+inline constexpr int kExitUsage = 2;       // bad flags, or a verb not built yet
+
+struct Verb {
+  std::string name;
+  std::string summary;
+  // Adds the verb's flags to `sub` and returns the function that runs it; the
+  // function returns the process exit code (or a Status, mapped by Main()).
+  std::function<std::function<Result<int>()>(CLI::App& sub)> setup;
+};
+
+// The table of verbs, in help order.
+const std::vector<Verb>& Verbs();
+
+// Verb definitions (one file each).
+Verb ProfileVerb();
+Verb PlanVerb();
+Verb RunVerb();
+Verb ReportVerb();
+Verb WorkerVerb();
+
+int Main(int argc, char** argv);
+
+}  // namespace gm::cli

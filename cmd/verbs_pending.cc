@@ -1,0 +1,37 @@
+// Verbs that are not built yet. Each says so and exits 2; none prints made-up output.
+#include "cmd/cli.h"
+
+namespace gm::cli {
+namespace {
+
+Verb Pending(std::string name, std::string summary, std::string issue) {
+  return Verb{name, summary + " (not built yet)", [name, issue](CLI::App& sub) {
+                sub.allow_extras();
+                return std::function<Result<int>()>([name, issue]() -> Result<int> {
+                  return Status::Unimplemented("`goldminer " + name +
+                                               "` is not built yet (" + issue +
+                                               "); nothing was done");
+                });
+              }};
+}
+
+}  // namespace
+
+Verb ProfileVerb() {
+  return Pending("profile", "Measure per-stage CPU cost, trainer demand and GPU stall",
+                 "planned: profile verb");
+}
+Verb PlanVerb() {
+  return Pending("plan", "Compute worker count and placement; write plan.json + job.sbatch",
+                 "planned: plan verb");
+}
+Verb RunVerb() {
+  return Pending("run", "Run data workers beside the trainer and log to runs.db",
+                 "planned: run verb");
+}
+Verb ReportVerb() {
+  return Pending("report", "Turn runs.db into an HTML, text or JSON report",
+                 "planned: report verb");
+}
+
+}  // namespace gm::cli

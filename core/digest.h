@@ -1,0 +1,27 @@
+// SHA-256 over a stream of byte ranges (OpenSSL's libcrypto). Not thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace gm {
+
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(Sha256&&) noexcept;
+  Sha256& operator=(Sha256&&) noexcept;
+
+  void Update(const void* data, size_t size);
+  void Update(std::string_view s) { Update(s.data(), s.size()); }
+  // Lower-case hex of the digest; the object must not be used afterwards.
+  std::string FinishHex();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gm

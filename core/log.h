@@ -1,0 +1,21 @@
+// Logging to stderr: one line per message, prefixed with the program name and level.
+// Thread-safe (lines from several threads never interleave). The level is process-wide
+// configuration set once by main() before threads start.
+#pragma once
+
+#include <string_view>
+
+namespace gm {
+
+enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3, kQuiet = 4 };
+
+void SetLogLevel(LogLevel level);
+LogLevel GetLogLevel();
+void Log(LogLevel level, std::string_view message);
+
+inline void LogDebug(std::string_view m) { Log(LogLevel::kDebug, m); }
+inline void LogInfo(std::string_view m) { Log(LogLevel::kInfo, m); }
+inline void LogWarning(std::string_view m) { Log(LogLevel::kWarning, m); }
+inline void LogError(std::string_view m) { Log(LogLevel::kError, m); }
+
+}  // namespace gm

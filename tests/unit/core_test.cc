@@ -1,0 +1,102 @@
+#include <gtest/gtest.h>
+
+#include "core/digest.h"
+#include "core/file_util.h"
+#include "core/json.h"
+#include "core/rng.h"
+#include "core/status.h"
+#include "tests/unit/test_util.h"
+
+namespace gm {
+namespace {
+
+TEST(StatusTest, OkAndErrorCarryCodeAndMessage) {
+  EXPECT_TRUE(Status::Ok().ok());
+  Status s = Status::NotFound("a.jpg: No such file").WithContext("pipeline.json");
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), Code::kNotFound);
+  EXPECT_EQ(s.message(), "pipeline.json: a.jpg: No such file");
+}
+
+Result<int> Half(int x) {
+  if (x % 2) return Status::InvalidArgument("odd");
+  return x / 2;
+}
+
+Result<int> Quarter(int x) {
+  GM_ASSIGN_OR_RETURN(int h, Half(x));
+  return Half(h);
+}
+
+TEST(ResultTest, AssignOrReturnPropagatesTheFirstError) {
+  EXPECT_EQ(*Quarter(8), 2);
+  EXPECT_EQ(Quarter(6).status().message(), "odd");
+}
+
+TEST(JsonTest, ParseErrorNamesOriginLineAndColumn) {
+  auto r = ParseJson("{\n  \"a\": 1,\n  \"b\": ]\n}", "p.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("p.json:3:"), std::string::npos) << r.status().message();
+}
+
+TEST(JsonTest, TypedReadsNameThePathAndWhatWasExpected) {
+  auto j = *ParseJson(R"({"stages": [{"op": "x", "size": "224"}], "seed": 1.5})", "p.json");
+  JsonNode root(j, "p.json");
+  auto stages = *root.Get("stages");
+  auto first = *stages.At(0);
+  auto size = first.Get("size");
+  ASSERT_TRUE(size.ok());
+  auto nums = size->AsNumbers(2);
+  ASSERT_FALSE(nums.ok());
+  EXPECT_EQ(nums.status().message(),
+            "p.json: $.stages[0].size: expected an array of 2 numbers, got \"224\"");
+  EXPECT_FALSE(root.Int("seed").ok());
+  EXPECT_EQ(root.Get("missing").status().message(),
+            "p.json: $: missing required key \"missing\"");
+  EXPECT_EQ(*root.IntOr("absent", 7), 7);
+}
+
+TEST(JsonTest, CheckKeysCatchesTypos) {
+  auto j = *ParseJson(R"({"sead": 1})", "p.json");
+  Status s = JsonNode(j, "p.json").CheckKeys({"seed", "version"});
+  EXPECT_NE(s.message().find("unknown key \"sead\""), std::string::npos);
+}
+
+TEST(FileUtilTest, MissingFileIsNotFoundAndNamesThePath) {
+  auto r = ReadFile("/nonexistent/dir/x.json");
+  EXPECT_EQ(r.status().code(), Code::kNotFound);
+  EXPECT_NE(r.status().message().find("/nonexistent/dir/x.json"), std::string::npos);
+}
+
+TEST(FileUtilTest, AtomicWriteThenRead) {
+  testing::TempDir dir;
+  std::string p = dir.path() + "/a.txt";
+  ASSERT_TRUE(WriteFileAtomic(p, "hello").ok());
+  EXPECT_EQ(*ReadFile(p), "hello");
+}
+
+TEST(RngTest, StreamsDependOnlyOnTheirKey) {
+  Rng a = Rng::ForSample(1, 0, 42, 3), b = Rng::ForSample(1, 0, 42, 3);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(a.Next(), b.Next());
+  Rng c = Rng::ForSample(1, 1, 42, 3);
+  EXPECT_NE(Rng::ForSample(1, 0, 42, 3).Next(), c.Next());
+}
+
+TEST(RngTest, UniformAndBelowStayInRange) {
+  Rng r(7);
+  for (int i = 0; i < 10000; ++i) {
+    double u = r.Uniform();
+    EXPECT_GE(u, 0.0);
+    EXPECT_LT(u, 1.0);
+    EXPECT_LT(r.Below(10), 10u);
+  }
+}
+
+TEST(DigestTest, Sha256OfAbcMatchesTheStandardVector) {
+  Sha256 h;
+  h.Update("abc");
+  EXPECT_EQ(h.FinishHex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+}  // namespace
+}  // namespace gm

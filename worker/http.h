@@ -1,0 +1,51 @@
+// HttpClient: the narrow edge to HTTP(S). The real one uses libcurl; tests also
+// use FakeHttpClient. Implementations are thread-safe (Get may be called from
+// several threads at once).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/status.h"
+
+namespace gm {
+
+class HttpClient {
+ public:
+  virtual ~HttpClient() = default;
+  // Fetches `url` whole. NotFound for 404, Unavailable for an unreachable host or a
+  // timeout, IoError for other HTTP errors; every message names the URL.
+  virtual Result<std::string> Get(const std::string& url) = 0;
+};
+
+struct HttpOptions {
+  double connect_timeout_s = 10;
+  double total_timeout_s = 300;  // per request
+  int retries = 2;               // for transient failures (not for 404)
+};
+
+// libcurl-backed client.
+std::unique_ptr<HttpClient> MakeCurlHttpClient(const HttpOptions& options = {});
+
+// In-memory client for unit tests: serves `pages`, 404 for anything else.
+class FakeHttpClient : public HttpClient {
+ public:
+  void Put(const std::string& url, std::string body) {
+    std::lock_guard<std::mutex> lock(mu_);
+    pages_[url] = std::move(body);
+  }
+  Result<std::string> Get(const std::string& url) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = pages_.find(url);
+    if (it == pages_.end()) return Status::NotFound(url + ": HTTP 404");
+    return it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string> pages_;
+};
+
+}  // namespace gm

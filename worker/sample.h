@@ -1,0 +1,78 @@
+// Sample, Tensor and Batch: the values that flow through a pipeline.
+//
+// A Sample is owned by exactly one thread at a time (the engine hands it from the
+// source to a stage thread to the batcher); nothing here is synchronised.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gm {
+
+enum class DType : uint8_t { kUInt8, kInt32, kInt64, kFloat32 };
+
+size_t DTypeSize(DType d);
+std::string_view DTypeName(DType d);   // "uint8", "int32", "int64", "float32"
+std::string_view NumpyDescr(DType d);  // "|u1", "<i4", "<i8", "<f4"
+
+enum class Layout : uint8_t { kNone, kHWC, kCHW };
+
+// A dense, row-major, contiguous n-d array. `bytes` holds num_elements()*DTypeSize.
+struct Tensor {
+  DType dtype = DType::kUInt8;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  size_t num_elements() const;
+  bool empty() const { return shape.empty(); }
+  void Reset(DType d, std::vector<int64_t> s);  // resizes bytes for the new shape
+  template <typename T>
+  T* data() { return reinterpret_cast<T*>(bytes.data()); }
+  template <typename T>
+  const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }
+};
+
+std::string ShapeString(const std::vector<int64_t>& shape);  // "[224, 224, 3]"
+
+struct Sample {
+  // Stable position of the sample in its source (files: index in the sorted list;
+  // tar: shard << 32 | position in shard; jsonl: line number; range: the index).
+  // Per-sample randomness is drawn from (seed, epoch, index) only.
+  uint64_t index = 0;
+  // Stable, unique key: "<path>" for files, "<shard>#<basename>" for tar,
+  // "<path>:<line>" for jsonl, "range:<i>" for range. Used to prove exactly-once.
+  std::string key;
+  int64_t label = -1;  // -1: no label
+  // Bytes from the source (an encoded JPEG, a line of text, ...).
+  std::string data;
+  // Extension of `data` (tar member suffix or file extension), e.g. "jpg".
+  std::string ext;
+  // Other members of a tar sample by extension (e.g. "cls", "json").
+  std::map<std::string, std::string> fields;
+  // The decoded value once a stage has made one. Images are [H, W, C] (kHWC).
+  Tensor tensor;
+  Layout layout = Layout::kNone;
+  // When `tensor` is float32 and was produced by to_tensor or normalize: values are
+  // already scaled to [0, 1] (to_tensor) or normalized; see worker/image_ops.h.
+  bool normalized = false;
+
+  // Bytes the sample carries now: the tensor if there is one, else `data`.
+  size_t payload_bytes() const { return tensor.empty() ? data.size() : tensor.bytes.size(); }
+};
+
+// A batch in delivery order. data: [B, ...sample shape], labels: int64 [B].
+struct Batch {
+  uint64_t epoch = 0;
+  uint64_t index = 0;  // batch number within the epoch
+  Tensor data;
+  Layout layout = Layout::kNone;  // of each sample
+  Tensor labels;
+  std::vector<std::string> keys;
+  std::vector<uint64_t> sample_indices;
+  size_t size() const { return keys.size(); }
+};
+
+}  // namespace gm
