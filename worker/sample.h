@@ -58,6 +58,9 @@ struct Sample {
   // When `tensor` is float32 and was produced by to_tensor or normalize: values are
   // already scaled to [0, 1] (to_tensor) or normalized; see worker/image_ops.h.
   bool normalized = false;
+  // CPU seconds spent on this sample outside the calling thread (exec stages'
+  // child processes). The engine adds it to the stage's CPU time and resets it.
+  double extra_cpu_s = 0;
 
   // Bytes the sample carries now: the tensor if there is one, else `data`.
   size_t payload_bytes() const { return tensor.empty() ? data.size() : tensor.bytes.size(); }

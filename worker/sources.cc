@@ -1,8 +1,37 @@
-// PLACEHOLDER: replaced by the sources implementation.
 #include "worker/source.h"
+
+#include "core/file_util.h"
+#include "worker/sources_internal.h"
+
 namespace gm {
-Result<std::unique_ptr<Source>> MakeSource(const JsonNode& source, const SourceEnv&) {
-  return source.Error("sources are not built yet");
+
+bool IsHttpUrl(std::string_view location) {
+  return location.starts_with("http://") || location.starts_with("https://");
 }
-std::unique_ptr<HttpClient> MakeCurlHttpClient(const HttpOptions&) { return nullptr; }
+
+std::string ResolvePath(const std::string& base_dir, const std::string& path) {
+  if (base_dir.empty() || path.starts_with("/")) return path;
+  return base_dir.ends_with("/") ? base_dir + path : base_dir + "/" + path;
+}
+
+Result<std::string> FetchWhole(const std::string& location, const SourceEnv& env) {
+  if (!IsHttpUrl(location)) return ReadFile(ResolvePath(env.base_dir, location));
+  if (env.http == nullptr) {
+    return Status::Unavailable(location + ": no HTTP client is configured for this source");
+  }
+  return env.http->Get(location);
+}
+
+Result<std::unique_ptr<Source>> MakeSource(const JsonNode& source, const SourceEnv& env) {
+  if (!source.is_object()) return source.Expected("a source object");
+  GM_ASSIGN_OR_RETURN(std::string type, source.String("type"));
+  if (type == "files") return MakeFilesSource(source, env);
+  if (type == "tar") return MakeTarSource(source, env);
+  if (type == "jsonl") return MakeJsonlSource(source, env);
+  if (type == "range") return MakeRangeSource(source, env);
+  GM_ASSIGN_OR_RETURN(JsonNode type_node, source.Get("type"));
+  return type_node.Error("unknown source type \"" + type +
+                         "\"; expected one of \"files\", \"tar\", \"jsonl\", \"range\"");
+}
+
 }  // namespace gm

@@ -1,0 +1,32 @@
+#include "core/paths.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+namespace gm {
+namespace {
+
+std::string InstalledPythonDir() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  std::filesystem::path prefix = exe.parent_path().parent_path();
+  for (const char* libdir : {GOLDMINER_INSTALL_LIBDIR, "lib"}) {
+    std::filesystem::path dir = prefix / libdir / "goldminer" / "python";
+    if (std::filesystem::is_directory(dir / "goldminer", ec)) return dir.string();
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string PythonPackageDir() {
+  const char* env = std::getenv("GOLDMINER_PYTHONPATH");
+  if (env != nullptr && *env != '\0') return env;
+  std::string installed = InstalledPythonDir();
+  if (!installed.empty()) return installed;
+  return std::string(GOLDMINER_SOURCE_DIR) + "/python";
+}
+
+}  // namespace gm

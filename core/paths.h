@@ -1,0 +1,19 @@
+// Where goldminer finds the files it ships beside its binary.
+//
+// Reads the environment and the file system on each call; safe to call from any
+// thread (it only reads).
+#pragma once
+
+#include <string>
+
+namespace gm {
+
+// The directory that contains the `goldminer` Python package (so that
+// `python3 -m goldminer.stage` works with it on PYTHONPATH), first match of:
+//   1. $GOLDMINER_PYTHONPATH when set and non-empty;
+//   2. <directory of the running executable>/../<libdir>/goldminer/python, the
+//      installed layout, when it exists;
+//   3. <source tree>/python, fixed at compile time (development builds).
+std::string PythonPackageDir();
+
+}  // namespace gm

@@ -1,0 +1,358 @@
+#include "worker/engine.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/rng.h"
+
+namespace gm {
+namespace {
+
+// Rng stream numbers for engine-level draws (stage numbers are small, these are not).
+constexpr uint64_t kSplitOrderStream = 0xFFFF0001;
+constexpr uint64_t kShuffleBufferStream = 0xFFFF0002;
+
+struct Item {
+  uint64_t seq = 0;
+  Sample sample;
+  Status status;
+};
+
+// Shared state of one epoch: the reader, the stage threads and the batcher meet here.
+class EpochState {
+ public:
+  explicit EpochState(size_t inflight) : inflight_(inflight) {}
+
+  // Reader side: numbers `item` and queues it (straight to `done_` when it failed
+  // at the source). Blocks while `inflight_` items are unconsumed. False: stopping.
+  bool Push(Item item) {
+    std::unique_lock<std::mutex> lock(mu_);
+    space_cv_.wait(lock, [&] { return stop_ || next_seq_ - consumed_ < inflight_; });
+    if (stop_) return false;
+    item.seq = next_seq_++;
+    if (item.status.ok()) {
+      work_.push_back(std::move(item));
+      work_cv_.notify_one();
+    } else {
+      done_.emplace(item.seq, std::move(item));
+      done_cv_.notify_all();
+    }
+    return true;
+  }
+
+  void ReaderDone() {
+    std::lock_guard<std::mutex> lock(mu_);
+    reader_done_ = true;
+    work_cv_.notify_all();
+    done_cv_.notify_all();
+  }
+
+  // Stage thread side: the next item to process, or false when there is no more.
+  bool TakeWork(Item& out) {
+    std::unique_lock<std::mutex> lock(mu_);
+    work_cv_.wait(lock, [&] { return stop_ || !work_.empty() || reader_done_; });
+    if (stop_ || work_.empty()) return false;
+    out = std::move(work_.front());
+    work_.pop_front();
+    return true;
+  }
+
+  void Finish(Item item) {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t seq = item.seq;
+    done_.emplace(seq, std::move(item));
+    if (seq == consumed_) done_cv_.notify_all();
+  }
+
+  // Batcher side: the next item in sequence order, or false at the end of the epoch.
+  bool TakeNext(Item& out) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] {
+      return stop_ || done_.count(consumed_) || (reader_done_ && consumed_ == next_seq_);
+    });
+    auto it = done_.find(consumed_);
+    if (stop_ || it == done_.end()) return false;
+    out = std::move(it->second);
+    done_.erase(it);
+    ++consumed_;
+    space_cv_.notify_one();
+    return true;
+  }
+
+  void Stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    work_cv_.notify_all();
+    done_cv_.notify_all();
+    space_cv_.notify_all();
+  }
+
+  bool stopped() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+
+ private:
+  const size_t inflight_;
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_, space_cv_;
+  std::deque<Item> work_;            // guarded by mu_
+  std::map<uint64_t, Item> done_;    // guarded by mu_; finished, keyed by seq
+  uint64_t next_seq_ = 0;            // guarded by mu_
+  uint64_t consumed_ = 0;            // guarded by mu_
+  bool reader_done_ = false;         // guarded by mu_
+  bool stop_ = false;                // guarded by mu_
+};
+
+// Reads the epoch's splits in order through the shuffle buffer into `state`.
+void ReadEpoch(const Pipeline& p, uint64_t epoch, int64_t limit, EpochState& state) {
+  const Source& source = p.source();
+  std::vector<size_t> order(source.splits().size());
+  std::iota(order.begin(), order.end(), 0);
+  const size_t buffer_size = p.shuffle_buffer();
+  if (buffer_size > 0) {
+    Rng rng = Rng::ForSample(p.seed(), epoch, 0, kSplitOrderStream);
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
+  }
+  Rng buffer_rng = Rng::ForSample(p.seed(), epoch, 0, kShuffleBufferStream);
+  std::vector<Item> buffer;
+  int64_t pushed = 0;
+  bool running = true;
+  auto push = [&](Item item) {
+    running = state.Push(std::move(item)) && running;
+    ++pushed;
+  };
+  auto pop_random = [&] {
+    size_t j = buffer_rng.Below(buffer.size());
+    std::swap(buffer[j], buffer.back());
+    Item item = std::move(buffer.back());
+    buffer.pop_back();
+    push(std::move(item));
+  };
+  auto emit = [&](Sample&& sample, const Status& status) -> bool {
+    if (!running || (limit >= 0 && pushed + static_cast<int64_t>(buffer.size()) >= limit)) {
+      return false;
+    }
+    Item item{0, std::move(sample), status};
+    if (buffer_size == 0) {
+      push(std::move(item));
+    } else {
+      buffer.push_back(std::move(item));
+      if (buffer.size() > buffer_size) pop_random();
+    }
+    return running;
+  };
+  for (size_t id : order) {
+    if (!running || (limit >= 0 && pushed + static_cast<int64_t>(buffer.size()) >= limit)) break;
+    Status st = source.ReadSplit(id, emit);
+    if (!st.ok() && running) {
+      // The split failed as a whole (404, broken tar): it is one skipped entry.
+      Sample marker;
+      marker.key = source.splits()[id].name;
+      emit(std::move(marker), st);
+    }
+  }
+  while (running && !buffer.empty()) pop_random();
+  state.ReaderDone();
+}
+
+// Runs one sample through every stage, accounting into `stats` (one per stage).
+Status ProcessSample(const Pipeline& p, const RunContext& run, Sample& s,
+                     std::vector<StageStats>& stats) {
+  const auto& stages = p.stages();
+  for (size_t i = 0; i < stages.size(); ++i) {
+    StageStats& st = stats[i];
+    const uint64_t in = s.payload_bytes();
+    const double w0 = MonotonicSeconds(), c0 = ThreadCpuSeconds();
+    Status r = stages[i]->Apply(s, run);
+    st.cpu_s += ThreadCpuSeconds() - c0 + s.extra_cpu_s;
+    st.wall_s += MonotonicSeconds() - w0;
+    s.extra_cpu_s = 0;
+    ++st.count;
+    st.bytes_in += in;
+    st.bytes_out += s.payload_bytes();
+    if (!r.ok()) {
+      return r.WithContext("stage " + std::to_string(stages[i]->stage()) + " (" +
+                           stages[i]->name() + ")");
+    }
+  }
+  if (s.tensor.empty()) {  // no decoding stage: the raw bytes are the value
+    s.tensor.Reset(DType::kUInt8, {static_cast<int64_t>(s.data.size())});
+    std::memcpy(s.tensor.bytes.data(), s.data.data(), s.data.size());
+  }
+  s.data = std::string();  // the encoded bytes are no longer needed
+  s.fields.clear();
+  return Status::Ok();
+}
+
+std::vector<StageStats> EmptyStats(const Pipeline& p) {
+  std::vector<StageStats> stats;
+  for (const auto& op : p.stages()) stats.push_back(StageStats{op->name()});
+  return stats;
+}
+
+void MergeStats(std::vector<StageStats>& into, const std::vector<StageStats>& from) {
+  for (size_t i = 0; i < into.size(); ++i) {
+    into[i].count += from[i].count;
+    into[i].cpu_s += from[i].cpu_s;
+    into[i].wall_s += from[i].wall_s;
+    into[i].bytes_in += from[i].bytes_in;
+    into[i].bytes_out += from[i].bytes_out;
+  }
+}
+
+// Forms batches from finished samples in sequence order and feeds the sink.
+class Batcher {
+ public:
+  Batcher(const Pipeline& p, const EngineOptions& o, BatchSink& sink, RunStats& stats,
+          EngineProgress* progress)
+      : p_(p), options_(o), sink_(sink), stats_(stats), progress_(progress) {}
+
+  Status Add(Item item, uint64_t epoch) {
+    if (item.status.ok() && !pending_.empty()) {
+      item.status = CheckCollatable(pending_.front(), item.sample);
+    }
+    if (!item.status.ok()) return Skip(item);
+    pending_.push_back(std::move(item.sample));
+    if (static_cast<int64_t>(pending_.size()) == p_.batch_size()) return Flush(epoch);
+    return Status::Ok();
+  }
+
+  Status EndEpoch(uint64_t epoch) {
+    Status st = Status::Ok();
+    if (!pending_.empty() && !p_.drop_last()) st = Flush(epoch);
+    pending_.clear();
+    batch_index_ = 0;
+    return st;
+  }
+
+ private:
+  Status Skip(const Item& item) {
+    std::string what = item.sample.key + ": " + item.status.message();
+    if (p_.on_error() == OnError::kFail) {
+      return Status(item.status.code(), what + " (on_error is \"fail\")");
+    }
+    ++stats_.skipped;
+    if (progress_) progress_->skipped.fetch_add(1, std::memory_order_relaxed);
+    if (stats_.skipped <= options_.max_warnings) {
+      LogWarning("skipped " + what);
+    } else if (stats_.skipped == options_.max_warnings + 1) {
+      LogWarning("further skipped samples are counted but not named");
+    }
+    return Status::Ok();
+  }
+
+  Status Flush(uint64_t epoch) {
+    Batch batch = Collate(pending_, epoch, batch_index_++);
+    pending_.clear();
+    stats_.samples += batch.size();
+    ++stats_.batches;
+    if (progress_) {
+      progress_->samples.fetch_add(batch.size(), std::memory_order_relaxed);
+      progress_->batches.fetch_add(1, std::memory_order_relaxed);
+    }
+    return sink_.Consume(batch);
+  }
+
+  const Pipeline& p_;
+  const EngineOptions& options_;
+  BatchSink& sink_;
+  RunStats& stats_;
+  EngineProgress* progress_;
+  std::vector<Sample> pending_;
+  uint64_t batch_index_ = 0;
+};
+
+Status RunEpoch(const Pipeline& p, const EngineOptions& o, uint64_t epoch, Batcher& batcher,
+                std::vector<StageStats>& stage_totals) {
+  const size_t inflight = o.inflight
+                              ? o.inflight
+                              : static_cast<size_t>(4 * o.threads + 2 * p.batch_size());
+  EpochState state(inflight);
+  const RunContext run{p.seed(), epoch};
+  std::vector<std::vector<StageStats>> per_thread(o.threads, EmptyStats(p));
+  std::vector<std::thread> threads;
+  std::thread reader([&] { ReadEpoch(p, epoch, o.limit, state); });
+  for (int t = 0; t < o.threads; ++t) {
+    threads.emplace_back([&, t] {
+      Item item;
+      while (state.TakeWork(item)) {
+        item.status = ProcessSample(p, run, item.sample, per_thread[t]);
+        state.Finish(std::move(item));
+      }
+    });
+  }
+  Status status = Status::Ok();
+  Item item;
+  while (status.ok() && state.TakeNext(item)) status = batcher.Add(std::move(item), epoch);
+  if (status.ok()) status = batcher.EndEpoch(epoch);
+  state.Stop();
+  reader.join();
+  for (auto& t : threads) t.join();
+  for (const auto& s : per_thread) MergeStats(stage_totals, s);
+  return status;
+}
+
+}  // namespace
+
+Status CheckCollatable(const Sample& first, const Sample& next) {
+  if (first.tensor.dtype == next.tensor.dtype && first.tensor.shape == next.tensor.shape &&
+      first.layout == next.layout) {
+    return Status::Ok();
+  }
+  return Status::InvalidArgument(
+      "cannot batch: its value is " + std::string(DTypeName(next.tensor.dtype)) + " " +
+      ShapeString(next.tensor.shape) + " but the batch holds " +
+      std::string(DTypeName(first.tensor.dtype)) + " " + ShapeString(first.tensor.shape) +
+      " (add a resize/crop or pad stage so every sample has one shape)");
+}
+
+Batch Collate(std::vector<Sample>& samples, uint64_t epoch, uint64_t index) {
+  Batch b;
+  b.epoch = epoch;
+  b.index = index;
+  if (samples.empty()) return b;
+  const Tensor& first = samples.front().tensor;
+  std::vector<int64_t> shape = first.shape;
+  shape.insert(shape.begin(), static_cast<int64_t>(samples.size()));
+  b.data.Reset(first.dtype, shape);
+  b.layout = samples.front().layout;
+  b.labels.Reset(DType::kInt64, {static_cast<int64_t>(samples.size())});
+  const size_t stride = first.bytes.size();
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (stride) std::memcpy(b.data.bytes.data() + i * stride, samples[i].tensor.bytes.data(), stride);
+    b.labels.data<int64_t>()[i] = samples[i].label;
+    b.keys.push_back(std::move(samples[i].key));
+    b.sample_indices.push_back(samples[i].index);
+  }
+  return b;
+}
+
+Result<RunStats> RunPipeline(const Pipeline& pipeline, const EngineOptions& options,
+                             BatchSink& sink, EngineProgress* progress) {
+  if (options.threads < 1) return Status::InvalidArgument("--threads must be at least 1");
+  if (options.epochs < 1) return Status::InvalidArgument("--epochs must be at least 1");
+  RunStats stats;
+  stats.threads = options.threads;
+  stats.epochs = options.epochs;
+  stats.stages = EmptyStats(pipeline);
+  const double t0 = MonotonicSeconds(), c0 = ProcessCpuSeconds();
+  Batcher batcher(pipeline, options, sink, stats, progress);
+  for (int e = 0; e < options.epochs; ++e) {
+    if (progress) progress->epoch.store(static_cast<uint64_t>(e));
+    GM_RETURN_IF_ERROR(RunEpoch(pipeline, options, static_cast<uint64_t>(e), batcher, stats.stages));
+  }
+  stats.seconds = MonotonicSeconds() - t0;
+  stats.cpu_s = ProcessCpuSeconds() - c0;
+  return stats;
+}
+
+}  // namespace gm

@@ -1,0 +1,79 @@
+// The pipeline engine: runs a Pipeline's samples through its stages on a pool of
+// threads and hands batches, in the epoch's deterministic order, to a BatchSink.
+//
+// Threads: one reader (reads splits in epoch order, applies the shuffle buffer,
+// numbers samples), `threads` stage threads, and the calling thread, which
+// re-orders finished samples by number, forms batches and calls the sink. At most
+// `inflight` samples exist at once, so memory stays bounded whatever the dataset
+// size. Order and content of batches depend only on the pipeline file, its seed
+// and the epoch, never on the number of threads or their timing.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "worker/pipeline.h"
+#include "worker/sample.h"
+
+namespace gm {
+
+// Receives batches in delivery order on the engine's calling thread.
+class BatchSink {
+ public:
+  virtual ~BatchSink() = default;
+  // A non-OK status stops the run and is returned by RunPipeline.
+  virtual Status Consume(const Batch& batch) = 0;
+};
+
+struct EngineOptions {
+  int threads = 1;
+  int epochs = 1;
+  int64_t limit = -1;     // at most this many samples read per epoch (-1: all)
+  size_t inflight = 0;    // max samples in flight; 0: 4 * threads + 2 * batch size
+  size_t max_warnings = 20;  // skipped samples named one by one, then only counted
+};
+
+// Live counters, written by the engine and readable from any thread (progress).
+struct EngineProgress {
+  std::atomic<uint64_t> samples{0};
+  std::atomic<uint64_t> skipped{0};
+  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> epoch{0};
+};
+
+struct StageStats {
+  std::string name;
+  uint64_t count = 0;       // samples that went through the stage (including failures)
+  double cpu_s = 0;         // thread CPU seconds (plus child processes' CPU for exec)
+  double wall_s = 0;        // wall seconds
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+};
+
+struct RunStats {
+  uint64_t samples = 0;    // delivered in batches
+  uint64_t skipped = 0;    // unreadable or failed samples (on_error: skip)
+  uint64_t batches = 0;
+  double seconds = 0;      // wall time of the whole run
+  double cpu_s = 0;        // process CPU seconds during the run
+  int threads = 0;
+  int epochs = 0;
+  std::vector<StageStats> stages;
+};
+
+// Runs `pipeline` for options.epochs epochs. Returns the stats, or the first error
+// when on_error is "fail" (naming the sample key, the stage and the reason), or an
+// error from the sink. `progress` may be null.
+Result<RunStats> RunPipeline(const Pipeline& pipeline, const EngineOptions& options,
+                             BatchSink& sink, EngineProgress* progress = nullptr);
+
+// Stacks samples into a batch: every sample must have the dtype, shape and layout of
+// the first (a sample without a tensor contributes its raw bytes as uint8 [n]).
+// Returns InvalidArgument naming the offending sample's key otherwise.
+Status CheckCollatable(const Sample& first, const Sample& next);
+Batch Collate(std::vector<Sample>& samples, uint64_t epoch, uint64_t index);
+
+}  // namespace gm

@@ -1,0 +1,92 @@
+#include "worker/pipeline.h"
+
+#include <filesystem>
+
+#include "core/json.h"
+
+namespace gm {
+
+Result<Pipeline> Pipeline::Load(const std::string& path, const PipelineOptions& options) {
+  GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(path));
+  std::string base = std::filesystem::path(path).parent_path().string();
+  if (base.empty()) base = ".";
+  return FromJson(doc, path, base, options);
+}
+
+Result<Pipeline> Pipeline::FromJson(const nlohmann::json& doc, const std::string& origin,
+                                    const std::string& base_dir, const PipelineOptions& options) {
+  JsonNode root(doc, origin);
+  if (!root.is_object()) return root.Expected("a pipeline object ({\"version\": 1, ...})");
+  GM_RETURN_IF_ERROR(root.CheckKeys(
+      {"version", "name", "source", "stages", "batch", "shuffle", "seed", "on_error"}));
+  GM_ASSIGN_OR_RETURN(int64_t version, root.Int("version"));
+  if (version != kPipelineSchemaVersion) {
+    GM_ASSIGN_OR_RETURN(JsonNode v, root.Get("version"));
+    return v.Error("unsupported schema version " + std::to_string(version) +
+                   " (this goldminer reads version " + std::to_string(kPipelineSchemaVersion) +
+                   ")");
+  }
+  Pipeline p;
+  p.origin_ = origin;
+  GM_ASSIGN_OR_RETURN(p.name_, root.StringOr("name", ""));
+  GM_ASSIGN_OR_RETURN(p.seed_, root.IntOr("seed", 0));
+
+  GM_ASSIGN_OR_RETURN(std::string on_error, root.StringOr("on_error", "skip"));
+  if (on_error == "skip") {
+    p.on_error_ = OnError::kSkip;
+  } else if (on_error == "fail") {
+    p.on_error_ = OnError::kFail;
+  } else {
+    return (*root.Get("on_error")).Expected("\"skip\" or \"fail\"");
+  }
+
+  if (root.has("batch")) {
+    GM_ASSIGN_OR_RETURN(JsonNode batch, root.Get("batch"));
+    GM_RETURN_IF_ERROR(batch.CheckKeys({"size", "drop_last"}));
+    GM_ASSIGN_OR_RETURN(p.batch_size_, batch.IntOr("size", 64));
+    if (p.batch_size_ < 1) return (*batch.Get("size")).Expected("a batch size >= 1");
+    GM_ASSIGN_OR_RETURN(p.drop_last_, batch.BoolOr("drop_last", false));
+  }
+  if (root.has("shuffle")) {
+    GM_ASSIGN_OR_RETURN(JsonNode shuffle, root.Get("shuffle"));
+    GM_RETURN_IF_ERROR(shuffle.CheckKeys({"buffer"}));
+    GM_ASSIGN_OR_RETURN(int64_t buffer, shuffle.IntOr("buffer", 0));
+    if (buffer < 0) return (*shuffle.Get("buffer")).Expected("a buffer size >= 0");
+    p.shuffle_buffer_ = static_cast<size_t>(buffer);
+  }
+
+  if (options.http == nullptr) p.own_http_ = MakeCurlHttpClient();
+  SourceEnv source_env{base_dir, options.http ? options.http : p.own_http_.get(),
+                       options.files_per_split};
+  GM_ASSIGN_OR_RETURN(JsonNode source, root.Get("source"));
+  GM_ASSIGN_OR_RETURN(p.source_, MakeSource(source, source_env));
+
+  GM_ASSIGN_OR_RETURN(JsonNode stages, root.Get("stages"));
+  GM_RETURN_IF_ERROR(p.ParseStages(stages, OpEnv{base_dir, options.threads}, options.fuse));
+  return p;
+}
+
+Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse) {
+  GM_ASSIGN_OR_RETURN(std::vector<JsonNode> elements, stages.Elements());
+  std::vector<std::unique_ptr<Op>> built;
+  for (size_t i = 0; i < elements.size(); ++i) {
+    GM_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, OpRegistry::BuiltIn().Make(elements[i], env));
+    op->set_stage(i);
+    built.push_back(std::move(op));
+  }
+  // Fuse decode with the crop/resize that follows it, so only the needed pixels
+  // are decoded. The fused op keeps the crop's stage number for its randomness.
+  for (size_t i = 0; i < built.size(); ++i) {
+    if (fuse && i + 1 < built.size()) {
+      if (std::unique_ptr<Op> fused = FuseDecode(built[i], built[i + 1])) {
+        stages_.push_back(std::move(fused));
+        ++i;
+        continue;
+      }
+    }
+    stages_.push_back(std::move(built[i]));
+  }
+  return Status::Ok();
+}
+
+}  // namespace gm

@@ -1,0 +1,72 @@
+// Pipeline: a loaded, validated pipeline.json (schema version 1): the source, the
+// stages (built ops, with decode fused into the following crop where allowed), the
+// batch, shuffle, seed and on_error settings. Immutable after Load; safe to share
+// between threads. The schema is documented in man/goldminer-pipeline.5.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "worker/http.h"
+#include "worker/op.h"
+#include "worker/source.h"
+
+namespace gm {
+
+inline constexpr int kPipelineSchemaVersion = 1;
+
+enum class OnError { kSkip, kFail };
+
+struct PipelineOptions {
+  int threads = 1;                // engine threads (sizes exec process pools)
+  bool fuse = true;               // allow fused decode (decode_jpeg "fast": true)
+  HttpClient* http = nullptr;     // not owned; nullptr: the pipeline makes a libcurl client
+  size_t files_per_split = 256;
+};
+
+class Pipeline {
+ public:
+  // Reads and validates `path`. Relative paths inside resolve against its directory.
+  static Result<Pipeline> Load(const std::string& path, const PipelineOptions& options = {});
+  // Same from a parsed document; `origin` names it in errors.
+  static Result<Pipeline> FromJson(const nlohmann::json& doc, const std::string& origin,
+                                   const std::string& base_dir,
+                                   const PipelineOptions& options = {});
+
+  Pipeline(Pipeline&&) noexcept = default;
+  Pipeline& operator=(Pipeline&&) noexcept = default;
+  ~Pipeline() = default;
+
+  const Source& source() const { return *source_; }
+  const std::vector<std::unique_ptr<Op>>& stages() const { return stages_; }
+  const std::string& origin() const { return origin_; }
+  const std::string& name() const { return name_; }
+
+  int64_t batch_size() const { return batch_size_; }
+  bool drop_last() const { return drop_last_; }
+  size_t shuffle_buffer() const { return shuffle_buffer_; }  // 0: source order
+  uint64_t seed() const { return seed_; }
+  OnError on_error() const { return on_error_; }
+
+ private:
+  Pipeline() = default;
+  Status ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse);
+
+  std::string origin_;
+  std::string name_;
+  std::unique_ptr<HttpClient> own_http_;
+  std::unique_ptr<Source> source_;
+  std::vector<std::unique_ptr<Op>> stages_;
+  int64_t batch_size_ = 64;
+  bool drop_last_ = false;
+  size_t shuffle_buffer_ = 0;
+  uint64_t seed_ = 0;
+  OnError on_error_ = OnError::kSkip;
+};
+
+}  // namespace gm
