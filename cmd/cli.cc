@@ -33,7 +33,9 @@ int Main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);  // prints help / version / the usage error; 0 or 2
+    // Prints help or the version (exit 0), or the usage error with a hint (exit 2).
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
   }
   SetLogLevel(verbose ? LogLevel::kDebug : quiet ? LogLevel::kError : LogLevel::kInfo);
   if (!chosen) return kExitUsage;

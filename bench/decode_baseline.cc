@@ -1,0 +1,56 @@
+// Decode alone: libjpeg-turbo (TurboJPEG tjDecompress2, full size, RGB) on one
+// core over the same files, the ceiling a per-core pipeline is compared with.
+// Files are read into memory first; prints one JSON object.
+// Usage: decode_baseline FILE_LIST_OR_DIR [--rounds N]
+#include <turbojpeg.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: decode_baseline DIR [--rounds N]\n");
+    return 2;
+  }
+  int rounds = 3;
+  if (argc >= 4 && std::string(argv[2]) == "--rounds") rounds = std::max(1, std::atoi(argv[3]));
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(argv[1])) {
+    if (e.is_regular_file() && e.path().extension() == ".jpg") {
+      std::ifstream in(e.path(), std::ios::binary);
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      files.push_back(ss.str());
+    }
+  }
+  if (files.empty()) {
+    std::fprintf(stderr, "decode_baseline: no .jpg files under %s\n", argv[1]);
+    return 1;
+  }
+  tjhandle tj = tjInitDecompress();
+  std::vector<unsigned char> out;
+  std::vector<double> rates;
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (const auto& f : files) {
+      int w = 0, h = 0, sub = 0, cs = 0;
+      auto* buf = reinterpret_cast<const unsigned char*>(f.data());
+      if (tjDecompressHeader3(tj, buf, f.size(), &w, &h, &sub, &cs) != 0) continue;
+      out.resize(static_cast<size_t>(w) * h * 3);
+      tjDecompress2(tj, buf, f.size(), out.data(), w, 0, h, TJPF_RGB, 0);
+    }
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    rates.push_back(files.size() / dt);
+  }
+  tjDestroy(tj);
+  std::sort(rates.begin(), rates.end());
+  std::printf("{\"images\": %zu, \"rounds\": %d, \"median_images_per_s\": %.1f}\n", files.size(),
+              rounds, rates[rates.size() / 2]);
+  return 0;
+}

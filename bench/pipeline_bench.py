@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""Benchmark: goldminer's worker engine vs PyTorch's DataLoader, same images, one run.
+
+Builds (once) a corpus of ImageNet-sized crops of real photos, then runs the ImageNet
+training pipeline (decode, RandomResizedCrop 224, flip, normalize, CHW float32,
+batch 64) through
+  - goldminer worker --local, with 1 thread and with all cores,
+  - torch DataLoader + torchvision, with num_workers=0 (1 core) and = all cores,
+  - libjpeg-turbo full decode alone on one core (the per-core ceiling),
+alternating the runs for --rounds rounds, and prints medians and ratios.
+
+usage: pipeline_bench.py [--build build] [--images 2000] [--rounds 3] [--json OUT]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--images", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args()
+    cores = os.cpu_count() or 1
+    work = os.path.join(args.build, "bench")
+    corpus = os.path.join(work, f"corpus-{args.images}")
+    subprocess.run([sys.executable, os.path.join(HERE, "make_corpus.py"), corpus,
+                    "--count", str(args.images)], check=True)
+    pipeline = os.path.join(work, "pipeline.json")
+    with open(os.path.join(ROOT, "examples", "imagenet", "pipeline.json")) as f:
+        spec = json.load(f)
+    spec["source"]["root"] = os.path.abspath(corpus)
+    with open(pipeline, "w") as f:
+        json.dump(spec, f, indent=1)
+    gm = os.path.join(args.build, "cmd", "goldminer")
+    decode = os.path.join(args.build, "bench", "decode_baseline")
+    peer = os.path.join(HERE, "torch_peer.py")
+
+    runs = {"gm1": [], "gmN": [], "pt1": [], "ptN": [], "dec": []}
+    for r in range(args.rounds):
+        print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr)
+        for threads, key in ((1, "gm1"), (cores, "gmN")):
+            j = run_json([gm, "worker", "--local", "--pipeline", pipeline, "--threads",
+                          str(threads), "--json", "--no-progress"])
+            runs[key].append(j["samples_per_s"])
+        for workers, key in ((0, "pt1"), (cores, "ptN")):
+            j = run_json(["/usr/bin/python3", peer, corpus, "--workers", str(workers)])
+            runs[key].append(j["images_per_s"])
+        runs["dec"].append(run_json([decode, corpus, "--rounds", "1"])["median_images_per_s"])
+
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    print()
+    print(f"ImageNet pipeline, {args.images} images (~{du_kb(corpus)} KB each), "
+          f"batch 64, {args.rounds} rounds, medians (images/s)")
+    print(f"{'':24}{'goldminer':>12}{'torch DataLoader':>18}{'ratio':>8}")
+    print(f"{'1 core':24}{med['gm1']:12.1f}{med['pt1']:18.1f}{med['gm1'] / med['pt1']:7.2f}x")
+    print(f"{f'{cores} cores':24}{med['gmN']:12.1f}{med['ptN']:18.1f}"
+          f"{med['gmN'] / med['ptN']:7.2f}x")
+    print(f"libjpeg-turbo full decode alone, 1 core: {med['dec']:.1f} images/s; "
+          f"goldminer's whole pipeline per core reaches {100 * med['gm1'] / med['dec']:.0f}% of it")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"runs": runs, "medians": med, "cores": cores, "images": args.images}, f,
+                      indent=1)
+
+
+def du_kb(d):
+    total = n = 0
+    for base, _, files in os.walk(d):
+        for f in files:
+            if f.endswith(".jpg"):
+                total += os.path.getsize(os.path.join(base, f))
+                n += 1
+    return round(total / max(n, 1) / 1024)
+
+
+if __name__ == "__main__":
+    main()

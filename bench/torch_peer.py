@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""The peer: PyTorch's DataLoader with torchvision transforms on the same images.
+
+Runs the ImageNet training pipeline (PIL decode, RandomResizedCrop(224),
+RandomHorizontalFlip, ToTensor, Normalize, batch 64) over the JPEGs under ROOT
+(class = parent directory) and prints one JSON object: images, seconds,
+images_per_s, num_workers. torch runs with one intra-op thread per process.
+
+usage: torch_peer.py ROOT --workers N [--limit N]
+"""
+import argparse
+import glob
+import json
+import os
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+from PIL import Image  # noqa: E402
+from torchvision import transforms  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+class Folder(torch.utils.data.Dataset):
+    def __init__(self, root, limit):
+        self.files = sorted(glob.glob(os.path.join(root, "**", "*.jpg"), recursive=True))
+        if limit:
+            self.files = self.files[:limit]
+        classes = sorted({os.path.basename(os.path.dirname(f)) for f in self.files})
+        self.label = {c: i for i, c in enumerate(classes)}
+        self.tf = transforms.Compose([
+            transforms.RandomResizedCrop(224),
+            transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+        ])
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        f = self.files[i]
+        with Image.open(f) as im:
+            x = self.tf(im.convert("RGB"))
+        return x, self.label[os.path.basename(os.path.dirname(f))]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("root")
+    ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--limit", type=int, default=0)
+    args = ap.parse_args()
+    ds = Folder(args.root, args.limit)
+    loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True,
+                                         num_workers=args.workers)
+    t0 = time.perf_counter()
+    n = 0
+    for x, _ in loader:
+        n += x.shape[0]
+    dt = time.perf_counter() - t0
+    print(json.dumps({"images": n, "seconds": dt, "images_per_s": n / dt,
+                      "num_workers": args.workers, "torch": torch.__version__}))
+
+
+if __name__ == "__main__":
+    main()

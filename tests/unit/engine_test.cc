@@ -1,0 +1,252 @@
+// Engine tests on real JPEG photos through the real files source and image ops.
+#include "worker/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include "core/json.h"
+#include "worker/pipeline.h"
+#include "worker/sinks.h"
+#include "tests/unit/test_util.h"
+
+namespace gm {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Records every batch's keys and sizes, and hashes the bytes.
+class RecordingSink : public BatchSink {
+ public:
+  Status Consume(const Batch& batch) override {
+    sizes.push_back(batch.size());
+    for (const auto& k : batch.keys) keys.push_back(k);
+    shapes.push_back(batch.data.shape);
+    EXPECT_EQ(batch.labels.shape, std::vector<int64_t>{static_cast<int64_t>(batch.size())});
+    return digest.Consume(batch);
+  }
+  std::vector<size_t> sizes;
+  std::vector<std::string> keys;
+  std::vector<std::vector<int64_t>> shapes;
+  DigestSink digest;
+};
+
+// Given a corpus of `copies` copies of each of the 6 fixture photos in two class
+// directories, plus the bad files when `with_bad`.
+class EngineTest : public ::testing::Test {
+ protected:
+  void MakeCorpus(int copies, bool with_bad = false) {
+    for (int c = 0; c < copies; ++c) {
+      for (int i = 0; i < 6; ++i) {
+        std::string cls = i % 2 ? "cats" : "dogs";
+        std::string name = "corpus/" + cls + "/" + std::to_string(c) + "_" + std::to_string(i) + ".jpg";
+        dir_.Write(name, testing::ReadAll(Fixture("photo" + std::to_string(i) + ".jpg")));
+      }
+    }
+    if (with_bad) {
+      for (const char* bad : {"zero.jpg", "truncated.jpg", "png_named.jpg", "random.jpg"}) {
+        dir_.Write(std::string("corpus/dogs/bad_") + bad, testing::ReadAll(Fixture(bad)));
+      }
+    }
+  }
+
+  static std::string Fixture(const std::string& name) {
+    return testing::SourcePath("tests/data/engine/" + name);
+  }
+
+  nlohmann::json Spec(int batch = 8, int shuffle = 16, uint64_t seed = 1) {
+    return nlohmann::json::parse(R"({
+      "version": 1,
+      "source": {"type": "files", "root": "corpus", "pattern": "**/*.jpg", "label": "parent_dir"},
+      "stages": [{"op": "decode_jpeg"},
+                 {"op": "random_resized_crop", "size": [32, 48]},
+                 {"op": "flip", "p": 0.5},
+                 {"op": "color_jitter", "brightness": 0.4, "contrast": 0.4, "saturation": 0.4},
+                 {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
+                 {"op": "to_tensor", "layout": "CHW", "dtype": "float32"}],
+      "batch": {"size": 8}, "shuffle": {"buffer": 16}, "seed": 1})")
+        .update(nlohmann::json{{"batch", {{"size", batch}}},
+                               {"shuffle", {{"buffer", shuffle}}},
+                               {"seed", seed}});
+  }
+
+  Result<RecordingSink> Run(const nlohmann::json& spec, int threads, int epochs = 1,
+                            int64_t limit = -1, RunStats* stats_out = nullptr) {
+    PipelineOptions po;
+    po.threads = threads;
+    po.files_per_split = 5;  // many small splits: exercises the split order shuffle
+    GM_ASSIGN_OR_RETURN(Pipeline p, Pipeline::FromJson(spec, "test.json", dir_.path(), po));
+    EngineOptions eo;
+    eo.threads = threads;
+    eo.epochs = epochs;
+    eo.limit = limit;
+    RecordingSink sink;
+    GM_ASSIGN_OR_RETURN(RunStats stats, RunPipeline(p, eo, sink));
+    if (stats_out) *stats_out = stats;
+    return sink;
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(EngineTest, GivenAnyThreadCountWhenRunThenBatchesAreBitIdenticalInTheSameOrder) {
+  MakeCorpus(5);
+  auto one = Run(Spec(), 1);
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  std::string reference = one->digest.FinishHex();
+  for (int threads : {2, 3, 4}) {
+    auto many = Run(Spec(), threads);
+    ASSERT_TRUE(many.ok()) << many.status().message();
+    EXPECT_EQ(many->keys, one->keys) << threads << " threads";
+    EXPECT_EQ(many->digest.FinishHex(), reference) << threads << " threads";
+  }
+}
+
+TEST_F(EngineTest, GivenAnEpochThenEverySampleIsDeliveredExactlyOnceInFullBatches) {
+  MakeCorpus(5);  // 30 images
+  RunStats stats;
+  auto r = Run(Spec(8), 2, 1, -1, &stats);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->sizes, (std::vector<size_t>{8, 8, 8, 6}));
+  std::set<std::string> unique(r->keys.begin(), r->keys.end());
+  EXPECT_EQ(unique.size(), 30u);
+  EXPECT_EQ(r->keys.size(), 30u);
+  EXPECT_EQ(r->shapes[0], (std::vector<int64_t>{8, 3, 32, 48}));
+  EXPECT_EQ(stats.samples, 30u);
+  EXPECT_EQ(stats.skipped, 0u);
+  ASSERT_EQ(stats.stages.size(), 5u);  // decode fused with the crop
+  EXPECT_EQ(stats.stages[0].name, "decode_jpeg+random_resized_crop");
+  for (const auto& st : stats.stages) {
+    EXPECT_EQ(st.count, 30u) << st.name;
+    EXPECT_GT(st.bytes_out, 0u) << st.name;
+  }
+  // float32 CHW 3x32x48 out of the last stage.
+  EXPECT_EQ(stats.stages.back().bytes_out, 30u * 3 * 32 * 48 * 4);
+}
+
+TEST_F(EngineTest, GivenDropLastThenThePartialBatchIsDropped) {
+  MakeCorpus(5);
+  auto spec = Spec(8);
+  spec["batch"]["drop_last"] = true;
+  auto r = Run(spec, 2);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->sizes, (std::vector<size_t>{8, 8, 8}));
+}
+
+TEST_F(EngineTest, GivenSeedsAndEpochsThenOrderDependsOnThemOnly) {
+  MakeCorpus(5);
+  auto a = Run(Spec(8, 16, 1), 2, 2);
+  auto b = Run(Spec(8, 16, 1), 1, 2);
+  auto c = Run(Spec(8, 16, 2), 2, 2);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->keys, b->keys);
+  EXPECT_NE(a->keys, c->keys);
+  // Two epochs: each holds every key once, in different orders.
+  std::vector<std::string> e0(a->keys.begin(), a->keys.begin() + 30);
+  std::vector<std::string> e1(a->keys.begin() + 30, a->keys.end());
+  EXPECT_NE(e0, e1);
+  std::sort(e0.begin(), e0.end());
+  std::sort(e1.begin(), e1.end());
+  EXPECT_EQ(e0, e1);
+}
+
+TEST_F(EngineTest, GivenNoShuffleThenSamplesComeInSortedPathOrder) {
+  MakeCorpus(2);
+  auto r = Run(Spec(4, 0), 3);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  std::vector<std::string> sorted = r->keys;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(r->keys, sorted);
+}
+
+TEST_F(EngineTest, GivenLimitThenOnlyThatManySamplesAreRead) {
+  MakeCorpus(5);
+  auto r = Run(Spec(4), 2, 2, 10);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->keys.size(), 20u);
+}
+
+TEST_F(EngineTest, GivenBadFilesAndOnErrorSkipThenTheyAreSkippedAndCounted) {
+  MakeCorpus(2, /*with_bad=*/true);
+  RunStats stats;
+  auto r = Run(Spec(5), 2, 1, -1, &stats);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(stats.skipped, 4u);
+  EXPECT_EQ(stats.samples, 12u);
+  for (const auto& k : r->keys) EXPECT_EQ(k.find("bad_"), std::string::npos) << k;
+}
+
+TEST_F(EngineTest, GivenBadFilesAndOnErrorFailThenTheRunStopsNamingTheFile) {
+  MakeCorpus(1, /*with_bad=*/true);
+  auto spec = Spec(4, 0);
+  spec["on_error"] = "fail";
+  auto r = Run(spec, 2);
+  ASSERT_FALSE(r.ok());
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("bad_"), std::string::npos) << m;
+  EXPECT_NE(m.find("decode_jpeg"), std::string::npos) << m;
+  EXPECT_NE(m.find("on_error"), std::string::npos) << m;
+}
+
+TEST_F(EngineTest, GivenSamplesOfDifferentShapesThenTheOddOnesAreSkippedWithAReason) {
+  MakeCorpus(1);
+  auto spec = nlohmann::json::parse(R"({"version": 1,
+      "source": {"type": "files", "root": "corpus", "pattern": "**/*.jpg"},
+      "stages": [{"op": "decode_jpeg"}], "batch": {"size": 6}})");
+  RunStats stats;
+  auto r = Run(spec, 1, 1, -1, &stats);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  // The six fixture photos all have different sizes: one sample per batch survives.
+  EXPECT_EQ(stats.samples, 1u);
+  EXPECT_EQ(stats.skipped, 5u);
+}
+
+TEST_F(EngineTest, GivenATinyInflightBoundThenTheRunStillCompletes) {
+  MakeCorpus(3);
+  PipelineOptions po;
+  auto p = Pipeline::FromJson(Spec(4), "test.json", dir_.path(), po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EngineOptions eo;
+  eo.threads = 4;
+  eo.inflight = 1;
+  RecordingSink sink;
+  auto stats = RunPipeline(*p, eo, sink);
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  EXPECT_EQ(stats->samples, 18u);
+}
+
+TEST(CollateTest, GivenSamplesThenDataIsStackedAndLabelsKept) {
+  std::vector<Sample> samples(2);
+  for (int i = 0; i < 2; ++i) {
+    samples[i].key = "k" + std::to_string(i);
+    samples[i].label = 10 + i;
+    samples[i].index = 100 + i;
+    samples[i].tensor.Reset(DType::kUInt8, {2});
+    samples[i].tensor.bytes = {static_cast<uint8_t>(i), static_cast<uint8_t>(i + 5)};
+  }
+  Batch b = Collate(samples, 3, 7);
+  EXPECT_EQ(b.data.shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(b.data.bytes, (std::vector<uint8_t>{0, 5, 1, 6}));
+  EXPECT_EQ(b.labels.data<int64_t>()[1], 11);
+  EXPECT_EQ(b.keys, (std::vector<std::string>{"k0", "k1"}));
+  EXPECT_EQ(b.epoch, 3u);
+  EXPECT_EQ(b.index, 7u);
+}
+
+TEST(NpyTest, HeaderIsPaddedTo64BytesAndDescribesTheTensor) {
+  Tensor t;
+  t.Reset(DType::kFloat32, {2, 3});
+  std::string npy = EncodeNpy(t);
+  ASSERT_GE(npy.size(), 10u);
+  EXPECT_EQ(npy.substr(0, 6), "\x93NUMPY");
+  size_t header_len = static_cast<uint8_t>(npy[8]) | (static_cast<uint8_t>(npy[9]) << 8);
+  EXPECT_EQ((10 + header_len) % 64, 0u);
+  EXPECT_NE(npy.find("'descr': '<f4'"), std::string::npos);
+  EXPECT_NE(npy.find("'shape': (2, 3)"), std::string::npos);
+  EXPECT_EQ(npy.size(), 10 + header_len + 24);
+}
+
+}  // namespace
+}  // namespace gm
