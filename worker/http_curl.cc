@@ -1,10 +1,10 @@
 // The libcurl-backed HttpClient: one easy handle per request, so Get is
 // thread-safe without locks; transient failures are retried with backoff.
+#include <curl/curl.h>
+
 #include <chrono>
 #include <mutex>
 #include <thread>
-
-#include <curl/curl.h>
 
 #include "worker/http.h"
 

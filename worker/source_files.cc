@@ -32,7 +32,9 @@ class FilesSource : public Source {
  public:
   FilesSource(std::string root, std::vector<std::string> files, std::vector<int64_t> labels,
               size_t per_split)
-      : root_(std::move(root)), files_(std::move(files)), labels_(std::move(labels)),
+      : root_(std::move(root)),
+        files_(std::move(files)),
+        labels_(std::move(labels)),
         per_split_(per_split) {
     for (size_t begin = 0; begin < files_.size(); begin += per_split) {
       size_t end = std::min(files_.size(), begin + per_split);
@@ -131,11 +133,11 @@ Result<std::unique_ptr<Source>> MakeFilesSource(const JsonNode& source, const So
   if (files.empty()) {
     return source.Error("no file under " + root + " matches the pattern \"" + pattern + "\"");
   }
-  std::vector<int64_t> labels = label == "parent_dir" ? ParentDirLabels(files)
-                                                      : std::vector<int64_t>(files.size(), -1);
+  std::vector<int64_t> labels =
+      label == "parent_dir" ? ParentDirLabels(files) : std::vector<int64_t>(files.size(), -1);
   size_t per_split = std::max<size_t>(1, env.files_per_split);
-  return std::unique_ptr<Source>(
-      std::make_unique<FilesSource>(std::move(root), std::move(files), std::move(labels), per_split));
+  return std::unique_ptr<Source>(std::make_unique<FilesSource>(std::move(root), std::move(files),
+                                                               std::move(labels), per_split));
 }
 
 }  // namespace gm

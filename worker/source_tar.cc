@@ -53,8 +53,10 @@ size_t PickDataMember(const Group& group) {
 
 // A "cls" member holds a decimal class id, perhaps with surrounding whitespace.
 Status ParseLabel(std::string_view text, const std::string& key, int64_t* label) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
+    text.remove_prefix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
+    text.remove_suffix(1);
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *label);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
     *label = -1;
@@ -116,13 +118,13 @@ class TarSource : public Source {
     Status status;
     for (size_t i = 0; i < group.members.size(); ++i) {
       const auto& [ext, data] = group.members[i];
+      if (Lower(ext) == "cls") status = ParseLabel(data, sample.key, &sample.label);
       if (i == data_at) {
         sample.data = std::string(data);
         sample.ext = Lower(ext);
-        continue;
+      } else {
+        sample.fields[ext] = std::string(data);
       }
-      if (Lower(ext) == "cls") status = ParseLabel(data, sample.key, &sample.label);
-      sample.fields[ext] = std::string(data);
     }
     return emit(std::move(sample), status);
   }

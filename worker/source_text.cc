@@ -45,8 +45,10 @@ class JsonlSource : public Source {
  public:
   JsonlSource(std::vector<Split> splits, std::string field, std::string label_field,
               const SourceEnv& env)
-      : splits_(std::move(splits)), field_(std::move(field)),
-        label_field_(std::move(label_field)), env_(env) {
+      : splits_(std::move(splits)),
+        field_(std::move(field)),
+        label_field_(std::move(label_field)),
+        env_(env) {
     for (const auto& s : splits_) size_hint_ += s.count;
     bool all_counted = std::all_of(splits_.begin(), splits_.end(),
                                    [](const Split& s) { return !IsHttpUrl(s.name); });
@@ -165,8 +167,8 @@ Result<std::unique_ptr<Source>> MakeJsonlSource(const JsonNode& source, const So
     }
   }
   if (splits.empty()) return paths_node.Expected("a non-empty array of paths");
-  return std::unique_ptr<Source>(std::make_unique<JsonlSource>(
-      std::move(splits), std::move(field), std::move(label_field), env));
+  return std::unique_ptr<Source>(std::make_unique<JsonlSource>(std::move(splits), std::move(field),
+                                                               std::move(label_field), env));
 }
 
 Result<std::unique_ptr<Source>> MakeRangeSource(const JsonNode& source, const SourceEnv&) {

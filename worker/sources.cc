@@ -1,6 +1,5 @@
-#include "worker/source.h"
-
 #include "core/file_util.h"
+#include "worker/source.h"
 #include "worker/sources_internal.h"
 
 namespace gm {

@@ -1,6 +1,7 @@
 #include "worker/tar_reader.h"
 
 #include <algorithm>
+#include <charconv>
 #include <optional>
 
 namespace gm {
@@ -86,13 +87,17 @@ std::optional<std::string> PaxPath(std::string_view records) {
   while (!records.empty()) {
     size_t space = records.find(' ');
     if (space == std::string_view::npos) return std::nullopt;
-    auto len = ParseNumber(records.substr(0, space));
-    if (!len || *len <= space || *len > records.size()) return std::nullopt;
-    std::string_view rec = records.substr(space + 1, *len - space - 1);
+    uint64_t len = 0;
+    auto [end, ec] = std::from_chars(records.data(), records.data() + space, len);
+    if (ec != std::errc() || end != records.data() + space || len <= space + 1 ||
+        len > records.size()) {
+      return std::nullopt;
+    }
+    std::string_view rec = records.substr(space + 1, len - space - 1);
     if (rec.empty() || rec.back() != '\n') return std::nullopt;
     rec.remove_suffix(1);
     if (rec.substr(0, 5) == "path=") path = std::string(rec.substr(5));
-    records.remove_prefix(*len);
+    records.remove_prefix(len);
   }
   return path;
 }

@@ -2,12 +2,12 @@
 // single headers by hand for shapes tar will not write (broken ones included).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace gm::testing {
 
@@ -15,8 +15,8 @@ namespace gm::testing {
 // `out` with /usr/bin/tar in `format` ("gnu", "pax" or "ustar").
 inline void PackTar(const std::string& dir, const std::vector<std::string>& names,
                     const std::string& out, const std::string& format = "gnu") {
-  std::string cmd = "/usr/bin/tar --no-recursion --format=" + format + " -cf '" + out +
-                    "' -C '" + dir + "'";
+  std::string cmd =
+      "/usr/bin/tar --no-recursion --format=" + format + " -cf '" + out + "' -C '" + dir + "'";
   for (const auto& n : names) cmd += " '" + n + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
 }

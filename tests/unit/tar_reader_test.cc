@@ -1,8 +1,8 @@
 #include "worker/tar_reader.h"
 
-#include <filesystem>
-
 #include <gtest/gtest.h>
+
+#include <filesystem>
 
 #include "tests/unit/tar_fixture.h"
 #include "tests/unit/test_util.h"
@@ -91,8 +91,8 @@ TEST(TarReaderTest, GivenHandcraftedGnuLongLinkEntry_WhenRead_ThenItNamesTheNext
 }
 
 TEST(TarReaderTest, GivenTruncatedMember_WhenRead_ThenEarlierMembersThenCorruptWithOffset) {
-  std::string archive = TarHeader("a.txt", 3) + TarPadded("abc") + TarHeader("b.txt", 2000) +
-                        std::string(100, 'x');
+  std::string archive =
+      TarHeader("a.txt", 3) + TarPadded("abc") + TarHeader("b.txt", 2000) + std::string(100, 'x');
 
   Read r = ReadAllMembers(archive);
 
@@ -149,8 +149,8 @@ TEST(TarReaderTest, GivenErrorOnce_WhenNextCalledAgain_ThenSameError) {
 
 TEST(TarReaderTest, GivenPaxHeaderWithBadRecord_WhenRead_ThenCorrupt) {
   std::string pax = "99 path=x\n";
-  std::string archive = TarHeader("pax", pax.size(), 'x') + TarPadded(pax) +
-                        TarHeader("a.txt", 1) + TarPadded("a");
+  std::string archive =
+      TarHeader("pax", pax.size(), 'x') + TarPadded(pax) + TarHeader("a.txt", 1) + TarPadded("a");
 
   Read r = ReadAllMembers(archive);
 

@@ -1,0 +1,431 @@
+#include "worker/image_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "tests/unit/test_util.h"
+#include "worker/jpeg.h"
+#include "worker/resize.h"
+
+namespace gm {
+namespace {
+
+constexpr char kOrigin[] = "pipeline.json";
+constexpr char kStagePath[] = "$.stages[1]";
+
+Result<std::unique_ptr<Op>> TryMakeOp(const std::string& json, uint64_t stage = 1) {
+  GM_ASSIGN_OR_RETURN(nlohmann::json j, ParseJson(json, kOrigin));
+  GM_ASSIGN_OR_RETURN(std::unique_ptr<Op> op,
+                      OpRegistry::BuiltIn().Make(JsonNode(j, kOrigin, kStagePath), OpEnv{}));
+  op->set_stage(stage);
+  return op;
+}
+
+std::unique_ptr<Op> MakeOp(const std::string& json, uint64_t stage = 1) {
+  auto op = TryMakeOp(json, stage);
+  EXPECT_TRUE(op.ok()) << op.status().message();
+  return op.ok() ? std::move(op).value() : nullptr;
+}
+
+Sample RgbSample(int h, int w, const std::vector<uint8_t>& pixels, uint64_t index = 0) {
+  Sample s;
+  s.index = index;
+  s.tensor.Reset(DType::kUInt8, {h, w, 3});
+  s.tensor.bytes = pixels;
+  s.layout = Layout::kHWC;
+  return s;
+}
+
+std::string Photo() {
+  return testing::ReadAll(testing::SourcePath("tests/data/images/photo_500x375.jpg"));
+}
+
+// ---- Resampling -------------------------------------------------------------------
+
+TEST(ResizeTest, GivenRampWhenHalvedThenTriangleWeightsThreeThreeOneSevenths) {
+  // Columns 0, 10, 20, 30. Downscale 2: support 2, weights 3/7, 3/7, 1/7 (and
+  // mirrored), so out = (0*3 + 10*3 + 20) / 7 = 7.14 and (10 + 60 + 90) / 7 = 22.9.
+  std::vector<uint8_t> px(4 * 4 * 3);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(10 * ((i / 3) % 4));
+  std::vector<uint8_t> out(2 * 2 * 3);
+
+  ResizeBilinear(RgbView{px.data(), 4, 4, 12}, SourceBox{0, 0, 4, 4}, 2, 2, out.data());
+
+  EXPECT_EQ(out, (std::vector<uint8_t>{7, 7, 7, 23, 23, 23, 7, 7, 7, 23, 23, 23}));
+}
+
+std::vector<uint8_t> Pattern7x5() {
+  std::vector<uint8_t> v(5 * 7 * 3);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+  return v;
+}
+
+TEST(ResizeTest, GivenPatternWhenResizedThenEqualsPillowBilinear) {
+  const std::vector<uint8_t> px = Pattern7x5();
+  std::vector<uint8_t> out(3 * 2 * 3);
+
+  ResizeBilinear(RgbView{px.data(), 7, 5, 21}, SourceBox{0, 0, 7, 5}, 3, 2, out.data());
+
+  // Image.fromarray(a).resize((3, 2), Image.BILINEAR) with Pillow 9.4.
+  EXPECT_EQ(out, (std::vector<uint8_t>{113, 97, 134, 154, 131, 111, 134, 169, 128, 93, 115, 152,
+                                       131, 108, 129, 152, 149, 83}));
+}
+
+TEST(ResizeTest, GivenIntegerBoxWhenResizedThenEqualsPillowCropThenResize) {
+  const std::vector<uint8_t> px = Pattern7x5();
+  std::vector<uint8_t> out(4 * 3 * 3);
+
+  ResizeBilinear(RgbView{px.data(), 7, 5, 21}, SourceBox{1, 1, 6, 5}, 4, 3, out.data());
+
+  // Image.fromarray(a).crop((1, 1, 6, 5)).resize((4, 3), Image.BILINEAR).
+  EXPECT_EQ(out, (std::vector<uint8_t>{162, 135, 172, 185, 72,  109, 165, 202, 89,  102, 139, 112,
+                                       141, 146, 183, 121, 83,  120, 176, 138, 100, 113, 118, 123,
+                                       119, 156, 193, 56,  93,  130, 186, 73,  110, 123, 96,  133}));
+}
+
+TEST(ResizeTest, GivenUpscaleWhenResizedThenEqualsPillow) {
+  const std::vector<uint8_t> px = Pattern7x5();
+  std::vector<uint8_t> out(11 * 8 * 3);
+
+  ResizeBilinear(RgbView{px.data(), 7, 5, 21}, SourceBox{0, 0, 7, 5}, 11, 8, out.data());
+
+  const std::vector<uint8_t> first = {11, 48, 85, 61, 98, 135, 132, 146, 183, 203,
+                                      54, 91, 180, 54, 91, 88, 125, 162, 159, 196};
+  EXPECT_EQ(std::vector<uint8_t>(out.begin(), out.begin() + 20), first);
+  int64_t sum = 0;
+  for (uint8_t v : out) sum += v;
+  EXPECT_EQ(sum, 33457);  // numpy sum of Pillow's result
+}
+
+// ---- Geometric ops ----------------------------------------------------------------
+
+TEST(ImageOpsTest, GivenShortSideSizeWhenResizedThenAspectKeptLikeTorchvision) {
+  auto op = MakeOp(R"({"op": "resize", "size": 256})");
+  Rng rng(1);
+
+  CropPlan p = dynamic_cast<const RegionOp&>(*op).Plan(500, 375, rng);
+
+  EXPECT_EQ(p.out_h, 256);
+  EXPECT_EQ(p.out_w, 341);  // int(256 * 500 / 375)
+  EXPECT_EQ(p.w, 500);
+  EXPECT_EQ(p.h, 375);
+}
+
+TEST(ImageOpsTest, GivenExactSizeWhenAppliedThenOutputHasThatShape) {
+  auto op = MakeOp(R"({"op": "resize", "size": [3, 2]})");
+  Sample s = RgbSample(5, 7, Pattern7x5());
+
+  ASSERT_TRUE(op->Apply(s, RunContext{}).ok());
+
+  EXPECT_EQ(s.tensor.shape, (std::vector<int64_t>{3, 2, 3}));
+  EXPECT_EQ(s.layout, Layout::kHWC);
+}
+
+TEST(ImageOpsTest, GivenCenterCropWhenAppliedThenCopiesTheRoundedCentreBox) {
+  auto op = MakeOp(R"({"op": "center_crop", "size": [2, 3]})");
+  Sample s = RgbSample(5, 7, Pattern7x5());
+
+  ASSERT_TRUE(op->Apply(s, RunContext{}).ok());
+
+  // top = round((5 - 2) / 2) = round(1.5) = 2, left = round((7 - 3) / 2) = 2.
+  ASSERT_EQ(s.tensor.shape, (std::vector<int64_t>{2, 3, 3}));
+  const std::vector<uint8_t> src = Pattern7x5();
+  for (int y = 0; y < 2; ++y) {
+    for (int x = 0; x < 9; ++x) {
+      EXPECT_EQ(s.tensor.bytes[y * 9 + x], src[(y + 2) * 21 + 6 + x]);
+    }
+  }
+}
+
+TEST(ImageOpsTest, GivenRandomResizedCropWhenPlannedThenBoxInBoundsAndDeterministic) {
+  auto op = MakeOp(R"({"op": "random_resized_crop", "size": 224})");
+  const auto& region = dynamic_cast<const RegionOp&>(*op);
+  Sample a, b;
+  a.index = 7;
+  b.index = 8;
+  RunContext run{42, 3};
+  int differing = 0;
+  for (int i = 0; i < 50; ++i) {
+    a.index = b.index + 1 + i;
+    Rng r1 = op->MakeRng(a, run), r2 = op->MakeRng(a, run), r3 = op->MakeRng(b, run);
+    CropPlan p = region.Plan(500, 375, r1), q = region.Plan(500, 375, r2), o = region.Plan(500, 375, r3);
+    EXPECT_TRUE(p.x >= 0 && p.y >= 0 && p.w > 0 && p.h > 0);
+    EXPECT_LE(p.x + p.w, 500);
+    EXPECT_LE(p.y + p.h, 375);
+    const double area = double(p.w) * p.h / (500.0 * 375.0), ratio = double(p.w) / p.h;
+    EXPECT_TRUE(area >= 0.075 && area <= 1.0) << area;
+    EXPECT_TRUE(ratio >= 0.74 && ratio <= 1.34) << ratio;
+    EXPECT_EQ(p.out_w, 224);
+    EXPECT_EQ(p.out_h, 224);
+    EXPECT_TRUE(p.x == q.x && p.y == q.y && p.w == q.w && p.h == q.h);
+    differing += (p.x != o.x || p.y != o.y || p.w != o.w || p.h != o.h);
+  }
+  EXPECT_GE(differing, 45);
+}
+
+TEST(ImageOpsTest, GivenImpossibleRatioWhenPlannedThenCentralFallback) {
+  const double scale[2] = {0.99, 1.0}, ratio[2] = {3.0, 4.0};
+  Rng rng(5);
+
+  // A 100x100 image cannot hold a 3:1 box of 99% of its area: fall back.
+  CropPlan p = RandomResizedCropPlan(100, 100, scale, ratio, 32, 32, rng);
+
+  EXPECT_EQ(p.w, 100);
+  EXPECT_EQ(p.h, 33);  // round(100 / 3)
+  EXPECT_EQ(p.x, 0);
+  EXPECT_EQ(p.y, 33);  // (100 - 33) // 2
+}
+
+TEST(ImageOpsTest, GivenBoxAndOutputWhenChoosingDctScaleThenSmallestThatStillCovers) {
+  EXPECT_EQ(ChooseDctScale(500, 375, 224, 224), 5);  // 312x234 >= 224; 4/8 gives 187 rows
+  EXPECT_EQ(ChooseDctScale(2000, 2000, 224, 224), 1);
+  EXPECT_EQ(ChooseDctScale(448, 448, 224, 224), 4);
+  EXPECT_EQ(ChooseDctScale(100, 100, 224, 224), 8);
+}
+
+// ---- Pixel ops --------------------------------------------------------------------
+
+TEST(ImageOpsTest, GivenFlipWithPOneWhenAppliedThenRowsMirrored) {
+  auto op = MakeOp(R"({"op": "flip", "p": 1.0})");
+  Sample s = RgbSample(2, 3, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18});
+
+  ASSERT_TRUE(op->Apply(s, RunContext{}).ok());
+
+  EXPECT_EQ(s.tensor.bytes,
+            (std::vector<uint8_t>{7, 8, 9, 4, 5, 6, 1, 2, 3, 16, 17, 18, 13, 14, 15, 10, 11, 12}));
+}
+
+TEST(ImageOpsTest, GivenFlipWithPZeroWhenAppliedThenUnchanged) {
+  auto op = MakeOp(R"({"op": "flip", "p": 0})");
+  Sample s = RgbSample(1, 2, {1, 2, 3, 4, 5, 6});
+
+  ASSERT_TRUE(op->Apply(s, RunContext{}).ok());
+
+  EXPECT_EQ(s.tensor.bytes, (std::vector<uint8_t>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST(ImageOpsTest, GivenUint8PixelsWhenNormalizedThenFloatFormula) {
+  auto op = MakeOp(R"({"op": "normalize", "mean": [0.5, 0.25, 0], "std": [0.5, 0.25, 2]})");
+  Sample s = RgbSample(1, 2, {0, 255, 51, 255, 0, 102});
+
+  ASSERT_TRUE(op->Apply(s, RunContext{}).ok());
+
+  ASSERT_EQ(s.tensor.dtype, DType::kFloat32);
+  EXPECT_TRUE(s.normalized);
+  const float* f = s.tensor.data<float>();
+  const float expected[6] = {-1.0f, 3.0f, 0.1f, 1.0f, -1.0f, 0.2f};  // (x/255 - m) / s
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(f[i], expected[i], 1e-6) << i;
+}
+
+TEST(ImageOpsTest, GivenToTensorThenNormalizeWhenChwThenPerPlaneFormula) {
+  auto to_tensor = MakeOp(R"({"op": "to_tensor", "layout": "CHW", "dtype": "float32"})");
+  auto normalize = MakeOp(R"({"op": "normalize", "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]})");
+  // 1 row, 2 pixels: (0, 51, 102), (153, 204, 255).
+  Sample s = RgbSample(1, 2, {0, 51, 102, 153, 204, 255});
+
+  ASSERT_TRUE(to_tensor->Apply(s, RunContext{}).ok());
+  ASSERT_EQ(s.tensor.shape, (std::vector<int64_t>{3, 1, 2}));
+  EXPECT_EQ(s.layout, Layout::kCHW);
+  EXPECT_FALSE(s.normalized);
+  // CHW: [c][y][x] = pixel x's channel c, divided by 255.
+  const float chw[6] = {0.0f, 0.6f, 0.2f, 0.8f, 0.4f, 1.0f};
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(s.tensor.data<float>()[i], chw[i], 1e-6) << i;
+
+  ASSERT_TRUE(normalize->Apply(s, RunContext{}).ok());
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(s.tensor.data<float>()[i], chw[i] * 2 - 1, 1e-6) << i;
+  EXPECT_TRUE(s.normalized);
+}
+
+TEST(ImageOpsTest, GivenNormalizedHwcWhenToTensorChwThenLayoutOnlyNoRescale) {
+  auto normalize = MakeOp(R"({"op": "normalize", "mean": [0, 0, 0], "std": [1, 1, 1]})");
+  auto to_tensor = MakeOp(R"({"op": "to_tensor"})");
+  Sample s = RgbSample(1, 1, {255, 0, 51});
+
+  ASSERT_TRUE(normalize->Apply(s, RunContext{}).ok());
+  ASSERT_TRUE(to_tensor->Apply(s, RunContext{}).ok());
+
+  EXPECT_NEAR(s.tensor.data<float>()[0], 1.0f, 1e-6);
+  EXPECT_NEAR(s.tensor.data<float>()[2], 0.2f, 1e-6);
+}
+
+TEST(ImageOpsTest, GivenUint8ChwRequestWhenToTensorThenTransposedBytes) {
+  auto op = MakeOp(R"({"op": "to_tensor", "layout": "CHW", "dtype": "uint8"})");
+  Sample s = RgbSample(2, 1, {1, 2, 3, 4, 5, 6});
+
+  ASSERT_TRUE(op->Apply(s, RunContext{}).ok());
+
+  EXPECT_EQ(s.tensor.shape, (std::vector<int64_t>{3, 2, 1}));
+  EXPECT_EQ(s.tensor.bytes, (std::vector<uint8_t>{1, 4, 2, 5, 3, 6}));
+}
+
+TEST(ImageOpsTest, GivenColorJitterWhenAppliedThenTorchvisionFormulasWithDrawnFactors) {
+  auto op = MakeOp(R"({"op": "color_jitter", "brightness": 0.4, "contrast": 0.4, "saturation": 0.4})",
+                   3);
+  const std::vector<uint8_t> px = {200, 100, 50, 10, 20, 30};
+  Sample s = RgbSample(1, 2, px, 11);
+  RunContext run{9, 2};
+
+  ASSERT_TRUE(op->Apply(s, run).ok());
+
+  Rng rng = Rng::ForSample(9, 2, 11, 3);
+  float fb = float(rng.Uniform(0.6, 1.4)), fc = float(rng.Uniform(0.6, 1.4)),
+        fs = float(rng.Uniform(0.6, 1.4));
+  auto blend = [](float f, float x, float o) {
+    return float(uint8_t(std::clamp(f * x + (1 - f) * o, 0.0f, 255.0f)));
+  };
+  auto gray = [](const float* p) { return std::floor(0.299f * p[0] + 0.587f * p[1] + 0.114f * p[2]); };
+  float v[6];
+  for (int i = 0; i < 6; ++i) v[i] = blend(fb, px[i], 0);
+  const float mean = (gray(v) + gray(v + 3)) / 2;
+  for (float& x : v) x = blend(fc, x, mean);
+  const float g[2] = {gray(v), gray(v + 3)};
+  for (int i = 0; i < 6; ++i) v[i] = blend(fs, v[i], g[i / 3]);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(s.tensor.bytes[i], v[i]) << i;
+  EXPECT_NE(s.tensor.bytes, px);
+}
+
+TEST(ImageOpsTest, GivenFloatTensorWhenCropThenInvalidArgumentNamesOp) {
+  auto op = MakeOp(R"({"op": "center_crop", "size": 2})");
+  Sample s = RgbSample(2, 2, std::vector<uint8_t>(12, 0));
+  s.tensor.dtype = DType::kFloat32;
+
+  Status st = op->Apply(s, RunContext{});
+
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("center_crop needs a uint8"), std::string::npos) << st.message();
+}
+
+// ---- Decode and fusion --------------------------------------------------------------
+
+TEST(ImageOpsTest, GivenBadFilesWhenDecodeOpAndFusedOpThenCorruptNeverCrash) {
+  for (const char* file : {"truncated.jpg", "empty.jpg", "png_named.jpg", "random_bytes.jpg"}) {
+    std::unique_ptr<Op> decode = MakeOp(R"({"op": "decode_jpeg"})", 0);
+    std::unique_ptr<Op> crop = MakeOp(R"({"op": "center_crop", "size": 400})", 1);
+    Sample s;
+    s.data = testing::ReadAll(testing::SourcePath(std::string("tests/data/images/") + file));
+    EXPECT_EQ(decode->Apply(s, RunContext{}).code(), Code::kCorrupt) << file;
+    std::unique_ptr<Op> fused = FuseDecode(decode, crop);
+    ASSERT_NE(fused, nullptr);
+    EXPECT_EQ(fused->Apply(s, RunContext{}).code(), Code::kCorrupt) << file;
+  }
+}
+
+TEST(ImageOpsTest, GivenDecodeAndRegionOpWhenFusedThenNameAndStageOfNext) {
+  std::unique_ptr<Op> decode = MakeOp(R"({"op": "decode_jpeg"})", 0);
+  std::unique_ptr<Op> rrc = MakeOp(R"({"op": "random_resized_crop", "size": 224})", 1);
+
+  std::unique_ptr<Op> fused = FuseDecode(decode, rrc);
+
+  ASSERT_NE(fused, nullptr);
+  EXPECT_EQ(fused->name(), "decode_jpeg+random_resized_crop");
+  EXPECT_EQ(fused->stage(), 1u);
+}
+
+TEST(ImageOpsTest, GivenSlowDecodeOrNonRegionNextWhenFusingThenNothingFused) {
+  std::unique_ptr<Op> slow = MakeOp(R"({"op": "decode_jpeg", "fast": false})", 0);
+  std::unique_ptr<Op> fast = MakeOp(R"({"op": "decode_jpeg"})", 0);
+  std::unique_ptr<Op> rrc = MakeOp(R"({"op": "random_resized_crop", "size": 224})", 1);
+  std::unique_ptr<Op> flip = MakeOp(R"({"op": "flip"})", 1);
+
+  EXPECT_EQ(FuseDecode(slow, rrc), nullptr);
+  EXPECT_EQ(FuseDecode(fast, flip), nullptr);
+  EXPECT_NE(slow, nullptr);
+  EXPECT_NE(rrc, nullptr);
+}
+
+double MeanAbsDiff(const Tensor& a, const Tensor& b) {
+  double total = 0;
+  for (size_t i = 0; i < a.bytes.size(); ++i) total += std::abs(int(a.bytes[i]) - int(b.bytes[i]));
+  return total / static_cast<double>(a.bytes.size());
+}
+
+// Runs decode + `region_json` fused and unfused on the photo; returns the mean
+// absolute difference, and checks the shapes agree.
+double FusedVersusUnfused(const std::string& region_json, uint64_t index) {
+  RunContext run{1234, 5};
+  Sample plain, fast;
+  plain.index = fast.index = index;
+  plain.data = fast.data = Photo();
+  auto decode = MakeOp(R"({"op": "decode_jpeg"})", 0);
+  auto region = MakeOp(region_json, 1);
+  EXPECT_TRUE(decode->Apply(plain, run).ok());
+  EXPECT_TRUE(region->Apply(plain, run).ok());
+  auto fused = FuseDecode(decode, region);
+  EXPECT_NE(fused, nullptr);
+  EXPECT_TRUE(fused->Apply(fast, run).ok());
+  EXPECT_EQ(plain.tensor.shape, fast.tensor.shape);
+  EXPECT_EQ(fast.layout, Layout::kHWC);
+  if (plain.tensor.shape != fast.tensor.shape) return 255;
+  return MeanAbsDiff(plain.tensor, fast.tensor);
+}
+
+TEST(ImageOpsTest, GivenRealPhotoWhenFusedRandomResizedCropThenCloseToUnfused) {
+  for (uint64_t index = 0; index < 12; ++index) {
+    EXPECT_LT(FusedVersusUnfused(R"({"op": "random_resized_crop", "size": 224})", index), 3.0)
+        << "index " << index;
+  }
+}
+
+TEST(ImageOpsTest, GivenRealPhotoWhenFusedResizeOrCenterCropThenCloseToUnfused) {
+  EXPECT_LT(FusedVersusUnfused(R"({"op": "resize", "size": 128})", 0), 3.0);
+  EXPECT_LT(FusedVersusUnfused(R"({"op": "center_crop", "size": [200, 300]})", 0), 0.5);
+}
+
+TEST(ImageOpsTest, GivenSameSampleTwiceWhenFusedThenBitIdentical) {
+  auto decode = MakeOp(R"({"op": "decode_jpeg"})", 0);
+  auto rrc = MakeOp(R"({"op": "random_resized_crop", "size": 96})", 1);
+  auto fused = FuseDecode(decode, rrc);
+  Sample a, b;
+  a.index = b.index = 17;
+  a.data = b.data = Photo();
+
+  ASSERT_TRUE(fused->Apply(a, RunContext{3, 1}).ok());
+  ASSERT_TRUE(fused->Apply(b, RunContext{3, 1}).ok());
+
+  EXPECT_EQ(a.tensor.bytes, b.tensor.bytes);
+}
+
+// ---- Parameter errors ---------------------------------------------------------------
+
+struct BadParams {
+  const char* json;
+  const char* message;
+};
+
+class BadOpParams : public ::testing::TestWithParam<BadParams> {};
+
+TEST_P(BadOpParams, GivenBadParameterWhenMakingOpThenErrorNamesJsonPath) {
+  auto op = TryMakeOp(GetParam().json);
+
+  ASSERT_FALSE(op.ok());
+  EXPECT_EQ(op.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(op.status().message().find(GetParam().message), std::string::npos)
+      << op.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Stages, BadOpParams,
+    ::testing::Values(
+        BadParams{R"({"op": "resize", "size": "224"})",
+                  "pipeline.json: $.stages[1].size: expected a positive integer"},
+        BadParams{R"({"op": "center_crop", "size": [224, 0]})", "$.stages[1].size: expected"},
+        BadParams{R"({"op": "resize"})", "$.stages[1]: missing required key \"size\""},
+        BadParams{R"({"op": "flip", "p": -0.5})", "$.stages[1].p: expected a number in [0"},
+        BadParams{R"({"op": "flip", "prob": 0.5})", "unknown key \"prob\""},
+        BadParams{R"({"op": "normalize", "mean": [0, 0, 0], "std": [1, 0, 1]})",
+                  "$.stages[1].std: expected an array of 3 positive numbers"},
+        BadParams{R"({"op": "normalize", "mean": [0, 0], "std": [1, 1, 1]})",
+                  "$.stages[1].mean: expected an array of 3 numbers"},
+        BadParams{R"({"op": "random_resized_crop", "size": 224, "scale": [1.0, 0.08]})",
+                  "$.stages[1].scale: expected an array [lo, hi]"},
+        BadParams{R"({"op": "color_jitter", "brightness": -1})", "$.stages[1].brightness"},
+        BadParams{R"({"op": "color_jitter", "hue": 0.1})", "unknown key \"hue\""},
+        BadParams{R"({"op": "to_tensor", "layout": "NHWC"})", "$.stages[1].layout: expected"},
+        BadParams{R"({"op": "decode_jpeg", "fast": "yes"})", "$.stages[1].fast: expected true"}));
+
+}  // namespace
+}  // namespace gm
