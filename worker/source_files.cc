@@ -1,5 +1,6 @@
 // The "files" source: a directory tree filtered by a glob, sorted by path.
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 
