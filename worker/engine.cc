@@ -24,6 +24,8 @@ struct Item {
   uint64_t seq = 0;
   Sample sample;
   Status status;
+  size_t split = 0;        // id of the split the sample came from
+  bool split_end = false;  // a marker after a split's last sample, not a sample
 };
 
 // Shared state of one epoch: the reader, the stage threads and the batcher meet here.
@@ -38,7 +40,7 @@ class EpochState {
     space_cv_.wait(lock, [&] { return stop_ || next_seq_ - consumed_ < inflight_; });
     if (stop_) return false;
     item.seq = next_seq_++;
-    if (item.status.ok()) {
+    if (item.status.ok() && !item.split_end) {
       work_.push_back(std::move(item));
       work_cv_.notify_one();
     } else {
@@ -112,7 +114,9 @@ class EpochState {
   bool stop_ = false;                // guarded by mu_
 };
 
-// Reads the epoch's splits in order through the shuffle buffer into `state`.
+// Reads the epoch's splits in order into `state`. With a shuffle buffer, the split
+// order is shuffled and each split's samples pass through their own buffer, so a
+// split's batches depend only on (seed, epoch, split): any worker can make them.
 void ReadEpoch(const Pipeline& p, uint64_t epoch, int64_t limit, EpochState& state) {
   const Source& source = p.source();
   std::vector<size_t> order(source.splits().size());
@@ -122,45 +126,36 @@ void ReadEpoch(const Pipeline& p, uint64_t epoch, int64_t limit, EpochState& sta
     Rng rng = Rng::ForSample(p.seed(), epoch, 0, kSplitOrderStream);
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
   }
-  Rng buffer_rng = Rng::ForSample(p.seed(), epoch, 0, kShuffleBufferStream);
-  std::vector<Item> buffer;
-  int64_t pushed = 0;
+  int64_t read = 0;
   bool running = true;
-  auto push = [&](Item item) {
-    running = state.Push(std::move(item)) && running;
-    ++pushed;
-  };
-  auto pop_random = [&] {
-    size_t j = buffer_rng.Below(buffer.size());
-    std::swap(buffer[j], buffer.back());
-    Item item = std::move(buffer.back());
-    buffer.pop_back();
-    push(std::move(item));
-  };
-  auto emit = [&](Sample&& sample, const Status& status) -> bool {
-    if (!running || (limit >= 0 && pushed + static_cast<int64_t>(buffer.size()) >= limit)) {
-      return false;
-    }
-    Item item{0, std::move(sample), status};
-    if (buffer_size == 0) {
-      push(std::move(item));
-    } else {
-      buffer.push_back(std::move(item));
-      if (buffer.size() > buffer_size) pop_random();
-    }
-    return running;
-  };
+  auto full = [&] { return limit >= 0 && read >= limit; };
   for (size_t id : order) {
-    if (!running || (limit >= 0 && pushed + static_cast<int64_t>(buffer.size()) >= limit)) break;
+    if (!running || full()) break;
+    Rng buffer_rng = Rng::ForSample(p.seed(), epoch, id, kShuffleBufferStream);
+    std::vector<Item> buffer;
+    auto pop_random = [&] {
+      size_t j = buffer_rng.Below(buffer.size());
+      std::swap(buffer[j], buffer.back());
+      running = state.Push(std::move(buffer.back())) && running;
+      buffer.pop_back();
+    };
+    auto emit = [&](Sample&& sample, const Status& status) -> bool {
+      if (!running || full()) return false;
+      ++read;
+      buffer.push_back(Item{0, std::move(sample), status, id});
+      if (buffer.size() > buffer_size) pop_random();
+      return running;
+    };
     Status st = source.ReadSplit(id, emit);
-    if (!st.ok() && running) {
+    if (!st.ok() && st.code() != Code::kCancelled && running) {
       // The split failed as a whole (404, broken tar): it is one skipped entry.
       Sample marker;
       marker.key = source.splits()[id].name;
-      emit(std::move(marker), st);
+      buffer.push_back(Item{0, std::move(marker), st, id});
     }
+    while (running && !buffer.empty()) pop_random();
+    if (running) running = state.Push(Item{0, Sample{}, Status::Ok(), id, true});
   }
-  while (running && !buffer.empty()) pop_random();
   state.ReaderDone();
 }
 
@@ -217,6 +212,8 @@ class Batcher {
       : p_(p), options_(o), sink_(sink), stats_(stats), progress_(progress) {}
 
   Status Add(Item item, uint64_t epoch) {
+    if (item.split_end) return EndSplit(epoch);
+    split_ = item.split;
     if (item.status.ok() && !pending_.empty()) {
       item.status = CheckCollatable(pending_.front(), item.sample);
     }
@@ -226,13 +223,17 @@ class Batcher {
     return Status::Ok();
   }
 
-  Status EndEpoch(uint64_t epoch) {
+  // A batch never spans two splits: the split's last, partial batch goes out here
+  // (or is dropped with drop_last).
+  Status EndSplit(uint64_t epoch) {
     Status st = Status::Ok();
     if (!pending_.empty() && !p_.drop_last()) st = Flush(epoch);
     pending_.clear();
-    batch_index_ = 0;
+    split_batch_ = 0;
     return st;
   }
+
+  void EndEpoch() { batch_index_ = 0; }
 
  private:
   Status Skip(const Item& item) {
@@ -252,6 +253,8 @@ class Batcher {
 
   Status Flush(uint64_t epoch) {
     Batch batch = Collate(pending_, epoch, batch_index_++);
+    batch.split = split_;
+    batch.split_batch = split_batch_++;
     pending_.clear();
     stats_.samples += batch.size();
     ++stats_.batches;
@@ -269,6 +272,8 @@ class Batcher {
   EngineProgress* progress_;
   std::vector<Sample> pending_;
   uint64_t batch_index_ = 0;
+  size_t split_ = 0;
+  uint64_t split_batch_ = 0;
 };
 
 Status RunEpoch(const Pipeline& p, const EngineOptions& o, uint64_t epoch, Batcher& batcher,
@@ -293,7 +298,7 @@ Status RunEpoch(const Pipeline& p, const EngineOptions& o, uint64_t epoch, Batch
   Status status = Status::Ok();
   Item item;
   while (status.ok() && state.TakeNext(item)) status = batcher.Add(std::move(item), epoch);
-  if (status.ok()) status = batcher.EndEpoch(epoch);
+  batcher.EndEpoch();
   state.Stop();
   reader.join();
   for (auto& t : threads) t.join();

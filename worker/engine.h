@@ -1,12 +1,14 @@
 // The pipeline engine: runs a Pipeline's samples through its stages on a pool of
 // threads and hands batches, in the epoch's deterministic order, to a BatchSink.
 //
-// Threads: one reader (reads splits in epoch order, applies the shuffle buffer,
-// numbers samples), `threads` stage threads, and the calling thread, which
+// Threads: one reader (reads splits in epoch order, shuffles each split's samples
+// through its own buffer, numbers samples), `threads` stage threads, and the calling thread, which
 // re-orders finished samples by number, forms batches and calls the sink. At most
 // `inflight` samples exist at once, so memory stays bounded whatever the dataset
 // size. Order and content of batches depend only on the pipeline file, its seed
-// and the epoch, never on the number of threads or their timing.
+// and the epoch, never on the number of threads or their timing. A batch never
+// spans two splits, so the batches of a split are a function of (seed, epoch,
+// split) alone and any worker can re-make them bit-identically.
 #pragma once
 
 #include <atomic>

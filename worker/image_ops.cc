@@ -11,6 +11,8 @@ namespace gm {
 namespace {
 
 constexpr int64_t kMaxOutputSide = 1 << 15;
+constexpr double kMaxJitter = 1e6;
+constexpr char kJitterWant[] = "a number >= 0 (0 leaves it out)";
 
 // ---- Parameter parsing -------------------------------------------------------
 
@@ -25,8 +27,9 @@ Result<SizeParam> ParseSize(const JsonNode& stage) {
   auto positive = [](const nlohmann::json& v) {
     return v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() <= kMaxOutputSide;
   };
-  const char* kWant = "a positive integer or an array [height, width] of positive integers "
-                      "(at most 32768)";
+  const char* kWant =
+      "a positive integer or an array [height, width] of positive integers "
+      "(at most 32768)";
   if (positive(j)) {
     int v = static_cast<int>(j.get<int64_t>());
     return SizeParam{v, v, true};
@@ -54,13 +57,13 @@ Status ParseRange(const JsonNode& stage, std::string_view key, double fallback_l
   return Status::Ok();
 }
 
-// A number in [lo, hi], or `fallback` when the key is absent.
-Result<double> ParseNumber(const JsonNode& stage, std::string_view key, double fallback,
-                           double lo, double hi) {
+// A number in [lo, hi] (`want` says so in words), or `fallback` when the key is absent.
+Result<double> ParseNumber(const JsonNode& stage, std::string_view key, double fallback, double lo,
+                           double hi, std::string_view want) {
   GM_ASSIGN_OR_RETURN(double v, stage.NumberOr(key, fallback));
   if (!(v >= lo && v <= hi)) {
     GM_ASSIGN_OR_RETURN(JsonNode node, stage.Get(key));
-    return node.Expected("a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return node.Expected(want);
   }
   return v;
 }
@@ -72,7 +75,8 @@ Status NeedRgb(const Sample& s, std::string_view op) {
     return Status::Ok();
   }
   std::string layout = s.layout == Layout::kCHW ? "CHW" : s.layout == Layout::kHWC ? "HWC" : "none";
-  return Status::InvalidArgument(std::string(op) + " needs a uint8 [H, W, 3] HWC image (place it "
+  return Status::InvalidArgument(std::string(op) +
+                                 " needs a uint8 [H, W, 3] HWC image (place it "
                                  "after decode_jpeg and before to_tensor/normalize), got " +
                                  std::string(DTypeName(t.dtype)) + " " + ShapeString(t.shape) +
                                  " layout " + layout);
@@ -96,7 +100,8 @@ class GeometricOp : public RegionOp {
   Status Apply(Sample& s, const RunContext& run) const override {
     GM_RETURN_IF_ERROR(NeedRgb(s, name()));
     Rng rng = MakeRng(s, run);
-    CropPlan p = Plan(static_cast<int>(s.tensor.shape[1]), static_cast<int>(s.tensor.shape[0]), rng);
+    CropPlan p =
+        Plan(static_cast<int>(s.tensor.shape[1]), static_cast<int>(s.tensor.shape[0]), rng);
     ApplyPlan(p, s.tensor);
     return Status::Ok();
   }
@@ -187,7 +192,8 @@ class DecodeJpegOp : public Op {
 class FusedDecodeOp : public Op {
  public:
   FusedDecodeOp(std::unique_ptr<Op> decode, std::unique_ptr<Op> region)
-      : decode_(std::move(decode)), region_op_(std::move(region)),
+      : decode_(std::move(decode)),
+        region_op_(std::move(region)),
         region_(static_cast<const RegionOp*>(region_op_.get())) {
     set_stage(region_->stage());
   }
@@ -211,7 +217,8 @@ Status FusedDecodeOp::Apply(Sample& s, const RunContext& run) const {
   const int sh = JpegDecoder::ScaledSize(decoder.height(), scale);
   // The box in scaled pixels, and the whole pixels that cover it.
   const double bx0 = p.x * f, by0 = p.y * f;
-  const double bx1 = std::min<double>((p.x + p.w) * f, sw), by1 = std::min<double>((p.y + p.h) * f, sh);
+  const double bx1 = std::min<double>((p.x + p.w) * f, sw),
+               by1 = std::min<double>((p.y + p.h) * f, sh);
   const int ix0 = static_cast<int>(std::floor(bx0)), iy0 = static_cast<int>(std::floor(by0));
   const int ix1 = static_cast<int>(std::ceil(bx1)), iy1 = static_cast<int>(std::ceil(by1));
   DecodedRegion r;
@@ -249,22 +256,6 @@ class FlipOp : public Op {
   double p_;
 };
 
-// Blends every byte of `px` with `other` (per pixel when other_per_pixel, else
-// other[0]) as torchvision's _blend: clamp(f * x + (1 - f) * o) truncated.
-void Blend(uint8_t* px, size_t n, float f, const float* other, bool other_per_pixel) {
-  for (size_t i = 0; i < n; ++i) {
-    float o = other_per_pixel ? other[i / 3] : other[0];
-    float v = std::clamp(f * px[i] + (1.0f - f) * o, 0.0f, 255.0f);
-    px[i] = static_cast<uint8_t>(v);
-  }
-}
-
-void Grayscale(const uint8_t* px, size_t pixels, float* gray) {
-  for (size_t i = 0; i < pixels; ++i, px += 3) {
-    gray[i] = std::floor(0.299f * px[0] + 0.587f * px[1] + 0.114f * px[2]);
-  }
-}
-
 class ColorJitterOp : public Op {
  public:
   ColorJitterOp(double b, double c, double sat) : amount_{b, c, sat} {}
@@ -274,24 +265,11 @@ class ColorJitterOp : public Op {
     Rng rng = MakeRng(s, run);
     float factor[3] = {1, 1, 1};
     for (int i = 0; i < 3; ++i) {
-      if (amount_[i] > 0) factor[i] = static_cast<float>(rng.Uniform(std::max(0.0, 1 - amount_[i]), 1 + amount_[i]));
+      if (amount_[i] <= 0) continue;
+      factor[i] = static_cast<float>(rng.Uniform(std::max(0.0, 1 - amount_[i]), 1 + amount_[i]));
     }
-    uint8_t* px = s.tensor.data<uint8_t>();
-    const size_t n = s.tensor.num_elements(), pixels = n / 3;
-    const float black = 0.0f;
-    if (amount_[0] > 0) Blend(px, n, factor[0], &black, false);
-    std::vector<float> gray(pixels);
-    if (amount_[1] > 0) {
-      Grayscale(px, pixels, gray.data());
-      double sum = 0;
-      for (float g : gray) sum += g;
-      const float mean = static_cast<float>(sum / static_cast<double>(pixels));
-      Blend(px, n, factor[1], &mean, false);
-    }
-    if (amount_[2] > 0) {
-      Grayscale(px, pixels, gray.data());
-      Blend(px, n, factor[2], gray.data(), true);
-    }
+    JitterColor(s.tensor.data<uint8_t>(), s.tensor.num_elements() / 3, factor[0], factor[1],
+                factor[2]);
     return Status::Ok();
   }
 
@@ -313,15 +291,17 @@ class NormalizeOp : public Op {
 Status NormalizeOp::Apply(Sample& s, const RunContext& /*run*/) const {
   Tensor& t = s.tensor;
   const bool hwc = s.layout == Layout::kHWC;
-  const bool ok_shape = t.shape.size() == 3 && (s.layout == Layout::kHWC || s.layout == Layout::kCHW) &&
+  const bool ok_shape = t.shape.size() == 3 &&
+                        (s.layout == Layout::kHWC || s.layout == Layout::kCHW) &&
                         t.shape[hwc ? 2 : 0] == 3;
   if (!ok_shape || s.normalized || (t.dtype != DType::kUInt8 && t.dtype != DType::kFloat32)) {
-    return Status::InvalidArgument("normalize needs a 3-channel uint8 or float32 (from to_tensor) "
-                                   "image that is not normalized yet, got " +
-                                   std::string(DTypeName(t.dtype)) + " " + ShapeString(t.shape) +
-                                   (s.normalized ? " (already normalized)" : ""));
+    return Status::InvalidArgument(
+        "normalize needs a 3-channel uint8 or float32 (from to_tensor) "
+        "image that is not normalized yet, got " +
+        std::string(DTypeName(t.dtype)) + " " + ShapeString(t.shape) +
+        (s.normalized ? " (already normalized)" : ""));
   }
-  const size_t n = t.num_elements();
+  const size_t pixels = t.num_elements() / 3;
   const bool from_u8 = t.dtype == DType::kUInt8;
   float scale[3], offset[3];  // out = in * scale + offset
   for (int c = 0; c < 3; ++c) {
@@ -330,12 +310,10 @@ Status NormalizeOp::Apply(Sample& s, const RunContext& /*run*/) const {
   }
   Tensor out;
   out.Reset(DType::kFloat32, t.shape);
-  float* o = out.data<float>();
-  const size_t plane = hwc ? 1 : n / 3;
-  for (size_t i = 0; i < n; ++i) {
-    const size_t c = hwc ? i % 3 : i / plane;
-    const float x = from_u8 ? t.data<uint8_t>()[i] : t.data<float>()[i];
-    o[i] = x * scale[c] + offset[c];
+  if (from_u8) {
+    ScaleChannels(t.data<uint8_t>(), pixels, hwc, scale, offset, out.data<float>());
+  } else {
+    ScaleChannels(t.data<float>(), pixels, hwc, scale, offset, out.data<float>());
   }
   t = std::move(out);
   s.normalized = true;
@@ -353,16 +331,20 @@ class ToTensorOp : public Op {
   DType dtype_;
 };
 
-// Copies `in` (HWC or CHW, element type In) to `out` in `to` layout and type Out.
+// Copies `in` (HWC or CHW, element type In) to `out` in the `to` layout and
+// type Out: `pixels` pixels of `c` channels.
 template <typename In, typename Out, typename Convert>
-void Relayout(const In* in, int64_t h, int64_t w, int64_t c, bool from_hwc, bool to_hwc, Out* out,
+void Relayout(const In* in, size_t pixels, size_t c, bool from_hwc, bool to_hwc, Out* out,
               Convert convert) {
-  for (int64_t y = 0; y < h; ++y) {
-    for (int64_t x = 0; x < w; ++x) {
-      for (int64_t k = 0; k < c; ++k) {
-        const int64_t hwc = (y * w + x) * c + k, chw = (k * h + y) * w + x;
-        out[to_hwc ? hwc : chw] = convert(in[from_hwc ? hwc : chw]);
-      }
+  if (from_hwc == to_hwc) {
+    for (size_t i = 0; i < pixels * c; ++i) out[i] = convert(in[i]);
+  } else if (from_hwc) {
+    for (size_t k = 0; k < c; ++k) {
+      for (size_t i = 0; i < pixels; ++i) out[k * pixels + i] = convert(in[i * c + k]);
+    }
+  } else {
+    for (size_t k = 0; k < c; ++k) {
+      for (size_t i = 0; i < pixels; ++i) out[i * c + k] = convert(in[k * pixels + i]);
     }
   }
 }
@@ -373,26 +355,30 @@ Status ToTensorOp::Apply(Sample& s, const RunContext& /*run*/) const {
   if (t.shape.size() != 3 || s.layout == Layout::kNone ||
       (t.dtype != DType::kUInt8 && t.dtype != DType::kFloat32) ||
       (t.dtype == DType::kFloat32 && dtype_ == DType::kUInt8 && s.normalized)) {
-    return Status::InvalidArgument("to_tensor needs a uint8 image or a float32 image in [0, 1] "
-                                   "(uint8 output only before normalize), got " +
-                                   std::string(DTypeName(t.dtype)) + " " + ShapeString(t.shape));
+    return Status::InvalidArgument(
+        "to_tensor needs a uint8 image or a float32 image in [0, 1] "
+        "(uint8 output only before normalize), got " +
+        std::string(DTypeName(t.dtype)) + " " + ShapeString(t.shape));
   }
   const bool to_hwc = layout_ == Layout::kHWC;
   const int64_t h = t.shape[from_hwc ? 0 : 1], w = t.shape[from_hwc ? 1 : 2],
                 c = t.shape[from_hwc ? 2 : 0];
+  const size_t px = static_cast<size_t>(h * w), ch = static_cast<size_t>(c);
   Tensor out;
   out.Reset(dtype_, to_hwc ? std::vector<int64_t>{h, w, c} : std::vector<int64_t>{c, h, w});
   if (t.dtype == DType::kUInt8 && dtype_ == DType::kFloat32) {
-    Relayout(t.data<uint8_t>(), h, w, c, from_hwc, to_hwc, out.data<float>(),
+    Relayout(t.data<uint8_t>(), px, ch, from_hwc, to_hwc, out.data<float>(),
              [](uint8_t v) { return static_cast<float>(v) / 255.0f; });
   } else if (t.dtype == DType::kFloat32 && dtype_ == DType::kUInt8) {
-    Relayout(t.data<float>(), h, w, c, from_hwc, to_hwc, out.data<uint8_t>(), [](float v) {
+    Relayout(t.data<float>(), px, ch, from_hwc, to_hwc, out.data<uint8_t>(), [](float v) {
       return static_cast<uint8_t>(std::nearbyint(std::clamp(v * 255.0f, 0.0f, 255.0f)));
     });
   } else if (t.dtype == DType::kUInt8) {
-    Relayout(t.data<uint8_t>(), h, w, c, from_hwc, to_hwc, out.data<uint8_t>(), [](uint8_t v) { return v; });
+    Relayout(t.data<uint8_t>(), px, ch, from_hwc, to_hwc, out.data<uint8_t>(),
+             [](uint8_t v) { return v; });
   } else {
-    Relayout(t.data<float>(), h, w, c, from_hwc, to_hwc, out.data<float>(), [](float v) { return v; });
+    Relayout(t.data<float>(), px, ch, from_hwc, to_hwc, out.data<float>(),
+             [](float v) { return v; });
   }
   t = std::move(out);
   s.layout = layout_;
@@ -432,15 +418,17 @@ OpResult MakeRandomResizedCrop(const JsonNode& stage, const OpEnv&) {
 
 OpResult MakeFlip(const JsonNode& stage, const OpEnv&) {
   GM_RETURN_IF_ERROR(stage.CheckKeys({"op", "p"}));
-  GM_ASSIGN_OR_RETURN(double p, ParseNumber(stage, "p", 0.5, 0.0, 1.0));
+  GM_ASSIGN_OR_RETURN(double p, ParseNumber(stage, "p", 0.5, 0.0, 1.0, "a probability in [0, 1]"));
   return std::unique_ptr<Op>(std::make_unique<FlipOp>(p));
 }
 
 OpResult MakeColorJitter(const JsonNode& stage, const OpEnv&) {
   GM_RETURN_IF_ERROR(stage.CheckKeys({"op", "brightness", "contrast", "saturation"}));
-  GM_ASSIGN_OR_RETURN(double b, ParseNumber(stage, "brightness", 0.0, 0.0, 1e6));
-  GM_ASSIGN_OR_RETURN(double c, ParseNumber(stage, "contrast", 0.0, 0.0, 1e6));
-  GM_ASSIGN_OR_RETURN(double s, ParseNumber(stage, "saturation", 0.0, 0.0, 1e6));
+  GM_ASSIGN_OR_RETURN(double b,
+                      ParseNumber(stage, "brightness", 0.0, 0.0, kMaxJitter, kJitterWant));
+  GM_ASSIGN_OR_RETURN(double c, ParseNumber(stage, "contrast", 0.0, 0.0, kMaxJitter, kJitterWant));
+  GM_ASSIGN_OR_RETURN(double s,
+                      ParseNumber(stage, "saturation", 0.0, 0.0, kMaxJitter, kJitterWant));
   return std::unique_ptr<Op>(std::make_unique<ColorJitterOp>(b, c, s));
 }
 
@@ -468,14 +456,17 @@ OpResult MakeToTensor(const JsonNode& stage, const OpEnv&) {
     GM_ASSIGN_OR_RETURN(JsonNode node, stage.Get("dtype"));
     return node.Expected("\"float32\" or \"uint8\"");
   }
-  return std::unique_ptr<Op>(std::make_unique<ToTensorOp>(
-      layout == "CHW" ? Layout::kCHW : Layout::kHWC, dtype == "uint8" ? DType::kUInt8 : DType::kFloat32));
+  return std::unique_ptr<Op>(
+      std::make_unique<ToTensorOp>(layout == "CHW" ? Layout::kCHW : Layout::kHWC,
+                                   dtype == "uint8" ? DType::kUInt8 : DType::kFloat32));
 }
 
 }  // namespace
 
 int ChooseDctScale(int w, int h, int out_w, int out_h) {
-  for (int s = 1; s < 8; ++s) {
+  // Only 1/8, 1/4 and 1/2: libjpeg-turbo has SIMD IDCTs for those; 3/8, 5/8, 6/8
+  // and 7/8 use plain C IDCTs and decode slower than the full 8/8 size.
+  for (int s : {1, 2, 4}) {
     if (static_cast<int64_t>(w) * s >= int64_t{8} * out_w &&
         static_cast<int64_t>(h) * s >= int64_t{8} * out_h) {
       return s;

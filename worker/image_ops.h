@@ -41,13 +41,13 @@
 
 namespace gm {
 
-// Smallest libjpeg scale_num (1..8, over 8) at which a w x h box is still at least
-// out_w x out_h pixels; 8 when the box must be enlarged.
+// Smallest libjpeg scale_num among 1, 2, 4 and 8 (over 8; the scales libjpeg-turbo
+// decodes fastest) at which a w x h box is still at least out_w x out_h pixels.
 int ChooseDctScale(int w, int h, int out_w, int out_h);
 
 // torchvision's RandomResizedCrop.get_params for a width x height image: the box
 // (x, y, w, h) and out_w/out_h = out size. scale and ratio are [lo, hi] ranges.
-CropPlan RandomResizedCropPlan(int width, int height, const double scale[2],
-                               const double ratio[2], int out_w, int out_h, Rng& rng);
+CropPlan RandomResizedCropPlan(int width, int height, const double scale[2], const double ratio[2],
+                               int out_w, int out_h, Rng& rng);
 
 }  // namespace gm

@@ -1,12 +1,12 @@
 #include "worker/jpeg.h"
 
+#include <jpeglib.h>
+
 #include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
 #include <string>
-
-#include <jpeglib.h>
 // jerror.h after jpeglib.h: it needs the J_MESSAGE_CODE context.
 #include <jerror.h>
 
@@ -14,7 +14,7 @@ namespace gm {
 namespace {
 
 constexpr long kMaxLibjpegMemory = 1L << 30;  // bytes for progressive coefficient buffers
-constexpr int kScanLimitCode = -1;           // our own "message code" for the scan limit
+constexpr int kScanLimitCode = -1;            // our own "message code" for the scan limit
 
 // libjpeg reports errors by calling error_exit, which must not return. We
 // longjmp back to the setjmp in one of the small trampolines below; only C
@@ -154,7 +154,7 @@ Status CheckJpegSignature(std::string_view data) {
   }
   if (data.starts_with("\x89PNG")) return Status::Corrupt("not a JPEG (PNG signature)");
   if (data.starts_with("GIF8")) return Status::Corrupt("not a JPEG (GIF signature)");
-  if (data.starts_with("RIFF") && data.substr(8, 4) == "WEBP") {
+  if (data.size() >= 12 && data.starts_with("RIFF") && data.substr(8, 4) == "WEBP") {
     return Status::Corrupt("not a JPEG (WebP signature)");
   }
   if (data.starts_with("BM")) return Status::Corrupt("not a JPEG (BMP signature)");

@@ -1,5 +1,6 @@
 #include "worker/pipeline.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/json.h"
@@ -56,8 +57,10 @@ Result<Pipeline> Pipeline::FromJson(const nlohmann::json& doc, const std::string
   }
 
   if (options.http == nullptr) p.own_http_ = MakeCurlHttpClient();
-  SourceEnv source_env{base_dir, options.http ? options.http : p.own_http_.get(),
-                       options.files_per_split};
+  // A batch never spans two splits: make splits whole numbers of batches.
+  const size_t batch = static_cast<size_t>(p.batch_size_);
+  const size_t per_split = (std::max<size_t>(1, options.samples_per_split) + batch - 1) / batch * batch;
+  SourceEnv source_env{base_dir, options.http ? options.http : p.own_http_.get(), per_split};
   GM_ASSIGN_OR_RETURN(JsonNode source, root.Get("source"));
   GM_ASSIGN_OR_RETURN(p.source_, MakeSource(source, source_env));
 

@@ -26,7 +26,7 @@ struct PipelineOptions {
   int threads = 1;                // engine threads (sizes exec process pools)
   bool fuse = true;               // allow fused decode (decode_jpeg "fast": true)
   HttpClient* http = nullptr;     // not owned; nullptr: the pipeline makes a libcurl client
-  size_t files_per_split = 256;
+  size_t samples_per_split = 256;  // rounded up to a multiple of the batch size
 };
 
 class Pipeline {

@@ -5,6 +5,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace gm {
 namespace {
 
@@ -67,7 +71,7 @@ Taps Precompute(int lo, int in_size, float in0, float in1, int out_size) {
   return taps;
 }
 
-// The kernels use GCC/Clang vector extensions; on x86-64 they are also built for
+// Vertical() is written for the auto-vectorizer; on x86-64 it is also built for
 // AVX2 and picked at load time (the baseline, SSE2, has no 32-bit vector multiply).
 #if defined(__has_feature)
 #define GM_HAS_FEATURE(x) __has_feature(x)
@@ -80,61 +84,125 @@ Taps Precompute(int lo, int in_size, float in0, float in1, int out_size) {
 #define GM_KERNEL
 #endif
 
-using I32x4 = int32_t __attribute__((vector_size(16)));
-using U8x4 = uint8_t __attribute__((vector_size(4)));
-using I32x16 = int32_t __attribute__((vector_size(64)));
-using U8x16 = uint8_t __attribute__((vector_size(16)));
+// Output pixels [x_begin, x_end) of one row of the horizontal pass. `in` is
+// padded after its last pixel: the SIMD versions read a pixel as 4 bytes (RGB +
+// one ignored byte), and write 4 bytes whose 4th is overwritten by the next pixel
+// (or lands in dst's spare byte).
+void HorizontalRowScalar(const uint8_t* in, const Taps& taps, int x_begin, int x_end,
+                         uint8_t* out) {
+  for (int xx = x_begin; xx < x_end; ++xx) {
+    const int32_t* k = &taps.k[static_cast<size_t>(xx) * taps.ksize];
+    const uint8_t* p = in + taps.first[xx] * 3;
+    int32_t s0 = kHalf, s1 = kHalf, s2 = kHalf;
+    for (int t = 0, n = taps.count[xx]; t < n; ++t) {
+      s0 += p[3 * t + 0] * k[t];
+      s1 += p[3 * t + 1] * k[t];
+      s2 += p[3 * t + 2] * k[t];
+    }
+    out[3 * xx + 0] = Clip8(s0);
+    out[3 * xx + 1] = Clip8(s1);
+    out[3 * xx + 2] = Clip8(s2);
+  }
+}
+
+#if defined(__x86_64__)
+// The same with SSE4.1: one 4-lane multiply-add per tap.
+__attribute__((target("sse4.1"))) void HorizontalRowSse41(const uint8_t* in, const Taps& taps,
+                                                          int x_begin, int x_end, uint8_t* out) {
+  const __m128i half = _mm_set1_epi32(kHalf);
+  for (int xx = x_begin; xx < x_end; ++xx) {
+    const int32_t* k = &taps.k[static_cast<size_t>(xx) * taps.ksize];
+    const uint8_t* p = in + taps.first[xx] * 3;
+    __m128i acc = half;
+    for (int t = 0, n = taps.count[xx]; t < n; ++t) {
+      int32_t bytes;
+      std::memcpy(&bytes, p + 3 * t, 4);
+      __m128i px = _mm_cvtepu8_epi32(_mm_cvtsi32_si128(bytes));
+      acc = _mm_add_epi32(acc, _mm_mullo_epi32(px, _mm_set1_epi32(k[t])));
+    }
+    acc = _mm_srai_epi32(acc, kPrecisionBits);
+    __m128i packed = _mm_packus_epi16(_mm_packus_epi32(acc, acc), acc);
+    int32_t v = _mm_cvtsi128_si32(packed);
+    std::memcpy(out + 3 * xx, &v, 4);
+  }
+}
+
+// With AVX2: two output pixels per step, 8 lanes; taps past a pixel's count have
+// zero weight (the table is zero-padded to ksize, and `in` is padded to match).
+__attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, const Taps& taps,
+                                                       int x_begin, int x_end, uint8_t* out) {
+  const __m256i half = _mm256_set1_epi32(kHalf);
+  int xx = x_begin;
+  for (; xx + 1 < x_end; xx += 2) {
+    const int32_t* ka = &taps.k[static_cast<size_t>(xx) * taps.ksize];
+    const int32_t* kb = ka + taps.ksize;
+    const uint8_t* pa = in + taps.first[xx] * 3;
+    const uint8_t* pb = in + taps.first[xx + 1] * 3;
+    __m256i acc = half;
+    for (int t = 0, n = std::max(taps.count[xx], taps.count[xx + 1]); t < n; ++t) {
+      int32_t a, b;
+      std::memcpy(&a, pa + 3 * t, 4);
+      std::memcpy(&b, pb + 3 * t, 4);
+      __m256i px =
+          _mm256_cvtepu8_epi32(_mm_unpacklo_epi32(_mm_cvtsi32_si128(a), _mm_cvtsi32_si128(b)));
+      __m256i k = _mm256_setr_m128i(_mm_set1_epi32(ka[t]), _mm_set1_epi32(kb[t]));
+      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(px, k));
+    }
+    acc = _mm256_srai_epi32(acc, kPrecisionBits);
+    __m128i lo = _mm256_castsi256_si128(acc), hi = _mm256_extracti128_si256(acc, 1);
+    __m128i packed = _mm_packus_epi16(_mm_packus_epi32(lo, hi), lo);
+    int32_t va = _mm_cvtsi128_si32(packed), vb = _mm_extract_epi32(packed, 1);
+    std::memcpy(out + 3 * xx, &va, 4);
+    std::memcpy(out + 3 * xx + 3, &vb, 4);
+  }
+  HorizontalRowSse41(in, taps, xx, x_end, out);
+}
+#endif
 
 // Resamples rows [row0, row0 + rows) of `src` horizontally into `dst` (packed,
-// with one spare byte at the end). A pixel is handled as 4 lanes (RGB + one
-// ignored byte), so each row is first copied into a buffer with a spare byte.
-GM_KERNEL void Horizontal(const RgbView& src, int row0, int rows, const Taps& taps, int out_w,
-                          uint8_t* dst) {
-  std::vector<uint8_t> row(static_cast<size_t>(src.width) * 3 + 1, 0);
-  const I32x4 half = {kHalf, kHalf, kHalf, kHalf};
+// with one spare byte at the end).
+void Horizontal(const RgbView& src, int row0, int rows, const Taps& taps, int out_w, uint8_t* dst) {
+  auto* row_fn = &HorizontalRowScalar;
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2")) {
+    row_fn = &HorizontalRowAvx2;
+  } else if (__builtin_cpu_supports("sse4.1")) {
+    row_fn = &HorizontalRowSse41;
+  }
+#endif
+  const size_t row_bytes = static_cast<size_t>(src.width) * 3;
+  // Padding for the 4-byte reads and the AVX2 version's zero-weight taps.
+  std::vector<uint8_t> row(row_bytes + (static_cast<size_t>(taps.ksize) + 1) * 3 + 1, 0);
   for (int r = 0; r < rows; ++r) {
-    std::memcpy(row.data(), src.data + (row0 + r) * src.stride, row.size() - 1);
-    uint8_t* out = dst + static_cast<size_t>(r) * out_w * 3;
-    for (int xx = 0; xx < out_w; ++xx) {
-      const int32_t* k = &taps.k[static_cast<size_t>(xx) * taps.ksize];
-      const uint8_t* p = row.data() + taps.first[xx] * 3;
-      I32x4 acc = half;
-      for (int t = 0, n = taps.count[xx]; t < n; ++t) {
-        U8x4 px;
-        std::memcpy(&px, p + 3 * t, 4);
-        acc += __builtin_convertvector(px, I32x4) * k[t];
-      }
-      // Triangle weights are >= 0 and sum to 1, so acc >> bits is within [0, 255].
-      acc >>= kPrecisionBits;
-      U8x4 v = __builtin_convertvector(acc, U8x4);
-      std::memcpy(out + 3 * xx, &v, 4);  // the 4th byte is overwritten next
-    }
+    std::memcpy(row.data(), src.data + (row0 + r) * src.stride, row_bytes);
+    row_fn(row.data(), taps, 0, out_w, dst + static_cast<size_t>(r) * out_w * 3);
   }
 }
 
 // Resamples `src` (whose rows are the taps' rows, starting at row `row0`)
-// vertically into `dst` (packed, out_h rows of src.width pixels).
+// vertically into `dst` (packed, out_h rows of src.width pixels). Works in
+// blocks of a fixed size so the compiler vectorizes without a scalar epilogue.
 GM_KERNEL void Vertical(const RgbView& src, int row0, const Taps& taps, int out_h, uint8_t* dst) {
+  constexpr size_t kBlock = 32;
   const size_t n = static_cast<size_t>(src.width) * 3;
-  const size_t blocks = n / 16;
+  const size_t blocks = n / kBlock;
   for (int yy = 0; yy < out_h; ++yy) {
     const int32_t* k = &taps.k[static_cast<size_t>(yy) * taps.ksize];
     const int count = taps.count[yy];
     const uint8_t* in0 = src.data + (taps.first[yy] - row0) * src.stride;
     uint8_t* out = dst + yy * n;
     for (size_t b = 0; b < blocks; ++b) {
-      I32x16 acc = {};
-      acc += kHalf;
+      int32_t acc[kBlock];
+      for (size_t i = 0; i < kBlock; ++i) acc[i] = kHalf;
       for (int t = 0; t < count; ++t) {
-        U8x16 px;
-        std::memcpy(&px, in0 + t * src.stride + b * 16, 16);
-        acc += __builtin_convertvector(px, I32x16) * k[t];
+        const uint8_t* in = in0 + t * src.stride + b * kBlock;
+        const int32_t kt = k[t];
+        for (size_t i = 0; i < kBlock; ++i) acc[i] += in[i] * kt;
       }
-      acc >>= kPrecisionBits;
-      U8x16 v = __builtin_convertvector(acc, U8x16);
-      std::memcpy(out + b * 16, &v, 16);
+      for (size_t i = 0; i < kBlock; ++i)
+        out[b * kBlock + i] = static_cast<uint8_t>(acc[i] >> kPrecisionBits);
     }
-    for (size_t i = blocks * 16; i < n; ++i) {
+    for (size_t i = blocks * kBlock; i < n; ++i) {
       int32_t s = kHalf;
       for (int t = 0; t < count; ++t) s += in0[t * src.stride + static_cast<ptrdiff_t>(i)] * k[t];
       out[i] = Clip8(s);
@@ -194,6 +262,72 @@ void FlipHorizontal(uint8_t* data, int width, int height, int pixel_bytes) {
       std::swap_ranges(row + a * pixel_bytes, row + (a + 1) * pixel_bytes, row + b * pixel_bytes);
     }
   }
+}
+
+namespace {
+
+// Blends every byte of `px` with `other` (per pixel when other_per_pixel, else
+// other[0]) as torchvision's _blend.
+void Blend(uint8_t* px, size_t n, float f, const float* other, bool other_per_pixel) {
+  for (size_t i = 0; i < n; ++i) {
+    const float o = other_per_pixel ? other[i / 3] : other[0];
+    px[i] = static_cast<uint8_t>(std::clamp(f * px[i] + (1.0f - f) * o, 0.0f, 255.0f));
+  }
+}
+
+void Grayscale(const uint8_t* px, size_t pixels, float* gray) {
+  for (size_t i = 0; i < pixels; ++i, px += 3) {
+    gray[i] = std::floor(0.299f * px[0] + 0.587f * px[1] + 0.114f * px[2]);
+  }
+}
+
+template <typename In>
+void ScaleChannelsImpl(const In* in, size_t pixels, bool interleaved, const float scale[3],
+                       const float offset[3], float* out) {
+  if (interleaved) {
+    for (size_t i = 0; i < pixels; ++i) {
+      for (int c = 0; c < 3; ++c) {
+        out[3 * i + c] = static_cast<float>(in[3 * i + c]) * scale[c] + offset[c];
+      }
+    }
+    return;
+  }
+  for (size_t c = 0; c < 3; ++c) {
+    for (size_t i = c * pixels; i < (c + 1) * pixels; ++i) {
+      out[i] = static_cast<float>(in[i]) * scale[c] + offset[c];
+    }
+  }
+}
+
+}  // namespace
+
+void JitterColor(uint8_t* px, size_t pixels, float brightness, float contrast, float saturation) {
+  const size_t n = pixels * 3;
+  const float black = 0.0f;
+  if (brightness != 1.0f) Blend(px, n, brightness, &black, false);
+  if (contrast == 1.0f && saturation == 1.0f) return;
+  std::vector<float> gray(pixels);
+  if (contrast != 1.0f) {
+    Grayscale(px, pixels, gray.data());
+    double sum = 0;
+    for (float g : gray) sum += g;
+    const float mean = static_cast<float>(sum / static_cast<double>(pixels));
+    Blend(px, n, contrast, &mean, false);
+  }
+  if (saturation != 1.0f) {
+    Grayscale(px, pixels, gray.data());
+    Blend(px, n, saturation, gray.data(), true);
+  }
+}
+
+void ScaleChannels(const uint8_t* in, size_t pixels, bool interleaved, const float scale[3],
+                   const float offset[3], float* out) {
+  ScaleChannelsImpl(in, pixels, interleaved, scale, offset, out);
+}
+
+void ScaleChannels(const float* in, size_t pixels, bool interleaved, const float scale[3],
+                   const float offset[3], float* out) {
+  ScaleChannelsImpl(in, pixels, interleaved, scale, offset, out);
 }
 
 }  // namespace gm

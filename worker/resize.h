@@ -1,4 +1,4 @@
-// Resampling and pixel kernels for 8-bit RGB images in HWC layout.
+// Resampling and pixel kernels for RGB images (8-bit HWC unless stated).
 //
 // ResizeBilinear reproduces Pillow's antialiased BILINEAR resampling (the one
 // torchvision applies to PIL images): a triangle filter whose support grows with
@@ -42,5 +42,19 @@ void CropRgb(const RgbView& src, int x, int y, int w, int h, uint8_t* dst);
 
 // Mirrors each row of a packed HWC image in place (pixel_bytes per pixel).
 void FlipHorizontal(uint8_t* data, int width, int height, int pixel_bytes);
+
+// torchvision's brightness, contrast and saturation adjustments, in that order,
+// on `pixels` packed RGB pixels in place; a factor of 1 is the identity. Each is
+// blend(img, other, f) = uint8(clamp(f * img + (1 - f) * other, 0, 255)) with other
+// = 0, the mean of the uint8 grayscale image, and the grayscale image, where
+// gray = uint8(0.299 R + 0.587 G + 0.114 B).
+void JitterColor(uint8_t* px, size_t pixels, float brightness, float contrast, float saturation);
+
+// out = in * scale[c] + offset[c] for the 3 channels of `pixels` pixels, stored
+// interleaved (HWC) or planar (CHW).
+void ScaleChannels(const uint8_t* in, size_t pixels, bool interleaved, const float scale[3],
+                   const float offset[3], float* out);
+void ScaleChannels(const float* in, size_t pixels, bool interleaved, const float scale[3],
+                   const float offset[3], float* out);
 
 }  // namespace gm

@@ -69,7 +69,9 @@ struct Sample {
 // A batch in delivery order. data: [B, ...sample shape], labels: int64 [B].
 struct Batch {
   uint64_t epoch = 0;
-  uint64_t index = 0;  // batch number within the epoch
+  uint64_t index = 0;        // batch number within the epoch (delivery order)
+  size_t split = 0;          // the split its samples came from (a batch never spans two)
+  uint64_t split_batch = 0;  // batch number within that split
   Tensor data;
   Layout layout = Layout::kNone;  // of each sample
   Tensor labels;

@@ -46,7 +46,9 @@ class Source {
 struct SourceEnv {
   std::string base_dir;            // relative paths resolve here (pipeline.json's dir)
   HttpClient* http = nullptr;      // for http(s):// URLs; not owned, outlives the source
-  size_t files_per_split = 256;    // files source: samples per split
+  // Samples per split of the files and range sources (the pipeline rounds it up to
+  // a multiple of the batch size, so that only an epoch's last batch is partial).
+  size_t samples_per_split = 256;
 };
 
 // Builds the source described by the "source" object of pipeline.json.

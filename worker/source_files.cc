@@ -136,7 +136,7 @@ Result<std::unique_ptr<Source>> MakeFilesSource(const JsonNode& source, const So
   }
   std::vector<int64_t> labels =
       label == "parent_dir" ? ParentDirLabels(files) : std::vector<int64_t>(files.size(), -1);
-  size_t per_split = std::max<size_t>(1, env.files_per_split);
+  size_t per_split = std::max<size_t>(1, env.samples_per_split);
   return std::unique_ptr<Source>(std::make_unique<FilesSource>(std::move(root), std::move(files),
                                                                std::move(labels), per_split));
 }

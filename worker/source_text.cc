@@ -11,7 +11,6 @@
 namespace gm {
 namespace {
 
-constexpr uint64_t kRangePerSplit = 1024;
 
 bool IsBlank(std::string_view line) {
   return std::all_of(line.begin(), line.end(),
@@ -110,9 +109,9 @@ class JsonlSource : public Source {
 
 class RangeSource : public Source {
  public:
-  explicit RangeSource(uint64_t count) : count_(count) {
-    for (uint64_t begin = 0; begin < count; begin += kRangePerSplit) {
-      uint64_t end = std::min(count, begin + kRangePerSplit);
+  RangeSource(uint64_t count, uint64_t per_split) : count_(count), per_split_(per_split) {
+    for (uint64_t begin = 0; begin < count; begin += per_split) {
+      uint64_t end = std::min(count, begin + per_split);
       splits_.push_back({splits_.size(),
                          "range[" + std::to_string(begin) + ".." + std::to_string(end - 1) + "]",
                          end - begin});
@@ -126,7 +125,7 @@ class RangeSource : public Source {
     if (split_id >= splits_.size()) {
       return Status::InvalidArgument("range source: no split " + std::to_string(split_id));
     }
-    uint64_t begin = split_id * kRangePerSplit;
+    uint64_t begin = split_id * per_split_;
     for (uint64_t i = begin; i < begin + splits_[split_id].count; ++i) {
       Sample sample;
       sample.index = i;
@@ -140,6 +139,7 @@ class RangeSource : public Source {
 
  private:
   uint64_t count_;
+  uint64_t per_split_;
   std::vector<Split> splits_;
 };
 
@@ -171,14 +171,15 @@ Result<std::unique_ptr<Source>> MakeJsonlSource(const JsonNode& source, const So
                                                                std::move(label_field), env));
 }
 
-Result<std::unique_ptr<Source>> MakeRangeSource(const JsonNode& source, const SourceEnv&) {
+Result<std::unique_ptr<Source>> MakeRangeSource(const JsonNode& source, const SourceEnv& env) {
   GM_RETURN_IF_ERROR(source.CheckKeys({"type", "count"}));
   GM_ASSIGN_OR_RETURN(int64_t count, source.Int("count"));
   if (count <= 0) {
     GM_ASSIGN_OR_RETURN(JsonNode count_node, source.Get("count"));
     return count_node.Expected("a positive integer");
   }
-  return std::unique_ptr<Source>(std::make_unique<RangeSource>(static_cast<uint64_t>(count)));
+  return std::unique_ptr<Source>(std::make_unique<RangeSource>(
+      static_cast<uint64_t>(count), std::max<uint64_t>(1, env.samples_per_split)));
 }
 
 }  // namespace gm

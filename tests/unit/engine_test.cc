@@ -24,12 +24,14 @@ class RecordingSink : public BatchSink {
     sizes.push_back(batch.size());
     for (const auto& k : batch.keys) keys.push_back(k);
     shapes.push_back(batch.data.shape);
+    for (uint64_t index : batch.sample_indices) split_of_sample.emplace_back(batch.split, index);
     EXPECT_EQ(batch.labels.shape, std::vector<int64_t>{static_cast<int64_t>(batch.size())});
     return digest.Consume(batch);
   }
   std::vector<size_t> sizes;
   std::vector<std::string> keys;
   std::vector<std::vector<int64_t>> shapes;
+  std::vector<std::pair<size_t, uint64_t>> split_of_sample;
   DigestSink digest;
 };
 
@@ -57,7 +59,7 @@ class EngineTest : public ::testing::Test {
   }
 
   nlohmann::json Spec(int batch = 8, int shuffle = 16, uint64_t seed = 1) {
-    return nlohmann::json::parse(R"({
+    nlohmann::json spec = nlohmann::json::parse(R"({
       "version": 1,
       "source": {"type": "files", "root": "corpus", "pattern": "**/*.jpg", "label": "parent_dir"},
       "stages": [{"op": "decode_jpeg"},
@@ -65,18 +67,18 @@ class EngineTest : public ::testing::Test {
                  {"op": "flip", "p": 0.5},
                  {"op": "color_jitter", "brightness": 0.4, "contrast": 0.4, "saturation": 0.4},
                  {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
-                 {"op": "to_tensor", "layout": "CHW", "dtype": "float32"}],
-      "batch": {"size": 8}, "shuffle": {"buffer": 16}, "seed": 1})")
-        .update(nlohmann::json{{"batch", {{"size", batch}}},
-                               {"shuffle", {{"buffer", shuffle}}},
-                               {"seed", seed}});
+                 {"op": "to_tensor", "layout": "CHW", "dtype": "float32"}]})");
+    spec["batch"] = {{"size", batch}};
+    spec["shuffle"] = {{"buffer", shuffle}};
+    spec["seed"] = seed;
+    return spec;
   }
 
   Result<RecordingSink> Run(const nlohmann::json& spec, int threads, int epochs = 1,
                             int64_t limit = -1, RunStats* stats_out = nullptr) {
     PipelineOptions po;
     po.threads = threads;
-    po.files_per_split = 5;  // many small splits: exercises the split order shuffle
+    po.samples_per_split = 5;  // many small splits: exercises the split order shuffle
     GM_ASSIGN_OR_RETURN(Pipeline p, Pipeline::FromJson(spec, "test.json", dir_.path(), po));
     EngineOptions eo;
     eo.threads = threads;
@@ -109,7 +111,9 @@ TEST_F(EngineTest, GivenAnEpochThenEverySampleIsDeliveredExactlyOnceInFullBatche
   RunStats stats;
   auto r = Run(Spec(8), 2, 1, -1, &stats);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->sizes, (std::vector<size_t>{8, 8, 8, 6}));
+  std::vector<size_t> sizes = r->sizes;
+  std::sort(sizes.begin(), sizes.end());
+  EXPECT_EQ(sizes, (std::vector<size_t>{6, 8, 8, 8}));
   std::set<std::string> unique(r->keys.begin(), r->keys.end());
   EXPECT_EQ(unique.size(), 30u);
   EXPECT_EQ(r->keys.size(), 30u);
@@ -133,6 +137,17 @@ TEST_F(EngineTest, GivenDropLastThenThePartialBatchIsDropped) {
   auto r = Run(spec, 2);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->sizes, (std::vector<size_t>{8, 8, 8}));
+}
+
+TEST_F(EngineTest, GivenSplitsThenABatchNeverSpansTwoSplits) {
+  MakeCorpus(5);  // 30 files; splits of 5 rounded up to the batch size 4 -> 8 files
+  auto r = Run(Spec(4), 3);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->split_of_sample.size(), 30u);
+  for (const auto& [split, index] : r->split_of_sample) EXPECT_EQ(split, index / 8) << index;
+  std::vector<size_t> sizes = r->sizes;
+  std::sort(sizes.begin(), sizes.end());
+  EXPECT_EQ(sizes, (std::vector<size_t>{2, 4, 4, 4, 4, 4, 4, 4}));
 }
 
 TEST_F(EngineTest, GivenSeedsAndEpochsThenOrderDependsOnThemOnly) {

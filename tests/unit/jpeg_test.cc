@@ -128,12 +128,11 @@ TEST_P(BadJpeg, GivenBadBytesWhenDecodedThenCorruptWithReadableReason) {
   EXPECT_NE(s.message().find(GetParam().reason), std::string::npos) << s.message();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Files, BadJpeg,
-    ::testing::Values(BadInput{"truncated.jpg", "truncated JPEG"},
-                      BadInput{"empty.jpg", "zero bytes"},
-                      BadInput{"png_named.jpg", "not a JPEG (PNG signature)"},
-                      BadInput{"random_bytes.jpg", "not a JPEG"}));
+INSTANTIATE_TEST_SUITE_P(Files, BadJpeg,
+                         ::testing::Values(BadInput{"truncated.jpg", "truncated JPEG"},
+                                           BadInput{"empty.jpg", "zero bytes"},
+                                           BadInput{"png_named.jpg", "not a JPEG (PNG signature)"},
+                                           BadInput{"random_bytes.jpg", "not a JPEG"}));
 
 TEST(JpegTest, GivenHeaderCutShortWhenReadingHeaderThenTruncated) {
   const std::string jpeg = Image("photo_500x375.jpg").substr(0, 100);
@@ -170,6 +169,10 @@ TEST(JpegTest, GivenSignatureCheckWhenOtherFormatsThenNamesThem) {
   EXPECT_NE(CheckJpegSignature("GIF89a").message().find("GIF"), std::string::npos);
   EXPECT_NE(CheckJpegSignature("BM....").message().find("BMP"), std::string::npos);
   EXPECT_NE(CheckJpegSignature("x").message().find("0x78"), std::string::npos);
+  EXPECT_NE(CheckJpegSignature("RIFF\xff").message().find("not a JPEG"), std::string::npos);
+  EXPECT_NE(
+      CheckJpegSignature(std::string_view("RIFF\x10\0\0\0WEBPVP8 ", 16)).message().find("WebP"),
+      std::string::npos);
 }
 
 }  // namespace

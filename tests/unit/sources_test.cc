@@ -84,7 +84,7 @@ class FilesSourceTest : public ::testing::Test {
       dir_.Write(f, std::string("bytes of ") + f);
     }
     env_.base_dir = dir_.path();
-    env_.files_per_split = 2;
+    env_.samples_per_split = 2;
   }
   TempDir dir_;
   SourceEnv env_;
