@@ -11,7 +11,10 @@ cmake --build build-fuzz -j "$(nproc)"
 for target in build-fuzz/tests/fuzz/fuzz_*; do
   name=$(basename "$target")
   work=$(mktemp -d)
-  seeds=tests/fuzz/corpus/${name#fuzz_}
+  case $name in
+    fuzz_jpeg) seeds=tests/data/images ;;  # the JPEG fixtures, good and bad
+    *) seeds=tests/fuzz/corpus/${name#fuzz_} ;;
+  esac
   [[ -d $seeds ]] || seeds=
   echo "fuzz: $name for ${seconds}s${seeds:+ (seeds: $seeds)}"
   if ! "$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \

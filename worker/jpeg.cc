@@ -150,6 +150,15 @@ Status CheckJpegSignature(std::string_view data) {
   if (data.empty()) return Status::Corrupt("zero bytes (empty file)");
   if (data.size() >= 2 && static_cast<uint8_t>(data[0]) == 0xFF &&
       static_cast<uint8_t>(data[1]) == 0xD8) {
+    // A fused decode stops at the crop box's last row and would not notice a file
+    // cut short below it; checking for the end-of-image marker here makes a
+    // truncated file bad input whatever the crop. Entropy-coded data cannot hold
+    // FF D9 (an FF byte is stuffed as FF 00), so the marker's presence in the
+    // tail is decisive; up to kMaxJpegTrailer bytes may follow it.
+    std::string_view tail = data.substr(data.size() - std::min(data.size(), kMaxJpegTrailer));
+    if (tail.find("\xFF\xD9") == std::string_view::npos) {
+      return Status::Corrupt("truncated JPEG (no end-of-image marker)");
+    }
     return Status::Ok();
   }
   if (data.starts_with("\x89PNG")) return Status::Corrupt("not a JPEG (PNG signature)");

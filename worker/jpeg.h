@@ -23,9 +23,13 @@ namespace gm {
 
 inline constexpr int64_t kMaxJpegPixels = int64_t{1} << 28;
 inline constexpr int kMaxJpegScans = 500;
+// Bytes allowed after the end-of-image marker (padding, vendor trailers).
+inline constexpr size_t kMaxJpegTrailer = 4096;
 
 // Rejects data that is plainly not a JPEG before libjpeg sees it, with a reason
-// such as "zero bytes (empty file)" or "not a JPEG (PNG signature)".
+// such as "zero bytes (empty file)", "not a JPEG (PNG signature)" or "truncated
+// JPEG (no end-of-image marker)" (FF D9 must be within the last kMaxJpegTrailer
+// bytes).
 Status CheckJpegSignature(std::string_view data);
 
 // Pixels decoded from a region: rows of `width` RGB pixels, packed.

@@ -449,3 +449,31 @@ INSTANTIATE_TEST_SUITE_P(
 
 }  // namespace
 }  // namespace gm
+
+namespace gm {
+namespace {
+
+// A file cut below the crop box must be bad input whatever the crop: the fused
+// decode stops early, so the end-of-image check is what catches it.
+TEST(FusedDecodeTest, GivenATruncatedJpegThenEveryCropReportsItCorrupt) {
+  std::string truncated = testing::ReadAll(testing::SourcePath("tests/data/engine/truncated.jpg"));
+  auto stages = nlohmann::json::parse(
+      R"([{"op": "decode_jpeg"}, {"op": "center_crop", "size": [8, 8]}])");
+  JsonNode root(stages, "test.json");
+  std::unique_ptr<Op> decode = *OpRegistry::BuiltIn().Make(*root.At(0), OpEnv{});
+  std::unique_ptr<Op> crop = *OpRegistry::BuiltIn().Make(*root.At(1), OpEnv{});
+  crop->set_stage(1);
+  std::unique_ptr<Op> fused = FuseDecode(decode, crop);
+  ASSERT_NE(fused, nullptr);
+  for (uint64_t index = 0; index < 20; ++index) {
+    Sample s;
+    s.index = index;
+    s.data = truncated;
+    Status st = fused->Apply(s, RunContext{1, 0});
+    EXPECT_EQ(st.code(), Code::kCorrupt) << index;
+    EXPECT_NE(st.message().find("truncated"), std::string::npos) << st.message();
+  }
+}
+
+}  // namespace
+}  // namespace gm

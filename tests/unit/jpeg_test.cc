@@ -165,7 +165,12 @@ TEST(JpegTest, GivenFlippedBitsInScanDataWhenDecodedThenErrorOrImageButNoCrash) 
 }
 
 TEST(JpegTest, GivenSignatureCheckWhenOtherFormatsThenNamesThem) {
-  EXPECT_TRUE(CheckJpegSignature("\xFF\xD8\xFF").ok());
+  EXPECT_TRUE(CheckJpegSignature("\xFF\xD8\xFF\xD9").ok());
+  EXPECT_NE(CheckJpegSignature("\xFF\xD8\xFF").message().find("no end-of-image marker"),
+            std::string::npos);
+  std::string trailer = "\xFF\xD8\xFF\xD9" + std::string(kMaxJpegTrailer - 2, '\0');
+  EXPECT_TRUE(CheckJpegSignature(trailer).ok());
+  EXPECT_FALSE(CheckJpegSignature(trailer + "xyz").ok());
   EXPECT_NE(CheckJpegSignature("GIF89a").message().find("GIF"), std::string::npos);
   EXPECT_NE(CheckJpegSignature("BM....").message().find("BMP"), std::string::npos);
   EXPECT_NE(CheckJpegSignature("x").message().find("0x78"), std::string::npos);

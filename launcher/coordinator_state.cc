@@ -1,0 +1,388 @@
+#include "launcher/coordinator_state.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace gm {
+namespace {
+
+std::string WorkerName(WorkerId worker) { return "worker " + std::to_string(worker); }
+
+std::string SplitName(uint64_t epoch, uint64_t split) {
+  return "epoch " + std::to_string(epoch) + " split " + std::to_string(split);
+}
+
+}  // namespace
+
+std::string_view AssignmentKindName(Assignment::Kind kind) {
+  switch (kind) {
+    case Assignment::Kind::kAssign: return "assign";
+    case Assignment::Kind::kWait: return "wait";
+    case Assignment::Kind::kDrain: return "drain";
+    case Assignment::Kind::kExit: return "exit";
+    case Assignment::Kind::kEpochDone: return "epoch done";
+  }
+  return "?";
+}
+
+Result<CoordinatorState> CoordinatorState::Create(const CoordinatorOptions& options) {
+  if (options.world_size < 1) {
+    return Status::InvalidArgument("coordinator: world size must be at least 1, got " +
+                                   std::to_string(options.world_size));
+  }
+  if (options.max_inflight_per_worker < 1) {
+    return Status::InvalidArgument("coordinator: max in-flight splits per worker must be at "
+                                   "least 1, got " +
+                                   std::to_string(options.max_inflight_per_worker));
+  }
+  if (!(options.liveness_timeout_s > 0)) {
+    return Status::InvalidArgument("coordinator: liveness timeout must be positive seconds, got " +
+                                   std::to_string(options.liveness_timeout_s));
+  }
+  return CoordinatorState(options);
+}
+
+Status CoordinatorState::StartEpoch(const EpochPlan& plan) {
+  if (layout_ && incomplete_ > 0) {
+    return Status::InvalidArgument(
+        "cannot start epoch " + std::to_string(plan.epoch) + ": epoch " + std::to_string(epoch_) +
+        " still has " + std::to_string(incomplete_) + " splits not fully acknowledged");
+  }
+  if (layout_ && plan.epoch <= epoch_) {
+    return Status::InvalidArgument("cannot start epoch " + std::to_string(plan.epoch) +
+                                   ": it must come after epoch " + std::to_string(epoch_));
+  }
+  GM_ASSIGN_OR_RETURN(PlanLayout layout, LayOutPlan(plan, options_.world_size));
+  splits_.assign(layout.slots.size(), SplitProgress{});
+  pending_.clear();
+  incomplete_ = 0;
+  for (size_t p = 0; p < layout.slots.size(); ++p) {
+    splits_[p].deliver = layout.slots[p].deliver;
+    if (splits_[p].deliver == 0) {
+      splits_[p].phase = Phase::kComplete;
+    } else {
+      pending_.insert(p);
+      ++incomplete_;
+    }
+  }
+  layout_ = std::move(layout);
+  epoch_ = plan.epoch;
+  return Status::Ok();
+}
+
+CoordinatorState::WorkerRecord* CoordinatorState::FindWorker(WorkerId worker) {
+  auto it = workers_.find(worker);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
+WorkerId CoordinatorState::RegisterWorker(double now_s) {
+  const WorkerId id = next_worker_++;
+  WorkerRecord& record = workers_[id];
+  record.last_heard_s = now_s;
+  record.stats.id = id;
+  return id;
+}
+
+Status CoordinatorState::Heartbeat(WorkerId worker, double now_s) {
+  WorkerRecord* record = FindWorker(worker);
+  if (record == nullptr) return Status::InvalidArgument(WorkerName(worker) + " is not registered");
+  if (record->stats.status == WorkerStatus::kGone) {
+    return Status::Unavailable(WorkerName(worker) +
+                               " was declared lost or exited; it must exit and register again");
+  }
+  record->last_heard_s = std::max(record->last_heard_s, now_s);
+  return Status::Ok();
+}
+
+std::vector<WorkerId> CoordinatorState::Tick(double now_s) {
+  std::vector<WorkerId> lost;
+  for (auto& [id, record] : workers_) {
+    if (record.stats.status == WorkerStatus::kGone) continue;
+    if (now_s - record.last_heard_s > options_.liveness_timeout_s) {
+      LoseWorker(record);
+      lost.push_back(id);
+    }
+  }
+  return lost;
+}
+
+Status CoordinatorState::Drain(WorkerId worker) {
+  WorkerRecord* record = FindWorker(worker);
+  if (record == nullptr) return Status::InvalidArgument(WorkerName(worker) + " is not registered");
+  if (record->stats.status == WorkerStatus::kActive) record->stats.status = WorkerStatus::kDraining;
+  return Status::Ok();
+}
+
+Status CoordinatorState::WorkerExited(WorkerId worker) {
+  WorkerRecord* record = FindWorker(worker);
+  if (record == nullptr) return Status::InvalidArgument(WorkerName(worker) + " is not registered");
+  if (record->stats.status != WorkerStatus::kGone) LoseWorker(*record);
+  return Status::Ok();
+}
+
+bool CoordinatorState::ShouldExit(WorkerId worker) const {
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return true;
+  const WorkerStats& stats = it->second.stats;
+  return stats.status == WorkerStatus::kGone ||
+         (stats.status == WorkerStatus::kDraining && it->second.held.empty());
+}
+
+void CoordinatorState::LoseWorker(WorkerRecord& worker) {
+  worker.stats.status = WorkerStatus::kGone;
+  const std::set<size_t> held = worker.held;  // TakeBack edits worker.held
+  for (size_t position : held) TakeBack(position);
+}
+
+void CoordinatorState::Release(size_t position) {
+  SplitProgress& split = splits_[position];
+  WorkerRecord* holder = FindWorker(split.holder);
+  if (holder != nullptr) {
+    holder->held.erase(position);
+    if (!split.produced) --holder->producing;
+  }
+  split.holder = 0;
+  split.produced = false;
+}
+
+void CoordinatorState::TakeBack(size_t position) {
+  SplitProgress& split = splits_[position];
+  if (WorkerRecord* holder = FindWorker(split.holder)) ++holder->stats.reassigned;
+  ++reassignments_;
+  Release(position);
+  split.phase = Phase::kPending;
+  pending_.insert(position);
+}
+
+void CoordinatorState::CompleteIfDone(size_t position) {
+  SplitProgress& split = splits_[position];
+  if (split.phase == Phase::kComplete || split.deliver == kUnknownCount ||
+      split.acked_count < split.deliver) {
+    return;
+  }
+  if (split.phase == Phase::kAssigned) {
+    if (WorkerRecord* holder = FindWorker(split.holder)) ++holder->stats.splits_completed;
+    Release(position);
+  } else {
+    pending_.erase(position);
+  }
+  split.phase = Phase::kComplete;
+  --incomplete_;
+}
+
+Result<Assignment> CoordinatorState::RequestSplit(WorkerId worker) {
+  WorkerRecord* record = FindWorker(worker);
+  if (record == nullptr) return Status::InvalidArgument(WorkerName(worker) + " is not registered");
+  Assignment answer;
+  if (record->stats.status == WorkerStatus::kGone) {
+    answer.kind = Assignment::Kind::kExit;
+  } else if (record->stats.status == WorkerStatus::kDraining) {
+    answer.kind = record->held.empty() ? Assignment::Kind::kExit : Assignment::Kind::kDrain;
+  } else if (layout_ && incomplete_ == 0) {
+    answer.kind = Assignment::Kind::kEpochDone;
+  } else if (layout_ && !pending_.empty() &&
+             record->producing < options_.max_inflight_per_worker) {
+    answer = AssignNext(*record);
+  }
+  return answer;
+}
+
+Assignment CoordinatorState::AssignNext(WorkerRecord& worker) {
+  const size_t position = *pending_.begin();
+  pending_.erase(pending_.begin());
+  SplitProgress& split = splits_[position];
+  split.phase = Phase::kAssigned;
+  split.holder = worker.stats.id;
+  split.produced = false;
+  split.assigned_start = split.contiguous;
+  worker.held.insert(position);
+  ++worker.producing;
+  ++worker.stats.splits_assigned;
+  const SplitSlot& slot = layout_->slots[position];
+  Assignment answer;
+  answer.kind = Assignment::Kind::kAssign;
+  answer.epoch = epoch_;
+  answer.split = slot.split;
+  answer.plan_position = position;
+  answer.rank = slot.rank;
+  answer.start_batch = split.contiguous;
+  answer.end_batch = split.deliver;
+  answer.batch_count = slot.batch_count;
+  return answer;
+}
+
+Status CoordinatorState::CheckEpoch(uint64_t epoch, std::string_view what) const {
+  if (!layout_) return Status::InvalidArgument(std::string(what) + " before any epoch started");
+  if (epoch > epoch_) {
+    return Status::InvalidArgument(std::string(what) + " for epoch " + std::to_string(epoch) +
+                                   ", but the current epoch is " + std::to_string(epoch_));
+  }
+  return Status::Ok();
+}
+
+Status CoordinatorState::LearnCount(size_t position, WorkerId worker, uint64_t batch_count) {
+  const SplitSlot& slot = layout_->slots[position];
+  SplitProgress& split = splits_[position];
+  const uint64_t known = slot.batch_count != kUnknownCount ? slot.batch_count : split.deliver;
+  const std::string who = WorkerName(worker) + ": " + SplitName(epoch_, slot.split);
+  if (known != kUnknownCount && known != batch_count) {
+    return Status::InvalidArgument(who + " has " + std::to_string(batch_count) +
+                                   " batches, but it is known to have " + std::to_string(known));
+  }
+  if (batch_count > kMaxSplitBatches || split.acked.size() > batch_count) {
+    return Status::InvalidArgument(who + ": batch count " + std::to_string(batch_count) +
+                                   " is impossible (too large, or below an acknowledged batch)");
+  }
+  if (split.deliver == kUnknownCount) split.deliver = batch_count;
+  return Status::Ok();
+}
+
+Status CoordinatorState::SplitDone(WorkerId worker, uint64_t epoch, uint64_t split_id,
+                                   uint64_t batch_count) {
+  WorkerRecord* record = FindWorker(worker);
+  if (record == nullptr) return Status::InvalidArgument(WorkerName(worker) + " is not registered");
+  GM_RETURN_IF_ERROR(CheckEpoch(epoch, WorkerName(worker) + ": split done"));
+  if (epoch < epoch_) {
+    ++stale_split_done_;
+    return Status::Ok();
+  }
+  GM_ASSIGN_OR_RETURN(size_t position, layout_->Find(split_id));
+  GM_RETURN_IF_ERROR(LearnCount(position, worker, batch_count));
+  SplitProgress& split = splits_[position];
+  if (split.phase == Phase::kAssigned && split.holder == worker && !split.produced) {
+    split.produced = true;
+    --record->producing;
+    ++record->stats.splits_done;
+    if (split.deliver > split.assigned_start) {
+      record->stats.batches += split.deliver - split.assigned_start;
+    }
+  } else {
+    ++stale_split_done_;
+  }
+  CompleteIfDone(position);
+  return Status::Ok();
+}
+
+Result<AckOutcome> CoordinatorState::Ack(int rank, uint64_t epoch, uint64_t split_id,
+                                         uint64_t split_batch) {
+  GM_RETURN_IF_ERROR(CheckEpoch(epoch, "ack from rank " + std::to_string(rank)));
+  if (epoch < epoch_) {  // an earlier epoch finished, so all of it was acknowledged
+    ++duplicate_acks_;
+    return AckOutcome::kDuplicate;
+  }
+  if (rank < 0 || rank >= options_.world_size) {
+    return Status::InvalidArgument("ack from rank " + std::to_string(rank) +
+                                   ", outside world size " + std::to_string(options_.world_size));
+  }
+  GM_ASSIGN_OR_RETURN(size_t position, layout_->Find(split_id));
+  const SplitSlot& slot = layout_->slots[position];
+  const std::string what = "ack from rank " + std::to_string(rank) + " for " +
+                           SplitName(epoch, split_id) + " batch " + std::to_string(split_batch);
+  if (slot.rank != rank) {
+    return Status::InvalidArgument(what + ": the split belongs to rank " +
+                                   std::to_string(slot.rank));
+  }
+  SplitProgress& split = splits_[position];
+  const uint64_t bound = split.deliver != kUnknownCount ? split.deliver : kMaxSplitBatches;
+  if (split_batch >= bound) {
+    return Status::InvalidArgument(what + ": the split delivers only batches 0.." +
+                                   std::to_string(bound) + " (exclusive)");
+  }
+  if (split_batch < split.acked.size() && split.acked[split_batch]) {
+    ++duplicate_acks_;
+    return AckOutcome::kDuplicate;
+  }
+  if (split.acked.size() <= split_batch) split.acked.resize(split_batch + 1, false);
+  split.acked[split_batch] = true;
+  ++split.acked_count;
+  ++acks_;
+  while (split.contiguous < split.acked.size() && split.acked[split.contiguous]) {
+    ++split.contiguous;
+  }
+  CompleteIfDone(position);
+  return AckOutcome::kAcked;
+}
+
+void CoordinatorState::SetAckedPrefix(size_t position, uint64_t count) {
+  SplitProgress& split = splits_[position];
+  split.acked.assign(count, true);
+  split.acked_count = count;
+  split.contiguous = count;
+  if (split.phase == Phase::kComplete) {
+    if (count == split.deliver) return;
+    split.phase = Phase::kPending;
+    pending_.insert(position);
+    ++incomplete_;
+  } else if (split.phase == Phase::kAssigned && count != split.deliver) {
+    TakeBack(position);
+  }
+  CompleteIfDone(position);
+}
+
+Status CoordinatorState::Resume(int rank, uint64_t epoch, uint64_t position) {
+  const std::string what = "resume of rank " + std::to_string(rank) + " at batch " +
+                           std::to_string(position) + " of epoch " + std::to_string(epoch);
+  if (!layout_ || epoch != epoch_) {
+    return Status::InvalidArgument(what + ": the current epoch is " +
+                                   (layout_ ? std::to_string(epoch_) : std::string("none")));
+  }
+  if (rank < 0 || rank >= options_.world_size) {
+    return Status::InvalidArgument(what + ": rank outside world size " +
+                                   std::to_string(options_.world_size));
+  }
+  const std::vector<size_t>& slots = layout_->rank_slots[static_cast<size_t>(rank)];
+  uint64_t remaining = position;
+  for (size_t p : slots) {
+    if (remaining == 0) break;
+    if (splits_[p].deliver == kUnknownCount) {
+      return Status::InvalidArgument(what + ": the batch count of " +
+                                     SplitName(epoch, layout_->slots[p].split) + " is not known");
+    }
+    remaining -= std::min(remaining, splits_[p].deliver);
+  }
+  if (remaining > 0) return Status::InvalidArgument(what + ": the rank's share is smaller");
+  remaining = position;
+  for (size_t p : slots) {
+    const uint64_t take = std::min(remaining, splits_[p].deliver);
+    remaining -= take;
+    SetAckedPrefix(p, take);
+  }
+  return Status::Ok();
+}
+
+uint64_t CoordinatorState::RankPosition(int rank) const {
+  if (!layout_ || rank < 0 || rank >= options_.world_size) return 0;
+  uint64_t position = 0;
+  for (size_t p : layout_->rank_slots[static_cast<size_t>(rank)]) {
+    const SplitProgress& split = splits_[p];
+    if (split.phase != Phase::kComplete) return position + split.contiguous;
+    position += split.deliver;
+  }
+  return position;
+}
+
+uint64_t CoordinatorState::BatchCount(uint64_t split_id) const {
+  if (!layout_) return kUnknownCount;
+  auto it = layout_->position_of.find(split_id);
+  if (it == layout_->position_of.end()) return kUnknownCount;
+  const uint64_t planned = layout_->slots[it->second].batch_count;
+  return planned != kUnknownCount ? planned : splits_[it->second].deliver;
+}
+
+CoordinatorStats CoordinatorState::Stats() const {
+  CoordinatorStats stats;
+  stats.epoch = epoch_;
+  stats.epoch_done = EpochDone();
+  stats.pending_splits = pending_.size();
+  stats.incomplete_splits = incomplete_;
+  stats.acks = acks_;
+  stats.duplicate_acks = duplicate_acks_;
+  stats.reassignments = reassignments_;
+  stats.stale_split_done = stale_split_done_;
+  for (int r = 0; r < options_.world_size; ++r) stats.rank_positions.push_back(RankPosition(r));
+  for (const auto& [id, record] : workers_) stats.workers.push_back(record.stats);
+  return stats;
+}
+
+}  // namespace gm

@@ -1,0 +1,212 @@
+// The coordinator's bookkeeping: which data worker makes which split of the
+// epoch, which batches each trainer rank has acknowledged, and when the epoch ends.
+//
+// A pure state machine: no sockets, threads or clock reads. Time is a number of
+// seconds the caller passes in (any monotonic origin). The wiring layer turns each
+// message it receives into one call here and each answer into a message:
+//
+//   worker starts          -> RegisterWorker(now)             -> its WorkerId
+//   any worker message     -> Heartbeat(id, now)
+//   periodically           -> Tick(now)                        -> workers declared lost
+//   worker asks for work   -> RequestSplit(id)                 -> Assign|Wait|Drain|Exit|EpochDone
+//   worker made a split    -> SplitDone(id, epoch, split, count)
+//   trainer rank used batch-> Ack(rank, epoch, split, split_batch)
+//   trainer rank restarted -> Resume(rank, epoch, position)
+//   scale down             -> Drain(id); worker process ended -> WorkerExited(id)
+//   EpochDone()            -> StartEpoch(plan of the next epoch)
+//
+// Guarantee: every batch of every rank's share (see launcher/batch_order.h) is
+// made by some worker as long as workers keep coming, whatever workers are lost,
+// drained or added; a batch may be sent twice after a reassignment, and the client
+// drops the copy with RankSequence, so each rank consumes it exactly once.
+//
+// Splits are handed out in plan order (lowest pending plan position first), so the
+// split each rank needs next is always assigned or being made: a client's bounded
+// re-order buffer cannot fill up with later batches while waiting forever.
+//
+// A split assigned to a worker stays the worker's until every batch it delivers has
+// been acknowledged, even after SplitDone: if the worker is lost or exits first, the
+// split goes back to the pending queue (ordered by plan position, so it is handed
+// out before every later split) and the next worker starts it at the number of its
+// batches acknowledged contiguously from batch 0.
+//
+// Thread-compatible: one thread at a time (the coordinator's event loop).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "launcher/batch_order.h"
+
+namespace gm {
+
+using WorkerId = uint64_t;  // 1, 2, 3, ... in registration order; never reused
+
+struct CoordinatorOptions {
+  int world_size = 1;               // trainer ranks (>= 1)
+  int max_inflight_per_worker = 2;  // splits a worker makes at once (>= 1)
+  double liveness_timeout_s = 10;   // silence after which Tick declares a worker lost (> 0)
+};
+
+// The answer to RequestSplit.
+struct Assignment {
+  enum class Kind {
+    kAssign,     // make the split below
+    kWait,       // nothing to hand out now (or the in-flight limit is reached): ask later
+    kDrain,      // draining: finish what you hold, take nothing new
+    kExit,       // draining and nothing held, or declared lost: exit now
+    kEpochDone,  // every rank acknowledged its share; wait for the next epoch
+  };
+  Kind kind = Kind::kWait;
+  // The split, for kAssign only. The worker makes batches start_batch..end_batch-1
+  // in order (end_batch kUnknownCount: to the split's end) for trainer `rank`, then
+  // calls SplitDone with the split's batch count.
+  uint64_t epoch = 0;
+  uint64_t split = 0;
+  size_t plan_position = 0;
+  int rank = 0;
+  uint64_t start_batch = 0;
+  uint64_t end_batch = kUnknownCount;
+  uint64_t batch_count = kUnknownCount;  // as planned
+};
+std::string_view AssignmentKindName(Assignment::Kind kind);  // "assign", "wait", ...
+
+enum class AckOutcome { kAcked, kDuplicate };
+enum class WorkerStatus { kActive, kDraining, kGone };
+
+struct WorkerStats {
+  WorkerId id = 0;
+  WorkerStatus status = WorkerStatus::kActive;
+  uint64_t splits_assigned = 0;
+  uint64_t splits_done = 0;       // SplitDone calls for splits it held
+  uint64_t splits_completed = 0;  // splits fully acknowledged while it held them
+  uint64_t batches = 0;           // batches it made (per SplitDone: end - start)
+  uint64_t reassigned = 0;        // splits taken from it unfinished (lost, exited, resume)
+};
+
+struct CoordinatorStats {
+  uint64_t epoch = 0;
+  bool epoch_done = false;
+  uint64_t pending_splits = 0;     // waiting for a worker
+  uint64_t incomplete_splits = 0;  // not yet fully acknowledged
+  uint64_t acks = 0;               // first acknowledgements, all epochs
+  uint64_t duplicate_acks = 0;     // acknowledgements of batches already acknowledged
+  uint64_t reassignments = 0;      // splits taken back from a worker unfinished
+  uint64_t stale_split_done = 0;   // SplitDone for a split the worker no longer held
+  std::vector<uint64_t> rank_positions;  // RankPosition per rank
+  std::vector<WorkerStats> workers;      // in id order, lost and exited ones included
+};
+
+class CoordinatorState {
+ public:
+  // InvalidArgument when an option is out of range.
+  static Result<CoordinatorState> Create(const CoordinatorOptions& options);
+
+  // Starts an epoch. Fails (InvalidArgument) while the current epoch is not done,
+  // when plan.epoch is not above the current epoch, or when LayOutPlan rejects the
+  // plan (e.g. an unknown batch count with world size > 1). Splits the equal-share
+  // cut leaves with nothing to deliver are complete from the start.
+  Status StartEpoch(const EpochPlan& plan);
+  bool epoch_started() const { return layout_.has_value(); }
+  uint64_t epoch() const { return epoch_; }
+  // True when every rank has acknowledged its whole share of the current epoch.
+  bool EpochDone() const { return layout_.has_value() && incomplete_ == 0; }
+
+  WorkerId RegisterWorker(double now_s);
+  // Records that the worker was heard from. Unavailable when it was declared lost
+  // or exited (it must exit and register again); InvalidArgument for an unknown id.
+  Status Heartbeat(WorkerId worker, double now_s);
+  // Declares lost every live worker not heard from for more than
+  // liveness_timeout_s before now_s, gives its unfinished splits back, and returns
+  // the lost workers' ids (ascending).
+  std::vector<WorkerId> Tick(double now_s);
+  // The worker takes no new splits; it is told to exit once it holds none.
+  Status Drain(WorkerId worker);
+  // The worker's process ended: its unfinished splits go back to the queue.
+  // Idempotent for a worker already gone.
+  Status WorkerExited(WorkerId worker);
+  // True when the worker should exit now (draining and holding nothing, or gone).
+  bool ShouldExit(WorkerId worker) const;
+
+  // Hands the worker its next split, or says why not. InvalidArgument for an
+  // unknown id. The in-flight limit counts splits assigned and not yet SplitDone.
+  Result<Assignment> RequestSplit(WorkerId worker);
+  // The worker finished making a split; batch_count is the split's full batch count.
+  // With a known planned count it must match (InvalidArgument otherwise); an
+  // unknown count is learned here. A SplitDone for an earlier epoch or for a split
+  // the worker no longer holds is counted as stale and accepted.
+  Status SplitDone(WorkerId worker, uint64_t epoch, uint64_t split, uint64_t batch_count);
+  // Trainer `rank` consumed batch split_batch of `split`. Idempotent: a repeat, or
+  // an ack for an earlier (finished) epoch, returns kDuplicate and is counted.
+  // InvalidArgument when no epoch started, the epoch is in the future, the rank is
+  // out of range, the split is not in the plan or belongs to another rank, or the
+  // batch is not below the split's delivered count.
+  Result<AckOutcome> Ack(int rank, uint64_t epoch, uint64_t split, uint64_t split_batch);
+  // Trainer `rank` restarted from a checkpoint at `position`: exactly the first
+  // `position` batches of its sequence count as acknowledged (later acknowledgements
+  // of the rank are forgotten), and every split of the rank held by a worker is
+  // taken back (the old trainer's streams are gone) and handed out again from its
+  // acknowledged prefix. InvalidArgument for another epoch, a position beyond the
+  // share, or a position that needs a batch count not known yet.
+  Status Resume(int rank, uint64_t epoch, uint64_t position);
+  // Batches acknowledged contiguously from the start of the rank's sequence (0 for
+  // an unknown rank or before the first epoch).
+  uint64_t RankPosition(int rank) const;
+  // The split's batch count if planned or learned from a worker, else kUnknownCount.
+  uint64_t BatchCount(uint64_t split) const;
+
+  CoordinatorStats Stats() const;
+  const CoordinatorOptions& options() const { return options_; }
+  // The current epoch's layout; only valid when epoch_started().
+  const PlanLayout& layout() const { return *layout_; }
+
+ private:
+  enum class Phase { kPending, kAssigned, kComplete };
+  struct SplitProgress {
+    Phase phase = Phase::kPending;
+    uint64_t deliver = kUnknownCount;  // planned delivery, or the learned count
+    std::vector<bool> acked;           // by split_batch
+    uint64_t acked_count = 0;
+    uint64_t contiguous = 0;           // acknowledged from batch 0 without a gap
+    WorkerId holder = 0;               // when kAssigned
+    bool produced = false;             // holder called SplitDone
+    uint64_t assigned_start = 0;
+  };
+  struct WorkerRecord {
+    double last_heard_s = 0;
+    std::set<size_t> held;  // plan positions assigned and not complete
+    int producing = 0;      // held and not yet SplitDone
+    WorkerStats stats;
+  };
+
+  explicit CoordinatorState(const CoordinatorOptions& options) : options_(options) {}
+  WorkerRecord* FindWorker(WorkerId worker);
+  Assignment AssignNext(WorkerRecord& worker);
+  void Release(size_t position);  // detaches the split from its holder
+  void TakeBack(size_t position);  // holder loses it unfinished: back to pending
+  void CompleteIfDone(size_t position);
+  void LoseWorker(WorkerRecord& worker);
+  void SetAckedPrefix(size_t position, uint64_t count);
+  Status CheckEpoch(uint64_t epoch, std::string_view what) const;
+  Status LearnCount(size_t position, WorkerId worker, uint64_t batch_count);
+
+  CoordinatorOptions options_;
+  std::optional<PlanLayout> layout_;
+  uint64_t epoch_ = 0;
+  std::vector<SplitProgress> splits_;  // by plan position
+  std::set<size_t> pending_;           // plan positions waiting for a worker
+  uint64_t incomplete_ = 0;
+  std::map<WorkerId, WorkerRecord> workers_;
+  WorkerId next_worker_ = 1;
+  uint64_t acks_ = 0;
+  uint64_t duplicate_acks_ = 0;
+  uint64_t reassignments_ = 0;
+  uint64_t stale_split_done_ = 0;
+};
+
+}  // namespace gm

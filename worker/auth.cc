@@ -1,0 +1,261 @@
+#include "worker/auth.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include "core/file_util.h"
+#include "worker/protocol.h"
+
+namespace gm {
+namespace {
+
+constexpr size_t kNonceBytes = 32;
+constexpr size_t kMaxRoleChars = 64;
+constexpr std::string_view kAuthFailed = "authentication failed";
+
+std::string ToHex(const unsigned char* data, size_t size) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * size);
+  for (size_t i = 0; i < size; ++i) {
+    out.push_back(kHex[data[i] >> 4]);
+    out.push_back(kHex[data[i] & 15]);
+  }
+  return out;
+}
+
+bool IsHex(std::string_view s, size_t chars) {
+  if (s.size() != chars) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+bool SameMac(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string ClientMac(std::string_view secret, std::string_view nonce,
+                      std::string_view client_nonce, std::string_view role) {
+  return HmacSha256Hex(secret, "goldminer-auth-v1|" + std::string(nonce) + "|" +
+                                   std::string(client_nonce) + "|" + std::string(role));
+}
+
+std::string ServerMac(std::string_view secret, std::string_view client_nonce,
+                      std::string_view nonce) {
+  return HmacSha256Hex(secret, "goldminer-server-v1|" + std::string(client_nonce) + "|" +
+                                   std::string(nonce));
+}
+
+// A string member of a handshake message, or "" when absent or not a string.
+std::string Field(const Frame& f, const char* key) {
+  auto it = f.meta.find(key);
+  return it != f.meta.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+bool ValidRole(std::string_view role) { return !role.empty() && role.size() <= kMaxRoleChars; }
+
+// The peer's protocol version in a HELLO or AUTH; -1 when missing or not an integer.
+int64_t Version(const Frame& f) {
+  auto it = f.meta.find("version");
+  if (it == f.meta.end() || !it->is_number_integer()) return -1;
+  return it->is_number_unsigned() && it->get<uint64_t>() > INT64_MAX ? -1 : it->get<int64_t>();
+}
+
+std::string VersionMismatch(int64_t theirs) {
+  return "protocol version mismatch: the peer speaks version " + std::to_string(theirs) +
+         ", this side speaks version " + std::to_string(kProtocolVersion);
+}
+
+// Tells the peer why we give up and returns `status`. Best effort: the peer may
+// be gone already, and `status` is what matters to our caller.
+Status Refuse(Socket& socket, std::string_view message, Status status) {
+  SendFrame(socket, MsgType::kError, {{"message", message}}, Deadline::After(0.5)).ok();
+  return status;
+}
+
+// A frame of `want` type, or why not (an ERROR from the peer becomes its message).
+Result<Frame> Expect(Socket& socket, MsgType want, Deadline deadline) {
+  GM_ASSIGN_OR_RETURN(Frame f, RecvFrame(socket, kHandshakeLimits, deadline));
+  if (f.type == want) return f;
+  if (f.type == MsgType::kError) {
+    std::string msg = Field(f, "message");
+    if (msg == kAuthFailed) {
+      return Status::InvalidArgument(socket.peer() + ": authentication failed: the peer does "
+                                     "not accept our secret (check " +
+                                     std::string(kSecretFileEnv) + ")");
+    }
+    return Status::Unavailable(socket.peer() + ": refused the handshake: " + msg);
+  }
+  return Status::Corrupt(socket.peer() + ": expected " + std::string(MsgTypeName(want)) +
+                         " during the handshake, got " + std::string(MsgTypeName(f.type)));
+}
+
+}  // namespace
+
+Result<std::string> RandomHex(size_t bytes) {
+  std::vector<unsigned char> buf(bytes);
+  if (RAND_bytes(buf.data(), static_cast<int>(bytes)) != 1) {
+    return Status::Internal("OpenSSL RAND_bytes failed to produce random bytes");
+  }
+  return ToHex(buf.data(), buf.size());
+}
+
+Result<std::string> NewSecret() { return RandomHex(kSecretHexChars / 2); }
+
+std::string HmacSha256Hex(std::string_view key, std::string_view message) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len);
+  return ToHex(mac, len);
+}
+
+Status CheckSecret(std::string_view secret, std::string_view origin) {
+  if (IsHex(secret, kSecretHexChars)) return Status::Ok();
+  return Status::InvalidArgument(std::string(origin) + ": the secret must be " +
+                                 std::to_string(kSecretHexChars) +
+                                 " lower-case hex characters (got " +
+                                 std::to_string(secret.size()) + " characters)");
+}
+
+Result<std::string> ReadSecretFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    int err = errno;
+    std::string msg = path + ": cannot open the secret file: " + std::strerror(err);
+    return err == ENOENT ? Status::NotFound(msg) : Status::IoError(msg);
+  }
+  struct stat st {};
+  int rc = ::fstat(fd, &st);
+  ::close(fd);
+  if (rc != 0) return Status::IoError(path + ": cannot stat the secret file");
+  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": the secret file is not a regular file");
+  if (st.st_uid != ::geteuid()) {
+    return Status::InvalidArgument(path + ": the secret file belongs to uid " +
+                                   std::to_string(st.st_uid) + ", not to this user (uid " +
+                                   std::to_string(::geteuid()) + ")");
+  }
+  if ((st.st_mode & 077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Status::InvalidArgument(path + ": the secret file has mode " + mode +
+                                   " and others may read it; run: chmod 600 " + path);
+  }
+  GM_ASSIGN_OR_RETURN(std::string secret, ReadFile(path));
+  while (!secret.empty() && std::strchr(" \t\r\n", secret.back()) != nullptr) secret.pop_back();
+  GM_RETURN_IF_ERROR(CheckSecret(secret, path));
+  return secret;
+}
+
+Result<std::string> LoadSecret() {
+  const std::string file_env(kSecretFileEnv), env(kSecretEnv);
+  if (const char* file = std::getenv(file_env.c_str()); file != nullptr && *file != '\0') {
+    return ReadSecretFile(file);
+  }
+  if (const char* secret = std::getenv(env.c_str()); secret != nullptr && *secret != '\0') {
+    GM_RETURN_IF_ERROR(CheckSecret(secret, env));
+    return std::string(secret);
+  }
+  return Status::NotFound("no run secret: set " + file_env + " (a file of mode 0600) or " + env +
+                          " (goldminer run sets them for the processes it starts)");
+}
+
+Status WriteSecretFile(const std::string& path, std::string_view secret) {
+  GM_RETURN_IF_ERROR(CheckSecret(secret, path));
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Status::IoError(path + ": cannot create: " + std::strerror(errno));
+  std::string text = std::string(secret) + "\n";
+  bool ok = ::fchmod(fd, 0600) == 0 &&
+            ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  int err = errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (ok) err = errno;
+    ::unlink(tmp.c_str());
+    return Status::IoError(path + ": cannot write the secret file: " + std::strerror(err));
+  }
+  return Status::Ok();
+}
+
+Status ServerHandshake(Socket& socket, std::string_view secret, std::string_view server_role,
+                       Deadline deadline, std::string* client_role) {
+  GM_ASSIGN_OR_RETURN(std::string nonce, RandomHex(kNonceBytes));
+  GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kHello,
+                               {{"version", kProtocolVersion}, {"nonce", nonce},
+                                {"role", server_role}},
+                               deadline));
+  auto auth = Expect(socket, MsgType::kAuth, deadline);
+  if (!auth.ok()) {
+    if (auth.status().code() != Code::kCorrupt) return auth.status();
+    return Refuse(socket, auth.status().message(), auth.status());
+  }
+  int64_t version = Version(*auth);
+  if (version != kProtocolVersion) {
+    std::string why = VersionMismatch(version);
+    return Refuse(socket, why, Status::InvalidArgument(socket.peer() + ": " + why));
+  }
+  std::string role = Field(*auth, "role");
+  std::string client_nonce = Field(*auth, "client_nonce");
+  std::string mac = Field(*auth, "mac");
+  if (!ValidRole(role) || !IsHex(client_nonce, 2 * kNonceBytes) || !IsHex(mac, 64) ||
+      !SameMac(mac, ClientMac(secret, nonce, client_nonce, role))) {
+    return Refuse(socket, kAuthFailed,
+                  Status::InvalidArgument(socket.peer() + ": authentication failed: the client "
+                                          "(role \"" +
+                                          role.substr(0, kMaxRoleChars) +
+                                          "\") does not know this run's secret"));
+  }
+  GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kWelcome,
+                               {{"mac", ServerMac(secret, client_nonce, nonce)}}, deadline));
+  if (client_role != nullptr) *client_role = role;
+  return Status::Ok();
+}
+
+Status ClientHandshake(Socket& socket, std::string_view secret, std::string_view client_role,
+                       Deadline deadline, std::string* server_role) {
+  GM_ASSIGN_OR_RETURN(Frame hello, Expect(socket, MsgType::kHello, deadline));
+  int64_t version = Version(hello);
+  if (version != kProtocolVersion) {
+    std::string why = VersionMismatch(version);
+    return Refuse(socket, why, Status::InvalidArgument(socket.peer() + ": " + why));
+  }
+  std::string nonce = Field(hello, "nonce");
+  std::string role = Field(hello, "role");
+  if (!IsHex(nonce, 2 * kNonceBytes) || !ValidRole(role)) {
+    return Refuse(socket, "HELLO needs a 64-hex-character nonce and a role",
+                  Status::Corrupt(socket.peer() + ": HELLO without a valid nonce and role"));
+  }
+  GM_ASSIGN_OR_RETURN(std::string client_nonce, RandomHex(kNonceBytes));
+  GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kAuth,
+                               {{"version", kProtocolVersion}, {"role", client_role},
+                                {"client_nonce", client_nonce},
+                                {"mac", ClientMac(secret, nonce, client_nonce, client_role)}},
+                               deadline));
+  GM_ASSIGN_OR_RETURN(Frame welcome, Expect(socket, MsgType::kWelcome, deadline));
+  if (!SameMac(Field(welcome, "mac"), ServerMac(secret, client_nonce, nonce))) {
+    return Status::InvalidArgument(socket.peer() + ": authentication failed: the server (role \"" +
+                                   role + "\") does not know this run's secret");
+  }
+  if (server_role != nullptr) *server_role = role;
+  return Status::Ok();
+}
+
+}  // namespace gm

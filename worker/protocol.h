@@ -1,0 +1,164 @@
+// The goldminer data-plane wire protocol (GMP1), spoken between the coordinator,
+// data workers and the trainer's client over TCP or Unix stream sockets. See
+// goldminer-protocol(7) for the full description.
+//
+// Every message is one frame:
+//
+//   header (24 bytes, little-endian)
+//     magic        4 bytes  "GMP1"
+//     version      u8       kProtocolVersion (1)
+//     type         u8       MsgType
+//     flags        u16      none defined in version 1: senders write 0, receivers ignore
+//     meta_len     u32      bytes of meta; at most FrameLimits::max_meta_bytes
+//     reserved     u32      0 (anything else is Corrupt)
+//     payload_len  u64      bytes of payload; at most FrameLimits::max_payload_bytes
+//   meta           meta_len bytes: a UTF-8 JSON object with the message's fields
+//                  (meta_len 0 stands for {})
+//   payload        payload_len raw bytes (BATCH: the data tensor, then the labels)
+//
+// Receivers validate the header against their limits before allocating anything,
+// so a hostile peer cannot make them allocate more than their limits allow.
+//
+// Thread-safety: plain functions on values are thread-safe; SendFrame/RecvFrame
+// use the Socket they are given (one sender and one receiver at a time).
+#pragma once
+
+#include <sys/uio.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "worker/sample.h"
+#include "worker/socket.h"
+
+namespace gm {
+
+inline constexpr std::string_view kProtocolMagic = "GMP1";
+inline constexpr uint8_t kProtocolVersion = 1;
+inline constexpr size_t kFrameHeaderSize = 24;       // bytes
+inline constexpr uint32_t kMaxMetaBytes = 1u << 20;  // bytes; the largest limit allowed
+inline constexpr uint64_t kDefaultMaxPayloadBytes = uint64_t{256} << 20;
+inline constexpr int kMaxMetaDepth = 64;  // nesting of JSON arrays/objects in meta
+
+// Message types. 1..15: connection set-up; 16..: control and data messages. The
+// JSON fields of each are defined by the role that uses it, except BATCH (below).
+enum class MsgType : uint8_t {
+  kHello = 1,     // server -> client: {version, nonce, role}
+  kAuth = 2,      // client -> server: {version, role, client_nonce, mac}
+  kWelcome = 3,   // server -> client: {mac}
+  kError = 4,     // either way: {message}; the sender closes afterwards
+  kRegister = 16,
+  kRegistered = 17,
+  kHeartbeat = 18,
+  kGetSplit = 19,
+  kAssign = 20,
+  kSplitDone = 21,
+  kDrain = 22,
+  kAck = 23,
+  kSubscribe = 24,
+  kCredit = 25,
+  kBatch = 26,     // worker -> client: EncodeBatchMeta + data bytes + label bytes
+  kEpochEnd = 27,
+  kBye = 28,
+};
+
+// "HELLO", "BATCH", ...; "UNKNOWN" for a value that is not a MsgType.
+std::string_view MsgTypeName(MsgType type);
+// True when `value` is one of the MsgType values above.
+bool IsKnownMsgType(uint8_t value);
+
+// What a receiver accepts; frames over a limit are Corrupt.
+struct FrameLimits {
+  uint32_t max_meta_bytes = kMaxMetaBytes;              // at most kMaxMetaBytes
+  uint64_t max_payload_bytes = kDefaultMaxPayloadBytes;  // per connection
+};
+
+// Limits for the handshake: small meta, no payload.
+inline constexpr FrameLimits kHandshakeLimits{64u << 10, 0};
+
+struct FrameHeader {
+  uint8_t version = kProtocolVersion;
+  MsgType type = MsgType::kError;
+  uint16_t flags = 0;
+  uint32_t meta_len = 0;
+  uint64_t payload_len = 0;
+};
+
+struct Frame {
+  MsgType type = MsgType::kError;
+  uint16_t flags = 0;
+  nlohmann::json meta = nlohmann::json::object();  // always an object
+  std::vector<uint8_t> payload;
+};
+
+// Parses the first kFrameHeaderSize bytes of `header` and checks them against
+// `limits`. Corrupt, saying what was wrong, on a short header, bad magic, another
+// version, an unknown type, a non-zero reserved field or a length over a limit.
+Result<FrameHeader> ParseFrameHeader(std::string_view header, const FrameLimits& limits = {});
+
+// The 24 header bytes for `header`.
+std::string EncodeFrameHeader(const FrameHeader& header);
+
+// Parses meta bytes: a JSON object (empty bytes: {}). Corrupt on invalid JSON or
+// UTF-8, nesting deeper than kMaxMetaDepth, or a value that is not an object.
+Result<nlohmann::json> ParseFrameMeta(std::string_view meta);
+
+// Parses one whole frame at the start of `bytes` (the in-memory twin of
+// RecvFrame). On success `*consumed` (when given) is the frame's size; trailing
+// bytes are left alone. Corrupt when the frame is invalid or `bytes` ends early.
+Result<Frame> ParseFrame(std::string_view bytes, const FrameLimits& limits = {},
+                         size_t* consumed = nullptr);
+
+// One whole frame as bytes. InvalidArgument when meta is not an object or is
+// larger than kMaxMetaBytes once serialized.
+Result<std::string> EncodeFrame(MsgType type, const nlohmann::json& meta,
+                                std::string_view payload = {});
+
+// Sends one frame: header, meta and the caller's payload buffers (in order, not
+// copied) in as few sendmsg calls as the kernel allows. The buffers must stay
+// valid until it returns. InvalidArgument for bad meta; Unavailable/IoError from
+// the socket (the connection is then unusable).
+Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta,
+                 std::span<const iovec> payload, Deadline deadline);
+Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta, Deadline deadline);
+
+// Receives one frame. Corrupt for an invalid frame (the connection is then out
+// of step and must be closed); Unavailable on timeout or a closed peer.
+Result<Frame> RecvFrame(Socket& socket, const FrameLimits& limits, Deadline deadline);
+
+// ---- BATCH ----
+//
+// A BATCH frame's meta is {epoch, index, split, split_batch, dtype ("uint8",
+// "int32", "int64", "float32"), shape (of data: [n, ...]), layout ("none", "HWC",
+// "CHW"), n, keys [n strings], sample_indices [n integers], data_bytes,
+// labels_bytes (n * 8)}; its payload is the data tensor's bytes followed by the
+// int64 labels, both little-endian.
+
+// The meta for `batch`. Use CheckBatch first when the batch may be inconsistent.
+nlohmann::json EncodeBatchMeta(const Batch& batch);
+// The payload as two buffers pointing into the batch's tensors (valid while the
+// batch is alive and unchanged).
+std::array<iovec, 2> BatchPayload(const Batch& batch);
+// InvalidArgument when `batch` cannot be sent as it is (data bytes that do not
+// match its shape, labels that are not n int64, key or index counts != n).
+Status CheckBatch(const Batch& batch);
+// CheckBatch, then SendFrame(BATCH, EncodeBatchMeta, BatchPayload).
+Status SendBatch(Socket& socket, const Batch& batch, Deadline deadline);
+
+// Rebuilds a Batch from a BATCH frame. Corrupt, naming the field, when the type is
+// not BATCH, a field is missing or has the wrong type, or sizes disagree (shape *
+// dtype size != data_bytes, labels_bytes != n * 8, keys or sample_indices count
+// != n, data_bytes + labels_bytes != payload size). The rvalue form moves the
+// payload into the data tensor instead of copying it.
+Result<Batch> DecodeBatch(const Frame& frame);
+Result<Batch> DecodeBatch(Frame&& frame);
+
+}  // namespace gm
