@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -24,6 +25,12 @@ namespace gm {
 namespace {
 
 std::string Errno(int err) { return std::strerror(err); }
+
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
 
 std::string HostPort(const std::string& host, int port) {
   bool v6 = host.find(':') != std::string::npos;
@@ -176,8 +183,7 @@ Result<Socket> Socket::ConnectTcp(const std::string& host, int port, double time
   }
   ::freeaddrinfo(found);
   if (last_err == ETIMEDOUT) {
-    return Status::Unavailable(name + ": timed out connecting after " +
-                               std::to_string(timeout_s) + " s");
+    return Status::Unavailable(name + ": timed out connecting after " + Seconds(timeout_s));
   }
   return Status::Unavailable(name + ": cannot connect: " + Errno(last_err));
 }
@@ -383,8 +389,8 @@ Result<Socket> Listener::Accept(double timeout_s) {
     int rc = ::poll(&p, 1, deadline.PollTimeoutMs());
     if (rc < 0 && errno != EINTR) return Status::IoError(address_ + ": poll: " + Errno(errno));
     if (rc == 0) {
-      return Status::Unavailable(address_ + ": timed out after " + std::to_string(timeout_s) +
-                                 " s waiting for a connection");
+      return Status::Unavailable(address_ + ": timed out after " + Seconds(timeout_s) +
+                                 " waiting for a connection");
     }
   }
 }

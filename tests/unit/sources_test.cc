@@ -341,8 +341,10 @@ TEST(JsonlSourceTest, GivenMissingFile_WhenOpened_ThenErrorNamesIt) {
   EXPECT_TRUE(Contains(source.status().message(), "$.source.paths[0]"));
 }
 
-TEST(RangeSourceTest, GivenCount_WhenRead_ThenSplitsOf1024AndIndexKeys) {
-  auto source = Make(R"({"type":"range","count":2050})", SourceEnv{});
+TEST(RangeSourceTest, GivenCount_WhenRead_ThenSplitsOfSamplesPerSplitAndIndexKeys) {
+  SourceEnv env;
+  env.samples_per_split = 1024;
+  auto source = Make(R"({"type":"range","count":2050})", env);
   ASSERT_TRUE(source.ok());
   ASSERT_EQ((*source)->splits().size(), 3u);
   EXPECT_EQ((*source)->splits()[2].count, 2u);

@@ -1,0 +1,368 @@
+// Scenario tests of the coordinator's state machine. Time is a number passed in.
+#include "launcher/coordinator_state.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace gm {
+namespace {
+
+using Kind = Assignment::Kind;
+
+EpochPlan Plan(uint64_t epoch, const std::vector<std::pair<uint64_t, uint64_t>>& splits) {
+  EpochPlan plan;
+  plan.epoch = epoch;
+  for (auto [split, count] : splits) plan.splits.push_back({split, count});
+  return plan;
+}
+
+CoordinatorState Make(int world_size, const EpochPlan& plan, int inflight = 2) {
+  auto state = CoordinatorState::Create({world_size, inflight, 10.0});
+  EXPECT_TRUE(state.ok()) << state.status().message();
+  Status started = state->StartEpoch(plan);
+  EXPECT_TRUE(started.ok()) << started.message();
+  return std::move(state).value();
+}
+
+Assignment Request(CoordinatorState& state, WorkerId worker) {
+  auto answer = state.RequestSplit(worker);
+  EXPECT_TRUE(answer.ok()) << answer.status().message();
+  return answer.ok() ? *answer : Assignment{};
+}
+
+// Acknowledges batches [from, to) of an assignment's split; each must be new.
+void AckRange(CoordinatorState& state, const Assignment& a, uint64_t from, uint64_t to) {
+  for (uint64_t b = from; b < to; ++b) {
+    auto outcome = state.Ack(a.rank, a.epoch, a.split, b);
+    ASSERT_TRUE(outcome.ok()) << outcome.status().message();
+    EXPECT_EQ(*outcome, AckOutcome::kAcked) << "split " << a.split << " batch " << b;
+  }
+}
+
+// The worker makes the whole assignment and the rank acknowledges every batch.
+void Finish(CoordinatorState& state, WorkerId worker, const Assignment& a) {
+  ASSERT_EQ(a.kind, Kind::kAssign);
+  ASSERT_TRUE(state.SplitDone(worker, a.epoch, a.split, a.batch_count).ok());
+  AckRange(state, a, a.start_batch, a.end_batch);
+}
+
+TEST(CoordinatorStateTest, GivenOneWorkerOneRankWhenEverySplitIsMadeThenTheEpochEnds) {
+  CoordinatorState state = Make(1, Plan(0, {{5, 3}, {6, 2}}));
+  WorkerId w = state.RegisterWorker(0);
+  Assignment a = Request(state, w);
+  ASSERT_EQ(a.kind, Kind::kAssign);
+  EXPECT_EQ(a.split, 5u);
+  EXPECT_EQ(a.start_batch, 0u);
+  EXPECT_EQ(a.end_batch, 3u);
+  Finish(state, w, a);
+  EXPECT_EQ(state.RankPosition(0), 3u);
+  EXPECT_FALSE(state.EpochDone());
+  Finish(state, w, Request(state, w));
+  EXPECT_TRUE(state.EpochDone());
+  EXPECT_EQ(Request(state, w).kind, Kind::kEpochDone);
+  CoordinatorStats stats = state.Stats();
+  EXPECT_EQ(stats.acks, 5u);
+  EXPECT_EQ(stats.rank_positions, std::vector<uint64_t>{5});
+  ASSERT_EQ(stats.workers.size(), 1u);
+  EXPECT_EQ(stats.workers[0].splits_done, 2u);
+  EXPECT_EQ(stats.workers[0].splits_completed, 2u);
+  EXPECT_EQ(stats.workers[0].batches, 5u);
+}
+
+TEST(CoordinatorStateTest, GivenSplitsWhenWorkersAskThenTheyComeInPlanOrder) {
+  CoordinatorState state = Make(1, Plan(0, {{9, 1}, {2, 1}, {7, 1}, {4, 1}}), 4);
+  WorkerId w = state.RegisterWorker(0);
+  std::vector<uint64_t> order;
+  for (int i = 0; i < 4; ++i) order.push_back(Request(state, w).split);
+  EXPECT_EQ(order, (std::vector<uint64_t>{9, 2, 7, 4}));
+  EXPECT_EQ(Request(state, w).kind, Kind::kWait);
+}
+
+TEST(CoordinatorStateTest, GivenTheInflightLimitWhenReachedThenTheWorkerWaitsUntilSplitDone) {
+  CoordinatorState state = Make(1, Plan(0, {{1, 2}, {2, 2}, {3, 2}}), 2);
+  WorkerId w = state.RegisterWorker(0);
+  Assignment first = Request(state, w);
+  EXPECT_EQ(Request(state, w).kind, Kind::kAssign);
+  EXPECT_EQ(Request(state, w).kind, Kind::kWait);
+  // Made but not yet acknowledged: the slot is free, the split stays the worker's.
+  ASSERT_TRUE(state.SplitDone(w, 0, first.split, 2).ok());
+  Assignment third = Request(state, w);
+  EXPECT_EQ(third.split, 3u);
+}
+
+TEST(CoordinatorStateTest, GivenTwoWorkersWhenBothAskThenEachSplitGoesToOne) {
+  CoordinatorState state = Make(1, Plan(0, {{1, 2}, {2, 2}, {3, 2}, {4, 2}}), 1);
+  WorkerId a = state.RegisterWorker(0);
+  WorkerId b = state.RegisterWorker(0);
+  Assignment a1 = Request(state, a);
+  Assignment b1 = Request(state, b);
+  EXPECT_EQ(a1.split, 1u);
+  EXPECT_EQ(b1.split, 2u);
+  Finish(state, b, b1);
+  Finish(state, a, a1);
+  Finish(state, a, Request(state, a));
+  Finish(state, b, Request(state, b));
+  EXPECT_TRUE(state.EpochDone());
+  CoordinatorStats stats = state.Stats();
+  EXPECT_EQ(stats.workers[0].splits_done + stats.workers[1].splits_done, 4u);
+  EXPECT_EQ(stats.duplicate_acks, 0u);
+}
+
+TEST(CoordinatorStateTest, GivenAWorkerSilentPastTheTimeoutThenItsSplitResumesAtTheAckedPrefix) {
+  CoordinatorState state = Make(1, Plan(0, {{1, 5}, {2, 3}}), 1);
+  WorkerId lost = state.RegisterWorker(0);
+  Assignment a = Request(state, lost);
+  AckRange(state, a, 0, 2);
+  ASSERT_TRUE(state.Ack(0, 0, 1, 3).ok());  // batch 3 arrived, 2 did not
+  WorkerId other = state.RegisterWorker(5);
+  Assignment b = Request(state, other);
+  EXPECT_EQ(b.split, 2u);
+  ASSERT_TRUE(state.Heartbeat(other, 10).ok());
+  EXPECT_TRUE(state.Tick(10).empty());  // exactly the timeout: not yet
+  EXPECT_EQ(state.Tick(10.5), std::vector<WorkerId>{lost});
+  EXPECT_EQ(Request(state, lost).kind, Kind::kExit);
+  EXPECT_EQ(state.Heartbeat(lost, 11).code(), Code::kUnavailable);
+  Finish(state, other, b);
+  Assignment again = Request(state, other);
+  ASSERT_EQ(again.kind, Kind::kAssign);
+  EXPECT_EQ(again.split, 1u);
+  EXPECT_EQ(again.start_batch, 2u);
+  ASSERT_TRUE(state.SplitDone(other, 0, 1, 5).ok());
+  AckRange(state, again, 2, 3);
+  EXPECT_EQ(*state.Ack(0, 0, 1, 3), AckOutcome::kDuplicate);  // re-sent copy
+  AckRange(state, again, 4, 5);
+  EXPECT_TRUE(state.EpochDone());
+  CoordinatorStats stats = state.Stats();
+  EXPECT_EQ(stats.acks, 8u);
+  EXPECT_EQ(stats.reassignments, 1u);
+  EXPECT_EQ(stats.workers[0].reassigned, 1u);
+  EXPECT_EQ(stats.workers[0].status, WorkerStatus::kGone);
+}
+
+TEST(CoordinatorStateTest, GivenALostSplitThenItGoesBeforeLaterPendingSplits) {
+  CoordinatorState state = Make(1, Plan(0, {{1, 1}, {2, 1}, {3, 1}}), 1);
+  WorkerId lost = state.RegisterWorker(0);
+  EXPECT_EQ(Request(state, lost).split, 1u);
+  ASSERT_TRUE(state.WorkerExited(lost).ok());
+  ASSERT_TRUE(state.WorkerExited(lost).ok());  // idempotent
+  WorkerId next = state.RegisterWorker(1);
+  EXPECT_EQ(Request(state, next).split, 1u);
+  EXPECT_EQ(state.Stats().reassignments, 1u);
+}
+
+TEST(CoordinatorStateTest, GivenADrainMidEpochThenTheWorkerFinishesItsSplitsAndExits) {
+  CoordinatorState state = Make(1, Plan(0, {{1, 2}, {2, 2}, {3, 2}}), 1);
+  WorkerId draining = state.RegisterWorker(0);
+  WorkerId staying = state.RegisterWorker(0);
+  Assignment a = Request(state, draining);
+  ASSERT_TRUE(state.Drain(draining).ok());
+  EXPECT_FALSE(state.ShouldExit(draining));
+  EXPECT_EQ(Request(state, draining).kind, Kind::kDrain);
+  ASSERT_TRUE(state.SplitDone(draining, 0, a.split, 2).ok());
+  EXPECT_EQ(Request(state, draining).kind, Kind::kDrain);  // acks still outstanding
+  AckRange(state, a, 0, 2);
+  EXPECT_TRUE(state.ShouldExit(draining));
+  EXPECT_EQ(Request(state, draining).kind, Kind::kExit);
+  ASSERT_TRUE(state.WorkerExited(draining).ok());
+  Finish(state, staying, Request(state, staying));
+  Finish(state, staying, Request(state, staying));
+  EXPECT_TRUE(state.EpochDone());
+  EXPECT_EQ(state.Stats().reassignments, 0u);
+}
+
+TEST(CoordinatorStateTest, GivenAWorkerAddedMidEpochThenItGetsThePendingWork) {
+  CoordinatorState state = Make(1, Plan(0, {{1, 1}, {2, 1}, {3, 1}}), 1);
+  WorkerId first = state.RegisterWorker(0);
+  Assignment a = Request(state, first);
+  WorkerId added = state.RegisterWorker(3);
+  Assignment b = Request(state, added);
+  ASSERT_EQ(b.kind, Kind::kAssign);
+  EXPECT_EQ(b.split, 2u);
+  Finish(state, first, a);
+  Finish(state, added, b);
+  Finish(state, added, Request(state, added));
+  EXPECT_TRUE(state.EpochDone());
+}
+
+TEST(CoordinatorStateTest, GivenALostWorkerWhenItRegistersAgainThenItIsANewWorkerWithWork) {
+  CoordinatorState state = Make(1, Plan(0, {{1, 4}}), 1);
+  WorkerId old_id = state.RegisterWorker(0);
+  Assignment a = Request(state, old_id);
+  AckRange(state, a, 0, 1);
+  EXPECT_EQ(state.Tick(20), std::vector<WorkerId>{old_id});
+  WorkerId new_id = state.RegisterWorker(21);
+  EXPECT_NE(new_id, old_id);
+  Assignment b = Request(state, new_id);
+  EXPECT_EQ(b.split, 1u);
+  EXPECT_EQ(b.start_batch, 1u);
+  // The old incarnation's late report is accepted as stale and changes nothing.
+  ASSERT_TRUE(state.SplitDone(old_id, 0, 1, 4).ok());
+  EXPECT_EQ(state.Stats().stale_split_done, 1u);
+  Finish(state, new_id, b);
+  EXPECT_TRUE(state.EpochDone());
+}
+
+// Runs a whole epoch with one worker per assignment; returns each rank's (split, batch).
+std::vector<std::vector<std::pair<uint64_t, uint64_t>>> RunShares(int world_size,
+                                                                    const EpochPlan& plan) {
+  CoordinatorState state = Make(world_size, plan, 1);
+  WorkerId w = state.RegisterWorker(0);
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> got(static_cast<size_t>(world_size));
+  for (Assignment a = Request(state, w); a.kind == Kind::kAssign; a = Request(state, w)) {
+    for (uint64_t b = a.start_batch; b < a.end_batch; ++b) {
+      got[static_cast<size_t>(a.rank)].emplace_back(a.split, b);
+    }
+    Finish(state, w, a);
+  }
+  EXPECT_TRUE(state.EpochDone());
+  return got;
+}
+
+TEST(CoordinatorStateTest, GivenTwoRanksWithUnequalCountsThenSharesAreDisjointAndEqual) {
+  // Rank 0: 1 (4) + 3 (1) = 5; rank 1: 2 (2) + 4 (6) = 8 -> 3 surplus batches of 4.
+  auto got = RunShares(2, Plan(0, {{1, 4}, {2, 2}, {3, 1}, {4, 6}}));
+  using Batches = std::vector<std::pair<uint64_t, uint64_t>>;
+  EXPECT_EQ(got[0], (Batches{{1, 0}, {1, 1}, {1, 2}, {1, 3}, {3, 0}}));
+  EXPECT_EQ(got[1], (Batches{{2, 0}, {2, 1}, {4, 0}, {4, 1}, {4, 2}}));
+}
+
+TEST(CoordinatorStateTest, GivenFourRanksWithUnequalCountsThenEveryRankGetsTheMinimum) {
+  EpochPlan plan = Plan(0, {{0, 3}, {1, 1}, {2, 5}, {3, 2}, {4, 2}, {5, 4}, {6, 0}, {7, 2}});
+  auto got = RunShares(4, plan);  // totals 5, 5, 5, 4
+  std::set<std::pair<uint64_t, uint64_t>> seen;
+  for (size_t r = 0; r < got.size(); ++r) {
+    EXPECT_EQ(got[r].size(), 4u) << "rank " << r;
+    for (auto batch : got[r]) {
+      EXPECT_EQ(batch.first % 4, r);
+      EXPECT_TRUE(seen.insert(batch).second);
+    }
+  }
+}
+
+TEST(CoordinatorStateTest, GivenUnknownCountsWithSeveralRanksThenTheEpochIsRejected) {
+  auto state = CoordinatorState::Create({2, 2, 10.0});
+  ASSERT_TRUE(state.ok());
+  Status st = state->StartEpoch(Plan(0, {{1, 3}, {2, kUnknownCount}}));
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("world size 2"), std::string::npos) << st.message();
+  EXPECT_FALSE(state->epoch_started());
+}
+
+TEST(CoordinatorStateTest, GivenUnknownCountsWithOneRankThenSplitDoneTeachesTheCount) {
+  CoordinatorState state = Make(1, Plan(0, {{1, kUnknownCount}}));
+  WorkerId w = state.RegisterWorker(0);
+  Assignment a = Request(state, w);
+  EXPECT_EQ(a.end_batch, kUnknownCount);
+  AckRange(state, a, 0, 3);
+  EXPECT_FALSE(state.EpochDone());
+  EXPECT_FALSE(state.SplitDone(w, 0, 1, 2).ok());  // batch 2 was acknowledged
+  ASSERT_TRUE(state.SplitDone(w, 0, 1, 3).ok());
+  EXPECT_EQ(state.BatchCount(1), 3u);
+  EXPECT_TRUE(state.EpochDone());
+  EXPECT_FALSE(state.Ack(0, 0, 1, 3).ok());
+}
+
+TEST(CoordinatorStateTest, GivenDuplicateAcksThenTheyAreIgnoredAndCounted) {
+  CoordinatorState state = Make(1, Plan(0, {{1, 2}}));
+  EXPECT_EQ(*state.Ack(0, 0, 1, 0), AckOutcome::kAcked);
+  EXPECT_EQ(*state.Ack(0, 0, 1, 0), AckOutcome::kDuplicate);
+  EXPECT_EQ(*state.Ack(0, 0, 1, 0), AckOutcome::kDuplicate);
+  EXPECT_EQ(state.RankPosition(0), 1u);
+  CoordinatorStats stats = state.Stats();
+  EXPECT_EQ(stats.acks, 1u);
+  EXPECT_EQ(stats.duplicate_acks, 2u);
+}
+
+TEST(CoordinatorStateTest, GivenBadAcksThenEachIsRejectedWithItsReason) {
+  auto fresh = CoordinatorState::Create({});
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_NE(fresh->Ack(0, 0, 1, 0).status().message().find("before any epoch"),
+            std::string::npos);
+  CoordinatorState state = Make(2, Plan(4, {{1, 2}, {2, 2}}));
+  EXPECT_NE(state.Ack(1, 4, 1, 0).status().message().find("belongs to rank 0"),
+            std::string::npos);
+  EXPECT_NE(state.Ack(0, 4, 1, 2).status().message().find("delivers only"), std::string::npos);
+  EXPECT_NE(state.Ack(0, 4, 9, 0).status().message().find("not in the epoch's plan"),
+            std::string::npos);
+  EXPECT_NE(state.Ack(2, 4, 1, 0).status().message().find("outside world size"),
+            std::string::npos);
+  EXPECT_NE(state.Ack(0, 5, 1, 0).status().message().find("current epoch is 4"),
+            std::string::npos);
+  EXPECT_FALSE(state.SplitDone(99, 4, 1, 2).ok());
+  WorkerId w = state.RegisterWorker(0);
+  EXPECT_NE(state.SplitDone(w, 4, 1, 3).message().find("known to have 2"), std::string::npos);
+  EXPECT_EQ(state.Stats().acks, 0u);
+}
+
+TEST(CoordinatorStateTest, GivenBadOptionsThenCreateFails) {
+  EXPECT_FALSE(CoordinatorState::Create({0, 2, 10.0}).ok());
+  EXPECT_FALSE(CoordinatorState::Create({1, 0, 10.0}).ok());
+  EXPECT_FALSE(CoordinatorState::Create({1, 2, 0.0}).ok());
+}
+
+TEST(CoordinatorStateTest, GivenAResumeMidEpochThenEarlierBatchesAreNotHandedOutAgain) {
+  // Rank 0: 1 (3) + 3 (3); rank 1: 2 (3) + 4 (3). Rank 0 resumes at 4.
+  CoordinatorState state = Make(2, Plan(0, {{1, 3}, {2, 3}, {3, 3}, {4, 3}}), 4);
+  ASSERT_TRUE(state.Resume(0, 0, 4).ok());
+  EXPECT_EQ(state.RankPosition(0), 4u);
+  WorkerId w = state.RegisterWorker(0);
+  std::vector<Assignment> got;
+  for (Assignment a = Request(state, w); a.kind == Kind::kAssign; a = Request(state, w)) {
+    got.push_back(a);
+  }
+  ASSERT_EQ(got.size(), 3u);  // split 1 is complete
+  EXPECT_EQ(got[0].split, 2u);
+  EXPECT_EQ(got[1].split, 3u);
+  EXPECT_EQ(got[1].start_batch, 1u);
+  for (const Assignment& a : got) Finish(state, w, a);
+  EXPECT_TRUE(state.EpochDone());
+  EXPECT_EQ(state.Stats().duplicate_acks, 0u);
+  EXPECT_FALSE(state.Resume(0, 0, 7).ok());  // beyond the share
+  EXPECT_FALSE(state.Resume(0, 1, 0).ok());  // another epoch
+}
+
+TEST(CoordinatorStateTest, GivenAResumeBehindTheAcksThenTheRestIsMadeAgain) {
+  CoordinatorState state = Make(1, Plan(0, {{1, 2}, {2, 2}}), 2);
+  WorkerId w = state.RegisterWorker(0);
+  Assignment a = Request(state, w);
+  Assignment b = Request(state, w);
+  Finish(state, w, a);
+  AckRange(state, b, 0, 1);
+  // The trainer died after batch 3 of 4 and restarts from its checkpoint at 1.
+  ASSERT_TRUE(state.Resume(0, 0, 1).ok());
+  EXPECT_EQ(state.RankPosition(0), 1u);
+  Assignment again = Request(state, w);
+  ASSERT_EQ(again.kind, Kind::kAssign);
+  EXPECT_EQ(again.split, 1u);
+  EXPECT_EQ(again.start_batch, 1u);
+  Assignment again2 = Request(state, w);
+  EXPECT_EQ(again2.split, 2u);
+  EXPECT_EQ(again2.start_batch, 0u);
+  Finish(state, w, again);
+  Finish(state, w, again2);
+  EXPECT_TRUE(state.EpochDone());
+  EXPECT_EQ(state.Stats().workers[0].reassigned, 1u);  // split 2 was taken back
+}
+
+TEST(CoordinatorStateTest, GivenAFinishedEpochThenTheNextStartsAndOldMessagesAreHarmless) {
+  CoordinatorState state = Make(1, Plan(0, {{1, 1}}));
+  WorkerId w = state.RegisterWorker(0);
+  EXPECT_FALSE(state.StartEpoch(Plan(1, {{1, 1}})).ok());  // epoch 0 not done
+  Finish(state, w, Request(state, w));
+  EXPECT_FALSE(state.StartEpoch(Plan(0, {{1, 1}})).ok());  // not after epoch 0
+  ASSERT_TRUE(state.StartEpoch(Plan(1, {{1, 2}})).ok());
+  EXPECT_FALSE(state.EpochDone());
+  EXPECT_EQ(*state.Ack(0, 0, 1, 0), AckOutcome::kDuplicate);
+  EXPECT_TRUE(state.SplitDone(w, 0, 1, 1).ok());
+  Assignment a = Request(state, w);
+  EXPECT_EQ(a.epoch, 1u);
+  Finish(state, w, a);
+  EXPECT_TRUE(state.EpochDone());
+  EXPECT_EQ(state.Stats().acks, 3u);
+}
+
+}  // namespace
+}  // namespace gm
