@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "core/log.h"
+#include "core/memory.h"
 
 namespace gm::cli {
 
@@ -14,6 +15,7 @@ const std::vector<Verb>& Verbs() {
 }
 
 int Main(int argc, char** argv) {
+  TuneAllocatorForTensors();
   CLI::App app{
       "goldminer: elastic data workers for GPU training jobs.\n"
       "  profile -> plan -> run -> report; `goldminer VERB --help` for each verb.",

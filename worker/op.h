@@ -94,5 +94,7 @@ void RegisterExecOps(OpRegistry& registry);   // worker/exec_op.cc
 // Fusion hook (worker/image_ops.cc): when `decode` is a decode_jpeg op that allows
 // fused decoding and `next` is a RegionOp, returns one op doing both; else nullptr.
 std::unique_ptr<Op> FuseDecode(std::unique_ptr<Op>& decode, std::unique_ptr<Op>& next);
+// Same for normalize followed by to_tensor to CHW float32 (one pass, same values).
+std::unique_ptr<Op> FuseNormalize(std::unique_ptr<Op>& normalize, std::unique_ptr<Op>& next);
 
 }  // namespace gm

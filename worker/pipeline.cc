@@ -78,10 +78,13 @@ Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse
     built.push_back(std::move(op));
   }
   // Fuse decode with the crop/resize that follows it, so only the needed pixels
-  // are decoded. The fused op keeps the crop's stage number for its randomness.
+  // are decoded (the fused op keeps the crop's stage number for its randomness),
+  // and normalize with the to_tensor after it (one pass instead of two).
   for (size_t i = 0; i < built.size(); ++i) {
     if (fuse && i + 1 < built.size()) {
-      if (std::unique_ptr<Op> fused = FuseDecode(built[i], built[i + 1])) {
+      std::unique_ptr<Op> fused = FuseDecode(built[i], built[i + 1]);
+      if (!fused) fused = FuseNormalize(built[i], built[i + 1]);
+      if (fused) {
         stages_.push_back(std::move(fused));
         ++i;
         continue;

@@ -72,6 +72,7 @@ Status CheckMetaDepth(std::string_view meta) {
 }
 
 Result<std::string> DumpMeta(const nlohmann::json& meta, MsgType type) {
+  if (meta.is_null()) return std::string("{}");
   if (!meta.is_object()) {
     return Status::InvalidArgument(std::string(MsgTypeName(type)) +
                                    " frame meta must be a JSON object");
@@ -289,12 +290,17 @@ Status BatchError(std::string_view what) {
   return Status::Corrupt("BATCH frame meta: " + std::string(what));
 }
 
+// A non-negative integer, however it was built (parsed JSON has unsigned ones).
+bool IsU64(const nlohmann::json& j) {
+  return j.is_number_unsigned() || (j.is_number_integer() && j.get<int64_t>() >= 0);
+}
+
+bool IsString(const nlohmann::json& j) { return j.is_string(); }
+
 Result<uint64_t> GetU64(const nlohmann::json& meta, const char* key) {
   auto it = meta.find(key);
   if (it == meta.end()) return BatchError("missing \"" + std::string(key) + "\"");
-  if (!it->is_number_unsigned()) {
-    return BatchError("\"" + std::string(key) + "\" must be a non-negative integer");
-  }
+  if (!IsU64(*it)) return BatchError("\"" + std::string(key) + "\" must be a non-negative integer");
   return it->get<uint64_t>();
 }
 
@@ -308,7 +314,7 @@ Result<std::string> GetString(const nlohmann::json& meta, const char* key) {
 
 // An array member of `n` elements, each passing `is_kind`.
 Result<const nlohmann::json*> GetArray(const nlohmann::json& meta, const char* key, uint64_t n,
-                                       bool (nlohmann::json::*is_kind)() const noexcept,
+                                       bool (*is_kind)(const nlohmann::json&),
                                        std::string_view kind) {
   auto it = meta.find(key);
   if (it == meta.end() || !it->is_array()) {
@@ -319,7 +325,7 @@ Result<const nlohmann::json*> GetArray(const nlohmann::json& meta, const char* k
                       " elements but n is " + std::to_string(n));
   }
   for (const auto& e : *it) {
-    if (!(e.*is_kind)()) return BatchError("\"" + std::string(key) + "\" must hold " +
+    if (!is_kind(e)) return BatchError("\"" + std::string(key) + "\" must hold " +
                                            std::string(kind));
   }
   return &*it;
@@ -347,8 +353,7 @@ Result<uint64_t> ParseShape(const nlohmann::json& meta, uint64_t n, DType dtype,
   if (it == meta.end() || !it->is_array()) return BatchError("\"shape\" must be an array");
   uint64_t elements = it->empty() ? 0 : 1;
   for (const auto& d : *it) {
-    bool non_negative = d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0);
-    if (!non_negative || d.get<uint64_t>() > uint64_t{INT64_MAX}) {
+    if (!IsU64(d) || d.get<uint64_t>() > uint64_t{INT64_MAX}) {
       return BatchError("\"shape\" must hold non-negative integers");
     }
     uint64_t dim = d.get<uint64_t>();
@@ -389,9 +394,9 @@ Result<Batch> DecodeBatchFields(const Frame& frame) {
                       std::to_string(shape_bytes));
   }
   GM_ASSIGN_OR_RETURN(const nlohmann::json* keys,
-                      GetArray(m, "keys", n, &nlohmann::json::is_string, "strings"));
+                      GetArray(m, "keys", n, IsString, "strings"));
   GM_ASSIGN_OR_RETURN(const nlohmann::json* indices,
-                      GetArray(m, "sample_indices", n, &nlohmann::json::is_number_unsigned,
+                      GetArray(m, "sample_indices", n, IsU64,
                                "non-negative integers"));
   if (labels_bytes != n * 8) {
     return BatchError("\"labels_bytes\" is " + std::to_string(labels_bytes) + ", expected n * 8 = " +

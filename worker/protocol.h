@@ -117,7 +117,8 @@ Result<nlohmann::json> ParseFrameMeta(std::string_view meta);
 Result<Frame> ParseFrame(std::string_view bytes, const FrameLimits& limits = {},
                          size_t* consumed = nullptr);
 
-// One whole frame as bytes. InvalidArgument when meta is not an object or is
+// One whole frame as bytes. Meta must be an object (null, which is what `{}`
+// builds, stands for the empty object); InvalidArgument when it is not, or is
 // larger than kMaxMetaBytes once serialized.
 Result<std::string> EncodeFrame(MsgType type, const nlohmann::json& meta,
                                 std::string_view payload = {});

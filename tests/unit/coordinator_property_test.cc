@@ -129,7 +129,9 @@ void Simulation::Kill(SimWorker& w, bool tell_coordinator) {
   w.streams.clear();
   // Batches still in the dead worker's socket are lost half of the time.
   std::erase_if(network_, [&](const Delivery& d) { return d.from == w.id && Chance(50); });
-  if (tell_coordinator) ASSERT_TRUE(state_->WorkerExited(w.id).ok());
+  if (tell_coordinator) {
+    ASSERT_TRUE(state_->WorkerExited(w.id).ok());
+  }
 }
 
 void Simulation::WorkerRequests(SimWorker& w) {
@@ -278,7 +280,9 @@ void Simulation::CheckEpoch(const EpochPlan& plan) {
     EXPECT_EQ(c.consumed, expected) << "seed " << seed_ << " rank " << c.rank;
     EXPECT_EQ(c.beyond_share, 0u) << "seed " << seed_;
     EXPECT_TRUE(c.seq.done()) << "seed " << seed_;
-    if (!unknown_counts_) EXPECT_EQ(c.consumed.size(), layout->share) << "seed " << seed_;
+    if (!unknown_counts_) {
+      EXPECT_EQ(c.consumed.size(), layout->share) << "seed " << seed_;
+    }
     EXPECT_EQ(state_->RankPosition(c.rank), expected.size()) << "seed " << seed_;
   }
   for (SimWorker& w : workers_) {

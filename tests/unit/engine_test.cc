@@ -120,7 +120,7 @@ TEST_F(EngineTest, GivenAnEpochThenEverySampleIsDeliveredExactlyOnceInFullBatche
   EXPECT_EQ(r->shapes[0], (std::vector<int64_t>{8, 3, 32, 48}));
   EXPECT_EQ(stats.samples, 30u);
   EXPECT_EQ(stats.skipped, 0u);
-  ASSERT_EQ(stats.stages.size(), 5u);  // decode fused with the crop
+  ASSERT_EQ(stats.stages.size(), 4u);  // decode fused with the crop, normalize with to_tensor
   EXPECT_EQ(stats.stages[0].name, "decode_jpeg+random_resized_crop");
   for (const auto& st : stats.stages) {
     EXPECT_EQ(st.count, 30u) << st.name;

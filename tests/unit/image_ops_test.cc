@@ -477,3 +477,48 @@ TEST(FusedDecodeTest, GivenATruncatedJpegThenEveryCropReportsItCorrupt) {
 
 }  // namespace
 }  // namespace gm
+
+namespace gm {
+namespace {
+
+TEST(FusedNormalizeTest, GivenUint8ImageThenOnePassEqualsNormalizeThenToTensorBitForBit) {
+  auto stages = nlohmann::json::parse(R"([
+      {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
+      {"op": "to_tensor", "layout": "CHW", "dtype": "float32"}])");
+  JsonNode root(stages, "test.json");
+  auto make = [&](size_t i) { return *OpRegistry::BuiltIn().Make(*root.At(i), OpEnv{}); };
+  std::unique_ptr<Op> normalize = make(0), to_tensor = make(1);
+  Sample a;
+  ASSERT_TRUE(DecodeJpeg(testing::ReadAll(testing::SourcePath("tests/data/engine/photo1.jpg")),
+                         a.tensor)
+                  .ok());
+  a.layout = Layout::kHWC;
+  Sample b = a;
+  ASSERT_TRUE(normalize->Apply(a, RunContext{}).ok());
+  ASSERT_TRUE(to_tensor->Apply(a, RunContext{}).ok());
+  std::unique_ptr<Op> n2 = make(0), t2 = make(1);
+  std::unique_ptr<Op> fused = FuseNormalize(n2, t2);
+  ASSERT_NE(fused, nullptr);
+  EXPECT_EQ(fused->name(), "normalize+to_tensor");
+  ASSERT_TRUE(fused->Apply(b, RunContext{}).ok());
+  EXPECT_EQ(b.tensor.shape, a.tensor.shape);
+  EXPECT_EQ(b.layout, Layout::kCHW);
+  EXPECT_TRUE(b.normalized);
+  EXPECT_EQ(b.tensor.bytes, a.tensor.bytes);
+}
+
+TEST(FusedNormalizeTest, GivenToTensorToHwcOrUint8ThenNoFusion) {
+  auto stages = nlohmann::json::parse(R"([
+      {"op": "normalize", "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]},
+      {"op": "to_tensor", "layout": "HWC", "dtype": "float32"},
+      {"op": "flip", "p": 0.5}])");
+  JsonNode root(stages, "test.json");
+  auto make = [&](size_t i) { return *OpRegistry::BuiltIn().Make(*root.At(i), OpEnv{}); };
+  std::unique_ptr<Op> n = make(0), hwc = make(1), flip = make(2);
+  EXPECT_EQ(FuseNormalize(n, hwc), nullptr);
+  EXPECT_EQ(FuseNormalize(n, flip), nullptr);
+  EXPECT_NE(n, nullptr);  // nothing was taken
+}
+
+}  // namespace
+}  // namespace gm

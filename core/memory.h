@@ -1,0 +1,13 @@
+// Process-wide allocator settings for a process that moves large tensors.
+#pragma once
+
+namespace gm {
+
+// Keeps freed tensor-sized blocks (up to 64 MiB) in the heap for reuse instead of
+// returning them to the kernel, so a steady stream of images does not pay a page
+// fault per 4 KiB on every new buffer (measured: ~0.45 ms per 224x224 float image
+// on one core, a third of the whole pipeline). Call once from main() before any
+// thread starts; memory stays bounded by the engine's in-flight limit.
+void TuneAllocatorForTensors();
+
+}  // namespace gm

@@ -1,0 +1,272 @@
+// Tests of worker/auth.h: secrets, secret files and the mutual handshake over
+// real loopback TCP and Unix sockets.
+#include "worker/auth.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "test_util.h"
+#include "worker/protocol.h"
+#include "worker/socket.h"
+
+namespace gm {
+namespace {
+
+constexpr double kWait = 30;  // seconds; only bounds a broken test
+const std::string kSecret(64, 'a');
+const std::string kOtherSecret(64, 'b');
+
+struct Connection {
+  Socket client;
+  Socket server;
+};
+
+Connection TcpPair() {
+  auto listener = Listener::ListenTcp("127.0.0.1", 0);
+  EXPECT_TRUE(listener.ok()) << listener.status().message();
+  auto client = Socket::ConnectTcp("127.0.0.1", listener->port(), kWait);
+  EXPECT_TRUE(client.ok()) << client.status().message();
+  auto server = listener->Accept(kWait);
+  EXPECT_TRUE(server.ok()) << server.status().message();
+  return {std::move(*client), std::move(*server)};
+}
+
+struct Outcome {
+  Status server;
+  Status client;
+  std::string client_role;  // as the server saw it
+  std::string server_role;  // as the client saw it
+};
+
+// Runs both handshakes at once, the server's in a thread.
+Outcome Handshake(Connection& c, const std::string& server_secret,
+                  const std::string& client_secret) {
+  Outcome out;
+  std::thread server([&] {
+    out.server = ServerHandshake(c.server, server_secret, "coordinator",
+                                 Deadline::After(kWait), &out.client_role);
+    if (!out.server.ok()) c.server.Close();
+  });
+  out.client = ClientHandshake(c.client, client_secret, "worker", Deadline::After(kWait),
+                               &out.server_role);
+  server.join();
+  return out;
+}
+
+// Runs the server's handshake against `client`, a hand-written peer.
+Status ServerAgainst(Connection& c, const std::function<void(Socket&)>& client) {
+  Status status;
+  std::thread server([&] {
+    status = ServerHandshake(c.server, kSecret, "coordinator", Deadline::After(kWait), nullptr);
+    c.server.Close();
+  });
+  client(c.client);
+  server.join();
+  return status;
+}
+
+// Sets an environment variable for the lifetime of the object.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, const std::string& value) : name_(std::move(name)) {
+    ::setenv(name_.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() { ::unsetenv(name_.c_str()); }
+
+ private:
+  std::string name_;
+};
+
+TEST(AuthTest, GivenSameSecret_WhenHandshakingOverTcp_ThenBothSucceedAndLearnRoles) {
+  Connection c = TcpPair();
+  Outcome out = Handshake(c, kSecret, kSecret);
+  ASSERT_TRUE(out.server.ok()) << out.server.message();
+  ASSERT_TRUE(out.client.ok()) << out.client.message();
+  EXPECT_EQ(out.client_role, "worker");
+  EXPECT_EQ(out.server_role, "coordinator");
+  // The connection carries frames afterwards.
+  ASSERT_TRUE(SendFrame(c.client, MsgType::kRegister, {{"pid", 42}}, Deadline::After(kWait)).ok());
+  auto frame = RecvFrame(c.server, FrameLimits{}, Deadline::After(kWait));
+  ASSERT_TRUE(frame.ok()) << frame.status().message();
+  EXPECT_EQ(frame->meta["pid"], 42);
+}
+
+TEST(AuthTest, GivenSameSecret_WhenHandshakingOverUnixSocket_ThenBothSucceed) {
+  testing::TempDir dir;
+  auto listener = Listener::ListenUnix(dir.path() + "/coordinator.sock");
+  ASSERT_TRUE(listener.ok()) << listener.status().message();
+  auto client = Socket::ConnectUnix(dir.path() + "/coordinator.sock", kWait);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  auto server = listener->Accept(kWait);
+  ASSERT_TRUE(server.ok());
+  Connection c{std::move(*client), std::move(*server)};
+  Outcome out = Handshake(c, kSecret, kSecret);
+  EXPECT_TRUE(out.server.ok()) << out.server.message();
+  EXPECT_TRUE(out.client.ok()) << out.client.message();
+}
+
+TEST(AuthTest, GivenWrongClientSecret_WhenHandshaking_ThenBothSidesFailAuthentication) {
+  Connection c = TcpPair();
+  Outcome out = Handshake(c, kSecret, kOtherSecret);
+  EXPECT_EQ(out.server.code(), Code::kInvalidArgument);
+  EXPECT_NE(out.server.message().find("authentication failed"), std::string::npos)
+      << out.server.message();
+  EXPECT_NE(out.server.message().find("role \"worker\""), std::string::npos);
+  EXPECT_EQ(out.client.code(), Code::kInvalidArgument);
+  EXPECT_NE(out.client.message().find("authentication failed"), std::string::npos)
+      << out.client.message();
+  EXPECT_NE(out.client.message().find(std::string(kSecretFileEnv)), std::string::npos);
+  EXPECT_EQ(out.client.message().find(kSecret), std::string::npos);  // never echoed
+}
+
+TEST(AuthTest, GivenImpostorServer_WhenItCannotProveTheSecret_ThenClientRefusesIt) {
+  Connection c = TcpPair();
+  std::thread impostor([&] {
+    // Speaks the protocol but does not know the secret: echoes a made-up MAC.
+    auto nonce = RandomHex(32);
+    ASSERT_TRUE(SendFrame(c.server, MsgType::kHello,
+                          {{"version", 1}, {"nonce", *nonce}, {"role", "coordinator"}},
+                          Deadline::After(kWait)).ok());
+    auto auth = RecvFrame(c.server, kHandshakeLimits, Deadline::After(kWait));
+    ASSERT_TRUE(auth.ok());
+    ASSERT_TRUE(SendFrame(c.server, MsgType::kWelcome, {{"mac", std::string(64, '0')}},
+                          Deadline::After(kWait)).ok());
+  });
+  Status client = ClientHandshake(c.client, kSecret, "client", Deadline::After(kWait), nullptr);
+  impostor.join();
+  EXPECT_EQ(client.code(), Code::kInvalidArgument);
+  EXPECT_NE(client.message().find("authentication failed: the server"), std::string::npos)
+      << client.message();
+}
+
+TEST(AuthTest, GivenClientThatSendsNothing_WhenServerDeadlinePasses_ThenServerGivesUp) {
+  Connection c = TcpPair();
+  Status status =
+      ServerHandshake(c.server, kSecret, "coordinator", Deadline::After(0.2), nullptr);
+  EXPECT_EQ(status.code(), Code::kUnavailable);
+  EXPECT_NE(status.message().find("timed out waiting for a frame header"), std::string::npos)
+      << status.message();
+}
+
+TEST(AuthTest, GivenPeerSpeakingGarbage_WhenServerHandshakes_ThenCorruptAndPeerToldWhy) {
+  Connection c = TcpPair();
+  std::string reason;
+  Status status = ServerAgainst(c, [&](Socket& s) {
+    std::string junk = "GET / HTTP/1.1\r\nHost: xy";  // exactly one header long
+    iovec v{junk.data(), junk.size()};
+    ASSERT_TRUE(s.SendAll({&v, 1}, Deadline::After(kWait), "junk").ok());
+    auto hello = RecvFrame(s, kHandshakeLimits, Deadline::After(kWait));
+    ASSERT_TRUE(hello.ok());
+    auto error = RecvFrame(s, kHandshakeLimits, Deadline::After(kWait));
+    ASSERT_TRUE(error.ok()) << error.status().message();
+    EXPECT_EQ(error->type, MsgType::kError);
+    reason = error->meta.value("message", "");
+  });
+  EXPECT_EQ(status.code(), Code::kCorrupt);
+  EXPECT_NE(status.message().find("bad frame magic \"GET \""), std::string::npos)
+      << status.message();
+  EXPECT_NE(reason.find("bad frame magic"), std::string::npos) << reason;
+}
+
+TEST(AuthTest, GivenClientOfAnotherVersion_WhenHandshaking_ThenErrorNamesBothVersions) {
+  Connection c = TcpPair();
+  std::string reason;
+  Status status = ServerAgainst(c, [&](Socket& s) {
+    ASSERT_TRUE(RecvFrame(s, kHandshakeLimits, Deadline::After(kWait)).ok());
+    ASSERT_TRUE(SendFrame(s, MsgType::kAuth, {{"version", 2}, {"role", "worker"}},
+                          Deadline::After(kWait)).ok());
+    auto error = RecvFrame(s, kHandshakeLimits, Deadline::After(kWait));
+    ASSERT_TRUE(error.ok()) << error.status().message();
+    EXPECT_EQ(error->type, MsgType::kError);
+    reason = error->meta.value("message", "");
+  });
+  EXPECT_EQ(status.code(), Code::kInvalidArgument);
+  for (const std::string& text : {status.message(), reason}) {
+    EXPECT_NE(text.find("peer speaks version 2, this side speaks version 1"), std::string::npos)
+        << text;
+  }
+}
+
+TEST(AuthTest, GivenServerThatRefuses_WhenClientHandshakes_ThenClientReportsTheReason) {
+  Connection c = TcpPair();
+  std::thread server([&] {
+    ASSERT_TRUE(SendFrame(c.server, MsgType::kError, {{"message", "the run is over"}},
+                          Deadline::After(kWait)).ok());
+  });
+  Status client = ClientHandshake(c.client, kSecret, "worker", Deadline::After(kWait), nullptr);
+  server.join();
+  EXPECT_EQ(client.code(), Code::kUnavailable);
+  EXPECT_NE(client.message().find("the run is over"), std::string::npos) << client.message();
+}
+
+TEST(AuthTest, GivenKnownVector_WhenHmacComputed_ThenMatchesRfc4231) {
+  EXPECT_EQ(HmacSha256Hex("Jefe", "what do ya want for nothing?"),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+}
+
+TEST(AuthTest, GivenNewSecrets_ThenEachIs64HexCharsAndDistinct) {
+  auto a = NewSecret(), b = NewSecret();
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(CheckSecret(*a, "new").ok());
+  EXPECT_NE(*a, *b);
+  Status short_secret = CheckSecret("abc123", "GOLDMINER_SECRET");
+  EXPECT_EQ(short_secret.code(), Code::kInvalidArgument);
+  EXPECT_NE(short_secret.message().find("GOLDMINER_SECRET: the secret must be 64"),
+            std::string::npos);
+  EXPECT_EQ(short_secret.message().find("abc123"), std::string::npos);
+}
+
+TEST(AuthTest, GivenWrittenSecretFile_ThenMode0600AndReadBack) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/secret";
+  ASSERT_TRUE(WriteSecretFile(path, kSecret).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  auto secret = ReadSecretFile(path);
+  ASSERT_TRUE(secret.ok()) << secret.status().message();
+  EXPECT_EQ(*secret, kSecret);
+}
+
+TEST(AuthTest, GivenSecretFileReadableByOthers_WhenRead_ThenRefusedWithChmodHint) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/secret";
+  ASSERT_TRUE(WriteSecretFile(path, kSecret).ok());
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  auto secret = ReadSecretFile(path);
+  ASSERT_FALSE(secret.ok());
+  EXPECT_EQ(secret.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(secret.status().message().find("mode 0644"), std::string::npos);
+  EXPECT_NE(secret.status().message().find("chmod 600 " + path), std::string::npos)
+      << secret.status().message();
+  ASSERT_EQ(::chmod(path.c_str(), 0400), 0);
+  EXPECT_TRUE(ReadSecretFile(path).ok());
+}
+
+TEST(AuthTest, GivenEnvironment_WhenLoadingSecret_ThenFileWinsOverValue) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/secret";
+  ASSERT_TRUE(WriteSecretFile(path, kSecret).ok());
+  {
+    ScopedEnv value(std::string(kSecretEnv), kOtherSecret);
+    auto secret = LoadSecret();
+    ASSERT_TRUE(secret.ok()) << secret.status().message();
+    EXPECT_EQ(*secret, kOtherSecret);
+    ScopedEnv file(std::string(kSecretFileEnv), path);
+    secret = LoadSecret();
+    ASSERT_TRUE(secret.ok()) << secret.status().message();
+    EXPECT_EQ(*secret, kSecret);
+  }
+  auto none = LoadSecret();
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kNotFound);
+  EXPECT_NE(none.status().message().find("GOLDMINER_SECRET_FILE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gm
