@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <random>
@@ -57,9 +58,23 @@ struct SimClient {
   uint64_t beyond_share = 0;
 };
 
+// Events seen over all scenarios, so the test proves it exercised each path.
+struct Coverage {
+  uint64_t scenarios_by_world_size[4] = {};
+  uint64_t unknown_count_scenarios = 0;
+  uint64_t lost_workers = 0;
+  uint64_t drained_exits = 0;
+  uint64_t reassignments = 0;
+  uint64_t duplicate_acks = 0;
+  uint64_t stale_split_done = 0;
+  uint64_t dropped_duplicates = 0;  // by clients
+  uint64_t buffered = 0;            // kFuture arrivals
+  uint64_t surplus_batches = 0;     // cut by equal shares
+};
+
 class Simulation {
  public:
-  explicit Simulation(uint32_t seed) : rng_(seed), seed_(seed) {}
+  Simulation(uint32_t seed, Coverage& coverage) : rng_(seed), seed_(seed), coverage_(coverage) {}
   void Run();
 
  private:
@@ -82,6 +97,7 @@ class Simulation {
 
   std::mt19937 rng_;
   uint32_t seed_;
+  Coverage& coverage_;
   int world_size_ = 1;
   bool unknown_counts_ = false;
   std::map<uint64_t, uint64_t> true_count_;  // split id -> batch count
@@ -138,6 +154,7 @@ void Simulation::WorkerRequests(SimWorker& w) {
   auto answer = state_->RequestSplit(w.id);
   ASSERT_TRUE(answer.ok()) << answer.status().message();
   if (answer->kind == Kind::kExit) {
+    if (w.draining && !w.silent) ++coverage_.drained_exits;
     Kill(w, true);
   } else if (answer->kind == Kind::kAssign) {
     const uint64_t count = true_count_.at(answer->split);
@@ -208,9 +225,11 @@ void Simulation::DeliverBatch() {
       DrainBuffer(c);
       break;
     case Arrival::kFuture:
+      ++coverage_.buffered;
       c.buffer.emplace(*c.seq.Key(d.batch.first, d.batch.second), d.batch);
       break;
     case Arrival::kDuplicate:
+      ++coverage_.dropped_duplicates;
       break;
     case Arrival::kBeyondShare:
       ++c.beyond_share;
@@ -259,6 +278,7 @@ void Simulation::Step() {
     serving = serving || (worker.alive && !worker.draining);
   }
   for (WorkerId lost : state_->Tick(now_)) {
+    ++coverage_.lost_workers;
     for (SimWorker& worker : workers_) {
       if (worker.id == lost && worker.alive && !worker.silent) ADD_FAILURE() << "live worker lost";
     }
@@ -276,6 +296,7 @@ void Simulation::CheckEpoch(const EpochPlan& plan) {
       const SplitSlot& slot = layout->slots[p];
       const uint64_t n = unknown_counts_ ? true_count_.at(slot.split) : slot.deliver;
       for (uint64_t b = 0; b < n; ++b) expected.emplace_back(slot.split, b);
+      coverage_.surplus_batches += unknown_counts_ ? 0 : slot.batch_count - slot.deliver;
     }
     EXPECT_EQ(c.consumed, expected) << "seed " << seed_ << " rank " << c.rank;
     EXPECT_EQ(c.beyond_share, 0u) << "seed " << seed_;
@@ -316,14 +337,41 @@ void Simulation::Run() {
     ASSERT_FALSE(::testing::Test::HasFatalFailure()) << "seed " << seed_;
     CheckEpoch(plan);
   }
+  const CoordinatorStats stats = state_->Stats();
+  coverage_.reassignments += stats.reassignments;
+  coverage_.duplicate_acks += stats.duplicate_acks;
+  coverage_.stale_split_done += stats.stale_split_done;
+  ++coverage_.scenarios_by_world_size[world_size_];
+  coverage_.unknown_count_scenarios += unknown_counts_ ? 1 : 0;
 }
 
 TEST(CoordinatorPropertyTest, GivenRandomFailuresAndDelaysThenEveryRankGetsItsShareExactlyOnce) {
+  Coverage coverage;
   for (uint32_t seed = 1; seed <= 500; ++seed) {
-    Simulation sim(seed * 2654435761u);
+    Simulation sim(seed * 2654435761u, coverage);
     sim.Run();
     if (::testing::Test::HasFailure()) break;  // one seed's report is enough
   }
+  for (int w = 1; w <= 3; ++w) EXPECT_GT(coverage.scenarios_by_world_size[w], 100u) << w;
+  EXPECT_GT(coverage.unknown_count_scenarios, 50u);
+  EXPECT_GT(coverage.lost_workers, 100u);
+  EXPECT_GT(coverage.drained_exits, 20u);
+  EXPECT_GT(coverage.reassignments, 100u);
+  EXPECT_GT(coverage.duplicate_acks, 100u);
+  EXPECT_GT(coverage.stale_split_done, 10u);
+  EXPECT_GT(coverage.dropped_duplicates, 100u);
+  EXPECT_GT(coverage.buffered, 1000u);
+  EXPECT_GT(coverage.surplus_batches, 100u);
+  std::printf("coverage: lost %llu, drained exits %llu, reassignments %llu, duplicate acks %llu, "
+              "stale split done %llu, dropped duplicates %llu, buffered %llu, surplus %llu\n",
+              static_cast<unsigned long long>(coverage.lost_workers),
+              static_cast<unsigned long long>(coverage.drained_exits),
+              static_cast<unsigned long long>(coverage.reassignments),
+              static_cast<unsigned long long>(coverage.duplicate_acks),
+              static_cast<unsigned long long>(coverage.stale_split_done),
+              static_cast<unsigned long long>(coverage.dropped_duplicates),
+              static_cast<unsigned long long>(coverage.buffered),
+              static_cast<unsigned long long>(coverage.surplus_batches));
 }
 
 }  // namespace

@@ -176,8 +176,8 @@ TEST(ProtocolTest, GivenFloatBatch_WhenSentAndDecoded_ThenEveryFieldSurvives) {
 
 TEST(ProtocolTest, GivenTinySendBuffer_WhenLargePayloadSent_ThenPartialWritesResumeCorrectly) {
   Connection c = TcpPair();
-  ASSERT_TRUE(c.client.SetSendBuffer(4096).ok());
-  auto a = Pattern(9 << 20, 4), b = Pattern(123457, 5);
+  ASSERT_TRUE(c.client.SetSendBuffer(16384).ok());
+  auto a = Pattern(3 << 20, 4), b = Pattern(123457, 5);
   std::vector<iovec> payload{Iov(a), Iov(b)};
   Status sent;
   std::thread sender([&] {
