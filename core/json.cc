@@ -42,6 +42,9 @@ Result<nlohmann::json> ParseJson(std::string_view text, std::string_view origin)
     if (pos != std::string::npos) what = what.substr(pos);
     return Status::InvalidArgument(std::string(origin) + ":" + std::to_string(line) + ":" +
                                    std::to_string(col) + ": not valid JSON (" + what + ")");
+  } catch (const nlohmann::json::exception& e) {
+    // E.g. out_of_range for a number too large for a double.
+    return Status::InvalidArgument(std::string(origin) + ": not valid JSON (" + e.what() + ")");
   }
 }
 

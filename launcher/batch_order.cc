@@ -20,9 +20,9 @@ Result<bool> PlaceSplits(const EpochPlan& plan, PlanLayout& layout) {
     const PlanSplit& s = plan.splits[p];
     auto [it, inserted] = layout.position_of.emplace(s.split, p);
     if (!inserted) {
-      return Status::InvalidArgument(SplitName(plan.epoch, s.split) +
-                                     " appears twice in the plan (positions " +
-                                     std::to_string(it->second) + " and " + std::to_string(p) + ")");
+      return Status::InvalidArgument(
+          SplitName(plan.epoch, s.split) + " appears twice in the plan (positions " +
+          std::to_string(it->second) + " and " + std::to_string(p) + ")");
     }
     if (s.batch_count != kUnknownCount && s.batch_count > kMaxSplitBatches) {
       return Status::InvalidArgument(SplitName(plan.epoch, s.split) + " has " +
@@ -85,16 +85,19 @@ Result<PlanLayout> LayOutPlan(const EpochPlan& plan, int world_size) {
 
 std::string_view ArrivalName(Arrival arrival) {
   switch (arrival) {
-    case Arrival::kNext: return "next";
-    case Arrival::kFuture: return "future";
-    case Arrival::kDuplicate: return "duplicate";
-    case Arrival::kBeyondShare: return "beyond share";
+    case Arrival::kNext:
+      return "next";
+    case Arrival::kFuture:
+      return "future";
+    case Arrival::kDuplicate:
+      return "duplicate";
+    case Arrival::kBeyondShare:
+      return "beyond share";
   }
   return "?";
 }
 
-RankSequence::RankSequence(PlanLayout layout, int rank)
-    : layout_(std::move(layout)), rank_(rank) {
+RankSequence::RankSequence(PlanLayout layout, int rank) : layout_(std::move(layout)), rank_(rank) {
   positions_ = layout_.rank_slots[static_cast<size_t>(rank)];
   for (size_t p : positions_) {
     count_.push_back(layout_.slots[p].batch_count);
@@ -202,8 +205,8 @@ Result<uint64_t> RankSequence::Position(uint64_t split, uint64_t split_batch) co
   uint64_t offset = 0;
   for (size_t i = 0; i < key.index; ++i) {
     if (deliver_[i] == kUnknownCount) {
-      return Status::InvalidArgument("position of " + SplitName(layout_.epoch, split) +
-                                     " batch " + std::to_string(split_batch) +
+      return Status::InvalidArgument("position of " + SplitName(layout_.epoch, split) + " batch " +
+                                     std::to_string(split_batch) +
                                      " needs the batch counts of the rank's earlier splits");
     }
     offset += deliver_[i];

@@ -34,8 +34,8 @@ inline constexpr uint64_t kUnknownCount = std::numeric_limits<uint64_t>::max();
 inline constexpr uint64_t kMaxSplitBatches = uint64_t{1} << 24;
 
 struct PlanSplit {
-  uint64_t split = 0;                     // the split id (Batch::split)
-  uint64_t batch_count = kUnknownCount;   // batches the split makes, or unknown
+  uint64_t split = 0;                    // the split id (Batch::split)
+  uint64_t batch_count = kUnknownCount;  // batches the split makes, or unknown
 };
 
 struct EpochPlan {
@@ -76,10 +76,10 @@ Result<PlanLayout> LayOutPlan(const EpochPlan& plan, int world_size);
 
 // Where a delivered batch falls in the receiving rank's sequence.
 enum class Arrival {
-  kNext,        // the batch the rank needs now: hand it to the trainer, then Advance()
-  kFuture,      // a later batch of the rank: keep it in the re-order buffer
-  kDuplicate,   // already consumed (a copy re-sent after a reassignment): drop it
-  kBeyondShare, // past the rank's equal share: drop it
+  kNext,         // the batch the rank needs now: hand it to the trainer, then Advance()
+  kFuture,       // a later batch of the rank: keep it in the re-order buffer
+  kDuplicate,    // already consumed (a copy re-sent after a reassignment): drop it
+  kBeyondShare,  // past the rank's equal share: drop it
 };
 std::string_view ArrivalName(Arrival arrival);  // "next", "future", ...
 
@@ -120,7 +120,7 @@ class RankSequence {
   uint64_t next_split() const { return layout_.slots[positions_[cursor_]].split; }
 
   uint64_t position() const { return consumed_before_ + batch_; }  // batches consumed
-  bool done() const { return cursor_ == positions_.size(); }        // whole share consumed
+  bool done() const { return cursor_ == positions_.size(); }       // whole share consumed
   uint64_t share() const { return layout_.share; }
   int rank() const { return rank_; }
   const PlanLayout& layout() const { return layout_; }
@@ -128,7 +128,7 @@ class RankSequence {
  private:
   RankSequence(PlanLayout layout, int rank);
   Result<size_t> IndexOf(uint64_t split) const;  // index among the rank's splits
-  void Normalize();  // moves the cursor past finished splits
+  void Normalize();                              // moves the cursor past finished splits
 
   PlanLayout layout_;
   int rank_ = 0;

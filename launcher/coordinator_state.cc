@@ -17,11 +17,16 @@ std::string SplitName(uint64_t epoch, uint64_t split) {
 
 std::string_view AssignmentKindName(Assignment::Kind kind) {
   switch (kind) {
-    case Assignment::Kind::kAssign: return "assign";
-    case Assignment::Kind::kWait: return "wait";
-    case Assignment::Kind::kDrain: return "drain";
-    case Assignment::Kind::kExit: return "exit";
-    case Assignment::Kind::kEpochDone: return "epoch done";
+    case Assignment::Kind::kAssign:
+      return "assign";
+    case Assignment::Kind::kWait:
+      return "wait";
+    case Assignment::Kind::kDrain:
+      return "drain";
+    case Assignment::Kind::kExit:
+      return "exit";
+    case Assignment::Kind::kEpochDone:
+      return "epoch done";
   }
   return "?";
 }
@@ -32,9 +37,10 @@ Result<CoordinatorState> CoordinatorState::Create(const CoordinatorOptions& opti
                                    std::to_string(options.world_size));
   }
   if (options.max_inflight_per_worker < 1) {
-    return Status::InvalidArgument("coordinator: max in-flight splits per worker must be at "
-                                   "least 1, got " +
-                                   std::to_string(options.max_inflight_per_worker));
+    return Status::InvalidArgument(
+        "coordinator: max in-flight splits per worker must be at "
+        "least 1, got " +
+        std::to_string(options.max_inflight_per_worker));
   }
   if (!(options.liveness_timeout_s > 0)) {
     return Status::InvalidArgument("coordinator: liveness timeout must be positive seconds, got " +
@@ -45,9 +51,9 @@ Result<CoordinatorState> CoordinatorState::Create(const CoordinatorOptions& opti
 
 Status CoordinatorState::StartEpoch(const EpochPlan& plan) {
   if (layout_ && incomplete_ > 0) {
-    return Status::InvalidArgument(
-        "cannot start epoch " + std::to_string(plan.epoch) + ": epoch " + std::to_string(epoch_) +
-        " still has " + std::to_string(incomplete_) + " splits not fully acknowledged");
+    return Status::InvalidArgument("cannot start epoch " + std::to_string(plan.epoch) + ": epoch " +
+                                   std::to_string(epoch_) + " still has " +
+                                   std::to_string(incomplete_) + " splits not fully acknowledged");
   }
   if (layout_ && plan.epoch <= epoch_) {
     return Status::InvalidArgument("cannot start epoch " + std::to_string(plan.epoch) +
@@ -181,8 +187,7 @@ Result<Assignment> CoordinatorState::RequestSplit(WorkerId worker) {
     answer.kind = record->held.empty() ? Assignment::Kind::kExit : Assignment::Kind::kDrain;
   } else if (layout_ && incomplete_ == 0) {
     answer.kind = Assignment::Kind::kEpochDone;
-  } else if (layout_ && !pending_.empty() &&
-             record->producing < options_.max_inflight_per_worker) {
+  } else if (layout_ && !pending_.empty() && record->producing < options_.max_inflight_per_worker) {
     answer = AssignNext(*record);
   }
   return answer;
@@ -289,7 +294,7 @@ Result<AckOutcome> CoordinatorState::Ack(int rank, uint64_t epoch, uint64_t spli
     return Status::InvalidArgument(what + ": the split delivers only batches 0.." +
                                    std::to_string(bound) + " (exclusive)");
   }
-  if (false) {
+  if (split_batch < split.acked.size() && split.acked[split_batch]) {
     ++duplicate_acks_;
     return AckOutcome::kDuplicate;
   }

@@ -21,8 +21,9 @@
 // drops the copy with RankSequence, so each rank consumes it exactly once.
 //
 // Splits are handed out in plan order (lowest pending plan position first), so the
-// split each rank needs next is always assigned or being made: a client's bounded
-// re-order buffer cannot fill up with later batches while waiting forever.
+// split each rank needs next is always assigned or being made, never queued behind
+// later splits. A client with a bounded re-order buffer must still keep accepting
+// the stream of the split it needs next while it holds back the others.
 //
 // A split assigned to a worker stays the worker's until every batch it delivers has
 // been acknowledged, even after SplitDone: if the worker is lost or exits first, the
@@ -92,12 +93,12 @@ struct WorkerStats {
 struct CoordinatorStats {
   uint64_t epoch = 0;
   bool epoch_done = false;
-  uint64_t pending_splits = 0;     // waiting for a worker
-  uint64_t incomplete_splits = 0;  // not yet fully acknowledged
-  uint64_t acks = 0;               // first acknowledgements, all epochs
-  uint64_t duplicate_acks = 0;     // acknowledgements of batches already acknowledged
-  uint64_t reassignments = 0;      // splits taken back from a worker unfinished
-  uint64_t stale_split_done = 0;   // SplitDone for a split the worker no longer held
+  uint64_t pending_splits = 0;           // waiting for a worker
+  uint64_t incomplete_splits = 0;        // not yet fully acknowledged
+  uint64_t acks = 0;                     // first acknowledgements, all epochs
+  uint64_t duplicate_acks = 0;           // acknowledgements of batches already acknowledged
+  uint64_t reassignments = 0;            // splits taken back from a worker unfinished
+  uint64_t stale_split_done = 0;         // SplitDone for a split the worker no longer held
   std::vector<uint64_t> rank_positions;  // RankPosition per rank
   std::vector<WorkerStats> workers;      // in id order, lost and exited ones included
 };
@@ -152,7 +153,8 @@ class CoordinatorState {
   // of the rank are forgotten), and every split of the rank held by a worker is
   // taken back (the old trainer's streams are gone) and handed out again from its
   // acknowledged prefix. InvalidArgument for another epoch, a position beyond the
-  // share, or a position that needs a batch count not known yet.
+  // share, or a position that needs a batch count not known yet. The caller must
+  // drop acknowledgements still arriving from the rank's old process afterwards.
   Status Resume(int rank, uint64_t epoch, uint64_t position);
   // Batches acknowledged contiguously from the start of the rank's sequence (0 for
   // an unknown rank or before the first epoch).
@@ -172,9 +174,9 @@ class CoordinatorState {
     uint64_t deliver = kUnknownCount;  // planned delivery, or the learned count
     std::vector<bool> acked;           // by split_batch
     uint64_t acked_count = 0;
-    uint64_t contiguous = 0;           // acknowledged from batch 0 without a gap
-    WorkerId holder = 0;               // when kAssigned
-    bool produced = false;             // holder called SplitDone
+    uint64_t contiguous = 0;  // acknowledged from batch 0 without a gap
+    WorkerId holder = 0;      // when kAssigned
+    bool produced = false;    // holder called SplitDone
     uint64_t assigned_start = 0;
   };
   struct WorkerRecord {
@@ -187,7 +189,7 @@ class CoordinatorState {
   explicit CoordinatorState(const CoordinatorOptions& options) : options_(options) {}
   WorkerRecord* FindWorker(WorkerId worker);
   Assignment AssignNext(WorkerRecord& worker);
-  void Release(size_t position);  // detaches the split from its holder
+  void Release(size_t position);   // detaches the split from its holder
   void TakeBack(size_t position);  // holder loses it unfinished: back to pending
   void CompleteIfDone(size_t position);
   void LoseWorker(WorkerRecord& worker);

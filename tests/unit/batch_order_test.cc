@@ -67,8 +67,7 @@ TEST(RankSequenceTest, GivenArrivalsOutOfOrderWhenClassifiedThenNextFutureDuplic
 TEST(RankSequenceTest, GivenBatchesOfAnotherRankOrPastTheSplitThenClassifyFails) {
   auto seq = RankSequence::Create(Plan(0, {{10, 2}, {11, 3}}), 2, 0);
   ASSERT_TRUE(seq.ok());
-  EXPECT_NE(seq->Classify(11, 0).status().message().find("belongs to rank 1"),
-            std::string::npos);
+  EXPECT_NE(seq->Classify(11, 0).status().message().find("belongs to rank 1"), std::string::npos);
   EXPECT_FALSE(seq->Classify(10, 2).ok());
   EXPECT_FALSE(seq->Classify(77, 0).ok());
   EXPECT_FALSE(RankSequence::Create(Plan(0, {{10, 2}}), 2, 2).ok());

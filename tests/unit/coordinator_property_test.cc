@@ -45,7 +45,7 @@ struct Stream {
 struct SimWorker {
   WorkerId id = 0;
   bool alive = true;
-  bool silent = false;    // alive but its heartbeats are lost
+  bool silent = false;  // alive but its heartbeats are lost
   bool draining = false;
   std::vector<Stream> streams;
 };
@@ -70,6 +70,7 @@ struct Coverage {
   uint64_t dropped_duplicates = 0;  // by clients
   uint64_t buffered = 0;            // kFuture arrivals
   uint64_t surplus_batches = 0;     // cut by equal shares
+  uint64_t rank_restarts = 0;       // Resume from a checkpoint at or before the acks
 };
 
 class Simulation {
@@ -92,6 +93,7 @@ class Simulation {
   void Consume(SimClient& c, BatchId batch);
   void DrainBuffer(SimClient& c);
   void LearnCounts(SimClient& c);
+  void RestartRank();
   void CheckEpoch(const EpochPlan& plan);
   SimWorker* RandomLiveWorker();
 
@@ -102,6 +104,7 @@ class Simulation {
   bool unknown_counts_ = false;
   std::map<uint64_t, uint64_t> true_count_;  // split id -> batch count
   std::optional<CoordinatorState> state_;
+  EpochPlan plan_;
   std::vector<SimWorker> workers_;
   std::vector<SimClient> clients_;
   std::vector<Delivery> network_;
@@ -270,6 +273,8 @@ void Simulation::Step() {
     ASSERT_TRUE(state_->Drain(w->id).ok());
   } else if (roll < 82 && workers_.size() < 60) {
     Register();
+  } else if (roll == 82 && !unknown_counts_ && Chance(30)) {
+    RestartRank();
   }
   bool serving = false;
   for (SimWorker& worker : workers_) {
@@ -285,6 +290,22 @@ void Simulation::Step() {
   }
   if (!serving) Register();  // the autoscaler replaces lost capacity
   for (SimClient& c : clients_) LearnCounts(c);
+}
+
+// A trainer rank dies and restarts from a checkpoint taken at or before the last
+// batch it consumed: the old process's connections, and what was in them, are gone.
+void Simulation::RestartRank() {
+  SimClient& c = clients_[Below(clients_.size())];
+  const uint64_t position = c.consumed.size() - Below(std::min<uint64_t>(c.consumed.size(), 4) + 1);
+  ASSERT_TRUE(state_->Resume(c.rank, state_->epoch(), position).ok());
+  ++coverage_.rank_restarts;
+  std::erase_if(network_, [&](const Delivery& d) { return d.rank == c.rank; });
+  std::erase_if(acks_, [&](const AckMessage& m) { return m.rank == c.rank; });
+  c.consumed.resize(position);
+  c.buffer.clear();
+  auto seq = RankSequence::Create(plan_, world_size_, c.rank, position);
+  ASSERT_TRUE(seq.ok()) << seq.status().message();
+  c.seq = std::move(seq).value();
 }
 
 void Simulation::CheckEpoch(const EpochPlan& plan) {
@@ -320,13 +341,13 @@ void Simulation::Run() {
   unknown_counts_ = world_size_ == 1 && Chance(50);
   const uint64_t splits = Below(10);
   for (uint64_t s = 0; s < splits; ++s) true_count_[100 + 7 * s] = Below(6);
-  auto state = CoordinatorState::Create(
-      {world_size_, 1 + static_cast<int>(Below(3)), 5.0});
+  auto state = CoordinatorState::Create({world_size_, 1 + static_cast<int>(Below(3)), 5.0});
   ASSERT_TRUE(state.ok());
   state_.emplace(std::move(state).value());
   for (uint64_t i = 0, n = 1 + Below(3); i < n; ++i) Register();
   for (uint64_t epoch = 0; epoch < 2; ++epoch) {
     const EpochPlan plan = MakePlan(epoch);
+    plan_ = plan;
     ASSERT_TRUE(state_->StartEpoch(plan).ok());
     StartClients(plan);
     int steps = 0;
@@ -362,16 +383,20 @@ TEST(CoordinatorPropertyTest, GivenRandomFailuresAndDelaysThenEveryRankGetsItsSh
   EXPECT_GT(coverage.dropped_duplicates, 100u);
   EXPECT_GT(coverage.buffered, 1000u);
   EXPECT_GT(coverage.surplus_batches, 100u);
-  std::printf("coverage: lost %llu, drained exits %llu, reassignments %llu, duplicate acks %llu, "
-              "stale split done %llu, dropped duplicates %llu, buffered %llu, surplus %llu\n",
-              static_cast<unsigned long long>(coverage.lost_workers),
-              static_cast<unsigned long long>(coverage.drained_exits),
-              static_cast<unsigned long long>(coverage.reassignments),
-              static_cast<unsigned long long>(coverage.duplicate_acks),
-              static_cast<unsigned long long>(coverage.stale_split_done),
-              static_cast<unsigned long long>(coverage.dropped_duplicates),
-              static_cast<unsigned long long>(coverage.buffered),
-              static_cast<unsigned long long>(coverage.surplus_batches));
+  EXPECT_GT(coverage.rank_restarts, 20u);
+  std::printf(
+      "coverage: lost %llu, drained exits %llu, reassignments %llu, duplicate acks %llu, "
+      "stale split done %llu, dropped duplicates %llu, buffered %llu, surplus %llu, rank restarts "
+      "%llu\n",
+      static_cast<unsigned long long>(coverage.lost_workers),
+      static_cast<unsigned long long>(coverage.drained_exits),
+      static_cast<unsigned long long>(coverage.reassignments),
+      static_cast<unsigned long long>(coverage.duplicate_acks),
+      static_cast<unsigned long long>(coverage.stale_split_done),
+      static_cast<unsigned long long>(coverage.dropped_duplicates),
+      static_cast<unsigned long long>(coverage.buffered),
+      static_cast<unsigned long long>(coverage.surplus_batches),
+      static_cast<unsigned long long>(coverage.rank_restarts));
 }
 
 }  // namespace

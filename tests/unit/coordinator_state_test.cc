@@ -207,7 +207,7 @@ TEST(CoordinatorStateTest, GivenALostWorkerWhenItRegistersAgainThenItIsANewWorke
 
 // Runs a whole epoch with one worker per assignment; returns each rank's (split, batch).
 std::vector<std::vector<std::pair<uint64_t, uint64_t>>> RunShares(int world_size,
-                                                                    const EpochPlan& plan) {
+                                                                  const EpochPlan& plan) {
   CoordinatorState state = Make(world_size, plan, 1);
   WorkerId w = state.RegisterWorker(0);
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> got(static_cast<size_t>(world_size));
@@ -279,18 +279,14 @@ TEST(CoordinatorStateTest, GivenDuplicateAcksThenTheyAreIgnoredAndCounted) {
 TEST(CoordinatorStateTest, GivenBadAcksThenEachIsRejectedWithItsReason) {
   auto fresh = CoordinatorState::Create({});
   ASSERT_TRUE(fresh.ok());
-  EXPECT_NE(fresh->Ack(0, 0, 1, 0).status().message().find("before any epoch"),
-            std::string::npos);
+  EXPECT_NE(fresh->Ack(0, 0, 1, 0).status().message().find("before any epoch"), std::string::npos);
   CoordinatorState state = Make(2, Plan(4, {{1, 2}, {2, 2}}));
-  EXPECT_NE(state.Ack(1, 4, 1, 0).status().message().find("belongs to rank 0"),
-            std::string::npos);
+  EXPECT_NE(state.Ack(1, 4, 1, 0).status().message().find("belongs to rank 0"), std::string::npos);
   EXPECT_NE(state.Ack(0, 4, 1, 2).status().message().find("delivers only"), std::string::npos);
   EXPECT_NE(state.Ack(0, 4, 9, 0).status().message().find("not in the epoch's plan"),
             std::string::npos);
-  EXPECT_NE(state.Ack(2, 4, 1, 0).status().message().find("outside world size"),
-            std::string::npos);
-  EXPECT_NE(state.Ack(0, 5, 1, 0).status().message().find("current epoch is 4"),
-            std::string::npos);
+  EXPECT_NE(state.Ack(2, 4, 1, 0).status().message().find("outside world size"), std::string::npos);
+  EXPECT_NE(state.Ack(0, 5, 1, 0).status().message().find("current epoch is 4"), std::string::npos);
   EXPECT_FALSE(state.SplitDone(99, 4, 1, 2).ok());
   WorkerId w = state.RegisterWorker(0);
   EXPECT_NE(state.SplitDone(w, 4, 1, 3).message().find("known to have 2"), std::string::npos);

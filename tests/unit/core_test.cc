@@ -100,3 +100,17 @@ TEST(DigestTest, Sha256OfAbcMatchesTheStandardVector) {
 
 }  // namespace
 }  // namespace gm
+
+namespace gm {
+namespace {
+
+// Found by fuzz_pipeline: nlohmann/json throws out_of_range, not parse_error, for
+// a number that overflows a double.
+TEST(JsonTest, NumberOverflowIsAnErrorNotAnException) {
+  auto r = ParseJson(R"({"version": 8)" + std::string(400, '8') + "E88888}", "p.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("p.json"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace gm
