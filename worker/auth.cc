@@ -142,7 +142,8 @@ Result<std::string> ReadSecretFile(const std::string& path) {
   int rc = ::fstat(fd, &st);
   ::close(fd);
   if (rc != 0) return Status::IoError(path + ": cannot stat the secret file");
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": the secret file is not a regular file");
+  if (!S_ISREG(st.st_mode))
+    return Status::InvalidArgument(path + ": the secret file is not a regular file");
   if (st.st_uid != ::geteuid()) {
     return Status::InvalidArgument(path + ": the secret file belongs to uid " +
                                    std::to_string(st.st_uid) + ", not to this user (uid " +

@@ -34,7 +34,7 @@ Status CheckJpegSignature(std::string_view data);
 
 // Pixels decoded from a region: rows of `width` RGB pixels, packed.
 struct DecodedRegion {
-  std::vector<uint8_t> pixels;
+  Bytes pixels;
   int x = 0, y = 0;                         // top-left of the region in the scaled image
   int width = 0, height = 0;                // region size in pixels
   int scaled_width = 0, scaled_height = 0;  // size of the whole scaled image

@@ -13,8 +13,8 @@ static_assert(std::endian::native == std::endian::little, "GMP1 needs a little-e
 
 namespace {
 
-// Payload bytes received per step: memory is committed as data arrives, not when
-// a header announces it, and each step's zero-fill stays in cache.
+// Payload bytes received per step, so memory is committed as data arrives rather
+// than when a header announces it.
 constexpr size_t kRecvChunkBytes = size_t{1} << 20;
 
 void PutLE(std::string& out, uint64_t v, int bytes) {
@@ -246,7 +246,7 @@ Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta, Deadl
   return SendFrame(socket, type, meta, {}, deadline);
 }
 
-Result<Frame> RecvFrame(Socket& socket, const FrameLimits& limits, Deadline deadline) {
+Status RecvFrameInto(Socket& socket, const FrameLimits& limits, Deadline deadline, Frame& frame) {
   char header[kFrameHeaderSize];
   GM_RETURN_IF_ERROR(socket.RecvExact(header, sizeof header, deadline, "a frame header"));
   auto parsed = ParseFrameHeader(std::string_view(header, sizeof header), limits);
@@ -258,10 +258,10 @@ Result<Frame> RecvFrame(Socket& socket, const FrameLimits& limits, Deadline dead
                                       name + " frame meta"));
   auto meta = ParseFrameMeta(meta_text);
   if (!meta.ok()) return meta.status().WithContext(socket.peer() + ": " + name);
-  Frame frame;
   frame.type = h.type;
   frame.flags = h.flags;
   frame.meta = std::move(*meta);
+  frame.payload.clear();                 // keeps the capacity of a recycled frame
   frame.payload.reserve(h.payload_len);  // address space only until written
   while (frame.payload.size() < h.payload_len) {
     size_t at = frame.payload.size();
@@ -270,6 +270,12 @@ Result<Frame> RecvFrame(Socket& socket, const FrameLimits& limits, Deadline dead
     GM_RETURN_IF_ERROR(socket.RecvExact(frame.payload.data() + at, step, deadline,
                                         name + " frame payload"));
   }
+  return Status::Ok();
+}
+
+Result<Frame> RecvFrame(Socket& socket, const FrameLimits& limits, Deadline deadline) {
+  Frame frame;
+  GM_RETURN_IF_ERROR(RecvFrameInto(socket, limits, deadline, frame));
   return frame;
 }
 
@@ -389,18 +395,15 @@ Result<Batch> DecodeBatchFields(const Frame& frame) {
   GM_ASSIGN_OR_RETURN(uint64_t data_bytes, GetU64(m, "data_bytes"));
   GM_ASSIGN_OR_RETURN(uint64_t labels_bytes, GetU64(m, "labels_bytes"));
   if (data_bytes != shape_bytes) {
-    return BatchError("\"data_bytes\" is " + std::to_string(data_bytes) + " but " +
-                      dtype_name + " " + ShapeString(b.data.shape) + " needs " +
-                      std::to_string(shape_bytes));
+    return BatchError("\"data_bytes\" is " + std::to_string(data_bytes) + " but " + dtype_name +
+                      " " + ShapeString(b.data.shape) + " needs " + std::to_string(shape_bytes));
   }
-  GM_ASSIGN_OR_RETURN(const nlohmann::json* keys,
-                      GetArray(m, "keys", n, IsString, "strings"));
+  GM_ASSIGN_OR_RETURN(const nlohmann::json* keys, GetArray(m, "keys", n, IsString, "strings"));
   GM_ASSIGN_OR_RETURN(const nlohmann::json* indices,
-                      GetArray(m, "sample_indices", n, IsU64,
-                               "non-negative integers"));
+                      GetArray(m, "sample_indices", n, IsU64, "non-negative integers"));
   if (labels_bytes != n * 8) {
-    return BatchError("\"labels_bytes\" is " + std::to_string(labels_bytes) + ", expected n * 8 = " +
-                      std::to_string(n * 8));
+    return BatchError("\"labels_bytes\" is " + std::to_string(labels_bytes) +
+                      ", expected n * 8 = " + std::to_string(n * 8));
   }
   if (data_bytes + labels_bytes != frame.payload.size()) {
     return BatchError("data_bytes + labels_bytes = " + std::to_string(data_bytes + labels_bytes) +
@@ -442,15 +445,16 @@ std::array<iovec, 2> BatchPayload(const Batch& batch) {
 
 Status CheckBatch(const Batch& batch) {
   const size_t n = batch.keys.size();
-  const std::string where = "batch " + std::to_string(batch.index) + " of epoch " +
-                            std::to_string(batch.epoch) + ": ";
+  const std::string where =
+      "batch " + std::to_string(batch.index) + " of epoch " + std::to_string(batch.epoch) + ": ";
   const auto& shape = batch.data.shape;
   if (shape.empty() ? n != 0 : static_cast<size_t>(shape[0]) != n) {
     return Status::InvalidArgument(where + "data shape " + ShapeString(shape) +
                                    " does not start with the " + std::to_string(n) + " keys");
   }
   for (int64_t d : shape) {
-    if (d < 0) return Status::InvalidArgument(where + "negative dimension in " + ShapeString(shape));
+    if (d < 0)
+      return Status::InvalidArgument(where + "negative dimension in " + ShapeString(shape));
   }
   if (batch.data.bytes.size() != batch.data.num_elements() * DTypeSize(batch.data.dtype)) {
     return Status::InvalidArgument(where + "data holds " + std::to_string(batch.data.bytes.size()) +

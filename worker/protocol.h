@@ -28,12 +28,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "worker/sample.h"
@@ -51,10 +50,10 @@ inline constexpr int kMaxMetaDepth = 64;  // nesting of JSON arrays/objects in m
 // Message types. 1..15: connection set-up; 16..: control and data messages. The
 // JSON fields of each are defined by the role that uses it, except BATCH (below).
 enum class MsgType : uint8_t {
-  kHello = 1,     // server -> client: {version, nonce, role}
-  kAuth = 2,      // client -> server: {version, role, client_nonce, mac}
-  kWelcome = 3,   // server -> client: {mac}
-  kError = 4,     // either way: {message}; the sender closes afterwards
+  kHello = 1,    // server -> client: {version, nonce, role}
+  kAuth = 2,     // client -> server: {version, role, client_nonce, mac}
+  kWelcome = 3,  // server -> client: {mac}
+  kError = 4,    // either way: {message}; the sender closes afterwards
   kRegister = 16,
   kRegistered = 17,
   kHeartbeat = 18,
@@ -65,7 +64,7 @@ enum class MsgType : uint8_t {
   kAck = 23,
   kSubscribe = 24,
   kCredit = 25,
-  kBatch = 26,     // worker -> client: EncodeBatchMeta + data bytes + label bytes
+  kBatch = 26,  // worker -> client: EncodeBatchMeta + data bytes + label bytes
   kEpochEnd = 27,
   kBye = 28,
 };
@@ -77,7 +76,7 @@ bool IsKnownMsgType(uint8_t value);
 
 // What a receiver accepts; frames over a limit are Corrupt.
 struct FrameLimits {
-  uint32_t max_meta_bytes = kMaxMetaBytes;              // at most kMaxMetaBytes
+  uint32_t max_meta_bytes = kMaxMetaBytes;               // at most kMaxMetaBytes
   uint64_t max_payload_bytes = kDefaultMaxPayloadBytes;  // per connection
 };
 
@@ -96,7 +95,7 @@ struct Frame {
   MsgType type = MsgType::kError;
   uint16_t flags = 0;
   nlohmann::json meta = nlohmann::json::object();  // always an object
-  std::vector<uint8_t> payload;
+  Bytes payload;                                   // not zeroed on resize (see worker/sample.h)
 };
 
 // Parses the first kFrameHeaderSize bytes of `header` and checks them against
@@ -131,9 +130,16 @@ Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta,
                  std::span<const iovec> payload, Deadline deadline);
 Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta, Deadline deadline);
 
-// Receives one frame. Corrupt for an invalid frame (the connection is then out
-// of step and must be closed); Unavailable on timeout or a closed peer.
+// Receives one frame. Corrupt for an invalid frame; Unavailable on timeout or a
+// closed peer. After any failure the connection is out of step: close it.
 Result<Frame> RecvFrame(Socket& socket, const FrameLimits& limits, Deadline deadline);
+
+// RecvFrame into `frame`, reusing the capacity of frame.payload. Receivers of
+// large frames should recycle payload buffers (e.g. hand a consumed batch's
+// data.bytes back): a fresh buffer of tens of MB is new memory from the kernel,
+// and its page faults cost about as much as the transfer itself. `frame` is
+// unspecified after a failure.
+Status RecvFrameInto(Socket& socket, const FrameLimits& limits, Deadline deadline, Frame& frame);
 
 // ---- BATCH ----
 //

@@ -4,13 +4,45 @@
 // source to a stage thread to the batcher); nothing here is synchronised.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace gm {
+
+// An allocator whose value-less construct() default-initialises, so a buffer
+// that is about to be overwritten (a decoded image, a batch) is not zeroed first.
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <typename U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}  // NOLINT
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
+// Tensor storage: resize() leaves new bytes uninitialised.
+using Bytes = std::vector<uint8_t, DefaultInitAllocator<uint8_t>>;
+
+// Compares contents with a plain byte vector (found by ADL; either order in C++20).
+inline bool operator==(const Bytes& a, const std::vector<uint8_t>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
 
 enum class DType : uint8_t { kUInt8, kInt32, kInt64, kFloat32 };
 
@@ -20,11 +52,12 @@ std::string_view NumpyDescr(DType d);  // "|u1", "<i4", "<i8", "<f4"
 
 enum class Layout : uint8_t { kNone, kHWC, kCHW };
 
-// A dense, row-major, contiguous n-d array. `bytes` holds num_elements()*DTypeSize.
+// A dense, row-major, contiguous n-d array. `bytes` holds num_elements()*DTypeSize;
+// Reset() leaves the contents unspecified (callers overwrite them).
 struct Tensor {
   DType dtype = DType::kUInt8;
   std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
+  Bytes bytes;
 
   size_t num_elements() const;
   bool empty() const { return shape.empty(); }

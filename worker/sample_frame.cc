@@ -51,7 +51,7 @@ class Reader {
     pos_ += len;
     return Status::Ok();
   }
-  Status Raw(std::string_view field, uint64_t len, std::vector<uint8_t>& out) {
+  Status Raw(std::string_view field, uint64_t len, gm::Bytes& out) {
     if (body_.size() - pos_ < len) return Short(field);
     out.resize(len);
     if (len) std::memcpy(out.data(), body_.data() + pos_, len);

@@ -37,13 +37,6 @@ std::string HostPort(const std::string& host, int port) {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-// Buffer hints go on before connect()/listen() so TCP window scaling sees them.
-void SetBufferHints(int fd) {
-  int bytes = kSocketBufferHintBytes;
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
-}
-
 void SetTcpOptions(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -92,7 +85,6 @@ int FinishConnect(int fd, Deadline deadline) {
 int ConnectOne(int family, const sockaddr* addr, socklen_t len, Deadline deadline) {
   int fd = ::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
-  if (family != AF_UNIX) SetBufferHints(fd);
   int err = 0;
   if (::connect(fd, addr, len) != 0) {
     err = errno;
@@ -321,7 +313,6 @@ Result<Listener> Listener::ListenTcp(const std::string& host, int port) {
     }
     int one = 1;
     ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    SetBufferHints(fd);  // accepted sockets inherit them
     if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, SOMAXCONN) != 0) {
       err = errno;
       ::close(fd);

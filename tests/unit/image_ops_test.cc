@@ -35,7 +35,7 @@ Sample RgbSample(int h, int w, const std::vector<uint8_t>& pixels, uint64_t inde
   Sample s;
   s.index = index;
   s.tensor.Reset(DType::kUInt8, {h, w, 3});
-  s.tensor.bytes = pixels;
+  s.tensor.bytes.assign(pixels.begin(), pixels.end());
   s.layout = Layout::kHWC;
   return s;
 }

@@ -91,7 +91,7 @@ void ExpectFrameRoundTrip(Connection& c) {
   ASSERT_TRUE(frame.ok()) << frame.status().message();
   EXPECT_EQ(frame->type, MsgType::kAssign);
   EXPECT_EQ(frame->meta, meta);
-  std::vector<uint8_t> want = a;
+  Bytes want(a.begin(), a.end());
   want.insert(want.end(), b.begin(), b.end());
   want.insert(want.end(), d.begin(), d.end());
   EXPECT_EQ(frame->payload, want);
