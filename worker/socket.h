@@ -66,8 +66,9 @@ class Socket {
   Socket& operator=(const Socket&) = delete;
 
   // Connects to `host` (name or address) and `port`, trying each resolved address
-  // until one accepts or `timeout_s` seconds pass. Unavailable names host:port and
-  // the reason (refused, timed out, unresolvable).
+  // until one accepts or `timeout_s` seconds pass (name resolution itself is not
+  // bounded by it). Unavailable names host:port and the reason (refused, timed
+  // out, unresolvable).
   static Result<Socket> ConnectTcp(const std::string& host, int port, double timeout_s);
   // Connects to the Unix-domain stream socket at `path`.
   static Result<Socket> ConnectUnix(const std::string& path, double timeout_s);
