@@ -114,18 +114,13 @@ class EpochState {
   bool stop_ = false;                // guarded by mu_
 };
 
-// Reads the epoch's splits in order into `state`. With a shuffle buffer, the split
-// order is shuffled and each split's samples pass through their own buffer, so a
-// split's batches depend only on (seed, epoch, split): any worker can make them.
-void ReadEpoch(const Pipeline& p, uint64_t epoch, int64_t limit, EpochState& state) {
+// Reads the splits in `order` into `state`. Each split's samples pass through
+// their own shuffle buffer, so a split's batches depend only on (seed, epoch,
+// split): any worker can make them.
+void ReadSplits(const Pipeline& p, uint64_t epoch, const std::vector<size_t>& order,
+                int64_t limit, EpochState& state) {
   const Source& source = p.source();
-  std::vector<size_t> order(source.splits().size());
-  std::iota(order.begin(), order.end(), 0);
   const size_t buffer_size = p.shuffle_buffer();
-  if (buffer_size > 0) {
-    Rng rng = Rng::ForSample(p.seed(), epoch, 0, kSplitOrderStream);
-    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
-  }
   int64_t read = 0;
   bool running = true;
   auto full = [&] { return limit >= 0 && read >= limit; };
@@ -211,6 +206,13 @@ class Batcher {
           EngineProgress* progress)
       : p_(p), options_(o), sink_(sink), stats_(stats), progress_(progress) {}
 
+  // Only batches start..end-1 of each split go to the sink; the others are formed
+  // (their boundaries depend on which samples were skipped) and dropped.
+  void SetWindow(uint64_t start, uint64_t end) {
+    window_start_ = start;
+    window_end_ = end;
+  }
+
   Status Add(Item item, uint64_t epoch) {
     if (item.split_end) return EndSplit(epoch);
     split_ = item.split;
@@ -252,9 +254,14 @@ class Batcher {
   }
 
   Status Flush(uint64_t epoch) {
+    const uint64_t split_batch = split_batch_++;
+    if (split_batch < window_start_ || split_batch >= window_end_) {
+      pending_.clear();
+      return Status::Ok();
+    }
     Batch batch = Collate(pending_, epoch, batch_index_++);
     batch.split = split_;
-    batch.split_batch = split_batch_++;
+    batch.split_batch = split_batch;
     pending_.clear();
     stats_.samples += batch.size();
     ++stats_.batches;
@@ -274,10 +281,25 @@ class Batcher {
   uint64_t batch_index_ = 0;
   size_t split_ = 0;
   uint64_t split_batch_ = 0;
+  uint64_t window_start_ = 0;
+  uint64_t window_end_ = UINT64_MAX;
 };
 
-Status RunEpoch(const Pipeline& p, const EngineOptions& o, uint64_t epoch, Batcher& batcher,
-                std::vector<StageStats>& stage_totals) {
+// The epoch's split order: source order, or shuffled by (seed, epoch).
+std::vector<size_t> SplitOrder(const Pipeline& p, uint64_t epoch) {
+  std::vector<size_t> order(p.source().splits().size());
+  std::iota(order.begin(), order.end(), 0);
+  if (p.shuffle_buffer() > 0) {
+    Rng rng = Rng::ForSample(p.seed(), epoch, 0, kSplitOrderStream);
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
+  }
+  return order;
+}
+
+// Runs the splits in `order` of `epoch` through the stages into `batcher`.
+Status RunSplits(const Pipeline& p, const EngineOptions& o, uint64_t epoch,
+                 const std::vector<size_t>& order, Batcher& batcher,
+                 std::vector<StageStats>& stage_totals) {
   const size_t inflight = o.inflight
                               ? o.inflight
                               : static_cast<size_t>(4 * o.threads + 2 * p.batch_size());
@@ -285,7 +307,7 @@ Status RunEpoch(const Pipeline& p, const EngineOptions& o, uint64_t epoch, Batch
   const RunContext run{p.seed(), epoch};
   std::vector<std::vector<StageStats>> per_thread(o.threads, EmptyStats(p));
   std::vector<std::thread> threads;
-  std::thread reader([&] { ReadEpoch(p, epoch, o.limit, state); });
+  std::thread reader([&] { ReadSplits(p, epoch, order, o.limit, state); });
   for (int t = 0; t < o.threads; ++t) {
     threads.emplace_back([&, t] {
       Item item;
@@ -353,8 +375,37 @@ Result<RunStats> RunPipeline(const Pipeline& pipeline, const EngineOptions& opti
   Batcher batcher(pipeline, options, sink, stats, progress);
   for (int e = 0; e < options.epochs; ++e) {
     if (progress) progress->epoch.store(static_cast<uint64_t>(e));
-    GM_RETURN_IF_ERROR(RunEpoch(pipeline, options, static_cast<uint64_t>(e), batcher, stats.stages));
+    const uint64_t epoch = static_cast<uint64_t>(e);
+    GM_RETURN_IF_ERROR(
+        RunSplits(pipeline, options, epoch, SplitOrder(pipeline, epoch), batcher, stats.stages));
   }
+  stats.seconds = MonotonicSeconds() - t0;
+  stats.cpu_s = ProcessCpuSeconds() - c0;
+  return stats;
+}
+
+std::vector<size_t> EpochSplitOrder(const Pipeline& pipeline, uint64_t epoch) {
+  return SplitOrder(pipeline, epoch);
+}
+
+Result<RunStats> RunSplit(const Pipeline& pipeline, const EngineOptions& options,
+                          const SplitTask& task, BatchSink& sink, EngineProgress* progress) {
+  if (options.threads < 1) return Status::InvalidArgument("--threads must be at least 1");
+  if (task.split >= pipeline.source().splits().size()) {
+    return Status::InvalidArgument("no split " + std::to_string(task.split) + " (the source has " +
+                                   std::to_string(pipeline.source().splits().size()) + ")");
+  }
+  RunStats stats;
+  stats.threads = options.threads;
+  stats.epochs = 1;
+  stats.stages = EmptyStats(pipeline);
+  const double t0 = MonotonicSeconds(), c0 = ProcessCpuSeconds();
+  EngineOptions split_options = options;
+  split_options.limit = -1;
+  Batcher batcher(pipeline, split_options, sink, stats, progress);
+  batcher.SetWindow(task.start_batch, task.end_batch);
+  GM_RETURN_IF_ERROR(RunSplits(pipeline, split_options, task.epoch, {task.split}, batcher,
+                               stats.stages));
   stats.seconds = MonotonicSeconds() - t0;
   stats.cpu_s = ProcessCpuSeconds() - c0;
   return stats;

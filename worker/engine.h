@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,27 @@ struct RunStats {
 // error from the sink. `progress` may be null.
 Result<RunStats> RunPipeline(const Pipeline& pipeline, const EngineOptions& options,
                              BatchSink& sink, EngineProgress* progress = nullptr);
+
+// The epoch's split order: the source's order, or shuffled by (seed, epoch) when
+// the pipeline has a shuffle buffer. RunPipeline reads the splits in this order.
+std::vector<size_t> EpochSplitOrder(const Pipeline& pipeline, uint64_t epoch);
+
+// One split's share of an epoch, as a data worker is asked to make it.
+struct SplitTask {
+  uint64_t epoch = 0;
+  size_t split = 0;               // id in pipeline.source().splits()
+  uint64_t start_batch = 0;       // first batch of the split to deliver
+  uint64_t end_batch = UINT64_MAX;  // one past the last (UINT64_MAX: to the split's end)
+};
+
+// Makes batches start_batch..end_batch-1 of one split of one epoch. They are
+// bit-identical to the batches RunPipeline delivers for that split (same keys,
+// bytes, labels, split_batch numbers); Batch::index counts from 0 within this call.
+// Earlier batches are still formed (a skipped sample moves later boundaries) but
+// not delivered. options.limit is ignored.
+Result<RunStats> RunSplit(const Pipeline& pipeline, const EngineOptions& options,
+                          const SplitTask& task, BatchSink& sink,
+                          EngineProgress* progress = nullptr);
 
 // Stacks samples into a batch: every sample must have the dtype, shape and layout of
 // the first (a sample without a tensor contributes its raw bytes as uint8 [n]).

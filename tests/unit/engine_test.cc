@@ -265,3 +265,102 @@ TEST(NpyTest, HeaderIsPaddedTo64BytesAndDescribesTheTensor) {
 
 }  // namespace
 }  // namespace gm
+
+namespace gm {
+namespace {
+
+// Records each batch's split, split_batch, keys and bytes.
+class SplitRecorder : public BatchSink {
+ public:
+  struct Entry {
+    size_t split;
+    uint64_t split_batch;
+    std::vector<std::string> keys;
+    Bytes data;
+  };
+  Status Consume(const Batch& b) override {
+    entries.push_back({b.split, b.split_batch, b.keys, b.data.bytes});
+    return Status::Ok();
+  }
+  std::vector<Entry> entries;
+};
+
+TEST(RunSplitTest, GivenEachSplitThenItsBatchesEqualThoseOfTheWholeEpoch) {
+  testing::TempDir dir;
+  for (int c = 0; c < 4; ++c) {
+    for (int i = 0; i < 6; ++i) {
+      dir.Write("corpus/" + std::to_string(c) + "_" + std::to_string(i) + ".jpg",
+                testing::ReadAll(testing::SourcePath("tests/data/engine/photo" +
+                                                     std::to_string(i) + ".jpg")));
+    }
+  }
+  // Add bad files so skipped samples move batch boundaries inside splits.
+  dir.Write("corpus/0_bad.jpg", "not a jpeg");
+  auto spec = nlohmann::json::parse(R"({"version": 1,
+      "source": {"type": "files", "root": "corpus", "pattern": "*.jpg"},
+      "stages": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [16, 16]},
+                 {"op": "flip", "p": 0.5}],
+      "batch": {"size": 3}, "shuffle": {"buffer": 4}, "seed": 5})");
+  PipelineOptions po;
+  po.samples_per_split = 6;
+  auto p = Pipeline::FromJson(spec, "test.json", dir.path(), po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EngineOptions eo;
+  eo.threads = 2;
+  eo.epochs = 2;
+  SplitRecorder whole;
+  ASSERT_TRUE(RunPipeline(*p, eo, whole).ok());
+
+  for (uint64_t epoch = 0; epoch < 2; ++epoch) {
+    std::vector<SplitRecorder::Entry> expected;
+    size_t per_epoch = whole.entries.size() / 2;
+    for (size_t i = epoch * per_epoch; i < (epoch + 1) * per_epoch; ++i) {
+      expected.push_back(whole.entries[i]);
+    }
+    std::vector<size_t> order = EpochSplitOrder(*p, epoch);
+    ASSERT_EQ(order.size(), 5u);  // 25 files in splits of 6
+    size_t next = 0;
+    for (size_t split : order) {
+      SplitRecorder one;
+      ASSERT_TRUE(RunSplit(*p, eo, SplitTask{epoch, split}, one).ok());
+      for (const auto& e : one.entries) {
+        ASSERT_LT(next, expected.size());
+        EXPECT_EQ(e.split, expected[next].split);
+        EXPECT_EQ(e.split_batch, expected[next].split_batch);
+        EXPECT_EQ(e.keys, expected[next].keys);
+        EXPECT_TRUE(e.data == expected[next].data) << "epoch " << epoch << " split " << split;
+        ++next;
+      }
+    }
+    EXPECT_EQ(next, expected.size());
+  }
+}
+
+TEST(RunSplitTest, GivenABatchWindowThenOnlyThoseBatchesAreDelivered) {
+  testing::TempDir dir;
+  for (int i = 0; i < 12; ++i) {
+    dir.Write("corpus/" + std::to_string(10 + i) + ".jpg",
+              testing::ReadAll(testing::SourcePath("tests/data/engine/photo" +
+                                                   std::to_string(i % 6) + ".jpg")));
+  }
+  auto spec = nlohmann::json::parse(R"({"version": 1,
+      "source": {"type": "files", "root": "corpus"},
+      "stages": [{"op": "decode_jpeg"}, {"op": "center_crop", "size": 8}],
+      "batch": {"size": 2}})");
+  PipelineOptions po;
+  po.samples_per_split = 12;
+  auto p = Pipeline::FromJson(spec, "test.json", dir.path(), po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  SplitRecorder sink;
+  auto stats = RunSplit(*p, EngineOptions{}, SplitTask{0, 0, 2, 4}, sink);
+  ASSERT_TRUE(stats.ok()) << stats.status().message();
+  ASSERT_EQ(sink.entries.size(), 2u);
+  EXPECT_EQ(sink.entries[0].split_batch, 2u);
+  EXPECT_EQ(sink.entries[1].split_batch, 3u);
+  EXPECT_EQ(sink.entries[0].keys, (std::vector<std::string>{"14.jpg", "15.jpg"}));
+  EXPECT_EQ(stats->samples, 4u);
+  EXPECT_FALSE(RunSplit(*p, EngineOptions{}, SplitTask{0, 7}, sink).ok());
+}
+
+}  // namespace
+}  // namespace gm
