@@ -7,7 +7,9 @@ batch 64) through
   - goldminer worker --local, with 1 thread and with all cores,
   - torch DataLoader + torchvision, with num_workers=0 (1 core) and = all cores,
   - libjpeg-turbo full decode alone on one core (the per-core ceiling),
-alternating the runs for --rounds rounds, and prints medians and ratios.
+alternating the runs for --rounds rounds, and prints medians and ratios: images/s
+(wall clock) and images per CPU-second (all threads and worker processes counted;
+"1 core" runs of goldminer use one stage thread plus its reader and batcher).
 
 usage: pipeline_bench.py [--build build] [--images 2000] [--rounds 3] [--json OUT]
 """
@@ -49,16 +51,18 @@ def main():
     decode = os.path.join(args.build, "bench", "decode_baseline")
     peer = os.path.join(HERE, "torch_peer.py")
 
-    runs = {"gm1": [], "gmN": [], "pt1": [], "ptN": [], "dec": []}
+    runs = {"gm1": [], "gmN": [], "pt1": [], "ptN": [], "dec": [], "gm_cpu": [], "pt_cpu": []}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr)
         for threads, key in ((1, "gm1"), (cores, "gmN")):
             j = run_json([gm, "worker", "--local", "--pipeline", pipeline, "--threads",
                           str(threads), "--json", "--no-progress"])
             runs[key].append(j["samples_per_s"])
+            runs["gm_cpu"].append(j["samples"] / j["cpu_s"])
         for workers, key in ((0, "pt1"), (cores, "ptN")):
             j = run_json(["/usr/bin/python3", peer, corpus, "--workers", str(workers)])
             runs[key].append(j["images_per_s"])
+            runs["pt_cpu"].append(j["images_per_cpu_s"])
         runs["dec"].append(run_json([decode, corpus, "--rounds", "1"])["median_images_per_s"])
 
     med = {k: statistics.median(v) for k, v in runs.items()}
@@ -69,6 +73,8 @@ def main():
     print(f"{'1 core':24}{med['gm1']:12.1f}{med['pt1']:18.1f}{med['gm1'] / med['pt1']:7.2f}x")
     print(f"{f'{cores} cores':24}{med['gmN']:12.1f}{med['ptN']:18.1f}"
           f"{med['gmN'] / med['ptN']:7.2f}x")
+    print(f"{'per CPU-second (all runs)':24}{med['gm_cpu']:12.1f}{med['pt_cpu']:18.1f}"
+          f"{med['gm_cpu'] / med['pt_cpu']:7.2f}x")
     print(f"libjpeg-turbo full decode alone, 1 core: {med['dec']:.1f} images/s; "
           f"goldminer's whole pipeline per core reaches {100 * med['gm1'] / med['dec']:.0f}% of it")
     if args.json:

@@ -4,7 +4,8 @@
 Runs the ImageNet training pipeline (PIL decode, RandomResizedCrop(224),
 RandomHorizontalFlip, ToTensor, Normalize, batch 64) over the JPEGs under ROOT
 (class = parent directory) and prints one JSON object: images, seconds,
-images_per_s, num_workers. torch runs with one intra-op thread per process.
+images_per_s, cpu_s (this process and its worker processes), images_per_cpu_s,
+num_workers. torch runs with one intra-op thread per process.
 
 usage: torch_peer.py ROOT --workers N [--limit N]
 """
@@ -12,6 +13,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -56,13 +58,20 @@ def main():
     ds = Folder(args.root, args.limit)
     loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True,
                                          num_workers=args.workers)
-    t0 = time.perf_counter()
+    def cpu():
+        s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+    t0, c0 = time.perf_counter(), cpu()
     n = 0
     for x, _ in loader:
         n += x.shape[0]
     dt = time.perf_counter() - t0
-    print(json.dumps({"images": n, "seconds": dt, "images_per_s": n / dt,
-                      "num_workers": args.workers, "torch": torch.__version__}))
+    del loader  # joins the worker processes, so their CPU time is counted
+    cpu_s = cpu() - c0
+    print(json.dumps({"images": n, "seconds": dt, "images_per_s": n / dt, "cpu_s": cpu_s,
+                      "images_per_cpu_s": n / cpu_s, "num_workers": args.workers,
+                      "torch": torch.__version__}))
 
 
 if __name__ == "__main__":
