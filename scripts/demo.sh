@@ -10,8 +10,11 @@ mkdir -p "$demo"
 cp examples/imagenet/pipeline.json "$demo/pipeline.json"
 echo
 echo "== goldminer worker --local: the ImageNet pipeline on $(nproc) cores"
-build/cmd/goldminer worker --local --pipeline "$demo/pipeline.json" --epochs 2 --digest \
-  --out "$demo/batches"
+build/cmd/goldminer worker --local --pipeline "$demo/pipeline.json" --epochs 2 --digest
+echo
+echo "== the first 128 samples again, written out as .npy batches"
+build/cmd/goldminer worker --local --pipeline "$demo/pipeline.json" --limit 128 --no-progress \
+  --out "$demo/batches" | head -n 1
 echo
 echo "Batches (.npy, loadable with numpy.load) and keys.tsv are in $demo/batches"
 echo "Pipeline file: $demo/pipeline.json (see: man -l man/goldminer-pipeline.5)"

@@ -113,6 +113,12 @@ std::string_view MsgTypeName(MsgType type) {
     case MsgType::kBatch: return "BATCH";
     case MsgType::kEpochEnd: return "EPOCH_END";
     case MsgType::kBye: return "BYE";
+    case MsgType::kSubscribed: return "SUBSCRIBED";
+    case MsgType::kGetPlan: return "GET_PLAN";
+    case MsgType::kPlan: return "PLAN";
+    case MsgType::kGetWorkers: return "GET_WORKERS";
+    case MsgType::kWorkers: return "WORKERS";
+    case MsgType::kResume: return "RESUME";
   }
   return "UNKNOWN";
 }

@@ -67,6 +67,13 @@ enum class MsgType : uint8_t {
   kBatch = 26,  // worker -> client: EncodeBatchMeta + data bytes + label bytes
   kEpochEnd = 27,
   kBye = 28,
+  kSubscribed = 29,
+  kGetPlan = 30,
+  kPlan = 31,
+  kGetWorkers = 32,
+  kWorkers = 33,
+  kResume = 34,
+  // Message fields: worker/messages.h.
 };
 
 // "HELLO", "BATCH", ...; "UNKNOWN" for a value that is not a MsgType.
