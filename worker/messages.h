@@ -29,6 +29,13 @@
 //      K->C GET_PLAN    {epoch}
 //      C->K PLAN        {epoch, splits: [[split, batch_count (-1: unknown)], ...]
 //                        in plan order, workers: ["HOST:PORT", ...]}
+//                       batch_count is the planned count, or the one a worker
+//                       reported in SPLIT_DONE once known. GET_PLAN for an epoch
+//                       that has not started yet is answered when it starts (the
+//                       previous one is done); for an epoch past the run's last,
+//                       PLAN is {epoch, end: true}. How a client learns unknown
+//                       counts: when blocked on its next batch it asks GET_PLAN
+//                       again (at most every 0.2 s) and applies the counts.
 //      K->C GET_WORKERS {}
 //      C->K WORKERS     {workers: ["HOST:PORT", ...]}
 //      K->C ACK         {epoch, batches: [[split, split_batch], ...]}   (no answer)
