@@ -1,5 +1,8 @@
-// `goldminer worker`: one data worker. With --local it runs a pipeline on this
-// machine without a trainer and reports throughput and per-stage costs.
+// `goldminer worker`: one data worker. With --coordinator it serves a run's
+// trainer clients (worker/worker_service.h); with --local it runs a pipeline on
+// this machine without a trainer and reports throughput and per-stage costs.
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,9 +16,12 @@
 #include "cmd/cli.h"
 #include "cmd/run_stats_render.h"
 #include "core/clock.h"
+#include "core/log.h"
+#include "worker/auth.h"
 #include "worker/engine.h"
 #include "worker/pipeline.h"
 #include "worker/sinks.h"
+#include "worker/worker_service.h"
 
 namespace gm::cli {
 namespace {
@@ -31,7 +37,13 @@ struct WorkerFlags {
   bool progress = true;
   std::string out;
   std::string coordinator;
+  size_t samples_per_split = 256;
+  std::string listen = "127.0.0.1:0";
+  std::string advertise;
 };
+
+// Exit status of a worker whose coordinator went away (worker/messages.h).
+constexpr int kExitCoordinatorGone = 3;
 
 // Redraws one status line on stderr while the engine runs, when stderr is a terminal.
 class ProgressLine {
@@ -80,6 +92,7 @@ Result<int> RunLocal(const WorkerFlags& f) {
                           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   PipelineOptions popts;
   popts.threads = threads;
+  popts.samples_per_split = f.samples_per_split;
   GM_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Load(f.pipeline, popts));
 
   EngineOptions eopts;
@@ -115,6 +128,78 @@ Result<int> RunLocal(const WorkerFlags& f) {
   return kExitOk;
 }
 
+int DefaultThreads(int flag) {
+  return flag > 0 ? flag : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// Turns SIGTERM and SIGINT into WorkerService::Stop(). The signals are blocked in
+// the calling thread (and so in every thread started after it) and taken by
+// sigwait() on a thread of their own; SIGUSR1 ends that thread.
+class StopOnSignal {
+ public:
+  StopOnSignal() {
+    sigemptyset(&set_);
+    for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set_, sig);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~StopOnSignal() {
+    if (thread_.joinable()) {
+      pthread_kill(thread_.native_handle(), SIGUSR1);
+      thread_.join();
+    }
+    // Drop a SIGUSR1 that arrived after the waiting thread had already ended.
+    sigset_t wake;
+    sigemptyset(&wake);
+    sigaddset(&wake, SIGUSR1);
+    timespec zero{};
+    while (sigtimedwait(&wake, nullptr, &zero) > 0) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  void Watch(WorkerService* service) {
+    thread_ = std::thread([this, service] {
+      int sig = 0;
+      if (sigwait(&set_, &sig) == 0 && sig != SIGUSR1) {
+        LogInfo("worker: stopping on signal " + std::to_string(sig));
+        service->Stop();
+      }
+    });
+  }
+
+ private:
+  sigset_t set_{};
+  sigset_t old_{};
+  std::thread thread_;
+};
+
+Result<int> RunWithCoordinator(const WorkerFlags& f) {
+  Result<std::string> secret = LoadSecret();
+  if (!secret.ok()) {
+    return Status::InvalidArgument(
+        "worker --coordinator needs the run's secret: set " + std::string(kSecretFileEnv) +
+        " to the secret file that `goldminer run` wrote (" + secret.status().message() + ")");
+  }
+  WorkerServiceOptions options;
+  options.coordinator = f.coordinator;
+  options.listen = f.listen;
+  options.advertise_host = f.advertise;
+  options.threads = DefaultThreads(f.threads);
+  options.secret = *secret;
+  StopOnSignal signals;  // before Start(), so the service's threads inherit the mask
+  Result<std::unique_ptr<WorkerService>> service = WorkerService::Start(options);
+  Status st = service.ok() ? Status::Ok() : service.status();
+  if (service.ok()) {
+    signals.Watch(service->get());
+    st = (*service)->Run();
+  }
+  if (st.code() == Code::kUnavailable) {
+    LogError(st.message());
+    return kExitCoordinatorGone;
+  }
+  if (!st.ok()) return st;
+  return kExitOk;
+}
+
 }  // namespace
 
 Verb WorkerVerb() {
@@ -137,13 +222,26 @@ Verb WorkerVerb() {
                      "Add a SHA-256 over the batches' bytes in delivery order");
         sub.add_option("--out", f->out, "Write batches as .npy files (and keys.tsv) into DIR");
         sub.add_flag("!--no-progress", f->progress, "Do not draw a progress line on stderr");
+        sub.add_option("--samples-per-split", f->samples_per_split,
+                       "Samples per split of files/range sources (rounded up to whole "
+                       "batches; the epoch order depends on it, as in `goldminer run`)")
+            ->check(CLI::Range(1, 100000000));
         sub.add_option("--coordinator", f->coordinator,
-                       "HOST:PORT of a run's coordinator (served by `goldminer run`)");
+                       "HOST:PORT of a run's coordinator (served by `goldminer run`); "
+                       "the run's secret comes from GOLDMINER_SECRET_FILE");
+        sub.add_option("--listen", f->listen,
+                       "HOST:PORT of the data port trainer clients connect to (port 0: any)")
+            ->capture_default_str();
+        sub.add_option("--advertise", f->advertise,
+                       "Host name or address clients should use for the data port "
+                       "(default: the --listen host, or this machine's name on 0.0.0.0)");
         return std::function<Result<int>()>([f]() -> Result<int> {
           if (!f->local) {
-            return Status::Unimplemented(
-                "worker: only --local is built so far; serving a trainer through "
-                "--coordinator comes with `goldminer run`");
+            if (f->coordinator.empty()) {
+              LogError("worker needs --coordinator HOST:PORT (or --local --pipeline FILE)");
+              return kExitUsage;
+            }
+            return RunWithCoordinator(*f);
           }
           if (f->pipeline.empty()) {
             return Status::InvalidArgument("worker --local needs --pipeline FILE");

@@ -25,10 +25,6 @@ Verb PlanVerb() {
   return Pending("plan", "Compute worker count and placement; write plan.json + job.sbatch",
                  "planned: plan verb");
 }
-Verb RunVerb() {
-  return Pending("run", "Run data workers beside the trainer and log to runs.db",
-                 "planned: run verb");
-}
 Verb ReportVerb() {
   return Pending("report", "Turn runs.db into an HTML, text or JSON report",
                  "planned: report verb");

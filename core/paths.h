@@ -16,4 +16,13 @@ namespace gm {
 //   3. <source tree>/python, fixed at compile time (development builds).
 std::string PythonPackageDir();
 
+// The client shared library (libgoldminer_client.so, include/goldminer/client.h),
+// first match of:
+//   1. $GOLDMINER_CLIENT_LIB when set and non-empty;
+//   2. <directory of the running executable>/../<libdir>/libgoldminer_client.so,
+//      the installed layout, when it exists;
+//   3. <build tree>/client/libgoldminer_client.so, fixed at compile time.
+// The Python package (goldminer.loader) searches the same way from its own place.
+std::string ClientLibraryPath();
+
 }  // namespace gm

@@ -231,6 +231,7 @@ class Batcher {
     Status st = Status::Ok();
     if (!pending_.empty() && !p_.drop_last()) st = Flush(epoch);
     pending_.clear();
+    stats_.split_batches += split_batch_;
     split_batch_ = 0;
     return st;
   }

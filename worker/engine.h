@@ -60,6 +60,7 @@ struct RunStats {
   uint64_t samples = 0;    // delivered in batches
   uint64_t skipped = 0;    // unreadable or failed samples (on_error: skip)
   uint64_t batches = 0;
+  uint64_t split_batches = 0;  // batches formed, delivered or not (RunSplit: the split's count)
   double seconds = 0;      // wall time of the whole run
   double cpu_s = 0;        // process CPU seconds during the run
   int threads = 0;

@@ -42,12 +42,18 @@
 //      K->C RESUME      {epoch, position}                              (no answer)
 //      K->C BYE         {}
 //    The plan and world size give each rank its batch sequence (RankSequence in
-//    launcher/batch_order.h).
+//    worker/batch_order.h).
 //
 // 3. client -> worker (data). The worker streams, the client grants credit.
 //      K->W SUBSCRIBE   {rank}
 //      K->W CREDIT      {n}   (n more batches may be sent on this connection)
-//      W->K BATCH       EncodeBatchMeta + {rank} ; payload data + labels
+//      W->K BATCH       EncodeBatchMeta + {rank, split_batches} ; payload data + labels
+//    split_batches is present only on the split's LAST batch (a worker that makes
+//    the split to its end holds each batch back until it knows whether another
+//    follows) and is the split's batch count; the client uses it to move on to
+//    the next split when the plan's count is unknown (-1). A split that makes no
+//    batch at all sends nothing: the client learns its count 0 by asking GET_PLAN
+//    again while it waits (the coordinator knows it from SPLIT_DONE).
 //    A worker sends the batches of an assignment for rank r, in split_batch order,
 //    on rank r's connection, one per credit; with no connection for rank r yet it
 //    waits (heartbeats go on). Progress rule: a client blocked on its next batch

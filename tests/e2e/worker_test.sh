@@ -9,12 +9,14 @@ for verb in profile plan run report worker; do
   expect_rc 0 "$verb --help" -- "$GM" "$verb" --help
 done
 expect_in "$T/out" "--pipeline" "worker --help lists --pipeline"
-for verb in profile plan run report; do
+for verb in profile plan report; do
   expect_rc 2 "$verb is not built yet and exits 2" -- "$GM" "$verb"
   expect_in "$T/err" "not built yet" "$verb says it is not built yet"
   [[ ! -s $T/out ]] || fail "$verb printed output"
 done
-expect_rc 2 "worker without --local exits 2" -- "$GM" worker --pipeline /dev/null
+expect_rc 2 "run --backend slurm is not built yet" -- "$GM" run --backend slurm --pipeline "$SRC/examples/imagenet/pipeline.json" -- true
+expect_in "$T/err" "not built yet" "run says the Slurm backend is not built yet"
+expect_rc 2 "run without --pipeline exits 2" -- "$GM" run -- true
 expect_rc 2 "an unknown flag exits 2" -- "$GM" worker --local --bogus
 expect_rc 2 "a missing pipeline file exits 2" -- "$GM" worker --local --pipeline "$T/nope.json"
 expect_in "$T/err" "nope.json" "the missing file is named"

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/batch_order.h"
+#include "worker/batch_order.h"
 #include "launcher/coordinator_state.h"
 
 namespace gm {

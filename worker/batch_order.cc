@@ -1,4 +1,4 @@
-#include "launcher/batch_order.h"
+#include "worker/batch_order.h"
 
 #include <algorithm>
 #include <string>

@@ -1,0 +1,126 @@
+/* The goldminer client C ABI: a trainer rank's handle on the data plane, for
+ * bindings (the Python package loads it with ctypes) and C/C++ trainers.
+ *
+ * A gm_client connects to the coordinator of a `goldminer run` and to its data
+ * workers, and hands out the rank's batches in the rank's sequence order, each
+ * exactly once (see worker/client.h for the behaviour behind it).
+ *
+ * Errors: functions returning int return 0 (GM_OK) on success and a gm_status code
+ * otherwise; gm_last_error() then gives the message (what failed, on which
+ * address, why) for the calling thread until its next failing call.
+ *
+ * Ownership: gm_client_open hands out a client that gm_client_close frees;
+ * gm_client_next hands out a batch that gm_batch_free frees. A batch's buffers
+ * (data, labels, shape, keys) stay valid, unchanged, until gm_batch_free, also
+ * after the client is closed: bindings may view them without copying.
+ *
+ * Threads: one thread at a time may call gm_client_next, gm_client_start_epoch,
+ * gm_client_resume and gm_client_close on a client; gm_client_stats and
+ * gm_client_state may be called from any thread while the client is open.
+ * Batches are independent of each other and of the client.
+ */
+#ifndef GOLDMINER_CLIENT_H_
+#define GOLDMINER_CLIENT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GM_CLIENT_ABI_VERSION 1
+
+/* Status codes. */
+enum gm_status {
+  GM_OK = 0,
+  GM_INVALID_ARGUMENT = 1, /* bad address, rank, secret (authentication failed) */
+  GM_NOT_FOUND = 2,        /* no secret: GOLDMINER_SECRET_FILE / GOLDMINER_SECRET unset */
+  GM_IO_ERROR = 3,
+  GM_CORRUPT = 4,     /* a peer sent something that is not the protocol */
+  GM_UNAVAILABLE = 5, /* coordinator unreachable or gone, timeout without progress */
+  GM_UNIMPLEMENTED = 6,
+  GM_CANCELLED = 7,
+  GM_INTERNAL = 8
+};
+
+/* Element types of gm_batch_data. */
+enum gm_dtype { GM_DTYPE_UINT8 = 0, GM_DTYPE_INT32 = 1, GM_DTYPE_INT64 = 2, GM_DTYPE_FLOAT32 = 3 };
+
+/* Per-sample layout of gm_batch_data. */
+enum gm_layout { GM_LAYOUT_NONE = 0, GM_LAYOUT_HWC = 1, GM_LAYOUT_CHW = 2 };
+
+typedef struct gm_client gm_client;
+typedef struct gm_batch gm_batch;
+
+typedef struct gm_client_stats {
+  double data_wait_s;          /* seconds spent inside gm_client_next */
+  uint64_t batches;            /* batches delivered */
+  uint64_t samples;            /* samples in them */
+  uint64_t bytes;              /* data + label bytes delivered */
+  uint64_t duplicates_dropped; /* copies and batches past the rank's share, dropped */
+  uint64_t workers_connected;  /* worker connections open now */
+  uint64_t connections_lost;   /* worker connections that broke */
+} gm_client_stats;
+
+/* GM_CLIENT_ABI_VERSION of the loaded library. */
+int gm_abi_version(void);
+
+/* The calling thread's message for its latest failure ("" when none). Valid until
+ * that thread's next call into this library. */
+const char* gm_last_error(void);
+
+/* Connects to the coordinator (NULL: $GOLDMINER_ADDR) as trainer rank `rank` of
+ * `world_size` (-1: from $RANK/$WORLD_SIZE, else $SLURM_PROCID/$SLURM_NTASKS, else
+ * 0 and 1). The secret comes from $GOLDMINER_SECRET_FILE or $GOLDMINER_SECRET. On
+ * success *out is the new client; on failure *out is NULL. */
+int gm_client_open(const char* coordinator, int rank, int world_size, gm_client** out);
+
+/* The next batch of the rank's sequence, blocking until it arrives. *out is NULL
+ * at the end of the epoch (call gm_client_start_epoch for the next one). Starts
+ * epoch 0 when no epoch was started. GM_UNAVAILABLE when the coordinator goes away
+ * or no batch arrives for the client's timeout (300 s). */
+int gm_client_next(gm_client* client, gm_batch** out);
+
+/* Starts `epoch` from its first batch. */
+int gm_client_start_epoch(gm_client* client, uint64_t epoch);
+
+/* Fills *out with the client's counters. */
+int gm_client_stats_get(const gm_client* client, gm_client_stats* out);
+
+/* The epoch being consumed and the number of its batches consumed so far: what a
+ * checkpoint saves. */
+int gm_client_state(const gm_client* client, uint64_t* epoch, uint64_t* position);
+
+/* Continues `epoch` after its first `position` batches (from gm_client_state). */
+int gm_client_resume(gm_client* client, uint64_t epoch, uint64_t position);
+
+/* Says goodbye to the coordinator, closes every connection, frees the client.
+ * NULL is allowed. Batches already handed out stay valid. */
+void gm_client_close(gm_client* client);
+
+/* The batch's data tensor: bytes, element type, rank (ndim) and shape [n, ...]. */
+const void* gm_batch_data(const gm_batch* batch);
+size_t gm_batch_data_bytes(const gm_batch* batch);
+int gm_batch_dtype(const gm_batch* batch);
+int gm_batch_layout(const gm_batch* batch);
+int gm_batch_ndim(const gm_batch* batch);
+const int64_t* gm_batch_shape(const gm_batch* batch);
+/* n, the number of samples, and their int64 labels (-1: none). */
+size_t gm_batch_size(const gm_batch* batch);
+const int64_t* gm_batch_labels(const gm_batch* batch);
+/* Sample i's key (NUL-terminated), NULL when i >= n. */
+const char* gm_batch_key(const gm_batch* batch, size_t i);
+/* Where the batch comes from: epoch, split, batch number within the split. */
+uint64_t gm_batch_epoch(const gm_batch* batch);
+uint64_t gm_batch_split(const gm_batch* batch);
+uint64_t gm_batch_split_batch(const gm_batch* batch);
+
+/* Frees the batch and its buffers. NULL is allowed. */
+void gm_batch_free(gm_batch* batch);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* GOLDMINER_CLIENT_H_ */

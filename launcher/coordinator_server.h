@@ -1,0 +1,109 @@
+// CoordinatorServer: the coordinator of a run, on a TCP port. Data workers and
+// trainer clients connect to it (worker/messages.h, connections 1 and 2); it
+// keeps the run's CoordinatorState, hands out splits, records acknowledgements,
+// declares silent workers lost and moves from epoch to epoch.
+//
+// Threads: one accepting, one per connection, one ticking (liveness). Every
+// access to the state is under one mutex. Start() returns once listening;
+// Stop() (or the destructor) closes everything and joins every thread.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "launcher/coordinator_state.h"
+#include "worker/pipeline.h"
+#include "worker/protocol.h"
+#include "worker/socket.h"
+
+namespace gm {
+
+struct CoordinatorConfig {
+  std::string host = "127.0.0.1";  // address to listen on
+  int port = 0;                    // 0: any free port
+  std::string secret;              // the run's secret (hex)
+  // The pipeline as workers receive it: the document, where it came from, and
+  // the directory its relative paths resolve against (shared by all nodes).
+  nlohmann::json pipeline_doc;
+  std::string pipeline_origin;
+  std::string base_dir;
+  size_t samples_per_split = 256;
+  int world_size = 1;
+  int epochs = 1;
+  double heartbeat_s = 1.0;
+  double liveness_timeout_s = 10.0;
+  std::string run_id;
+};
+
+struct CoordinatorSummary {
+  CoordinatorStats state;
+  uint64_t epochs_done = 0;
+  uint64_t workers_registered = 0;
+  uint64_t connections_refused = 0;  // failed handshakes and protocol errors
+};
+
+class CoordinatorServer {
+ public:
+  // Loads the pipeline (to plan epochs), listens and starts serving.
+  static Result<std::unique_ptr<CoordinatorServer>> Start(const CoordinatorConfig& config);
+  ~CoordinatorServer();
+  CoordinatorServer(const CoordinatorServer&) = delete;
+  CoordinatorServer& operator=(const CoordinatorServer&) = delete;
+
+  // "host:port" to give workers and clients.
+  std::string address() const;
+  // True once every epoch of the run is done (all ranks acknowledged their shares).
+  bool finished() const;
+  // Waits until finished() or the deadline; true when finished.
+  bool WaitFinished(double timeout_s);
+  // Asks one live worker to drain (scale down); false when there is none.
+  bool DrainOneWorker();
+  // Live (registered, not lost or exited) workers.
+  size_t live_workers() const;
+  CoordinatorSummary Summary() const;
+  void Stop();
+
+ private:
+  CoordinatorServer(CoordinatorConfig config, Pipeline pipeline, CoordinatorState state,
+                    Listener listener);
+  void AcceptLoop();
+  void TickLoop();
+  void Serve(Socket socket);
+  Status ServeWorker(Socket& socket);
+  Status ServeClient(Socket& socket);
+  Status HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame, bool* done);
+  Status HandleClientFrame(Socket& socket, int rank, const Frame& frame, bool* done);
+  Result<EpochPlan> PlanFor(uint64_t epoch) const;
+  nlohmann::json PlanMessage(uint64_t epoch);  // under mu_
+  void AdvanceEpochIfDone();                    // under mu_
+
+  const CoordinatorConfig config_;
+  const Pipeline pipeline_;
+  Listener listener_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;                 // epoch changes, finish, stop
+  CoordinatorState state_;                     // guarded by mu_
+  std::map<WorkerId, std::string> data_addr_;  // guarded by mu_; live workers
+  uint64_t epochs_done_ = 0;                   // guarded by mu_
+  bool finished_ = false;                      // guarded by mu_
+  bool stopping_ = false;                      // guarded by mu_
+  uint64_t workers_registered_ = 0;            // guarded by mu_
+  uint64_t refused_ = 0;                       // guarded by mu_
+  std::vector<std::thread> connections_;       // guarded by mu_
+  std::set<int> open_fds_;                     // guarded by mu_; shut down on Stop
+
+  std::thread accept_thread_;
+  std::thread tick_thread_;
+};
+
+}  // namespace gm

@@ -1,0 +1,50 @@
+// Starting and supervising local processes (the local backend's edge to the OS):
+// children inherit our stdin/stdout/stderr and environment plus additions, and
+// are watched through pidfds so a supervisor waits on exits without polling.
+// Thread-compatible: one supervising thread uses a ProcessGroup.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace gm {
+
+struct ChildExit {
+  pid_t pid = 0;
+  int wait_status = 0;    // as waitpid() reports it
+  std::string describe;   // "exited with status 3", "was killed by signal 9 (Killed)"
+  int exit_code() const;  // the status, or 128 + signal
+};
+
+class ProcessGroup {
+ public:
+  ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+  // Kills (SIGKILL) and reaps every child still running.
+  ~ProcessGroup();
+
+  // Starts argv (argv[0] searched in PATH when it has no '/') with our
+  // environment plus `env` ("NAME=value", overriding). NotFound/IoError name the
+  // program when it cannot start.
+  Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+  // Sends `sig` to a running child; OK if it already exited.
+  void Signal(pid_t pid, int sig);
+  // Waits up to timeout_s for any child to exit and reaps it; nullopt on timeout.
+  std::optional<ChildExit> WaitAny(double timeout_s);
+  // Sends SIGTERM to each running child, waits up to grace_s for them, then
+  // SIGKILLs the rest; returns their exits.
+  std::vector<ChildExit> TerminateAll(double grace_s);
+  size_t running() const { return pidfds_.size(); }
+
+ private:
+  std::map<pid_t, int> pidfds_;  // running children -> pidfd
+};
+
+}  // namespace gm

@@ -1,0 +1,231 @@
+"""The trainer's side of a `goldminer run`: batches from the data workers.
+
+    from goldminer import Loader
+    loader = Loader(epochs=3)          # GOLDMINER_ADDR, RANK, WORLD_SIZE from `run`
+    for batch in loader:               # every batch of epochs 0, 1, 2 for this rank
+        batch["image"], batch["label"], batch["key"]
+
+A batch is a dict: "image" (numpy array [n, ...], a zero-copy view of the batch the
+client library received), "label" (int64 numpy array [n]; -1: none) and "key" (list
+of n sample keys), plus "epoch" (int). The arrays share one buffer that is freed when the last array
+viewing it is garbage (so keep or copy what must outlive the batch; writing into
+them is allowed and changes nothing elsewhere).
+
+The Loader wraps libgoldminer_client.so (include/goldminer/client.h) with ctypes,
+found at $GOLDMINER_CLIENT_LIB, else beside the installed package, else in a build
+tree of the source checkout. A Loader is for one thread; make one per process (it
+connects on first use, so one made before a fork connects in the child).
+"""
+
+import ctypes
+import glob
+import os
+import weakref
+
+import numpy as np
+
+__all__ = ["Loader", "ClientError", "library_path"]
+
+_DTYPES = ["|u1", "<i4", "<i8", "<f4"]  # by gm_dtype code
+_LIB_NAME = "libgoldminer_client.so"
+
+
+class ClientError(RuntimeError):
+    """A failure reported by the client library; `code` is its gm_status."""
+
+    def __init__(self, code, message):
+        super().__init__(message)
+        self.code = code
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [("data_wait_s", ctypes.c_double), ("batches", ctypes.c_uint64),
+                ("samples", ctypes.c_uint64), ("bytes", ctypes.c_uint64),
+                ("duplicates_dropped", ctypes.c_uint64), ("workers_connected", ctypes.c_uint64),
+                ("connections_lost", ctypes.c_uint64)]
+
+
+def library_path():
+    """Where libgoldminer_client.so is: the first existing candidate.
+
+    Raises FileNotFoundError naming every place searched and how to build it.
+    """
+    env = os.environ.get("GOLDMINER_CLIENT_LIB")
+    if env:
+        return env
+    package = os.path.dirname(os.path.abspath(__file__))
+    # Installed: <prefix>/<libdir>/goldminer/python/goldminer -> <prefix>/<libdir>.
+    candidates = [os.path.normpath(os.path.join(package, "..", "..", "..", _LIB_NAME))]
+    # Source checkout: <src>/python/goldminer -> <src>/build*/client.
+    source = os.path.normpath(os.path.join(package, "..", ".."))
+    built = glob.glob(os.path.join(source, "build*", "client", _LIB_NAME))
+    candidates += sorted(built, key=os.path.getmtime, reverse=True)
+    for path in candidates:
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(
+        "libgoldminer_client.so not found (searched $GOLDMINER_CLIENT_LIB, " +
+        ", ".join(candidates[:1] + [os.path.join(source, "build*", "client")]) +
+        "): build it with `cmake --build BUILD --target goldminer_client` "
+        "or set GOLDMINER_CLIENT_LIB to its path")
+
+
+_lib = None
+
+
+def _library():
+    global _lib
+    if _lib is None:
+        _lib = _declare(ctypes.CDLL(library_path()))
+    return _lib
+
+
+def _declare(lib):
+    c = ctypes
+    p, u64, i64p = c.c_void_p, c.c_uint64, c.POINTER(c.c_int64)
+    signatures = {
+        "gm_abi_version": (c.c_int, []),
+        "gm_last_error": (c.c_char_p, []),
+        "gm_client_open": (c.c_int, [c.c_char_p, c.c_int, c.c_int, c.POINTER(p)]),
+        "gm_client_next": (c.c_int, [p, c.POINTER(p)]),
+        "gm_client_start_epoch": (c.c_int, [p, u64]),
+        "gm_client_stats_get": (c.c_int, [p, c.POINTER(_Stats)]),
+        "gm_client_state": (c.c_int, [p, c.POINTER(u64), c.POINTER(u64)]),
+        "gm_client_resume": (c.c_int, [p, u64, u64]),
+        "gm_client_close": (None, [p]),
+        "gm_batch_data": (p, [p]),
+        "gm_batch_data_bytes": (c.c_size_t, [p]),
+        "gm_batch_dtype": (c.c_int, [p]),
+        "gm_batch_ndim": (c.c_int, [p]),
+        "gm_batch_shape": (i64p, [p]),
+        "gm_batch_size": (c.c_size_t, [p]),
+        "gm_batch_labels": (p, [p]),
+        "gm_batch_key": (c.c_char_p, [p, c.c_size_t]),
+        "gm_batch_epoch": (u64, [p]),
+        "gm_batch_free": (None, [p]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = restype, argtypes
+    if lib.gm_abi_version() != 1:
+        raise ClientError(-1, "libgoldminer_client.so has ABI version %d, this package "
+                              "speaks 1" % lib.gm_abi_version())
+    return lib
+
+
+def _check(lib, code):
+    if code != 0:
+        raise ClientError(code, lib.gm_last_error().decode("utf-8", "replace"))
+
+
+class _View:
+    """Exposes a span of a batch's memory to numpy; keeps the batch alive."""
+
+    def __init__(self, owner, address, shape, typestr):
+        self.owner = owner
+        self.__array_interface__ = {"version": 3, "shape": tuple(shape), "typestr": typestr,
+                                    "data": (address, False)}
+
+
+class _BatchOwner:
+    """Owns one gm_batch; frees it when no array views it any more."""
+
+    def __init__(self, lib, handle):
+        self.handle = handle
+        self._free = weakref.finalize(self, lib.gm_batch_free, handle)
+
+
+def _to_dict(lib, handle):
+    owner = _BatchOwner(lib, handle)
+    n = lib.gm_batch_size(handle)
+    ndim = lib.gm_batch_ndim(handle)
+    shape = [lib.gm_batch_shape(handle)[i] for i in range(ndim)]
+    typestr = _DTYPES[lib.gm_batch_dtype(handle)]
+    if n == 0 or lib.gm_batch_data_bytes(handle) == 0:
+        image = np.zeros(shape, dtype=typestr)
+        labels = np.zeros([n], dtype="<i8")
+    else:
+        image = np.asarray(_View(owner, lib.gm_batch_data(handle), shape, typestr))
+        labels = np.asarray(_View(owner, lib.gm_batch_labels(handle), [n], "<i8"))
+    keys = [lib.gm_batch_key(handle, i).decode("utf-8", "surrogateescape") for i in range(n)]
+    return {"image": image, "label": labels, "key": keys, "epoch": lib.gm_batch_epoch(handle)}
+
+
+class Loader:
+    """Iterates over this rank's batches of epochs [start, epochs).
+
+    coordinator: "HOST:PORT" (None: $GOLDMINER_ADDR); rank, world_size: None reads
+    $RANK/$WORLD_SIZE, else $SLURM_PROCID/$SLURM_NTASKS, else 0 and 1.
+    Errors (unreachable coordinator, wrong secret, a run that went away) raise
+    ClientError with the library's message.
+    """
+
+    def __init__(self, epochs=1, coordinator=None, rank=None, world_size=None):
+        self.epochs = int(epochs)
+        self._coordinator = coordinator
+        self._rank = -1 if rank is None else int(rank)
+        self._world_size = -1 if world_size is None else int(world_size)
+        self._lib = None
+        self._client = None
+        self._close = None
+        self._resume = None  # (epoch, position) to continue from on the next iteration
+
+    def _open(self):
+        if self._client is None:
+            lib = _library()
+            handle = ctypes.c_void_p()
+            address = None if self._coordinator is None else self._coordinator.encode()
+            _check(lib, lib.gm_client_open(address, self._rank, self._world_size, ctypes.byref(handle)))
+            self._lib, self._client = lib, handle
+            self._close = weakref.finalize(self, lib.gm_client_close, handle)
+        return self._lib, self._client
+
+    def __iter__(self):
+        lib, client = self._open()
+        start, position = self._resume if self._resume is not None else (0, 0)
+        self._resume = None
+        for epoch in range(start, self.epochs):
+            if epoch == start and position > 0:
+                _check(lib, lib.gm_client_resume(client, epoch, position))
+            else:
+                _check(lib, lib.gm_client_start_epoch(client, epoch))
+            while True:
+                batch = ctypes.c_void_p()
+                _check(lib, lib.gm_client_next(client, ctypes.byref(batch)))
+                if not batch.value:
+                    break
+                yield _to_dict(lib, batch)
+
+    def stats(self):
+        """{data_wait_s, batches, samples, bytes, duplicates_dropped,
+        workers_connected, connections_lost} of this process's client."""
+        lib, client = self._open()
+        out = _Stats()
+        _check(lib, lib.gm_client_stats_get(client, ctypes.byref(out)))
+        return {name: getattr(out, name) for name, _ in _Stats._fields_}
+
+    def state_dict(self):
+        """{"epoch", "position"}: where this rank stands, for a checkpoint."""
+        if self._resume is not None:
+            return {"epoch": self._resume[0], "position": self._resume[1]}
+        lib, client = self._open()
+        epoch, position = ctypes.c_uint64(), ctypes.c_uint64()
+        _check(lib, lib.gm_client_state(client, ctypes.byref(epoch), ctypes.byref(position)))
+        return {"epoch": epoch.value, "position": position.value}
+
+    def load_state_dict(self, state):
+        """Makes the next iteration continue after state["position"] batches of
+        state["epoch"] (a dict from state_dict())."""
+        self._resume = (int(state["epoch"]), int(state["position"]))
+
+    def close(self):
+        """Closes the connections now; arrays already handed out stay valid."""
+        if self._close is not None:
+            self._close()
+        self._client = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

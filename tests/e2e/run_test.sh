@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# End-to-end: `goldminer run --backend local` with real worker processes and a
+# Python trainer (goldminer.Loader). Every sample of every epoch reaches the
+# trainer exactly once and in the same order as `goldminer worker --local` makes
+# them, whatever happens to the workers: kill -9, drain, scale up, resume.
+source "$(dirname "$0")/lib.sh"
+
+mkdir -p "$T/corpus/a" "$T/corpus/b"
+for c in 0 1 2 3 4 5; do
+  for i in 0 1 2 3 4 5; do
+    cp "$SRC/tests/data/engine/photo$i.jpg" "$T/corpus/$([[ $((i % 2)) == 0 ]] && echo a || echo b)/$c-$i.jpg"
+  done
+done
+cat >"$T/pipeline.json" <<'JSON'
+{ "version": 1,
+  "source": {"type": "files", "root": "corpus", "pattern": "**/*.jpg", "label": "parent_dir"},
+  "stages": [ {"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [32, 32]},
+              {"op": "flip", "p": 0.5}, {"op": "to_tensor", "layout": "CHW", "dtype": "uint8"} ],
+  "batch": {"size": 4}, "shuffle": {"buffer": 8}, "seed": 3, "on_error": "fail" }
+JSON
+SPLIT=8  # 36 files in splits of 8: 5 splits, 9 batches per epoch
+
+# The reference: the same pipeline on this machine, in-process.
+expect_rc 0 "reference run with worker --local" -- "$GM" worker --local --pipeline "$T/pipeline.json" \
+  --epochs 2 --samples-per-split $SPLIT --out "$T/ref" --no-progress
+
+export GM_TEST_GOLDMINER=$GM
+run() {  # run NAME WORKERS WORLD [env...]: runs the trainer under `goldminer run`
+  local name=$1 workers=$2 world=$3; shift 3
+  env "$@" "$GM" run --backend local --pipeline "$T/pipeline.json" --workers "$workers" \
+    --world-size "$world" --epochs 2 --samples-per-split $SPLIT --liveness-timeout 5 \
+    -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.{rank}.json" 2 >"$T/out" 2>"$T/err"
+}
+
+check() {  # check NAME WORLD: every rank's keys against the reference
+  $PY - "$T" "$1" "$2" <<'PY'
+import collections, json, sys
+t, name, world = sys.argv[1], sys.argv[2], int(sys.argv[3])
+ref = collections.defaultdict(list)
+for line in open(f"{t}/ref/keys.tsv"):
+    e, _, k = line.rstrip("\n").split("\t")
+    ref[int(e)].append(k)
+runs = [json.load(open(f"{t}/{name}.{r}.json")) for r in range(world)]
+# What each rank must get: the epoch's splits in plan order (the order of the
+# reference run), the split at plan position p going to rank p % world, each rank
+# cut to the smallest rank's number of batches (equal shares). Samples are
+# indexed by sorted path; a split holds 8 of them, a batch 4.
+index = {k: i for i, k in enumerate(sorted(ref[0]))}
+def expected(e):
+    splits, order = {}, []
+    for k in ref[e]:
+        s = index[k] // 8
+        if s not in splits:
+            splits[s] = []
+            order.append(s)
+        splits[s].append(k)
+    batches = [[] for _ in range(world)]
+    for p, s in enumerate(order):
+        keys = splits[s]
+        batches[p % world] += [keys[i:i + 4] for i in range(0, len(keys), 4)]
+    share = min(len(b) for b in batches)
+    return [[k for b in bs[:share] for k in b] for bs in batches]
+for e in range(2):
+    got = [r["epochs"][e] for r in runs]
+    want = expected(e)
+    for r in range(world):
+        assert got[r] == want[r], f"epoch {e} rank {r}: got {len(got[r])} keys, want {len(want[r])}"
+    keys = [k for g in got for k in g]
+    assert len(keys) == len(set(keys)), f"epoch {e}: a sample reached two ranks or twice"
+for r in runs:
+    s = r["stats"]
+    assert s["batches"] > 0 and s["data_wait_s"] >= 0, s
+    assert r["shapes"] == [[3, 32, 32]], r["shapes"]
+PY
+}
+
+run plain 2 1 || { cat "$T/err" >&2; fail "run with 2 workers"; }
+ok "run with 2 workers and a Python trainer exits 0"
+check plain 1 || fail "plain run delivers the reference order exactly once"
+ok "2 epochs delivered exactly once, in the order of worker --local"
+
+run kill 2 1 GM_TEST_KILL_AFTER=3 || { cat "$T/err" >&2; fail "run with a worker killed"; }
+check kill 1 || fail "kill -9 of a worker mid-epoch"
+expect_in "$T/err" "killed by signal 9" "the run saw the worker killed"
+expect_in "$T/err" "starting another" "the run replaced it"
+ok "kill -9 of a worker mid-epoch: still exactly once, same order"
+
+run drain 2 1 GM_TEST_TERM_AFTER=3 || { cat "$T/err" >&2; fail "run with a worker drained"; }
+check drain 1 || fail "drain of a worker mid-epoch"
+ok "a worker drained (SIGTERM) mid-epoch: still exactly once, same order"
+
+run scaleup 1 1 GM_TEST_ADD_AFTER=2 || { cat "$T/err" >&2; fail "run with a worker added"; }
+check scaleup 1 || fail "scale up mid-epoch"
+expect_in "$T/err" "2 worker registrations" "the added worker joined the run"
+ok "a worker added mid-epoch: still exactly once, same order"
+
+run resume 2 1 GM_TEST_RESUME_AFTER=4 || { cat "$T/err" >&2; fail "run with a resumed loader"; }
+check resume 1 || fail "resume from a mid-epoch state"
+ok "resume from a mid-epoch state_dict: nothing repeated or skipped"
+
+run ranks 2 2 || { cat "$T/err" >&2; fail "run with 2 ranks"; }
+check ranks 2 || fail "2 ranks get disjoint, equal shares"
+ok "2 trainer ranks: disjoint, equal shares"
+
+run ranks4 2 4 || { cat "$T/err" >&2; fail "run with 4 ranks"; }
+check ranks4 4 || fail "4 ranks get disjoint, equal shares"
+ok "4 trainer ranks: disjoint, equal shares"
+
+# The trainer's exit code is the run's.
+expect_rc 7 "the run exits with the trainer's status" -- "$GM" run --pipeline "$T/pipeline.json" \
+  --workers 1 -- $PY -c 'import sys; sys.exit(7)'
+
+done_suite

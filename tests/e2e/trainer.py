@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""A small trainer for the end-to-end tests of `goldminer run`.
+
+It consumes batches with goldminer.Loader and writes what it saw to OUT (JSON):
+{"rank", "world_size", "epochs": [[key, ...], ...], "shapes": [...], "stats": {...}}.
+Actions mid-epoch, chosen by environment variables (N = batches consumed so far,
+counted over the whole run):
+  GM_TEST_KILL_AFTER=N    kill -9 one of the run's workers
+  GM_TEST_TERM_AFTER=N    SIGTERM one worker (it drains: finishes and exits)
+  GM_TEST_ADD_AFTER=N     start one more `goldminer worker` that joins the run
+  GM_TEST_RESUME_AFTER=N  save the loader's state, drop the loader, and continue
+                          with a new loader restored from that state
+usage: trainer.py OUT EPOCHS   ("{rank}" in OUT is replaced by the rank)
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+
+import goldminer
+
+
+def workers():
+    with open(os.path.join(os.environ["GOLDMINER_RUN_DIR"], "workers")) as f:
+        return [int(line) for line in f.read().split()]
+
+
+def act(n, spawned):
+    env = os.environ
+    if env.get("GM_TEST_KILL_AFTER") == str(n):
+        os.kill(workers()[0], signal.SIGKILL)
+    if env.get("GM_TEST_TERM_AFTER") == str(n):
+        os.kill(workers()[0], signal.SIGTERM)
+    if env.get("GM_TEST_ADD_AFTER") == str(n):
+        spawned.append(subprocess.Popen(
+            [env["GM_TEST_GOLDMINER"], "worker", "--coordinator", env["GOLDMINER_ADDR"],
+             "--threads", "1"]))
+
+
+def main():
+    out = sys.argv[1].replace("{rank}", os.environ.get("RANK", "0"))
+    epochs = int(sys.argv[2])
+    resume_after = os.environ.get("GM_TEST_RESUME_AFTER")
+    loader = goldminer.Loader(epochs=epochs)
+    seen, shapes, spawned, n = [], set(), [], 0
+    resumed = False
+    epoch_keys = []
+    it = iter(loader)
+    while True:
+        try:
+            batch = next(it)
+        except StopIteration:
+            break
+        assert isinstance(batch["image"], np.ndarray)
+        assert batch["label"].dtype == np.int64 and len(batch["label"]) == len(batch["key"])
+        shapes.add(tuple(batch["image"].shape[1:]))
+        epoch = batch.get("epoch", 0)
+        while len(seen) <= epoch:
+            seen.append([])
+        seen[epoch].extend(batch["key"])
+        n += 1
+        act(n, spawned)
+        if resume_after == str(n) and not resumed:
+            state = loader.state_dict()
+            del it, loader
+            loader = goldminer.Loader(epochs=epochs)
+            loader.load_state_dict(state)
+            it = iter(loader)
+            resumed = True
+    stats = loader.stats()
+    for p in spawned:
+        p.terminate()
+        p.wait(timeout=30)
+    with open(out, "w") as f:
+        json.dump({"rank": int(os.environ.get("RANK", 0)),
+                   "world_size": int(os.environ.get("WORLD_SIZE", 1)),
+                   "epochs": seen, "shapes": sorted(shapes), "stats": stats}, f)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""Unit tests of goldminer.Loader and goldminer.torch over the real
+libgoldminer_client.so, against a fake coordinator and a fake data worker written
+here (GMP1 frames and the HMAC handshake of worker/auth.h, in Python).
+
+The library must be built first (cmake --build BUILD --target goldminer_client);
+without it these tests fail, saying so. Run:
+/usr/bin/python3 -m unittest discover -s tests/python
+"""
+
+import gc
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import socket
+import struct
+import sys
+import threading
+import unittest
+
+import numpy as np
+
+PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
+sys.path.insert(0, os.path.normpath(PYTHON_DIR))
+
+import goldminer  # noqa: E402
+from goldminer import loader as loader_module  # noqa: E402
+
+SECRET = "ab" * 32
+TIMEOUT_S = 20  # every socket wait in the fakes ends by then
+HEADER = struct.Struct("<4sBBHIIQ")
+HELLO, AUTH, WELCOME, ERROR = 1, 2, 3, 4
+SUBSCRIBE, CREDIT, BATCH, BYE, SUBSCRIBED = 24, 25, 26, 28, 29
+ACK, GET_PLAN, PLAN, GET_WORKERS, WORKERS, RESUME = 23, 30, 31, 32, 33, 34
+
+
+def send_frame(sock, msg_type, meta, payload=b""):
+    body = json.dumps(meta).encode()
+    sock.sendall(HEADER.pack(b"GMP1", 1, msg_type, 0, len(body), 0, len(payload)) + body + payload)
+
+
+def recv_exact(sock, n):
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("peer closed")
+        out += chunk
+    return out
+
+
+def recv_frame(sock):
+    magic, _, msg_type, _, meta_len, _, payload_len = HEADER.unpack(recv_exact(sock, HEADER.size))
+    assert magic == b"GMP1"
+    meta = json.loads(recv_exact(sock, meta_len) or b"{}")
+    return msg_type, meta, recv_exact(sock, payload_len)
+
+
+def mac(message):
+    return hmac.new(SECRET.encode(), message.encode(), hashlib.sha256).hexdigest()
+
+
+def server_handshake(sock, role):
+    nonce = secrets.token_hex(32)
+    send_frame(sock, HELLO, {"version": 1, "nonce": nonce, "role": role})
+    _, auth, _ = recv_frame(sock)
+    expected = mac("goldminer-auth-v1|%s|%s|%s" % (nonce, auth["client_nonce"], auth["role"]))
+    if not hmac.compare_digest(expected, auth["mac"]):
+        send_frame(sock, ERROR, {"message": "authentication failed"})
+        return False
+    send_frame(sock, WELCOME, {"mac": mac("goldminer-server-v1|%s|%s" % (auth["client_nonce"], nonce))})
+    return True
+
+
+class FakeServer:
+    """Serves the first connection on a thread with `serve(sock)` after the handshake."""
+
+    def __init__(self, role, serve):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(TIMEOUT_S)
+        self.address = "127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._run, args=(role, serve), daemon=True)
+        self.thread.start()
+
+    def _run(self, role, serve):
+        try:
+            conn, _ = self.listener.accept()
+            conn.settimeout(TIMEOUT_S)
+            with conn:
+                if server_handshake(conn, role):
+                    serve(conn)
+        except (OSError, ConnectionError):
+            pass  # the client left; the test checks what it received
+
+    def close(self):
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes a pending accept (Linux)
+        except OSError:
+            pass
+        self.listener.close()
+        self.thread.join(TIMEOUT_S)
+
+
+def make_batches():
+    """Two splits (7, 3) of two batches of two 4x4x3 uint8 images each."""
+    batches = []
+    for split in (7, 3):
+        for split_batch in range(2):
+            base = len(batches) * 2
+            image = np.arange(2 * 48, dtype=np.uint8).reshape(2, 4, 4, 3) + base
+            batches.append({"split": split, "split_batch": split_batch, "image": image,
+                            "label": np.array([base, base + 1], dtype=np.int64),
+                            "key": ["s%d-%d" % (split, base), "s%d-%d" % (split, base + 1)]})
+    return batches
+
+
+def serve_worker(batches):
+    def serve(sock):
+        assert recv_frame(sock)[0] == SUBSCRIBE
+        credit = 0
+        for i, b in enumerate(batches):
+            while credit == 0:
+                msg_type, meta, _ = recv_frame(sock)
+                if msg_type == CREDIT:
+                    credit += meta["n"]
+            meta = {"epoch": 0, "index": i, "split": b["split"], "split_batch": b["split_batch"],
+                    "dtype": "uint8", "shape": list(b["image"].shape), "layout": "HWC", "n": 2,
+                    "keys": b["key"], "sample_indices": [0, 1], "data_bytes": b["image"].nbytes,
+                    "labels_bytes": 16, "rank": 0}
+            if b["split_batch"] == 1:
+                meta["split_batches"] = 2
+            send_frame(sock, BATCH, meta, b["image"].tobytes() + b["label"].tobytes())
+            credit -= 1
+        while True:
+            recv_frame(sock)
+    return serve
+
+
+def serve_coordinator(worker_address, log, count=-1):
+    def serve(sock):
+        while True:
+            msg_type, meta, _ = recv_frame(sock)
+            log.append((msg_type, meta))
+            if msg_type == SUBSCRIBE:
+                send_frame(sock, SUBSCRIBED, {"run_id": "t", "batch_size": 2, "world_size": 1, "epochs": 1})
+            elif msg_type == GET_PLAN:
+                send_frame(sock, PLAN, {"epoch": meta["epoch"], "splits": [[7, count], [3, count]],
+                                        "workers": [worker_address]})
+            elif msg_type == GET_WORKERS:
+                send_frame(sock, WORKERS, {"workers": [worker_address]})
+            elif msg_type == BYE:
+                return
+    return serve
+
+
+class LibraryTest(unittest.TestCase):
+    def test_given_the_build_then_the_client_library_loads_with_its_abi(self):
+        try:
+            path = loader_module.library_path()
+        except FileNotFoundError as e:
+            self.fail(str(e))
+        self.assertTrue(os.path.exists(path), "%s does not exist: build target goldminer_client" % path)
+        self.assertEqual(loader_module._library().gm_abi_version(), 1)
+
+    def test_given_an_unreachable_coordinator_then_the_error_names_it(self):
+        os.environ["GOLDMINER_SECRET"] = SECRET
+        with self.assertRaises(goldminer.ClientError) as caught:
+            iter(goldminer.Loader(coordinator="127.0.0.1:1", rank=0, world_size=1)).__next__()
+        self.assertIn("127.0.0.1:1", str(caught.exception))
+        self.assertEqual(caught.exception.code, 5)  # GM_UNAVAILABLE
+
+    def test_given_a_bad_address_then_the_error_says_what_is_expected(self):
+        os.environ["GOLDMINER_SECRET"] = SECRET
+        with self.assertRaises(goldminer.ClientError) as caught:
+            goldminer.Loader(coordinator="nowhere", rank=0, world_size=1).stats()
+        self.assertIn("HOST:PORT", str(caught.exception))
+
+
+class LoaderTest(unittest.TestCase):
+    def setUp(self):
+        os.environ["GOLDMINER_SECRET"] = SECRET
+        self.batches = make_batches()
+        self.worker = FakeServer("worker", serve_worker(self.batches))
+        self.log = []
+        self.coordinator = FakeServer("coordinator", serve_coordinator(self.worker.address, self.log))
+
+    def tearDown(self):
+        self.coordinator.close()
+        self.worker.close()
+
+    def test_given_a_run_when_iterated_then_batches_arrive_in_order_as_zero_copy_arrays(self):
+        loader = goldminer.Loader(epochs=1, coordinator=self.coordinator.address, rank=0, world_size=1)
+        got = list(loader)
+        self.assertEqual([b["key"] for b in got], [b["key"] for b in self.batches])
+        for mine, want in zip(got, self.batches):
+            np.testing.assert_array_equal(mine["image"], want["image"])
+            np.testing.assert_array_equal(mine["label"], want["label"])
+            self.assertEqual(mine["label"].dtype, np.int64)
+            self.assertFalse(mine["image"].flags.owndata)  # a view of the library's buffer
+        self.assertEqual(loader.state_dict(), {"epoch": 0, "position": 4})
+        stats = loader.stats()
+        self.assertEqual((stats["batches"], stats["samples"]), (4, 8))
+        self.assertGreater(stats["data_wait_s"], 0.0)
+        image = got[3]["image"]
+        loader.close()
+        del got
+        gc.collect()  # the array outlives the client and its batch dict, intact
+        np.testing.assert_array_equal(image, self.batches[3]["image"])
+        self.coordinator.close()  # returns once the coordinator has read BYE
+        acks = [pair for t, meta in self.log if t == ACK for pair in meta["batches"]]
+        self.assertEqual(acks, [[7, 0], [7, 1], [3, 0], [3, 1]])
+
+    def test_given_a_state_dict_when_loaded_then_iteration_resumes_after_it(self):
+        counted = FakeServer("coordinator", serve_coordinator(self.worker.address, self.log, count=2))
+        loader = goldminer.Loader(epochs=1, coordinator=counted.address, rank=0, world_size=1)
+        loader.load_state_dict({"epoch": 0, "position": 2})
+        self.assertEqual(loader.state_dict(), {"epoch": 0, "position": 2})
+        keys = [b["key"] for b in loader]
+        self.assertEqual(keys, [b["key"] for b in self.batches[2:]])
+        self.assertEqual(loader.stats()["duplicates_dropped"], 2)
+        loader.close()
+        counted.close()
+        self.assertIn((RESUME, {"epoch": 0, "position": 2}), self.log)
+
+    def test_given_the_torch_adapter_then_batches_are_tensors_sharing_memory(self):
+        import torch
+        from goldminer.torch import GoldminerDataset
+        dataset = GoldminerDataset(epochs=1, coordinator=self.coordinator.address, rank=0, world_size=1)
+        got = list(torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=0))
+        self.assertEqual(len(got), 4)
+        self.assertIsInstance(got[0]["image"], torch.Tensor)
+        self.assertEqual(got[0]["image"].dtype, torch.uint8)
+        self.assertEqual(got[2]["label"].tolist(), self.batches[2]["label"].tolist())
+        self.assertTrue(torch.equal(got[1]["image"], torch.from_numpy(self.batches[1]["image"])))
+        dataset.loader.close()
+
+
+if __name__ == "__main__":
+    unittest.main()

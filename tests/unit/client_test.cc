@@ -1,0 +1,462 @@
+// Client tests against a fake coordinator and fake data workers written here: real
+// sockets, real handshakes, real batches made by RunSplit from JPEG photos.
+#include "worker/client.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "core/clock.h"
+#include "include/goldminer/client.h"
+#include "tests/unit/test_util.h"
+#include "worker/auth.h"
+#include "worker/engine.h"
+#include "worker/pipeline.h"
+#include "worker/protocol.h"
+
+namespace gm {
+namespace {
+
+constexpr double kTestTimeoutS = 20;  // every wait in these tests ends by then
+
+// Accepts connections until stopped, handing each to `serve` on its own thread.
+class FakeServer {
+ public:
+  FakeServer(std::string secret, std::string role, std::function<void(Socket&, size_t)> serve)
+      : secret_(std::move(secret)), role_(std::move(role)), serve_(std::move(serve)) {
+    auto listener = Listener::ListenTcp("127.0.0.1", 0);
+    EXPECT_TRUE(listener.ok()) << listener.status().message();
+    listener_ = std::move(*listener);
+    accept_thread_ = std::thread([this] { AcceptLoop(); });
+  }
+  ~FakeServer() {
+    stop_ = true;
+    accept_thread_.join();
+    for (auto& t : threads_) t.join();
+  }
+  std::string address() const { return listener_.address(); }
+
+ private:
+  void AcceptLoop() {
+    const double end = MonotonicSeconds() + kTestTimeoutS;
+    for (size_t n = 0; !stop_ && MonotonicSeconds() < end;) {
+      auto socket = listener_.Accept(0.05);
+      if (!socket.ok()) continue;
+      threads_.emplace_back([this, n, s = std::make_shared<Socket>(std::move(*socket))] {
+        if (ServerHandshake(*s, secret_, role_, Deadline::After(kTestTimeoutS), nullptr).ok())
+          serve_(*s, n);
+      });
+      ++n;
+    }
+  }
+  std::string secret_;
+  std::string role_;
+  std::function<void(Socket&, size_t)> serve_;
+  Listener listener_;
+  std::atomic<bool> stop_{false};
+  std::thread accept_thread_;
+  std::vector<std::thread> threads_;
+};
+
+// Answers the client's control requests from a plan the test sets.
+class FakeCoordinator {
+ public:
+  explicit FakeCoordinator(std::string secret)
+      : server_(std::move(secret), "coordinator", [this](Socket& s, size_t) { Serve(s); }) {}
+  std::string address() const { return server_.address(); }
+
+  void SetPlan(std::vector<std::pair<uint64_t, int64_t>> splits, std::vector<std::string> workers) {
+    std::lock_guard lock(mu_);
+    splits_ = std::move(splits);
+    workers_ = std::move(workers);
+  }
+  // Waits until `n` acks arrived; returns them (split, split_batch) in arrival order.
+  std::vector<std::pair<uint64_t, uint64_t>> WaitAcks(size_t n) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::duration<double>(kTestTimeoutS),
+                 [&] { return acks_.size() >= n; });
+    return acks_;
+  }
+  // Waits until the client asked for the worker list (it only does so while blocked).
+  bool WaitGetWorkers() {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::duration<double>(kTestTimeoutS),
+                        [&] { return get_workers_ > 0; });
+  }
+  nlohmann::json resume() {
+    std::lock_guard lock(mu_);
+    return resume_;
+  }
+  bool close_after_plan = false;
+
+ private:
+  void Serve(Socket& s) {
+    while (true) {
+      auto frame = RecvFrame(s, FrameLimits{}, Deadline::After(kTestTimeoutS));
+      if (!frame.ok()) return;
+      std::unique_lock lock(mu_);
+      nlohmann::json workers = workers_;
+      if (frame->type == MsgType::kSubscribe) {
+        (void)SendFrame(s, MsgType::kSubscribed,
+                        {{"run_id", "test"},
+                         {"batch_size", 2},
+                         {"world_size", frame->meta["world_size"]},
+                         {"epochs", 1}},
+                        Deadline::After(5));
+      } else if (frame->type == MsgType::kGetPlan) {
+        nlohmann::json splits = nlohmann::json::array();
+        for (auto [split, count] : splits_) splits.push_back({split, count});
+        (void)SendFrame(s, MsgType::kPlan,
+                        {{"epoch", frame->meta["epoch"]}, {"splits", splits}, {"workers", workers}},
+                        Deadline::After(5));
+        if (close_after_plan) return s.Close();
+      } else if (frame->type == MsgType::kGetWorkers) {
+        ++get_workers_;
+        (void)SendFrame(s, MsgType::kWorkers, {{"workers", workers}}, Deadline::After(5));
+      } else if (frame->type == MsgType::kAck) {
+        for (const auto& b : frame->meta["batches"]) acks_.emplace_back(b[0], b[1]);
+      } else if (frame->type == MsgType::kResume) {
+        resume_ = frame->meta;
+      }
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<uint64_t, int64_t>> splits_;
+  std::vector<std::string> workers_;
+  std::vector<std::pair<uint64_t, uint64_t>> acks_;
+  nlohmann::json resume_;
+  int get_workers_ = 0;
+  FakeServer server_;  // last: its threads use the members above
+};
+
+// One batch a fake worker sends; `split_batches` marks a split's last batch.
+struct Item {
+  const Batch* batch = nullptr;
+  std::optional<uint64_t> split_batches;
+};
+
+// What a fake worker does on its n-th connection: send `items` one per credit, then
+// close when `close_at_end`, else hold the connection until the client leaves.
+struct Script {
+  explicit Script(std::vector<Item> send = {}, bool close = false)
+      : items(std::move(send)), close_at_end(close) {}
+  std::vector<Item> items;
+  bool close_at_end = false;
+  std::function<void()> before_first;  // e.g. wait for the test's signal
+};
+
+class FakeWorker {
+ public:
+  FakeWorker(std::string secret, std::vector<Script> scripts)
+      : scripts_(std::move(scripts)),
+        server_(std::move(secret), "worker", [this](Socket& s, size_t n) { Serve(s, n); }) {}
+  std::string address() const { return server_.address(); }
+
+ private:
+  void Serve(Socket& s, size_t n) {
+    if (n >= scripts_.size()) return;
+    const Script& script = scripts_[n];
+    uint64_t credit = 0;
+    auto next = RecvFrame(s, FrameLimits{}, Deadline::After(kTestTimeoutS));
+    if (!next.ok() || next->type != MsgType::kSubscribe) return;
+    if (script.before_first) script.before_first();
+    for (const Item& item : script.items) {
+      while (credit == 0) {
+        auto frame = RecvFrame(s, FrameLimits{}, Deadline::After(kTestTimeoutS));
+        if (!frame.ok()) return;
+        if (frame->type == MsgType::kCredit) credit += frame->meta["n"].get<uint64_t>();
+      }
+      nlohmann::json meta = EncodeBatchMeta(*item.batch);
+      meta["rank"] = 0;
+      if (item.split_batches) meta["split_batches"] = *item.split_batches;
+      if (!SendFrame(s, MsgType::kBatch, meta, BatchPayload(*item.batch), Deadline::After(5)).ok())
+        return;
+      --credit;
+    }
+    if (script.close_at_end) return s.Close();
+    while (RecvFrame(s, FrameLimits{}, Deadline::After(kTestTimeoutS)).ok()) {
+    }
+  }
+  std::vector<Script> scripts_;
+  FakeServer server_;
+};
+
+class BatchCollector : public BatchSink {
+ public:
+  Status Consume(const Batch& batch) override {
+    batches.push_back(batch);
+    return Status::Ok();
+  }
+  std::vector<Batch> batches;
+};
+
+// Given 12 photos, 2 per batch and 4 per split: 3 splits of 2 batches, made by RunSplit.
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int c = 0; c < 2; ++c) {
+      for (int i = 0; i < 6; ++i) {
+        dir_.Write("corpus/" + std::to_string(c) + "_" + std::to_string(i) + ".jpg",
+                   testing::ReadAll(testing::SourcePath("tests/data/engine/photo" +
+                                                        std::to_string(i) + ".jpg")));
+      }
+    }
+    auto spec = nlohmann::json::parse(R"({"version": 1,
+      "source": {"type": "files", "root": "corpus", "pattern": "*.jpg"},
+      "stages": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [8, 8]}],
+      "batch": {"size": 2}, "seed": 3})");
+    PipelineOptions po;
+    po.samples_per_split = 4;
+    auto pipeline = Pipeline::FromJson(spec, "test.json", dir_.path(), po);
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status().message();
+    for (size_t split : EpochSplitOrder(*pipeline, 0)) {
+      BatchCollector sink;
+      ASSERT_TRUE(RunSplit(*pipeline, EngineOptions{}, SplitTask{0, split}, sink).ok());
+      order_.push_back(split);
+      splits_[split] = std::move(sink.batches);
+    }
+    ASSERT_EQ(order_.size(), 3u);
+    for (size_t split : order_) {
+      ASSERT_EQ(splits_[split].size(), 2u);
+      for (const Batch& b : splits_[split]) sequence_.push_back(&b);
+    }
+  }
+
+  // Items for whole splits, each last batch marked with the split's count.
+  std::vector<Item> Items(std::vector<size_t> plan_positions) {
+    std::vector<Item> items;
+    for (size_t p : plan_positions) {
+      const auto& batches = splits_[order_[p]];
+      for (size_t b = 0; b < batches.size(); ++b) {
+        items.push_back({&batches[b], b + 1 == batches.size()
+                                          ? std::optional<uint64_t>(batches.size())
+                                          : std::nullopt});
+      }
+    }
+    return items;
+  }
+  std::vector<std::pair<uint64_t, int64_t>> Plan(bool known) {
+    std::vector<std::pair<uint64_t, int64_t>> plan;
+    for (size_t split : order_) plan.emplace_back(split, known ? 2 : -1);
+    return plan;
+  }
+  ClientOptions Options(const std::string& coordinator) {
+    ClientOptions o;
+    o.coordinator = coordinator;
+    o.secret = secret_;
+    o.rank = 0;
+    o.world_size = 1;
+    o.timeout_s = kTestTimeoutS;
+    return o;
+  }
+  // Every batch until the end of the epoch, as keys of their first sample.
+  static std::vector<std::string> Drain(Client& client) {
+    std::vector<std::string> keys;
+    while (true) {
+      auto next = client.Next();
+      EXPECT_TRUE(next.ok()) << next.status().message();
+      if (!next.ok() || !next->has_value()) return keys;
+      keys.push_back((*next)->keys.at(0));
+    }
+  }
+  std::vector<std::string> Expected(size_t from = 0) const {
+    std::vector<std::string> keys;
+    for (size_t i = from; i < sequence_.size(); ++i) keys.push_back(sequence_[i]->keys.at(0));
+    return keys;
+  }
+
+  testing::TempDir dir_;
+  std::string secret_ = std::string(64, 'a');
+  std::vector<size_t> order_;
+  std::map<size_t, std::vector<Batch>> splits_;
+  std::vector<const Batch*> sequence_;
+};
+
+TEST_F(ClientTest,
+       GivenOneWorkerAndUnknownCountsWhenDrainedThenEveryBatchArrivesInOrderAndIsAcked) {
+  FakeWorker worker(secret_, {Script{Items({0, 1, 2})}});
+  FakeCoordinator coordinator(secret_);
+  coordinator.SetPlan(Plan(false), {worker.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  EXPECT_EQ(Drain(**client), Expected());
+  EXPECT_EQ(coordinator.WaitAcks(6).size(), 6u);
+  ClientStats stats = (*client)->stats();
+  EXPECT_EQ(stats.batches, 6u);
+  EXPECT_EQ(stats.samples, 12u);
+  EXPECT_EQ(stats.duplicates_dropped, 0u);
+  EXPECT_EQ((*client)->state().position, 6u);
+}
+
+TEST_F(ClientTest, GivenTwoWorkersServingSplitsOutOfOrderThenNextReturnsTheSequenceOrder) {
+  FakeWorker late(secret_, {Script{Items({2, 1})}});
+  FakeWorker early(secret_, {Script{Items({0})}});
+  FakeCoordinator coordinator(secret_);
+  coordinator.SetPlan(Plan(true), {late.address(), early.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  EXPECT_EQ(Drain(**client), Expected());
+}
+
+TEST_F(ClientTest, GivenABatchSentTwiceThenTheCopyIsDroppedAndCounted) {
+  std::vector<Item> items = Items({0, 1, 2});
+  items.insert(items.begin() + 1, items[0]);
+  FakeWorker worker(secret_, {Script{items}});
+  FakeCoordinator coordinator(secret_);
+  coordinator.SetPlan(Plan(false), {worker.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  EXPECT_EQ(Drain(**client), Expected());
+  EXPECT_EQ((*client)->stats().duplicates_dropped, 1u);
+}
+
+TEST_F(ClientTest, GivenAWorkerThatBreaksMidSplitWhenAnotherRemakesItThenEveryBatchArrivesOnce) {
+  std::vector<Item> first_batch = Items({0});
+  first_batch.resize(1);
+  FakeWorker broken(secret_, {Script{first_batch, /*close_at_end=*/true}});
+  FakeWorker other(secret_, {Script{Items({0, 1, 2})}});
+  FakeCoordinator coordinator(secret_);
+  coordinator.SetPlan(Plan(false), {broken.address(), other.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  std::vector<std::string> keys = Drain(**client);
+  EXPECT_EQ(keys, Expected());
+  std::set<std::string> unique(keys.begin(), keys.end());
+  EXPECT_EQ(unique.size(), keys.size());
+}
+
+TEST_F(ClientTest, GivenAWrongSecretWhenConnectingThenAuthenticationFailedIsReported) {
+  FakeCoordinator coordinator(std::string(64, 'b'));
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_FALSE(client.ok());
+  EXPECT_EQ(client.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(client.status().message().find("authentication failed"), std::string::npos);
+  EXPECT_NE(client.status().message().find(coordinator.address()), std::string::npos);
+}
+
+TEST_F(ClientTest, GivenTheCoordinatorClosesWhileWaitingThenNextIsUnavailableNamingIt) {
+  FakeWorker idle(secret_, {Script()});
+  FakeCoordinator coordinator(secret_);
+  coordinator.close_after_plan = true;
+  coordinator.SetPlan(Plan(false), {idle.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  auto next = (*client)->Next();
+  ASSERT_FALSE(next.ok());
+  EXPECT_EQ(next.status().code(), Code::kUnavailable);
+  EXPECT_NE(next.status().message().find("coordinator " + coordinator.address()), std::string::npos)
+      << next.status().message();
+}
+
+TEST_F(ClientTest, GivenResumeAtPositionThreeThenTheFirstBatchIsTheFourth) {
+  FakeWorker worker(secret_, {Script{Items({0, 1, 2})}});
+  FakeCoordinator coordinator(secret_);
+  coordinator.SetPlan(Plan(true), {worker.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_TRUE((*client)->Resume({0, 3}).ok());
+  EXPECT_EQ(Drain(**client), Expected(3));
+  EXPECT_EQ(coordinator.resume(), (nlohmann::json{{"epoch", 0}, {"position", 3}}));
+  EXPECT_EQ((*client)->stats().duplicates_dropped, 3u);
+}
+
+TEST_F(ClientTest, GivenUnknownCountsWhenResumingMidSplitThenTheFirstBatchIsTheNextOfThatSplit) {
+  FakeWorker worker(secret_, {Script{Items({0, 1, 2})}});
+  FakeCoordinator coordinator(secret_);
+  auto plan = Plan(false);
+  plan[0].second = 2;  // the coordinator knows the count of the finished first split only
+  coordinator.SetPlan(plan, {worker.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_TRUE((*client)->Resume({0, 3}).ok());  // batch 1 of the second split is next
+  EXPECT_EQ(Drain(**client), Expected(3));
+  EXPECT_EQ((*client)->state().position, 6u);
+}
+
+TEST_F(ClientTest, GivenASlowWorkerThenDataWaitIsPositive) {
+  FakeCoordinator coordinator(secret_);
+  Script slow{Items({0, 1, 2})};
+  slow.before_first = [&coordinator] {
+    coordinator.WaitGetWorkers();
+  };  // the client is blocked by then
+  FakeWorker worker(secret_, {slow});
+  coordinator.SetPlan(Plan(false), {worker.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  EXPECT_EQ(Drain(**client), Expected());
+  EXPECT_GT((*client)->stats().data_wait_s, 0.0);
+}
+
+TEST_F(ClientTest, GivenTheCAbiWhenDrainedThenBatchesViewTheDataAndOutliveTheClient) {
+  FakeWorker worker(secret_, {Script{Items({0, 1, 2})}});
+  FakeCoordinator coordinator(secret_);
+  coordinator.SetPlan(Plan(false), {worker.address()});
+  ASSERT_EQ(setenv("GOLDMINER_SECRET", secret_.c_str(), 1), 0);
+  gm_client* client = nullptr;
+  ASSERT_EQ(gm_client_open(coordinator.address().c_str(), 0, 1, &client), GM_OK) << gm_last_error();
+  std::vector<gm_batch*> batches;
+  for (gm_batch* b = nullptr; gm_client_next(client, &b) == GM_OK && b != nullptr;)
+    batches.push_back(b);
+  gm_client_stats stats{};
+  ASSERT_EQ(gm_client_stats_get(client, &stats), GM_OK);
+  gm_client_close(client);
+  unsetenv("GOLDMINER_SECRET");
+  ASSERT_EQ(batches.size(), 6u);
+  EXPECT_EQ(stats.batches, 6u);
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const Batch& want = *sequence_[i];
+    EXPECT_EQ(std::string(gm_batch_key(batches[i], 0)), want.keys[0]);
+    EXPECT_EQ(gm_batch_key(batches[i], 2), nullptr);
+    EXPECT_EQ(gm_batch_dtype(batches[i]), GM_DTYPE_UINT8);
+    ASSERT_EQ(gm_batch_ndim(batches[i]), 4);
+    EXPECT_EQ(std::vector<int64_t>(gm_batch_shape(batches[i]), gm_batch_shape(batches[i]) + 4),
+              want.data.shape);
+    ASSERT_EQ(gm_batch_data_bytes(batches[i]), want.data.bytes.size());
+    EXPECT_EQ(
+        std::memcmp(gm_batch_data(batches[i]), want.data.bytes.data(), want.data.bytes.size()), 0);
+    EXPECT_EQ(gm_batch_labels(batches[i])[1], want.labels.data<int64_t>()[1]);
+    gm_batch_free(batches[i]);
+  }
+}
+
+TEST(ClientOptionsTest, GivenOnlySlurmVariablesThenRankAndWorldSizeComeFromThem) {
+  for (const char* name : {"RANK", "WORLD_SIZE"}) unsetenv(name);
+  setenv("SLURM_PROCID", "1", 1);
+  setenv("SLURM_NTASKS", "2", 1);
+  ClientOptions given;
+  given.coordinator = "127.0.0.1:9";
+  given.secret = std::string(64, 'a');
+  auto options = ResolveClientOptions(given);
+  setenv("RANK", "one", 1);
+  auto bad = ResolveClientOptions(given);
+  for (const char* name : {"RANK", "SLURM_PROCID", "SLURM_NTASKS"}) unsetenv(name);
+  ASSERT_TRUE(options.ok()) << options.status().message();
+  EXPECT_EQ(options->rank, 1);
+  EXPECT_EQ(options->world_size, 2);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("RANK=\"one\""), std::string::npos) << bad.status().message();
+}
+
+TEST(ClientCAbiTest, GivenAnUnreachableCoordinatorWhenOpeningThenTheErrorNamesIt) {
+  ASSERT_EQ(setenv("GOLDMINER_SECRET", std::string(64, 'a').c_str(), 1), 0);
+  gm_client* client = reinterpret_cast<gm_client*>(1);
+  int status = gm_client_open("127.0.0.1:1", 0, 1, &client);
+  EXPECT_EQ(status, GM_UNAVAILABLE);
+  EXPECT_EQ(client, nullptr);
+  EXPECT_NE(std::string(gm_last_error()).find("127.0.0.1:1"), std::string::npos) << gm_last_error();
+  EXPECT_EQ(gm_client_open("no-port", 0, 1, &client), GM_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(gm_last_error()).find("no-port"), std::string::npos) << gm_last_error();
+  unsetenv("GOLDMINER_SECRET");
+}
+
+}  // namespace
+}  // namespace gm

@@ -1,0 +1,153 @@
+// CoordinatorServer over real sockets, with a scripted worker and client.
+#include "launcher/coordinator_server.h"
+
+#include <gtest/gtest.h>
+
+#include "worker/auth.h"
+#include "worker/protocol.h"
+
+namespace gm {
+namespace {
+
+constexpr double kWait = 10;
+
+class CoordinatorServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    secret_ = *NewSecret();
+    CoordinatorConfig c;
+    c.secret = secret_;
+    // A range source of 10 samples in splits of 4 (rounded to batches of 2): 3 splits.
+    c.pipeline_doc = nlohmann::json::parse(
+        R"({"version": 1, "source": {"type": "range", "count": 10}, "stages": [],
+            "batch": {"size": 2}})");
+    c.pipeline_origin = "test.json";
+    c.base_dir = "/";
+    c.samples_per_split = 4;
+    c.epochs = 1;
+    auto server = CoordinatorServer::Start(c);
+    ASSERT_TRUE(server.ok()) << server.status().message();
+    server_ = std::move(*server);
+    port_ = std::stoi(server_->address().substr(server_->address().rfind(':') + 1));
+  }
+
+  Result<Socket> Connect(const std::string& role, const std::string& secret) {
+    GM_ASSIGN_OR_RETURN(Socket s, Socket::ConnectTcp("127.0.0.1", port_, kWait));
+    GM_RETURN_IF_ERROR(ClientHandshake(s, secret, role, Deadline::After(kWait), nullptr));
+    return s;
+  }
+
+  Frame Ask(Socket& s, MsgType type, const nlohmann::json& meta) {
+    EXPECT_TRUE(SendFrame(s, type, meta, Deadline::After(kWait)).ok());
+    auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWait));
+    EXPECT_TRUE(f.ok()) << f.status().message();
+    return f.ok() ? std::move(*f) : Frame{};
+  }
+
+  std::string secret_;
+  std::unique_ptr<CoordinatorServer> server_;
+  int port_ = 0;
+};
+
+TEST_F(CoordinatorServerTest, GivenAWorkerAndAClientThenTheEpochIsHandedOutAckedAndFinished) {
+  auto worker = Connect("worker", secret_);
+  ASSERT_TRUE(worker.ok()) << worker.status().message();
+  Frame reg = Ask(*worker, MsgType::kRegister, {{"data_addr", "127.0.0.1:9"}});
+  ASSERT_EQ(reg.type, MsgType::kRegistered);
+  EXPECT_EQ(reg.meta["pipeline"]["source"]["count"], 10);
+  EXPECT_EQ(reg.meta["samples_per_split"], 4);
+
+  auto client = Connect("client", secret_);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  Frame sub = Ask(*client, MsgType::kSubscribe, {{"rank", 0}, {"world_size", 1}});
+  ASSERT_EQ(sub.type, MsgType::kSubscribed);
+  EXPECT_EQ(sub.meta["batch_size"], 2);
+  Frame plan = Ask(*client, MsgType::kGetPlan, {{"epoch", 0}});
+  ASSERT_EQ(plan.type, MsgType::kPlan);
+  ASSERT_EQ(plan.meta["splits"].size(), 3u);
+  EXPECT_EQ(plan.meta["workers"], nlohmann::json::array({"127.0.0.1:9"}));
+
+  // The worker makes each split; the client acknowledges every batch.
+  for (int i = 0; i < 3; ++i) {
+    Frame a = Ask(*worker, MsgType::kGetSplit, nlohmann::json::object());
+    ASSERT_EQ(a.type, MsgType::kAssign);
+    ASSERT_EQ(a.meta["kind"], "assign") << a.meta.dump();
+    const uint64_t split = a.meta["split"];
+    const uint64_t count = split == 2 ? 1 : 2;  // 10 samples: 4, 4, 2 -> 2, 2, 1 batches
+    ASSERT_TRUE(SendFrame(*worker, MsgType::kSplitDone,
+                          {{"epoch", 0}, {"split", split}, {"batch_count", count}},
+                          Deadline::After(kWait)).ok());
+    nlohmann::json batches = nlohmann::json::array();
+    for (uint64_t b = 0; b < count; ++b) batches.push_back({split, b});
+    ASSERT_TRUE(SendFrame(*client, MsgType::kAck, {{"epoch", 0}, {"batches", batches}},
+                          Deadline::After(kWait)).ok());
+  }
+  EXPECT_TRUE(server_->WaitFinished(kWait));
+  Frame end = Ask(*client, MsgType::kGetPlan, {{"epoch", 1}});
+  EXPECT_EQ(end.meta.value("end", false), true);
+  CoordinatorSummary s = server_->Summary();
+  EXPECT_EQ(s.epochs_done, 1u);
+  EXPECT_EQ(s.state.acks, 5u);
+}
+
+TEST_F(CoordinatorServerTest, GivenAWrongSecretThenTheConnectionIsRefusedAndOthersAreServed) {
+  auto bad = Connect("worker", std::string(64, 'a'));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("authentication failed"), std::string::npos)
+      << bad.status().message();
+  auto good = Connect("client", secret_);
+  ASSERT_TRUE(good.ok()) << good.status().message();
+  EXPECT_EQ(Ask(*good, MsgType::kSubscribe, {{"rank", 0}, {"world_size", 1}}).type,
+            MsgType::kSubscribed);
+}
+
+TEST_F(CoordinatorServerTest, GivenGarbageBytesThenThatConnectionIsDroppedOnly) {
+  auto raw = Socket::ConnectTcp("127.0.0.1", port_, kWait);
+  ASSERT_TRUE(raw.ok());
+  std::string junk = "GET / HTTP/1.1\r\n\r\n";
+  iovec v{junk.data(), junk.size()};
+  (void)raw->SendAll(std::span<const iovec>(&v, 1), Deadline::After(kWait), "junk");
+  auto good = Connect("client", secret_);
+  ASSERT_TRUE(good.ok()) << good.status().message();
+}
+
+TEST_F(CoordinatorServerTest, GivenAClientOfAnotherWorldSizeThenItIsToldWhy) {
+  auto client = Connect("client", secret_);
+  ASSERT_TRUE(client.ok());
+  Frame f = Ask(*client, MsgType::kSubscribe, {{"rank", 1}, {"world_size", 2}});
+  EXPECT_EQ(f.type, MsgType::kError);
+  EXPECT_NE(f.meta.value("message", "").find("1 trainer rank"), std::string::npos) << f.meta;
+}
+
+TEST_F(CoordinatorServerTest, GivenAWorkerThatVanishesThenItsSplitGoesToTheNext) {
+  uint64_t first_split;
+  {
+    auto w1 = Connect("worker", secret_);
+    ASSERT_TRUE(w1.ok());
+    ASSERT_EQ(Ask(*w1, MsgType::kRegister, {{"data_addr", "127.0.0.1:1"}}).type,
+              MsgType::kRegistered);
+    Frame a = Ask(*w1, MsgType::kGetSplit, nlohmann::json::object());
+    ASSERT_EQ(a.meta["kind"], "assign");
+    first_split = a.meta["split"];
+  }  // w1's connection closes: it is gone
+  auto w2 = Connect("worker", secret_);
+  ASSERT_TRUE(w2.ok());
+  ASSERT_EQ(Ask(*w2, MsgType::kRegister, {{"data_addr", "127.0.0.1:2"}}).type,
+            MsgType::kRegistered);
+  // The first worker's exit is noticed when its connection thread sees the close;
+  // ask until its split comes back (bounded by the assertion's deadline).
+  Deadline deadline = Deadline::After(kWait);
+  uint64_t split = UINT64_MAX;
+  while (!deadline.expired()) {
+    Frame a = Ask(*w2, MsgType::kGetSplit, nlohmann::json::object());
+    if (a.meta["kind"] == "assign") {
+      split = a.meta["split"];
+      break;
+    }
+  }
+  EXPECT_EQ(split, first_split);
+  EXPECT_EQ(server_->Summary().state.reassignments, 1u);
+}
+
+}  // namespace
+}  // namespace gm

@@ -1,0 +1,451 @@
+// Tests of the data worker service (worker/worker_service.h, worker/data_server.h)
+// over real loopback sockets: a fake coordinator speaks connection 1 of
+// worker/messages.h and fake trainer clients speak connection 3.
+#include "worker/worker_service.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+#include "worker/auth.h"
+#include "worker/engine.h"
+#include "worker/protocol.h"
+#include "worker/socket.h"
+
+namespace gm {
+namespace {
+
+constexpr double kWait = 30;  // seconds; generous, only bounds a broken test
+
+const std::string& Secret() {
+  static const std::string secret = *NewSecret();
+  return secret;
+}
+
+// A coordinator that registers one worker, answers GET_SPLIT from a script (then
+// "wait") and records what the worker reports. A script entry with
+// "close_after": true closes the connection right after it is sent.
+class FakeCoordinator {
+ public:
+  FakeCoordinator(nlohmann::json registered, std::vector<nlohmann::json> script)
+      : registered_(std::move(registered)), script_(script.begin(), script.end()) {
+    auto listener = Listener::ListenTcp("127.0.0.1", 0);
+    EXPECT_TRUE(listener.ok()) << listener.status().message();
+    listener_ = std::move(*listener);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~FakeCoordinator() { thread_.join(); }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(listener_.port()); }
+
+  // Waits (up to kWait) until the connection has ended; false if it has not.
+  bool WaitEnded() {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, std::chrono::duration<double>(kWait), [&] { return ended_; });
+  }
+  std::vector<nlohmann::json> split_dones() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return split_dones_;
+  }
+  bool bye() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return bye_;
+  }
+  nlohmann::json register_meta() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return register_;
+  }
+
+ private:
+  void Serve() {
+    Converse();
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = true;
+    cv_.notify_all();
+  }
+
+  void Converse() {
+    auto socket = listener_.Accept(kWait);
+    ASSERT_TRUE(socket.ok()) << socket.status().message();
+    std::string role;
+    ASSERT_TRUE(ServerHandshake(*socket, Secret(), "coordinator", Deadline::After(kWait), &role).ok());
+    EXPECT_EQ(role, "worker");
+    auto reg = RecvFrame(*socket, FrameLimits{}, Deadline::After(kWait));
+    ASSERT_TRUE(reg.ok() && reg->type == MsgType::kRegister);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      register_ = reg->meta;
+    }
+    ASSERT_TRUE(SendFrame(*socket, MsgType::kRegistered, registered_, Deadline::After(kWait)).ok());
+    for (;;) {
+      auto frame = RecvFrame(*socket, FrameLimits{}, Deadline::After(kWait));
+      if (!frame.ok()) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (frame->type == MsgType::kSplitDone) split_dones_.push_back(frame->meta);
+      if (frame->type == MsgType::kBye) {
+        bye_ = true;
+        return;
+      }
+      if (frame->type != MsgType::kGetSplit) continue;  // HEARTBEAT
+      nlohmann::json answer = {{"kind", "wait"}, {"retry_s", 0.01}};
+      if (!script_.empty()) {
+        answer = script_.front();
+        script_.pop_front();
+      }
+      const bool close = answer.value("close_after", false);
+      answer.erase("close_after");
+      EXPECT_TRUE(SendFrame(*socket, MsgType::kAssign, answer, Deadline::After(kWait)).ok());
+      if (close) return;
+    }
+  }
+
+  const nlohmann::json registered_;
+  Listener listener_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<nlohmann::json> script_;       // guarded by mu_
+  std::vector<nlohmann::json> split_dones_;  // guarded by mu_
+  nlohmann::json register_;                  // guarded by mu_
+  bool bye_ = false;                         // guarded by mu_
+  bool ended_ = false;                       // guarded by mu_
+};
+
+nlohmann::json Assign(uint64_t split, uint64_t start = 0, int64_t end = -1) {
+  return {{"kind", "assign"}, {"epoch", 0},          {"split", split},
+          {"rank", 0},        {"start_batch", start}, {"end_batch", end}};
+}
+
+const nlohmann::json kExit = {{"kind", "exit"}};
+
+// A trainer client's data connection to a worker.
+Result<Socket> ConnectClient(int port, const std::string& secret, int64_t rank, int64_t credit) {
+  GM_ASSIGN_OR_RETURN(Socket s, Socket::ConnectTcp("127.0.0.1", port, kWait));
+  GM_RETURN_IF_ERROR(ClientHandshake(s, secret, "client", Deadline::After(kWait), nullptr));
+  GM_RETURN_IF_ERROR(SendFrame(s, MsgType::kSubscribe, {{"rank", rank}}, Deadline::After(kWait)));
+  if (credit > 0) {
+    GM_RETURN_IF_ERROR(SendFrame(s, MsgType::kCredit, {{"n", credit}}, Deadline::After(kWait)));
+  }
+  return s;
+}
+
+Status Credit(Socket& s, int64_t n) {
+  return SendFrame(s, MsgType::kCredit, {{"n", n}}, Deadline::After(kWait));
+}
+
+// The next BATCH; `*split_batches` (when given) is its split_batches field, or -1.
+Result<Batch> NextBatch(Socket& s, double timeout_s = kWait, int64_t* split_batches = nullptr) {
+  GM_ASSIGN_OR_RETURN(Frame frame, RecvFrame(s, FrameLimits{}, Deadline::After(timeout_s)));
+  EXPECT_EQ(frame.meta.value("rank", int64_t{-1}), 0);
+  if (split_batches) *split_batches = frame.meta.value("split_batches", int64_t{-1});
+  return DecodeBatch(std::move(frame));
+}
+
+class CollectSink : public BatchSink {
+ public:
+  Status Consume(const Batch& batch) override {
+    batches.push_back(batch);
+    return Status::Ok();
+  }
+  std::vector<Batch> batches;
+};
+
+void ExpectSameBatch(const Batch& got, const Batch& want) {
+  EXPECT_EQ(got.epoch, want.epoch);
+  EXPECT_EQ(got.split, want.split);
+  EXPECT_EQ(got.split_batch, want.split_batch);
+  EXPECT_EQ(got.keys, want.keys);
+  EXPECT_EQ(got.sample_indices, want.sample_indices);
+  EXPECT_EQ(got.data.shape, want.data.shape);
+  EXPECT_TRUE(got.data.bytes == want.data.bytes) << "data bytes differ, split_batch " << got.split_batch;
+  EXPECT_TRUE(got.labels.bytes == want.labels.bytes);
+}
+
+// Given 12 photos in two class directories and a pipeline of 4-sample batches in
+// splits of 8 samples: split 0 makes 2 batches, split 1 makes 1.
+class WorkerServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int c = 0; c < 2; ++c) {
+      for (int i = 0; i < 6; ++i) {
+        const std::string name = "corpus/" + std::string(i % 2 ? "cats/" : "dogs/") +
+                                 std::to_string(c) + "_" + std::to_string(i) + ".jpg";
+        dir_.Write(name, testing::ReadAll(testing::SourcePath("tests/data/engine/photo" +
+                                                              std::to_string(i) + ".jpg")));
+      }
+    }
+  }
+
+  static nlohmann::json PipelineDoc() {
+    return nlohmann::json::parse(R"({
+      "version": 1,
+      "source": {"type": "files", "root": "corpus", "pattern": "**/*.jpg", "label": "parent_dir"},
+      "stages": [{"op": "decode_jpeg"},
+                 {"op": "random_resized_crop", "size": [16, 16]},
+                 {"op": "flip", "p": 0.5},
+                 {"op": "to_tensor", "layout": "CHW", "dtype": "float32"}],
+      "batch": {"size": 4}, "shuffle": {"buffer": 8}, "seed": 7})");
+  }
+
+  nlohmann::json Registered() const {
+    return {{"worker_id", 1},       {"pipeline", PipelineDoc()},  {"pipeline_origin", "test.json"},
+            {"base_dir", dir_.path()}, {"samples_per_split", 8}, {"heartbeat_s", 0.05},
+            {"liveness_timeout_s", 5}};
+  }
+
+  std::unique_ptr<WorkerService> StartWorker(const FakeCoordinator& coordinator) {
+    WorkerServiceOptions options;
+    options.coordinator = coordinator.address();
+    options.threads = 2;
+    options.secret = Secret();
+    auto service = WorkerService::Start(options);
+    EXPECT_TRUE(service.ok()) << service.status().message();
+    return service.ok() ? std::move(*service) : nullptr;
+  }
+
+  // The batches RunSplit makes for `split` from `start`, made here directly.
+  std::vector<Batch> Reference(size_t split, uint64_t start = 0) {
+    PipelineOptions po;
+    po.samples_per_split = 8;
+    auto pipeline = Pipeline::FromJson(PipelineDoc(), "test.json", dir_.path(), po);
+    EXPECT_TRUE(pipeline.ok()) << pipeline.status().message();
+    CollectSink sink;
+    auto stats = RunSplit(*pipeline, EngineOptions{}, SplitTask{0, split, start, UINT64_MAX}, sink);
+    EXPECT_TRUE(stats.ok()) << stats.status().message();
+    return sink.batches;
+  }
+
+  // Waits (up to kWait) for Run() to return; stops the service if it does not.
+  static Status Finish(std::future<Status>& run, WorkerService& service) {
+    if (run.wait_for(std::chrono::duration<double>(kWait)) != std::future_status::ready) {
+      ADD_FAILURE() << "Run() did not return";
+      service.Stop();
+    }
+    return run.get();
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(WorkerServiceTest, GivenTwoAssignedSplits_WhenClientGrantsCredit_ThenItReceivesRunSplitsBatchesInOrder) {
+  FakeCoordinator coordinator(Registered(), {Assign(0), Assign(1), kExit});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  EXPECT_EQ(coordinator.register_meta()["data_addr"], service->data_addr());
+  EXPECT_EQ(service->data_addr(), "127.0.0.1:" + std::to_string(service->data_port()));
+  EXPECT_EQ(coordinator.register_meta()["threads"], 2);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+
+  auto client = ConnectClient(service->data_port(), Secret(), 0, 100);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  std::vector<Batch> want = Reference(0);
+  ASSERT_EQ(want.size(), 2u);
+  for (Batch& b : Reference(1)) want.push_back(std::move(b));
+  ASSERT_EQ(want.size(), 3u);
+  const std::vector<int64_t> want_split_batches = {-1, 2, 1};  // only on a split's last batch
+  for (size_t i = 0; i < want.size(); ++i) {
+    int64_t split_batches = 0;
+    auto got = NextBatch(*client, kWait, &split_batches);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ExpectSameBatch(*got, want[i]);
+    EXPECT_EQ(split_batches, want_split_batches[i]) << "batch " << i;
+  }
+
+  Status st = Finish(run, *service);
+  EXPECT_TRUE(st.ok()) << st.message();
+  ASSERT_TRUE(coordinator.WaitEnded());
+  EXPECT_TRUE(coordinator.bye());
+  const auto done = coordinator.split_dones();
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[0], (nlohmann::json{{"epoch", 0}, {"split", 0}, {"batch_count", 2}}));
+  EXPECT_EQ(done[1], (nlohmann::json{{"epoch", 0}, {"split", 1}, {"batch_count", 1}}));
+  EXPECT_EQ(service->splits_done(), 2u);
+}
+
+TEST_F(WorkerServiceTest, GivenStartBatch_WhenSplitIsMade_ThenEarlierBatchesAreSkippedAndCountIsWhole) {
+  FakeCoordinator coordinator(Registered(), {Assign(0, 1), kExit});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  auto client = ConnectClient(service->data_port(), Secret(), 0, 100);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+
+  auto got = NextBatch(*client);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  const std::vector<Batch> want = Reference(0, 1);
+  ASSERT_EQ(want.size(), 1u);
+  EXPECT_EQ(got->split_batch, 1u);
+  ExpectSameBatch(*got, want[0]);
+
+  EXPECT_TRUE(Finish(run, *service).ok());
+  ASSERT_TRUE(coordinator.WaitEnded());
+  ASSERT_EQ(coordinator.split_dones().size(), 1u);
+  EXPECT_EQ(coordinator.split_dones()[0]["batch_count"], 2);
+}
+
+TEST_F(WorkerServiceTest, GivenEndBatch_WhenSplitIsMade_ThenLaterBatchesAreNotSentAndNoneClaimsToBeLast) {
+  FakeCoordinator coordinator(Registered(), {Assign(0, 0, 1), kExit});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  auto client = ConnectClient(service->data_port(), Secret(), 0, 100);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+
+  int64_t split_batches = 0;
+  auto got = NextBatch(*client, kWait, &split_batches);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  ExpectSameBatch(*got, Reference(0)[0]);
+  EXPECT_EQ(split_batches, -1);  // batch 0 of 2 is not the split's last
+
+  EXPECT_TRUE(Finish(run, *service).ok());
+  ASSERT_TRUE(coordinator.WaitEnded());
+  ASSERT_EQ(coordinator.split_dones().size(), 1u);
+  EXPECT_EQ(coordinator.split_dones()[0]["batch_count"], 2);
+  EXPECT_FALSE(NextBatch(*client).ok());  // the worker closed the connection: nothing more came
+}
+
+TEST_F(WorkerServiceTest, GivenCreditOfOne_WhenBatchIsSent_ThenNextWaitsForTheNextCredit) {
+  FakeCoordinator coordinator(Registered(), {Assign(0), Assign(1), kExit});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  auto client = ConnectClient(service->data_port(), Secret(), 0, 1);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+
+  auto first = NextBatch(*client);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->split_batch, 0u);
+  // Without credit nothing more comes.
+  auto none = NextBatch(*client, 0.3);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kUnavailable);
+
+  ASSERT_TRUE(Credit(*client, 1).ok());
+  auto second = NextBatch(*client);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_EQ(second->split, 0u);
+  EXPECT_EQ(second->split_batch, 1u);
+  ASSERT_TRUE(Credit(*client, 5).ok());
+  auto third = NextBatch(*client);
+  ASSERT_TRUE(third.ok()) << third.status().message();
+  EXPECT_EQ(third->split, 1u);
+  EXPECT_TRUE(Finish(run, *service).ok());
+}
+
+TEST_F(WorkerServiceTest, GivenClientThatDisconnects_WhenItReconnects_ThenTheRestOfTheSplitFollows) {
+  FakeCoordinator coordinator(Registered(), {Assign(0), kExit});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  {
+    auto client = ConnectClient(service->data_port(), Secret(), 0, 1);
+    ASSERT_TRUE(client.ok()) << client.status().message();
+    auto first = NextBatch(*client);
+    ASSERT_TRUE(first.ok()) << first.status().message();
+    EXPECT_EQ(first->split_batch, 0u);
+  }
+  auto again = ConnectClient(service->data_port(), Secret(), 0, 10);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  auto second = NextBatch(*again);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  ExpectSameBatch(*second, Reference(0)[1]);
+  EXPECT_TRUE(Finish(run, *service).ok());
+  ASSERT_TRUE(coordinator.WaitEnded());
+  EXPECT_EQ(coordinator.split_dones().size(), 1u);
+}
+
+TEST_F(WorkerServiceTest, GivenWrongSecretGarbageAndSilentPeers_WhenTheyConnect_ThenGoodClientIsStillServed) {
+  FakeCoordinator coordinator(Registered(), {Assign(1), kExit});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+
+  auto silent = Socket::ConnectTcp("127.0.0.1", service->data_port(), kWait);
+  ASSERT_TRUE(silent.ok());
+  auto garbage = Socket::ConnectTcp("127.0.0.1", service->data_port(), kWait);
+  ASSERT_TRUE(garbage.ok());
+  std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(100, '\x7f');
+  iovec v{junk.data(), junk.size()};
+  ASSERT_TRUE(garbage->SendAll({&v, 1}, Deadline::After(kWait), "junk").ok());
+  auto impostor = ConnectClient(service->data_port(), std::string(64, 'b'), 0, 10);
+  ASSERT_FALSE(impostor.ok());
+  EXPECT_EQ(impostor.status().code(), Code::kInvalidArgument);
+
+  auto client = ConnectClient(service->data_port(), Secret(), 0, 10);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  auto got = NextBatch(*client);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  ExpectSameBatch(*got, Reference(1)[0]);
+  EXPECT_TRUE(Finish(run, *service).ok());
+}
+
+TEST_F(WorkerServiceTest, GivenCoordinatorClosesWhileWorkerWaitsForClient_ThenRunReturnsUnavailable) {
+  nlohmann::json assign = Assign(0);
+  assign["close_after"] = true;
+  FakeCoordinator coordinator(Registered(), {assign});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  Status st = Finish(run, *service);
+  EXPECT_EQ(st.code(), Code::kUnavailable) << st.message();
+  EXPECT_NE(st.message().find("coordinator " + coordinator.address()), std::string::npos)
+      << st.message();
+  EXPECT_TRUE(coordinator.split_dones().empty());
+}
+
+TEST_F(WorkerServiceTest, GivenExit_WhenAsked_ThenWorkerSaysByeAndReturnsOk) {
+  FakeCoordinator coordinator(Registered(), {{{"kind", "wait"}, {"retry_s", 0.01}}, kExit});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  EXPECT_TRUE(Finish(run, *service).ok());
+  ASSERT_TRUE(coordinator.WaitEnded());
+  EXPECT_TRUE(coordinator.bye());
+  EXPECT_EQ(service->splits_done(), 0u);
+}
+
+TEST_F(WorkerServiceTest, GivenStop_WhileWaitingForClient_ThenWorkerSaysByeWithoutSplitDone) {
+  FakeCoordinator coordinator(Registered(), {Assign(0)});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  service->Stop();
+  EXPECT_TRUE(Finish(run, *service).ok());
+  ASSERT_TRUE(coordinator.WaitEnded());
+  EXPECT_TRUE(coordinator.bye());
+  EXPECT_TRUE(coordinator.split_dones().empty());
+}
+
+TEST_F(WorkerServiceTest, GivenBadPipeline_WhenRegistering_ThenStartFailsNamingIt) {
+  nlohmann::json registered = Registered();
+  registered["pipeline"]["stages"][0]["op"] = "no_such_op";
+  FakeCoordinator coordinator(registered, {});
+  WorkerServiceOptions options;
+  options.coordinator = coordinator.address();
+  options.secret = Secret();
+  auto service = WorkerService::Start(options);
+  ASSERT_FALSE(service.ok());
+  EXPECT_NE(service.status().message().find("test.json"), std::string::npos)
+      << service.status().message();
+  EXPECT_TRUE(coordinator.WaitEnded());
+}
+
+TEST(ParseHostPortTest, GivenAddresses_ThenHostAndPortAreSplit) {
+  EXPECT_EQ(*ParseHostPort("node1:5000", "--x"), std::make_pair(std::string("node1"), 5000));
+  EXPECT_EQ(*ParseHostPort("[::1]:0", "--x"), std::make_pair(std::string("::1"), 0));
+  for (const char* bad : {"node1", ":5000", "node1:", "node1:70000", "::1:5", "h:5x"}) {
+    auto r = ParseHostPort(bad, "--coordinator");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--coordinator"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace gm

@@ -1,0 +1,103 @@
+// The trainer-side client of the data plane: one per trainer rank. It talks to the
+// coordinator (connection 2 of worker/messages.h) for the epoch's plan and the
+// worker list, and to every data worker (connection 3) for batches, which it hands
+// to the trainer in the rank's batch sequence (RankSequence, worker/batch_order.h)
+// whatever order they arrive in, each exactly once.
+//
+// Threads: one receiver thread per worker connection decodes BATCH frames into a
+// shared re-order buffer (a mutex and a condition variable). Next(), StartEpoch(),
+// Resume() and the destructor must be called from one thread at a time (the
+// trainer's); stats() and state() may be called from any thread at any time.
+// Every wait has a deadline: a client never blocks longer than
+// ClientOptions::timeout_s without any batch arriving.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+#include "worker/messages.h"
+#include "worker/sample.h"
+
+namespace gm {
+
+inline constexpr std::string_view kCoordinatorAddrEnv = "GOLDMINER_ADDR";
+inline constexpr double kDefaultClientTimeoutS = 300.0;
+// While Next() waits this long, the client asks the coordinator for the worker list
+// (and, for unknown split counts, the plan) again.
+inline constexpr double kClientRefreshS = 0.5;
+
+struct ClientOptions {
+  std::string coordinator;                    // "HOST:PORT" or "unix:PATH"; empty: $GOLDMINER_ADDR
+  std::string secret;                         // empty: LoadSecret()
+  int rank = -1;                              // -1: $RANK, else $SLURM_PROCID, else 0
+  int world_size = -1;                        // -1: $WORLD_SIZE, else $SLURM_NTASKS, else 1
+  int prefetch = kDefaultPrefetchBatches;     // initial credit per worker connection
+  double timeout_s = kDefaultClientTimeoutS;  // seconds without progress before an error
+  double connect_timeout_s = 5.0;             // per connection attempt, handshake included
+};
+
+// Fills the empty/-1 fields of `options` from the environment as documented above.
+// InvalidArgument when a variable is not a number, rank is outside [0, world_size),
+// or no coordinator address is given; NotFound when no secret is available.
+Result<ClientOptions> ResolveClientOptions(ClientOptions options);
+
+struct ClientStats {
+  double data_wait_s = 0;           // seconds spent inside Next()
+  uint64_t batches = 0;             // batches delivered to the trainer
+  uint64_t samples = 0;             // samples in them
+  uint64_t bytes = 0;               // data + label bytes delivered
+  uint64_t duplicates_dropped = 0;  // copies of consumed batches and batches past the share
+  uint64_t workers_connected = 0;   // worker connections open now
+  uint64_t connections_lost = 0;    // worker connections that broke
+};
+
+// Where a rank stands: batches of `epoch` consumed so far.
+struct ResumeState {
+  uint64_t epoch = 0;
+  uint64_t position = 0;
+};
+
+class Client {
+ public:
+  // Resolves `options`, connects to the coordinator (handshake as "client"),
+  // subscribes as options.rank. Unavailable when the coordinator cannot be reached;
+  // InvalidArgument "authentication failed" for a wrong secret, or when the
+  // coordinator's world size differs from options.world_size.
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+
+  // Says BYE to the coordinator, closes every connection and joins the threads.
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Fetches the plan of `epoch`, lays out this rank's sequence from its start, and
+  // connects to the plan's workers. Batches of the epoch already buffered are kept.
+  Status StartEpoch(uint64_t epoch);
+
+  // The next batch of the rank's sequence, blocking until it arrives; nullopt once
+  // the epoch's share has been delivered (call StartEpoch for the next one). Starts
+  // epoch 0 when no epoch was started. Unavailable, naming what it waited for, when
+  // timeout_s pass without a batch arriving or the coordinator goes away.
+  Result<std::optional<Batch>> Next();
+
+  // Tells the coordinator (RESUME) and restarts the sequence of state.epoch with its
+  // first state.position batches consumed. InvalidArgument when the position lies
+  // past a split whose count the coordinator's plan does not know yet (a position
+  // inside the first such split is fine).
+  Status Resume(const ResumeState& state);
+
+  ClientStats stats() const;
+  ResumeState state() const;
+  int rank() const;
+  int world_size() const;
+
+ private:
+  struct Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gm

@@ -1,0 +1,136 @@
+// The C ABI of include/goldminer/client.h over gm::Client. No C++ exception may
+// cross it: the client reports failures as Status values, and the few library
+// calls that can throw (allocation) are caught at this boundary.
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "include/goldminer/client.h"
+#include "worker/client.h"
+
+#define GM_API extern "C" __attribute__((visibility("default")))
+
+struct gm_client {
+  std::unique_ptr<gm::Client> client;
+};
+
+struct gm_batch {
+  gm::Batch batch;
+};
+
+static_assert(GM_DTYPE_FLOAT32 == static_cast<int>(gm::DType::kFloat32) &&
+              GM_DTYPE_INT64 == static_cast<int>(gm::DType::kInt64) &&
+              GM_DTYPE_INT32 == static_cast<int>(gm::DType::kInt32) &&
+              GM_DTYPE_UINT8 == static_cast<int>(gm::DType::kUInt8));
+static_assert(GM_LAYOUT_CHW == static_cast<int>(gm::Layout::kCHW) &&
+              GM_LAYOUT_HWC == static_cast<int>(gm::Layout::kHWC));
+static_assert(GM_UNAVAILABLE == static_cast<int>(gm::Code::kUnavailable) &&
+              GM_INTERNAL == static_cast<int>(gm::Code::kInternal));
+
+namespace {
+
+thread_local std::string last_error;
+
+int Fail(const gm::Status& status) {
+  last_error = status.message();
+  return static_cast<int>(status.code());
+}
+
+int FailArg(const char* what) { return Fail(gm::Status::InvalidArgument(what)); }
+
+// Runs `body` (returning int) with allocation failures turned into a status.
+template <typename F>
+int Guard(F&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return Fail(gm::Status::Internal("out of memory in the goldminer client"));
+  }
+}
+
+}  // namespace
+
+GM_API int gm_abi_version(void) { return GM_CLIENT_ABI_VERSION; }
+
+GM_API const char* gm_last_error(void) { return last_error.c_str(); }
+
+GM_API int gm_client_open(const char* coordinator, int rank, int world_size, gm_client** out) {
+  if (out == nullptr) return FailArg("gm_client_open: out is NULL");
+  *out = nullptr;
+  return Guard([&] {
+    gm::ClientOptions options;
+    if (coordinator != nullptr) options.coordinator = coordinator;
+    options.rank = rank;
+    options.world_size = world_size;
+    auto client = gm::Client::Connect(options);
+    if (!client.ok()) return Fail(client.status());
+    *out = new gm_client{std::move(*client)};
+    return 0;
+  });
+}
+
+GM_API int gm_client_next(gm_client* client, gm_batch** out) {
+  if (client == nullptr || out == nullptr) return FailArg("gm_client_next: client or out is NULL");
+  *out = nullptr;
+  return Guard([&] {
+    auto next = client->client->Next();
+    if (!next.ok()) return Fail(next.status());
+    if (next->has_value()) *out = new gm_batch{std::move(**next)};
+    return 0;
+  });
+}
+
+GM_API int gm_client_start_epoch(gm_client* client, uint64_t epoch) {
+  if (client == nullptr) return FailArg("gm_client_start_epoch: client is NULL");
+  return Guard([&] {
+    gm::Status status = client->client->StartEpoch(epoch);
+    return status.ok() ? 0 : Fail(status);
+  });
+}
+
+GM_API int gm_client_stats_get(const gm_client* client, gm_client_stats* out) {
+  if (client == nullptr || out == nullptr)
+    return FailArg("gm_client_stats_get: client or out is NULL");
+  gm::ClientStats s = client->client->stats();
+  *out = gm_client_stats{s.data_wait_s,        s.batches,           s.samples,         s.bytes,
+                         s.duplicates_dropped, s.workers_connected, s.connections_lost};
+  return 0;
+}
+
+GM_API int gm_client_state(const gm_client* client, uint64_t* epoch, uint64_t* position) {
+  if (client == nullptr || epoch == nullptr || position == nullptr) {
+    return FailArg("gm_client_state: client, epoch or position is NULL");
+  }
+  gm::ResumeState state = client->client->state();
+  *epoch = state.epoch;
+  *position = state.position;
+  return 0;
+}
+
+GM_API int gm_client_resume(gm_client* client, uint64_t epoch, uint64_t position) {
+  if (client == nullptr) return FailArg("gm_client_resume: client is NULL");
+  return Guard([&] {
+    gm::Status status = client->client->Resume({epoch, position});
+    return status.ok() ? 0 : Fail(status);
+  });
+}
+
+GM_API void gm_client_close(gm_client* client) { delete client; }
+
+GM_API const void* gm_batch_data(const gm_batch* b) { return b->batch.data.bytes.data(); }
+GM_API size_t gm_batch_data_bytes(const gm_batch* b) { return b->batch.data.bytes.size(); }
+GM_API int gm_batch_dtype(const gm_batch* b) { return static_cast<int>(b->batch.data.dtype); }
+GM_API int gm_batch_layout(const gm_batch* b) { return static_cast<int>(b->batch.layout); }
+GM_API int gm_batch_ndim(const gm_batch* b) { return static_cast<int>(b->batch.data.shape.size()); }
+GM_API const int64_t* gm_batch_shape(const gm_batch* b) { return b->batch.data.shape.data(); }
+GM_API size_t gm_batch_size(const gm_batch* b) { return b->batch.size(); }
+GM_API const int64_t* gm_batch_labels(const gm_batch* b) { return b->batch.labels.data<int64_t>(); }
+GM_API const char* gm_batch_key(const gm_batch* b, size_t i) {
+  return i < b->batch.keys.size() ? b->batch.keys[i].c_str() : nullptr;
+}
+GM_API uint64_t gm_batch_epoch(const gm_batch* b) { return b->batch.epoch; }
+GM_API uint64_t gm_batch_split(const gm_batch* b) { return b->batch.split; }
+GM_API uint64_t gm_batch_split_batch(const gm_batch* b) { return b->batch.split_batch; }
+GM_API void gm_batch_free(gm_batch* batch) { delete batch; }

@@ -1,0 +1,69 @@
+// ResolveClientOptions (worker/client.h): the client's settings from the environment.
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "worker/auth.h"
+#include "worker/client.h"
+
+namespace gm {
+namespace {
+
+Result<int> EnvInt(std::string_view name, bool* found) {
+  const char* value = std::getenv(std::string(name).c_str());
+  *found = value != nullptr && *value != '\0';
+  if (!*found) return 0;
+  int out = 0;
+  std::string_view text(value);
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return Status::InvalidArgument("environment variable " + std::string(name) + "=\"" +
+                                   std::string(text) + "\" is not an integer");
+  }
+  return out;
+}
+
+// The first of `names` that is set, else `fallback`.
+Result<int> EnvIntOr(std::initializer_list<std::string_view> names, int fallback) {
+  for (std::string_view name : names) {
+    bool found = false;
+    GM_ASSIGN_OR_RETURN(int value, EnvInt(name, &found));
+    if (found) return value;
+  }
+  return fallback;
+}
+
+}  // namespace
+
+Result<ClientOptions> ResolveClientOptions(ClientOptions options) {
+  if (options.coordinator.empty()) {
+    const char* addr = std::getenv(std::string(kCoordinatorAddrEnv).c_str());
+    if (addr == nullptr || *addr == '\0') {
+      return Status::InvalidArgument("no coordinator address: set " +
+                                     std::string(kCoordinatorAddrEnv) +
+                                     " (HOST:PORT; `goldminer run` sets it for the trainer)");
+    }
+    options.coordinator = addr;
+  }
+  if (options.secret.empty()) {
+    GM_ASSIGN_OR_RETURN(options.secret, LoadSecret());
+  }
+  if (options.rank < 0) {
+    GM_ASSIGN_OR_RETURN(options.rank, EnvIntOr({"RANK", "SLURM_PROCID"}, 0));
+  }
+  if (options.world_size < 0) {
+    GM_ASSIGN_OR_RETURN(options.world_size, EnvIntOr({"WORLD_SIZE", "SLURM_NTASKS"}, 1));
+  }
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return Status::InvalidArgument("rank " + std::to_string(options.rank) +
+                                   " is not in [0, world size " +
+                                   std::to_string(options.world_size) + ")");
+  }
+  options.prefetch = std::max(options.prefetch, 1);
+  return options;
+}
+
+}  // namespace gm

@@ -1,0 +1,247 @@
+#include "worker/data_server.h"
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include "core/json.h"
+#include "core/log.h"
+#include "worker/auth.h"
+#include "worker/protocol.h"
+
+namespace gm {
+namespace {
+
+// Seconds the accept thread waits for a connection before it checks for shutdown.
+constexpr double kAcceptSliceS = 0.2;
+// Limits for what a client sends on the data port: small meta, never a payload.
+constexpr FrameLimits kClientLimits{64u << 10, 0};
+
+}  // namespace
+
+struct DataServer::Conn {
+  explicit Conn(Socket s) : socket(std::move(s)), peer(socket.peer()) {}
+  // Wakes this connection's reader (and fails a send under way) without closing
+  // the descriptor, which other threads may still be using.
+  void Hangup() { ::shutdown(socket.fd(), SHUT_RDWR); }
+
+  Socket socket;  // the reader thread receives, SendToRank sends
+  const std::string peer;
+  int64_t rank = -1;    // set by Subscribe before the connection is attached
+  uint64_t credit = 0;  // guarded by DataServer::mu_
+};
+
+DataServer::DataServer(Listener listener, std::string secret)
+    : listener_(std::move(listener)),
+      secret_(std::move(secret)),
+      port_(listener_.port()),
+      address_(listener_.address()) {}
+
+Result<std::unique_ptr<DataServer>> DataServer::Start(const std::string& host, int port,
+                                                      std::string secret) {
+  GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenTcp(host, port));
+  std::unique_ptr<DataServer> server(new DataServer(std::move(listener), std::move(secret)));
+  server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  return server;
+}
+
+DataServer::~DataServer() { Shutdown(); }
+
+void DataServer::AcceptLoop() {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    ReapFinished();
+    Result<Socket> socket = listener_.Accept(kAcceptSliceS);
+    if (!socket.ok()) {
+      if (socket.status().code() == Code::kUnavailable) continue;  // no one came
+      LogWarning("data port " + address_ + ": " + socket.status().message());
+      std::unique_lock<std::mutex> lock(mu_);  // e.g. out of descriptors: back off
+      cv_.wait_for(lock, std::chrono::duration<double>(kAcceptSliceS), [&] { return stopping_; });
+      continue;
+    }
+    auto conn = std::make_shared<Conn>(std::move(*socket));
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    conns_.push_back(ConnThread{std::thread([this, conn, done] {
+                                  Serve(conn);
+                                  done->store(true);
+                                }),
+                                conn, done});
+  }
+}
+
+void DataServer::ReapFinished() {
+  std::list<ConnThread> finished;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      auto next = std::next(it);
+      if (it->done->load()) finished.splice(finished.end(), conns_, it);
+      it = next;
+    }
+  }
+  for (ConnThread& c : finished) c.thread.join();
+}
+
+void DataServer::Serve(const std::shared_ptr<Conn>& conn) {
+  std::string role;
+  Status st = ServerHandshake(conn->socket, secret_, "worker",
+                              Deadline::After(kHandshakeTimeoutS), &role);
+  if (st.ok() && role != "client") {
+    st = Status::InvalidArgument("it connected as \"" + role + "\"; only clients may");
+    (void)SendFrame(conn->socket, MsgType::kError, {{"message", st.message()}},
+                    Deadline::After(kHandshakeTimeoutS));
+  }
+  if (st.ok()) st = Subscribe(*conn);
+  if (!st.ok()) {
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping = stopping_;
+    }
+    if (!stopping) {
+      // Socket errors name the peer already.
+      std::string why = st.message();
+      if (why.rfind(conn->peer + ": ", 0) == 0) why.erase(0, conn->peer.size() + 2);
+      LogWarning("data port " + address_ + ": dropped connection from " + conn->peer + ": " + why);
+    }
+    conn->Hangup();
+    return;
+  }
+  Attach(conn);
+  ReadCredit(conn);
+  Detach(conn);
+}
+
+Status DataServer::Subscribe(Conn& conn) {
+  GM_ASSIGN_OR_RETURN(Frame frame, RecvFrame(conn.socket, kClientLimits,
+                                              Deadline::After(kHandshakeTimeoutS)));
+  if (frame.type != MsgType::kSubscribe) {
+    return Status::Corrupt("sent " + std::string(MsgTypeName(frame.type)) +
+                           " where SUBSCRIBE was expected");
+  }
+  GM_ASSIGN_OR_RETURN(int64_t rank, JsonNode(frame.meta, "SUBSCRIBE").Int("rank"));
+  if (rank < 0) return Status::InvalidArgument("SUBSCRIBE: rank " + std::to_string(rank) + " < 0");
+  conn.rank = rank;
+  return Status::Ok();
+}
+
+void DataServer::Attach(const std::shared_ptr<Conn>& conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Conn>& slot = ranks_[conn->rank];
+  if (slot) {
+    LogDebug("data port " + address_ + ": rank " + std::to_string(conn->rank) + " reconnected from " +
+             conn->peer + "; dropping its connection from " + slot->peer);
+    slot->Hangup();
+  } else {
+    LogDebug("data port " + address_ + ": rank " + std::to_string(conn->rank) +
+             " connected from " + conn->peer);
+  }
+  slot = conn;
+  cv_.notify_all();
+}
+
+void DataServer::ReadCredit(const std::shared_ptr<Conn>& conn) {
+  const std::string who = "rank " + std::to_string(conn->rank) + " at " + conn->peer;
+  for (;;) {
+    // No deadline: a trainer may grant no credit for as long as it likes. Shutdown
+    // and a replacing connection end this wait with Hangup().
+    Result<Frame> frame = RecvFrame(conn->socket, kClientLimits, Deadline::Never());
+    if (!frame.ok()) {
+      const std::string line = "data port " + address_ + ": " + who + ": " + frame.status().message();
+      frame.status().code() == Code::kUnavailable ? LogDebug(line) : LogWarning(line);
+      return;
+    }
+    if (frame->type == MsgType::kBye) return;
+    Result<int64_t> n = frame->type == MsgType::kCredit
+                            ? JsonNode(frame->meta, "CREDIT").Int("n")
+                            : Result<int64_t>(Status::Corrupt(
+                                  "sent " + std::string(MsgTypeName(frame->type)) +
+                                  " where CREDIT was expected"));
+    if (n.ok() && *n < 1) n = Status::InvalidArgument("CREDIT: n " + std::to_string(*n) + " < 1");
+    if (!n.ok()) {
+      LogWarning("data port " + address_ + ": dropped " + who + ": " + n.status().message());
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    conn->credit += static_cast<uint64_t>(*n);
+    cv_.notify_all();
+  }
+}
+
+void DataServer::Detach(const std::shared_ptr<Conn>& conn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = ranks_.find(conn->rank);
+  if (it != ranks_.end() && it->second == conn) ranks_.erase(it);
+  conn->credit = 0;
+  conn->Hangup();
+  cv_.notify_all();
+}
+
+Result<std::shared_ptr<DataServer::Conn>> DataServer::TakeCredit(int64_t rank) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] {
+    if (!interrupt_.ok()) return true;
+    auto it = ranks_.find(rank);
+    return it != ranks_.end() && it->second->credit > 0;
+  });
+  if (!interrupt_.ok()) return interrupt_;
+  std::shared_ptr<Conn> conn = ranks_[rank];
+  --conn->credit;
+  return conn;
+}
+
+Status DataServer::SendToRank(int64_t rank, const Batch& batch, const nlohmann::json& extra) {
+  GM_RETURN_IF_ERROR(CheckBatch(batch));
+  nlohmann::json meta = EncodeBatchMeta(batch);
+  meta["rank"] = rank;
+  meta.update(extra);
+  const std::array<iovec, 2> payload = BatchPayload(batch);
+  for (;;) {
+    GM_ASSIGN_OR_RETURN(std::shared_ptr<Conn> conn, TakeCredit(rank));
+    Status st = SendFrame(conn->socket, MsgType::kBatch, meta, payload,
+                          Deadline::After(kBatchSendTimeoutS));
+    if (st.ok()) {
+      batches_sent_.fetch_add(1);
+      return Status::Ok();
+    }
+    LogWarning("data port " + address_ + ": sending batch " + std::to_string(batch.split_batch) +
+               " of split " + std::to_string(batch.split) + " to rank " + std::to_string(rank) +
+               " at " + conn->peer + " failed: " + st.message() +
+               "; it is sent again when the client reconnects");
+    Detach(conn);
+  }
+}
+
+void DataServer::Interrupt(Status why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (interrupt_.ok()) interrupt_ = std::move(why);
+  cv_.notify_all();
+}
+
+void DataServer::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (interrupt_.ok()) interrupt_ = Status::Cancelled("the data port " + address_ + " shut down");
+    cv_.notify_all();
+  }
+  if (accept_thread_.joinable()) accept_thread_.join();
+  std::list<ConnThread> conns;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    conns.swap(conns_);
+    ranks_.clear();
+    for (ConnThread& c : conns) c.conn->Hangup();
+  }
+  for (ConnThread& c : conns) c.thread.join();
+  listener_.Close();
+}
+
+}  // namespace gm

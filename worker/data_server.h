@@ -1,0 +1,102 @@
+// The data port of a data worker: trainer clients connect here and receive the
+// batches the worker makes for their rank (connection 3 of worker/messages.h).
+//
+// One accept thread, and one thread per accepted connection that runs the
+// handshake (the client's role must be "client"), reads SUBSCRIBE {rank} and
+// then adds each CREDIT {n} to the connection's credit. A connection that fails
+// the handshake, sends garbage or stays silent is logged (one warning naming the
+// peer) and dropped; the others are served on. The newest connection of a rank
+// replaces an older one. SendToRank waits until the rank has a connection with
+// credit, spends one credit and sends; when that connection breaks it waits for
+// the client to reconnect and sends the batch again there.
+//
+// Thread-safety: SendToRank is called by one thread at a time (the worker's
+// engine thread); Interrupt, Shutdown and the accessors are safe from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "worker/sample.h"
+#include "worker/socket.h"
+
+namespace gm {
+
+// Seconds a BATCH send may take once the client granted credit for it.
+inline constexpr double kBatchSendTimeoutS = 60.0;
+
+class DataServer {
+ public:
+  // Listens on `host`:`port` (0: the kernel picks one) and starts accepting.
+  // Unavailable naming the address when it cannot listen.
+  static Result<std::unique_ptr<DataServer>> Start(const std::string& host, int port,
+                                                   std::string secret);
+  ~DataServer();  // Shutdown()
+  DataServer(const DataServer&) = delete;
+  DataServer& operator=(const DataServer&) = delete;
+
+  // The bound port, and "host:port" as listened on.
+  int port() const { return port_; }
+  const std::string& address() const { return address_; }
+
+  // Sends `batch` as a BATCH frame (EncodeBatchMeta + {rank} + `extra`) on `rank`'s
+  // connection once it has credit, waiting as long as it takes for a client of
+  // that rank to connect or grant credit. OK once the frame was handed to the
+  // kernel; the status given to Interrupt() when interrupted while waiting (a
+  // send under way is finished first); InvalidArgument for an unsendable batch.
+  Status SendToRank(int64_t rank, const Batch& batch,
+                    const nlohmann::json& extra = nlohmann::json::object());
+
+  // Makes every current and later SendToRank wait return `why` (not OK). Final.
+  void Interrupt(Status why);
+
+  // Stops accepting, closes every connection and joins the threads. Idempotent.
+  void Shutdown();
+
+  // Batches handed to the kernel so far.
+  uint64_t batches_sent() const { return batches_sent_.load(); }
+
+ private:
+  struct Conn;
+  struct ConnThread {
+    std::thread thread;
+    std::shared_ptr<Conn> conn;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+
+  DataServer(Listener listener, std::string secret);
+  void AcceptLoop();
+  void ReapFinished();
+  void Serve(const std::shared_ptr<Conn>& conn);
+  Status Subscribe(Conn& conn);
+  void Attach(const std::shared_ptr<Conn>& conn);
+  void ReadCredit(const std::shared_ptr<Conn>& conn);
+  void Detach(const std::shared_ptr<Conn>& conn);
+  Result<std::shared_ptr<Conn>> TakeCredit(int64_t rank);
+
+  Listener listener_;
+  const std::string secret_;
+  const int port_;
+  const std::string address_;
+  std::atomic<uint64_t> batches_sent_{0};
+  std::thread accept_thread_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;                              // guarded by mu_
+  Status interrupt_;                                   // guarded by mu_
+  std::map<int64_t, std::shared_ptr<Conn>> ranks_;     // guarded by mu_
+  std::list<ConnThread> conns_;                        // guarded by mu_
+};
+
+}  // namespace gm

@@ -1,0 +1,339 @@
+#include "worker/worker_service.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstring>
+
+#include "core/clock.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "worker/auth.h"
+#include "worker/engine.h"
+#include "worker/messages.h"
+
+namespace gm {
+namespace {
+
+// Hands each batch of one assignment to its rank's client connection, one batch
+// late: the split's last batch carries split_batches (worker/messages.h), and only
+// the end of the split tells which batch was the last.
+class RankSink : public BatchSink {
+ public:
+  RankSink(DataServer& data, int64_t rank) : data_(data), rank_(rank) {}
+  Status Consume(const Batch& batch) override {
+    if (held_) GM_RETURN_IF_ERROR(data_.SendToRank(rank_, *held_));
+    held_ = batch;
+    return Status::Ok();
+  }
+  // Sends the batch held back; `split_batches` is the split's batch count.
+  Status Finish(uint64_t split_batches) {
+    if (!held_) return Status::Ok();
+    nlohmann::json extra = nlohmann::json::object();
+    if (held_->split_batch + 1 == split_batches) extra["split_batches"] = split_batches;
+    Status st = data_.SendToRank(rank_, *held_, extra);
+    held_.reset();
+    return st;
+  }
+
+ private:
+  DataServer& data_;
+  const int64_t rank_;
+  std::optional<Batch> held_;
+};
+
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
+std::string JoinHostPort(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Result<uint64_t> NonNegative(const JsonNode& m, std::string_view key) {
+  GM_ASSIGN_OR_RETURN(int64_t v, m.Int(key));
+  if (v < 0) return m.Error(std::string(key) + " is " + std::to_string(v) + ", expected >= 0");
+  return static_cast<uint64_t>(v);
+}
+
+}  // namespace
+
+Result<std::pair<std::string, int>> ParseHostPort(std::string_view text, std::string_view what) {
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument(std::string(what) + ": \"" + std::string(text) + "\" " +
+                                   std::string(why) + " (expected HOST:PORT)");
+  };
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return bad("has no host and port");
+  std::string host(text.substr(0, colon));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    return bad("needs brackets around its IPv6 address");
+  }
+  const std::string_view port_text = text.substr(colon + 1);
+  int port = -1;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
+      port < 0 || port > 65535) {
+    return bad("has no port number in 0..65535");
+  }
+  return std::make_pair(host, port);
+}
+
+WorkerService::WorkerService(const WorkerServiceOptions& options, std::unique_ptr<DataServer> data,
+                             Socket control)
+    : options_(options),
+      coordinator_(options.coordinator),
+      data_(std::move(data)),
+      control_(std::move(control)) {}
+
+WorkerService::~WorkerService() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    heartbeat_done_ = true;
+    cv_.notify_all();
+  }
+  if (heartbeat_thread_.joinable()) heartbeat_thread_.join();
+  data_->Shutdown();
+}
+
+Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceOptions& options) {
+  if (options.threads < 1) return Status::InvalidArgument("worker: --threads must be at least 1");
+  if (options.secret.empty()) {
+    return Status::InvalidArgument("worker: no run secret (set " + std::string(kSecretFileEnv) + ")");
+  }
+  GM_ASSIGN_OR_RETURN(auto coordinator, ParseHostPort(options.coordinator, "--coordinator"));
+  GM_ASSIGN_OR_RETURN(auto listen, ParseHostPort(options.listen, "--listen"));
+  Result<std::unique_ptr<DataServer>> data =
+      DataServer::Start(listen.first, listen.second, options.secret);
+  if (!data.ok()) return Status::IoError("--listen: " + data.status().message());
+  Result<Socket> control = Socket::ConnectTcp(coordinator.first, coordinator.second,
+                                              options.connect_timeout_s);
+  if (!control.ok()) return control.status().WithContext("the coordinator");
+  std::unique_ptr<WorkerService> service(
+      new WorkerService(options, std::move(*data), std::move(*control)));
+  std::string host = options.advertise_host;
+  if (host.empty()) {
+    const bool wildcard = listen.first == "0.0.0.0" || listen.first == "::" || listen.first.empty();
+    host = wildcard ? HostName() : listen.first;
+  }
+  service->data_addr_ = JoinHostPort(host, service->data_->port());
+  GM_RETURN_IF_ERROR(service->Register());
+  return service;
+}
+
+Status WorkerService::Register() {
+  const Deadline handshake = Deadline::After(kHandshakeTimeoutS);
+  GM_RETURN_IF_ERROR(ClientHandshake(control_, options_.secret, "worker", handshake, nullptr)
+                         .WithContext("coordinator " + coordinator_));
+  GM_RETURN_IF_ERROR(SendControl(MsgType::kRegister, {{"data_addr", data_addr_},
+                                                      {"host", HostName()},
+                                                      {"pid", static_cast<int64_t>(::getpid())},
+                                                      {"threads", options_.threads}}));
+  GM_ASSIGN_OR_RETURN(Frame reg, RecvControl(MsgType::kRegistered,
+                                             Deadline::After(options_.connect_timeout_s)));
+  const JsonNode m(reg.meta, "REGISTERED from coordinator " + coordinator_);
+  GM_ASSIGN_OR_RETURN(worker_id_, NonNegative(m, "worker_id"));
+  GM_ASSIGN_OR_RETURN(JsonNode doc, m.Get("pipeline"));
+  GM_ASSIGN_OR_RETURN(std::string origin, m.StringOr("pipeline_origin", "pipeline of " + coordinator_));
+  GM_ASSIGN_OR_RETURN(std::string base_dir, m.StringOr("base_dir", "."));
+  GM_ASSIGN_OR_RETURN(int64_t per_split, m.IntOr("samples_per_split", 256));
+  GM_ASSIGN_OR_RETURN(heartbeat_s_, m.NumberOr("heartbeat_s", kDefaultHeartbeatS));
+  GM_ASSIGN_OR_RETURN(liveness_timeout_s_, m.NumberOr("liveness_timeout_s", kDefaultLivenessTimeoutS));
+  if (per_split < 1 || !(heartbeat_s_ > 0) || !(liveness_timeout_s_ > 0)) {
+    return m.Error("samples_per_split, heartbeat_s and liveness_timeout_s must be positive");
+  }
+  PipelineOptions popts;
+  popts.threads = options_.threads;
+  popts.samples_per_split = static_cast<size_t>(per_split);
+  Result<Pipeline> pipeline = Pipeline::FromJson(doc.json(), origin, base_dir, popts);
+  if (!pipeline.ok()) {
+    (void)SendControl(MsgType::kError, {{"message", "worker " + data_addr_ + ": " +
+                                                        pipeline.status().message()}});
+    return pipeline.status();
+  }
+  pipeline_.emplace(std::move(*pipeline));
+  // Data the coordinator leaves unacknowledged this long fails the connection, so
+  // a coordinator whose host vanished is noticed within the liveness timeout.
+  const unsigned int user_timeout_ms = static_cast<unsigned int>(liveness_timeout_s_ * 1000);
+  (void)::setsockopt(control_.fd(), IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+                     sizeof user_timeout_ms);
+  LogDebug("worker " + std::to_string(worker_id_) + ": registered with " + coordinator_ +
+           "; data port " + data_addr_);
+  return Status::Ok();
+}
+
+Status WorkerService::SendControl(MsgType type, const nlohmann::json& meta) {
+  std::lock_guard<std::mutex> lock(send_mu_);
+  Status st = SendFrame(control_, type, meta, Deadline::After(liveness_timeout_s_));
+  if (st.ok()) last_send_.store(MonotonicSeconds());
+  return st;
+}
+
+Result<Frame> WorkerService::RecvControl(MsgType expected, Deadline deadline) {
+  Result<Frame> frame = RecvFrame(control_, FrameLimits{kMaxMetaBytes, 0}, deadline);
+  if (!frame.ok()) return Gone(frame.status());
+  if (frame->type == MsgType::kError) {
+    auto message = JsonNode(frame->meta, "ERROR").StringOr("message", "(no message)");
+    return Status::Unavailable("coordinator " + coordinator_ + " refused this worker: " +
+                               (message.ok() ? *message : message.status().message()));
+  }
+  if (frame->type != expected) {
+    return Status::Corrupt("coordinator " + coordinator_ + " sent " +
+                           std::string(MsgTypeName(frame->type)) + " where " +
+                           std::string(MsgTypeName(expected)) + " was expected");
+  }
+  return frame;
+}
+
+Status WorkerService::Gone(const Status& why) const {
+  return Status::Unavailable("the coordinator " + coordinator_ + " is gone (" + why.message() +
+                             "); this worker exits and its split is made elsewhere");
+}
+
+Status WorkerService::Run() {
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  Status st = Serve();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    heartbeat_done_ = true;
+    cv_.notify_all();
+  }
+  heartbeat_thread_.join();
+  data_->Shutdown();
+  control_.Close();
+  return st;
+}
+
+void WorkerService::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  data_->Interrupt(Status::Cancelled("the worker is stopping"));
+}
+
+Status WorkerService::Bye() {
+  Status st = SendControl(MsgType::kBye, nlohmann::json::object());
+  if (!st.ok()) LogWarning("worker: BYE to coordinator " + coordinator_ + " failed: " + st.message());
+  return Status::Ok();
+}
+
+Status WorkerService::Serve() {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!lost_.ok()) return Gone(lost_);
+      if (stop_) break;
+    }
+    Status sent = SendControl(MsgType::kGetSplit, nlohmann::json::object());
+    if (!sent.ok()) return Gone(sent);
+    GM_ASSIGN_OR_RETURN(Frame assign,
+                        RecvControl(MsgType::kAssign, Deadline::After(liveness_timeout_s_)));
+    const JsonNode m(assign.meta, "ASSIGN from coordinator " + coordinator_);
+    GM_ASSIGN_OR_RETURN(std::string kind, m.String("kind"));
+    if (kind == "assign") {
+      GM_RETURN_IF_ERROR(RunAssignment(assign.meta));
+    } else if (kind == "wait" || kind == "epoch_done" || kind == "drain") {
+      // Nothing is held between requests, so "drain" needs no more than "wait".
+      GM_RETURN_IF_ERROR(WaitRetry(assign.meta));
+    } else if (kind == "exit") {
+      break;
+    } else {
+      return m.Error("unknown kind \"" + kind + "\"");
+    }
+  }
+  return Bye();
+}
+
+Status WorkerService::RunAssignment(const nlohmann::json& assign) {
+  const JsonNode m(assign, "ASSIGN from coordinator " + coordinator_);
+  SplitTask task;
+  GM_ASSIGN_OR_RETURN(task.epoch, NonNegative(m, "epoch"));
+  GM_ASSIGN_OR_RETURN(task.split, NonNegative(m, "split"));
+  GM_ASSIGN_OR_RETURN(uint64_t rank, NonNegative(m, "rank"));
+  GM_ASSIGN_OR_RETURN(int64_t start, m.IntOr("start_batch", 0));
+  GM_ASSIGN_OR_RETURN(int64_t end, m.IntOr("end_batch", -1));
+  if (start < 0 || end < -1) return m.Error("start_batch must be >= 0 and end_batch >= -1");
+  task.start_batch = static_cast<uint64_t>(start);
+  task.end_batch = end < 0 ? UINT64_MAX : static_cast<uint64_t>(end);
+  const std::string what = "epoch " + std::to_string(task.epoch) + " split " +
+                           std::to_string(task.split);
+  LogDebug("worker " + std::to_string(worker_id_) + ": " + what + " for rank " +
+           std::to_string(rank) + ", batches " + std::to_string(start) + ".." +
+           (end < 0 ? std::string("end") : std::to_string(end - 1)));
+  RankSink sink(*data_, static_cast<int64_t>(rank));
+  EngineOptions engine;
+  engine.threads = options_.threads;
+  Result<RunStats> stats = RunSplit(*pipeline_, engine, task, sink);
+  if (stats.ok()) {
+    Status sent = sink.Finish(stats->split_batches);
+    if (!sent.ok()) stats = sent;
+  }
+  if (!stats.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!lost_.ok()) return Gone(lost_);
+    if (stop_) return Status::Ok();  // Serve() says BYE; the split is made elsewhere
+    return stats.status().WithContext(what);
+  }
+  splits_done_.fetch_add(1);
+  Status st = SendControl(MsgType::kSplitDone, {{"epoch", task.epoch},
+                                                {"split", task.split},
+                                                {"batch_count", stats->split_batches}});
+  return st.ok() ? Status::Ok() : Gone(st);
+}
+
+Status WorkerService::WaitRetry(const nlohmann::json& assign) {
+  GM_ASSIGN_OR_RETURN(double retry_s, JsonNode(assign, "ASSIGN from coordinator " + coordinator_)
+                                          .NumberOr("retry_s", heartbeat_s_));
+  retry_s = std::min(std::max(retry_s, 0.0), liveness_timeout_s_);
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::duration<double>(retry_s), [&] { return stop_ || !lost_.ok(); });
+  return Status::Ok();
+}
+
+void WorkerService::HeartbeatLoop() {
+  // Checking four times per heartbeat_s keeps the gap between frames under
+  // 1.25 * heartbeat_s and notices a closed connection within heartbeat_s / 4.
+  const auto tick = std::chrono::duration<double>(heartbeat_s_ / 4);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!heartbeat_done_) {
+    if (cv_.wait_for(lock, tick, [&] { return heartbeat_done_; })) return;
+    lock.unlock();
+    Status st = CheckControl();
+    lock.lock();
+    if (!st.ok()) {
+      lost_ = st;
+      cv_.notify_all();
+      lock.unlock();
+      data_->Interrupt(Gone(st));
+      return;
+    }
+  }
+}
+
+Status WorkerService::CheckControl() {
+  char byte = 0;
+  const ssize_t n = ::recv(control_.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return Status::Unavailable("it closed the connection");
+  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    return Status::Unavailable(std::strerror(errno));
+  }
+  if (MonotonicSeconds() - last_send_.load() < heartbeat_s_) return Status::Ok();
+  return SendControl(MsgType::kHeartbeat, {{"batches_sent", data_->batches_sent()},
+                                           {"splits_done", splits_done_.load()},
+                                           {"cpu_s", ProcessCpuSeconds()}});
+}
+
+}  // namespace gm

@@ -1,0 +1,122 @@
+// The data worker service behind `goldminer worker --coordinator HOST:PORT`.
+//
+// Start() listens on the data port (worker/data_server.h), connects to the
+// coordinator, runs the handshake as role "worker", sends REGISTER and builds the
+// pipeline from REGISTERED. Run() then asks for splits (GET_SPLIT) and makes each
+// assigned one with RunSplit, streaming its batches to the trainer client of the
+// assignment's rank one per credit, and reports SPLIT_DONE with the split's full
+// batch count; it follows connections 1 and 3 of worker/messages.h.
+//
+// While Run() runs, a heartbeat thread sends HEARTBEAT whenever the worker has
+// sent the coordinator nothing for heartbeat_s, and watches the control
+// connection: a coordinator that closes it, resets it or leaves data unacknowledged
+// for liveness_timeout_s (TCP_USER_TIMEOUT) is gone, and Run() returns
+// Unavailable naming it. A worker holds at most one split at a time and never
+// keeps one across GET_SPLIT calls.
+//
+// Thread-safety: Run() is called once, from one thread. Stop() and the accessors
+// are safe from any thread (not from a signal handler: call Stop() from a thread
+// that waits for the signal).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "worker/data_server.h"
+#include "worker/pipeline.h"
+#include "worker/protocol.h"
+#include "worker/socket.h"
+
+namespace gm {
+
+struct WorkerServiceOptions {
+  std::string coordinator;             // "HOST:PORT" of the run's coordinator
+  std::string listen = "127.0.0.1:0";  // the data port ("HOST:0": the kernel picks a port)
+  std::string advertise_host;          // host in data_addr; empty: see Start()
+  int threads = 1;                     // engine threads (>= 1)
+  std::string secret;                  // the run's secret (LoadSecret())
+  double connect_timeout_s = 10;       // connecting, and waiting for REGISTERED
+};
+
+// Splits "HOST:PORT" or "[IPV6]:PORT". InvalidArgument naming `what` (e.g.
+// "--coordinator") and the text when there is no port or it is not 0..65535.
+Result<std::pair<std::string, int>> ParseHostPort(std::string_view text, std::string_view what);
+
+class WorkerService {
+ public:
+  // Listens, connects and registers. data_addr is advertise_host (when set), else
+  // the listen host, or this machine's host name when listening on a wildcard
+  // ("0.0.0.0", "::"), with the bound port. IoError when the data port cannot
+  // listen; Unavailable when the coordinator cannot be reached, refuses the
+  // worker or closes before REGISTERED; InvalidArgument for a bad
+  // option, a failed handshake or a pipeline the worker cannot build (the
+  // coordinator is then sent ERROR naming it).
+  static Result<std::unique_ptr<WorkerService>> Start(const WorkerServiceOptions& options);
+  ~WorkerService();
+  WorkerService(const WorkerService&) = delete;
+  WorkerService& operator=(const WorkerService&) = delete;
+
+  // Serves until the coordinator says "exit" or Stop() is called: then sends BYE
+  // and returns OK. Unavailable naming the coordinator when it is gone;
+  // the engine's error when a split fails (on_error "fail"); Corrupt for a
+  // coordinator message that breaks the protocol. The data port is shut when it
+  // returns.
+  Status Run();
+
+  // Asks Run() to finish: a batch send under way completes, the split in hand is
+  // abandoned (the coordinator re-assigns it), BYE is sent and Run() returns OK.
+  void Stop();
+
+  int data_port() const { return data_->port(); }
+  const std::string& data_addr() const { return data_addr_; }
+  uint64_t worker_id() const { return worker_id_; }
+  uint64_t splits_done() const { return splits_done_.load(); }
+
+ private:
+  WorkerService(const WorkerServiceOptions& options, std::unique_ptr<DataServer> data,
+                Socket control);
+  Status Register();
+  Status SendControl(MsgType type, const nlohmann::json& meta);
+  Result<Frame> RecvControl(MsgType expected, Deadline deadline);
+  Status Bye();
+  Status Serve();
+  Status RunAssignment(const nlohmann::json& assign);
+  Status WaitRetry(const nlohmann::json& assign);
+  void HeartbeatLoop();
+  Status CheckControl();
+  Status Gone(const Status& why) const;
+
+  const WorkerServiceOptions options_;
+  const std::string coordinator_;
+  std::unique_ptr<DataServer> data_;
+  Socket control_;  // Run's thread receives; sends hold send_mu_
+  std::string data_addr_;
+  std::optional<Pipeline> pipeline_;
+  uint64_t worker_id_ = 0;
+  double heartbeat_s_ = 1;
+  double liveness_timeout_s_ = 10;
+  std::atomic<uint64_t> splits_done_{0};
+
+  std::mutex send_mu_;             // one sender on control_ at a time
+  std::atomic<double> last_send_{0};  // MonotonicSeconds() of the last control frame sent
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;            // guarded by mu_: Stop() was called
+  bool heartbeat_done_ = false;  // guarded by mu_: the heartbeat thread must end
+  Status lost_;                  // guarded by mu_: why the coordinator is gone
+  std::thread heartbeat_thread_;
+};
+
+}  // namespace gm
