@@ -109,6 +109,7 @@ class LocalRun {
                                              "GOLDMINER_RUN_ID=" + run_id_,
                                              "GOLDMINER_RUN_DIR=" + dir_.path,
                                              "PYTHONPATH=" + pythonpath,
+                                             "GOLDMINER_CLIENT_LIB=" + ClientLibraryPath(),
                                              "RANK=" + std::to_string(rank),
                                              "LOCAL_RANK=" + std::to_string(rank),
                                              "WORLD_SIZE=" + std::to_string(f_.world_size)}));

@@ -106,6 +106,18 @@ run ranks4 2 4 || { cat "$T/err" >&2; fail "run with 4 ranks"; }
 check ranks4 4 || fail "4 ranks get disjoint, equal shares"
 ok "4 trainer ranks: disjoint, equal shares"
 
+# A few steps of a real PyTorch training loop (CPU) fed by the workers.
+expect_rc 0 "a PyTorch training loop under goldminer run" -- "$GM" run --pipeline "$T/pipeline.json" \
+  --workers 2 --samples-per-split $SPLIT -- $PY "$SRC/examples/train/train.py" --steps 5 --classes 2
+tail -n 1 "$T/out" | $PY -c '
+import json, math, sys
+j = json.load(sys.stdin)
+assert j["steps"] == 5 and j["samples"] == 20, j
+assert math.isfinite(j["first_loss"]) and math.isfinite(j["last_loss"]), j
+assert j["input_shape"] == [4, 3, 32, 32], j
+assert j["loader"]["batches"] >= 5, j' || fail "the training loop ran 5 steps with finite loss"
+ok "5 training steps with finite loss on goldminer batches"
+
 # The trainer's exit code is the run's.
 expect_rc 7 "the run exits with the trainer's status" -- "$GM" run --pipeline "$T/pipeline.json" \
   --workers 1 -- $PY -c 'import sys; sys.exit(7)'
