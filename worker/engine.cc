@@ -220,8 +220,12 @@ class Batcher {
       item.status = CheckCollatable(pending_.front(), item.sample);
     }
     if (!item.status.ok()) return Skip(item);
+    // A full batch waits for the next sample or the split's end, so that the
+    // split's last batch goes out marked as such (Batch::last_of_split).
+    if (static_cast<int64_t>(pending_.size()) == p_.batch_size()) {
+      GM_RETURN_IF_ERROR(Flush(epoch, /*last=*/false));
+    }
     pending_.push_back(std::move(item.sample));
-    if (static_cast<int64_t>(pending_.size()) == p_.batch_size()) return Flush(epoch);
     return Status::Ok();
   }
 
@@ -229,7 +233,8 @@ class Batcher {
   // (or is dropped with drop_last).
   Status EndSplit(uint64_t epoch) {
     Status st = Status::Ok();
-    if (!pending_.empty() && !p_.drop_last()) st = Flush(epoch);
+    const bool full = static_cast<int64_t>(pending_.size()) == p_.batch_size();
+    if (full || (!pending_.empty() && !p_.drop_last())) st = Flush(epoch, /*last=*/true);
     pending_.clear();
     stats_.split_batches += split_batch_;
     split_batch_ = 0;
@@ -254,7 +259,7 @@ class Batcher {
     return Status::Ok();
   }
 
-  Status Flush(uint64_t epoch) {
+  Status Flush(uint64_t epoch, bool last) {
     const uint64_t split_batch = split_batch_++;
     if (split_batch < window_start_ || split_batch >= window_end_) {
       pending_.clear();
@@ -263,6 +268,7 @@ class Batcher {
     Batch batch = Collate(pending_, epoch, batch_index_++);
     batch.split = split_;
     batch.split_batch = split_batch;
+    batch.last_of_split = last;
     pending_.clear();
     stats_.samples += batch.size();
     ++stats_.batches;

@@ -105,6 +105,9 @@ struct Batch {
   uint64_t index = 0;        // batch number within the epoch (delivery order)
   size_t split = 0;          // the split its samples came from (a batch never spans two)
   uint64_t split_batch = 0;  // batch number within that split
+  // True for the split's last batch (so split_batch + 1 batches make the split).
+  // False for every other batch, and when drop_last dropped the split's tail.
+  bool last_of_split = false;
   Tensor data;
   Layout layout = Layout::kNone;  // of each sample
   Tensor labels;

@@ -27,25 +27,17 @@ namespace {
 class RankSink : public BatchSink {
  public:
   RankSink(DataServer& data, int64_t rank) : data_(data), rank_(rank) {}
+  // The split's last batch carries its batch count, so the client moves on to
+  // the next split without asking the coordinator.
   Status Consume(const Batch& batch) override {
-    if (held_) GM_RETURN_IF_ERROR(data_.SendToRank(rank_, *held_));
-    held_ = batch;
-    return Status::Ok();
-  }
-  // Sends the batch held back; `split_batches` is the split's batch count.
-  Status Finish(uint64_t split_batches) {
-    if (!held_) return Status::Ok();
     nlohmann::json extra = nlohmann::json::object();
-    if (held_->split_batch + 1 == split_batches) extra["split_batches"] = split_batches;
-    Status st = data_.SendToRank(rank_, *held_, extra);
-    held_.reset();
-    return st;
+    if (batch.last_of_split) extra["split_batches"] = batch.split_batch + 1;
+    return data_.SendToRank(rank_, batch, extra);
   }
 
  private:
   DataServer& data_;
   const int64_t rank_;
-  std::optional<Batch> held_;
 };
 
 std::string HostName() {
@@ -277,10 +269,6 @@ Status WorkerService::RunAssignment(const nlohmann::json& assign) {
   EngineOptions engine;
   engine.threads = options_.threads;
   Result<RunStats> stats = RunSplit(*pipeline_, engine, task, sink);
-  if (stats.ok()) {
-    Status sent = sink.Finish(stats->split_batches);
-    if (!sent.ok()) stats = sent;
-  }
   if (!stats.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!lost_.ok()) return Gone(lost_);

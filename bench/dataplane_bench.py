@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""Benchmark: the data plane, beside its peers, in one run.
+
+(a) Wire speed: one worker's data server sending ready 38 MB batches to one client
+    over loopback TCP (bench/wire_bench.cc), beside iperf3 single-stream TCP on the
+    same machine. Target: at least 80% of iperf3.
+(b) Service cost: images/s a trainer receives from N local worker processes under
+    `goldminer run` (bench/consume.py through goldminer.Loader), beside the same
+    pipeline in-process with N threads (`goldminer worker --local`). Target: the
+    service costs under 10%.
+Rounds alternate the runs; medians are printed.
+
+usage: dataplane_bench.py [--build build] [--images 2000] [--rounds 3] [--workers N]
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def last_json(out):
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def iperf3_gb_s(seconds=3):
+    port = free_port()
+    server = subprocess.Popen(["iperf3", "-s", "-1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(50):  # the server needs a moment to listen
+            r = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds),
+                                "-J"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            if r.returncode == 0:
+                return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 8e9
+        raise SystemExit("dataplane_bench: iperf3 did not run (apt-get install iperf3)")
+    finally:
+        server.wait(timeout=30)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--images", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args()
+    gm = os.path.join(args.build, "cmd", "goldminer")
+    work = os.path.join(args.build, "bench")
+    corpus = os.path.join(work, f"corpus-{args.images}")
+    subprocess.run([sys.executable, os.path.join(HERE, "make_corpus.py"), corpus, "--count",
+                    str(args.images)], check=True)
+    with open(os.path.join(ROOT, "examples", "imagenet", "pipeline.json")) as f:
+        spec = json.load(f)
+    spec["source"]["root"] = os.path.abspath(corpus)
+    pipeline = os.path.join(work, "pipeline.json")
+    with open(pipeline, "w") as f:
+        json.dump(spec, f, indent=1)
+
+    runs = {"wire": [], "iperf3": [], "service": [], "inproc": []}
+    for r in range(args.rounds):
+        print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr)
+        wire = subprocess.run([os.path.join(args.build, "bench", "wire_bench"), "--rounds", "3"],
+                              check=True, stdout=subprocess.PIPE, text=True).stdout
+        runs["wire"].append(last_json(wire)["median_gb_s"])
+        runs["iperf3"].append(iperf3_gb_s())
+        out = subprocess.run([gm, "-q", "run", "--pipeline", pipeline, "--workers",
+                              str(args.workers), "--", "/usr/bin/python3",
+                              os.path.join(HERE, "consume.py")],
+                             check=True, stdout=subprocess.PIPE, text=True).stdout
+        runs["service"].append(last_json(out)["images_per_s"])
+        out = subprocess.run([gm, "worker", "--local", "--pipeline", pipeline, "--threads",
+                              str(args.workers), "--json", "--no-progress"],
+                             check=True, stdout=subprocess.PIPE, text=True).stdout
+        runs["inproc"].append(last_json(out)["samples_per_s"])
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    print()
+    print(f"(a) loopback TCP, 38 MB batches, {args.rounds} rounds, medians")
+    print(f"    goldminer worker -> client: {med['wire']:.2f} GB/s; iperf3 single stream: "
+          f"{med['iperf3']:.2f} GB/s; ratio {med['wire'] / med['iperf3']:.2f}")
+    print(f"(b) ImageNet pipeline, {args.images} images, {args.workers} workers/threads, medians")
+    print(f"    via the service (goldminer run + Loader): {med['service']:.1f} images/s; "
+          f"in-process (worker --local): {med['inproc']:.1f} images/s; "
+          f"service cost {100 * (1 - med['service'] / med['inproc']):.1f}%")
+
+
+if __name__ == "__main__":
+    main()
