@@ -107,6 +107,8 @@ struct WorkerConn {
 
 struct Client::Impl {
   ClientOptions options;
+  // Buffers of batches the trainer is done with (Client::Recycle, gm_batch_free).
+  std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(16);
   std::string coordinator_name;
   Socket coordinator;
 
@@ -196,6 +198,7 @@ void Client::Impl::Receive(WorkerConn* conn) {
   Frame frame;
   Status status;
   while (true) {
+    if (frame.payload.capacity() == 0) frame.payload = pool->Take();
     status = RecvFrameInto(conn->socket, limits, Deadline::After(options.timeout_s), frame);
     if (!status.ok()) break;
     if (frame.type == MsgType::kError) {
@@ -480,5 +483,9 @@ ResumeState Client::state() const {
 
 int Client::rank() const { return impl_->options.rank; }
 int Client::world_size() const { return impl_->options.world_size; }
+
+void Client::Recycle(Batch&& batch) { impl_->pool->Give(std::move(batch.data.bytes)); }
+
+std::shared_ptr<BufferPool> Client::buffer_pool() const { return impl_->pool; }
 
 }  // namespace gm

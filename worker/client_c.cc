@@ -18,6 +18,7 @@ struct gm_client {
 
 struct gm_batch {
   gm::Batch batch;
+  std::shared_ptr<gm::BufferPool> pool;  // takes the data buffer back on gm_batch_free
 };
 
 static_assert(GM_DTYPE_FLOAT32 == static_cast<int>(gm::DType::kFloat32) &&
@@ -77,7 +78,7 @@ GM_API int gm_client_next(gm_client* client, gm_batch** out) {
   return Guard([&] {
     auto next = client->client->Next();
     if (!next.ok()) return Fail(next.status());
-    if (next->has_value()) *out = new gm_batch{std::move(**next)};
+    if (next->has_value()) *out = new gm_batch{std::move(**next), client->client->buffer_pool()};
     return 0;
   });
 }
@@ -133,4 +134,7 @@ GM_API const char* gm_batch_key(const gm_batch* b, size_t i) {
 GM_API uint64_t gm_batch_epoch(const gm_batch* b) { return b->batch.epoch; }
 GM_API uint64_t gm_batch_split(const gm_batch* b) { return b->batch.split; }
 GM_API uint64_t gm_batch_split_batch(const gm_batch* b) { return b->batch.split_batch; }
-GM_API void gm_batch_free(gm_batch* batch) { delete batch; }
+GM_API void gm_batch_free(gm_batch* batch) {
+  if (batch != nullptr && batch->pool) batch->pool->Give(std::move(batch->batch.data.bytes));
+  delete batch;
+}
