@@ -5,6 +5,8 @@ source "$(dirname "$0")/lib.sh"
 
 expect_rc 0 "cmake --install to a prefix" -- cmake --install "$BUILD" --prefix "$T/prefix"
 for f in bin/goldminer share/man/man1/goldminer.1 share/man/man1/goldminer-worker.1 \
+         share/man/man1/goldminer-run.1 share/man/man7/goldminer-protocol.7 \
+         lib/libgoldminer_client.so include/goldminer/client.h \
          share/man/man5/goldminer-pipeline.5 lib/goldminer/python/goldminer/stage.py; do
   [[ -f $T/prefix/$f ]] || fail "installed tree lacks $f"
   ok "installed $f"
@@ -24,5 +26,12 @@ expect_rc 0 "installed binary serves a map-style dataset" -- \
 tail -n 1 "$T/out" | $PY -c 'import json,sys; j=json.load(sys.stdin); assert j["samples"] == 100 and j["batches"] == 10, j' \
   || fail "dataset stage delivered 100 samples in 10 batches"
 ok "dataset stage delivered 100 samples in 10 batches"
+
+expect_rc 0 "installed run feeds a Python trainer through the installed client library" -- \
+  env -u PYTHONPATH -u GOLDMINER_CLIENT_LIB "$T/prefix/bin/goldminer" run \
+  --pipeline "$T/exec/dataset_pipeline.json" --workers 1 -- \
+  $PY -c 'import goldminer; print(sum(len(b["key"]) for b in goldminer.Loader()))'
+[[ $(tail -n 1 "$T/out") == 100 ]] || fail "the trainer received 100 samples, got: $(cat "$T/out")"
+ok "the trainer received all 100 samples"
 
 done_suite
