@@ -89,7 +89,8 @@ bool CoordinatorServer::DrainOneWorker() {
 
 CoordinatorSummary CoordinatorServer::Summary() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return CoordinatorSummary{state_.Stats(), epochs_done_, workers_registered_, refused_};
+  return CoordinatorSummary{state_.Stats(), epochs_done_, workers_registered_, refused_,
+                            worker_stages_};
 }
 
 void CoordinatorServer::Stop() {
@@ -260,6 +261,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
   if (stopping_) return Status::Cancelled("coordinator stopping");
   GM_RETURN_IF_ERROR(state_.Heartbeat(id, MonotonicSeconds()));
   const nlohmann::json& m = frame.meta;
+  if (m.contains("stages") && m["stages"].is_array()) worker_stages_[id] = m["stages"];
   switch (frame.type) {
     case MsgType::kGetSplit: {
       GM_ASSIGN_OR_RETURN(Assignment a, state_.RequestSplit(id));

@@ -49,6 +49,8 @@ struct CoordinatorSummary {
   uint64_t epochs_done = 0;
   uint64_t workers_registered = 0;
   uint64_t connections_refused = 0;  // failed handshakes and protocol errors
+  // The latest per-stage totals each worker reported (HEARTBEAT, SPLIT_DONE).
+  std::map<WorkerId, nlohmann::json> worker_stages;
 };
 
 class CoordinatorServer {
@@ -99,6 +101,7 @@ class CoordinatorServer {
   bool stopping_ = false;                      // guarded by mu_
   uint64_t workers_registered_ = 0;            // guarded by mu_
   uint64_t refused_ = 0;                       // guarded by mu_
+  std::map<WorkerId, nlohmann::json> worker_stages_;  // guarded by mu_
   std::vector<std::thread> connections_;       // guarded by mu_
   std::set<int> open_fds_;                     // guarded by mu_; shut down on Stop
 

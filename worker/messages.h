@@ -17,8 +17,11 @@
 //      C->W ASSIGN      {kind: "assign"|"wait"|"drain"|"exit"|"epoch_done",
 //                        epoch, split, rank, start_batch, end_batch (-1: to the
 //                        split's end), retry_s (for wait and epoch_done)}
-//      W->C SPLIT_DONE  {epoch, split, batch_count}
-//      W->C HEARTBEAT   {batches_sent, splits_done, cpu_s}  (when idle for heartbeat_s)
+//      W->C SPLIT_DONE  {epoch, split, batch_count, stages}
+//      W->C HEARTBEAT   {batches_sent, splits_done, making_split, cpu_s, stages}
+//                       (when nothing was sent for heartbeat_s); stages: the
+//                       worker's per-stage totals so far, [{name, count, cpu_s,
+//                       wall_s, bytes_in, bytes_out}]
 //      W->C BYE         {}  (clean exit after "exit")
 //    A worker whose coordinator connection fails exits (status 3) within the
 //    liveness timeout; its splits are re-made elsewhere.

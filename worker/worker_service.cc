@@ -268,7 +268,10 @@ Status WorkerService::RunAssignment(const nlohmann::json& assign) {
   RankSink sink(*data_, static_cast<int64_t>(rank));
   EngineOptions engine;
   engine.threads = options_.threads;
+  SetMaking(true);
   Result<RunStats> stats = RunSplit(*pipeline_, engine, task, sink);
+  SetMaking(false);
+  if (stats.ok()) AddStageTotals(stats->stages);
   if (!stats.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!lost_.ok()) return Gone(lost_);
@@ -278,7 +281,8 @@ Status WorkerService::RunAssignment(const nlohmann::json& assign) {
   splits_done_.fetch_add(1);
   Status st = SendControl(MsgType::kSplitDone, {{"epoch", task.epoch},
                                                 {"split", task.split},
-                                                {"batch_count", stats->split_batches}});
+                                                {"batch_count", stats->split_batches},
+                                                {"stages", StageTotalsJson()}});
   return st.ok() ? Status::Ok() : Gone(st);
 }
 
@@ -319,9 +323,44 @@ Status WorkerService::CheckControl() {
     return Status::Unavailable(std::strerror(errno));
   }
   if (MonotonicSeconds() - last_send_.load() < heartbeat_s_) return Status::Ok();
+  bool making;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    making = making_split_;
+  }
   return SendControl(MsgType::kHeartbeat, {{"batches_sent", data_->batches_sent()},
                                            {"splits_done", splits_done_.load()},
-                                           {"cpu_s", ProcessCpuSeconds()}});
+                                           {"making_split", making},
+                                           {"cpu_s", ProcessCpuSeconds()},
+                                           {"stages", StageTotalsJson()}});
+}
+
+void WorkerService::SetMaking(bool making) {
+  std::lock_guard<std::mutex> lock(mu_);
+  making_split_ = making;
+}
+
+void WorkerService::AddStageTotals(const std::vector<StageStats>& stages) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stage_totals_.empty()) stage_totals_ = stages;
+  else
+    for (size_t i = 0; i < stages.size() && i < stage_totals_.size(); ++i) {
+      stage_totals_[i].count += stages[i].count;
+      stage_totals_[i].cpu_s += stages[i].cpu_s;
+      stage_totals_[i].wall_s += stages[i].wall_s;
+      stage_totals_[i].bytes_in += stages[i].bytes_in;
+      stage_totals_[i].bytes_out += stages[i].bytes_out;
+    }
+}
+
+nlohmann::json WorkerService::StageTotalsJson() {
+  std::lock_guard<std::mutex> lock(mu_);
+  nlohmann::json out = nlohmann::json::array();
+  for (const StageStats& s : stage_totals_) {
+    out.push_back({{"name", s.name}, {"count", s.count}, {"cpu_s", s.cpu_s}, {"wall_s", s.wall_s},
+                   {"bytes_in", s.bytes_in}, {"bytes_out", s.bytes_out}});
+  }
+  return out;
 }
 
 }  // namespace gm

@@ -29,11 +29,13 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "worker/data_server.h"
+#include "worker/engine.h"
 #include "worker/pipeline.h"
 #include "worker/protocol.h"
 #include "worker/socket.h"
@@ -102,6 +104,11 @@ class WorkerService {
   std::unique_ptr<DataServer> data_;
   Socket control_;  // Run's thread receives; sends hold send_mu_
   std::string data_addr_;
+  void SetMaking(bool making);
+  // Per-stage costs of every split made so far, for HEARTBEAT and SPLIT_DONE.
+  void AddStageTotals(const std::vector<StageStats>& stages);
+  nlohmann::json StageTotalsJson();
+
   std::optional<Pipeline> pipeline_;
   uint64_t worker_id_ = 0;
   double heartbeat_s_ = 1;
@@ -116,6 +123,8 @@ class WorkerService {
   bool stop_ = false;            // guarded by mu_: Stop() was called
   bool heartbeat_done_ = false;  // guarded by mu_: the heartbeat thread must end
   Status lost_;                  // guarded by mu_: why the coordinator is gone
+  std::vector<StageStats> stage_totals_;  // guarded by mu_: all splits made so far
+  bool making_split_ = false;             // guarded by mu_: a split is being made
   std::thread heartbeat_thread_;
 };
 

@@ -12,6 +12,7 @@
 
 #include "test_util.h"
 #include "worker/protocol.h"
+#include "tests/unit/socket_pair.h"
 #include "worker/socket.h"
 
 namespace gm {
@@ -21,20 +22,8 @@ constexpr double kWait = 30;  // seconds; only bounds a broken test
 const std::string kSecret(64, 'a');
 const std::string kOtherSecret(64, 'b');
 
-struct Connection {
-  Socket client;
-  Socket server;
-};
-
-Connection TcpPair() {
-  auto listener = Listener::ListenTcp("127.0.0.1", 0);
-  EXPECT_TRUE(listener.ok()) << listener.status().message();
-  auto client = Socket::ConnectTcp("127.0.0.1", listener->port(), kWait);
-  EXPECT_TRUE(client.ok()) << client.status().message();
-  auto server = listener->Accept(kWait);
-  EXPECT_TRUE(server.ok()) << server.status().message();
-  return {std::move(*client), std::move(*server)};
-}
+using testing::Connection;
+using testing::TcpPair;
 
 struct Outcome {
   Status server;

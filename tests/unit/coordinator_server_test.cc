@@ -151,3 +151,24 @@ TEST_F(CoordinatorServerTest, GivenAWorkerThatVanishesThenItsSplitGoesToTheNext)
 
 }  // namespace
 }  // namespace gm
+
+namespace gm {
+namespace {
+
+TEST_F(CoordinatorServerTest, GivenAHeartbeatWithStageCostsThenTheSummaryKeepsThem) {
+  auto worker = Connect("worker", secret_);
+  ASSERT_TRUE(worker.ok());
+  ASSERT_EQ(Ask(*worker, MsgType::kRegister, {{"data_addr", "127.0.0.1:9"}}).type,
+            MsgType::kRegistered);
+  nlohmann::json stages = nlohmann::json::array({{{"name", "decode_jpeg"}, {"count", 3}}});
+  ASSERT_TRUE(SendFrame(*worker, MsgType::kHeartbeat, {{"stages", stages}},
+                        Deadline::After(kWait)).ok());
+  // A request after the heartbeat is answered only once the heartbeat was handled.
+  ASSERT_EQ(Ask(*worker, MsgType::kGetSplit, nlohmann::json::object()).type, MsgType::kAssign);
+  auto summary = server_->Summary();
+  ASSERT_EQ(summary.worker_stages.size(), 1u);
+  EXPECT_EQ(summary.worker_stages.begin()->second, stages);
+}
+
+}  // namespace
+}  // namespace gm

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "tests/unit/socket_pair.h"
 #include "worker/socket.h"
 
 namespace gm {
@@ -18,22 +19,8 @@ namespace {
 
 constexpr double kWait = 30;  // seconds; generous, only bounds a broken test
 
-struct Connection {
-  Socket client;  // the connecting side
-  Socket server;  // the accepted side
-};
-
-// A connected pair over loopback TCP. connect() completes against the listen
-// backlog, so no thread is needed to accept.
-Connection TcpPair() {
-  auto listener = Listener::ListenTcp("127.0.0.1", 0);
-  EXPECT_TRUE(listener.ok()) << listener.status().message();
-  auto client = Socket::ConnectTcp("127.0.0.1", listener->port(), kWait);
-  EXPECT_TRUE(client.ok()) << client.status().message();
-  auto server = listener->Accept(kWait);
-  EXPECT_TRUE(server.ok()) << server.status().message();
-  return {std::move(*client), std::move(*server)};
-}
+using testing::Connection;
+using testing::TcpPair;
 
 Connection UnixPair(const std::string& path) {
   auto listener = Listener::ListenUnix(path);
