@@ -160,7 +160,7 @@ class StopOnSignal {
     thread_ = std::thread([this, service] {
       int sig = 0;
       if (sigwait(&set_, &sig) == 0 && sig != SIGUSR1) {
-        LogInfo("worker: stopping on signal " + std::to_string(sig));
+        LogDebug("worker: stopping on signal " + std::to_string(sig));
         service->Stop();
       }
     });

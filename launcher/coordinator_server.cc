@@ -62,29 +62,11 @@ CoordinatorServer::~CoordinatorServer() { Stop(); }
 
 std::string CoordinatorServer::address() const { return listener_.address(); }
 
-bool CoordinatorServer::finished() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return finished_;
-}
-
 bool CoordinatorServer::WaitFinished(double timeout_s) {
   std::unique_lock<std::mutex> lock(mu_);
   return cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
                       [&] { return finished_ || stopping_; }) &&
          finished_;
-}
-
-size_t CoordinatorServer::live_workers() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return data_addr_.size();
-}
-
-bool CoordinatorServer::DrainOneWorker() {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = data_addr_.rbegin(); it != data_addr_.rend(); ++it) {
-    if (state_.Drain(it->first).ok()) return true;
-  }
-  return false;
 }
 
 CoordinatorSummary CoordinatorServer::Summary() const {

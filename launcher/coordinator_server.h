@@ -63,14 +63,9 @@ class CoordinatorServer {
 
   // "host:port" to give workers and clients.
   std::string address() const;
-  // True once every epoch of the run is done (all ranks acknowledged their shares).
-  bool finished() const;
-  // Waits until finished() or the deadline; true when finished.
+  // Waits until every epoch of the run is done (all ranks acknowledged their
+  // shares) or the timeout passes; true when done.
   bool WaitFinished(double timeout_s);
-  // Asks one live worker to drain (scale down); false when there is none.
-  bool DrainOneWorker();
-  // Live (registered, not lost or exited) workers.
-  size_t live_workers() const;
   CoordinatorSummary Summary() const;
   void Stop();
 
