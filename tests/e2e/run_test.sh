@@ -106,6 +106,22 @@ run ranks4 2 4 || { cat "$T/err" >&2; fail "run with 4 ranks"; }
 check ranks4 4 || fail "4 ranks get disjoint, equal shares"
 ok "4 trainer ranks: disjoint, equal shares"
 
+# The coordinator vanishes (`goldminer run` killed): the trainer gets a clear error
+# instead of hanging, and the workers exit within the liveness timeout.
+# The trainer outlives `run` (killed): it reports through a FIFO read with a deadline.
+mkfifo "$T/vanish.0.json"
+run vanish 2 1 GM_TEST_KILL_RUN_AFTER=2 2>/dev/null
+timeout 60 cat "$T/vanish.0.json" >"$T/vanish.result" ||
+  { cat "$T/err" >&2; fail "the trainer reported after the coordinator vanished"; }
+$PY - "$T/vanish.result" <<'PY' || fail "a vanished coordinator: clear error, workers gone"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["error"] and "coordinator" in j["error"], j
+assert j["workers_alive"] == [], j
+PY
+ok "coordinator gone: the loader raises a clear error and the workers exit"
+echo "    ($(cat "$T/vanish.result"))"
+
 # A few steps of a real PyTorch training loop (CPU) fed by the workers.
 expect_rc 0 "a PyTorch training loop under goldminer run" -- "$GM" run --pipeline "$T/pipeline.json" \
   --workers 2 --samples-per-split $SPLIT -- $PY "$SRC/examples/train/train.py" --steps 5 --classes 2

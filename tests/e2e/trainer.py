@@ -10,6 +10,9 @@ counted over the whole run):
   GM_TEST_ADD_AFTER=N     start one more `goldminer worker` that joins the run
   GM_TEST_RESUME_AFTER=N  save the loader's state, drop the loader, and continue
                           with a new loader restored from that state
+  GM_TEST_KILL_RUN_AFTER=N  kill -9 `goldminer run` itself (the coordinator): the
+                          loader must raise a clear error, and the workers must
+                          exit; OUT then holds {"error", "workers_alive"}
 usage: trainer.py OUT EPOCHS   ("{rank}" in OUT is replaced by the rank)
 """
 import json
@@ -17,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -38,6 +42,26 @@ def act(n, spawned):
         spawned.append(subprocess.Popen(
             [env["GM_TEST_GOLDMINER"], "worker", "--coordinator", env["GOLDMINER_ADDR"],
              "--threads", "1"]))
+
+
+def alive(pid):
+    return os.path.exists(f"/proc/{pid}") and "zombie" not in open(f"/proc/{pid}/status").read()
+
+
+def coordinator_vanishes(out, loader, it):
+    pids = workers()
+    os.kill(os.getppid(), signal.SIGKILL)
+    error = None
+    try:
+        for _ in it:
+            pass
+    except goldminer.ClientError as e:
+        error = str(e)
+    deadline = time.monotonic() + 30  # workers exit within the liveness timeout (5 s)
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with open(out, "w") as f:
+        json.dump({"error": error, "workers_alive": [p for p in pids if alive(p)]}, f)
 
 
 def main():
@@ -63,6 +87,8 @@ def main():
         seen[epoch].extend(batch["key"])
         n += 1
         act(n, spawned)
+        if os.environ.get("GM_TEST_KILL_RUN_AFTER") == str(n):
+            return coordinator_vanishes(out, loader, it)
         if resume_after == str(n) and not resumed:
             state = loader.state_dict()
             del it, loader
