@@ -53,10 +53,11 @@ std::string ClientMac(std::string_view secret, std::string_view nonce,
                                    std::string(client_nonce) + "|" + std::string(role));
 }
 
+// Covers the role the server's HELLO named, so a client can trust it.
 std::string ServerMac(std::string_view secret, std::string_view client_nonce,
-                      std::string_view nonce) {
+                      std::string_view nonce, std::string_view server_role) {
   return HmacSha256Hex(secret, "goldminer-server-v1|" + std::string(client_nonce) + "|" +
-                                   std::string(nonce));
+                                   std::string(nonce) + "|" + std::string(server_role));
 }
 
 // A string member of a handshake message, or "" when absent or not a string.
@@ -225,7 +226,8 @@ Status ServerHandshake(Socket& socket, std::string_view secret, std::string_view
                                           "\") does not know this run's secret"));
   }
   GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kWelcome,
-                               {{"mac", ServerMac(secret, client_nonce, nonce)}}, deadline));
+                               {{"mac", ServerMac(secret, client_nonce, nonce, server_role)}},
+                               deadline));
   if (client_role != nullptr) *client_role = role;
   return Status::Ok();
 }
@@ -251,7 +253,7 @@ Status ClientHandshake(Socket& socket, std::string_view secret, std::string_view
                                 {"mac", ClientMac(secret, nonce, client_nonce, client_role)}},
                                deadline));
   GM_ASSIGN_OR_RETURN(Frame welcome, Expect(socket, MsgType::kWelcome, deadline));
-  if (!SameMac(Field(welcome, "mac"), ServerMac(secret, client_nonce, nonce))) {
+  if (!SameMac(Field(welcome, "mac"), ServerMac(secret, client_nonce, nonce, role))) {
     return Status::InvalidArgument(socket.peer() + ": authentication failed: the server (role \"" +
                                    role + "\") does not know this run's secret");
   }

@@ -69,7 +69,7 @@ def server_handshake(sock, role):
     if not hmac.compare_digest(expected, auth["mac"]):
         send_frame(sock, ERROR, {"message": "authentication failed"})
         return False
-    send_frame(sock, WELCOME, {"mac": mac("goldminer-server-v1|%s|%s" % (auth["client_nonce"], nonce))})
+    send_frame(sock, WELCOME, {"mac": mac("goldminer-server-v1|%s|%s|%s" % (auth["client_nonce"], nonce, role))})
     return True
 
 
