@@ -189,16 +189,6 @@ std::vector<StageStats> EmptyStats(const Pipeline& p) {
   return stats;
 }
 
-void MergeStats(std::vector<StageStats>& into, const std::vector<StageStats>& from) {
-  for (size_t i = 0; i < into.size(); ++i) {
-    into[i].count += from[i].count;
-    into[i].cpu_s += from[i].cpu_s;
-    into[i].wall_s += from[i].wall_s;
-    into[i].bytes_in += from[i].bytes_in;
-    into[i].bytes_out += from[i].bytes_out;
-  }
-}
-
 // Forms batches from finished samples in sequence order and feeds the sink.
 class Batcher {
  public:
@@ -331,7 +321,7 @@ Status RunSplits(const Pipeline& p, const EngineOptions& o, uint64_t epoch,
   state.Stop();
   reader.join();
   for (auto& t : threads) t.join();
-  for (const auto& s : per_thread) MergeStats(stage_totals, s);
+  for (const auto& s : per_thread) MergeStageStats(stage_totals, s);
   return status;
 }
 
@@ -416,6 +406,20 @@ Result<RunStats> RunSplit(const Pipeline& pipeline, const EngineOptions& options
   stats.seconds = MonotonicSeconds() - t0;
   stats.cpu_s = ProcessCpuSeconds() - c0;
   return stats;
+}
+
+void MergeStageStats(std::vector<StageStats>& into, const std::vector<StageStats>& from) {
+  if (into.empty()) {
+    into = from;
+    return;
+  }
+  for (size_t i = 0; i < into.size() && i < from.size(); ++i) {
+    into[i].count += from[i].count;
+    into[i].cpu_s += from[i].cpu_s;
+    into[i].wall_s += from[i].wall_s;
+    into[i].bytes_in += from[i].bytes_in;
+    into[i].bytes_out += from[i].bytes_out;
+  }
 }
 
 }  // namespace gm

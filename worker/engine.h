@@ -74,6 +74,10 @@ struct RunStats {
 Result<RunStats> RunPipeline(const Pipeline& pipeline, const EngineOptions& options,
                              BatchSink& sink, EngineProgress* progress = nullptr);
 
+// Adds `from` to `into` stage by stage (same pipeline); an empty `into` becomes a
+// copy of `from`.
+void MergeStageStats(std::vector<StageStats>& into, const std::vector<StageStats>& from);
+
 // The epoch's split order: the source's order, or shuffled by (seed, epoch) when
 // the pipeline has a shuffle buffer. RunPipeline reads the splits in this order.
 std::vector<size_t> EpochSplitOrder(const Pipeline& pipeline, uint64_t epoch);

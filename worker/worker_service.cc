@@ -342,15 +342,7 @@ void WorkerService::SetMaking(bool making) {
 
 void WorkerService::AddStageTotals(const std::vector<StageStats>& stages) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (stage_totals_.empty()) stage_totals_ = stages;
-  else
-    for (size_t i = 0; i < stages.size() && i < stage_totals_.size(); ++i) {
-      stage_totals_[i].count += stages[i].count;
-      stage_totals_[i].cpu_s += stages[i].cpu_s;
-      stage_totals_[i].wall_s += stages[i].wall_s;
-      stage_totals_[i].bytes_in += stages[i].bytes_in;
-      stage_totals_[i].bytes_out += stages[i].bytes_out;
-    }
+  MergeStageStats(stage_totals_, stages);
 }
 
 nlohmann::json WorkerService::StageTotalsJson() {
