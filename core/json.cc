@@ -1,5 +1,7 @@
 #include "core/json.h"
 
+#include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -99,10 +101,17 @@ Result<double> JsonNode::AsNumber() const {
 }
 
 Result<int64_t> JsonNode::AsInt() const {
+  if (j_->is_number_unsigned()) {
+    const uint64_t u = j_->get<uint64_t>();
+    if (u <= static_cast<uint64_t>(INT64_MAX)) return static_cast<int64_t>(u);
+    return Expected("an integer below 2^63");
+  }
   if (j_->is_number_integer()) return j_->get<int64_t>();
   if (j_->is_number_float()) {
-    double d = j_->get<double>();
-    if (d == static_cast<double>(static_cast<int64_t>(d))) return static_cast<int64_t>(d);
+    // Only a whole number inside int64's range converts (a cast of anything else is
+    // undefined behaviour; found by fuzz_pipeline).
+    const double d = j_->get<double>();
+    if (d >= -0x1p63 && d < 0x1p63 && d == std::trunc(d)) return static_cast<int64_t>(d);
   }
   return Expected("an integer");
 }

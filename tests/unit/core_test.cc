@@ -114,3 +114,19 @@ TEST(JsonTest, NumberOverflowIsAnErrorNotAnException) {
 
 }  // namespace
 }  // namespace gm
+
+namespace gm {
+namespace {
+
+// Found by fuzz_pipeline: a huge float cast to int64 was undefined behaviour.
+TEST(JsonTest, IntegersOutsideInt64AreErrorsNotCasts) {
+  auto j = *ParseJson(R"({"a": 1.6e35, "b": 18446744073709551615, "c": 7.0, "d": -2.5})", "p.json");
+  JsonNode root(j, "p.json");
+  EXPECT_FALSE(root.Int("a").ok());
+  EXPECT_FALSE(root.Int("b").ok());
+  EXPECT_EQ(*root.Int("c"), 7);
+  EXPECT_FALSE(root.Int("d").ok());
+}
+
+}  // namespace
+}  // namespace gm
