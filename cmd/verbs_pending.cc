@@ -17,10 +17,6 @@ Verb Pending(std::string name, std::string summary, std::string issue) {
 
 }  // namespace
 
-Verb ProfileVerb() {
-  return Pending("profile", "Measure per-stage CPU cost, trainer demand and GPU stall",
-                 "planned: profile verb");
-}
 Verb PlanVerb() {
   return Pending("plan", "Compute worker count and placement; write plan.json + job.sbatch",
                  "planned: plan verb");

@@ -19,13 +19,14 @@ std::string InstalledPythonDir() {
   return "";
 }
 
-std::string InstalledClientLibrary() {
+// <prefix>/<libdir>/<name> beside the running executable's bin/, when it exists.
+std::string InstalledLibrary(const char* name) {
   std::error_code ec;
   std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
   std::filesystem::path prefix = exe.parent_path().parent_path();
   for (const char* libdir : {GOLDMINER_INSTALL_LIBDIR, "lib"}) {
-    std::filesystem::path lib = prefix / libdir / "libgoldminer_client.so";
+    std::filesystem::path lib = prefix / libdir / name;
     if (std::filesystem::exists(lib, ec)) return lib.string();
   }
   return "";
@@ -44,9 +45,19 @@ std::string PythonPackageDir() {
 std::string ClientLibraryPath() {
   const char* env = std::getenv("GOLDMINER_CLIENT_LIB");
   if (env != nullptr && *env != '\0') return env;
-  std::string installed = InstalledClientLibrary();
+  std::string installed = InstalledLibrary("libgoldminer_client.so");
   if (!installed.empty()) return installed;
   return std::string(GOLDMINER_BINARY_DIR) + "/client/libgoldminer_client.so";
+}
+
+std::string CuptiLibraryPath() {
+  const char* env = std::getenv("GOLDMINER_CUPTI_LIB");
+  if (env != nullptr && *env != '\0') return env;
+  std::string installed = InstalledLibrary("libgoldminer_cupti.so");
+  if (!installed.empty()) return installed;
+  std::string built = std::string(GOLDMINER_BINARY_DIR) + "/profiler/cupti/libgoldminer_cupti.so";
+  std::error_code ec;
+  return std::filesystem::exists(built, ec) ? built : "";
 }
 
 }  // namespace gm

@@ -25,4 +25,11 @@ std::string PythonPackageDir();
 // The Python package (goldminer.loader) searches the same way from its own place.
 std::string ClientLibraryPath();
 
+// The CUPTI injection library (libgoldminer_cupti.so, profiler/cupti/), first match of:
+//   1. $GOLDMINER_CUPTI_LIB when set and non-empty;
+//   2. <directory of the running executable>/../<libdir>/libgoldminer_cupti.so;
+//   3. <build tree>/profiler/cupti/libgoldminer_cupti.so when it exists.
+// Empty when none exists (the library is built only where CUPTI was found).
+std::string CuptiLibraryPath();
+
 }  // namespace gm

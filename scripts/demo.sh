@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The demo: makes a small corpus of real photos (crops of Debian's wallpapers), runs
 # the ImageNet training pipeline on it with a local data worker (throughput and
-# per-stage costs), then trains a small PyTorch model for a few steps fed by two
-# data worker processes under `goldminer run`. Assumes scripts/build.sh has built ./build.
+# per-stage costs), profiles a plain PyTorch program with its own DataLoader and
+# the same loop fed by goldminer (profile.json, runs.db, a trace), then trains it
+# for a few steps fed by two data worker processes under `goldminer run`.
+# Assumes scripts/build.sh has built ./build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 demo=build/demo
@@ -17,9 +19,20 @@ echo "== the first 128 samples again, written out as .npy batches"
 build/cmd/goldminer worker --local --pipeline "$demo/pipeline.json" --limit 128 --no-progress \
   --out "$demo/batches" | head -n 1
 echo
+echo "== goldminer profile: an unmodified PyTorch program with its own DataLoader (1 loader process)"
+build/cmd/goldminer profile --steps 6 --warmup-steps 2 --db "$demo/runs.db" -o "$demo/profile-torch.json" -- \
+  /usr/bin/python3 examples/train/torch_train.py "$demo/corpus" --workers 1 --epochs 2
+echo
+echo "== goldminer profile: the ImageNet pipeline, and the same loop fed by 2 data workers"
+build/cmd/goldminer profile --pipeline "$demo/pipeline.json" --samples 256 --steps 10 --warmup-steps 3 \
+  --epochs 3 --db "$demo/runs.db" -o "$demo/profile.json" --trace "$demo/trace.json" -- \
+  /usr/bin/python3 examples/train/train.py --epochs 3 --steps 0
+echo
 echo "== goldminer run: 2 data worker processes feed a PyTorch training loop (20 steps)"
 build/cmd/goldminer run --backend local --pipeline "$demo/pipeline.json" --workers 2 --epochs 3 -- \
   /usr/bin/python3 examples/train/train.py --epochs 3 --steps 20
 echo
 echo "Batches (.npy, loadable with numpy.load) and keys.tsv are in $demo/batches"
 echo "Pipeline file: $demo/pipeline.json (see: man -l man/goldminer-pipeline.5)"
+echo "Profiles: $demo/profile.json and $demo/profile-torch.json (man -l man/goldminer-profile.1),"
+echo "  also recorded in $demo/runs.db; trace: $demo/trace.json (open it in ui.perfetto.dev)"

@@ -15,6 +15,7 @@
 
 #include "core/clock.h"
 #include "core/log.h"
+#include "core/step_log.h"
 #include "worker/auth.h"
 #include "worker/protocol.h"
 #include "worker/reorder.h"
@@ -126,6 +127,8 @@ struct Client::Impl {
   std::vector<std::pair<uint64_t, uint64_t>> acks;  // (split, split_batch) not sent yet
   uint64_t ack_epoch = 0;
   Status deferred;  // a failure after a batch was taken, reported by the next call
+  // Set when $GOLDMINER_PROFILE_DIR is: one "S" line per batch Next() returns.
+  std::unique_ptr<StepLogWriter> step_log;
 
   ~Impl();
   Result<Frame> Request(MsgType type, const nlohmann::json& meta, MsgType answer);
@@ -428,6 +431,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& given) {
         "this trainer has world size " + std::to_string(options.world_size) + " but " +
         impl->coordinator_name + " runs with world size " + std::to_string(world));
   }
+  impl->step_log = StepLogWriter::FromEnvironment("goldminer");
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
@@ -444,6 +448,7 @@ Status Client::Resume(const ResumeState& state) {
 
 Result<std::optional<Batch>> Client::Next() {
   if (!impl_->deferred.ok()) return std::exchange(impl_->deferred, Status::Ok());
+  const uint64_t wait_begin_ns = impl_->step_log ? MonotonicNanos() : 0;
   const double started = MonotonicSeconds();
   bool started_epoch = false;
   {
@@ -464,6 +469,8 @@ Result<std::optional<Batch>> Client::Next() {
     // The batch is already consumed: hand it over, report a failure next time.
     if (done || impl_->acks.size() >= kAckBatch) impl_->deferred = impl_->FlushAcks();
   }
+  if (impl_->step_log && out.ok() && out->has_value())
+    impl_->step_log->Record({wait_begin_ns, MonotonicNanos(), (*out)->size()});
   return out;
 }
 

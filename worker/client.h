@@ -82,6 +82,9 @@ class Client {
   // the epoch's share has been delivered (call StartEpoch for the next one). Starts
   // epoch 0 when no epoch was started. Unavailable, naming what it waited for, when
   // timeout_s pass without a batch arriving or the coordinator goes away.
+  // When $GOLDMINER_PROFILE_DIR was set at Connect, each batch returned is also
+  // recorded as a step (wait begin/end, samples) for `goldminer profile`
+  // (core/step_log.h, source "goldminer").
   Result<std::optional<Batch>> Next();
 
   // Hands a consumed batch's data buffer back for the next received batch (saves

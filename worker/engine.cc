@@ -8,6 +8,7 @@
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <utility>
 
 #include "core/clock.h"
 #include "core/log.h"
@@ -154,21 +155,39 @@ void ReadSplits(const Pipeline& p, uint64_t epoch, const std::vector<size_t>& or
   state.ReaderDone();
 }
 
-// Runs one sample through every stage, accounting into `stats` (one per stage).
-Status ProcessSample(const Pipeline& p, const RunContext& run, Sample& s,
-                     std::vector<StageStats>& stats) {
+// What one stage thread accounts into: per-stage stats and, when asked, spans.
+struct StageThreadStats {
+  std::vector<StageStats> stages;
+  std::vector<StageSpan> spans;
+  int thread = 0;
+};
+
+// Runs one sample through every stage, accounting into `acc`.
+Status ProcessSample(const Pipeline& p, const RunContext& run, const EngineOptions& o,
+                     Sample& s, StageThreadStats& acc) {
   const auto& stages = p.stages();
+  const bool keep_span = o.spans != nullptr && acc.spans.size() < o.spans->max_per_thread();
   for (size_t i = 0; i < stages.size(); ++i) {
-    StageStats& st = stats[i];
+    StageStats& st = acc.stages[i];
     const uint64_t in = s.payload_bytes();
-    const double w0 = MonotonicSeconds(), c0 = ThreadCpuSeconds();
+    double w0 = 0, c0 = 0;
+    if (o.time_stages) w0 = MonotonicSeconds(), c0 = ThreadCpuSeconds();
     Status r = stages[i]->Apply(s, run);
-    st.cpu_s += ThreadCpuSeconds() - c0 + s.extra_cpu_s;
-    st.wall_s += MonotonicSeconds() - w0;
+    if (o.time_stages) {
+      const double w1 = MonotonicSeconds();
+      st.cpu_s += ThreadCpuSeconds() - c0 + s.extra_cpu_s;
+      st.extra_cpu_s += s.extra_cpu_s;
+      st.wall_s += w1 - w0;
+      if (keep_span) {
+        acc.spans.push_back(StageSpan{static_cast<int>(i), acc.thread, s.index, w0, w1});
+      }
+    }
     s.extra_cpu_s = 0;
     ++st.count;
     st.bytes_in += in;
-    st.bytes_out += s.payload_bytes();
+    const uint64_t out = s.payload_bytes();
+    st.bytes_out += out;
+    st.peak_bytes_out = std::max(st.peak_bytes_out, out);
     if (!r.ok()) {
       return r.WithContext("stage " + std::to_string(stages[i]->stage()) + " (" +
                            stages[i]->name() + ")");
@@ -293,35 +312,50 @@ std::vector<size_t> SplitOrder(const Pipeline& p, uint64_t epoch) {
   return order;
 }
 
-// Runs the splits in `order` of `epoch` through the stages into `batcher`.
+// Runs the splits in `order` of `epoch` through the stages into `batcher`,
+// adding stage costs and thread CPU to `stats`.
 Status RunSplits(const Pipeline& p, const EngineOptions& o, uint64_t epoch,
-                 const std::vector<size_t>& order, Batcher& batcher,
-                 std::vector<StageStats>& stage_totals) {
+                 const std::vector<size_t>& order, Batcher& batcher, RunStats& stats) {
   const size_t inflight = o.inflight
                               ? o.inflight
                               : static_cast<size_t>(4 * o.threads + 2 * p.batch_size());
   EpochState state(inflight);
   const RunContext run{p.seed(), epoch};
-  std::vector<std::vector<StageStats>> per_thread(o.threads, EmptyStats(p));
+  std::vector<StageThreadStats> per_thread(static_cast<size_t>(o.threads));
+  std::vector<double> thread_cpu(per_thread.size(), 0.0);
+  double reader_cpu = 0;
   std::vector<std::thread> threads;
-  std::thread reader([&] { ReadSplits(p, epoch, order, o.limit, state); });
-  for (int t = 0; t < o.threads; ++t) {
+  std::thread reader([&] {
+    ReadSplits(p, epoch, order, o.limit, state);
+    reader_cpu = ThreadCpuSeconds();
+  });
+  for (size_t t = 0; t < per_thread.size(); ++t) {
+    per_thread[t].stages = EmptyStats(p);
+    per_thread[t].thread = static_cast<int>(t);
     threads.emplace_back([&, t] {
       Item item;
       while (state.TakeWork(item)) {
-        item.status = ProcessSample(p, run, item.sample, per_thread[t]);
+        item.status = ProcessSample(p, run, o, item.sample, per_thread[t]);
         state.Finish(std::move(item));
       }
+      thread_cpu[t] = ThreadCpuSeconds();
     });
   }
+  const double batcher_c0 = ThreadCpuSeconds();
   Status status = Status::Ok();
   Item item;
   while (status.ok() && state.TakeNext(item)) status = batcher.Add(std::move(item), epoch);
   batcher.EndEpoch();
+  stats.batcher_cpu_s += ThreadCpuSeconds() - batcher_c0;
   state.Stop();
   reader.join();
   for (auto& t : threads) t.join();
-  for (const auto& s : per_thread) MergeStageStats(stage_totals, s);
+  stats.reader_cpu_s += reader_cpu;
+  for (size_t t = 0; t < per_thread.size(); ++t) {
+    MergeStageStats(stats.stages, per_thread[t].stages);
+    stats.stage_threads_cpu_s += thread_cpu[t];
+    if (o.spans != nullptr) o.spans->Append(std::move(per_thread[t].spans));
+  }
   return status;
 }
 
@@ -374,7 +408,7 @@ Result<RunStats> RunPipeline(const Pipeline& pipeline, const EngineOptions& opti
     if (progress) progress->epoch.store(static_cast<uint64_t>(e));
     const uint64_t epoch = static_cast<uint64_t>(e);
     GM_RETURN_IF_ERROR(
-        RunSplits(pipeline, options, epoch, SplitOrder(pipeline, epoch), batcher, stats.stages));
+        RunSplits(pipeline, options, epoch, SplitOrder(pipeline, epoch), batcher, stats));
   }
   stats.seconds = MonotonicSeconds() - t0;
   stats.cpu_s = ProcessCpuSeconds() - c0;
@@ -401,8 +435,8 @@ Result<RunStats> RunSplit(const Pipeline& pipeline, const EngineOptions& options
   split_options.limit = -1;
   Batcher batcher(pipeline, split_options, sink, stats, progress);
   batcher.SetWindow(task.start_batch, task.end_batch);
-  GM_RETURN_IF_ERROR(RunSplits(pipeline, split_options, task.epoch, {task.split}, batcher,
-                               stats.stages));
+  GM_RETURN_IF_ERROR(
+      RunSplits(pipeline, split_options, task.epoch, {task.split}, batcher, stats));
   stats.seconds = MonotonicSeconds() - t0;
   stats.cpu_s = ProcessCpuSeconds() - c0;
   return stats;
@@ -416,10 +450,22 @@ void MergeStageStats(std::vector<StageStats>& into, const std::vector<StageStats
   for (size_t i = 0; i < into.size() && i < from.size(); ++i) {
     into[i].count += from[i].count;
     into[i].cpu_s += from[i].cpu_s;
+    into[i].extra_cpu_s += from[i].extra_cpu_s;
     into[i].wall_s += from[i].wall_s;
     into[i].bytes_in += from[i].bytes_in;
     into[i].bytes_out += from[i].bytes_out;
+    into[i].peak_bytes_out = std::max(into[i].peak_bytes_out, from[i].peak_bytes_out);
   }
+}
+
+void SpanRecorder::Append(std::vector<StageSpan> spans) {
+  std::lock_guard<std::mutex> lock(mu_);
+  spans_.insert(spans_.end(), spans.begin(), spans.end());
+}
+
+std::vector<StageSpan> SpanRecorder::Take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(spans_, {});
 }
 
 }  // namespace gm

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstddef>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,12 +32,40 @@ class BatchSink {
   virtual Status Consume(const Batch& batch) = 0;
 };
 
+// One stage applied to one sample, for traces (EngineOptions::spans).
+struct StageSpan {
+  int stage = 0;           // index into Pipeline::stages()
+  int thread = 0;          // stage thread number, 0..threads-1
+  uint64_t sample = 0;     // sample index
+  double begin_s = 0;      // MonotonicSeconds()
+  double end_s = 0;
+};
+
+// Collects stage spans from the stage threads, at most `max_per_thread` per thread
+// and run (the first ones). Thread-safe.
+class SpanRecorder {
+ public:
+  explicit SpanRecorder(size_t max_per_thread) : max_per_thread_(max_per_thread) {}
+  size_t max_per_thread() const { return max_per_thread_; }
+  void Append(std::vector<StageSpan> spans);
+  std::vector<StageSpan> Take();
+
+ private:
+  const size_t max_per_thread_;
+  std::mutex mu_;
+  std::vector<StageSpan> spans_;  // guarded by mu_
+};
+
 struct EngineOptions {
   int threads = 1;
   int epochs = 1;
   int64_t limit = -1;     // at most this many samples read per epoch (-1: all)
   size_t inflight = 0;    // max samples in flight; 0: 4 * threads + 2 * batch size
   size_t max_warnings = 20;  // skipped samples named one by one, then only counted
+  // Per-stage timing (StageStats cpu_s/wall_s). Off: those stay 0 and the engine
+  // reads no clock per stage (the profiler measures the timing's own overhead so).
+  bool time_stages = true;
+  SpanRecorder* spans = nullptr;  // not owned; null: no spans kept
 };
 
 // Live counters, written by the engine and readable from any thread (progress).
@@ -51,9 +80,11 @@ struct StageStats {
   std::string name;
   uint64_t count = 0;       // samples that went through the stage (including failures)
   double cpu_s = 0;         // thread CPU seconds (plus child processes' CPU for exec)
+  double extra_cpu_s = 0;   // the child processes' part of cpu_s
   double wall_s = 0;        // wall seconds
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
+  uint64_t peak_bytes_out = 0;  // largest output of one sample
 };
 
 struct RunStats {
@@ -63,6 +94,9 @@ struct RunStats {
   uint64_t split_batches = 0;  // batches formed, delivered or not (RunSplit: the split's count)
   double seconds = 0;      // wall time of the whole run
   double cpu_s = 0;        // process CPU seconds during the run
+  double reader_cpu_s = 0;  // CPU of the source-reading thread
+  double batcher_cpu_s = 0; // CPU of the calling thread (re-ordering, collation, sink)
+  double stage_threads_cpu_s = 0;  // CPU of the stage threads (stage work + queueing)
   int threads = 0;
   int epochs = 0;
   std::vector<StageStats> stages;

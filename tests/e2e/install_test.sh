@@ -7,7 +7,9 @@ expect_rc 0 "cmake --install to a prefix" -- cmake --install "$BUILD" --prefix "
 for f in bin/goldminer share/man/man1/goldminer.1 share/man/man1/goldminer-worker.1 \
          share/man/man1/goldminer-run.1 share/man/man7/goldminer-protocol.7 \
          lib/libgoldminer_client.so include/goldminer/client.h \
-         share/man/man5/goldminer-pipeline.5 lib/goldminer/python/goldminer/stage.py; do
+         share/man/man5/goldminer-pipeline.5 lib/goldminer/python/goldminer/stage.py \
+         share/man/man1/goldminer-profile.1 share/man/man5/goldminer-runs.db.5 \
+         lib/goldminer/python/goldminer/_profile_hook/sitecustomize.py; do
   [[ -f $T/prefix/$f ]] || fail "installed tree lacks $f"
   ok "installed $f"
 done
@@ -33,5 +35,25 @@ expect_rc 0 "installed run feeds a Python trainer through the installed client l
   $PY -c 'import goldminer; print(sum(len(b["key"]) for b in goldminer.Loader()))'
 [[ $(tail -n 1 "$T/out") == 100 ]] || fail "the trainer received 100 samples, got: $(cat "$T/out")"
 ok "the trainer received all 100 samples"
+
+# The CUPTI library is installed wherever CUDA's CUPTI was found at build time.
+if [[ -f /usr/local/cuda/include/cupti.h ]]; then
+  [[ -f $T/prefix/lib/libgoldminer_cupti.so ]] || fail "installed tree lacks lib/libgoldminer_cupti.so"
+  ok "installed lib/libgoldminer_cupti.so"
+fi
+
+cat >"$T/torch_prog.py" <<'PY'
+import torch
+loader = torch.utils.data.DataLoader(list(range(64)), batch_size=4)
+for epoch in range(2):
+    for batch in loader:
+        pass
+PY
+expect_rc 0 "installed profile measures an unmodified torch program through the installed hook" -- \
+  env -u PYTHONPATH -u GOLDMINER_PYTHONPATH "$T/prefix/bin/goldminer" profile --no-db -o "$T/p.json" \
+  --steps 10 --warmup-steps 2 -- $PY "$T/torch_prog.py"
+$PY -c 'import json,sys; t=json.load(open(sys.argv[1]))["trainer"]; assert t["source"] == "torch" and t["steps"] == 10 and t["batch_size"] == 4, t' "$T/p.json" \
+  || fail "the installed profile measured 10 torch steps"
+ok "the installed profile measured 10 torch steps of batch 4"
 
 done_suite

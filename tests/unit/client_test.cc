@@ -3,6 +3,7 @@
 #include "worker/client.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -10,10 +11,12 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "core/clock.h"
+#include "core/step_log.h"
 #include "include/goldminer/client.h"
 #include "tests/unit/test_util.h"
 #include "worker/auth.h"
@@ -394,6 +397,49 @@ TEST_F(ClientTest, GivenASlowWorkerThenDataWaitIsPositive) {
   ASSERT_TRUE(client.ok()) << client.status().message();
   EXPECT_EQ(Drain(**client), Expected());
   EXPECT_GT((*client)->stats().data_wait_s, 0.0);
+}
+
+TEST_F(ClientTest, GivenTheProfileDirVariableWhenDrainedThenEachBatchIsAStepInTheStepLog) {
+  FakeWorker worker(secret_, {Script{Items({0, 1, 2})}});
+  FakeCoordinator coordinator(secret_);
+  coordinator.SetPlan(Plan(false), {worker.address()});
+  testing::TempDir profile_dir;
+  const char* old = std::getenv("GOLDMINER_PROFILE_DIR");
+  const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
+  ASSERT_EQ(setenv("GOLDMINER_PROFILE_DIR", profile_dir.path().c_str(), 1), 0);
+  auto client = Client::Connect(Options(coordinator.address()));
+  if (saved) {
+    setenv("GOLDMINER_PROFILE_DIR", saved->c_str(), 1);
+  } else {
+    unsetenv("GOLDMINER_PROFILE_DIR");
+  }
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  EXPECT_EQ(Drain(**client), Expected());
+  const std::string path =
+      profile_dir.path() + "/steps." + std::to_string(::getpid()) + ".log";
+  auto open_log = ParseStepLog(testing::ReadAll(path), path);
+  ASSERT_TRUE(open_log.ok()) << open_log.status().message();
+  // No "O" line while the client is open: the "S" lines carry the cost of each
+  // record but the last.
+  EXPECT_EQ(open_log->overhead_records, open_log->steps.size() - 1);
+  client->reset();
+
+  auto logs = ReadStepLogs(profile_dir.path());
+  ASSERT_TRUE(logs.ok()) << logs.status().message();
+  ASSERT_EQ(logs->size(), 1u);
+  const StepLog& log = logs->front();
+  EXPECT_EQ(log.pid, ::getpid());
+  EXPECT_EQ(log.source, "goldminer");
+  ASSERT_EQ(log.steps.size(), sequence_.size());
+  for (size_t i = 0; i < log.steps.size(); ++i) {
+    EXPECT_EQ(log.steps[i].samples, sequence_[i]->size()) << "step " << i;
+    EXPECT_GE(log.steps[i].wait_end_ns, log.steps[i].wait_begin_ns) << "step " << i;
+    if (i > 0) {
+      EXPECT_GE(log.steps[i].wait_begin_ns, log.steps[i - 1].wait_end_ns) << "step " << i;
+    }
+  }
+  EXPECT_EQ(log.overhead_records, sequence_.size());
+  EXPECT_TRUE(log.errors.empty());
 }
 
 TEST_F(ClientTest, GivenTheCAbiWhenDrainedThenBatchesViewTheDataAndOutliveTheClient) {

@@ -1,0 +1,241 @@
+// `goldminer profile`: is this job input-bound, by how much, and which stage costs
+// the CPU? Runs the pipeline here (per-stage costs), the trainer for a bounded
+// number of steps (data wait, demand, GPU stall), and writes profile.json (what
+// `plan` reads), rows in runs.db, a table on the terminal and optionally a
+// Chrome/Perfetto trace. See man/goldminer-profile.1.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include "cmd/cli.h"
+#include "cmd/profile_render.h"
+#include "core/file_util.h"
+#include "core/log.h"
+#include "core/run_store.h"
+#include "profiler/pipeline_profile.h"
+#include "profiler/trace.h"
+#include "profiler/trainer_profile.h"
+#include "worker/pipeline.h"
+
+namespace gm::cli {
+namespace {
+
+struct ProfileFlags {
+  std::string pipeline;
+  uint64_t samples = 512;
+  uint64_t warmup = 64;
+  uint64_t steps = 100;
+  double seconds = 0;
+  uint64_t warmup_steps = 5;
+  double step_timeout_s = 120;
+  int workers = 2;
+  int threads_per_worker = 1;
+  int epochs = 1;
+  size_t samples_per_split = 256;
+  std::string db = "runs.db";
+  bool no_db = false;
+  std::string out = "profile.json";
+  std::string trace;
+  bool json = false;
+  bool no_cupti = false;
+  std::vector<std::string> command;
+};
+
+std::string UtcNow() {
+  char buf[32];
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+// A private directory for the trainer's logs, removed when done.
+struct TempDir {
+  std::string path;
+  static Result<TempDir> Make() {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/goldminer-profile-XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      return Status::IoError(templ + ": cannot create a temporary directory");
+    }
+    return TempDir{templ};
+  }
+  TempDir(std::string p) : path(std::move(p)) {}  // NOLINT(google-explicit-constructor)
+  TempDir(TempDir&& o) noexcept : path(std::exchange(o.path, {})) {}
+  TempDir& operator=(TempDir&&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
+
+void Say(const std::string& line) { LogInfo("profile: " + line); }
+
+// JSON text; invalid UTF-8 (a path or argument in another encoding) is replaced
+// rather than thrown on.
+std::string JsonText(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+Result<std::vector<std::string>> StageNames(const std::string& pipeline) {
+  GM_ASSIGN_OR_RETURN(Pipeline p, Pipeline::Load(pipeline));
+  std::vector<std::string> names;
+  for (const auto& op : p.stages()) names.push_back(op->name());
+  return names;
+}
+
+// Writes profile.json, the runs.db rows and the trace. The first failure is
+// returned, after trying the others (nothing measured is thrown away).
+Status WriteOutputs(const ProfileFlags& f, const Profile& profile, const TraceInput* trace) {
+  Status first = WriteFileAtomic(f.out, JsonText(ProfileToJson(profile), 2));
+  if (first.ok()) Say("wrote " + f.out);
+  if (!f.no_db) {
+    Result<int64_t> id = [&]() -> Result<int64_t> {
+      GM_ASSIGN_OR_RETURN(std::unique_ptr<SqliteRunStore> store, SqliteRunStore::Open(f.db));
+      return store->AddProfile(profile);
+    }();
+    if (id.ok()) {
+      Say("recorded as profile " + std::to_string(*id) + " in " + f.db);
+    } else if (first.ok()) {
+      first = id.status();
+    }
+  }
+  if (trace != nullptr && !f.trace.empty()) {
+    Status st = WriteFileAtomic(f.trace, JsonText(ChromeTrace(*trace), -1));
+    if (st.ok()) {
+      Say("wrote " + f.trace + " (open it in ui.perfetto.dev or chrome://tracing)");
+    } else if (first.ok()) {
+      first = st;
+    }
+  }
+  return first;
+}
+
+Result<int> RunProfile(const ProfileFlags& f) {
+  if (f.pipeline.empty() && f.command.empty()) {  // a usage error: exit 2
+    LogError("profile needs --pipeline FILE, a trainer command after --, or both; e.g. "
+             "goldminer profile --pipeline pipeline.json -- python3 train.py");
+    return kExitUsage;
+  }
+  Profile profile;
+  profile.created_utc = UtcNow();
+  profile.host = HostName();
+  profile.cores = UsableCores();
+  profile.goldminer_version = GOLDMINER_VERSION;
+  SpanRecorder spans(2000);
+  TraceInput trace;
+  if (!f.pipeline.empty()) {
+    PipelineProfileOptions po;
+    po.path = f.pipeline;
+    po.samples = f.samples;
+    po.warmup = f.warmup;
+    po.spans = f.trace.empty() ? nullptr : &spans;
+    po.progress = Say;
+    GM_ASSIGN_OR_RETURN(profile.pipeline, ProfilePipeline(po));
+    trace.spans = spans.Take();
+    if (!f.trace.empty()) {
+      GM_ASSIGN_OR_RETURN(trace.stage_names, StageNames(f.pipeline));
+    }
+  }
+  Status trainer_problem;
+  int exit_code = kExitOk;
+  if (!f.command.empty()) {
+    GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make());
+    TrainerRunOptions to;
+    to.command = f.command;
+    to.pipeline = f.pipeline;
+    to.workers = f.workers;
+    to.threads_per_worker = f.threads_per_worker;
+    to.epochs = f.epochs;
+    to.samples_per_split = f.samples_per_split;
+    to.warmup_steps = f.warmup_steps;
+    to.steps = f.steps;
+    to.seconds = f.seconds;
+    to.step_timeout_s = f.step_timeout_s;
+    to.inject_cupti = !f.no_cupti;
+    to.work_dir = dir.path;
+    to.progress = Say;
+    GM_ASSIGN_OR_RETURN(TrainerMeasurement m, ProfileTrainer(to));
+    profile.trainer = std::move(m.profile);
+    trace.steps = std::move(m.outcome.steps);
+    trace.gpu = std::move(m.outcome.gpu);
+    trainer_problem = m.problem;
+    if (!profile.trainer->stopped_by_profile && profile.trainer->exit_code != 0) {
+      LogWarning("profile: the trainer " + profile.trainer->exit + " before the profile "
+                 "stopped it; the figures cover its " +
+                 std::to_string(profile.trainer->steps) + " measured steps");
+      exit_code = kExitFailure;
+    }
+  }
+  SetVerdict(profile);
+  Status written = WriteOutputs(f, profile, &trace);
+  if (f.json) {
+    std::cout << JsonText(ProfileToJson(profile), 2);
+  } else {
+    std::cout << ProfileText(profile);
+  }
+  std::cout.flush();
+  if (!trainer_problem.ok()) return trainer_problem;
+  if (!written.ok()) return written;
+  return exit_code;
+}
+
+}  // namespace
+
+Verb ProfileVerb() {
+  return Verb{
+      "profile", "Measure per-stage CPU cost, trainer demand and GPU stall",
+      [](CLI::App& sub) {
+        auto f = std::make_shared<ProfileFlags>();
+        sub.add_option("--pipeline", f->pipeline,
+                       "pipeline.json: profile its stages here and feed the trainer from it")
+            ->check(CLI::ExistingFile);
+        sub.add_option("--samples", f->samples, "Samples per measured pipeline run")
+            ->check(CLI::Range(1, 100000000));
+        sub.add_option("--warmup", f->warmup, "Pipeline samples run first and not measured")
+            ->check(CLI::Range(0, 100000000));
+        sub.add_option("--steps", f->steps,
+                       "Trainer steps to measure (after the warm-up steps), then stop it; "
+                       "0: no limit")
+            ->check(CLI::Range(0, 100000000));
+        sub.add_option("--seconds", f->seconds,
+                       "Stop the trainer after this many seconds (0: no limit)")
+            ->check(CLI::Range(0.0, 1e9));
+        sub.add_option("--warmup-steps", f->warmup_steps, "Trainer steps not measured at start")
+            ->check(CLI::Range(0, 1000000));
+        sub.add_option("--step-timeout", f->step_timeout_s,
+                       "Stop the trainer when it makes no step for this many seconds")
+            ->check(CLI::Range(0.1, 1e9));
+        sub.add_option("--workers", f->workers, "Data workers that feed the trainer (with --pipeline)")
+            ->check(CLI::Range(1, 1024));
+        sub.add_option("--threads-per-worker", f->threads_per_worker, "Stage threads per worker")
+            ->check(CLI::Range(1, 1024));
+        sub.add_option("--epochs", f->epochs, "Epochs the workers serve the trainer")
+            ->check(CLI::Range(1, 100000));
+        sub.add_option("--samples-per-split", f->samples_per_split,
+                       "Samples per split of files/range sources (as for `run`)")
+            ->check(CLI::Range(1, 100000000));
+        sub.add_option("--db", f->db, "runs.db to record the profile in (SQLite)");
+        sub.add_flag("--no-db", f->no_db, "Do not record the profile in a runs.db");
+        sub.add_option("-o,--output", f->out, "Where to write profile.json");
+        sub.add_option("--trace", f->trace,
+                       "Also write a Chrome/Perfetto trace (stage spans, data waits, GPU activity)");
+        sub.add_flag("--json", f->json, "Print profile.json on stdout instead of the table");
+        sub.add_flag("--no-cupti", f->no_cupti,
+                     "Do not inject libgoldminer_cupti.so into the trainer (no GPU timeline)");
+        sub.add_option("command", f->command, "Trainer command, after --");
+        return std::function<Result<int>()>([f]() -> Result<int> { return RunProfile(*f); });
+      }};
+}
+
+}  // namespace gm::cli

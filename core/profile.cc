@@ -1,0 +1,419 @@
+#include "core/profile.h"
+
+#include <climits>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <utility>
+
+#include "core/json.h"
+
+namespace gm {
+namespace {
+
+using nlohmann::json;
+
+// ---- Writing -------------------------------------------------------------------
+
+// Optional values are left out of the document rather than written as null.
+void PutIfSet(json& j, const char* key, const std::optional<double>& v) {
+  if (v) j[key] = *v;
+}
+
+json ToJson(const StageProfile& s) {
+  return {{"index", s.index},
+          {"name", s.name},
+          {"stateless", s.stateless},
+          {"cpu_s_per_sample", s.cpu_s_per_sample},
+          {"wall_s_per_sample", s.wall_s_per_sample},
+          {"bytes_in_per_sample", s.bytes_in_per_sample},
+          {"bytes_out_per_sample", s.bytes_out_per_sample},
+          {"peak_bytes_out", s.peak_bytes_out},
+          {"cpu_share", s.cpu_share}};
+}
+
+json ToJson(const CutPoint& c) {
+  return {{"after_stage", c.after_stage},
+          {"allowed", c.allowed},
+          {"bytes_per_sample", c.bytes_per_sample},
+          {"remote_cpu_s_per_sample", c.remote_cpu_s_per_sample},
+          {"local_cpu_s_per_sample", c.local_cpu_s_per_sample},
+          {"reason", c.reason}};
+}
+
+json ToJson(const PipelineRun& r) {
+  return {{"threads", r.threads},
+          {"samples", r.samples},
+          {"seconds", r.seconds},
+          {"cpu_s", r.cpu_s},
+          {"samples_per_s", r.samples_per_s},
+          {"samples_per_cpu_s", r.samples_per_cpu_s}};
+}
+
+json ToJson(const StepProfile& s) {
+  json j = {{"step", s.step},
+            {"pid", s.pid},
+            {"wait_s", s.wait_s},
+            {"compute_s", s.compute_s},
+            {"samples", s.samples}};
+  PutIfSet(j, "gpu_busy_s", s.gpu_busy_s);
+  PutIfSet(j, "gpu_idle_s", s.gpu_idle_s);
+  PutIfSet(j, "gpu_stall_s", s.gpu_stall_s);
+  return j;
+}
+
+json ToJson(const GpuProfile& g) {
+  json j = {{"available", g.available},
+          {"reason", g.reason},
+          {"records", g.records},
+          {"dropped_records", g.dropped_records},
+          {"devices", g.devices},
+          {"busy_s", g.busy_s},
+          {"idle_s", g.idle_s},
+          {"stall_s", g.stall_s},
+          {"busy_fraction", g.busy_fraction},
+          {"stall_fraction", g.stall_fraction}};
+  PutIfSet(j, "instrumentation_overhead", g.instrumentation_overhead);
+  return j;
+}
+
+template <typename T>
+json ArrayOf(const std::vector<T>& items) {
+  json a = json::array();
+  for (const T& item : items) a.push_back(ToJson(item));
+  return a;
+}
+
+json ToJson(const PipelineProfile& p) {
+  return {{"path", p.path},
+          {"sha256", p.sha256},
+          {"batch_size", p.batch_size},
+          {"warmup_samples", p.warmup_samples},
+          {"samples", p.samples},
+          {"runs", ArrayOf(p.runs)},
+          {"cpu_s_per_sample", p.cpu_s_per_sample},
+          {"stage_cpu_s_per_sample", p.stage_cpu_s_per_sample},
+          {"reader_cpu_s_per_sample", p.reader_cpu_s_per_sample},
+          {"batcher_cpu_s_per_sample", p.batcher_cpu_s_per_sample},
+          {"queue_cpu_s_per_sample", p.queue_cpu_s_per_sample},
+          {"samples_per_s_per_core", p.samples_per_s_per_core},
+          {"peak_rss_bytes", p.peak_rss_bytes},
+          {"instrumentation_overhead", p.instrumentation_overhead},
+          {"stages", ArrayOf(p.stages)},
+          {"cuts", ArrayOf(p.cuts)}};
+}
+
+json ToJson(const TrainerProfile& t) {
+  return {{"command", t.command},
+          {"source", t.source},
+          {"workers", t.workers},
+          {"exit_code", t.exit_code},
+          {"exit", t.exit},
+          {"stopped_by_profile", t.stopped_by_profile},
+          {"steps_recorded", t.steps_recorded},
+          {"warmup_steps", t.warmup_steps},
+          {"steps", t.steps},
+          {"seconds", t.seconds},
+          {"samples_per_s", t.samples_per_s},
+          {"batch_size", t.batch_size},
+          {"step_s_median", t.step_s_median},
+          {"wait_s_median", t.wait_s_median},
+          {"wait_s_mean", t.wait_s_mean},
+          {"compute_s_median", t.compute_s_median},
+          {"demand_samples_per_s", t.demand_samples_per_s},
+          {"stall_fraction", t.stall_fraction},
+          {"instrumentation_s_per_step", t.instrumentation_s_per_step},
+          {"instrumentation_overhead", t.instrumentation_overhead},
+          {"gpu", ToJson(t.gpu)},
+          {"step_list", ArrayOf(t.step_list)}};
+}
+
+// ---- Reading -------------------------------------------------------------------
+// One Convert overload per type; all are declared here so the templates below see
+// every one of them.
+
+Status Convert(const JsonNode& n, double& out);
+Status Convert(const JsonNode& n, int& out);
+Status Convert(const JsonNode& n, uint64_t& out);
+Status Convert(const JsonNode& n, bool& out);
+Status Convert(const JsonNode& n, std::string& out);
+Status Convert(const JsonNode& n, StageProfile& out);
+Status Convert(const JsonNode& n, CutPoint& out);
+Status Convert(const JsonNode& n, PipelineRun& out);
+Status Convert(const JsonNode& n, PipelineProfile& out);
+Status Convert(const JsonNode& n, StepProfile& out);
+Status Convert(const JsonNode& n, GpuProfile& out);
+Status Convert(const JsonNode& n, TrainerProfile& out);
+
+template <typename T>
+Status Convert(const JsonNode& n, std::optional<T>& out) {
+  T value{};
+  GM_RETURN_IF_ERROR(Convert(n, value));
+  out = std::move(value);
+  return Status::Ok();
+}
+
+template <typename T>
+Status Convert(const JsonNode& n, std::vector<T>& out) {
+  GM_ASSIGN_OR_RETURN(std::vector<JsonNode> elements, n.Elements());
+  out.clear();
+  out.reserve(elements.size());
+  for (const JsonNode& element : elements) {
+    T value{};
+    GM_RETURN_IF_ERROR(Convert(element, value));
+    out.push_back(std::move(value));
+  }
+  return Status::Ok();
+}
+
+// Reads the members of one JSON object into a struct and keeps the first error, so
+// each reader below is a list of fields, one per line. Unknown members are ignored
+// (a newer minor version may add some); a missing optional member keeps the
+// struct's default.
+class Fields {
+ public:
+  explicit Fields(const JsonNode& node) : node_(node) {
+    if (!node.is_object()) status_ = node.Expected("an object");
+  }
+  template <typename T>
+  void Required(std::string_view key, T& out) {
+    Read(key, out, /*required=*/true);
+  }
+  template <typename T>
+  void Optional(std::string_view key, T& out) {
+    Read(key, out, /*required=*/false);
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  template <typename T>
+  void Read(std::string_view key, T& out, bool required) {
+    if (!status_.ok()) return;
+    Result<JsonNode> child = node_.Get(key);
+    if (!child.ok()) {
+      if (required) status_ = child.status();
+      return;
+    }
+    status_ = Convert(*child, out);
+  }
+
+  JsonNode node_;
+  Status status_;
+};
+
+Status Convert(const JsonNode& n, double& out) {
+  GM_ASSIGN_OR_RETURN(out, n.AsNumber());
+  return Status::Ok();
+}
+
+Status Convert(const JsonNode& n, int& out) {
+  GM_ASSIGN_OR_RETURN(int64_t v, n.AsInt());
+  if (v < INT_MIN || v > INT_MAX) return n.Expected("an integer of at most 31 bits");
+  out = static_cast<int>(v);
+  return Status::Ok();
+}
+
+Status Convert(const JsonNode& n, uint64_t& out) {
+  GM_ASSIGN_OR_RETURN(int64_t v, n.AsInt());
+  if (v < 0) return n.Expected("an integer >= 0");
+  out = static_cast<uint64_t>(v);
+  return Status::Ok();
+}
+
+Status Convert(const JsonNode& n, bool& out) {
+  GM_ASSIGN_OR_RETURN(out, n.AsBool());
+  return Status::Ok();
+}
+
+Status Convert(const JsonNode& n, std::string& out) {
+  GM_ASSIGN_OR_RETURN(out, n.AsString());
+  return Status::Ok();
+}
+
+// Required: what a plan is computed from and what identifies a measurement.
+// Optional: labels and diagnostics.
+Status Convert(const JsonNode& n, StageProfile& out) {
+  Fields f(n);
+  f.Required("index", out.index);
+  f.Required("name", out.name);
+  f.Optional("stateless", out.stateless);
+  f.Required("cpu_s_per_sample", out.cpu_s_per_sample);
+  f.Optional("wall_s_per_sample", out.wall_s_per_sample);
+  f.Required("bytes_in_per_sample", out.bytes_in_per_sample);
+  f.Required("bytes_out_per_sample", out.bytes_out_per_sample);
+  f.Optional("peak_bytes_out", out.peak_bytes_out);
+  f.Optional("cpu_share", out.cpu_share);
+  return f.status();
+}
+
+Status Convert(const JsonNode& n, CutPoint& out) {
+  Fields f(n);
+  f.Required("after_stage", out.after_stage);
+  f.Optional("allowed", out.allowed);
+  f.Required("bytes_per_sample", out.bytes_per_sample);
+  f.Required("remote_cpu_s_per_sample", out.remote_cpu_s_per_sample);
+  f.Required("local_cpu_s_per_sample", out.local_cpu_s_per_sample);
+  f.Optional("reason", out.reason);
+  return f.status();
+}
+
+Status Convert(const JsonNode& n, PipelineRun& out) {
+  Fields f(n);
+  f.Required("threads", out.threads);
+  f.Required("samples", out.samples);
+  f.Required("seconds", out.seconds);
+  f.Optional("cpu_s", out.cpu_s);
+  f.Required("samples_per_s", out.samples_per_s);
+  f.Optional("samples_per_cpu_s", out.samples_per_cpu_s);
+  return f.status();
+}
+
+Status Convert(const JsonNode& n, PipelineProfile& out) {
+  Fields f(n);
+  f.Required("path", out.path);
+  f.Optional("sha256", out.sha256);
+  f.Required("batch_size", out.batch_size);
+  f.Optional("warmup_samples", out.warmup_samples);
+  f.Required("samples", out.samples);
+  f.Optional("runs", out.runs);
+  f.Required("cpu_s_per_sample", out.cpu_s_per_sample);
+  f.Optional("stage_cpu_s_per_sample", out.stage_cpu_s_per_sample);
+  f.Optional("reader_cpu_s_per_sample", out.reader_cpu_s_per_sample);
+  f.Optional("batcher_cpu_s_per_sample", out.batcher_cpu_s_per_sample);
+  f.Optional("queue_cpu_s_per_sample", out.queue_cpu_s_per_sample);
+  f.Required("samples_per_s_per_core", out.samples_per_s_per_core);
+  f.Optional("peak_rss_bytes", out.peak_rss_bytes);
+  f.Optional("instrumentation_overhead", out.instrumentation_overhead);
+  f.Required("stages", out.stages);
+  f.Optional("cuts", out.cuts);
+  return f.status();
+}
+
+Status Convert(const JsonNode& n, StepProfile& out) {
+  Fields f(n);
+  f.Required("step", out.step);
+  f.Optional("pid", out.pid);
+  f.Required("wait_s", out.wait_s);
+  f.Required("compute_s", out.compute_s);
+  f.Optional("samples", out.samples);
+  f.Optional("gpu_busy_s", out.gpu_busy_s);
+  f.Optional("gpu_idle_s", out.gpu_idle_s);
+  f.Optional("gpu_stall_s", out.gpu_stall_s);
+  return f.status();
+}
+
+Status Convert(const JsonNode& n, GpuProfile& out) {
+  Fields f(n);
+  f.Required("available", out.available);
+  f.Optional("reason", out.reason);
+  f.Optional("records", out.records);
+  f.Optional("dropped_records", out.dropped_records);
+  f.Optional("devices", out.devices);
+  f.Optional("busy_s", out.busy_s);
+  f.Optional("idle_s", out.idle_s);
+  f.Optional("stall_s", out.stall_s);
+  f.Optional("busy_fraction", out.busy_fraction);
+  f.Optional("stall_fraction", out.stall_fraction);
+  f.Optional("instrumentation_overhead", out.instrumentation_overhead);
+  return f.status();
+}
+
+Status Convert(const JsonNode& n, TrainerProfile& out) {
+  Fields f(n);
+  f.Required("command", out.command);
+  f.Optional("source", out.source);
+  f.Optional("workers", out.workers);
+  f.Optional("exit_code", out.exit_code);
+  f.Optional("exit", out.exit);
+  f.Optional("stopped_by_profile", out.stopped_by_profile);
+  f.Optional("steps_recorded", out.steps_recorded);
+  f.Optional("warmup_steps", out.warmup_steps);
+  f.Required("steps", out.steps);
+  f.Required("seconds", out.seconds);
+  f.Required("samples_per_s", out.samples_per_s);
+  f.Required("batch_size", out.batch_size);
+  f.Required("step_s_median", out.step_s_median);
+  f.Required("wait_s_median", out.wait_s_median);
+  f.Optional("wait_s_mean", out.wait_s_mean);
+  f.Required("compute_s_median", out.compute_s_median);
+  f.Required("demand_samples_per_s", out.demand_samples_per_s);
+  f.Required("stall_fraction", out.stall_fraction);
+  f.Optional("instrumentation_s_per_step", out.instrumentation_s_per_step);
+  f.Optional("instrumentation_overhead", out.instrumentation_overhead);
+  f.Optional("gpu", out.gpu);
+  f.Optional("step_list", out.step_list);
+  return f.status();
+}
+
+// "schema" and "version" come first: a document that is not a version-1 profile
+// gets that message, not one about a field it lacks.
+Status CheckSchemaAndVersion(const JsonNode& root) {
+  GM_ASSIGN_OR_RETURN(JsonNode schema, root.Get("schema"));
+  GM_ASSIGN_OR_RETURN(std::string name, schema.AsString());
+  if (name != kProfileSchema) {
+    return schema.Expected("\"" + std::string(kProfileSchema) +
+                           "\" (is this a profile.json written by `goldminer profile`?)");
+  }
+  GM_ASSIGN_OR_RETURN(JsonNode version_node, root.Get("version"));
+  GM_ASSIGN_OR_RETURN(int64_t version, version_node.AsInt());
+  if (version != kProfileVersion) {
+    return version_node.Error(
+        root.origin() + " is profile version " + std::to_string(version) +
+        "; this goldminer reads version " + std::to_string(kProfileVersion) +
+        " (re-run `goldminer profile` with this goldminer, or use the goldminer that wrote it)");
+  }
+  return Status::Ok();
+}
+
+Status CheckVerdict(const JsonNode& root, const std::string& verdict) {
+  if (verdict == "input-bound" || verdict == "compute-bound" || verdict == "unknown") {
+    return Status::Ok();
+  }
+  GM_ASSIGN_OR_RETURN(JsonNode node, root.Get("verdict"));
+  return node.Expected("\"input-bound\", \"compute-bound\" or \"unknown\"");
+}
+
+}  // namespace
+
+nlohmann::json ProfileToJson(const Profile& p) {
+  json j = {{"schema", kProfileSchema},
+            {"version", kProfileVersion},
+            {"created_utc", p.created_utc},
+            {"host", p.host},
+            {"cores", p.cores},
+            {"goldminer_version", p.goldminer_version},
+            {"verdict", p.verdict},
+            {"input_bound_fraction", p.input_bound_fraction}};
+  if (p.pipeline) j["pipeline"] = ToJson(*p.pipeline);
+  if (p.trainer) j["trainer"] = ToJson(*p.trainer);
+  return j;
+}
+
+Result<Profile> ProfileFromJson(const nlohmann::json& j, const std::string& origin) {
+  JsonNode root(j, origin);
+  if (!root.is_object()) {
+    return root.Expected("a profile object ({\"schema\": \"goldminer.profile\", ...})");
+  }
+  GM_RETURN_IF_ERROR(CheckSchemaAndVersion(root));
+  Profile p;
+  p.version = kProfileVersion;
+  Fields f(root);
+  f.Required("created_utc", p.created_utc);
+  f.Required("host", p.host);
+  f.Required("cores", p.cores);
+  f.Optional("goldminer_version", p.goldminer_version);
+  f.Optional("pipeline", p.pipeline);
+  f.Optional("trainer", p.trainer);
+  f.Required("verdict", p.verdict);
+  f.Required("input_bound_fraction", p.input_bound_fraction);
+  GM_RETURN_IF_ERROR(f.status());
+  GM_RETURN_IF_ERROR(CheckVerdict(root, p.verdict));
+  return p;
+}
+
+Result<Profile> LoadProfile(const std::string& path) {
+  GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(path));
+  return ProfileFromJson(doc, path);
+}
+
+}  // namespace gm

@@ -1,0 +1,142 @@
+#include "core/run_store_fake.h"
+
+#include <utility>
+
+#include "core/json.h"
+
+namespace gm {
+namespace {
+
+// The name messages use where SqliteRunStore uses the file's path.
+constexpr const char* kName = "memory run store";
+
+}  // namespace
+
+void MemoryRunStore::FailWrites(Status status) {
+  std::lock_guard lock(mu_);
+  write_error_ = std::move(status);
+}
+
+size_t MemoryRunStore::stage_cost_rows() const {
+  std::lock_guard lock(mu_);
+  return stage_cost_rows_;
+}
+
+Result<int64_t> MemoryRunStore::AddProfile(const Profile& profile) {
+  std::lock_guard lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  GM_ASSIGN_OR_RETURN(std::string json, StoredProfileJson(profile));
+  const int64_t id = static_cast<int64_t>(profiles_.size()) + 1;
+  ProfileSummary summary = SummarizeProfile(profile);
+  summary.id = id;
+  profiles_.push_back(StoredProfile{std::move(summary), std::move(json)});
+  if (profile.pipeline) stage_cost_rows_ += profile.pipeline->stages.size();
+  EventRecord event;
+  event.profile_id = id;
+  event.kind = "profile";
+  event.message = "profile recorded: " + profile.verdict;
+  GM_RETURN_IF_ERROR(InsertEvent(event));
+  return id;
+}
+
+Result<std::vector<ProfileSummary>> MemoryRunStore::ListProfiles() {
+  std::lock_guard lock(mu_);
+  std::vector<ProfileSummary> out;
+  for (const StoredProfile& p : profiles_) out.push_back(p.summary);
+  return out;
+}
+
+Result<Profile> MemoryRunStore::GetProfile(int64_t id) {
+  std::lock_guard lock(mu_);
+  if (id < 1 || id > static_cast<int64_t>(profiles_.size())) {
+    return Status::NotFound(std::string(kName) + ": no profile with id " + std::to_string(id));
+  }
+  const std::string origin = std::string(kName) + ": profile " + std::to_string(id);
+  GM_ASSIGN_OR_RETURN(nlohmann::json doc,
+                      ParseJson(profiles_[static_cast<size_t>(id - 1)].json, origin));
+  return ProfileFromJson(doc, origin);
+}
+
+Status MemoryRunStore::InsertEvent(const EventRecord& event) {
+  const bool run_ok = !event.run_id || runs_.count(*event.run_id) > 0;
+  const bool profile_ok =
+      !event.profile_id ||
+      (*event.profile_id >= 1 && *event.profile_id <= static_cast<int64_t>(profiles_.size()));
+  if (!run_ok || !profile_ok) {
+    return Status::NotFound(std::string(kName) + ": cannot record event \"" + event.message +
+                            "\": run \"" + event.run_id.value_or("") + "\" or profile " +
+                            std::to_string(event.profile_id.value_or(0)) + " is not recorded");
+  }
+  EventRecord e = event;
+  e.id = static_cast<int64_t>(events_.size()) + 1;
+  if (e.t_utc.empty()) e.t_utc = clock_();
+  events_.push_back(std::move(e));
+  return Status::Ok();
+}
+
+Status MemoryRunStore::AddEvent(const EventRecord& event) {
+  std::lock_guard lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  return InsertEvent(event);
+}
+
+Result<std::vector<EventRecord>> MemoryRunStore::ListEvents() {
+  std::lock_guard lock(mu_);
+  return events_;
+}
+
+Status MemoryRunStore::BeginRun(const RunRecord& run) {
+  std::lock_guard lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  if (runs_.count(run.id) > 0) {
+    return Status::InvalidArgument(std::string(kName) + ": a run with id \"" + run.id +
+                                   "\" is already recorded");
+  }
+  RunRecord r = run;
+  if (r.started_utc.empty()) r.started_utc = clock_();
+  r.ended_utc.reset();
+  r.exit_code.reset();
+  runs_.emplace(r.id, std::move(r));
+  return Status::Ok();
+}
+
+Status MemoryRunStore::EndRun(const std::string& run_id, const std::string& status, int exit_code) {
+  std::lock_guard lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) {
+    return Status::NotFound(std::string(kName) + ": no run with id \"" + run_id + "\"");
+  }
+  it->second.ended_utc = clock_();
+  it->second.status = status;
+  it->second.exit_code = exit_code;
+  return Status::Ok();
+}
+
+Result<RunRecord> MemoryRunStore::GetRun(const std::string& run_id) {
+  std::lock_guard lock(mu_);
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) {
+    return Status::NotFound(std::string(kName) + ": no run with id \"" + run_id + "\"");
+  }
+  return it->second;
+}
+
+Status MemoryRunStore::AddMetric(const std::string& run_id, const MetricPoint& point) {
+  std::lock_guard lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  if (runs_.count(run_id) == 0) {
+    return Status::NotFound(std::string(kName) + ": no run with id \"" + run_id + "\"");
+  }
+  metrics_[run_id].push_back(point);
+  return Status::Ok();
+}
+
+Result<std::vector<MetricPoint>> MemoryRunStore::ListMetrics(const std::string& run_id) {
+  std::lock_guard lock(mu_);
+  auto it = metrics_.find(run_id);
+  if (it == metrics_.end()) return std::vector<MetricPoint>{};
+  return it->second;
+}
+
+}  // namespace gm

@@ -1,0 +1,58 @@
+// MemoryRunStore: a RunStore kept in memory, for unit tests of code that records
+// profiles, runs and events. It answers every call as SqliteRunStore does on a new
+// runs.db (same ids, same errors for unknown runs and profiles, profiles read back
+// through profile.json); tests/unit/run_store_test.cc runs the same cases on both.
+//
+// Threads: thread-safe (one mutex). Not persistent: everything goes with the object.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/run_store.h"
+
+namespace gm {
+
+class MemoryRunStore final : public RunStore {
+ public:
+  explicit MemoryRunStore(UtcClock clock = SystemUtcNow) : clock_(std::move(clock)) {}
+
+  // Makes every later write (Add*, BeginRun, EndRun) fail with `status` (e.g. an
+  // IoError, to test how a caller reports a full disk); OK makes them work again.
+  void FailWrites(Status status);
+  // Stage-cost rows recorded so far (SqliteRunStore's stage_costs table).
+  size_t stage_cost_rows() const;
+
+  Result<int64_t> AddProfile(const Profile& profile) override;
+  Result<std::vector<ProfileSummary>> ListProfiles() override;
+  Result<Profile> GetProfile(int64_t id) override;
+  Status AddEvent(const EventRecord& event) override;
+  Result<std::vector<EventRecord>> ListEvents() override;
+  Status BeginRun(const RunRecord& run) override;
+  Status EndRun(const std::string& run_id, const std::string& status, int exit_code) override;
+  Result<RunRecord> GetRun(const std::string& run_id) override;
+  Status AddMetric(const std::string& run_id, const MetricPoint& point) override;
+  Result<std::vector<MetricPoint>> ListMetrics(const std::string& run_id) override;
+
+ private:
+  struct StoredProfile {
+    ProfileSummary summary;
+    std::string json;
+  };
+  Status InsertEvent(const EventRecord& event);  // mu_ held
+
+  mutable std::mutex mu_;
+  const UtcClock clock_;
+  // All guarded by mu_.
+  Status write_error_;
+  std::vector<StoredProfile> profiles_;  // id = index + 1
+  size_t stage_cost_rows_ = 0;
+  std::vector<EventRecord> events_;  // id = index + 1
+  std::map<std::string, RunRecord> runs_;
+  std::map<std::string, std::vector<MetricPoint>> metrics_;
+};
+
+}  // namespace gm

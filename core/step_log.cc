@@ -1,0 +1,271 @@
+#include "core/step_log.h"
+
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "core/file_util.h"
+#include "core/log.h"
+
+namespace gm {
+namespace {
+
+constexpr std::string_view kHeaderPrefix = "# goldminer step log ";
+constexpr int kStepLogVersion = 1;
+
+// Appends `value` in decimal to `buf` at `*at`; the caller sized `buf`.
+void AppendNumber(char* buf, size_t size, size_t* at, uint64_t value) {
+  auto [end, ec] = std::to_chars(buf + *at, buf + size, value);
+  (void)ec;  // 20 digits always fit: callers leave room for them
+  *at = static_cast<size_t>(end - buf);
+}
+
+// Writes all of `line` with one write(2) (retried only when interrupted before
+// writing anything). False on an error or a short write.
+bool WriteLine(int fd, std::string_view line) {
+  while (true) {
+    ssize_t n = ::write(fd, line.data(), line.size());
+    if (n < 0 && errno == EINTR) continue;
+    return n == static_cast<ssize_t>(line.size());
+  }
+}
+
+// Parses all of `text` as a number; false when anything is left over or it overflows.
+template <typename T>
+bool ParseNumber(std::string_view text, T* out) {
+  if (text.empty() || text.front() == '-' || text.front() == '+') return false;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+// Splits `text` at single spaces.
+std::vector<std::string_view> Fields(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (true) {
+    size_t space = text.find(' ');
+    out.push_back(text.substr(0, space));
+    if (space == std::string_view::npos) return out;
+    text.remove_prefix(space + 1);
+  }
+}
+
+// Parses "# goldminer step log 1 pid=<pid> source=<source>" into `log`.
+Status ParseHeader(std::string_view line, StepLog* log) {
+  if (!line.starts_with(kHeaderPrefix)) {
+    return Status::Corrupt("not a goldminer step log: the first line is not \"" +
+                           std::string(kHeaderPrefix) + "1 pid=PID source=SOURCE\"");
+  }
+  std::vector<std::string_view> fields = Fields(line.substr(kHeaderPrefix.size()));
+  int version = 0;
+  if (!ParseNumber(fields[0], &version)) return Status::Corrupt("bad step log version");
+  if (version != kStepLogVersion) {
+    return Status::Corrupt("step log version " + std::to_string(version) + ", this goldminer reads " +
+                           std::to_string(kStepLogVersion) +
+                           " (profile with the goldminer that wrote it)");
+  }
+  if (fields.size() != 3 || !fields[1].starts_with("pid=") || !fields[2].starts_with("source=") ||
+      !ParseNumber(fields[1].substr(4), &log->pid) || log->pid <= 0 || fields[2].size() == 7) {
+    return Status::Corrupt("malformed header, expected \"" + std::string(kHeaderPrefix) +
+                           "1 pid=PID source=SOURCE\"");
+  }
+  log->source = std::string(fields[2].substr(7));
+  return Status::Ok();
+}
+
+// Parses one line after the header into `log`.
+Status ParseLine(std::string_view line, StepLog* log) {
+  if (line.starts_with(kHeaderPrefix)) {
+    // Another writer of the same process: same pid, nothing else to record.
+    StepLog again;
+    GM_RETURN_IF_ERROR(ParseHeader(line, &again));
+    if (again.pid != log->pid) {
+      return Status::Corrupt("header of pid " + std::to_string(again.pid) + " in the log of pid " +
+                             std::to_string(log->pid));
+    }
+    return Status::Ok();
+  }
+  if (line.starts_with('#')) return Status::Ok();
+  if (line == "E" || line.starts_with("E ")) {
+    log->errors.emplace_back(line.substr(std::min<size_t>(2, line.size())));
+    return Status::Ok();
+  }
+  std::vector<std::string_view> fields = Fields(line);
+  if (fields[0] == "S") {
+    StepRecord step;
+    uint64_t previous_cost_ns = 0;
+    if ((fields.size() != 4 && fields.size() != 5) || !ParseNumber(fields[1], &step.wait_begin_ns) ||
+        !ParseNumber(fields[2], &step.wait_end_ns) || !ParseNumber(fields[3], &step.samples) ||
+        (fields.size() == 5 && !ParseNumber(fields[4], &previous_cost_ns))) {
+      return Status::Corrupt(
+          "malformed step, expected \"S WAIT_BEGIN_NS WAIT_END_NS SAMPLES [PREVIOUS_COST_NS]\"");
+    }
+    if (fields.size() == 5) {
+      log->inline_overhead_ns += previous_cost_ns;
+      ++log->inline_overhead_lines;
+    }
+    if (step.wait_end_ns < step.wait_begin_ns) {
+      return Status::Corrupt("the wait ends (" + std::to_string(step.wait_end_ns) +
+                             " ns) before it begins (" + std::to_string(step.wait_begin_ns) +
+                             " ns)");
+    }
+    log->steps.push_back(step);
+    return Status::Ok();
+  }
+  if (fields[0] == "O") {
+    double seconds = 0;
+    uint64_t records = 0;
+    if (fields.size() != 3 || !ParseNumber(fields[1], &seconds) || !std::isfinite(seconds) ||
+        !ParseNumber(fields[2], &records)) {
+      return Status::Corrupt("malformed overhead, expected \"O SECONDS RECORDS\"");
+    }
+    log->overhead_s += seconds;
+    log->overhead_records += records;
+    return Status::Ok();
+  }
+  return Status::Corrupt("unknown line \"" + std::string(line.substr(0, 40)) +
+                         "\" (expected a line starting with S, O, E or #)");
+}
+
+// Whether a directory entry is named like a step log, "steps.<pid>.log".
+bool IsStepLogName(const std::string& name) {
+  return name.size() > 10 && name.starts_with("steps.") && name.ends_with(".log");
+}
+
+}  // namespace
+
+uint64_t MonotonicNanos() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+Result<std::unique_ptr<StepLogWriter>> StepLogWriter::Open(const std::string& dir,
+                                                           std::string_view source) {
+  if (source.empty() || source.find_first_of(" \t\r\n") != std::string_view::npos) {
+    return Status::InvalidArgument("step log source \"" + std::string(source) +
+                                   "\" must be one word, like \"goldminer\"");
+  }
+  const std::string pid = std::to_string(::getpid());
+  const std::string path = dir + "/steps." + pid + ".log";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return Status::IoError(path + ": cannot open the step log: " + std::strerror(errno) +
+                           " (is $" + std::string(kProfileDirEnv) + " a writable directory?)");
+  }
+  const std::string header = std::string(kHeaderPrefix) + std::to_string(kStepLogVersion) +
+                             " pid=" + pid + " source=" + std::string(source) + "\n";
+  errno = 0;
+  if (!WriteLine(fd, header)) {
+    const int err = errno;
+    ::close(fd);
+    return Status::IoError(path + ": cannot write the step log header: " +
+                           (err != 0 ? std::strerror(err) : "short write (disk full?)"));
+  }
+  return std::unique_ptr<StepLogWriter>(new StepLogWriter(fd));
+}
+
+std::unique_ptr<StepLogWriter> StepLogWriter::FromEnvironment(std::string_view source) {
+  const char* dir = std::getenv(std::string(kProfileDirEnv).c_str());
+  if (dir == nullptr || *dir == '\0') return nullptr;
+  auto writer = Open(dir, source);
+  if (!writer.ok()) {
+    LogWarning("not recording data waits for `goldminer profile`: " + writer.status().message());
+    return nullptr;
+  }
+  return std::move(*writer);
+}
+
+StepLogWriter::~StepLogWriter() {
+  if (fd_ < 0) return;
+  char buf[96];
+  // %.9f: nanosecond resolution, the clock's own.
+  int n = std::snprintf(buf, sizeof buf, "O %.9f %llu\n", seconds_spent_,
+                        static_cast<unsigned long long>(records_));
+  if (n > 0) (void)WriteLine(fd_, std::string_view(buf, static_cast<size_t>(n)));
+  if (failures_ > 0) {
+    (void)WriteLine(fd_, "E " + std::to_string(failures_) + " of " + std::to_string(records_) +
+                             " step records could not be written\n");
+  }
+  ::close(fd_);
+}
+
+void StepLogWriter::Record(const StepRecord& step) {
+  const uint64_t started = MonotonicNanos();
+  char buf[100];  // "S " + 4 x 20 digits + 3 spaces + '\n' = 86
+  size_t at = 0;
+  buf[at++] = 'S';
+  buf[at++] = ' ';
+  AppendNumber(buf, sizeof buf, &at, step.wait_begin_ns);
+  buf[at++] = ' ';
+  AppendNumber(buf, sizeof buf, &at, step.wait_end_ns);
+  buf[at++] = ' ';
+  AppendNumber(buf, sizeof buf, &at, step.samples);
+  buf[at++] = ' ';
+  AppendNumber(buf, sizeof buf, &at, last_cost_ns_);
+  buf[at++] = '\n';
+  ++records_;
+  if (!WriteLine(fd_, std::string_view(buf, at))) ++failures_;
+  last_cost_ns_ = MonotonicNanos() - started;
+  seconds_spent_ += static_cast<double>(last_cost_ns_) * 1e-9;
+}
+
+Result<StepLog> ParseStepLog(std::string_view text, const std::string& origin) {
+  StepLog log;
+  size_t number = 0;
+  // Only '\n'-terminated lines count: the text after the last '\n' was cut short.
+  for (size_t end = text.find('\n'); end != std::string_view::npos; end = text.find('\n')) {
+    std::string_view line = text.substr(0, end);
+    text.remove_prefix(end + 1);
+    ++number;
+    Status status = number == 1 ? ParseHeader(line, &log) : ParseLine(line, &log);
+    if (!status.ok()) {
+      return Status::Corrupt(origin + ":" + std::to_string(number) + ": " + status.message());
+    }
+  }
+  if (number == 0) {
+    return Status::Corrupt(origin + ":1: empty: not a goldminer step log (no complete header line)");
+  }
+  // A writer that was killed wrote no "O" line; its "S" lines still carry the cost
+  // of each record but the last.
+  if (log.overhead_records == 0 && log.inline_overhead_lines > 1) {
+    log.overhead_s = static_cast<double>(log.inline_overhead_ns) * 1e-9;
+    log.overhead_records = log.inline_overhead_lines - 1;
+  }
+  return log;
+}
+
+Result<std::vector<StepLog>> ReadStepLogs(const std::string& dir) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (IsStepLogName(name)) paths.push_back(it->path().string());
+  }
+  if (ec == std::errc::no_such_file_or_directory) {
+    return Status::NotFound(dir + ": no such directory (expected the step logs of a profiled "
+                                  "trainer: steps.PID.log)");
+  }
+  if (ec) return Status::IoError(dir + ": cannot list the step logs: " + ec.message());
+  std::sort(paths.begin(), paths.end());
+  std::vector<StepLog> logs;
+  for (const std::string& path : paths) {
+    GM_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+    GM_ASSIGN_OR_RETURN(StepLog log, ParseStepLog(text, path));
+    logs.push_back(std::move(log));
+  }
+  std::stable_sort(logs.begin(), logs.end(),
+                   [](const StepLog& a, const StepLog& b) { return a.pid < b.pid; });
+  return logs;
+}
+
+}  // namespace gm

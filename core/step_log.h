@@ -1,0 +1,98 @@
+// The step log: how a trainer process tells `goldminer profile` when it waited for
+// data. Written by the goldminer client (each Next()) and by the PyTorch import hook
+// (each DataLoader __next__); read by the profiler.
+//
+// When $GOLDMINER_PROFILE_DIR is set, each trainer process appends to
+// $GOLDMINER_PROFILE_DIR/steps.<pid>.log, a text file:
+//   # goldminer step log 1 pid=<pid> source=<goldminer|torch>
+//   S <wait_begin_ns> <wait_end_ns> <samples> [<previous_cost_ns>]
+//   S ...
+// one "S" line per batch request (the optional last field: nanoseconds the writer
+// spent writing its previous "S" line, so a killed process still leaves its cost), written with one write(2) on an O_APPEND file as
+// soon as the batch is handed over (so a crash loses nothing already stepped).
+// Times are CLOCK_MONOTONIC nanoseconds, the clock the CUPTI injection library also
+// reports in (see profiler/gpu_log.h). A last line without '\n' (killed mid-write)
+// is ignored; any other malformed line is an error naming the file and line.
+// Lines starting with '#' are comments; "E <text>" records an error the writer met;
+// "O <seconds_spent> <records>", written when a writer closes, is the log's own cost:
+// seconds spent writing its `records` "S" lines (reported as instrumentation
+// overhead; a process that opened several writers has one "O" line per writer, and
+// its header once per writer, with the same pid).
+//
+// Threads: a StepLogWriter may be used from one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace gm {
+
+inline constexpr std::string_view kProfileDirEnv = "GOLDMINER_PROFILE_DIR";
+
+struct StepRecord {
+  uint64_t wait_begin_ns = 0;
+  uint64_t wait_end_ns = 0;
+  uint64_t samples = 0;
+  bool operator==(const StepRecord&) const = default;
+};
+
+struct StepLog {
+  int pid = 0;
+  std::string source;              // "goldminer" or "torch"
+  std::vector<StepRecord> steps;   // in file order
+  std::vector<std::string> errors; // "E" lines
+  double overhead_s = 0;           // sum of the "O" lines' seconds
+  uint64_t overhead_records = 0;   // sum of the "O" lines' records
+  // The "S" lines' PREVIOUS_COST_NS fields: their sum and how many lines had one.
+  // When no "O" line was written (the process was killed), overhead_s and
+  // overhead_records come from these: the cost of every record but the last.
+  uint64_t inline_overhead_ns = 0;
+  uint64_t inline_overhead_lines = 0;
+};
+
+// CLOCK_MONOTONIC now, in nanoseconds.
+uint64_t MonotonicNanos();
+
+class StepLogWriter {
+ public:
+  // Opens <dir>/steps.<pid>.log for appending and writes the header. IoError names
+  // the path; InvalidArgument when `source` is empty or holds whitespace.
+  static Result<std::unique_ptr<StepLogWriter>> Open(const std::string& dir,
+                                                     std::string_view source);
+  // A writer when $GOLDMINER_PROFILE_DIR is set, else nullptr (also nullptr, with a
+  // warning on stderr, when the file cannot be opened: profiling never breaks training).
+  static std::unique_ptr<StepLogWriter> FromEnvironment(std::string_view source);
+
+  // Writes the "O" line (and an "E" line when records were lost), closes the file.
+  ~StepLogWriter();
+  StepLogWriter(const StepLogWriter&) = delete;
+  StepLogWriter& operator=(const StepLogWriter&) = delete;
+
+  // Appends one step. Failures are counted, not returned (training goes on).
+  void Record(const StepRecord& step);
+  uint64_t failures() const { return failures_; }
+  // Seconds spent inside Record() so far (the log's own overhead).
+  double seconds_spent() const { return seconds_spent_; }
+
+ private:
+  explicit StepLogWriter(int fd) : fd_(fd) {}
+  int fd_ = -1;
+  uint64_t records_ = 0;  // Record() calls
+  uint64_t last_cost_ns_ = 0;  // the previous Record()'s own time
+  uint64_t failures_ = 0;
+  double seconds_spent_ = 0;
+};
+
+// Parses one step log's text; `origin` names it in errors ("ORIGIN:LINE: ...").
+// Corrupt when the first line is not a version-1 header or a line is malformed.
+Result<StepLog> ParseStepLog(std::string_view text, const std::string& origin);
+// Reads every steps.*.log in `dir`, sorted by pid (none: an empty vector). NotFound
+// names `dir` when it does not exist.
+Result<std::vector<StepLog>> ReadStepLogs(const std::string& dir);
+
+}  // namespace gm

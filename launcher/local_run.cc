@@ -1,0 +1,196 @@
+#include "launcher/local_run.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+
+#include "core/clock.h"
+#include "core/file_util.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/paths.h"
+#include "launcher/process.h"
+#include "worker/auth.h"
+
+namespace gm {
+namespace {
+
+// The run's private directory: the secret file (0600) and the list of worker PIDs.
+struct RunDir {
+  std::string path;
+  ~RunDir() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove_all(path, ec);
+  }
+};
+
+std::string SelfExe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "goldminer" : p.string();
+}
+
+class LocalRun {
+ public:
+  LocalRun(const LocalRunConfig& c, CoordinatorServer& coordinator, std::string run_id,
+           RunDir& dir)
+      : c_(c), coordinator_(coordinator), run_id_(std::move(run_id)), dir_(dir) {}
+
+  Result<LocalRunResult> Execute() {
+    LocalRunResult result;
+    result.run_id = run_id_;
+    result.exit = "exited with status 0";
+    for (int i = 0; i < c_.workers; ++i) GM_RETURN_IF_ERROR(StartWorker());
+    for (int rank = 0; rank < c_.world_size; ++rank) GM_RETURN_IF_ERROR(StartTrainer(rank));
+    double stop_deadline = 0;
+    while (!trainers_.empty()) {
+      if (!result.stopped && StopRequested()) {
+        result.stopped = true;
+        stop_deadline = MonotonicSeconds() + c_.stop_grace_s;
+        for (pid_t t : trainers_) group_.Signal(t, SIGTERM);
+      }
+      if (result.stopped && MonotonicSeconds() > stop_deadline) {
+        for (pid_t t : trainers_) group_.Signal(t, SIGKILL);
+      }
+      std::optional<ChildExit> e = group_.WaitAny(0.2);
+      if (!e) continue;
+      if (trainers_.erase(e->pid)) {
+        if (e->exit_code() != 0 && result.exit_code == 0) {
+          if (!result.stopped) {
+            LogWarning("run: trainer (pid " + std::to_string(e->pid) + ") " + e->describe);
+          }
+          result.exit_code = e->exit_code();
+          result.exit = e->describe;
+        }
+      } else if (workers_.erase(e->pid)) {
+        GM_RETURN_IF_ERROR(OnWorkerExit(*e));
+      }
+    }
+    for (const ChildExit& e : group_.TerminateAll(10)) {
+      if (e.exit_code() != 0 && e.exit_code() != 128 + SIGTERM) {
+        LogDebug("run: worker " + std::to_string(e.pid) + " " + e.describe);
+      }
+    }
+    return result;
+  }
+
+ private:
+  bool StopRequested() {
+    if (c_.signal != nullptr) {
+      if (int sig = c_.signal->exchange(0)) {
+        LogWarning("run: signal " + std::to_string(sig) + ": stopping the trainer and workers");
+        return true;
+      }
+    }
+    return c_.should_stop && c_.should_stop();
+  }
+
+  Status StartWorker() {
+    const std::string exe = c_.worker_exe.empty() ? SelfExe() : c_.worker_exe;
+    GM_ASSIGN_OR_RETURN(
+        pid_t pid,
+        group_.Spawn({exe, "worker", "--coordinator", coordinator_.address(), "--threads",
+                      std::to_string(c_.threads_per_worker)},
+                     {"GOLDMINER_SECRET_FILE=" + dir_.path + "/secret",
+                      "GOLDMINER_RUN_ID=" + run_id_}));
+    workers_.insert(pid);
+    return WritePids();
+  }
+
+  Status StartTrainer(int rank) {
+    const char* old = std::getenv("PYTHONPATH");
+    std::string pythonpath = PythonPackageDir() + (old && *old ? ":" + std::string(old) : "");
+    std::vector<std::string> env = {"GOLDMINER_ADDR=" + coordinator_.address(),
+                                    "GOLDMINER_SECRET_FILE=" + dir_.path + "/secret",
+                                    "GOLDMINER_RUN_ID=" + run_id_,
+                                    "GOLDMINER_RUN_DIR=" + dir_.path,
+                                    "PYTHONPATH=" + pythonpath,
+                                    "GOLDMINER_CLIENT_LIB=" + ClientLibraryPath(),
+                                    "RANK=" + std::to_string(rank),
+                                    "LOCAL_RANK=" + std::to_string(rank),
+                                    "WORLD_SIZE=" + std::to_string(c_.world_size)};
+    env.insert(env.end(), c_.trainer_env.begin(), c_.trainer_env.end());
+    GM_ASSIGN_OR_RETURN(pid_t pid, group_.Spawn(c_.command, env));
+    trainers_.insert(pid);
+    return Status::Ok();
+  }
+
+  // A worker that crashed is replaced (up to max_restarts); its splits are re-made
+  // by the others meanwhile. A clean exit (drained) is not replaced.
+  Status OnWorkerExit(const ChildExit& e) {
+    if (e.exit_code() == 0) return WritePids();
+    if (restarts_ >= c_.max_restarts) {
+      LogWarning("run: worker " + std::to_string(e.pid) + " " + e.describe +
+                 "; not replaced (--max-restarts " + std::to_string(c_.max_restarts) +
+                 " reached)");
+      return WritePids();
+    }
+    ++restarts_;
+    LogWarning("run: worker " + std::to_string(e.pid) + " " + e.describe + "; starting another");
+    return StartWorker();
+  }
+
+  Status WritePids() {
+    std::string text;
+    for (pid_t p : workers_) text += std::to_string(p) + "\n";
+    return WriteFileAtomic(dir_.path + "/workers", text);
+  }
+
+  const LocalRunConfig& c_;
+  CoordinatorServer& coordinator_;
+  const std::string run_id_;
+  RunDir& dir_;
+  ProcessGroup group_;
+  std::set<pid_t> workers_;
+  std::set<pid_t> trainers_;
+  int restarts_ = 0;
+};
+
+}  // namespace
+
+Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
+  if (c.command.empty()) {
+    return Status::InvalidArgument("a trainer command is needed after --, e.g. "
+                                   "-- python3 train.py");
+  }
+  GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(c.pipeline));
+  const std::string origin = std::filesystem::absolute(c.pipeline).string();
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/goldminer-run-XXXXXX";
+  if (::mkdtemp(templ.data()) == nullptr) return Status::IoError(templ + ": cannot create");
+  RunDir dir{templ};
+  GM_ASSIGN_OR_RETURN(std::string secret, NewSecret());
+  GM_RETURN_IF_ERROR(WriteSecretFile(dir.path + "/secret", secret));
+  const std::string run_id =
+      "run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
+
+  CoordinatorConfig cc;
+  cc.port = c.port;
+  cc.secret = secret;
+  cc.pipeline_doc = doc;
+  cc.pipeline_origin = origin;
+  cc.base_dir = std::filesystem::path(origin).parent_path().string();
+  cc.samples_per_split = c.samples_per_split;
+  cc.world_size = c.world_size;
+  cc.epochs = c.epochs;
+  cc.liveness_timeout_s = c.liveness_timeout_s;
+  cc.run_id = run_id;
+  GM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator,
+                      CoordinatorServer::Start(cc));
+  LogInfo("run " + run_id + ": coordinator at " + coordinator->address() + ", " +
+          std::to_string(c.workers) + " workers, " + std::to_string(c.world_size) +
+          " trainer rank(s)");
+  LocalRun run(c, *coordinator, run_id, dir);
+  Result<LocalRunResult> result = run.Execute();
+  coordinator->Stop();
+  if (!result.ok()) return result.status();
+  result->summary = coordinator->Summary();
+  return result;
+}
+
+}  // namespace gm

@@ -1,0 +1,56 @@
+// The local backend of a training run: the coordinator in this process, N
+// `goldminer worker --coordinator` processes and the trainer command (one process
+// per rank) on this machine. Crashed workers are restarted (up to max_restarts);
+// the run ends when every trainer process has exited. Used by `goldminer run
+// --backend local` and by `goldminer profile` (which stops the trainer itself).
+//
+// Threads: RunLocal blocks the calling thread until the run ends; should_stop is
+// called on that thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "launcher/coordinator_server.h"
+
+namespace gm {
+
+struct LocalRunConfig {
+  std::string pipeline;            // pipeline.json path
+  int workers = 2;
+  int threads_per_worker = 1;
+  int epochs = 1;
+  int world_size = 1;
+  int port = 0;                    // coordinator TCP port on 127.0.0.1; 0: any free one
+  double liveness_timeout_s = 10;
+  int max_restarts = 3;
+  size_t samples_per_split = 256;
+  std::vector<std::string> command;    // the trainer
+  std::vector<std::string> trainer_env;  // "NAME=value" added to each trainer's environment
+  std::string worker_exe;          // the goldminer binary for workers; empty: this executable
+  // Polled about every 0.2 s while trainers run; true stops them (SIGTERM, then
+  // SIGKILL after stop_grace_s). May be empty.
+  std::function<bool()> should_stop;
+  double stop_grace_s = 5;
+  // A signal number set asynchronously (SIGTERM/SIGINT handler); non-zero stops the
+  // trainers like should_stop. May be null.
+  std::atomic<int>* signal = nullptr;
+};
+
+struct LocalRunResult {
+  std::string run_id;
+  int exit_code = 0;         // the first failing trainer's exit code (128+signal), else 0
+  std::string exit;          // "exited with status 0", "was killed by signal 9 (Killed)", ...
+  bool stopped = false;      // should_stop or a signal ended the trainers
+  CoordinatorSummary summary;
+};
+
+// Runs the training run. Errors: the pipeline cannot be read, the coordinator cannot
+// listen, a process cannot be started (naming the program). A trainer that fails is
+// not an error: its exit code is in the result.
+Result<LocalRunResult> RunLocal(const LocalRunConfig& config);
+
+}  // namespace gm

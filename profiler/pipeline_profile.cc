@@ -1,0 +1,196 @@
+#include "profiler/pipeline_profile.h"
+
+#include <sched.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+
+#include "core/digest.h"
+#include "core/file_util.h"
+#include "worker/pipeline.h"
+
+namespace gm {
+namespace {
+
+// Counts what the engine delivers and drops it.
+class DiscardSink : public BatchSink {
+ public:
+  Status Consume(const Batch&) override { return Status::Ok(); }
+};
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+PipelineRun ToRun(const RunStats& s) {
+  PipelineRun r;
+  r.threads = s.threads;
+  r.samples = s.samples;
+  r.seconds = s.seconds;
+  r.cpu_s = s.cpu_s;
+  r.samples_per_s = s.seconds > 0 ? static_cast<double>(s.samples) / s.seconds : 0;
+  r.samples_per_cpu_s = s.cpu_s > 0 ? static_cast<double>(s.samples) / s.cpu_s : 0;
+  return r;
+}
+
+// The run of `runs` whose rate is the median one.
+PipelineRun MedianRun(std::vector<PipelineRun> runs) {
+  std::sort(runs.begin(), runs.end(),
+            [](const PipelineRun& a, const PipelineRun& b) { return a.samples_per_s < b.samples_per_s; });
+  return runs[runs.size() / 2];
+}
+
+// pipeline.json stages one op stands for: a fused op is named "a+b" (worker/op.h).
+int Parts(const std::string& op_name) {
+  return 1 + static_cast<int>(std::count(op_name.begin(), op_name.end(), '+'));
+}
+
+std::vector<StageProfile> StageProfiles(const Pipeline& p, const std::vector<StageStats>& stats) {
+  std::vector<StageProfile> out;
+  int json_index = 0;
+  double total_cpu = 0;
+  for (const StageStats& s : stats) total_cpu += s.cpu_s;
+  for (size_t i = 0; i < stats.size(); ++i) {
+    const StageStats& s = stats[i];
+    const double n = s.count ? static_cast<double>(s.count) : 1.0;
+    StageProfile sp;
+    sp.index = json_index;
+    sp.name = s.name;
+    json_index += Parts(s.name);
+    sp.stateless = p.stages()[i]->stateless();
+    sp.cpu_s_per_sample = s.cpu_s / n;
+    sp.wall_s_per_sample = s.wall_s / n;
+    sp.bytes_in_per_sample = static_cast<double>(s.bytes_in) / n;
+    sp.bytes_out_per_sample = static_cast<double>(s.bytes_out) / n;
+    sp.peak_bytes_out = s.peak_bytes_out;
+    sp.cpu_share = total_cpu > 0 ? s.cpu_s / total_cpu : 0;
+    out.push_back(sp);
+  }
+  return out;
+}
+
+uint64_t PeakRssBytes() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;  // ru_maxrss is in KiB on Linux
+}
+
+}  // namespace
+
+int UsableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return std::max(1, CPU_COUNT(&set));
+}
+
+std::vector<CutPoint> CutPoints(const std::vector<StageProfile>& stages,
+                                double source_bytes_per_sample) {
+  double total = 0;
+  for (const StageProfile& s : stages) total += s.cpu_s_per_sample;
+  std::vector<CutPoint> cuts;
+  double remote = 0;
+  std::string blocker;
+  for (int i = -1; i < static_cast<int>(stages.size()); ++i) {
+    CutPoint c;
+    c.after_stage = -1;
+    if (i >= 0) {
+      const StageProfile& s = stages[static_cast<size_t>(i)];
+      c.after_stage = s.index + Parts(s.name) - 1;  // a fused op is cut after its last part
+      remote += s.cpu_s_per_sample;
+      if (!s.stateless && blocker.empty()) {
+        blocker = "stage " + std::to_string(s.index) + " (" + s.name +
+                  ") keeps state across samples and cannot be re-made on another worker";
+      }
+    }
+    c.bytes_per_sample = i < 0 ? source_bytes_per_sample
+                               : stages[static_cast<size_t>(i)].bytes_out_per_sample;
+    c.remote_cpu_s_per_sample = remote;
+    c.local_cpu_s_per_sample = std::max(0.0, total - remote);
+    c.allowed = blocker.empty();
+    c.reason = blocker;
+    cuts.push_back(c);
+  }
+  return cuts;
+}
+
+Result<PipelineProfile> ProfilePipeline(const PipelineProfileOptions& o) {
+  if (o.samples < 1) return Status::InvalidArgument("--samples must be at least 1");
+  const int cores = o.cores > 0 ? o.cores : UsableCores();
+  PipelineOptions po;
+  po.threads = cores;
+  GM_ASSIGN_OR_RETURN(Pipeline p, Pipeline::Load(o.path, po));
+  GM_ASSIGN_OR_RETURN(std::string bytes, ReadFile(o.path));
+  Sha256 sha;
+  sha.Update(bytes);
+  auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
+
+  DiscardSink sink;
+  EngineOptions eo;
+  eo.threads = 1;
+  if (o.warmup > 0) {
+    say("pipeline: warm-up, " + std::to_string(o.warmup) + " samples");
+    eo.limit = static_cast<int64_t>(o.warmup);
+    GM_RETURN_IF_ERROR(RunPipeline(p, eo, sink).status());
+  }
+  eo.limit = static_cast<int64_t>(o.samples);
+  RunStats timed_total;
+  std::vector<PipelineRun> timed, untimed;
+  std::vector<double> overheads;
+  for (int round = 0; round < std::max(1, o.rounds); ++round) {
+    say("pipeline: 1 thread, round " + std::to_string(round + 1) + "/" +
+        std::to_string(std::max(1, o.rounds)) + " (timed, then untimed)");
+    eo.time_stages = true;
+    eo.spans = round == 0 ? o.spans : nullptr;
+    GM_ASSIGN_OR_RETURN(RunStats t, RunPipeline(p, eo, sink));
+    eo.time_stages = false;
+    eo.spans = nullptr;
+    GM_ASSIGN_OR_RETURN(RunStats u, RunPipeline(p, eo, sink));
+    timed.push_back(ToRun(t));
+    untimed.push_back(ToRun(u));
+    if (timed.back().samples_per_s > 0 && untimed.back().samples_per_s > 0) {
+      overheads.push_back(1.0 - timed.back().samples_per_s / untimed.back().samples_per_s);
+    }
+    MergeStageStats(timed_total.stages, t.stages);
+    timed_total.samples += t.samples;
+    timed_total.cpu_s += t.cpu_s;
+    timed_total.reader_cpu_s += t.reader_cpu_s;
+    timed_total.batcher_cpu_s += t.batcher_cpu_s;
+    timed_total.stage_threads_cpu_s += t.stage_threads_cpu_s;
+  }
+  say("pipeline: " + std::to_string(cores) + " threads");
+  eo.threads = cores;
+  eo.time_stages = true;
+  GM_ASSIGN_OR_RETURN(RunStats all, RunPipeline(p, eo, sink));
+
+  PipelineProfile prof;
+  prof.path = o.path;
+  prof.sha256 = sha.FinishHex();
+  prof.batch_size = static_cast<int>(p.batch_size());
+  prof.warmup_samples = o.warmup;
+  prof.samples = MedianRun(timed).samples;
+  prof.runs = {MedianRun(timed), ToRun(all)};
+  const double n = timed_total.samples ? static_cast<double>(timed_total.samples) : 1.0;
+  prof.cpu_s_per_sample = timed_total.cpu_s / n;
+  prof.reader_cpu_s_per_sample = timed_total.reader_cpu_s / n;
+  prof.batcher_cpu_s_per_sample = timed_total.batcher_cpu_s / n;
+  prof.stages = StageProfiles(p, timed_total.stages);
+  for (const StageProfile& s : prof.stages) prof.stage_cpu_s_per_sample += s.cpu_s_per_sample;
+  // Stage threads' CPU outside Apply (exec children's CPU is in the stages only).
+  double in_stages = 0;
+  for (const StageStats& s : timed_total.stages) in_stages += s.cpu_s - s.extra_cpu_s;
+  prof.queue_cpu_s_per_sample = std::max(0.0, timed_total.stage_threads_cpu_s - in_stages) / n;
+  prof.samples_per_s_per_core = prof.runs.back().samples_per_cpu_s;
+  prof.peak_rss_bytes = PeakRssBytes();
+  prof.instrumentation_overhead = Median(overheads);
+  const double source_bytes = prof.stages.empty() ? 0 : prof.stages.front().bytes_in_per_sample;
+  prof.cuts = CutPoints(prof.stages, source_bytes);
+  return prof;
+}
+
+}  // namespace gm

@@ -1,0 +1,266 @@
+"""goldminer's PyTorch hook for `goldminer profile -- python3 train.py`.
+
+`goldminer profile` puts this directory first on the trainer's PYTHONPATH and sets
+$GOLDMINER_PROFILE_DIR, so Python's `site` module runs this file at start-up, as
+`sitecustomize`, in the trainer and in every Python process it starts. It:
+
+1. runs the sitecustomize it shadows (the next one on sys.path, e.g. Debian's
+   /usr/lib/python3.11/sitecustomize.py), always, whether profiling or not;
+2. when $GOLDMINER_PROFILE_DIR is set (else it does nothing more), installs a
+   sys.meta_path finder that waits for torch.utils.data.dataloader to be imported
+   (it does not import torch itself) and then wraps
+   _BaseDataLoaderIter.__init__ and __next__;
+3. records each batch a DataLoader iterator hands to the program as one step,
+   "S <wait_begin_ns> <wait_end_ns> <samples> <previous_cost_ns>" (the last: the
+   previous line's own cost, so a killed program still leaves it; time.monotonic_ns(): the
+   CLOCK_MONOTONIC of the C++ side), with one os.write on an O_APPEND file,
+   $GOLDMINER_PROFILE_DIR/steps.<pid>.log (format: core/step_log.h, source=torch),
+   opened at the first step. At exit (atexit) it adds "O <seconds> <records>", its
+   own time spent recording. StopIteration is not a step.
+
+samples: the first dimension of the first tensor (anything with a non-empty
+.shape) found in the batch, searching tuples, lists and dict values; else the
+loader's batch_size; else 1.
+
+Only the process that created an iterator records its steps (DataLoader worker
+processes never do). Nor does a process in which the goldminer client library is
+open (goldminer.Loader, e.g. under goldminer.torch.GoldminerDataset): that client
+records the same waits itself. The hook never breaks the program: an exception in
+its own code is caught and written as an "E" line; exceptions of the DataLoader
+pass through unchanged.
+"""
+
+import os
+import sys
+import time
+
+_DIR_ENV = "GOLDMINER_PROFILE_DIR"
+_TARGET = "torch.utils.data.dataloader"
+_MAX_DEPTH = 4  # how deep into nested tuples/lists/dicts to look for a tensor
+_Mapping = dict  # collections.abc.Mapping once torch is there (it imports collections)
+
+
+def _chain():
+    """Runs the next sitecustomize on sys.path after this file's directory."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    entries = [os.path.abspath(p or os.curdir) for p in sys.path]
+    start = entries.index(here) + 1 if here in entries else 0
+    rest = [p for p, a in zip(sys.path[start:], entries[start:]) if a != here]
+    # The frozen import machinery is always loaded; importing importlib.machinery
+    # would pull in `warnings` and more for every Python process of the job.
+    bootstrap = sys.modules.get("_frozen_importlib")
+    external = sys.modules.get("_frozen_importlib_external")
+    if bootstrap is None or external is None:
+        import importlib._bootstrap as bootstrap
+        import importlib._bootstrap_external as external
+    spec = external.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return None
+    module = bootstrap.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+try:
+    _chained = _chain()
+except Exception as e:  # as site.py does for a failing sitecustomize
+    _chained = None
+    sys.stderr.write("Error in sitecustomize (chained by goldminer's profile hook): %s: %s\n"
+                     % (type(e).__name__, e))
+
+
+class _StepLog:
+    """The process's steps.<pid>.log, opened at the first line written."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.fd = None
+        self.pid = None
+        self.failed = False
+        self.spent_ns = 0
+        self.last_ns = 0
+        self.records = 0
+
+    def _open(self):
+        pid = os.getpid()
+        if self.pid == pid:
+            return self.fd
+        if self.failed:
+            return None
+        path = os.path.join(self.directory, "steps.%d.log" % pid)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            os.write(fd, b"# goldminer step log 1 pid=%d source=torch\n" % pid)
+        except OSError as e:
+            self.failed = True
+            sys.stderr.write("goldminer: warning: not recording data waits for `goldminer "
+                             "profile`: %s: %s\n" % (path, e.strerror))
+            return None
+        # A forked child starts its own log, and its own count.
+        self.fd, self.pid, self.spent_ns, self.records = fd, pid, 0, 0
+        self.last_ns = 0  # the previous S line's own cost, written in the next one
+        import atexit
+        atexit.register(self.close, pid)
+        return fd
+
+    def step(self, begin, end, samples, started):
+        fd = self._open()
+        if fd is None:
+            return
+        os.write(fd, b"S %d %d %d %d\n" % (begin, end, samples, self.last_ns))
+        self.records += 1
+        self.last_ns = time.monotonic_ns() - started
+        self.spent_ns += self.last_ns
+
+    def error(self, text):
+        try:
+            fd = self._open()
+            if fd is not None:
+                line = " ".join(str(text).split())
+                os.write(fd, ("E torch hook: %s\n" % line).encode("utf-8", "replace"))
+        except Exception:
+            pass  # nowhere left to report it
+
+    def close(self, pid):
+        if self.pid != pid or self.fd is None:
+            return  # registered by the parent of this forked process
+        try:
+            os.write(self.fd, b"O %.9f %d\n" % (self.spent_ns * 1e-9, self.records))
+        except OSError:
+            pass
+
+
+def _samples(data, depth=0):
+    """The first dimension of the first tensor in `data`, or None."""
+    shape = getattr(data, "shape", None)
+    if shape is not None and not isinstance(data, type):
+        try:
+            if len(shape) >= 1:
+                return int(shape[0])
+        except (TypeError, ValueError):
+            pass
+    if depth < _MAX_DEPTH:
+        if isinstance(data, _Mapping):
+            data = data.values()
+        elif not isinstance(data, (tuple, list)):
+            return None
+        for item in data:
+            found = _samples(item, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _goldminer_client_open():
+    """Whether this process has goldminer's client library loaded: it logs the steps."""
+    loader = sys.modules.get("goldminer.loader")
+    return loader is not None and getattr(loader, "_lib", None) is not None
+
+
+def _wrap(base, log):
+    """Wraps base.__init__ (remembers the creating pid, batch_size) and __next__."""
+    global _Mapping
+    import collections.abc
+    import functools
+
+    _Mapping = collections.abc.Mapping
+    init, next_ = base.__init__, base.__next__
+
+    @functools.wraps(init)
+    def __init__(self, loader, *args, **kwargs):
+        init(self, loader, *args, **kwargs)
+        try:
+            self._goldminer_pid = os.getpid()
+            self._goldminer_batch_size = getattr(loader, "batch_size", None)
+        except Exception as e:
+            log.error("DataLoader iterator: %s: %s" % (type(e).__name__, e))
+
+    @functools.wraps(next_)
+    def __next__(self):
+        begin = time.monotonic_ns()
+        data = next_(self)  # StopIteration and the loader's errors pass through
+        end = time.monotonic_ns()
+        try:
+            if getattr(self, "_goldminer_pid", None) == os.getpid() and \
+                    not _goldminer_client_open():
+                samples = _samples(data)
+                if samples is None:
+                    samples = getattr(self, "_goldminer_batch_size", None) or 1
+                log.step(begin, end, samples, end)
+        except Exception as e:
+            log.error("step: %s: %s" % (type(e).__name__, e))
+        return data
+
+    __next__._goldminer_wrapped = True
+    base.__init__, base.__next__ = __init__, __next__
+
+
+def _patch(module, log):
+    try:
+        base = module._BaseDataLoaderIter
+        if not getattr(base.__next__, "_goldminer_wrapped", False):
+            _wrap(base, log)
+    except Exception as e:
+        log.error("cannot wrap %s._BaseDataLoaderIter: %s: %s" % (_TARGET, type(e).__name__, e))
+
+
+class _Finder:
+    """A sys.meta_path finder that patches torch's DataLoader once it is imported."""
+
+    goldminer_profile_hook = True  # marks it for another copy of this file
+
+    def __init__(self, log):
+        self.log = log
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != _TARGET:
+            return None
+        try:
+            return self._find(fullname, path, target)
+        except Exception as e:
+            self.log.error("import hook: %s: %s" % (type(e).__name__, e))
+            return None  # the import goes on without the hook
+
+    def _find(self, fullname, path, target):
+        spec = None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(fullname, path, target)
+            if spec is not None:
+                break
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        # The loader instance is this module's own: patching it touches nothing else.
+        loader, log = spec.loader, self.log
+        real_exec = loader.exec_module
+
+        def exec_module(module):
+            real_exec(module)
+            _patch(module, log)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _install():
+    directory = os.environ.get(_DIR_ENV)
+    if not directory:
+        return
+    if any(getattr(f, "goldminer_profile_hook", False) for f in sys.meta_path):
+        return  # another copy of this hook, chained above, is installed already
+    log = _StepLog(directory)
+    try:
+        loaded = sys.modules.get(_TARGET)
+        if loaded is not None:
+            _patch(loaded, log)
+        else:
+            sys.meta_path.insert(0, _Finder(log))
+    except Exception as e:
+        log.error("cannot install: %s: %s" % (type(e).__name__, e))
+
+
+_install()

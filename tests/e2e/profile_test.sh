@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# End-to-end: `goldminer profile` with the real binary, real worker processes, real
+# trainers (Python over goldminer.Loader, C over the client C ABI, and an unmodified
+# torch DataLoader program), a real SQLite runs.db and trace file.
+# Trainer steps sleep (no CPU, like a GPU-bound step), so the demand they imply is
+# known: batch / step time.
+source "$(dirname "$0")/lib.sh"
+
+SLEEP_PY="$SRC/tests/e2e/sleep_trainer.py"
+SLEEP_C="$BUILD/tests/sleep_trainer"
+TORCH_PY="$SRC/tests/e2e/torch_sleep_trainer.py"
+[[ -x $SLEEP_C ]] || fail "the C test trainer $SLEEP_C was not built"
+
+# A fast source: indices with no data, batch 8 (feeds far faster than any step here).
+cat >"$T/fast.json" <<'JSON'
+{"version": 1, "source": {"type": "range", "count": 100000}, "stages": [],
+ "batch": {"size": 8}, "seed": 1}
+JSON
+# A slow one: a Python exec stage that sleeps 25 ms per sample (200 ms per batch of 8
+# per worker process).
+cat >"$T/slow_stage.py" <<'PY'
+import time
+def slow(sample):
+    time.sleep(0.025)
+    return sample
+PY
+cat >"$T/slow.json" <<'JSON'
+{"version": 1, "source": {"type": "range", "count": 100000},
+ "stages": [{"op": "exec", "cmd": ["/usr/bin/python3", "-m", "goldminer.stage", "slow_stage:slow"],
+             "processes": 1}],
+ "batch": {"size": 8}, "seed": 1}
+JSON
+# An image pipeline on the fixture photos.
+mkdir -p "$T/photos"
+for c in 0 1 2 3; do for i in 0 1 2 3 4 5; do
+  cp "$SRC/tests/data/engine/photo$i.jpg" "$T/photos/$c-$i.jpg"
+done; done
+cat >"$T/images.json" <<'JSON'
+{"version": 1, "source": {"type": "files", "root": "photos", "pattern": "*.jpg"},
+ "stages": [{"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [64, 64]},
+            {"op": "flip", "p": 0.5}, {"op": "normalize", "mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25]},
+            {"op": "to_tensor", "layout": "CHW", "dtype": "float32"}],
+ "batch": {"size": 4}, "seed": 2}
+JSON
+
+# field FILE EXPR: prints a value of profile.json (a Python expression over `p`).
+field() { $PY -c "import json,sys; p=json.load(open(sys.argv[1])); print($2)" "$1"; }
+# check FILE EXPR DESCRIPTION: the Python condition over `p` holds.
+check() {
+  $PY -c "import json,sys; p=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1" ||
+    { $PY -m json.tool "$1" | head -80 >&2; fail "$3: ($2) is false in $1"; }
+  ok "$3"
+}
+
+cd "$T"
+# --- the pipeline alone -----------------------------------------------------------
+expect_rc 0 "profile a pipeline" -- "$GM" profile --pipeline "$T/images.json" --samples 48 \
+  --warmup 8 -o "$T/pipe.json" --db "$T/runs.db" --trace "$T/pipe_trace.json"
+expect_in "$T/out" "decode_jpeg+random_resized_crop" "the table names the fused stage"
+expect_in "$T/out" "verdict: unknown" "no trainer: no verdict"
+check "$T/pipe.json" "p['schema'] == 'goldminer.profile' and p['version'] == 1" "versioned schema"
+check "$T/pipe.json" "all(s['cpu_s_per_sample'] > 0 for s in p['pipeline']['stages'])" "stage costs positive"
+check "$T/pipe.json" "[s['index'] for s in p['pipeline']['stages']] == [0, 2, 3]" "3 stages (2 fused pairs), at their pipeline.json positions"
+check "$T/pipe.json" "[c['after_stage'] for c in p['pipeline']['cuts']] == [-1, 1, 2, 4]" "cuts before, and after each op (never inside a fused pair)"
+check "$T/pipe.json" "abs(p['pipeline']['stage_cpu_s_per_sample'] + p['pipeline']['queue_cpu_s_per_sample'] + p['pipeline']['reader_cpu_s_per_sample'] + p['pipeline']['batcher_cpu_s_per_sample'] - p['pipeline']['cpu_s_per_sample']) < 0.1 * p['pipeline']['cpu_s_per_sample']" "stage, hand-off, reader and batcher CPU add up to the process CPU"
+check "$T/pipe.json" "'trainer' not in p and p['verdict'] == 'unknown'" "no trainer section"
+check "$T/pipe_trace.json" "len([e for e in p['traceEvents'] if e['ph'] == 'X']) > 0" "trace has stage spans"
+$PY - "$T/runs.db" <<'PY' || fail "runs.db rows"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+assert db.execute("PRAGMA user_version").fetchone()[0] >= 1
+n, = db.execute("SELECT count(*) FROM profiles").fetchone()
+s, = db.execute("SELECT count(*) FROM stage_costs").fetchone()
+assert (n, s) == (1, 3), (n, s)
+PY
+ok "runs.db holds the profile and its 3 stage costs"
+
+# --- demand: a Python trainer fed faster than it consumes (40 ms steps, batch 8) -----
+expect_rc 0 "profile a Python trainer fed fast" -- "$GM" profile --pipeline "$T/fast.json" \
+  --samples 256 --warmup 0 --steps 20 --warmup-steps 3 -o "$T/fast_py.json" --no-db \
+  --trace "$T/fast_trace.json" -- $PY "$SLEEP_PY" --step-ms 40
+check "$T/fast_py.json" "p['trainer']['steps'] == 20 and p['trainer']['stopped_by_profile']" "20 steps measured, then stopped"
+check "$T/fast_py.json" "abs(p['trainer']['demand_samples_per_s'] - 200) <= 20" "demand within 10% of 200 samples/s (got $(field "$T/fast_py.json" "round(p['trainer']['demand_samples_per_s'],1)"))"
+check "$T/fast_py.json" "p['trainer']['stall_fraction'] < 0.1" "stall near zero when fed fast (got $(field "$T/fast_py.json" "round(p['trainer']['stall_fraction'],3)"))"
+check "$T/fast_py.json" "p['verdict'] == 'compute-bound'" "verdict: compute-bound"
+check "$T/fast_py.json" "not p['trainer']['gpu']['available'] and p['trainer']['gpu']['reason']" "no GPU here, and it says why"
+check "$T/fast_py.json" "p['trainer']['instrumentation_s_per_step'] > 0 and p['trainer']['instrumentation_overhead'] < 0.01" "step log overhead measured and small"
+check "$T/fast_trace.json" "len([e for e in p['traceEvents'] if e['name'] == 'data wait']) >= 24" "trace has the data waits"
+
+# --- demand: the C trainer (30 ms steps, batch 8) -------------------------------------
+expect_rc 0 "profile a C trainer fed fast" -- "$GM" profile --pipeline "$T/fast.json" \
+  --samples 64 --warmup 0 --steps 20 --warmup-steps 3 -o "$T/fast_c.json" --no-db \
+  -- "$SLEEP_C" --step-ms 30
+check "$T/fast_c.json" "abs(p['trainer']['demand_samples_per_s'] - 8 / 0.030) <= 0.1 * 8 / 0.030" "C trainer demand within 10% of 266.7 samples/s (got $(field "$T/fast_c.json" "round(p['trainer']['demand_samples_per_s'],1)"))"
+check "$T/fast_c.json" "p['trainer']['stall_fraction'] < 0.1" "C trainer stall near zero"
+
+# --- starved: 1 worker making a batch in 200 ms for a trainer stepping in 20 ms --------
+expect_rc 0 "profile a starved trainer" -- "$GM" profile --pipeline "$T/slow.json" \
+  --samples 8 --warmup 0 --steps 8 --warmup-steps 2 --workers 1 -o "$T/slow_py.json" --no-db \
+  -- $PY "$SLEEP_PY" --step-ms 20
+check "$T/slow_py.json" "p['trainer']['stall_fraction'] > 0.5" "stall large when starved (got $(field "$T/slow_py.json" "round(p['trainer']['stall_fraction'],3)"))"
+check "$T/slow_py.json" "abs(p['trainer']['demand_samples_per_s'] - 400) <= 40" "demand still within 10% of 400 samples/s when starved (got $(field "$T/slow_py.json" "round(p['trainer']['demand_samples_per_s'],1)"))"
+check "$T/slow_py.json" "p['verdict'] == 'input-bound'" "verdict: input-bound"
+check "$T/slow_py.json" "p['pipeline']['stages'][0]['cpu_s_per_sample'] >= 0 and p['pipeline']['stages'][0]['wall_s_per_sample'] > 0.02" "the sleeping exec stage's wall time shows"
+
+# --- an unmodified torch program with its own DataLoader ------------------------------
+expect_rc 0 "profile an unmodified torch program, fed fast" -- "$GM" profile --steps 15 \
+  --warmup-steps 3 -o "$T/torch_fast.json" --no-db \
+  -- $PY "$TORCH_PY" --items 400 --item-ms 0 --step-ms 40 --batch-size 8 --num-workers 0
+check "$T/torch_fast.json" "p['trainer']['source'] == 'torch' and p['trainer']['steps'] == 15" "torch DataLoader steps recorded by the import hook"
+check "$T/torch_fast.json" "abs(p['trainer']['demand_samples_per_s'] - 200) <= 20" "torch demand within 10% of 200 samples/s (got $(field "$T/torch_fast.json" "round(p['trainer']['demand_samples_per_s'],1)"))"
+check "$T/torch_fast.json" "p['trainer']['stall_fraction'] < 0.1" "torch stall near zero"
+check "$T/torch_fast.json" "0 < p['trainer']['instrumentation_s_per_step'] and p['trainer']['instrumentation_overhead'] < 0.01" "the hook's own cost measured though the program was stopped by SIGTERM"
+expect_rc 0 "profile an unmodified torch program, starved" -- "$GM" profile --steps 8 \
+  --warmup-steps 2 -o "$T/torch_slow.json" --no-db \
+  -- $PY "$TORCH_PY" --items 400 --item-ms 10 --step-ms 5 --batch-size 8 --num-workers 0
+check "$T/torch_slow.json" "p['trainer']['stall_fraction'] > 0.5" "torch stall large when its loader is slow (got $(field "$T/torch_slow.json" "round(p['trainer']['stall_fraction'],3)"))"
+check "$T/torch_slow.json" "p['verdict'] == 'input-bound'" "torch verdict: input-bound"
+
+# --- bad trainers: a clear report, no hang ---------------------------------------------
+expect_rc 1 "a trainer that exits at once" -- "$GM" profile --pipeline "$T/fast.json" --samples 16 \
+  --warmup 0 -o "$T/at_once.json" --no-db -- $PY "$SLEEP_PY" --exit-at-once
+expect_in "$T/err" "exited with status 0 after 0 batch requests" "says it exited before any step"
+expect_in "$T/err" "goldminer.Loader" "says how the trainer must read"
+check "$T/at_once.json" "p['trainer']['steps'] == 0 and 'pipeline' in p" "profile.json still written, with the pipeline part"
+
+expect_rc 1 "a trainer that crashes" -- "$GM" profile --pipeline "$T/fast.json" --samples 16 \
+  --warmup 0 --warmup-steps 1 -o "$T/crash.json" --no-db -- $PY "$SLEEP_PY" --step-ms 5 --crash-after 6
+expect_in "$T/err" "exited with status 1 before the profile stopped it" "says the trainer crashed"
+check "$T/crash.json" "p['trainer']['exit_code'] == 1 and p['trainer']['steps'] >= 4" "the steps before the crash are measured"
+
+start=$(date +%s)
+expect_rc 1 "a trainer that never reads" -- "$GM" profile --pipeline "$T/fast.json" --samples 16 \
+  --warmup 0 --step-timeout 3 -o "$T/never.json" --no-db -- $PY "$SLEEP_PY" --never-read
+took=$(( $(date +%s) - start ))
+expect_in "$T/err" "no step for 3 s" "says no step came"
+(( took < 60 )) || fail "never-read took ${took}s"
+ok "stopped within the step timeout and the grace period (${took}s)"
+
+expect_rc 1 "a trainer that is not a program" -- "$GM" profile --no-db -o "$T/x.json" -- /nonexistent/train
+expect_in "$T/err" "/nonexistent/train" "names the program"
+expect_rc 2 "neither pipeline nor trainer" -- "$GM" profile --no-db
+expect_in "$T/err" "profile needs --pipeline FILE" "says what profile needs"
+done_suite

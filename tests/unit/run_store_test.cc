@@ -1,0 +1,486 @@
+// The run store: SqliteRunStore on real SQLite files in a per-test directory, and
+// the same contract run on both SqliteRunStore and the MemoryRunStore fake.
+#include "core/run_store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/run_store_fake.h"
+#include "tests/unit/profile_fixture.h"
+#include "tests/unit/test_util.h"
+
+namespace gm {
+namespace {
+
+using testing::FullProfile;
+using testing::TempDir;
+
+constexpr const char* kNow = "2026-11-29T12:00:00Z";
+std::string FixedClock() { return kNow; }
+
+// A raw sqlite3 connection, independent of the code under test.
+class RawDb {
+ public:
+  explicit RawDb(const std::string& path) {
+    EXPECT_EQ(sqlite3_open(path.c_str(), &db_), SQLITE_OK) << path;
+  }
+  ~RawDb() { sqlite3_close(db_); }
+  RawDb(const RawDb&) = delete;
+  RawDb& operator=(const RawDb&) = delete;
+
+  // The first column of the first row of `sql`, as text ("" when no row).
+  std::string Query(const std::string& sql) {
+    sqlite3_stmt* st = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr), SQLITE_OK)
+        << sql << ": " << sqlite3_errmsg(db_);
+    std::string out;
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != nullptr) {
+      out = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    }
+    sqlite3_finalize(st);
+    return out;
+  }
+  void Exec(const std::string& sql) {
+    EXPECT_EQ(sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK)
+        << sql << ": " << sqlite3_errmsg(db_);
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+std::unique_ptr<SqliteRunStore> OpenOrDie(const std::string& path) {
+  Result<std::unique_ptr<SqliteRunStore>> store = SqliteRunStore::Open(path, FixedClock);
+  EXPECT_TRUE(store.ok()) << store.status().message();
+  return store.ok() ? std::move(store).value() : nullptr;
+}
+
+Profile SecondProfile() {
+  Profile p = FullProfile();
+  p.host = "cpu-node-3";
+  p.verdict = "compute-bound";
+  p.trainer->gpu = GpuProfile{};
+  p.trainer->gpu.reason = "no CUDA device";
+  p.pipeline->stages.pop_back();
+  return p;
+}
+
+// ---- SqliteRunStore on real files ------------------------------------------------
+
+TEST(SqliteRunStoreTest, ProfilesSurviveAReopen) {
+  TempDir dir;
+  const std::string path = dir.path() + "/runs.db";
+  // Given a new runs.db with two profiles
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(*store->AddProfile(FullProfile()), 1);
+    EXPECT_EQ(*store->AddProfile(SecondProfile()), 2);
+  }
+  // When it is opened again
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  // Then both come back as recorded
+  Result<std::vector<ProfileSummary>> list = store->ListProfiles();
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_EQ(list->size(), 2u);
+  ProfileSummary first = SummarizeProfile(FullProfile());
+  first.id = 1;
+  ProfileSummary second = SummarizeProfile(SecondProfile());
+  second.id = 2;
+  EXPECT_EQ((*list)[0], first);
+  EXPECT_EQ((*list)[1], second);
+  EXPECT_EQ(*store->GetProfile(1), FullProfile());
+  EXPECT_EQ(*store->GetProfile(2), SecondProfile());
+}
+
+TEST(SqliteRunStoreTest, TheSummaryRowHoldsTheFiguresOfTheProfile) {
+  ProfileSummary s = SummarizeProfile(FullProfile());
+  EXPECT_EQ(s.samples_per_s_1_thread, 630.1);
+  EXPECT_EQ(s.samples_per_s_all_cores, 630.1 * 16);
+  EXPECT_EQ(s.samples_per_s_per_core, 139.3);
+  EXPECT_EQ(s.demand_samples_per_s, 1230.8);
+  EXPECT_EQ(s.gpu_available, true);
+  EXPECT_EQ(s.gpu_busy_fraction, 0.54);
+  Profile bare = FullProfile();
+  bare.pipeline.reset();
+  bare.trainer.reset();
+  s = SummarizeProfile(bare);
+  EXPECT_FALSE(s.pipeline_path || s.samples_per_s_1_thread || s.demand_samples_per_s ||
+               s.gpu_available || s.gpu_busy_fraction);
+}
+
+TEST(SqliteRunStoreTest, WritesOneStageCostRowPerStageAndTheSummaryColumns) {
+  TempDir dir;
+  const std::string path = dir.path() + "/runs.db";
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->AddProfile(FullProfile()).ok());    // 3 stages
+  ASSERT_TRUE(store->AddProfile(SecondProfile()).ok());  // 2 stages
+  Profile no_pipeline = FullProfile();
+  no_pipeline.pipeline.reset();
+  ASSERT_TRUE(store->AddProfile(no_pipeline).ok());
+
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM stage_costs"), "5");
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM stage_costs WHERE profile_id = 2"), "2");
+  EXPECT_EQ(raw.Query("SELECT name || ',' || stateless || ',' || stage_index FROM stage_costs "
+                      "WHERE profile_id = 1 AND stage_index = 1"),
+            "shuffle_state,0,1");
+  EXPECT_EQ(raw.Query("SELECT verdict FROM profiles WHERE id = 2"), "compute-bound");
+  EXPECT_EQ(raw.Query("SELECT gpu_busy_fraction IS NULL FROM profiles WHERE id = 2"), "1");
+  EXPECT_EQ(raw.Query("SELECT pipeline_path IS NULL FROM profiles WHERE id = 3"), "1");
+  EXPECT_EQ(raw.Query("SELECT json_extract(json, '$.trainer.gpu.devices') FROM profiles "
+                      "WHERE id = 1"),
+            "2");
+  EXPECT_EQ(raw.Query("SELECT kind || ': ' || message || ' @' || t_utc FROM events "
+                      "WHERE profile_id = 2"),
+            std::string("profile: profile recorded: compute-bound @") + kNow);
+}
+
+TEST(SqliteRunStoreTest, UsesSchemaVersion1AndWal) {
+  TempDir dir;
+  const std::string path = dir.path() + "/runs.db";
+  ASSERT_NE(OpenOrDie(path), nullptr);
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), "1");
+  EXPECT_EQ(raw.Query("PRAGMA journal_mode"), "wal");
+  for (const char* table :
+       {"runs", "profiles", "stage_costs", "plans", "workers", "metrics", "events"}) {
+    EXPECT_EQ(raw.Query(std::string("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
+                                    "AND name = '") +
+                        table + "'"),
+              "1")
+        << table;
+  }
+  // An index on every foreign key (workers' primary key starts with run_id).
+  EXPECT_EQ(raw.Query("SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
+                      "WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name)"),
+            "events_profile_id events_run_id metrics_run_id_name_t_s plans_profile_id "
+            "stage_costs_profile_id stage_costs_run_id");
+  EXPECT_EQ(raw.Query("PRAGMA foreign_keys"), "0") << "a per-connection setting, off by default";
+}
+
+TEST(SqliteRunStoreTest, AFileThatIsNotADatabaseIsCorrupt) {
+  TempDir dir;
+  const std::string path =
+      dir.Write("runs.db", std::string(4096, 'x') + "\nthis is not a SQLite database\n");
+  Result<std::unique_ptr<SqliteRunStore>> store = SqliteRunStore::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Code::kCorrupt);
+  EXPECT_EQ(store.status().message(),
+            path + " is not a goldminer runs.db (file is not a database)");
+}
+
+TEST(SqliteRunStoreTest, AFileFromANewerGoldminerIsRefused) {
+  TempDir dir;
+  const std::string path = dir.path() + "/runs.db";
+  {
+    RawDb raw(path);
+    raw.Exec("CREATE TABLE runs (id TEXT); PRAGMA user_version = 7");
+  }
+  Result<std::unique_ptr<SqliteRunStore>> store = SqliteRunStore::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store.status().message(),
+            path +
+                " was written by a newer goldminer (schema 7; this one reads up to 1): "
+                "use that goldminer, or another runs.db");
+  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "7") << "left as it was";
+}
+
+TEST(SqliteRunStoreTest, AMissingDirectoryIsAnIoErrorNamingThePath) {
+  TempDir dir;
+  const std::string path = dir.path() + "/no/such/dir/runs.db";
+  Result<std::unique_ptr<SqliteRunStore>> store = SqliteRunStore::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Code::kIoError);
+  EXPECT_EQ(store.status().message(),
+            path + ": cannot open runs.db: " + dir.path() +
+                "/no/such/dir does not exist (create the directory first, or choose another "
+                "path)");
+}
+
+TEST(SqliteRunStoreTest, AnotherProgramsDatabaseAtVersion0GetsTheSchemaBesideItsTables) {
+  TempDir dir;
+  const std::string path = dir.path() + "/notes.db";
+  RawDb(path).Exec("CREATE TABLE notes (text TEXT); INSERT INTO notes VALUES ('keep me')");
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(*store->AddProfile(FullProfile()), 1);
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), "1");
+  EXPECT_EQ(raw.Query("SELECT text FROM notes"), "keep me");
+}
+
+TEST(SqliteRunStoreTest, AVersion0DatabaseWithATableOfOurNamesIsRefusedAndLeftAlone) {
+  TempDir dir;
+  const std::string path = dir.path() + "/other.db";
+  RawDb(path).Exec("CREATE TABLE events (at TEXT)");
+  Result<std::unique_ptr<SqliteRunStore>> store = SqliteRunStore::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(store.status().message(),
+            path + ": creating schema 1: table events already exists (" + path +
+                " is a SQLite database but not a goldminer runs.db; choose another path)");
+  // The migration ran in one transaction: nothing of ours was left behind.
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), "0");
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM sqlite_master WHERE name = 'profiles'"), "0");
+}
+
+TEST(SqliteRunStoreTest, TwoConnectionsWriteConcurrentlyWithoutBusyErrors) {
+  TempDir dir;
+  const std::string path = dir.path() + "/runs.db";
+  auto a = OpenOrDie(path);
+  auto b = OpenOrDie(path);
+  ASSERT_TRUE(a && b);
+  constexpr int kEach = 200;
+  // When two threads write through their own connection at the same time
+  auto writer = [](RunStore* store, const std::string& run_id, std::vector<Status>* errors) {
+    RunRecord run;
+    run.id = run_id;
+    run.backend = "local";
+    if (Status st = store->BeginRun(run); !st.ok()) errors->push_back(st);
+    for (int i = 0; i < kEach; ++i) {
+      if (Result<int64_t> id = store->AddProfile(FullProfile()); !id.ok()) {
+        errors->push_back(id.status());
+      }
+      if (Status st = store->AddMetric(run_id, MetricPoint{i * 0.5, "workers", i * 1.0});
+          !st.ok()) {
+        errors->push_back(st);
+      }
+    }
+  };
+  std::vector<Status> errors_a, errors_b;
+  std::thread ta(writer, a.get(), "run-a", &errors_a);
+  std::thread tb(writer, b.get(), "run-b", &errors_b);
+  ta.join();
+  tb.join();
+  // Then nothing failed and every row is there
+  for (const Status& st : errors_a) ADD_FAILURE() << "a: " << st.message();
+  for (const Status& st : errors_b) ADD_FAILURE() << "b: " << st.message();
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM profiles"), std::to_string(2 * kEach));
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM stage_costs"), std::to_string(2 * kEach * 3));
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM events"), std::to_string(2 * kEach));
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM metrics"), std::to_string(2 * kEach));
+  EXPECT_EQ(raw.Query("SELECT count(DISTINCT id) FROM profiles"), std::to_string(2 * kEach));
+}
+
+TEST(SqliteRunStoreTest, AProfileIsRecordedAllOrNothing) {
+  TempDir dir;
+  const std::string path = dir.path() + "/runs.db";
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  // Given a database that refuses the profile's last row (its event)
+  RawDb(path).Exec(
+      "CREATE TRIGGER no_events BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'no events "
+      "today'); END");
+  // When a profile is added, Then the error says why, and nothing of it was kept
+  Result<int64_t> id = store->AddProfile(FullProfile());
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().message(), path + ": INSERT INTO events: no events today");
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM profiles"), "0");
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM stage_costs"), "0");
+  // And the store still works once the obstacle is gone
+  raw.Exec("DROP TRIGGER no_events");
+  EXPECT_TRUE(store->AddProfile(FullProfile()).ok());
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM stage_costs"), "3");
+}
+
+TEST(SqliteRunStoreTest, AHandEditedProfileThatNoLongerReadsNamesTheRow) {
+  TempDir dir;
+  const std::string path = dir.path() + "/runs.db";
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->AddProfile(FullProfile()).ok());
+  RawDb(path).Exec("UPDATE profiles SET json = json_set(json, '$.cores', 'many')");
+  Result<Profile> p = store->GetProfile(1);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(), path + ": profile 1: $.cores: expected an integer, got \"many\"");
+}
+
+// ---- The contract, on both stores ------------------------------------------------
+
+struct SqliteStoreMaker {
+  TempDir dir;
+  std::unique_ptr<RunStore> Make() { return OpenOrDie(dir.path() + "/runs.db"); }
+};
+
+struct MemoryStoreMaker {
+  std::unique_ptr<RunStore> Make() { return std::make_unique<MemoryRunStore>(FixedClock); }
+};
+
+template <typename Maker>
+class RunStoreContractTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = maker_.Make();
+    ASSERT_NE(store_, nullptr);
+  }
+  // The message of a store's error without the store's name (a path or "memory
+  // run store"), which is all that differs between the two.
+  static std::string Tail(const Status& status) {
+    const std::string& m = status.message();
+    const size_t at = m.find(": ");
+    return at == std::string::npos ? m : m.substr(at + 2);
+  }
+  RunRecord Run(const std::string& id) {
+    RunRecord run;
+    run.id = id;
+    run.started_utc = "2026-11-29T11:00:00Z";
+    run.backend = "slurm";
+    run.pipeline_path = "pipeline.json";
+    run.plan_path = "plan.json";
+    run.command = {"python3", "train.py", "--lr", "0.1"};
+    run.world_size = 8;
+    return run;
+  }
+  Maker maker_;
+  std::unique_ptr<RunStore> store_;
+};
+
+using StoreMakers = ::testing::Types<SqliteStoreMaker, MemoryStoreMaker>;
+TYPED_TEST_SUITE(RunStoreContractTest, StoreMakers);
+
+TYPED_TEST(RunStoreContractTest, ProfilesGetIdsFrom1AndReadBackEqual) {
+  RunStore& store = *this->store_;
+  EXPECT_EQ(*store.AddProfile(FullProfile()), 1);
+  EXPECT_EQ(*store.AddProfile(SecondProfile()), 2);
+  const std::vector<ProfileSummary> list = *store.ListProfiles();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].id, 1);
+  EXPECT_EQ(list[1].host, "cpu-node-3");
+  EXPECT_EQ(*store.GetProfile(2), SecondProfile());
+  Result<Profile> missing = store.GetProfile(3);
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_EQ(this->Tail(missing.status()), "no profile with id 3");
+}
+
+TYPED_TEST(RunStoreContractTest, AProfileThatWouldNotReadBackIsRefused) {
+  Profile p = FullProfile();
+  p.verdict = "";
+  Result<int64_t> id = this->store_->AddProfile(p);
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(id.status().message(),
+            "cannot record the profile: profile: $.verdict: expected \"input-bound\", "
+            "\"compute-bound\" or \"unknown\", got \"\"");
+  EXPECT_TRUE(this->store_->ListProfiles()->empty());
+  EXPECT_TRUE(this->store_->ListEvents()->empty());
+}
+
+TYPED_TEST(RunStoreContractTest, EventsAreStampedNumberedAndMustNameKnownThings) {
+  RunStore& store = *this->store_;
+  ASSERT_TRUE(store.AddProfile(FullProfile()).ok());
+  ASSERT_TRUE(store.BeginRun(this->Run("r1")).ok());
+  EventRecord scale;
+  scale.run_id = "r1";
+  scale.kind = "scale";
+  scale.message = "workers 2 -> 4";
+  ASSERT_TRUE(store.AddEvent(scale).ok());
+  EventRecord dated;
+  dated.t_utc = "2026-01-02T03:04:05Z";
+  dated.kind = "note";
+  dated.message = "by hand";
+  ASSERT_TRUE(store.AddEvent(dated).ok());
+
+  EventRecord unknown_run = scale;
+  unknown_run.run_id = "r2";
+  Status st = store.AddEvent(unknown_run);
+  EXPECT_EQ(st.code(), Code::kNotFound);
+  EXPECT_EQ(this->Tail(st),
+            "cannot record event \"workers 2 -> 4\": run \"r2\" or profile 0 is not recorded");
+  EventRecord unknown_profile;
+  unknown_profile.profile_id = 9;
+  unknown_profile.kind = "profile";
+  EXPECT_EQ(store.AddEvent(unknown_profile).code(), Code::kNotFound);
+
+  const std::vector<EventRecord> events = *store.ListEvents();
+  ASSERT_EQ(events.size(), 3u);
+  EXPECT_EQ(events[0],
+            (EventRecord{1, std::nullopt, 1, kNow, "profile", "profile recorded: input-bound"}));
+  EXPECT_EQ(events[1], (EventRecord{2, "r1", std::nullopt, kNow, "scale", "workers 2 -> 4"}));
+  EXPECT_EQ(events[2], (EventRecord{3, std::nullopt, std::nullopt, "2026-01-02T03:04:05Z", "note",
+                                    "by hand"}));
+}
+
+TYPED_TEST(RunStoreContractTest, ARunBeginsEndsAndKeepsItsMetrics) {
+  RunStore& store = *this->store_;
+  RunRecord run = this->Run("job-17");
+  run.ended_utc = "ignored";
+  run.exit_code = 5;
+  ASSERT_TRUE(store.BeginRun(run).ok());
+  RunRecord started = this->Run("job-17");
+  EXPECT_EQ(*store.GetRun("job-17"), started);
+
+  Status again = store.BeginRun(run);
+  EXPECT_EQ(again.code(), Code::kInvalidArgument);
+  EXPECT_EQ(this->Tail(again), "a run with id \"job-17\" is already recorded");
+
+  ASSERT_TRUE(store.AddMetric("job-17", MetricPoint{0.5, "workers", 2}).ok());
+  ASSERT_TRUE(store.AddMetric("job-17", MetricPoint{1.5, "samples_per_s", 812.25}).ok());
+  ASSERT_TRUE(store.AddMetric("job-17", MetricPoint{1.0, "workers", 4}).ok());
+  EXPECT_EQ(*store.ListMetrics("job-17"),
+            (std::vector<MetricPoint>{
+                {0.5, "workers", 2}, {1.5, "samples_per_s", 812.25}, {1.0, "workers", 4}}));
+  EXPECT_TRUE(store.ListMetrics("other")->empty());
+  Status no_run = store.AddMetric("other", MetricPoint{0, "workers", 1});
+  EXPECT_EQ(no_run.code(), Code::kNotFound);
+  EXPECT_EQ(this->Tail(no_run), "no run with id \"other\"");
+
+  ASSERT_TRUE(store.EndRun("job-17", "succeeded", 0).ok());
+  RunRecord ended = started;
+  ended.ended_utc = kNow;
+  ended.status = "succeeded";
+  ended.exit_code = 0;
+  EXPECT_EQ(*store.GetRun("job-17"), ended);
+  EXPECT_EQ(store.EndRun("nope", "failed", 1).code(), Code::kNotFound);
+  EXPECT_EQ(this->Tail(store.GetRun("nope").status()), "no run with id \"nope\"");
+}
+
+TYPED_TEST(RunStoreContractTest, ARunWithoutAStartTimeIsStampedByTheClock) {
+  RunRecord run = this->Run("r");
+  run.started_utc.clear();
+  ASSERT_TRUE(this->store_->BeginRun(run).ok());
+  EXPECT_EQ(this->store_->GetRun("r")->started_utc, kNow);
+}
+
+TYPED_TEST(RunStoreContractTest, ThreadsSharingOneStoreLoseNothing) {
+  RunStore& store = *this->store_;
+  ASSERT_TRUE(store.BeginRun(this->Run("r")).ok());
+  constexpr int kEach = 25;
+  auto writer = [&store](int thread) {
+    for (int i = 0; i < kEach; ++i) {
+      EXPECT_TRUE(store.AddMetric("r", MetricPoint{i * 1.0, "t" + std::to_string(thread), 1}).ok());
+      EXPECT_TRUE(store.AddProfile(SecondProfile()).ok());
+    }
+  };
+  std::thread t1(writer, 1);
+  std::thread t2(writer, 2);
+  t1.join();
+  t2.join();
+  EXPECT_EQ(store.ListMetrics("r")->size(), 2u * kEach);
+  EXPECT_EQ(store.ListProfiles()->size(), 2u * kEach);
+  EXPECT_EQ(store.ListProfiles()->back().id, 2 * kEach);
+}
+
+TEST(MemoryRunStoreTest, FailWritesMakesWritesFailUntilCleared) {
+  MemoryRunStore store(FixedClock);
+  store.FailWrites(Status::IoError("disk full"));
+  EXPECT_EQ(store.AddProfile(FullProfile()).status().message(), "disk full");
+  EXPECT_EQ(store.AddEvent(EventRecord{}).message(), "disk full");
+  store.FailWrites(Status::Ok());
+  EXPECT_EQ(*store.AddProfile(FullProfile()), 1);
+  EXPECT_EQ(store.stage_cost_rows(), 3u);
+}
+
+}  // namespace
+}  // namespace gm
