@@ -34,6 +34,7 @@ struct ProfileFlags {
   int workers = 2;
   int threads_per_worker = 1;
   int epochs = 1;
+  int world_size = 1;
   size_t samples_per_split = 256;
   std::string db = "runs.db";
   bool no_db = false;
@@ -122,6 +123,11 @@ Status WriteOutputs(const ProfileFlags& f, const Profile& profile, const TraceIn
 }
 
 Result<int> RunProfile(const ProfileFlags& f) {
+  if (f.world_size > 1 && f.pipeline.empty()) {
+    LogError("--world-size needs --pipeline: without it the program runs as it is, "
+             "starting its own processes");
+    return kExitUsage;
+  }
   if (f.pipeline.empty() && f.command.empty()) {  // a usage error: exit 2
     LogError("profile needs --pipeline FILE, a trainer command after --, or both; e.g. "
              "goldminer profile --pipeline pipeline.json -- python3 train.py");
@@ -157,6 +163,7 @@ Result<int> RunProfile(const ProfileFlags& f) {
     to.workers = f.workers;
     to.threads_per_worker = f.threads_per_worker;
     to.epochs = f.epochs;
+    to.world_size = f.world_size;
     to.samples_per_split = f.samples_per_split;
     to.warmup_steps = f.warmup_steps;
     to.steps = f.steps;
@@ -222,6 +229,9 @@ Verb ProfileVerb() {
             ->check(CLI::Range(1, 1024));
         sub.add_option("--epochs", f->epochs, "Epochs the workers serve the trainer")
             ->check(CLI::Range(1, 100000));
+        sub.add_option("--world-size", f->world_size,
+                       "Trainer ranks fed by the workers (with --pipeline; RANK/WORLD_SIZE set)")
+            ->check(CLI::Range(1, 1024));
         sub.add_option("--samples-per-split", f->samples_per_split,
                        "Samples per split of files/range sources (as for `run`)")
             ->check(CLI::Range(1, 100000000));

@@ -41,7 +41,9 @@ class StopRule {
     const double now = MonotonicSeconds();
     uint64_t fewest = 0, total = 0;
     Result<std::vector<StepLog>> logs = ReadStepLogs(o_.work_dir);
-    if (logs.ok() && !logs->empty()) {
+    // Every rank must have made its steps (a rank's log appears when it connects).
+    const size_t ranks = o_.pipeline.empty() ? 1 : static_cast<size_t>(o_.world_size);
+    if (logs.ok() && logs->size() >= ranks) {
       fewest = UINT64_MAX;
       for (const StepLog& l : *logs) {
         fewest = std::min<uint64_t>(fewest, l.steps.size());
@@ -128,6 +130,7 @@ Status RunWithWorkers(const TrainerRunOptions& o, std::vector<std::string> env,
   c.workers = o.workers;
   c.threads_per_worker = o.threads_per_worker;
   c.epochs = o.epochs;
+  c.world_size = o.world_size;
   c.samples_per_split = o.samples_per_split;
   c.command = o.command;
   c.trainer_env = std::move(env);

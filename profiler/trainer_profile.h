@@ -35,6 +35,7 @@ struct TrainerRunOptions {
   int workers = 2;               // data workers (with a pipeline)
   int threads_per_worker = 1;
   int epochs = 1;                // epochs the workers serve
+  int world_size = 1;            // trainer ranks (with a pipeline): one process each
   size_t samples_per_split = 256;
   uint64_t warmup_steps = 5;
   uint64_t steps = 100;          // measured steps before stopping the trainer; 0: no limit

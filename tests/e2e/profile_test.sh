@@ -94,6 +94,13 @@ expect_rc 0 "profile a C trainer fed fast" -- "$GM" profile --pipeline "$T/fast.
 check "$T/fast_c.json" "abs(p['trainer']['demand_samples_per_s'] - 8 / 0.030) <= 0.1 * 8 / 0.030" "C trainer demand within 10% of 266.7 samples/s (got $(field "$T/fast_c.json" "round(p['trainer']['demand_samples_per_s'],1)"))"
 check "$T/fast_c.json" "p['trainer']['stall_fraction'] < 0.1" "C trainer stall near zero"
 
+# --- two ranks, each stepping in 40 ms: their demands add up --------------------------
+expect_rc 0 "profile 2 trainer ranks" -- "$GM" profile --pipeline "$T/fast.json" --samples 64 \
+  --warmup 0 --steps 10 --warmup-steps 2 --world-size 2 -o "$T/ranks.json" --no-db \
+  -- $PY "$SLEEP_PY" --step-ms 40
+check "$T/ranks.json" "len({s['pid'] for s in p['trainer']['step_list']}) == 2 and p['trainer']['steps'] == 20" "10 steps of each of the 2 ranks measured"
+check "$T/ranks.json" "abs(p['trainer']['demand_samples_per_s'] - 400) <= 40" "2 ranks: demand within 10% of 400 samples/s (got $(field "$T/ranks.json" "round(p['trainer']['demand_samples_per_s'],1)"))"
+
 # --- starved: 1 worker making a batch in 200 ms for a trainer stepping in 20 ms --------
 expect_rc 0 "profile a starved trainer" -- "$GM" profile --pipeline "$T/slow.json" \
   --samples 8 --warmup 0 --steps 8 --warmup-steps 2 --workers 1 -o "$T/slow_py.json" --no-db \
