@@ -33,7 +33,7 @@ struct ProfileFlags {
   double step_timeout_s = 120;
   int workers = 2;
   int threads_per_worker = 1;
-  int epochs = 1;
+  int epochs = 1000;  // the trainer's own loop decides; the profile stops it anyway
   int world_size = 1;
   size_t samples_per_split = 256;
   std::string db = "runs.db";
@@ -227,7 +227,7 @@ Verb ProfileVerb() {
             ->check(CLI::Range(1, 1024));
         sub.add_option("--threads-per-worker", f->threads_per_worker, "Stage threads per worker")
             ->check(CLI::Range(1, 1024));
-        sub.add_option("--epochs", f->epochs, "Epochs the workers serve the trainer")
+        sub.add_option("--epochs", f->epochs, "Epochs the workers serve the trainer (its own loop decides how many it asks for)")
             ->check(CLI::Range(1, 100000));
         sub.add_option("--world-size", f->world_size,
                        "Trainer ranks fed by the workers (with --pipeline; RANK/WORLD_SIZE set)")

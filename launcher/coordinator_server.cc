@@ -314,7 +314,7 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
     case MsgType::kGetPlan: {
       const uint64_t epoch = m.value("epoch", uint64_t{0});
       if (epoch >= static_cast<uint64_t>(config_.epochs)) {
-        reply = {{"epoch", epoch}, {"end", true}};
+        reply = {{"epoch", epoch}, {"end", true}, {"epochs", config_.epochs}};
         break;
       }
       // A later epoch starts when every rank has finished this one.

@@ -38,6 +38,19 @@ class StopRule {
 
   // True once the trainer should be stopped; reason() says why.
   bool ShouldStop() {
+    if (!Decide()) return false;
+    if (o_.progress) {
+      o_.progress("stopping the trainer (" + reason_ +
+                  "); the data plane may warn that it went away");
+    }
+    return true;
+  }
+
+  const std::string& reason() const { return reason_; }
+  bool timeout() const { return timeout_; }
+
+ private:
+  bool Decide() {
     const double now = MonotonicSeconds();
     uint64_t fewest = 0, total = 0;
     Result<std::vector<StepLog>> logs = ReadStepLogs(o_.work_dir);
@@ -72,10 +85,6 @@ class StopRule {
     return false;
   }
 
-  const std::string& reason() const { return reason_; }
-  bool timeout() const { return timeout_; }
-
- private:
   const TrainerRunOptions& o_;
   const double start_;
   double last_progress_;

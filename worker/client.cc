@@ -132,6 +132,7 @@ struct Client::Impl {
 
   ~Impl();
   Result<Frame> Request(MsgType type, const nlohmann::json& meta, MsgType answer);
+  Result<Frame> GetPlan(uint64_t epoch);
   Status FlushAcks();
   void FlushCredits();
   void ConnectWorkers(const std::vector<std::string>& addresses);
@@ -289,6 +290,46 @@ void Client::Impl::ReapDead() {
   for (auto& conn : dead) conn->thread.join();
 }
 
+// The plan of `epoch`. The coordinator answers "wait" while other ranks finish the
+// previous epoch (asked again until timeout_s), "end" for an epoch past the run's
+// last one and "done" for one every rank has finished: both are errors that say so.
+Result<Frame> Client::Impl::GetPlan(uint64_t epoch) {
+  const double deadline = MonotonicSeconds() + options.timeout_s;
+  const std::string e = std::to_string(epoch);
+  for (;;) {
+    GM_ASSIGN_OR_RETURN(Frame answer,
+                        Request(MsgType::kGetPlan, {{"epoch", epoch}}, MsgType::kPlan));
+    const nlohmann::json& m = answer.meta;
+    auto flag = [&m](const char* key) {
+      auto it = m.find(key);
+      return it != m.end() && it->is_boolean() && it->get<bool>();
+    };
+    if (flag("end")) {
+      auto n = m.find("epochs");
+      const std::string served = n != m.end() && n->is_number_unsigned()
+                                     ? "only " + std::to_string(n->get<uint64_t>()) + " epoch(s)"
+                                     : "fewer epochs";
+      return Status::InvalidArgument("epoch " + e + " (counting from 0) was asked for, but the run "
+                                     "serves " + served + ": start `goldminer run` or `goldminer "
+                                     "profile` with --epochs " + std::to_string(epoch + 1) +
+                                     " or more");
+    }
+    if (flag("done")) {
+      return Status::InvalidArgument("epoch " + e + " was asked for, but every rank has already "
+                                     "finished it");
+    }
+    if (!flag("wait")) return answer;
+    if (MonotonicSeconds() > deadline) {
+      return Status::Unavailable("epoch " + e + " did not start within " +
+                                 std::to_string(static_cast<int>(options.timeout_s)) +
+                                 " s: other ranks have not finished the epoch before it");
+    }
+    auto retry = m.find("retry_s");
+    double retry_s = retry != m.end() && retry->is_number() ? retry->get<double>() : 0.05;
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(retry_s, 0.01, 1.0)));
+  }
+}
+
 // Asks the coordinator for the workers (and the plan's counts when some were
 // unknown) and connects to new workers.
 Status Client::Impl::Refresh() {
@@ -305,8 +346,7 @@ Status Client::Impl::Refresh() {
     epoch = reorder.epoch();
   }
   if (need_counts) {
-    GM_ASSIGN_OR_RETURN(Frame answer,
-                        Request(MsgType::kGetPlan, {{"epoch", epoch}}, MsgType::kPlan));
+    GM_ASSIGN_OR_RETURN(Frame answer, GetPlan(epoch));
     GM_ASSIGN_OR_RETURN(EpochPlan plan, ParsePlan(answer.meta, epoch));
     std::lock_guard lock(mu);
     for (const PlanSplit& s : plan.splits) {
@@ -322,7 +362,7 @@ Status Client::Impl::Refresh() {
 
 Status Client::Impl::LoadEpoch(uint64_t epoch, uint64_t position) {
   GM_RETURN_IF_ERROR(FlushAcks());
-  GM_ASSIGN_OR_RETURN(Frame answer, Request(MsgType::kGetPlan, {{"epoch", epoch}}, MsgType::kPlan));
+  GM_ASSIGN_OR_RETURN(Frame answer, GetPlan(epoch));
   GM_ASSIGN_OR_RETURN(EpochPlan plan, ParsePlan(answer.meta, epoch));
   GM_ASSIGN_OR_RETURN(std::vector<std::string> addresses,
                       ParseWorkers(answer.meta, "coordinator PLAN"));

@@ -35,8 +35,10 @@
 //                       batch_count is the planned count, or the one a worker
 //                       reported in SPLIT_DONE once known. GET_PLAN for an epoch
 //                       that has not started yet is answered when it starts (the
-//                       previous one is done); for an epoch past the run's last,
-//                       PLAN is {epoch, end: true}. How a client learns unknown
+//                       previous one is done), or after 5 s with {epoch, wait:
+//                       true, retry_s} (ask again); for an epoch past the run's
+//                       last, PLAN is {epoch, end: true, epochs}; for one every
+//                       rank finished, {epoch, done: true}. How a client learns unknown
 //                       counts: when blocked on its next batch it asks GET_PLAN
 //                       again (at most every 0.2 s) and applies the counts.
 //      K->C GET_WORKERS {}

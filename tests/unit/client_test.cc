@@ -98,6 +98,7 @@ class FakeCoordinator {
     return resume_;
   }
   bool close_after_plan = false;
+  int wait_answers = 0;  // GET_PLAN answered "wait" this many times first
 
  private:
   void Serve(Socket& s) {
@@ -112,6 +113,15 @@ class FakeCoordinator {
                          {"batch_size", 2},
                          {"world_size", frame->meta["world_size"]},
                          {"epochs", 1}},
+                        Deadline::After(5));
+      } else if (frame->type == MsgType::kGetPlan && frame->meta["epoch"] != 0) {
+        (void)SendFrame(s, MsgType::kPlan,
+                        {{"epoch", frame->meta["epoch"]}, {"end", true}, {"epochs", 1}},
+                        Deadline::After(5));
+      } else if (frame->type == MsgType::kGetPlan && wait_answers > 0) {
+        --wait_answers;
+        (void)SendFrame(s, MsgType::kPlan,
+                        {{"epoch", frame->meta["epoch"]}, {"wait", true}, {"retry_s", 0.01}},
                         Deadline::After(5));
       } else if (frame->type == MsgType::kGetPlan) {
         nlohmann::json splits = nlohmann::json::array();
@@ -298,6 +308,28 @@ TEST_F(ClientTest,
   EXPECT_EQ(stats.samples, 12u);
   EXPECT_EQ(stats.duplicates_dropped, 0u);
   EXPECT_EQ((*client)->state().position, 6u);
+}
+
+TEST_F(ClientTest, GivenPlanAnswersSayingWaitThenTheClientAsksAgainAndGetsEveryBatch) {
+  FakeWorker worker(secret_, {Script{Items({0, 1, 2})}});
+  FakeCoordinator coordinator(secret_);
+  coordinator.wait_answers = 3;
+  coordinator.SetPlan(Plan(true), {worker.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  EXPECT_EQ(Drain(**client), Expected());
+}
+
+TEST_F(ClientTest, GivenAnEpochPastTheRunsLastThenTheErrorSaysHowManyEpochsTheRunServes) {
+  FakeWorker worker(secret_, {Script{Items({0, 1, 2})}});
+  FakeCoordinator coordinator(secret_);
+  coordinator.SetPlan(Plan(true), {worker.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  Status st = (*client)->StartEpoch(1);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("serves only 1 epoch(s)"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("--epochs 2 or more"), std::string::npos) << st.message();
 }
 
 TEST_F(ClientTest, GivenTwoWorkersServingSplitsOutOfOrderThenNextReturnsTheSequenceOrder) {
