@@ -208,36 +208,49 @@ Verb ProfileVerb() {
                        "pipeline.json: profile its stages here and feed the trainer from it")
             ->check(CLI::ExistingFile);
         sub.add_option("--samples", f->samples, "Samples per measured pipeline run")
+            ->capture_default_str()
             ->check(CLI::Range(1, 100000000));
         sub.add_option("--warmup", f->warmup, "Pipeline samples run first and not measured")
+            ->capture_default_str()
             ->check(CLI::Range(0, 100000000));
         sub.add_option("--steps", f->steps,
                        "Trainer steps to measure (after the warm-up steps), then stop it; "
                        "0: no limit")
+            ->capture_default_str()
             ->check(CLI::Range(0, 100000000));
         sub.add_option("--seconds", f->seconds,
                        "Stop the trainer after this many seconds (0: no limit)")
+            ->capture_default_str()
             ->check(CLI::Range(0.0, 1e9));
         sub.add_option("--warmup-steps", f->warmup_steps, "Trainer steps not measured at start")
+            ->capture_default_str()
             ->check(CLI::Range(0, 1000000));
         sub.add_option("--step-timeout", f->step_timeout_s,
                        "Stop the trainer when it makes no step for this many seconds")
+            ->capture_default_str()
             ->check(CLI::Range(0.1, 1e9));
         sub.add_option("--workers", f->workers, "Data workers that feed the trainer (with --pipeline)")
+            ->capture_default_str()
             ->check(CLI::Range(1, 1024));
         sub.add_option("--threads-per-worker", f->threads_per_worker, "Stage threads per worker")
+            ->capture_default_str()
             ->check(CLI::Range(1, 1024));
         sub.add_option("--epochs", f->epochs, "Epochs the workers serve the trainer (its own loop decides how many it asks for)")
+            ->capture_default_str()
             ->check(CLI::Range(1, 100000));
         sub.add_option("--world-size", f->world_size,
                        "Trainer ranks fed by the workers (with --pipeline; RANK/WORLD_SIZE set)")
+            ->capture_default_str()
             ->check(CLI::Range(1, 1024));
         sub.add_option("--samples-per-split", f->samples_per_split,
                        "Samples per split of files/range sources (as for `run`)")
+            ->capture_default_str()
             ->check(CLI::Range(1, 100000000));
-        sub.add_option("--db", f->db, "runs.db to record the profile in (SQLite)");
+        sub.add_option("--db", f->db, "runs.db to record the profile in (SQLite)")
+            ->capture_default_str();
         sub.add_flag("--no-db", f->no_db, "Do not record the profile in a runs.db");
-        sub.add_option("-o,--output", f->out, "Where to write profile.json");
+        sub.add_option("-o,--output", f->out, "Where to write profile.json")
+            ->capture_default_str();
         sub.add_option("--trace", f->trace,
                        "Also write a Chrome/Perfetto trace (stage spans, data waits, GPU activity)");
         sub.add_flag("--json", f->json, "Print profile.json on stdout instead of the table");
