@@ -87,6 +87,29 @@ check "$T/fast_py.json" "not p['trainer']['gpu']['available'] and p['trainer']['
 check "$T/fast_py.json" "p['trainer']['instrumentation_s_per_step'] > 0 and p['trainer']['instrumentation_overhead'] < 0.01" "step log overhead measured and small"
 check "$T/fast_trace.json" "len([e for e in p['traceEvents'] if e['name'] == 'data wait']) >= 24" "trace has the data waits"
 
+# --- GPU figures, from a trainer that writes what libgoldminer_cupti.so would (this
+# machine has no GPU; scripts/gpu_check.sh checks the real library on one) --------------
+# The profile injects the library only when it was built (CUPTI found at build time;
+# e2e.cupti_lib_test fails when CUDA is installed and it was not).
+if [[ -f $BUILD/profiler/cupti/libgoldminer_cupti.so ]]; then
+  expect_rc 0 "profile a trainer with GPU activity, fed fast" -- "$GM" profile --pipeline "$T/fast.json" \
+    --samples 64 --warmup 0 --steps 12 --warmup-steps 2 -o "$T/gpu_fast.json" --no-db \
+    --trace "$T/gpu_trace.json" -- $PY "$SLEEP_PY" --step-ms 40 --fake-gpu-ms 30
+  check "$T/gpu_fast.json" "p['trainer']['gpu']['available'] and p['trainer']['gpu']['records'] >= 14" "GPU activity read"
+  check "$T/gpu_fast.json" "abs(p['trainer']['gpu']['busy_fraction'] - 0.75) < 0.1" "GPU busy 30 of 40 ms (got $(field "$T/gpu_fast.json" "round(p['trainer']['gpu']['busy_fraction'],3)"))"
+  check "$T/gpu_fast.json" "p['trainer']['gpu']['stall_fraction'] < 0.05 and p['verdict'] == 'compute-bound'" "no input stall when fed fast"
+  check "$T/gpu_fast.json" "all('gpu_busy_s' in s for s in p['trainer']['step_list'])" "per-step GPU figures"
+  check "$T/gpu_fast.json" "'instrumentation_overhead' in p['trainer']['gpu']" "CUPTI overhead measured by a run without it"
+  check "$T/gpu_trace.json" "any(e['name'] == 'fake_step_kernel' for e in p['traceEvents'])" "trace has the GPU kernels"
+  expect_rc 0 "profile a starved trainer with GPU activity" -- "$GM" profile --pipeline "$T/slow.json" \
+    --samples 8 --warmup 0 --steps 6 --warmup-steps 2 --workers 1 -o "$T/gpu_slow.json" --no-db \
+    -- $PY "$SLEEP_PY" --step-ms 40 --fake-gpu-ms 30
+  check "$T/gpu_slow.json" "p['trainer']['gpu']['stall_fraction'] > 0.5 and p['verdict'] == 'input-bound'" "GPU idle while waiting for data: input stall large (got $(field "$T/gpu_slow.json" "round(p['trainer']['gpu']['stall_fraction'],3)"))"
+  check "$T/gpu_slow.json" "p['input_bound_fraction'] == p['trainer']['gpu']['stall_fraction']" "the verdict uses the GPU stall"
+else
+  echo "# GPU figures not checked: this build has no libgoldminer_cupti.so (no CUPTI at build time)"
+fi
+
 # --- demand: the C trainer (40 ms steps, batch 8) -------------------------------------
 expect_rc 0 "profile a C trainer fed fast" -- "$GM" profile --pipeline "$T/fast.json" \
   --samples 64 --warmup 0 --steps 20 --warmup-steps 3 -o "$T/fast_c.json" --no-db \

@@ -12,10 +12,16 @@ $GOLDMINER_PROFILE_DIR is set.
   --exit-at-once     exit 0 before reading anything (not even connecting)
   --crash-after K    raise an exception after K batches: exit 1
   --never-read       connect, then sleep until killed
+  --fake-gpu-ms MS   a test double of libgoldminer_cupti.so, for machines without a
+                     GPU: when CUDA_INJECTION64_PATH is set (the profile asked for
+                     GPU activity), write $GOLDMINER_PROFILE_DIR/gpu.<pid>.log as the
+                     injection library would, with one "kernel" of MS milliseconds
+                     at the start of each step (profiler/gpu_log.h)
 
 At a normal end it prints "sleep_trainer: STEPS steps, SAMPLES samples".
 """
 import argparse
+import os
 import sys
 import time
 
@@ -30,7 +36,27 @@ def parse_args(argv):
     parser.add_argument("--exit-at-once", action="store_true")
     parser.add_argument("--crash-after", type=int, default=None)
     parser.add_argument("--never-read", action="store_true")
+    parser.add_argument("--fake-gpu-ms", type=float, default=None)
     return parser.parse_args(argv)
+
+
+class FakeGpuLog:
+    """Writes what libgoldminer_cupti.so writes for one kernel per step."""
+
+    def __init__(self, kernel_ms):
+        directory = os.environ.get("GOLDMINER_PROFILE_DIR")
+        self.fd = None
+        if kernel_ms is None or not directory or not os.environ.get("CUDA_INJECTION64_PATH"):
+            return
+        self.kernel_ns = int(kernel_ms * 1e6)
+        path = os.path.join(directory, "gpu.%d.log" % os.getpid())
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(self.fd, b"# goldminer gpu log 1 pid=%d\n# clock=monotonic\n" % os.getpid())
+
+    def kernel(self):
+        if self.fd is not None:
+            start = time.monotonic_ns()
+            os.write(self.fd, b"K %d %d 0 7 1 fake_step_kernel\n" % (start, start + self.kernel_ns))
 
 
 def main(argv):
@@ -42,12 +68,14 @@ def main(argv):
         loader.stats()  # connects
         while True:
             time.sleep(3600)
+    gpu = FakeGpuLog(args.fake_gpu_ms)
     steps = samples = 0
     batches = iter(loader)
     while args.steps is None or steps < args.steps:
         batch = next(batches, None)  # no batch past --steps: each read is a step
         if batch is None:
             break
+        gpu.kernel()
         time.sleep(args.step_ms / 1000.0)
         steps += 1
         samples += len(batch["key"])
