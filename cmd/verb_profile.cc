@@ -5,7 +5,9 @@
 // Chrome/Perfetto trace. See man/goldminer-profile.1.
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -95,6 +97,18 @@ Result<std::vector<std::string>> StageNames(const std::string& pipeline) {
   return names;
 }
 
+// Fails before anything is measured when an output cannot be written: its
+// directory must exist and be writable.
+Status CheckWritable(const std::string& path, const char* flag) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return Status::IoError(path + " (" + flag + "): cannot write in " + dir.string() + ": " +
+                           std::strerror(errno) + "; create the directory or give another path");
+  }
+  return Status::Ok();
+}
+
 // Writes profile.json, the runs.db rows and the trace. The first failure is
 // returned, after trying the others (nothing measured is thrown away).
 Status WriteOutputs(const ProfileFlags& f, const Profile& profile, const TraceInput* trace) {
@@ -133,6 +147,9 @@ Result<int> RunProfile(const ProfileFlags& f) {
              "goldminer profile --pipeline pipeline.json -- python3 train.py");
     return kExitUsage;
   }
+  GM_RETURN_IF_ERROR(CheckWritable(f.out, "-o"));
+  if (!f.no_db) GM_RETURN_IF_ERROR(CheckWritable(f.db, "--db"));
+  if (!f.trace.empty()) GM_RETURN_IF_ERROR(CheckWritable(f.trace, "--trace"));
   Profile profile;
   profile.created_utc = UtcNow();
   profile.host = HostName();

@@ -169,6 +169,11 @@ ok "stopped within the step timeout and the grace period (${took}s)"
 
 expect_rc 1 "a trainer that is not a program" -- "$GM" profile --no-db -o "$T/x.json" -- /nonexistent/train
 expect_in "$T/err" "/nonexistent/train" "names the program"
+expect_rc 1 "an output directory that does not exist" -- "$GM" profile --pipeline "$T/fast.json" \
+  --no-db -o "$T/missing/p.json" -- $PY "$SLEEP_PY" --step-ms 40
+expect_in "$T/err" "$T/missing/p.json (-o): cannot write in $T/missing" "names the output and says why, before measuring"
+[[ ! -s $T/out ]] || fail "nothing should have been measured"
+ok "nothing measured"
 expect_rc 2 "neither pipeline nor trainer" -- "$GM" profile --no-db
 expect_in "$T/err" "profile needs --pipeline FILE" "says what profile needs"
 done_suite
