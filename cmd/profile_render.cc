@@ -74,10 +74,11 @@ std::string GpuText(const GpuProfile& g) {
 std::string TrainerText(const TrainerProfile& t) {
   std::string cmd;
   for (const std::string& a : t.command) cmd += (cmd.empty() ? "" : " ") + a;
-  std::string out = "trainer " + cmd + " (" +
-                    (t.source == "torch" ? std::string("its own DataLoader")
-                                         : "fed by " + std::to_string(t.workers) + " data workers") +
-                    "): " + t.exit + "\n";
+  std::string out =
+      "trainer " + cmd + " (" +
+      (t.source == "torch" ? std::string("its own DataLoader")
+                           : "fed by " + std::to_string(t.workers) + " data workers") +
+      "): " + t.exit + "\n";
   out += Format("  steps: %llu measured after %llu warm-up (%llu batch requests), batch %.0f\n",
                 static_cast<unsigned long long>(t.steps),
                 static_cast<unsigned long long>(t.warmup_steps),
@@ -116,7 +117,8 @@ std::string ProfileText(const Profile& p) {
   } else {
     out += "verdict: " + p.verdict + ": " + Pct(p.input_bound_fraction) + " of step time " +
            (p.trainer && p.trainer->gpu.available ? "the GPU idled waiting for data"
-                                                  : "was spent waiting for data") + "\n";
+                                                  : "was spent waiting for data") +
+           "\n";
   }
   return out;
 }

@@ -138,13 +138,15 @@ Status WriteOutputs(const ProfileFlags& f, const Profile& profile, const TraceIn
 
 Result<int> RunProfile(const ProfileFlags& f) {
   if (f.world_size > 1 && f.pipeline.empty()) {
-    LogError("--world-size needs --pipeline: without it the program runs as it is, "
-             "starting its own processes");
+    LogError(
+        "--world-size needs --pipeline: without it the program runs as it is, "
+        "starting its own processes");
     return kExitUsage;
   }
   if (f.pipeline.empty() && f.command.empty()) {  // a usage error: exit 2
-    LogError("profile needs --pipeline FILE, a trainer command after --, or both; e.g. "
-             "goldminer profile --pipeline pipeline.json -- python3 train.py");
+    LogError(
+        "profile needs --pipeline FILE, a trainer command after --, or both; e.g. "
+        "goldminer profile --pipeline pipeline.json -- python3 train.py");
     return kExitUsage;
   }
   GM_RETURN_IF_ERROR(CheckWritable(f.out, "-o"));
@@ -195,7 +197,8 @@ Result<int> RunProfile(const ProfileFlags& f) {
     trace.gpu = std::move(m.outcome.gpu);
     trainer_problem = m.problem;
     if (!profile.trainer->stopped_by_profile && profile.trainer->exit_code != 0) {
-      LogWarning("profile: the trainer " + profile.trainer->exit + " before the profile "
+      LogWarning("profile: the trainer " + profile.trainer->exit +
+                 " before the profile "
                  "stopped it; the figures cover its " +
                  std::to_string(profile.trainer->steps) + " measured steps");
       exit_code = kExitFailure;
@@ -218,8 +221,7 @@ Result<int> RunProfile(const ProfileFlags& f) {
 
 Verb ProfileVerb() {
   return Verb{
-      "profile", "Measure per-stage CPU cost, trainer demand and GPU stall",
-      [](CLI::App& sub) {
+      "profile", "Measure per-stage CPU cost, trainer demand and GPU stall", [](CLI::App& sub) {
         auto f = std::make_shared<ProfileFlags>();
         sub.add_option("--pipeline", f->pipeline,
                        "pipeline.json: profile its stages here and feed the trainer from it")
@@ -246,13 +248,16 @@ Verb ProfileVerb() {
                        "Stop the trainer when it makes no step for this many seconds")
             ->capture_default_str()
             ->check(CLI::Range(0.1, 1e9));
-        sub.add_option("--workers", f->workers, "Data workers that feed the trainer (with --pipeline)")
+        sub.add_option("--workers", f->workers,
+                       "Data workers that feed the trainer (with --pipeline)")
             ->capture_default_str()
             ->check(CLI::Range(1, 1024));
         sub.add_option("--threads-per-worker", f->threads_per_worker, "Stage threads per worker")
             ->capture_default_str()
             ->check(CLI::Range(1, 1024));
-        sub.add_option("--epochs", f->epochs, "Epochs the workers serve the trainer (its own loop decides how many it asks for)")
+        sub.add_option(
+               "--epochs", f->epochs,
+               "Epochs the workers serve the trainer (its own loop decides how many it asks for)")
             ->capture_default_str()
             ->check(CLI::Range(1, 100000));
         sub.add_option("--world-size", f->world_size,
@@ -266,10 +271,10 @@ Verb ProfileVerb() {
         sub.add_option("--db", f->db, "runs.db to record the profile in (SQLite)")
             ->capture_default_str();
         sub.add_flag("--no-db", f->no_db, "Do not record the profile in a runs.db");
-        sub.add_option("-o,--output", f->out, "Where to write profile.json")
-            ->capture_default_str();
-        sub.add_option("--trace", f->trace,
-                       "Also write a Chrome/Perfetto trace (stage spans, data waits, GPU activity)");
+        sub.add_option("-o,--output", f->out, "Where to write profile.json")->capture_default_str();
+        sub.add_option(
+            "--trace", f->trace,
+            "Also write a Chrome/Perfetto trace (stage spans, data waits, GPU activity)");
         sub.add_flag("--json", f->json, "Print profile.json on stdout instead of the table");
         sub.add_flag("--no-cupti", f->no_cupti,
                      "Do not inject libgoldminer_cupti.so into the trainer (no GPU timeline)");

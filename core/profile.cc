@@ -64,15 +64,15 @@ json ToJson(const StepProfile& s) {
 
 json ToJson(const GpuProfile& g) {
   json j = {{"available", g.available},
-          {"reason", g.reason},
-          {"records", g.records},
-          {"dropped_records", g.dropped_records},
-          {"devices", g.devices},
-          {"busy_s", g.busy_s},
-          {"idle_s", g.idle_s},
-          {"stall_s", g.stall_s},
-          {"busy_fraction", g.busy_fraction},
-          {"stall_fraction", g.stall_fraction}};
+            {"reason", g.reason},
+            {"records", g.records},
+            {"dropped_records", g.dropped_records},
+            {"devices", g.devices},
+            {"busy_s", g.busy_s},
+            {"idle_s", g.idle_s},
+            {"stall_s", g.stall_s},
+            {"busy_fraction", g.busy_fraction},
+            {"stall_fraction", g.stall_fraction}};
   PutIfSet(j, "instrumentation_overhead", g.instrumentation_overhead);
   return j;
 }

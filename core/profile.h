@@ -27,15 +27,15 @@ inline constexpr const char* kProfileSchema = "goldminer.profile";
 // One pipeline stage, measured with one stage thread (per-sample figures are
 // totals divided by the samples that went through the stage).
 struct StageProfile {
-  int index = 0;                   // position in pipeline.json's "stages"
-  std::string name;                // op name, e.g. "decode_jpeg"
-  bool stateless = true;           // output depends only on (sample, index, seed)
-  double cpu_s_per_sample = 0;     // thread CPU (plus exec children's CPU)
+  int index = 0;                // position in pipeline.json's "stages"
+  std::string name;             // op name, e.g. "decode_jpeg"
+  bool stateless = true;        // output depends only on (sample, index, seed)
+  double cpu_s_per_sample = 0;  // thread CPU (plus exec children's CPU)
   double wall_s_per_sample = 0;
   double bytes_in_per_sample = 0;
   double bytes_out_per_sample = 0;
-  uint64_t peak_bytes_out = 0;     // largest output of one sample
-  double cpu_share = 0;            // of the sum over stages, 0..1
+  uint64_t peak_bytes_out = 0;  // largest output of one sample
+  double cpu_share = 0;         // of the sum over stages, 0..1
 
   bool operator==(const StageProfile&) const = default;  // field by field (tests, round trips)
 };
@@ -45,11 +45,11 @@ struct StageProfile {
 // but reading (raw records are shipped).
 struct CutPoint {
   int after_stage = -1;
-  bool allowed = true;              // every stage up to the cut is stateless
-  double bytes_per_sample = 0;      // what crosses the network at this cut
+  bool allowed = true;                 // every stage up to the cut is stateless
+  double bytes_per_sample = 0;         // what crosses the network at this cut
   double remote_cpu_s_per_sample = 0;  // stage CPU on the worker side
   double local_cpu_s_per_sample = 0;   // stage CPU left for the trainer's node
-  std::string reason;               // why not allowed, when !allowed
+  std::string reason;                  // why not allowed, when !allowed
 
   bool operator==(const CutPoint&) const = default;  // field by field (tests, round trips)
 };
@@ -58,22 +58,22 @@ struct CutPoint {
 struct PipelineRun {
   int threads = 0;
   uint64_t samples = 0;
-  double seconds = 0;             // wall
-  double cpu_s = 0;               // process CPU during the run
+  double seconds = 0;  // wall
+  double cpu_s = 0;    // process CPU during the run
   double samples_per_s = 0;
-  double samples_per_cpu_s = 0;   // samples / cpu_s
+  double samples_per_cpu_s = 0;  // samples / cpu_s
 
   bool operator==(const PipelineRun&) const = default;  // field by field (tests, round trips)
 };
 
 struct PipelineProfile {
-  std::string path;               // pipeline.json as given
-  std::string sha256;             // of the file's bytes
+  std::string path;    // pipeline.json as given
+  std::string sha256;  // of the file's bytes
   int batch_size = 0;
   uint64_t warmup_samples = 0;
-  uint64_t samples = 0;           // measured samples per run
-  std::vector<PipelineRun> runs;  // 1 thread first, then all cores
-  double cpu_s_per_sample = 0;    // process CPU per sample with 1 stage thread
+  uint64_t samples = 0;                 // measured samples per run
+  std::vector<PipelineRun> runs;        // 1 thread first, then all cores
+  double cpu_s_per_sample = 0;          // process CPU per sample with 1 stage thread
   double stage_cpu_s_per_sample = 0;    // sum over stages
   double reader_cpu_s_per_sample = 0;   // source reading thread
   double batcher_cpu_s_per_sample = 0;  // re-ordering and collation
@@ -92,8 +92,8 @@ struct PipelineProfile {
 struct StepProfile {
   uint64_t step = 0;
   int pid = 0;
-  double wait_s = 0;       // data wait: time blocked for this step's batch
-  double compute_s = 0;    // from receiving the batch to asking for the next
+  double wait_s = 0;     // data wait: time blocked for this step's batch
+  double compute_s = 0;  // from receiving the batch to asking for the next
   uint64_t samples = 0;
   // GPU figures over the step's window (wait + compute); absent without a GPU.
   std::optional<double> gpu_busy_s;
@@ -105,15 +105,15 @@ struct StepProfile {
 
 struct GpuProfile {
   bool available = false;
-  std::string reason;          // why not available ("no CUDA device", ...)
-  uint64_t records = 0;        // kernel + memcpy + memset activity records
+  std::string reason;            // why not available ("no CUDA device", ...)
+  uint64_t records = 0;          // kernel + memcpy + memset activity records
   uint64_t dropped_records = 0;  // CUPTI's count of records it could not keep
   int devices = 0;
-  double busy_s = 0;           // over measured steps, union of activity per process
+  double busy_s = 0;  // over measured steps, union of activity per process
   double idle_s = 0;
-  double stall_s = 0;          // idle overlapping data wait
-  double busy_fraction = 0;    // busy / (busy + idle)
-  double stall_fraction = 0;   // stall / (busy + idle)
+  double stall_s = 0;         // idle overlapping data wait
+  double busy_fraction = 0;   // busy / (busy + idle)
+  double stall_fraction = 0;  // stall / (busy + idle)
   // 1 - (step rate with CUPTI) / (step rate without it), from a second trainer run
   // without the injection library; absent when not measured.
   std::optional<double> instrumentation_overhead;
@@ -123,36 +123,36 @@ struct GpuProfile {
 
 struct TrainerProfile {
   std::vector<std::string> command;
-  std::string source;          // "goldminer" (fed by workers) or "torch" (its own DataLoader)
-  int workers = 0;             // data workers that fed it (source "goldminer")
-  int exit_code = 0;           // the trainer's exit status (or 128+signal)
-  std::string exit;            // "exited 0", "stopped by profile after 100 steps", ...
+  std::string source;  // "goldminer" (fed by workers) or "torch" (its own DataLoader)
+  int workers = 0;     // data workers that fed it (source "goldminer")
+  int exit_code = 0;   // the trainer's exit status (or 128+signal)
+  std::string exit;    // "exited 0", "stopped by profile after 100 steps", ...
   bool stopped_by_profile = false;
   uint64_t steps_recorded = 0;
-  uint64_t warmup_steps = 0;   // not counted in the figures below
-  uint64_t steps = 0;          // measured steps
-  double seconds = 0;          // wall over measured steps
-  double samples_per_s = 0;    // delivered
-  double batch_size = 0;       // median samples per step
+  uint64_t warmup_steps = 0;  // not counted in the figures below
+  uint64_t steps = 0;         // measured steps
+  double seconds = 0;         // wall over measured steps
+  double samples_per_s = 0;   // delivered
+  double batch_size = 0;      // median samples per step
   double step_s_median = 0;
   double wait_s_median = 0;
   double wait_s_mean = 0;
   double compute_s_median = 0;
-  double demand_samples_per_s = 0;  // batch_size / compute_s_median: never late data
-  double stall_fraction = 0;        // data wait / wall over measured steps
+  double demand_samples_per_s = 0;        // batch_size / compute_s_median: never late data
+  double stall_fraction = 0;              // data wait / wall over measured steps
   double instrumentation_s_per_step = 0;  // the step log's own cost, per step
   double instrumentation_overhead = 0;    // that cost / step time
   GpuProfile gpu;
-  std::vector<StepProfile> step_list;     // measured steps (at most 10000 kept)
+  std::vector<StepProfile> step_list;  // measured steps (at most 10000 kept)
 
   bool operator==(const TrainerProfile&) const = default;  // field by field (tests, round trips)
 };
 
 struct Profile {
   int version = kProfileVersion;
-  std::string created_utc;     // ISO 8601
+  std::string created_utc;  // ISO 8601
   std::string host;
-  int cores = 0;               // CPUs available to the profile
+  int cores = 0;  // CPUs available to the profile
   std::string goldminer_version;
   std::optional<PipelineProfile> pipeline;
   std::optional<TrainerProfile> trainer;

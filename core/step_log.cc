@@ -69,8 +69,8 @@ Status ParseHeader(std::string_view line, StepLog* log) {
   int version = 0;
   if (!ParseNumber(fields[0], &version)) return Status::Corrupt("bad step log version");
   if (version != kStepLogVersion) {
-    return Status::Corrupt("step log version " + std::to_string(version) + ", this goldminer reads " +
-                           std::to_string(kStepLogVersion) +
+    return Status::Corrupt("step log version " + std::to_string(version) +
+                           ", this goldminer reads " + std::to_string(kStepLogVersion) +
                            " (profile with the goldminer that wrote it)");
   }
   if (fields.size() != 3 || !fields[1].starts_with("pid=") || !fields[2].starts_with("source=") ||
@@ -103,7 +103,8 @@ Status ParseLine(std::string_view line, StepLog* log) {
   if (fields[0] == "S") {
     StepRecord step;
     uint64_t previous_cost_ns = 0;
-    if ((fields.size() != 4 && fields.size() != 5) || !ParseNumber(fields[1], &step.wait_begin_ns) ||
+    if ((fields.size() != 4 && fields.size() != 5) ||
+        !ParseNumber(fields[1], &step.wait_begin_ns) ||
         !ParseNumber(fields[2], &step.wait_end_ns) || !ParseNumber(fields[3], &step.samples) ||
         (fields.size() == 5 && !ParseNumber(fields[4], &previous_cost_ns))) {
       return Status::Corrupt(
@@ -159,8 +160,8 @@ Result<std::unique_ptr<StepLogWriter>> StepLogWriter::Open(const std::string& di
   const std::string path = dir + "/steps." + pid + ".log";
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return Status::IoError(path + ": cannot open the step log: " + std::strerror(errno) +
-                           " (is $" + std::string(kProfileDirEnv) + " a writable directory?)");
+    return Status::IoError(path + ": cannot open the step log: " + std::strerror(errno) + " (is $" +
+                           std::string(kProfileDirEnv) + " a writable directory?)");
   }
   const std::string header = std::string(kHeaderPrefix) + std::to_string(kStepLogVersion) +
                              " pid=" + pid + " source=" + std::string(source) + "\n";
@@ -233,7 +234,8 @@ Result<StepLog> ParseStepLog(std::string_view text, const std::string& origin) {
     }
   }
   if (number == 0) {
-    return Status::Corrupt(origin + ":1: empty: not a goldminer step log (no complete header line)");
+    return Status::Corrupt(origin +
+                           ":1: empty: not a goldminer step log (no complete header line)");
   }
   // A writer that was killed wrote no "O" line; its "S" lines still carry the cost
   // of each record but the last.
@@ -252,8 +254,9 @@ Result<std::vector<StepLog>> ReadStepLogs(const std::string& dir) {
     if (IsStepLogName(name)) paths.push_back(it->path().string());
   }
   if (ec == std::errc::no_such_file_or_directory) {
-    return Status::NotFound(dir + ": no such directory (expected the step logs of a profiled "
-                                  "trainer: steps.PID.log)");
+    return Status::NotFound(dir +
+                            ": no such directory (expected the step logs of a profiled "
+                            "trainer: steps.PID.log)");
   }
   if (ec) return Status::IoError(dir + ": cannot list the step logs: " + ec.message());
   std::sort(paths.begin(), paths.end());

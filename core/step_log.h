@@ -8,16 +8,15 @@
 //   S <wait_begin_ns> <wait_end_ns> <samples> [<previous_cost_ns>]
 //   S ...
 // one "S" line per batch request (the optional last field: nanoseconds the writer
-// spent writing its previous "S" line, so a killed process still leaves its cost), written with one write(2) on an O_APPEND file as
-// soon as the batch is handed over (so a crash loses nothing already stepped).
-// Times are CLOCK_MONOTONIC nanoseconds, the clock the CUPTI injection library also
-// reports in (see profiler/gpu_log.h). A last line without '\n' (killed mid-write)
-// is ignored; any other malformed line is an error naming the file and line.
-// Lines starting with '#' are comments; "E <text>" records an error the writer met;
-// "O <seconds_spent> <records>", written when a writer closes, is the log's own cost:
-// seconds spent writing its `records` "S" lines (reported as instrumentation
-// overhead; a process that opened several writers has one "O" line per writer, and
-// its header once per writer, with the same pid).
+// spent writing its previous "S" line, so a killed process still leaves its cost), written with one
+// write(2) on an O_APPEND file as soon as the batch is handed over (so a crash loses nothing
+// already stepped). Times are CLOCK_MONOTONIC nanoseconds, the clock the CUPTI injection library
+// also reports in (see profiler/gpu_log.h). A last line without '\n' (killed mid-write) is ignored;
+// any other malformed line is an error naming the file and line. Lines starting with '#' are
+// comments; "E <text>" records an error the writer met; "O <seconds_spent> <records>", written when
+// a writer closes, is the log's own cost: seconds spent writing its `records` "S" lines (reported
+// as instrumentation overhead; a process that opened several writers has one "O" line per writer,
+// and its header once per writer, with the same pid).
 //
 // Threads: a StepLogWriter may be used from one thread at a time.
 #pragma once
@@ -43,11 +42,11 @@ struct StepRecord {
 
 struct StepLog {
   int pid = 0;
-  std::string source;              // "goldminer" or "torch"
-  std::vector<StepRecord> steps;   // in file order
-  std::vector<std::string> errors; // "E" lines
-  double overhead_s = 0;           // sum of the "O" lines' seconds
-  uint64_t overhead_records = 0;   // sum of the "O" lines' records
+  std::string source;               // "goldminer" or "torch"
+  std::vector<StepRecord> steps;    // in file order
+  std::vector<std::string> errors;  // "E" lines
+  double overhead_s = 0;            // sum of the "O" lines' seconds
+  uint64_t overhead_records = 0;    // sum of the "O" lines' records
   // The "S" lines' PREVIOUS_COST_NS fields: their sum and how many lines had one.
   // When no "O" line was written (the process was killed), overhead_s and
   // overhead_records come from these: the cost of every record but the last.
@@ -82,7 +81,7 @@ class StepLogWriter {
  private:
   explicit StepLogWriter(int fd) : fd_(fd) {}
   int fd_ = -1;
-  uint64_t records_ = 0;  // Record() calls
+  uint64_t records_ = 0;       // Record() calls
   uint64_t last_cost_ns_ = 0;  // the previous Record()'s own time
   uint64_t failures_ = 0;
   double seconds_spent_ = 0;

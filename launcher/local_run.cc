@@ -37,8 +37,7 @@ std::string SelfExe() {
 
 class LocalRun {
  public:
-  LocalRun(const LocalRunConfig& c, CoordinatorServer& coordinator, std::string run_id,
-           RunDir& dir)
+  LocalRun(const LocalRunConfig& c, CoordinatorServer& coordinator, std::string run_id, RunDir& dir)
       : c_(c), coordinator_(coordinator), run_id_(std::move(run_id)), dir_(dir) {}
 
   Result<LocalRunResult> Execute() {
@@ -92,12 +91,11 @@ class LocalRun {
 
   Status StartWorker() {
     const std::string exe = c_.worker_exe.empty() ? SelfExe() : c_.worker_exe;
-    GM_ASSIGN_OR_RETURN(
-        pid_t pid,
-        group_.Spawn({exe, "worker", "--coordinator", coordinator_.address(), "--threads",
-                      std::to_string(c_.threads_per_worker)},
-                     {"GOLDMINER_SECRET_FILE=" + dir_.path + "/secret",
-                      "GOLDMINER_RUN_ID=" + run_id_}));
+    GM_ASSIGN_OR_RETURN(pid_t pid,
+                        group_.Spawn({exe, "worker", "--coordinator", coordinator_.address(),
+                                      "--threads", std::to_string(c_.threads_per_worker)},
+                                     {"GOLDMINER_SECRET_FILE=" + dir_.path + "/secret",
+                                      "GOLDMINER_RUN_ID=" + run_id_}));
     workers_.insert(pid);
     return WritePids();
   }
@@ -126,8 +124,7 @@ class LocalRun {
     if (e.exit_code() == 0) return WritePids();
     if (restarts_ >= c_.max_restarts) {
       LogWarning("run: worker " + std::to_string(e.pid) + " " + e.describe +
-                 "; not replaced (--max-restarts " + std::to_string(c_.max_restarts) +
-                 " reached)");
+                 "; not replaced (--max-restarts " + std::to_string(c_.max_restarts) + " reached)");
       return WritePids();
     }
     ++restarts_;
@@ -155,8 +152,9 @@ class LocalRun {
 
 Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
   if (c.command.empty()) {
-    return Status::InvalidArgument("a trainer command is needed after --, e.g. "
-                                   "-- python3 train.py");
+    return Status::InvalidArgument(
+        "a trainer command is needed after --, e.g. "
+        "-- python3 train.py");
   }
   GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(c.pipeline));
   const std::string origin = std::filesystem::absolute(c.pipeline).string();
@@ -180,8 +178,7 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
   cc.epochs = c.epochs;
   cc.liveness_timeout_s = c.liveness_timeout_s;
   cc.run_id = run_id;
-  GM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator,
-                      CoordinatorServer::Start(cc));
+  GM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator, CoordinatorServer::Start(cc));
   LogInfo("run " + run_id + ": coordinator at " + coordinator->address() + ", " +
           std::to_string(c.workers) + " workers, " + std::to_string(c.world_size) +
           " trainer rank(s)");

@@ -19,18 +19,18 @@
 namespace gm {
 
 struct LocalRunConfig {
-  std::string pipeline;            // pipeline.json path
+  std::string pipeline;  // pipeline.json path
   int workers = 2;
   int threads_per_worker = 1;
   int epochs = 1;
   int world_size = 1;
-  int port = 0;                    // coordinator TCP port on 127.0.0.1; 0: any free one
+  int port = 0;  // coordinator TCP port on 127.0.0.1; 0: any free one
   double liveness_timeout_s = 10;
   int max_restarts = 3;
   size_t samples_per_split = 256;
-  std::vector<std::string> command;    // the trainer
+  std::vector<std::string> command;      // the trainer
   std::vector<std::string> trainer_env;  // "NAME=value" added to each trainer's environment
-  std::string worker_exe;          // the goldminer binary for workers; empty: this executable
+  std::string worker_exe;                // the goldminer binary for workers; empty: this executable
   // Polled about every 0.2 s while trainers run; true stops them (SIGTERM, then
   // SIGKILL after stop_grace_s). May be empty.
   std::function<bool()> should_stop;
@@ -42,9 +42,9 @@ struct LocalRunConfig {
 
 struct LocalRunResult {
   std::string run_id;
-  int exit_code = 0;         // the first failing trainer's exit code (128+signal), else 0
-  std::string exit;          // "exited with status 0", "was killed by signal 9 (Killed)", ...
-  bool stopped = false;      // should_stop or a signal ended the trainers
+  int exit_code = 0;     // the first failing trainer's exit code (128+signal), else 0
+  std::string exit;      // "exited with status 0", "was killed by signal 9 (Killed)", ...
+  bool stopped = false;  // should_stop or a signal ended the trainers
   CoordinatorSummary summary;
 };
 

@@ -55,12 +55,12 @@ enum class GpuActivityKind { kKernel, kMemcpy, kMemset };
 
 struct GpuActivity {
   GpuActivityKind kind = GpuActivityKind::kKernel;
-  uint64_t start_ns = 0;   // CLOCK_MONOTONIC
+  uint64_t start_ns = 0;  // CLOCK_MONOTONIC
   uint64_t end_ns = 0;
   uint32_t device = 0;
   uint32_t stream = 0;
-  uint64_t bytes = 0;      // memcpy/memset
-  std::string name;        // kernel name (mangled) or copy kind ("HtoD", ...)
+  uint64_t bytes = 0;  // memcpy/memset
+  std::string name;    // kernel name (mangled) or copy kind ("HtoD", ...)
 };
 
 struct GpuLog {

@@ -38,8 +38,9 @@ PipelineRun ToRun(const RunStats& s) {
 
 // The run of `runs` whose rate is the median one.
 PipelineRun MedianRun(std::vector<PipelineRun> runs) {
-  std::sort(runs.begin(), runs.end(),
-            [](const PipelineRun& a, const PipelineRun& b) { return a.samples_per_s < b.samples_per_s; });
+  std::sort(runs.begin(), runs.end(), [](const PipelineRun& a, const PipelineRun& b) {
+    return a.samples_per_s < b.samples_per_s;
+  });
   return runs[runs.size() / 2];
 }
 
@@ -106,8 +107,8 @@ std::vector<CutPoint> CutPoints(const std::vector<StageProfile>& stages,
                   ") keeps state across samples and cannot be re-made on another worker";
       }
     }
-    c.bytes_per_sample = i < 0 ? source_bytes_per_sample
-                               : stages[static_cast<size_t>(i)].bytes_out_per_sample;
+    c.bytes_per_sample =
+        i < 0 ? source_bytes_per_sample : stages[static_cast<size_t>(i)].bytes_out_per_sample;
     c.remote_cpu_s_per_sample = remote;
     c.local_cpu_s_per_sample = std::max(0.0, total - remote);
     c.allowed = blocker.empty();

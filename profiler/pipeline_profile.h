@@ -20,11 +20,11 @@
 namespace gm {
 
 struct PipelineProfileOptions {
-  std::string path;            // pipeline.json
-  uint64_t samples = 512;      // samples per measured run (the first N of epoch 0)
-  uint64_t warmup = 64;        // samples run first and not measured
-  int cores = 0;               // threads of the all-cores run; 0: the CPUs we may use
-  int rounds = 3;              // timed/untimed run pairs with 1 thread (medians)
+  std::string path;               // pipeline.json
+  uint64_t samples = 512;         // samples per measured run (the first N of epoch 0)
+  uint64_t warmup = 64;           // samples run first and not measured
+  int cores = 0;                  // threads of the all-cores run; 0: the CPUs we may use
+  int rounds = 3;                 // timed/untimed run pairs with 1 thread (medians)
   SpanRecorder* spans = nullptr;  // keeps stage spans of the first timed run
   std::function<void(const std::string&)> progress;  // one line per run; may be empty
 };

@@ -30,9 +30,9 @@ namespace gm {
 
 struct StepAnalysisOptions {
   uint64_t warmup_steps = 5;
-  uint64_t max_steps = 0;         // measured steps per process at most (0: all); the
-                                  // trainer may step a little past the stop point
-  size_t max_step_list = 10000;   // steps kept in TrainerProfile::step_list
+  uint64_t max_steps = 0;        // measured steps per process at most (0: all); the
+                                 // trainer may step a little past the stop point
+  size_t max_step_list = 10000;  // steps kept in TrainerProfile::step_list
   // Why there are no GPU logs, when known ("libgoldminer_cupti.so was not built");
   // used as GpuProfile::reason when no activity is found.
   std::string gpu_unavailable_reason;

@@ -10,7 +10,7 @@
 namespace gm {
 namespace {
 
-constexpr int kPipelinePid = 0;   // the profile's own pipeline runs (not a real pid)
+constexpr int kPipelinePid = 0;  // the profile's own pipeline runs (not a real pid)
 constexpr int kWaitTid = 1;
 constexpr int kComputeTid = 2;
 constexpr int kGpuTidBase = 1000;
@@ -25,7 +25,8 @@ struct Builder {
 
   void Complete(const std::string& name, int pid, int tid, double begin_ns, double end_ns,
                 json args) {
-    json e = {{"name", name}, {"ph", "X"}, {"pid", pid}, {"tid", tid},
+    json e = {{"name", name},       {"ph", "X"},
+              {"pid", pid},         {"tid", tid},
               {"ts", Us(begin_ns)}, {"dur", std::max(0.0, (end_ns - begin_ns) / 1000.0)}};
     if (!args.empty()) e["args"] = std::move(args);
     events.push_back(std::move(e));
@@ -56,7 +57,8 @@ void AddPipeline(const TraceInput& in, Builder& b) {
   std::map<int, bool> threads;
   for (const StageSpan& s : in.spans) {
     const size_t i = static_cast<size_t>(s.stage);
-    const std::string name = i < in.stage_names.size() ? in.stage_names[i] : "stage " + std::to_string(i);
+    const std::string name =
+        i < in.stage_names.size() ? in.stage_names[i] : "stage " + std::to_string(i);
     b.Complete(name, kPipelinePid, s.thread + 1, s.begin_s * 1e9, s.end_s * 1e9,
                {{"sample", s.sample}, {"stage", s.stage}});
     threads[s.thread] = true;
@@ -67,7 +69,8 @@ void AddPipeline(const TraceInput& in, Builder& b) {
 }
 
 void AddSteps(const StepLog& log, Builder& b) {
-  b.Name("process_name", log.pid, -1, "trainer " + std::to_string(log.pid) + " (" + log.source + ")");
+  b.Name("process_name", log.pid, -1,
+         "trainer " + std::to_string(log.pid) + " (" + log.source + ")");
   b.Name("thread_name", log.pid, kWaitTid, "data wait");
   b.Name("thread_name", log.pid, kComputeTid, "compute");
   std::vector<StepRecord> r = log.steps;

@@ -108,8 +108,8 @@ std::vector<std::string> ProfileEnv(const TrainerRunOptions& o, TrainerRunOutcom
 }
 
 // Runs the unchanged program with the torch import hook on its PYTHONPATH.
-Status RunTorchProgram(const TrainerRunOptions& o, std::vector<std::string> env,
-                       StopRule& rule, TrainerRunOutcome& out) {
+Status RunTorchProgram(const TrainerRunOptions& o, std::vector<std::string> env, StopRule& rule,
+                       TrainerRunOutcome& out) {
   const char* old = std::getenv("PYTHONPATH");
   const std::string pkg = PythonPackageDir();
   env.push_back("PYTHONPATH=" + pkg + "/goldminer/_profile_hook:" + pkg +
@@ -132,8 +132,8 @@ Status RunTorchProgram(const TrainerRunOptions& o, std::vector<std::string> env,
   }
 }
 
-Status RunWithWorkers(const TrainerRunOptions& o, std::vector<std::string> env,
-                      StopRule& rule, TrainerRunOutcome& out) {
+Status RunWithWorkers(const TrainerRunOptions& o, std::vector<std::string> env, StopRule& rule,
+                      TrainerRunOutcome& out) {
   LocalRunConfig c;
   c.pipeline = o.pipeline;
   c.workers = o.workers;
@@ -159,8 +159,7 @@ Status NothingMeasured(const TrainerRunOptions& o, const TrainerRunOutcome& out,
       o.pipeline.empty()
           ? "iterate a torch.utils.data.DataLoader (the program runs unchanged)"
           : "read its batches through goldminer.Loader, goldminer.torch or the C client";
-  std::string how = out.stopped_by_profile ? "was stopped: " + out.stop_reason
-                                           : out.exit;
+  std::string how = out.stopped_by_profile ? "was stopped: " + out.stop_reason : out.exit;
   return Status::InvalidArgument(
       "the trainer " + how + " after " + Plural(recorded, "batch request") +
       "; at least 2 are needed to measure a step. The trainer must " + feed +
@@ -192,9 +191,9 @@ Result<TrainerRunOutcome> RunTrainer(const TrainerRunOptions& o) {
 Result<TrainerMeasurement> ProfileTrainer(const TrainerRunOptions& o) {
   if (o.progress) {
     o.progress("trainer: running " + o.command.front() +
-               (o.pipeline.empty() ? " with its own DataLoader"
-                                   : " fed by " + Plural(static_cast<uint64_t>(o.workers),
-                                                         "data worker")));
+               (o.pipeline.empty()
+                    ? " with its own DataLoader"
+                    : " fed by " + Plural(static_cast<uint64_t>(o.workers), "data worker")));
   }
   GM_ASSIGN_OR_RETURN(TrainerRunOutcome out, RunTrainer(o));
   TrainerMeasurement m;

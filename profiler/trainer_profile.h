@@ -31,28 +31,28 @@ namespace gm {
 
 struct TrainerRunOptions {
   std::vector<std::string> command;
-  std::string pipeline;          // empty: the program's own torch DataLoader
-  int workers = 2;               // data workers (with a pipeline)
+  std::string pipeline;  // empty: the program's own torch DataLoader
+  int workers = 2;       // data workers (with a pipeline)
   int threads_per_worker = 1;
-  int epochs = 1;                // epochs the workers serve
-  int world_size = 1;            // trainer ranks (with a pipeline): one process each
+  int epochs = 1;      // epochs the workers serve
+  int world_size = 1;  // trainer ranks (with a pipeline): one process each
   size_t samples_per_split = 256;
   uint64_t warmup_steps = 5;
-  uint64_t steps = 100;          // measured steps before stopping the trainer; 0: no limit
-  double seconds = 0;            // stop after this many seconds of trainer run time; 0: none
-  double step_timeout_s = 120;   // stop when no step is recorded for this long
-  bool inject_cupti = true;      // when the library exists
-  std::string work_dir;          // an existing, empty directory for the logs (caller owns it)
+  uint64_t steps = 100;         // measured steps before stopping the trainer; 0: no limit
+  double seconds = 0;           // stop after this many seconds of trainer run time; 0: none
+  double step_timeout_s = 120;  // stop when no step is recorded for this long
+  bool inject_cupti = true;     // when the library exists
+  std::string work_dir;         // an existing, empty directory for the logs (caller owns it)
   std::function<void(const std::string&)> progress;  // status lines; may be empty
 };
 
 struct TrainerRunOutcome {
-  int exit_code = 0;             // the trainer's (128+signal when killed)
-  std::string exit;              // how it ended, for people
+  int exit_code = 0;  // the trainer's (128+signal when killed)
+  std::string exit;   // how it ended, for people
   bool stopped_by_profile = false;
-  std::string stop_reason;       // "100 steps measured", "no step for 120 s", ...
-  bool step_timeout = false;     // stopped because no step came
-  double seconds = 0;            // wall time of the trainer run
+  std::string stop_reason;    // "100 steps measured", "no step for 120 s", ...
+  bool step_timeout = false;  // stopped because no step came
+  double seconds = 0;         // wall time of the trainer run
   std::vector<StepLog> steps;
   std::vector<GpuLog> gpu;
   std::string gpu_unavailable_reason;  // set when no injection was done
@@ -65,7 +65,7 @@ Result<TrainerRunOutcome> RunTrainer(const TrainerRunOptions& options);
 
 struct TrainerMeasurement {
   TrainerProfile profile;
-  TrainerRunOutcome outcome;     // the raw logs (for traces)
+  TrainerRunOutcome outcome;  // the raw logs (for traces)
   // Non-OK when nothing could be measured (no step, or the trainer failed before
   // its second step): says why and what the trainer must do. The profile then
   // holds what is known (command, exit, steps recorded).

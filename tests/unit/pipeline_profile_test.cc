@@ -26,8 +26,9 @@ class PipelineProfileTest : public ::testing::Test {
     const std::string s = std::to_string(side);
     return dir_.Write("p" + s + ".json", R"({"version": 1,
       "source": {"type": "files", "root": "corpus", "pattern": "*.jpg"},
-      "stages": [{"op": "decode_jpeg", "fast": false}, {"op": "resize", "size": [)" + s + ", " + s +
-                                         R"(]},
+      "stages": [{"op": "decode_jpeg", "fast": false}, {"op": "resize", "size": [)" +
+                                             s + ", " + s +
+                                             R"(]},
                  {"op": "flip", "p": 0.5}, {"op": "to_tensor", "layout": "CHW", "dtype": "uint8"}],
       "batch": {"size": 4}, "seed": 1, "on_error": "fail"})");
   }
@@ -70,8 +71,9 @@ TEST_F(PipelineProfileTest, StageCostsArePositiveAndAddUpToTheProcessCpu) {
   const double parts = p.stage_cpu_s_per_sample + p.queue_cpu_s_per_sample +
                        p.reader_cpu_s_per_sample + p.batcher_cpu_s_per_sample;
   EXPECT_NEAR(parts / p.cpu_s_per_sample, 1.0, 0.05)
-      << "stages " << p.stage_cpu_s_per_sample << " queue " << p.queue_cpu_s_per_sample << " reader " << p.reader_cpu_s_per_sample
-      << " batcher " << p.batcher_cpu_s_per_sample << " process " << p.cpu_s_per_sample;
+      << "stages " << p.stage_cpu_s_per_sample << " queue " << p.queue_cpu_s_per_sample
+      << " reader " << p.reader_cpu_s_per_sample << " batcher " << p.batcher_cpu_s_per_sample
+      << " process " << p.cpu_s_per_sample;
   ASSERT_EQ(p.runs.size(), 2u);
   EXPECT_EQ(p.runs[0].threads, 1);
   EXPECT_EQ(p.runs[1].threads, 2);

@@ -90,8 +90,7 @@ TEST(AnalyzeSteps, GivenMaxStepsThenStepsPastTheStopPointAreNotMeasured) {
 TEST(AnalyzeSteps, GivenTwoRanksThenRatesAddAndFractionsPool) {
   StepAnalysisOptions o;
   o.warmup_steps = 0;
-  TrainerProfile t =
-      AnalyzeSteps({Regular(1, 11, 0, 10, 4), Regular(2, 11, 10, 10, 4)}, {}, o);
+  TrainerProfile t = AnalyzeSteps({Regular(1, 11, 0, 10, 4), Regular(2, 11, 10, 10, 4)}, {}, o);
   EXPECT_EQ(t.steps, 20u);
   EXPECT_NEAR(t.demand_samples_per_s, 4 / 0.010 + 4 / 0.010, 1e-6);
   EXPECT_NEAR(t.samples_per_s, 4 / 0.010 + 4 / 0.020, 1e-6);
@@ -117,8 +116,8 @@ TEST(AnalyzeSteps, GivenKernelsDuringComputeThenStallIsTheIdleWait) {
   gpu.dropped_records = 3;
   for (size_t i = 0; i + 1 < log.steps.size(); ++i) {
     const uint64_t got = log.steps[i].wait_end_ns;
-    gpu.activities.push_back(Kernel(got + 10 * kMs, got + 30 * kMs));     // compute part
-    gpu.activities.push_back(Kernel(got + 30 * kMs, got + 34 * kMs));     // into next wait
+    gpu.activities.push_back(Kernel(got + 10 * kMs, got + 30 * kMs));  // compute part
+    gpu.activities.push_back(Kernel(got + 30 * kMs, got + 34 * kMs));  // into next wait
   }
   StepAnalysisOptions o;
   o.warmup_steps = 1;
@@ -168,8 +167,9 @@ TEST(AnalyzeSteps, GivenNoGpuThenTheReasonSaysWhy) {
   empty.pid = 1;
   EXPECT_NE(AnalyzeSteps({Regular(1, 3, 1, 1, 1)}, {empty}, {}).gpu.reason.find("no GPU activity"),
             std::string::npos);
-  EXPECT_NE(AnalyzeSteps({Regular(1, 3, 1, 1, 1)}, {}, {}).gpu.reason.find("did not initialize CUDA"),
-            std::string::npos);
+  EXPECT_NE(
+      AnalyzeSteps({Regular(1, 3, 1, 1, 1)}, {}, {}).gpu.reason.find("did not initialize CUDA"),
+      std::string::npos);
 }
 
 TEST(AnalyzeSteps, GivenOverheadLinesThenCostPerStepIsReported) {
