@@ -191,12 +191,17 @@ Result<int> RunProfile(const ProfileFlags& f) {
     to.inject_cupti = !f.no_cupti;
     to.work_dir = dir.path;
     to.progress = Say;
-    GM_ASSIGN_OR_RETURN(TrainerMeasurement m, ProfileTrainer(to));
-    profile.trainer = std::move(m.profile);
-    trace.steps = std::move(m.outcome.steps);
-    trace.gpu = std::move(m.outcome.gpu);
-    trainer_problem = m.problem;
-    if (!profile.trainer->stopped_by_profile && profile.trainer->exit_code != 0) {
+    Result<TrainerMeasurement> m = ProfileTrainer(to);
+    if (m.ok()) {
+      profile.trainer = std::move(m->profile);
+      trace.steps = std::move(m->outcome.steps);
+      trace.gpu = std::move(m->outcome.gpu);
+      trainer_problem = m->problem;
+    } else {
+      trainer_problem = m.status();  // the pipeline part is still written
+    }
+    if (profile.trainer && !profile.trainer->stopped_by_profile &&
+        profile.trainer->exit_code != 0) {
       LogWarning("profile: the trainer " + profile.trainer->exit +
                  " before the profile "
                  "stopped it; the figures cover its " +

@@ -263,6 +263,9 @@ Result<std::vector<StepLog>> ReadStepLogs(const std::string& dir) {
   std::vector<StepLog> logs;
   for (const std::string& path : paths) {
     GM_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+    // A process killed between creating its log and finishing the header line
+    // left nothing to read.
+    if (text.find('\n') == std::string::npos) continue;
     GM_ASSIGN_OR_RETURN(StepLog log, ParseStepLog(text, path));
     logs.push_back(std::move(log));
   }

@@ -91,7 +91,8 @@ class StepLogWriter {
 // Corrupt when the first line is not a version-1 header or a line is malformed.
 Result<StepLog> ParseStepLog(std::string_view text, const std::string& origin);
 // Reads every steps.*.log in `dir`, sorted by pid (none: an empty vector). NotFound
-// names `dir` when it does not exist.
+// names `dir` when it does not exist. A file without one complete line (its process
+// was killed before the header was written) is skipped.
 Result<std::vector<StepLog>> ReadStepLogs(const std::string& dir);
 
 }  // namespace gm

@@ -167,8 +167,10 @@ expect_in "$T/err" "no step for 3 s" "says no step came"
 (( took < 60 )) || fail "never-read took ${took}s"
 ok "stopped within the step timeout and the grace period (${took}s)"
 
-expect_rc 1 "a trainer that is not a program" -- "$GM" profile --no-db -o "$T/x.json" -- /nonexistent/train
+expect_rc 1 "a trainer that is not a program" -- "$GM" profile --pipeline "$T/fast.json" --samples 16 \
+  --warmup 0 --no-db -o "$T/x.json" -- /nonexistent/train
 expect_in "$T/err" "/nonexistent/train" "names the program"
+check "$T/x.json" "'pipeline' in p and 'trainer' not in p" "the pipeline part is still written"
 expect_rc 1 "an output directory that does not exist" -- "$GM" profile --pipeline "$T/fast.json" \
   --no-db -o "$T/missing/p.json" -- $PY "$SLEEP_PY" --step-ms 40
 expect_in "$T/err" "$T/missing/p.json (-o): cannot write in $T/missing" "names the output and says why, before measuring"

@@ -170,6 +170,8 @@ TEST(StepLogTest, GivenSeveralLogsThenReadStepLogsSortsThemByPidAndSkipsOtherFil
   dir.Write("steps.3.log", "# goldminer step log 1 pid=3 source=goldminer\n");
   dir.Write("gpu.3.log", "not a step log");
   dir.Write("steps.json", "{}");
+  dir.Write("steps.7.log", "");                   // killed before its header
+  dir.Write("steps.8.log", "# goldminer step l");  // killed while writing it
   auto logs = ReadStepLogs(dir.path());
   ASSERT_TRUE(logs.ok()) << logs.status().message();
   ASSERT_EQ(logs->size(), 2u);
