@@ -47,40 +47,11 @@ struct ProfileFlags {
   std::vector<std::string> command;
 };
 
-std::string UtcNow() {
-  char buf[32];
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string HostName() {
   char buf[256] = {};
   if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
   return buf;
 }
-
-// A private directory for the trainer's logs, removed when done.
-struct TempDir {
-  std::string path;
-  static Result<TempDir> Make() {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/goldminer-profile-XXXXXX";
-    if (::mkdtemp(templ.data()) == nullptr) {
-      return Status::IoError(templ + ": cannot create a temporary directory");
-    }
-    return TempDir{templ};
-  }
-  TempDir(std::string p) : path(std::move(p)) {}  // NOLINT(google-explicit-constructor)
-  TempDir(TempDir&& o) noexcept : path(std::exchange(o.path, {})) {}
-  TempDir& operator=(TempDir&&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-  }
-};
 
 void Say(const std::string& line) { LogInfo("profile: " + line); }
 
@@ -153,7 +124,7 @@ Result<int> RunProfile(const ProfileFlags& f) {
   if (!f.no_db) GM_RETURN_IF_ERROR(CheckWritable(f.db, "--db"));
   if (!f.trace.empty()) GM_RETURN_IF_ERROR(CheckWritable(f.trace, "--trace"));
   Profile profile;
-  profile.created_utc = UtcNow();
+  profile.created_utc = SystemUtcNow();
   profile.host = HostName();
   profile.cores = UsableCores();
   profile.goldminer_version = GOLDMINER_VERSION;
@@ -175,7 +146,7 @@ Result<int> RunProfile(const ProfileFlags& f) {
   Status trainer_problem;
   int exit_code = kExitOk;
   if (!f.command.empty()) {
-    GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make());
+    GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make("goldminer-profile-"));
     TrainerRunOptions to;
     to.command = f.command;
     to.pipeline = f.pipeline;
@@ -189,7 +160,7 @@ Result<int> RunProfile(const ProfileFlags& f) {
     to.seconds = f.seconds;
     to.step_timeout_s = f.step_timeout_s;
     to.inject_cupti = !f.no_cupti;
-    to.work_dir = dir.path;
+    to.work_dir = dir.path();
     to.progress = Say;
     Result<TrainerMeasurement> m = ProfileTrainer(to);
     if (m.ok()) {

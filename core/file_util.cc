@@ -1,6 +1,7 @@
 #include "core/file_util.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -63,6 +64,22 @@ Status MakeDirs(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::IoError(dir + ": cannot create directory: " + ec.message());
   return Status::Ok();
+}
+
+Result<TempDir> TempDir::Make(std::string_view prefix) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ =
+      std::string(tmp && *tmp ? tmp : "/tmp") + "/" + std::string(prefix) + "XXXXXX";
+  if (::mkdtemp(templ.data()) == nullptr) {
+    return Status::IoError(templ +
+                           ": cannot create a temporary directory: " + std::strerror(errno));
+  }
+  return TempDir(std::move(templ));
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace gm

@@ -5,13 +5,20 @@
 #include <system_error>
 
 namespace gm {
+
+std::string ExecutablePath() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "" : exe.string();
+}
+
 namespace {
 
 std::string InstalledPythonDir() {
+  const std::string exe = ExecutablePath();
+  if (exe.empty()) return "";
   std::error_code ec;
-  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  std::filesystem::path prefix = exe.parent_path().parent_path();
+  std::filesystem::path prefix = std::filesystem::path(exe).parent_path().parent_path();
   for (const char* libdir : {GOLDMINER_INSTALL_LIBDIR, "lib"}) {
     std::filesystem::path dir = prefix / libdir / "goldminer" / "python";
     if (std::filesystem::is_directory(dir / "goldminer", ec)) return dir.string();
@@ -21,10 +28,10 @@ std::string InstalledPythonDir() {
 
 // <prefix>/<libdir>/<name> beside the running executable's bin/, when it exists.
 std::string InstalledLibrary(const char* name) {
+  const std::string exe = ExecutablePath();
+  if (exe.empty()) return "";
   std::error_code ec;
-  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  std::filesystem::path prefix = exe.parent_path().parent_path();
+  std::filesystem::path prefix = std::filesystem::path(exe).parent_path().parent_path();
   for (const char* libdir : {GOLDMINER_INSTALL_LIBDIR, "lib"}) {
     std::filesystem::path lib = prefix / libdir / name;
     if (std::filesystem::exists(lib, ec)) return lib.string();

@@ -8,6 +8,9 @@
 
 namespace gm {
 
+// The running executable's absolute path (/proc/self/exe); empty if unreadable.
+std::string ExecutablePath();
+
 // The directory that contains the `goldminer` Python package (so that
 // `python3 -m goldminer.stage` works with it on PYTHONPATH), first match of:
 //   1. $GOLDMINER_PYTHONPATH when set and non-empty;

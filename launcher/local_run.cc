@@ -20,24 +20,10 @@
 namespace gm {
 namespace {
 
-// The run's private directory: the secret file (0600) and the list of worker PIDs.
-struct RunDir {
-  std::string path;
-  ~RunDir() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-  }
-};
-
-std::string SelfExe() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "goldminer" : p.string();
-}
-
 class LocalRun {
  public:
-  LocalRun(const LocalRunConfig& c, CoordinatorServer& coordinator, std::string run_id, RunDir& dir)
+  LocalRun(const LocalRunConfig& c, CoordinatorServer& coordinator, std::string run_id,
+           TempDir& dir)
       : c_(c), coordinator_(coordinator), run_id_(std::move(run_id)), dir_(dir) {}
 
   Result<LocalRunResult> Execute() {
@@ -90,11 +76,12 @@ class LocalRun {
   }
 
   Status StartWorker() {
-    const std::string exe = c_.worker_exe.empty() ? SelfExe() : c_.worker_exe;
+    std::string exe = c_.worker_exe.empty() ? ExecutablePath() : c_.worker_exe;
+    if (exe.empty()) exe = "goldminer";
     GM_ASSIGN_OR_RETURN(pid_t pid,
                         group_.Spawn({exe, "worker", "--coordinator", coordinator_.address(),
                                       "--threads", std::to_string(c_.threads_per_worker)},
-                                     {"GOLDMINER_SECRET_FILE=" + dir_.path + "/secret",
+                                     {"GOLDMINER_SECRET_FILE=" + dir_.path() + "/secret",
                                       "GOLDMINER_RUN_ID=" + run_id_}));
     workers_.insert(pid);
     return WritePids();
@@ -104,9 +91,9 @@ class LocalRun {
     const char* old = std::getenv("PYTHONPATH");
     std::string pythonpath = PythonPackageDir() + (old && *old ? ":" + std::string(old) : "");
     std::vector<std::string> env = {"GOLDMINER_ADDR=" + coordinator_.address(),
-                                    "GOLDMINER_SECRET_FILE=" + dir_.path + "/secret",
+                                    "GOLDMINER_SECRET_FILE=" + dir_.path() + "/secret",
                                     "GOLDMINER_RUN_ID=" + run_id_,
-                                    "GOLDMINER_RUN_DIR=" + dir_.path,
+                                    "GOLDMINER_RUN_DIR=" + dir_.path(),
                                     "PYTHONPATH=" + pythonpath,
                                     "GOLDMINER_CLIENT_LIB=" + ClientLibraryPath(),
                                     "RANK=" + std::to_string(rank),
@@ -135,13 +122,13 @@ class LocalRun {
   Status WritePids() {
     std::string text;
     for (pid_t p : workers_) text += std::to_string(p) + "\n";
-    return WriteFileAtomic(dir_.path + "/workers", text);
+    return WriteFileAtomic(dir_.path() + "/workers", text);
   }
 
   const LocalRunConfig& c_;
   CoordinatorServer& coordinator_;
   const std::string run_id_;
-  RunDir& dir_;
+  TempDir& dir_;  // the run's private directory: the secret (0600), the worker PIDs
   ProcessGroup group_;
   std::set<pid_t> workers_;
   std::set<pid_t> trainers_;
@@ -158,12 +145,9 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
   }
   GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(c.pipeline));
   const std::string origin = std::filesystem::absolute(c.pipeline).string();
-  const char* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/goldminer-run-XXXXXX";
-  if (::mkdtemp(templ.data()) == nullptr) return Status::IoError(templ + ": cannot create");
-  RunDir dir{templ};
+  GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make("goldminer-run-"));
   GM_ASSIGN_OR_RETURN(std::string secret, NewSecret());
-  GM_RETURN_IF_ERROR(WriteSecretFile(dir.path + "/secret", secret));
+  GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/secret", secret));
   const std::string run_id =
       "run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
 

@@ -7,6 +7,7 @@
 
 #include "core/digest.h"
 #include "core/file_util.h"
+#include "profiler/median.h"
 #include "worker/pipeline.h"
 
 namespace gm {
@@ -17,13 +18,6 @@ class DiscardSink : public BatchSink {
  public:
   Status Consume(const Batch&) override { return Status::Ok(); }
 };
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 PipelineRun ToRun(const RunStats& s) {
   PipelineRun r;

@@ -4,17 +4,12 @@
 #include <map>
 #include <set>
 
+#include "profiler/median.h"
+
 namespace gm {
 namespace {
 
 constexpr double kNs = 1e-9;
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 double Seconds(uint64_t begin, uint64_t end) {
   return end > begin ? static_cast<double>(end - begin) * kNs : 0.0;

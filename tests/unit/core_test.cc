@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "core/json.h"
@@ -73,6 +76,33 @@ TEST(FileUtilTest, AtomicWriteThenRead) {
   std::string p = dir.path() + "/a.txt";
   ASSERT_TRUE(WriteFileAtomic(p, "hello").ok());
   EXPECT_EQ(*ReadFile(p), "hello");
+}
+
+TEST(FileUtilTest, TempDirIsPrivateAndRemovedWithItsContents) {
+  std::string path;
+  {
+    Result<TempDir> dir = TempDir::Make("goldminer-core-test-");
+    ASSERT_TRUE(dir.ok()) << dir.status().message();
+    path = dir->path();
+    EXPECT_NE(path.find("/goldminer-core-test-"), std::string::npos);
+    EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+              std::filesystem::perms::owner_all);
+    ASSERT_TRUE(WriteFileAtomic(path + "/f", "x").ok());
+    TempDir moved = std::move(*dir);  // the moved-from owner removes nothing
+    EXPECT_EQ(moved.path(), path);
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(FileUtilTest, TempDirUnderAMissingTmpdirIsAnIoErrorNamingIt) {
+  const char* old = std::getenv("TMPDIR");
+  std::string saved = old ? old : "";
+  setenv("TMPDIR", "/nonexistent-goldminer-dir", 1);
+  Result<TempDir> dir = TempDir::Make("x-");
+  if (old) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status().code(), Code::kIoError);
+  EXPECT_NE(dir.status().message().find("/nonexistent-goldminer-dir/x-"), std::string::npos);
 }
 
 TEST(RngTest, StreamsDependOnlyOnTheirKey) {
