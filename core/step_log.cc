@@ -274,4 +274,34 @@ Result<std::vector<StepLog>> ReadStepLogs(const std::string& dir) {
   return logs;
 }
 
+std::vector<uint64_t> StepCounter::Update() {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!IsStepLogName(name)) continue;
+    int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    File& f = files_[name];
+    // Reads from the start of the first line not yet complete; a line is counted
+    // when its '\n' is read, so an unfinished one is read again next time.
+    char buf[1 << 16];
+    uint64_t at = f.offset;
+    bool line_start = true, step_line = false;
+    for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(at))) > 0;) {
+      for (ssize_t i = 0; i < n; ++i) {
+        if (line_start) step_line = buf[i] == 'S';
+        line_start = buf[i] == '\n';
+        if (!line_start) continue;
+        if (step_line) ++f.steps;
+        f.offset = at + static_cast<uint64_t>(i) + 1;
+      }
+      at += static_cast<uint64_t>(n);
+    }
+    ::close(fd);
+  }
+  std::vector<uint64_t> counts;
+  for (const auto& [name, f] : files_) counts.push_back(f.steps);
+  return counts;
+}
+
 }  // namespace gm

@@ -22,9 +22,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -94,5 +96,25 @@ Result<StepLog> ParseStepLog(std::string_view text, const std::string& origin);
 // names `dir` when it does not exist. A file without one complete line (its process
 // was killed before the header was written) is skipped.
 Result<std::vector<StepLog>> ReadStepLogs(const std::string& dir);
+
+// Counts the "S" lines of every steps.*.log in a directory while trainers append
+// to them, reading only the bytes added since the previous call, so polling stays
+// cheap however long the run. A line counts once complete ('\n'-terminated). Does
+// not validate lines (ReadStepLogs does, at the end). Thread-compatible.
+class StepCounter {
+ public:
+  explicit StepCounter(std::string dir) : dir_(std::move(dir)) {}
+  // The step count of each log seen so far, in file-name order. A file that cannot
+  // be read now is counted again at the next call.
+  std::vector<uint64_t> Update();
+
+ private:
+  struct File {
+    uint64_t offset = 0;  // bytes consumed: always just after a '\n'
+    uint64_t steps = 0;
+  };
+  std::string dir_;
+  std::map<std::string, File> files_;  // by file name
+};
 
 }  // namespace gm

@@ -32,7 +32,8 @@ std::string FormatSeconds(double s) {
 // Decides, from the step logs written so far, when to stop the trainer.
 class StopRule {
  public:
-  explicit StopRule(const TrainerRunOptions& o) : o_(o), start_(MonotonicSeconds()) {
+  explicit StopRule(const TrainerRunOptions& o)
+      : o_(o), counter_(o.work_dir), start_(MonotonicSeconds()) {
     last_progress_ = start_;
   }
 
@@ -53,15 +54,12 @@ class StopRule {
   bool Decide() {
     const double now = MonotonicSeconds();
     uint64_t fewest = 0, total = 0;
-    Result<std::vector<StepLog>> logs = ReadStepLogs(o_.work_dir);
+    const std::vector<uint64_t> counts = counter_.Update();
     // Every rank must have made its steps (a rank's log appears when it connects).
     const size_t ranks = o_.pipeline.empty() ? 1 : static_cast<size_t>(o_.world_size);
-    if (logs.ok() && logs->size() >= ranks) {
-      fewest = UINT64_MAX;
-      for (const StepLog& l : *logs) {
-        fewest = std::min<uint64_t>(fewest, l.steps.size());
-        total += l.steps.size();
-      }
+    if (counts.size() >= ranks) {
+      fewest = *std::min_element(counts.begin(), counts.end());
+      for (uint64_t n : counts) total += n;
     }
     if (total != last_total_) {
       if (last_total_ == 0 && o_.progress) o_.progress("trainer: first step recorded");
@@ -86,6 +84,7 @@ class StopRule {
   }
 
   const TrainerRunOptions& o_;
+  StepCounter counter_;
   const double start_;
   double last_progress_;
   uint64_t last_total_ = 0;

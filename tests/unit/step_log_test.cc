@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -178,6 +179,33 @@ TEST(StepLogTest, GivenSeveralLogsThenReadStepLogsSortsThemByPidAndSkipsOtherFil
   EXPECT_EQ((*logs)[0].pid, 3);
   EXPECT_EQ((*logs)[1].pid, 20);
   EXPECT_EQ((*logs)[1].steps.size(), 1u);
+}
+
+TEST(StepLogTest, GivenLogsGrowingThenTheStepCounterCountsCompleteStepLinesOnly) {
+  testing::TempDir dir;
+  StepCounter counter(dir.path());
+  EXPECT_TRUE(counter.Update().empty());
+  const std::string a = dir.path() + "/steps.5.log", b = dir.path() + "/steps.6.log";
+  auto append = [](const std::string& path, std::string_view text) {
+    std::FILE* f = std::fopen(path.c_str(), "a");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  };
+  append(a, std::string(kHeader) + "S 1 2 3 0\nS 4 5 3 10\nS 6");
+  EXPECT_EQ(counter.Update(), (std::vector<uint64_t>{2}));  // the third is unfinished
+  append(a, " 7 3 10\nE note\n");
+  append(b, std::string(kHeader) + "S 1 2 3 0\n");
+  EXPECT_EQ(counter.Update(), (std::vector<uint64_t>{3, 1}));
+  EXPECT_EQ(counter.Update(), (std::vector<uint64_t>{3, 1}));  // nothing new, nothing twice
+  std::string big;
+  for (int i = 0; i < 5000; ++i) big += "S 100 200 8 5\n";  // more than one read buffer
+  append(b, big + "O 0.1 5001\n");
+  EXPECT_EQ(counter.Update(), (std::vector<uint64_t>{3, 5001}));
+  Result<std::vector<StepLog>> logs = ReadStepLogs(dir.path());
+  ASSERT_TRUE(logs.ok()) << logs.status().message();
+  EXPECT_EQ((*logs)[0].steps.size(), 3u);
+  EXPECT_EQ((*logs)[1].steps.size(), 5001u);
 }
 
 TEST(StepLogTest, GivenACorruptLogInTheDirectoryThenReadStepLogsNamesItsPath) {
