@@ -8,6 +8,9 @@ SRC=${GOLDMINER_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 PY=/usr/bin/python3
 T=$(mktemp -d "${TMPDIR:-/tmp}/goldminer-e2e-XXXXXX")
 trap 'rm -rf "$T"' EXIT
+# What the binary under test leaves in $TMPDIR when a test kills it with SIGKILL
+# (a run's private directory) goes with the suite's own directory.
+export TMPDIR=$T
 checks=0
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
