@@ -13,7 +13,12 @@
     per step, i.e. under 1% of a 1 ms training step (real steps are longer).
 (b) Pipeline side: `goldminer profile --pipeline` on the ImageNet pipeline over
     the benchmark corpus reports its own per-stage timing overhead (timed vs
-    untimed runs); the median over rounds is printed.
+    untimed runs), and where the process CPU went: the stages' share, the reader's,
+    the batcher's, the stage threads' hand-off, and what none of them accounts for
+    (starting and joining threads). The medians over rounds are printed. These
+    shares depend on the CPU (the stages were 77-78% of it on one fresh machine of
+    the development kind, over 80% on another), so they are figures here, not test
+    bounds.
 Rounds alternate the variants; medians are printed.
 
 usage: profile_bench.py [--build build] [--steps 2000] [--rounds 5] [--images 500]
@@ -113,6 +118,8 @@ def pipeline_side(build, images, rounds):
         with open(pipeline, "w") as f:
             json.dump(doc, f)
         overheads, rates = [], []
+        parts = ("stage", "reader", "batcher", "queue")
+        shares = {k: [] for k in parts + ("unaccounted",)}
         for _ in range(rounds):
             out = os.path.join(d, "p.json")
             subprocess.run([os.path.join(ROOT, build, "cmd", "goldminer"), "-q", "profile",
@@ -122,10 +129,16 @@ def pipeline_side(build, images, rounds):
                 p = json.load(f)["pipeline"]
             overheads.append(p["instrumentation_overhead"])
             rates.append(p["runs"][0]["samples_per_s"])
+            total = p["cpu_s_per_sample"]
+            for k in parts:
+                shares[k].append(p[k + "_cpu_s_per_sample"] / total)
+            shares["unaccounted"].append(1 - sum(shares[k][-1] for k in parts))
     print(f"(b) pipeline stage timing, ImageNet pipeline, 256 samples x 3 pairs, {rounds} rounds")
     print(f"  overhead median {statistics.median(overheads) * 100:.2f}% "
           f"(per round: {', '.join(f'{o * 100:.1f}%' for o in overheads)}); "
           f"1 thread {statistics.median(rates):.0f} samples/s")
+    print("  share of the process CPU (median): " + ", ".join(
+        f"{k} {statistics.median(v) * 100:.1f}%" for k, v in shares.items()))
 
 
 def main():

@@ -52,6 +52,38 @@ check() {
   ok "$3"
 }
 
+# check_demand PROFILE OWN_LOG NOMINAL DESCRIPTION: the profile's demand agrees within
+# 5% with the one the trainer's own clock gives (--own-log: each step's compute, from
+# the return of a read to the start of the next) over the same steps, and is not above
+# NOMINAL (batch / --step-ms: a sleep is never shorter than asked) by more than 2%.
+# Checked against the trainer's own measure, not against NOMINAL alone, because on a
+# loaded machine a sleep may overrun: both clocks then see the same longer step, so
+# nothing else running here can make this check fail.
+check_demand() {
+  $PY - "$@" <<'PY' || { $PY -m json.tool "$1" | head -80 >&2; fail "$4"; }
+import json, sys
+path, own_path, nominal, what = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+p = json.load(open(path))
+own = {}
+for line in open(own_path):
+    pid, step, ns = map(int, line.split())
+    own[(pid, step)] = ns * 1e-9
+per_pid = {}
+for s in p["trainer"]["step_list"]:
+    key = (s["pid"], s["step"])
+    if key not in own:
+        sys.exit(f"{what}: step {key} of the profile is not in the trainer's own log {own_path}")
+    n = per_pid.setdefault(s["pid"], [0, 0.0])
+    n[0] += s["samples"]
+    n[1] += own[key]
+want = sum(samples / seconds for samples, seconds in per_pid.values())
+got = p["trainer"]["demand_samples_per_s"]
+print(f"# {what}: {got:.1f} samples/s, the trainer's own clock {want:.1f}, nominal {nominal:g}")
+sys.exit(0 if abs(got - want) <= 0.05 * want and got <= 1.02 * nominal else 1)
+PY
+  ok "$4"
+}
+
 cd "$T"
 # --- the pipeline alone -----------------------------------------------------------
 expect_rc 0 "profile a pipeline" -- "$GM" profile --pipeline "$T/images.json" --samples 48 \
@@ -78,13 +110,15 @@ ok "runs.db holds the profile and its 3 stage costs"
 # --- demand: a Python trainer fed faster than it consumes (40 ms steps, batch 8) -----
 expect_rc 0 "profile a Python trainer fed fast" -- "$GM" profile --pipeline "$T/fast.json" \
   --samples 256 --warmup 0 --steps 20 --warmup-steps 3 -o "$T/fast_py.json" --no-db \
-  --trace "$T/fast_trace.json" -- $PY "$SLEEP_PY" --step-ms 40
+  --trace "$T/fast_trace.json" -- $PY "$SLEEP_PY" --step-ms 40 --own-log "$T/fast_py.own"
 check "$T/fast_py.json" "p['trainer']['steps'] == 20 and p['trainer']['stopped_by_profile']" "20 steps measured, then stopped"
-check "$T/fast_py.json" "abs(p['trainer']['demand_samples_per_s'] - 200) <= 20" "demand within 10% of 200 samples/s (got $(field "$T/fast_py.json" "round(p['trainer']['demand_samples_per_s'],1)"))"
+check_demand "$T/fast_py.json" "$T/fast_py.own" 200 "demand: batch / compute time, as the trainer's own clock measures it"
 check "$T/fast_py.json" "p['trainer']['stall_fraction'] < 0.1" "stall near zero when fed fast (got $(field "$T/fast_py.json" "round(p['trainer']['stall_fraction'],3)"))"
 check "$T/fast_py.json" "p['verdict'] == 'compute-bound'" "verdict: compute-bound"
 check "$T/fast_py.json" "not p['trainer']['gpu']['available'] and p['trainer']['gpu']['reason']" "no GPU here, and it says why"
-check "$T/fast_py.json" "p['trainer']['instrumentation_s_per_step'] > 0 and p['trainer']['instrumentation_overhead'] < 0.01" "step log overhead measured and small"
+# The step log's cost per step is a figure (bench/profile_bench.py); here it must be
+# measured, and below half a 40 ms step, which only a broken log could reach.
+check "$T/fast_py.json" "p['trainer']['instrumentation_s_per_step'] > 0 and p['trainer']['instrumentation_overhead'] < 0.5" "step log overhead measured"
 check "$T/fast_trace.json" "len([e for e in p['traceEvents'] if e['name'] == 'data wait']) >= 24" "trace has the data waits"
 
 # --- GPU figures, from a trainer that writes what libgoldminer_cupti.so would (this
@@ -96,7 +130,11 @@ if [[ -f $BUILD/profiler/cupti/libgoldminer_cupti.so ]]; then
     --samples 64 --warmup 0 --steps 12 --warmup-steps 2 -o "$T/gpu_fast.json" --no-db \
     --trace "$T/gpu_trace.json" -- $PY "$SLEEP_PY" --step-ms 40 --fake-gpu-ms 30
   check "$T/gpu_fast.json" "p['trainer']['gpu']['available'] and p['trainer']['gpu']['records'] >= 14" "GPU activity read"
-  check "$T/gpu_fast.json" "abs(p['trainer']['gpu']['busy_fraction'] - 0.75) < 0.1" "GPU busy 30 of 40 ms (got $(field "$T/gpu_fast.json" "round(p['trainer']['gpu']['busy_fraction'],3)"))"
+  # Each step holds one 30 ms "kernel" (it starts as the read returns and ends inside
+  # the 40 ms sleep), so the busy time per step is exact whatever the load; the busy
+  # fraction is that over the measured step time.
+  check "$T/gpu_fast.json" "abs(p['trainer']['gpu']['busy_s'] / p['trainer']['steps'] - 0.030) < 1e-6" "GPU busy 30 ms per step (got $(field "$T/gpu_fast.json" "round(p['trainer']['gpu']['busy_s'] / p['trainer']['steps'], 6)") s)"
+  check "$T/gpu_fast.json" "abs(p['trainer']['gpu']['busy_fraction'] - p['trainer']['gpu']['busy_s'] / (p['trainer']['gpu']['busy_s'] + p['trainer']['gpu']['idle_s'])) < 1e-9 and 0.5 < p['trainer']['gpu']['busy_fraction'] <= 0.75 + 1e-6" "GPU busy fraction: busy over the step time, at most 30 of 40 ms"
   check "$T/gpu_fast.json" "p['trainer']['gpu']['stall_fraction'] < 0.05 and p['verdict'] == 'compute-bound'" "no input stall when fed fast"
   check "$T/gpu_fast.json" "all('gpu_busy_s' in s for s in p['trainer']['step_list'])" "per-step GPU figures"
   check "$T/gpu_fast.json" "'instrumentation_overhead' in p['trainer']['gpu']" "CUPTI overhead measured by a run without it"
@@ -113,34 +151,35 @@ fi
 # --- demand: the C trainer (40 ms steps, batch 8) -------------------------------------
 expect_rc 0 "profile a C trainer fed fast" -- "$GM" profile --pipeline "$T/fast.json" \
   --samples 64 --warmup 0 --steps 20 --warmup-steps 3 -o "$T/fast_c.json" --no-db \
-  -- "$SLEEP_C" --step-ms 40
-check "$T/fast_c.json" "abs(p['trainer']['demand_samples_per_s'] - 200) <= 20" "C trainer demand within 10% of 200 samples/s (got $(field "$T/fast_c.json" "round(p['trainer']['demand_samples_per_s'],1)"))"
+  -- "$SLEEP_C" --step-ms 40 --own-log "$T/fast_c.own"
+check_demand "$T/fast_c.json" "$T/fast_c.own" 200 "C trainer demand, as its own clock measures it"
 check "$T/fast_c.json" "p['trainer']['stall_fraction'] < 0.1" "C trainer stall near zero"
 
 # --- two ranks, each stepping in 40 ms: their demands add up --------------------------
 expect_rc 0 "profile 2 trainer ranks" -- "$GM" profile --pipeline "$T/fast.json" --samples 64 \
   --warmup 0 --steps 10 --warmup-steps 2 --world-size 2 -o "$T/ranks.json" --no-db \
-  -- $PY "$SLEEP_PY" --step-ms 40
+  -- $PY "$SLEEP_PY" --step-ms 40 --own-log "$T/ranks.own"
 check "$T/ranks.json" "len({s['pid'] for s in p['trainer']['step_list']}) == 2 and p['trainer']['steps'] == 20" "10 steps of each of the 2 ranks measured"
-check "$T/ranks.json" "abs(p['trainer']['demand_samples_per_s'] - 400) <= 40" "2 ranks: demand within 10% of 400 samples/s (got $(field "$T/ranks.json" "round(p['trainer']['demand_samples_per_s'],1)"))"
+check_demand "$T/ranks.json" "$T/ranks.own" 400 "2 ranks: their demands add up"
 
 # --- starved: 1 worker making a batch in 200 ms for a trainer stepping in 40 ms --------
 expect_rc 0 "profile a starved trainer" -- "$GM" profile --pipeline "$T/slow.json" \
   --samples 8 --warmup 0 --steps 8 --warmup-steps 2 --workers 1 -o "$T/slow_py.json" --no-db \
-  -- $PY "$SLEEP_PY" --step-ms 40
+  -- $PY "$SLEEP_PY" --step-ms 40 --own-log "$T/slow_py.own"
 check "$T/slow_py.json" "p['trainer']['stall_fraction'] > 0.5" "stall large when starved (got $(field "$T/slow_py.json" "round(p['trainer']['stall_fraction'],3)"))"
-check "$T/slow_py.json" "abs(p['trainer']['demand_samples_per_s'] - 200) <= 20" "demand still within 10% of 200 samples/s when starved (got $(field "$T/slow_py.json" "round(p['trainer']['demand_samples_per_s'],1)"))"
+check_demand "$T/slow_py.json" "$T/slow_py.own" 200 "demand still batch / compute time when starved"
 check "$T/slow_py.json" "p['verdict'] == 'input-bound'" "verdict: input-bound"
 check "$T/slow_py.json" "p['pipeline']['stages'][0]['cpu_s_per_sample'] >= 0 and p['pipeline']['stages'][0]['wall_s_per_sample'] > 0.02" "the sleeping exec stage's wall time shows"
 
 # --- an unmodified torch program with its own DataLoader ------------------------------
 expect_rc 0 "profile an unmodified torch program, fed fast" -- "$GM" profile --steps 15 \
   --warmup-steps 3 -o "$T/torch_fast.json" --no-db \
-  -- $PY "$TORCH_PY" --items 400 --item-ms 0 --step-ms 40 --batch-size 8 --num-workers 0
+  -- $PY "$TORCH_PY" --items 400 --item-ms 0 --step-ms 40 --batch-size 8 --num-workers 0 \
+     --own-log "$T/torch_fast.own"
 check "$T/torch_fast.json" "p['trainer']['source'] == 'torch' and p['trainer']['steps'] == 15" "torch DataLoader steps recorded by the import hook"
-check "$T/torch_fast.json" "abs(p['trainer']['demand_samples_per_s'] - 200) <= 20" "torch demand within 10% of 200 samples/s (got $(field "$T/torch_fast.json" "round(p['trainer']['demand_samples_per_s'],1)"))"
+check_demand "$T/torch_fast.json" "$T/torch_fast.own" 200 "torch demand, as the program's own clock measures it"
 check "$T/torch_fast.json" "p['trainer']['stall_fraction'] < 0.1" "torch stall near zero"
-check "$T/torch_fast.json" "0 < p['trainer']['instrumentation_s_per_step'] and p['trainer']['instrumentation_overhead'] < 0.01" "the hook's own cost measured though the program was stopped by SIGTERM"
+check "$T/torch_fast.json" "0 < p['trainer']['instrumentation_s_per_step'] and p['trainer']['instrumentation_overhead'] < 0.5" "the hook's own cost measured though the program was stopped by SIGTERM"
 expect_rc 0 "profile an unmodified torch program, starved" -- "$GM" profile --steps 8 \
   --warmup-steps 2 -o "$T/torch_slow.json" --no-db \
   -- $PY "$TORCH_PY" --items 400 --item-ms 10 --step-ms 5 --batch-size 8 --num-workers 0

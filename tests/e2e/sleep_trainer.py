@@ -17,6 +17,9 @@ $GOLDMINER_PROFILE_DIR is set.
                      GPU activity), write $GOLDMINER_PROFILE_DIR/gpu.<pid>.log as the
                      injection library would, with one "kernel" of MS milliseconds
                      at the start of each step (profiler/gpu_log.h)
+  --own-log FILE     append "PID STEP NS" per step: the trainer's own measure of
+                     step STEP's compute (from the return of one read to the start
+                     of the next), for tests that check the profile against it
 
 At a normal end it prints "sleep_trainer: STEPS steps, SAMPLES samples".
 """
@@ -37,7 +40,30 @@ def parse_args(argv):
     parser.add_argument("--crash-after", type=int, default=None)
     parser.add_argument("--never-read", action="store_true")
     parser.add_argument("--fake-gpu-ms", type=float, default=None)
+    parser.add_argument("--own-log", default=None)
     return parser.parse_args(argv)
+
+
+class OwnLog:
+    """The trainer's own measure of each step's compute (--own-log)."""
+
+    def __init__(self, path):
+        self.fd = None if path is None else os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.step = 0
+        self.got = None
+
+    def read(self):
+        """Call when a read returns."""
+        self.got = time.monotonic_ns()
+
+    def reading(self):
+        """Call when the next read starts: ends the step that `read` began."""
+        if self.got is None:
+            return
+        if self.fd is not None:
+            os.write(self.fd, b"%d %d %d\n" % (os.getpid(), self.step, time.monotonic_ns() - self.got))
+        self.step += 1
+        self.got = None
 
 
 class FakeGpuLog:
@@ -69,10 +95,13 @@ def main(argv):
         while True:
             time.sleep(3600)
     gpu = FakeGpuLog(args.fake_gpu_ms)
+    own = OwnLog(args.own_log)
     steps = samples = 0
     batches = iter(loader)
     while args.steps is None or steps < args.steps:
+        own.reading()
         batch = next(batches, None)  # no batch past --steps: each read is a step
+        own.read()
         if batch is None:
             break
         gpu.kernel()

@@ -12,10 +12,13 @@ step that waits for the GPU). The profiler's import hook records its data waits.
   --batch-size B     DataLoader batch_size (default 8; the last batch may be partial)
   --num-workers W    DataLoader num_workers (default 0)
   --steps N          stop after N batches (default: one whole epoch)
+  --own-log FILE     append "PID STEP NS" per step: the trainer's own measure of
+                     the step's compute, as tests/e2e/sleep_trainer.py does
 
 At the end it prints "torch_sleep_trainer: STEPS steps, SAMPLES samples".
 """
 import argparse
+import os
 import sys
 import time
 
@@ -49,6 +52,7 @@ def parse_args(argv):
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--num-workers", type=int, default=0)
     parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--own-log", default=None)
     return parser.parse_args(argv)
 
 
@@ -56,10 +60,15 @@ def main(argv):
     args = parse_args(argv)
     loader = DataLoader(BusyDataset(args.items, args.item_ms), batch_size=args.batch_size,
                         num_workers=args.num_workers)
+    own = os.open(args.own_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if args.own_log else None
     steps = samples = 0
     batches = iter(loader)
+    got = None
     while args.steps is None or steps < args.steps:
+        if own is not None and got is not None:
+            os.write(own, b"%d %d %d\n" % (os.getpid(), steps - 1, time.monotonic_ns() - got))
         batch = next(batches, None)  # no batch past --steps: each read is a step
+        got = time.monotonic_ns()
         if batch is None:
             break
         time.sleep(args.step_ms / 1000.0)

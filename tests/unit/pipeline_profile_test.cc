@@ -65,9 +65,18 @@ TEST_F(PipelineProfileTest, StageCostsArePositiveAndAddUpToTheProcessCpu) {
   EXPECT_NEAR(share, 1.0, 1e-9);
   EXPECT_EQ(p.stages[0].name, "decode_jpeg");
   EXPECT_EQ(p.stages[1].bytes_out_per_sample, 224.0 * 224 * 3);
-  // Stages + hand-off + reader + batcher account for the process CPU within a few
-  // percent (the rest: starting and joining threads); the stages are most of it.
-  EXPECT_GT(p.stage_cpu_s_per_sample, 0.8 * p.cpu_s_per_sample);
+  // Every part of the process CPU is measured. How the CPU divides between them
+  // (the stages' share: 77% on one machine, 85% on another) depends on the CPU, so
+  // bench/profile_bench.py reports it as a figure; here only the accounting counts.
+  EXPECT_GT(p.stage_cpu_s_per_sample, 0);
+  EXPECT_GT(p.reader_cpu_s_per_sample, 0);
+  EXPECT_GT(p.batcher_cpu_s_per_sample, 0);
+  EXPECT_GE(p.queue_cpu_s_per_sample, 0);
+  EXPECT_LT(p.stage_cpu_s_per_sample, p.cpu_s_per_sample);
+  // Accounting: the parts are per-thread CPU clocks of the engine's threads, the
+  // whole is the process clock over the same runs, so they agree whatever the CPU's
+  // speed or the machine's load (CPU clocks do not advance while a thread waits).
+  // The rest, a few percent, is starting and joining the threads.
   const double parts = p.stage_cpu_s_per_sample + p.queue_cpu_s_per_sample +
                        p.reader_cpu_s_per_sample + p.batcher_cpu_s_per_sample;
   EXPECT_NEAR(parts / p.cpu_s_per_sample, 1.0, 0.05)
