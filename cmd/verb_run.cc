@@ -21,7 +21,7 @@ struct RunFlags {
   std::string pipeline;
   int workers = 2;
   int threads_per_worker = 1;
-  int epochs = 1;
+  int epochs = 0;  // as many as the trainer asks for
   int world_size = 1;
   int port = 0;
   double liveness_timeout_s = 10;
@@ -77,7 +77,11 @@ Verb RunVerb() {
             ->check(CLI::Range(1, 1024));
         sub.add_option("--threads-per-worker", f->threads_per_worker, "Stage threads per worker")
             ->check(CLI::Range(1, 1024));
-        sub.add_option("--epochs", f->epochs, "Epochs the run serves")->check(CLI::Range(1, 100000));
+        sub.add_option("--epochs", f->epochs,
+                       "Epochs the run serves at most (0: as many as the trainer asks for, "
+                       "e.g. Loader(epochs=N))")
+            ->capture_default_str()
+            ->check(CLI::Range(0, 100000));
         sub.add_option("--world-size", f->world_size,
                        "Trainer ranks (one trainer process per rank, RANK/WORLD_SIZE set)")
             ->check(CLI::Range(1, 1024));

@@ -94,6 +94,9 @@ Result<int> RunLocal(const WorkerFlags& f) {
   popts.threads = threads;
   popts.samples_per_split = f.samples_per_split;
   GM_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::Load(f.pipeline, popts));
+  if (const std::string notice = pipeline.OrderNotice(); !notice.empty()) {
+    LogInfo("worker: " + notice);
+  }
 
   EngineOptions eopts;
   eopts.threads = threads;

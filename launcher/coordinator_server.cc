@@ -27,7 +27,7 @@ int64_t CountOrMinusOne(uint64_t count) {
 Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const CoordinatorConfig& config) {
   if (config.world_size < 1) return Status::InvalidArgument("world size must be at least 1");
-  if (config.epochs < 1) return Status::InvalidArgument("--epochs must be at least 1");
+  if (config.epochs < 0) return Status::InvalidArgument("--epochs must be at least 0");
   PipelineOptions po;
   po.samples_per_split = config.samples_per_split;
   GM_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::FromJson(config.pipeline_doc,
@@ -97,7 +97,7 @@ void CoordinatorServer::Stop() {
 Result<EpochPlan> CoordinatorServer::PlanFor(uint64_t epoch) const {
   EpochPlan plan;
   plan.epoch = epoch;
-  const auto& splits = pipeline_.source().splits();
+  const auto& splits = pipeline_.splits();
   for (size_t id : EpochSplitOrder(pipeline_, epoch)) {
     uint64_t count = kUnknownCount;
     // With several ranks, equal shares need every count up front: the planned
@@ -130,7 +130,7 @@ nlohmann::json CoordinatorServer::PlanMessage(uint64_t epoch) {
 void CoordinatorServer::AdvanceEpochIfDone() {
   while (!finished_ && state_.EpochDone()) {
     ++epochs_done_;
-    if (epochs_done_ >= static_cast<uint64_t>(config_.epochs)) {
+    if (config_.epochs > 0 && epochs_done_ >= static_cast<uint64_t>(config_.epochs)) {
       finished_ = true;
       LogInfo("run: every epoch delivered");
     } else {
@@ -313,7 +313,7 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
   switch (frame.type) {
     case MsgType::kGetPlan: {
       const uint64_t epoch = m.value("epoch", uint64_t{0});
-      if (epoch >= static_cast<uint64_t>(config_.epochs)) {
+      if (config_.epochs > 0 && epoch >= static_cast<uint64_t>(config_.epochs)) {
         reply = {{"epoch", epoch}, {"end", true}, {"epochs", config_.epochs}};
         break;
       }

@@ -38,7 +38,7 @@ struct CoordinatorConfig {
   std::string base_dir;
   size_t samples_per_split = 256;
   int world_size = 1;
-  int epochs = 1;
+  int epochs = 1;  // epochs the run serves; 0: as many as the trainers ask for
   double heartbeat_s = 1.0;
   double liveness_timeout_s = 10.0;
   std::string run_id;
@@ -63,6 +63,8 @@ class CoordinatorServer {
 
   // "host:port" to give workers and clients.
   std::string address() const;
+  // The run's pipeline, as loaded from the config (immutable).
+  const Pipeline& pipeline() const { return pipeline_; }
   // Waits until every epoch of the run is done (all ranks acknowledged their
   // shares) or the timeout passes; true when done.
   bool WaitFinished(double timeout_s);

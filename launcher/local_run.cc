@@ -166,6 +166,10 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
   LogInfo("run " + run_id + ": coordinator at " + coordinator->address() + ", " +
           std::to_string(c.workers) + " workers, " + std::to_string(c.world_size) +
           " trainer rank(s)");
+  if (const std::string notice = coordinator->pipeline().OrderNotice();
+      c.order_notice && !notice.empty()) {
+    LogInfo("run: " + notice);
+  }
   LocalRun run(c, *coordinator, run_id, dir);
   Result<LocalRunResult> result = run.Execute();
   coordinator->Stop();

@@ -22,7 +22,7 @@ struct LocalRunConfig {
   std::string pipeline;  // pipeline.json path
   int workers = 2;
   int threads_per_worker = 1;
-  int epochs = 1;
+  int epochs = 1;  // 0: as many as the trainer asks for
   int world_size = 1;
   int port = 0;  // coordinator TCP port on 127.0.0.1; 0: any free one
   double liveness_timeout_s = 10;
@@ -38,6 +38,8 @@ struct LocalRunConfig {
   // A signal number set asynchronously (SIGTERM/SIGINT handler); non-zero stops the
   // trainers like should_stop. May be null.
   std::atomic<int>* signal = nullptr;
+  // Log the pipeline's OrderNotice() (the profile has said it already).
+  bool order_notice = true;
 };
 
 struct LocalRunResult {

@@ -124,6 +124,7 @@ Result<PipelineProfile> ProfilePipeline(const PipelineProfileOptions& o) {
   auto say = [&](const std::string& line) {
     if (o.progress) o.progress(line);
   };
+  if (const std::string notice = p.OrderNotice(); !notice.empty()) say(notice);
 
   DiscardSink sink;
   EngineOptions eo;

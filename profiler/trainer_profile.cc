@@ -143,6 +143,7 @@ Status RunWithWorkers(const TrainerRunOptions& o, std::vector<std::string> env, 
   c.command = o.command;
   c.trainer_env = std::move(env);
   c.stop_grace_s = kStopGraceS;
+  c.order_notice = false;  // ProfilePipeline has said it
   c.should_stop = [&rule] { return rule.ShouldStop(); };
   GM_ASSIGN_OR_RETURN(LocalRunResult r, RunLocal(c));
   out.stopped_by_profile = r.stopped;

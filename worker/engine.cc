@@ -115,13 +115,13 @@ class EpochState {
   bool stop_ = false;                // guarded by mu_
 };
 
-// Reads the splits in `order` into `state`. Each split's samples pass through
-// their own shuffle buffer, so a split's batches depend only on (seed, epoch,
-// split): any worker can make them.
+// Reads the splits in `order` into `state`. Each split is read in its epoch's
+// order (SplitLayout) and its samples pass through their own shuffle buffer, so a
+// split's batches depend only on (seed, epoch, split): any worker can make them.
 void ReadSplits(const Pipeline& p, uint64_t epoch, const std::vector<size_t>& order,
                 int64_t limit, EpochState& state) {
-  const Source& source = p.source();
-  const size_t buffer_size = p.shuffle_buffer();
+  // A permuted split is already a random subset in random order: no buffer.
+  const size_t buffer_size = p.layout().mode() == SplitMode::kPermuted ? 0 : p.shuffle_buffer();
   int64_t read = 0;
   bool running = true;
   auto full = [&] { return limit >= 0 && read >= limit; };
@@ -142,11 +142,11 @@ void ReadSplits(const Pipeline& p, uint64_t epoch, const std::vector<size_t>& or
       if (buffer.size() > buffer_size) pop_random();
       return running;
     };
-    Status st = source.ReadSplit(id, emit);
+    Status st = p.layout().Read(p.source(), p.seed(), epoch, id, emit);
     if (!st.ok() && st.code() != Code::kCancelled && running) {
       // The split failed as a whole (404, broken tar): it is one skipped entry.
       Sample marker;
-      marker.key = source.splits()[id].name;
+      marker.key = p.splits()[id].name;
       buffer.push_back(Item{0, std::move(marker), st, id});
     }
     while (running && !buffer.empty()) pop_random();
@@ -303,9 +303,9 @@ class Batcher {
 
 // The epoch's split order: source order, or shuffled by (seed, epoch).
 std::vector<size_t> SplitOrder(const Pipeline& p, uint64_t epoch) {
-  std::vector<size_t> order(p.source().splits().size());
+  std::vector<size_t> order(p.splits().size());
   std::iota(order.begin(), order.end(), 0);
-  if (p.shuffle_buffer() > 0) {
+  if (p.shuffle()) {
     Rng rng = Rng::ForSample(p.seed(), epoch, 0, kSplitOrderStream);
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
   }
@@ -422,9 +422,9 @@ std::vector<size_t> EpochSplitOrder(const Pipeline& pipeline, uint64_t epoch) {
 Result<RunStats> RunSplit(const Pipeline& pipeline, const EngineOptions& options,
                           const SplitTask& task, BatchSink& sink, EngineProgress* progress) {
   if (options.threads < 1) return Status::InvalidArgument("--threads must be at least 1");
-  if (task.split >= pipeline.source().splits().size()) {
+  if (task.split >= pipeline.splits().size()) {
     return Status::InvalidArgument("no split " + std::to_string(task.split) + " (the source has " +
-                                   std::to_string(pipeline.source().splits().size()) + ")");
+                                   std::to_string(pipeline.splits().size()) + ")");
   }
   RunStats stats;
   stats.threads = options.threads;

@@ -1,8 +1,8 @@
 // The pipeline engine: runs a Pipeline's samples through its stages on a pool of
 // threads and hands batches, in the epoch's deterministic order, to a BatchSink.
 //
-// Threads: one reader (reads splits in epoch order, shuffles each split's samples
-// through its own buffer, numbers samples), `threads` stage threads, and the calling thread, which
+// Threads: one reader (reads splits in epoch order, each as its SplitLayout says,
+// shuffles each split's samples through its own buffer, numbers samples), `threads` stage threads, and the calling thread, which
 // re-orders finished samples by number, forms batches and calls the sink. At most
 // `inflight` samples exist at once, so memory stays bounded whatever the dataset
 // size. Order and content of batches depend only on the pipeline file, its seed
@@ -112,14 +112,14 @@ Result<RunStats> RunPipeline(const Pipeline& pipeline, const EngineOptions& opti
 // copy of `from`.
 void MergeStageStats(std::vector<StageStats>& into, const std::vector<StageStats>& from);
 
-// The epoch's split order: the source's order, or shuffled by (seed, epoch) when
-// the pipeline has a shuffle buffer. RunPipeline reads the splits in this order.
+// The epoch's split order: the splits' ids in order, or shuffled by (seed, epoch)
+// when the pipeline shuffles. RunPipeline reads the splits in this order.
 std::vector<size_t> EpochSplitOrder(const Pipeline& pipeline, uint64_t epoch);
 
 // One split's share of an epoch, as a data worker is asked to make it.
 struct SplitTask {
   uint64_t epoch = 0;
-  size_t split = 0;               // id in pipeline.source().splits()
+  size_t split = 0;               // id in pipeline.splits()
   uint64_t start_batch = 0;       // first batch of the split to deliver
   uint64_t end_batch = UINT64_MAX;  // one past the last (UINT64_MAX: to the split's end)
 };

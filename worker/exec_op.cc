@@ -98,8 +98,11 @@ class ExecOp : public Op {
 
   std::string name() const override { return "exec"; }
 
-  Status Apply(Sample& sample, const RunContext&) const override {
-    GM_ASSIGN_OR_RETURN(std::string request, EncodeSampleFrame(sample));
+  Status Apply(Sample& sample, const RunContext& run) const override {
+    // The sample's own seed for this stage: Python stages draw from it (seeded by
+    // goldminer.stage), so a sample re-made anywhere is bit-identical.
+    const uint64_t seed = MakeRng(sample, run).Next();
+    GM_ASSIGN_OR_RETURN(std::string request, EncodeSampleFrame(sample, seed));
     Subprocess child = pool_->Acquire();
     if (!child.running()) {
       auto started = Subprocess::Start(options_.cmd, env_);
@@ -137,6 +140,12 @@ class ExecOp : public Op {
     GM_RETURN_IF_ERROR(child.ReadExact(h.body_bytes, body, deadline));
     Result<double> cpu_after = child.CpuSeconds();
     double cpu = (cpu_before.ok() && cpu_after.ok()) ? std::max(0.0, *cpu_after - *cpu_before) : 0;
+    if (h.kind == FrameKind::kSeededSample) {
+      // A seeded sample sent back (a program that echoes its input, like cat):
+      // its seed is dropped.
+      if (body.size() < sizeof(uint64_t)) return Status::Corrupt("response: no room for the seed");
+      body.erase(0, sizeof(uint64_t));
+    }
     if (h.kind == FrameKind::kError) {
       healthy = true;
       sample.extra_cpu_s += cpu;

@@ -50,10 +50,7 @@ Result<Pipeline> Pipeline::FromJson(const nlohmann::json& doc, const std::string
   }
   if (root.has("shuffle")) {
     GM_ASSIGN_OR_RETURN(JsonNode shuffle, root.Get("shuffle"));
-    GM_RETURN_IF_ERROR(shuffle.CheckKeys({"buffer"}));
-    GM_ASSIGN_OR_RETURN(int64_t buffer, shuffle.IntOr("buffer", 0));
-    if (buffer < 0) return (*shuffle.Get("buffer")).Expected("a buffer size >= 0");
-    p.shuffle_buffer_ = static_cast<size_t>(buffer);
+    GM_RETURN_IF_ERROR(p.ParseShuffle(shuffle));
   }
 
   if (options.http == nullptr) p.own_http_ = MakeCurlHttpClient();
@@ -63,10 +60,59 @@ Result<Pipeline> Pipeline::FromJson(const nlohmann::json& doc, const std::string
   SourceEnv source_env{base_dir, options.http ? options.http : p.own_http_.get(), per_split};
   GM_ASSIGN_OR_RETURN(JsonNode source, root.Get("source"));
   GM_ASSIGN_OR_RETURN(p.source_, MakeSource(source, source_env));
+  p.layout_ = SplitLayout::Make(*p.source_, p.shuffle_, p.shuffle_shards_);
 
   GM_ASSIGN_OR_RETURN(JsonNode stages, root.Get("stages"));
   GM_RETURN_IF_ERROR(p.ParseStages(stages, OpEnv{base_dir, options.threads}, options.fuse));
   return p;
+}
+
+// "shuffle": true | false | {"buffer": N, "shards": G}. The object form shuffles
+// unless its buffer is 0, which kept samples in source order before the
+// permutation existed and still does.
+Status Pipeline::ParseShuffle(const JsonNode& shuffle) {
+  if (!shuffle.is_object()) {
+    Result<bool> on = shuffle.AsBool();
+    if (!on.ok()) return shuffle.Expected("true, false or an object {\"buffer\": N, \"shards\": G}");
+    shuffle_ = *on;
+    shuffle_buffer_ = shuffle_ ? kDefaultShuffleBuffer : 0;
+    return Status::Ok();
+  }
+  GM_RETURN_IF_ERROR(shuffle.CheckKeys({"buffer", "shards"}));
+  GM_ASSIGN_OR_RETURN(int64_t buffer,
+                      shuffle.IntOr("buffer", static_cast<int64_t>(kDefaultShuffleBuffer)));
+  if (buffer < 0 || buffer > (int64_t{1} << 24)) {
+    return (*shuffle.Get("buffer")).Expected("a buffer size from 0 to 16777216 samples");
+  }
+  GM_ASSIGN_OR_RETURN(int64_t shards,
+                      shuffle.IntOr("shards", static_cast<int64_t>(kDefaultShuffleShards)));
+  if (shards < 1 || shards > 4096) {
+    return (*shuffle.Get("shards")).Expected("a number of shards from 1 to 4096");
+  }
+  shuffle_ = buffer > 0;
+  shuffle_buffer_ = static_cast<size_t>(buffer);
+  shuffle_shards_ = static_cast<size_t>(shards);
+  return Status::Ok();
+}
+
+std::string Pipeline::OrderNotice() const {
+  switch (layout_.mode()) {
+    case SplitMode::kInOrder:
+      return origin_ + ": no \"shuffle\": samples are read in source order (batches follow the "
+             "order of the files or shards); add \"shuffle\": true to train on random batches";
+    case SplitMode::kPermuted:
+      return "";
+    case SplitMode::kInterleaved: {
+      const size_t open = layout_.shards_per_split(), total = source_->splits().size();
+      if (open >= total || open >= 16) return "";
+      return origin_ + ": the shuffle mixes " + std::to_string(open) + " of " +
+             std::to_string(total) + " shards at a time through a " +
+             std::to_string(shuffle_buffer_) + "-sample buffer, so a batch draws from at most " +
+             std::to_string(open) + " shards; if a shard holds few classes, raise "
+             "\"shuffle\": {\"shards\": N} (each worker holds that many shards in memory)";
+    }
+  }
+  return "";
 }
 
 Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse) {

@@ -15,10 +15,14 @@
 #include "worker/http.h"
 #include "worker/op.h"
 #include "worker/source.h"
+#include "worker/split_layout.h"
 
 namespace gm {
 
 inline constexpr int kPipelineSchemaVersion = 1;
+// "shuffle": true means these (see man/goldminer-pipeline.5).
+inline constexpr size_t kDefaultShuffleBuffer = 1024;
+inline constexpr size_t kDefaultShuffleShards = 4;
 
 enum class OnError { kSkip, kFail };
 
@@ -49,13 +53,25 @@ class Pipeline {
 
   int64_t batch_size() const { return batch_size_; }
   bool drop_last() const { return drop_last_; }
-  size_t shuffle_buffer() const { return shuffle_buffer_; }  // 0: source order
+  bool shuffle() const { return shuffle_; }
+  // Samples of the per-split shuffle buffer (interleaved layout only; 0: none).
+  size_t shuffle_buffer() const { return shuffle_buffer_; }
+  // The splits workers make and how each is read (worker/split_layout.h). Use
+  // splits() rather than source().splits(): under a shuffle they differ.
+  const SplitLayout& layout() const { return layout_; }
+  const std::vector<Split>& splits() const { return layout_.splits(); }
+  // One line for the user about the order samples are read in ("" when there is
+  // nothing to say): without a shuffle, that the order is the source's; with a
+  // shuffle over few interleaved shards, that batches mix only those. Verbs that
+  // run a pipeline print it once.
+  std::string OrderNotice() const;
   uint64_t seed() const { return seed_; }
   OnError on_error() const { return on_error_; }
 
  private:
   Pipeline() = default;
   Status ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse);
+  Status ParseShuffle(const JsonNode& shuffle);
 
   std::string origin_;
   std::string name_;
@@ -64,7 +80,10 @@ class Pipeline {
   std::vector<std::unique_ptr<Op>> stages_;
   int64_t batch_size_ = 64;
   bool drop_last_ = false;
+  bool shuffle_ = false;
   size_t shuffle_buffer_ = 0;
+  size_t shuffle_shards_ = kDefaultShuffleShards;
+  SplitLayout layout_;
   uint64_t seed_ = 0;
   OnError on_error_ = OnError::kSkip;
 };

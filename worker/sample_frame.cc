@@ -105,9 +105,10 @@ Status DecodeTensor(Reader& r, Sample& out) {
 
 }  // namespace
 
-Result<std::string> EncodeSampleFrame(const Sample& s) {
-  std::string out(kSampleMagic);
+Result<std::string> EncodeSampleFrame(const Sample& s, std::optional<uint64_t> seed) {
+  std::string out(seed ? kSeededSampleMagic : kSampleMagic);
   Put<uint32_t>(out, 0);  // body length, patched below
+  if (seed) Put<uint64_t>(out, *seed);
   Put<uint64_t>(out, s.index);
   Put<int64_t>(out, s.label);
   bool fits = PutBytes(out, s.key) && PutBytes(out, s.data) && PutBytes(out, s.ext);
@@ -157,13 +158,15 @@ Result<FrameHeader> DecodeFrameHeader(std::string_view header) {
   std::string_view magic = header.substr(0, 4);
   if (magic == kSampleMagic) {
     h.kind = FrameKind::kSample;
+  } else if (magic == kSeededSampleMagic) {
+    h.kind = FrameKind::kSeededSample;
   } else if (magic == kErrorMagic) {
     h.kind = FrameKind::kError;
   } else {
     std::string shown;
     for (char c : magic) shown += (c >= 0x20 && c < 0x7f) ? c : '?';
     return Status::Corrupt("frame header: bad magic \"" + shown +
-                           "\" (expected \"GMS1\" or \"GME1\")");
+                           "\" (expected \"GMS1\", \"GMS2\" or \"GME1\")");
   }
   h.body_bytes = GetLe<uint32_t>(header.data() + 4);
   if (h.body_bytes > kMaxFrameBody) {
@@ -202,7 +205,7 @@ Status DecodeSampleBody(std::string_view body, Sample& out) {
   return Status::Ok();
 }
 
-Result<Sample> DecodeSampleFrame(std::string_view frame) {
+Result<Sample> DecodeSampleFrame(std::string_view frame, uint64_t* seed) {
   GM_ASSIGN_OR_RETURN(FrameHeader h, DecodeFrameHeader(frame));
   std::string_view body = frame.substr(kFrameHeaderBytes);
   if (body.size() != h.body_bytes) {
@@ -210,6 +213,11 @@ Result<Sample> DecodeSampleFrame(std::string_view frame) {
                            " body bytes, got " + std::to_string(body.size()));
   }
   if (h.kind == FrameKind::kError) return Status::Corrupt(std::string(body));
+  if (h.kind == FrameKind::kSeededSample) {
+    if (body.size() < sizeof(uint64_t)) return Status::Corrupt("sample frame: no room for the seed");
+    if (seed != nullptr) *seed = GetLe<uint64_t>(body.data());
+    body.remove_prefix(sizeof(uint64_t));
+  }
   Sample s;
   GM_RETURN_IF_ERROR(DecodeSampleBody(body, s));
   return s;

@@ -3,7 +3,8 @@
 //
 // All integers are little-endian. A frame is an 8-byte header and a body:
 //
-//   header   magic (4 bytes)  "GMS1" for a sample, "GME1" for an error
+//   header   magic (4 bytes)  "GMS1" for a sample, "GMS2" for a seeded sample,
+//                             "GME1" for an error
 //            u32 length       number of body bytes that follow the header;
 //                             at most kMaxFrameBody (1 GiB), larger is an error
 //   sample body ("GMS1"), fields in this order:
@@ -22,10 +23,15 @@
 //                    u64 nbytes       (== product(dims) * dtype size)
 //                    bytes[nbytes]    (row-major, contiguous)
 //            The body must end exactly after the tensor.
+//   seeded sample body ("GMS2"): u64 seed, then a "GMS1" body. The seed is the
+//            sample's own random seed for the stage, drawn from (run seed, epoch,
+//            sample index, stage number) as native ops draw theirs; the Python
+//            helper seeds random, numpy and torch from it before the user's code.
 //   error body ("GME1"): the message, UTF-8 bytes (the whole body).
 //
-// An exec stage sends one sample frame per request and reads one frame back:
-// the transformed sample, or an error frame that fails that sample only.
+// An exec stage sends one seeded sample frame per request and reads one frame
+// back: the transformed sample ("GMS1"; a "GMS2" answer has its seed dropped),
+// or an error frame that fails that sample only.
 // Sample::normalized and Sample::extra_cpu_s do not travel.
 //
 // Plain functions on values: thread-safe.
@@ -33,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -44,19 +51,22 @@ namespace gm {
 inline constexpr size_t kFrameHeaderBytes = 8;
 inline constexpr uint32_t kMaxFrameBody = 1u << 30;  // bytes
 inline constexpr std::string_view kSampleMagic = "GMS1";
+inline constexpr std::string_view kSeededSampleMagic = "GMS2";
 inline constexpr std::string_view kErrorMagic = "GME1";
 
-enum class FrameKind { kSample, kError };
+enum class FrameKind { kSample, kSeededSample, kError };
 
 struct FrameHeader {
   FrameKind kind = FrameKind::kSample;
   uint32_t body_bytes = 0;
 };
 
-// Encodes `sample` as a whole "GMS1" frame (header + body). Fails with
-// InvalidArgument when the sample does not fit (a string over 4 GiB, a body over
-// kMaxFrameBody, a tensor whose bytes do not match its shape).
-Result<std::string> EncodeSampleFrame(const Sample& sample);
+// Encodes `sample` as a whole "GMS1" frame (header + body), or as "GMS2" carrying
+// `seed` when one is given. Fails with InvalidArgument when the sample does not
+// fit (a string over 4 GiB, a body over kMaxFrameBody, a tensor whose bytes do not
+// match its shape).
+Result<std::string> EncodeSampleFrame(const Sample& sample,
+                                      std::optional<uint64_t> seed = std::nullopt);
 
 // Encodes a whole "GME1" frame carrying `message` (truncated to kMaxFrameBody).
 std::string EncodeErrorFrame(std::string_view message);
@@ -71,7 +81,8 @@ Result<FrameHeader> DecodeFrameHeader(std::string_view header);
 // inconsistent tensor. `out` is unspecified after a failure.
 Status DecodeSampleBody(std::string_view body, Sample& out);
 
-// Decodes one whole frame. A "GME1" frame yields Corrupt carrying its message.
-Result<Sample> DecodeSampleFrame(std::string_view frame);
+// Decodes one whole frame. A "GME1" frame yields Corrupt carrying its message;
+// a "GMS2" frame's seed goes to `seed` when given (else it is dropped).
+Result<Sample> DecodeSampleFrame(std::string_view frame, uint64_t* seed = nullptr);
 
 }  // namespace gm

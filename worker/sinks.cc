@@ -49,7 +49,7 @@ Status NpyDirSink::Consume(const Batch& batch) {
   GM_RETURN_IF_ERROR(WriteFileAtomic(dir_ + "/" + name + ".npy", EncodeNpy(batch.data)));
   GM_RETURN_IF_ERROR(WriteFileAtomic(dir_ + "/" + name + ".labels.npy", EncodeNpy(batch.labels)));
   for (const auto& key : batch.keys) {
-    keys_ << batch.epoch << '\t' << batch.index << '\t' << key << '\n';
+    keys_ << batch.epoch << '\t' << batch.index << '\t' << key << '\t' << batch.split << '\n';
   }
   keys_.flush();
   if (!keys_) return Status::IoError(dir_ + "/keys.tsv: write failed");

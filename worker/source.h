@@ -41,6 +41,17 @@ class Source {
   // failed (404, unreadable shard, broken tar header) after emitting the samples it
   // could read; the message names the split and the reason.
   virtual Status ReadSplit(size_t split_id, const EmitFn& emit) const = 0;
+
+  // Indexable sources (files, range) read any one sample by its index, 0 ..
+  // size_hint()-1, and split s holds the indices that follow those of splits
+  // 0..s-1, in order. Sequential sources (tar shards, jsonl files) read only
+  // whole splits. A shuffle permutes all the indices of an indexable source
+  // (worker/split_layout.h).
+  virtual bool indexable() const { return false; }
+  // Reads sample `index` and emits it once, with a non-OK status when it could
+  // not be read (as ReadSplit does). Returns Cancelled when emit returned false,
+  // InvalidArgument for an index out of range or a source that is not indexable.
+  virtual Status ReadSample(uint64_t index, const EmitFn& emit) const;
 };
 
 struct SourceEnv {

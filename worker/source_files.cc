@@ -52,21 +52,29 @@ class FilesSource : public Source {
     if (split_id >= splits_.size()) {
       return Status::InvalidArgument("files source: no split " + std::to_string(split_id));
     }
-    size_t begin = split_id * per_split_;
-    size_t end = begin + splits_[split_id].count;
-    for (size_t i = begin; i < end; ++i) {
-      Sample sample;
-      sample.index = i;
-      sample.key = files_[i];
-      sample.label = labels_[i];
-      sample.ext = LowerExtension(files_[i]);
-      Result<std::string> bytes = ReadFile(root_ + "/" + files_[i]);
-      Status status = bytes.status();
-      if (bytes.ok()) sample.data = std::move(bytes).value();
-      if (!emit(std::move(sample), status)) {
-        return Status::Cancelled(splits_[split_id].name + ": reading stopped");
-      }
+    const size_t begin = split_id * per_split_;
+    for (size_t i = begin; i < begin + splits_[split_id].count; ++i) {
+      Status st = ReadSample(i, emit);
+      if (!st.ok()) return st.WithContext(splits_[split_id].name);
     }
+    return Status::Ok();
+  }
+
+  bool indexable() const override { return true; }
+
+  Status ReadSample(uint64_t index, const EmitFn& emit) const override {
+    if (index >= files_.size()) {
+      return Status::InvalidArgument("files source: no sample " + std::to_string(index));
+    }
+    Sample sample;
+    sample.index = index;
+    sample.key = files_[index];
+    sample.label = labels_[index];
+    sample.ext = LowerExtension(files_[index]);
+    Result<std::string> bytes = ReadFile(root_ + "/" + files_[index]);
+    Status status = bytes.status();
+    if (bytes.ok()) sample.data = std::move(bytes).value();
+    if (!emit(std::move(sample), status)) return Status::Cancelled("reading stopped");
     return Status::Ok();
   }
 

@@ -125,15 +125,24 @@ class RangeSource : public Source {
     if (split_id >= splits_.size()) {
       return Status::InvalidArgument("range source: no split " + std::to_string(split_id));
     }
-    uint64_t begin = split_id * per_split_;
+    const uint64_t begin = split_id * per_split_;
     for (uint64_t i = begin; i < begin + splits_[split_id].count; ++i) {
-      Sample sample;
-      sample.index = i;
-      sample.key = "range:" + std::to_string(i);
-      if (!emit(std::move(sample), Status::Ok())) {
-        return Status::Cancelled(splits_[split_id].name + ": reading stopped");
-      }
+      Status st = ReadSample(i, emit);
+      if (!st.ok()) return st.WithContext(splits_[split_id].name);
     }
+    return Status::Ok();
+  }
+
+  bool indexable() const override { return true; }
+
+  Status ReadSample(uint64_t index, const EmitFn& emit) const override {
+    if (index >= count_) {
+      return Status::InvalidArgument("range source: no sample " + std::to_string(index));
+    }
+    Sample sample;
+    sample.index = index;
+    sample.key = "range:" + std::to_string(index);
+    if (!emit(std::move(sample), Status::Ok())) return Status::Cancelled("reading stopped");
     return Status::Ok();
   }
 

@@ -21,6 +21,11 @@ Result<std::string> FetchWhole(const std::string& location, const SourceEnv& env
   return env.http->Get(location);
 }
 
+Status Source::ReadSample(uint64_t index, const EmitFn& /*emit*/) const {
+  return Status::InvalidArgument("sample " + std::to_string(index) +
+                                 ": this source reads whole splits only (not indexable)");
+}
+
 Result<std::unique_ptr<Source>> MakeSource(const JsonNode& source, const SourceEnv& env) {
   if (!source.is_object()) return source.Expected("a source object");
   GM_ASSIGN_OR_RETURN(std::string type, source.String("type"));

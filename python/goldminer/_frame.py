@@ -12,6 +12,7 @@ import struct
 import numpy as np
 
 SAMPLE_MAGIC = b"GMS1"
+SEEDED_MAGIC = b"GMS2"  # a request: u64 seed, then a GMS1 body
 ERROR_MAGIC = b"GME1"
 HEADER_BYTES = 8
 MAX_BODY = 1 << 30
@@ -49,16 +50,17 @@ class _Reader:
 
 
 def decode_header(header):
-    """Returns (is_error, body_length) for 8 header bytes."""
+    """Returns (magic, body_length) for 8 header bytes: magic is SAMPLE_MAGIC,
+    SEEDED_MAGIC or ERROR_MAGIC."""
     if len(header) < HEADER_BYTES:
         raise FrameError(f"frame header: got {len(header)} bytes, need {HEADER_BYTES}")
     magic = bytes(header[:4])
-    if magic not in (SAMPLE_MAGIC, ERROR_MAGIC):
-        raise FrameError(f"frame header: bad magic {magic!r} (expected b'GMS1' or b'GME1')")
+    if magic not in (SAMPLE_MAGIC, SEEDED_MAGIC, ERROR_MAGIC):
+        raise FrameError(f"frame header: bad magic {magic!r} (expected b'GMS1', b'GMS2' or b'GME1')")
     (length,) = struct.unpack_from("<I", header, 4)
     if length > MAX_BODY:
         raise FrameError(f"frame header: body of {length} bytes is over the 1 GiB limit")
-    return magic == ERROR_MAGIC, length
+    return magic, length
 
 
 def _decode_tensor(r):
@@ -110,15 +112,26 @@ def decode_body(body):
     return sample
 
 
+def split_seed(magic, body):
+    """(seed, sample body) of a frame's body: the seed of a GMS2 request, or None."""
+    if magic != SEEDED_MAGIC:
+        return None, body
+    if len(body) < 8:
+        raise FrameError("sample frame: no room for the seed")
+    (seed,) = struct.unpack_from("<Q", body, 0)
+    return seed, memoryview(body)[8:]  # no copy of the sample's bytes
+
+
 def decode_frame(frame):
-    """Decodes one whole frame; an error frame raises FrameError with its message."""
-    is_error, length = decode_header(frame)
+    """Decodes one whole frame; an error frame raises FrameError with its message.
+    A seeded request's seed is dropped (split_seed reads it)."""
+    magic, length = decode_header(frame)
     body = bytearray(frame[HEADER_BYTES:])
     if len(body) != length:
         raise FrameError(f"sample frame: header says {length} body bytes, got {len(body)}")
-    if is_error:
+    if magic == ERROR_MAGIC:
         raise FrameError(body.decode("utf-8", "replace"))
-    return decode_body(body)
+    return decode_body(split_seed(magic, body)[1])
 
 
 def _as_bytes(value, what):

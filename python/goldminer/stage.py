@@ -19,9 +19,19 @@ sample only: its last traceback line travels back as the error. print() output
 goes to stderr; stdout carries only frames. A script with its own main can call
 goldminer.stage.serve(fn).
 
+Randomness: before each sample, Python's `random`, numpy's global generator and
+torch's default generator (when torch is imported) are seeded from the sample's own
+seed, drawn from (pipeline seed, epoch, sample index, stage number) as native ops
+draw theirs. So a stage that draws from them (torchvision transforms, random.random,
+np.random.rand) makes the same output for a sample on any worker, process or
+thread count. A generator of your own must be made per sample from
+goldminer.stage.sample_seed(), e.g. np.random.default_rng(sample_seed()).
+
 Frame format (all integers little-endian). A frame is an 8-byte header, then a
 body:
-    magic   4 bytes   b"GMS1" (a sample) or b"GME1" (an error)
+    magic   4 bytes   b"GMS1" (a sample), b"GMS2" (a seeded sample: a request
+                      whose body is a u64 seed, then a GMS1 body) or b"GME1"
+                      (an error)
     length  u32       bytes of body after the header, at most 1 GiB
 A sample body is, in order:
     u64 index
@@ -44,8 +54,11 @@ error.
 
 import importlib
 import os
+import random
 import sys
 import traceback
+
+import numpy as np
 
 from goldminer import _frame
 
@@ -65,18 +78,19 @@ class _Channel:
         return data if data is not None else b""
 
     def read_frame(self):
-        """Returns the body of the next sample frame, or None at end of input."""
+        """Returns (seed, body) of the next sample frame (seed None for an unseeded
+        one), or None at end of input."""
         header = self.read_exact(_frame.HEADER_BYTES)
         if not header:
             return None
-        is_error, length = _frame.decode_header(header)
-        if is_error:
+        magic, length = _frame.decode_header(header)
+        if magic == _frame.ERROR_MAGIC:
             raise _frame.FrameError("stage received an error frame as a request")
         body = bytearray(length)
         got = self.inp.readinto(body) if length else 0
         if got != length:
             raise _frame.FrameError(f"request ends after {got} of {length} body bytes")
-        return body
+        return _frame.split_seed(magic, body)
 
     def write(self, frame):
         self.out.write(frame)
@@ -104,9 +118,36 @@ def error_message(exc):
     return lines[-1].strip() if lines else repr(exc)
 
 
-def handle(fn, body):
-    """One request body -> one response frame (never raises for a bad sample)."""
+_sample_seed = None
+
+
+def sample_seed():
+    """The seed of the sample being handled (an int below 2**64), or None when the
+    request carried none. Generators of the user's own (numpy.random.default_rng,
+    torch.Generator, random.Random instances) must be made from it per sample, e.g.
+    np.random.default_rng(goldminer.stage.sample_seed()), to stay reproducible."""
+    return _sample_seed
+
+
+def seed_generators(seed):
+    """Seeds the global generators a stage may draw from: Python's random, numpy's
+    legacy global RandomState (32 bits of the seed) and torch's default generator
+    (63 bits) when torch has been imported. Called before each seeded sample."""
+    global _sample_seed
+    _sample_seed = seed
+    random.seed(seed)
+    np.random.seed(seed & 0xFFFFFFFF)
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "manual_seed"):
+        torch.manual_seed(seed & 0x7FFFFFFFFFFFFFFF)
+
+
+def handle(fn, body, seed=None):
+    """One request body -> one response frame (never raises for a bad sample). A
+    seed (from a GMS2 request) seeds the global generators first."""
     try:
+        if seed is not None:
+            seed_generators(seed)
         sample = _frame.decode_body(body)
         return _frame.encode_sample(apply_result(sample, fn(sample)))
     except Exception as exc:  # the boundary: any user error fails one sample only
@@ -118,10 +159,11 @@ def serve(fn):
     """Serves `fn` on stdin/stdout until end of input; returns the exit code."""
     channel = _Channel()
     while True:
-        body = channel.read_frame()
-        if body is None:
+        request = channel.read_frame()
+        if request is None:
             return 0
-        channel.write(handle(fn, body))
+        seed, body = request
+        channel.write(handle(fn, body, seed))
 
 
 def load(spec):

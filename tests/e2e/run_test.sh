@@ -37,19 +37,21 @@ check() {  # check NAME WORLD: every rank's keys against the reference
 import collections, json, sys
 t, name, world = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ref = collections.defaultdict(list)
+split_of = {}
 for line in open(f"{t}/ref/keys.tsv"):
-    e, _, k = line.rstrip("\n").split("\t")
+    e, _, k, s = line.rstrip("\n").split("\t")
     ref[int(e)].append(k)
+    split_of[(int(e), k)] = int(s)
 runs = [json.load(open(f"{t}/{name}.{r}.json")) for r in range(world)]
 # What each rank must get: the epoch's splits in plan order (the order of the
 # reference run), the split at plan position p going to rank p % world, each rank
-# cut to the smallest rank's number of batches (equal shares). Samples are
-# indexed by sorted path; a split holds 8 of them, a batch 4.
-index = {k: i for i, k in enumerate(sorted(ref[0]))}
+# cut to the smallest rank's number of batches (equal shares). The reference
+# names each sample's split (the shuffle makes a split a random subset of 8
+# samples); a batch holds 4.
 def expected(e):
     splits, order = {}, []
     for k in ref[e]:
-        s = index[k] // 8
+        s = split_of[(e, k)]
         if s not in splits:
             splits[s] = []
             order.append(s)

@@ -2,7 +2,9 @@
 """A small trainer for the end-to-end tests of `goldminer run`.
 
 It consumes batches with goldminer.Loader and writes what it saw to OUT (JSON):
-{"rank", "world_size", "epochs": [[key, ...], ...], "shapes": [...], "stats": {...}}.
+{"rank", "world_size", "epochs": [[key, ...], ...], "labels": [[label, ...], ...],
+ "digests": [sha256 of each epoch's batch data and labels, in order], "shapes": [...],
+ "stats": {...}}.
 Actions mid-epoch, chosen by environment variables (N = batches consumed so far,
 counted over the whole run):
   GM_TEST_KILL_AFTER=N    kill -9 one of the run's workers
@@ -15,6 +17,7 @@ counted over the whole run):
                           exit; OUT then holds {"error", "workers_alive"}
 usage: trainer.py OUT EPOCHS   ("{rank}" in OUT is replaced by the rank)
 """
+import hashlib
 import json
 import os
 import signal
@@ -69,7 +72,7 @@ def main():
     epochs = int(sys.argv[2])
     resume_after = os.environ.get("GM_TEST_RESUME_AFTER")
     loader = goldminer.Loader(epochs=epochs)
-    seen, shapes, spawned, n = [], set(), [], 0
+    seen, labels, digests, shapes, spawned, n = [], [], [], set(), [], 0
     resumed = False
     epoch_keys = []
     it = iter(loader)
@@ -84,7 +87,12 @@ def main():
         epoch = batch.get("epoch", 0)
         while len(seen) <= epoch:
             seen.append([])
+            labels.append([])
+            digests.append(hashlib.sha256())
         seen[epoch].extend(batch["key"])
+        labels[epoch].extend(batch["label"].tolist())
+        digests[epoch].update(np.ascontiguousarray(batch["image"]).tobytes())
+        digests[epoch].update(batch["label"].tobytes())
         n += 1
         act(n, spawned)
         if os.environ.get("GM_TEST_KILL_RUN_AFTER") == str(n):
@@ -103,7 +111,8 @@ def main():
     with open(out, "w") as f:
         json.dump({"rank": int(os.environ.get("RANK", 0)),
                    "world_size": int(os.environ.get("WORLD_SIZE", 1)),
-                   "epochs": seen, "shapes": sorted(shapes), "stats": stats}, f)
+                   "epochs": seen, "labels": labels, "digests": [d.hexdigest() for d in digests],
+                   "shapes": sorted(shapes), "stats": stats}, f)
 
 
 if __name__ == "__main__":

@@ -141,10 +141,31 @@ TEST_F(EngineTest, GivenDropLastThenThePartialBatchIsDropped) {
 
 TEST_F(EngineTest, GivenSplitsThenABatchNeverSpansTwoSplits) {
   MakeCorpus(5);  // 30 files; splits of 5 rounded up to the batch size 4 -> 8 files
-  auto r = Run(Spec(4), 3);
+  auto r = Run(Spec(4, /*shuffle=*/0), 3);
   ASSERT_TRUE(r.ok()) << r.status().message();
   ASSERT_EQ(r->split_of_sample.size(), 30u);
   for (const auto& [split, index] : r->split_of_sample) EXPECT_EQ(split, index / 8) << index;
+  std::vector<size_t> sizes = r->sizes;
+  std::sort(sizes.begin(), sizes.end());
+  EXPECT_EQ(sizes, (std::vector<size_t>{2, 4, 4, 4, 4, 4, 4, 4}));
+}
+
+// Shuffled, a split of an indexable source is a run of the epoch's permutation: the
+// same sizes, but a random subset of the files instead of 8 neighbours.
+TEST_F(EngineTest, GivenAShuffleThenASplitIsARandomSubsetOfTheDataset) {
+  MakeCorpus(5);
+  auto r = Run(Spec(4), 3);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->split_of_sample.size(), 30u);
+  std::map<size_t, std::set<uint64_t>> members;
+  for (const auto& [split, index] : r->split_of_sample) members[split].insert(index);
+  ASSERT_EQ(members.size(), 4u);
+  size_t neighbours_only = 0;
+  for (const auto& [split, indices] : members) {
+    EXPECT_EQ(indices.size(), split == 3 ? 6u : 8u) << "split " << split;
+    if (*indices.rbegin() - *indices.begin() < 8) ++neighbours_only;
+  }
+  EXPECT_EQ(neighbours_only, 0u);
   std::vector<size_t> sizes = r->sizes;
   std::sort(sizes.begin(), sizes.end());
   EXPECT_EQ(sizes, (std::vector<size_t>{2, 4, 4, 4, 4, 4, 4, 4}));
