@@ -139,6 +139,41 @@ class StageFunctionTest(unittest.TestCase):
         self.assertIn(b"noise", proc.stderr)
 
 
+class SeededStageTest(unittest.TestCase):
+    def seeded(self, seed, sample):
+        frame = _frame.encode_sample(sample)
+        body = struct.pack("<Q", seed) + frame[8:]
+        return _frame.SEEDED_MAGIC + struct.pack("<I", len(body)) + body
+
+    def test_given_a_seeded_request_when_split_then_the_seed_and_the_sample_come_apart(self):
+        frame = self.seeded(2**64 - 1, make_sample(data=b"xyz", tensor=None))
+        magic, length = _frame.decode_header(frame)
+        self.assertEqual(magic, _frame.SEEDED_MAGIC)
+        seed, body = _frame.split_seed(magic, bytearray(frame[8:8 + length]))
+        self.assertEqual(seed, 2**64 - 1)
+        self.assertEqual(_frame.decode_body(body)["data"], b"xyz")
+        self.assertEqual(_frame.decode_frame(frame)["data"], b"xyz")
+
+    def test_given_the_same_seed_then_random_numpy_and_torch_draw_the_same(self):
+        import random
+        import torch  # noqa: F401  (imported: the stage seeds it too)
+
+        def draw(sample):
+            self.assertIsNotNone(stage.sample_seed())
+            return np.array([random.random(), np.random.rand(), torch.rand(1).item()],
+                            dtype=np.float32)
+
+        def run(seed):
+            body = self.seeded(seed, make_sample(tensor=None))[8:]
+            seed_read, sample_body = _frame.split_seed(_frame.SEEDED_MAGIC, bytearray(body))
+            return _frame.decode_frame(stage.handle(draw, sample_body, seed_read))["tensor"]
+
+        a, b, c = run(7), run(7), run(8)
+        np.testing.assert_array_equal(a, b)
+        self.assertFalse(np.array_equal(a, c))
+        self.assertEqual(len(set(a.tolist())), 3)  # three generators, three draws
+
+
 class DatasetStageTest(unittest.TestCase):
     def test_given_tuple_items_when_served_then_tensor_and_label_are_set(self):
         fn = dataset_stage.make_handler([(np.full((2, 2), i, np.float64), i * 10)

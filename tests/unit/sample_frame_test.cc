@@ -44,6 +44,26 @@ TEST(SampleFrameTest, GivenSampleWithTensorWhenRoundTrippedThenEveryFieldSurvive
   EXPECT_EQ(out->layout, Layout::kHWC);
 }
 
+TEST(SampleFrameTest, GivenASeedWhenEncodedThenGms2CarriesItBeforeTheSampleBody) {
+  Sample in = MakeSample();
+  auto plain = EncodeSampleFrame(in);
+  auto seeded = EncodeSampleFrame(in, 0x0102030405060708ULL);
+  ASSERT_TRUE(plain.ok() && seeded.ok());
+  EXPECT_EQ(seeded->substr(0, 4), "GMS2");
+  ASSERT_EQ(seeded->size(), plain->size() + 8);
+  EXPECT_EQ(seeded->substr(8, 8), std::string("\x08\x07\x06\x05\x04\x03\x02\x01", 8));
+  EXPECT_EQ(seeded->substr(16), plain->substr(8));
+  uint64_t seed = 0;
+  auto out = DecodeSampleFrame(*seeded, &seed);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(seed, 0x0102030405060708ULL);
+  EXPECT_EQ(out->key, in.key);
+  EXPECT_EQ(out->tensor.bytes, in.tensor.bytes);
+  // A seeded frame too short to hold its seed is corrupt, not a crash.
+  std::string shortest = std::string("GMS2") + std::string("\x04\0\0\0", 4) + "abcd";
+  EXPECT_EQ(DecodeSampleFrame(shortest).status().code(), Code::kCorrupt);
+}
+
 TEST(SampleFrameTest, GivenNoTensorWhenRoundTrippedThenTensorStaysEmpty) {
   Sample in;
   in.key = "range:5";
