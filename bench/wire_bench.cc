@@ -14,9 +14,9 @@
 
 #include "core/clock.h"
 #include "core/memory.h"
-#include "worker/auth.h"
-#include "worker/data_server.h"
-#include "worker/protocol.h"
+#include "dataplane/auth.h"
+#include "dataplane/data_server.h"
+#include "dataplane/protocol.h"
 
 namespace {
 

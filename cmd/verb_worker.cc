@@ -17,7 +17,7 @@
 #include "cmd/run_stats_render.h"
 #include "core/clock.h"
 #include "core/log.h"
-#include "worker/auth.h"
+#include "dataplane/auth.h"
 #include "worker/engine.h"
 #include "worker/pipeline.h"
 #include "worker/sinks.h"
@@ -42,7 +42,7 @@ struct WorkerFlags {
   std::string advertise;
 };
 
-// Exit status of a worker whose coordinator went away (worker/messages.h).
+// Exit status of a worker whose coordinator went away (dataplane/messages.h).
 constexpr int kExitCoordinatorGone = 3;
 
 // Redraws one status line on stderr while the engine runs, when stderr is a terminal.

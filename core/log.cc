@@ -11,6 +11,33 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 std::mutex g_mu;
 }  // namespace
 
+namespace {
+
+void AppendEscaped(std::string& out, unsigned char c) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out += "\\x";
+  out += kHex[c >> 4];
+  out += kHex[c & 15];
+}
+
+}  // namespace
+
+std::string PeerText(std::string_view text, size_t max_bytes) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (out.size() >= max_bytes) {
+      out += "...";
+      break;
+    }
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      AppendEscaped(out, c);
+    }
+  }
+  return out;
+}
+
 void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }
 LogLevel GetLogLevel() { return static_cast<LogLevel>(g_level.load()); }
 
@@ -26,7 +53,13 @@ void Log(LogLevel level, std::string_view message) {
   }
   std::string line = "goldminer: ";
   line += tag;
-  line += message;
+  for (unsigned char c : message) {
+    if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) {
+      AppendEscaped(line, c);
+    } else {
+      line += static_cast<char>(c);
+    }
+  }
   line += '\n';
   std::lock_guard<std::mutex> lock(g_mu);
   std::fwrite(line.data(), 1, line.size(), stderr);

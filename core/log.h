@@ -3,6 +3,8 @@
 // configuration set once by main() before threads start.
 #pragma once
 
+#include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace gm {
@@ -11,7 +13,14 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3, kQuiet = 
 
 void SetLogLevel(LogLevel level);
 LogLevel GetLogLevel();
+// Writes one line. Control characters other than tab and newline (terminal
+// escapes, carriage returns, bells) are written as \xNN, whoever made the text.
 void Log(LogLevel level, std::string_view message);
+
+// Text a peer sent (an ERROR message, a role, a name), made fit to quote in a
+// message: every byte outside printable ASCII, newlines included, becomes \xNN,
+// and the result is cut to `max_bytes` (then "...").
+std::string PeerText(std::string_view text, size_t max_bytes = 200);
 
 inline void LogDebug(std::string_view m) { Log(LogLevel::kDebug, m); }
 inline void LogInfo(std::string_view m) { Log(LogLevel::kInfo, m); }

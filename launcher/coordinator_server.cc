@@ -6,20 +6,37 @@
 
 #include "core/clock.h"
 #include "core/log.h"
-#include "worker/auth.h"
+#include "dataplane/auth.h"
 #include "worker/engine.h"
-#include "worker/messages.h"
+#include "dataplane/messages.h"
 
 namespace gm {
 namespace {
 
 constexpr double kAcceptPollS = 0.5;
+// Bounds on what peers can make the coordinator hold (goldminer-protocol(7)).
+// Connections of any kind, each served by one thread:
+constexpr size_t kMaxConnections = 1024;
+// Connections still in the handshake (no secret shown yet), in all and per peer
+// address. Past a bound the OLDEST such connection is closed to admit the new one:
+// a peer that opens connections and sends nothing cannot lock others out for
+// longer than it takes them to finish a handshake.
+constexpr size_t kMaxPending = 64;
+constexpr size_t kMaxPendingPerHost = 16;
+constexpr double kAcceptBackoffS = 0.1;  // after accept fails (EMFILE, ENFILE, ENOMEM)
+constexpr double kWarningIntervalS = 10;  // at most one "dropped" warning per interval
 constexpr double kTickS = 0.25;
 constexpr double kSendTimeoutS = 30;
 constexpr double kPlanWaitS = 5;  // a GET_PLAN for a future epoch waits this long per answer
 
 int64_t CountOrMinusOne(uint64_t count) {
   return count == kUnknownCount ? -1 : static_cast<int64_t>(count);
+}
+
+// "HOST" of "HOST:PORT" or "[V6]:PORT".
+std::string HostOf(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
 }
 
 }  // namespace
@@ -71,26 +88,38 @@ bool CoordinatorServer::WaitFinished(double timeout_s) {
 
 CoordinatorSummary CoordinatorServer::Summary() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return CoordinatorSummary{state_.Stats(), epochs_done_, workers_registered_, refused_,
-                            worker_stages_};
+  CoordinatorSummary s;
+  s.state = state_.Stats();
+  s.epochs_done = epochs_done_;
+  s.workers_registered = workers_registered_;
+  s.connections_refused = refused_;
+  s.connections_dropped = connections_dropped_;
+  s.connections_open = static_cast<size_t>(
+      std::count_if(connections_.begin(), connections_.end(), [](const Connection& c) {
+        return !c.done;
+      }));
+  s.worker_stages = worker_stages_;
+  return s;
 }
 
 void CoordinatorServer::Stop() {
-  std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ && connections_.empty() && !accept_thread_.joinable()) return;
     stopping_ = true;
-    for (int fd : open_fds_) ::shutdown(fd, SHUT_RDWR);  // wakes blocked receives
+    for (Connection& c : connections_) {
+      if (!c.done) ::shutdown(c.fd, SHUT_RDWR);  // wakes blocked receives
+    }
     cv_.notify_all();
   }
   if (accept_thread_.joinable()) accept_thread_.join();
   if (tick_thread_.joinable()) tick_thread_.join();
+  std::list<Connection> connections;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    threads.swap(connections_);
+    connections.swap(connections_);
   }
-  for (auto& t : threads) t.join();
+  for (Connection& c : connections) c.thread.join();
   listener_.Close();
 }
 
@@ -148,21 +177,94 @@ void CoordinatorServer::AdvanceEpochIfDone() {
 
 void CoordinatorServer::AcceptLoop() {
   for (;;) {
+    ReapFinished();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
     }
     Result<Socket> socket = listener_.Accept(kAcceptPollS);
-    if (!socket.ok()) continue;  // timeout: look at stopping_ again
+    if (socket.ok()) {
+      Admit(std::move(*socket));
+      continue;
+    }
+    if (socket.status().code() == Code::kUnavailable) continue;  // timeout: look again
+    // Out of descriptors or memory: accept fails at once until something is
+    // closed, so wait rather than spin, and say so now and then.
+    std::unique_lock<std::mutex> lock(mu_);
+    ++connections_dropped_;
+    if (MonotonicSeconds() >= next_drop_warning_s_) {
+      next_drop_warning_s_ = MonotonicSeconds() + kWarningIntervalS;
+      LogWarning("coordinator: " + socket.status().message() + " (retrying; " +
+                 std::to_string(connections_.size()) + " connections open)");
+    }
+    cv_.wait_for(lock, std::chrono::duration<double>(kAcceptBackoffS), [&] { return stopping_; });
+  }
+}
+
+void CoordinatorServer::ReapFinished() {
+  std::list<Connection> finished;
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;
-    open_fds_.insert(socket->fd());
-    connections_.emplace_back([this, s = std::make_shared<Socket>(std::move(*socket))]() mutable {
-      const int fd = s->fd();
-      Serve(std::move(*s));
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      auto next = std::next(it);
+      if (it->done) finished.splice(finished.end(), connections_, it);
+      it = next;
+    }
+  }
+  for (Connection& c : finished) c.thread.join();
+}
+
+void CoordinatorServer::Admit(Socket socket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return;
+  const std::string host = HostOf(socket.peer());
+  auto drop = [&](const std::string& why) {
+    ++connections_dropped_;
+    if (MonotonicSeconds() >= next_drop_warning_s_) {
+      next_drop_warning_s_ = MonotonicSeconds() + kWarningIntervalS;
+      LogWarning("coordinator: closed a connection from " + socket.peer() + ": " + why +
+                 " (such drops are reported at most every " +
+                 std::to_string(static_cast<int>(kWarningIntervalS)) + " s)");
+    }
+  };
+  if (connections_.size() >= kMaxConnections) {
+    return drop(std::to_string(kMaxConnections) + " connections are open");
+  }
+  // Close the oldest pending handshake when the bound is reached, overall or for
+  // this host (the list is in accept order).
+  size_t pending = 0, pending_here = 0;
+  Connection* oldest = nullptr;
+  Connection* oldest_here = nullptr;
+  for (Connection& c : connections_) {
+    if (c.authenticated || c.done || c.evicted) continue;
+    ++pending;
+    if (oldest == nullptr) oldest = &c;
+    if (c.host == host) {
+      ++pending_here;
+      if (oldest_here == nullptr) oldest_here = &c;
+    }
+  }
+  Connection* evict = pending_here >= kMaxPendingPerHost ? oldest_here
+                      : pending >= kMaxPending           ? oldest
+                                                         : nullptr;
+  if (evict != nullptr) {
+    ::shutdown(evict->fd, SHUT_RDWR);  // its thread sees the close and ends
+    evict->evicted = true;
+    ++connections_dropped_;
+  }
+  Connection& c = connections_.emplace_back();
+  c.fd = socket.fd();
+  c.host = host;
+  try {
+    c.thread = std::thread([this, s = std::make_shared<Socket>(std::move(socket)), &c]() mutable {
+      Serve(std::move(*s), &c);
       std::lock_guard<std::mutex> inner(mu_);
-      open_fds_.erase(fd);
+      c.done = true;
     });
+  } catch (const std::system_error& e) {  // no thread to serve it: drop this one only
+    connections_.pop_back();
+    ++connections_dropped_;
+    LogWarning(std::string("coordinator: cannot start a thread for a connection: ") + e.what());
   }
 }
 
@@ -178,22 +280,36 @@ void CoordinatorServer::TickLoop() {
   }
 }
 
-void CoordinatorServer::Serve(Socket socket) {
+void CoordinatorServer::Serve(Socket socket, Connection* connection) {
   std::string role;
   Status st = ServerHandshake(socket, config_.secret, "coordinator",
                               Deadline::After(kHandshakeTimeoutS), &role);
+  if (st.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    connection->authenticated = true;
+  }
   if (st.ok() && role == "worker") {
     st = ServeWorker(socket);
   } else if (st.ok() && role == "client") {
     st = ServeClient(socket);
   } else if (st.ok()) {
-    st = Status::InvalidArgument("unknown role \"" + role + "\"");
+    st = Status::InvalidArgument("unknown role \"" + PeerText(role) + "\"");
   }
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!stopping_) {
-      ++refused_;
-      LogWarning("coordinator: connection from " + socket.peer() + " dropped: " + st.message());
+    if (stopping_) return;
+    ++refused_;
+    // A trainer that ends closes its connection: not worth a warning. Others are,
+    // at most one per interval (a peer can make thousands).
+    const std::string line = "coordinator: connection from " + socket.peer() + " dropped: " +
+                             st.message();
+    if (st.code() == Code::kUnavailable && connection->authenticated) {
+      LogDebug(line);
+    } else if (MonotonicSeconds() >= next_refused_warning_s_) {
+      next_refused_warning_s_ = MonotonicSeconds() + kWarningIntervalS;
+      LogWarning(line + " (such warnings are shown at most every " +
+                 std::to_string(static_cast<int>(kWarningIntervalS)) + " s; " +
+                 std::to_string(refused_) + " so far)");
     }
   }
 }
@@ -201,15 +317,16 @@ void CoordinatorServer::Serve(Socket socket) {
 Status CoordinatorServer::ServeWorker(Socket& socket) {
   GM_ASSIGN_OR_RETURN(Frame reg, RecvFrame(socket, kHandshakeLimits,
                                            Deadline::After(kHandshakeTimeoutS)));
-  if (reg.type != MsgType::kRegister || !reg.meta.contains("data_addr") ||
-      !reg.meta["data_addr"].is_string()) {
-    return Status::Corrupt("expected REGISTER {data_addr} from a worker");
+  if (reg.type != MsgType::kRegister) {
+    return Status::Corrupt("expected REGISTER from a worker, got " +
+                           std::string(MsgTypeName(reg.type)));
   }
+  GM_ASSIGN_OR_RETURN(RegisterMsg registration, RegisterMsg::Decode(reg.meta));
   WorkerId id;
   {
     std::lock_guard<std::mutex> lock(mu_);
     id = state_.RegisterWorker(MonotonicSeconds());
-    data_addr_[id] = reg.meta["data_addr"].get<std::string>();
+    data_addr_[id] = registration.data_addr;
     ++workers_registered_;
     LogInfo("coordinator: worker " + std::to_string(id) + " registered, data at " + data_addr_[id]);
   }
@@ -224,7 +341,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   bool done = false;
   while (st.ok() && !done) {
     Result<Frame> frame =
-        RecvFrame(socket, FrameLimits{}, Deadline::After(config_.liveness_timeout_s));
+        RecvFrame(socket, kControlLimits, Deadline::After(config_.liveness_timeout_s));
     st = frame.ok() ? HandleWorkerFrame(socket, id, *frame, &done) : frame.status();
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -242,8 +359,9 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_) return Status::Cancelled("coordinator stopping");
   GM_RETURN_IF_ERROR(state_.Heartbeat(id, MonotonicSeconds()));
-  const nlohmann::json& m = frame.meta;
-  if (m.contains("stages") && m["stages"].is_array()) worker_stages_[id] = m["stages"];
+  GM_ASSIGN_OR_RETURN(nlohmann::json stages,
+                      DecodeStagesReport(frame.meta, std::string(MsgTypeName(frame.type)).c_str()));
+  if (!stages.is_null()) worker_stages_[id] = std::move(stages);
   switch (frame.type) {
     case MsgType::kGetSplit: {
       GM_ASSIGN_OR_RETURN(Assignment a, state_.RequestSplit(id));
@@ -261,8 +379,8 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       return SendFrame(socket, MsgType::kAssign, reply, Deadline::After(kSendTimeoutS));
     }
     case MsgType::kSplitDone: {
-      Status st = state_.SplitDone(id, m.value("epoch", uint64_t{0}), m.value("split", uint64_t{0}),
-                                   m.value("batch_count", uint64_t{0}));
+      GM_ASSIGN_OR_RETURN(SplitDoneMsg done_msg, SplitDoneMsg::Decode(frame.meta));
+      Status st = state_.SplitDone(id, done_msg.epoch, done_msg.split, done_msg.batch_count);
       if (!st.ok()) LogWarning("coordinator: worker " + std::to_string(id) + ": " + st.message());
       AdvanceEpochIfDone();
       return Status::Ok();
@@ -278,16 +396,40 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
 Status CoordinatorServer::ServeClient(Socket& socket) {
   GM_ASSIGN_OR_RETURN(Frame sub, RecvFrame(socket, kHandshakeLimits,
                                            Deadline::After(kHandshakeTimeoutS)));
-  const int rank = sub.meta.value("rank", -1);
-  const int world = sub.meta.value("world_size", -1);
-  if (sub.type != MsgType::kSubscribe || rank < 0 || rank >= config_.world_size ||
-      world != config_.world_size) {
+  if (sub.type != MsgType::kSubscribe) {
+    return Status::Corrupt("expected SUBSCRIBE from a client, got " +
+                           std::string(MsgTypeName(sub.type)));
+  }
+  GM_ASSIGN_OR_RETURN(SubscribeMsg subscription, SubscribeMsg::Decode(sub.meta, true));
+  const int rank = static_cast<int>(subscription.rank);
+  const int world = static_cast<int>(subscription.world_size);
+  if (rank >= config_.world_size || world != config_.world_size) {
     std::string why = "this run has " + std::to_string(config_.world_size) +
                       " trainer rank(s); a client subscribed as rank " + std::to_string(rank) +
                       " of " + std::to_string(world);
     (void)SendFrame(socket, MsgType::kError, {{"message", why}}, Deadline::After(1));
     return Status::InvalidArgument(why);
   }
+  // One session per rank: a second client for a rank that is being served is
+  // refused, never silently swapped in (it would take the rank's acknowledgements).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, fresh] = rank_peers_.emplace(rank, socket.peer());
+    if (!fresh) {
+      std::string why = "rank " + std::to_string(rank) + " is already subscribed from " +
+                        it->second + "; a restarted trainer can subscribe once the old "
+                        "process's connection has closed";
+      (void)SendFrame(socket, MsgType::kError, {{"message", why}}, Deadline::After(1));
+      return Status::InvalidArgument(why);
+    }
+  }
+  Status st = ServeSubscribedClient(socket, rank);
+  std::lock_guard<std::mutex> lock(mu_);
+  rank_peers_.erase(rank);
+  return st;
+}
+
+Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank) {
   nlohmann::json subscribed = {{"run_id", config_.run_id},
                                {"batch_size", pipeline_.batch_size()},
                                {"world_size", config_.world_size},
@@ -297,7 +439,7 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
   bool done = false;
   while (!done) {
     // A trainer may compute for a long time between batches: no liveness limit.
-    GM_ASSIGN_OR_RETURN(Frame frame, RecvFrame(socket, FrameLimits{}, Deadline::Never()));
+    GM_ASSIGN_OR_RETURN(Frame frame, RecvFrame(socket, kControlLimits, Deadline::Never()));
     GM_RETURN_IF_ERROR(HandleClientFrame(socket, rank, frame, &done));
   }
   return Status::Ok();
@@ -307,12 +449,12 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
                                             bool* done) {
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_) return Status::Cancelled("coordinator stopping");
-  const nlohmann::json& m = frame.meta;
   nlohmann::json reply;
   MsgType reply_type = MsgType::kPlan;
   switch (frame.type) {
     case MsgType::kGetPlan: {
-      const uint64_t epoch = m.value("epoch", uint64_t{0});
+      GM_ASSIGN_OR_RETURN(GetPlanMsg get_plan, GetPlanMsg::Decode(frame.meta));
+      const uint64_t epoch = get_plan.epoch;
       if (config_.epochs > 0 && epoch >= static_cast<uint64_t>(config_.epochs)) {
         reply = {{"epoch", epoch}, {"end", true}, {"epochs", config_.epochs}};
         break;
@@ -337,22 +479,19 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
       break;
     }
     case MsgType::kAck: {
-      const uint64_t epoch = m.value("epoch", uint64_t{0});
-      for (const auto& b : m.value("batches", nlohmann::json::array())) {
-        if (!b.is_array() || b.size() != 2 || !b[0].is_number_unsigned() ||
-            !b[1].is_number_unsigned()) {
-          return Status::Corrupt("ACK batches must be [split, split_batch] pairs");
-        }
-        auto outcome = state_.Ack(rank, epoch, b[0].get<uint64_t>(), b[1].get<uint64_t>());
+      GM_ASSIGN_OR_RETURN(AckMsg ack, AckMsg::Decode(frame.meta));
+      for (const auto& [split, split_batch] : ack.batches) {
+        auto outcome = state_.Ack(rank, ack.epoch, split, split_batch);
         if (!outcome.ok()) return outcome.status().WithContext("ACK from rank " + std::to_string(rank));
       }
       AdvanceEpochIfDone();
       return Status::Ok();
     }
-    case MsgType::kResume:
-      GM_RETURN_IF_ERROR(state_.Resume(rank, m.value("epoch", uint64_t{0}),
-                                       m.value("position", uint64_t{0})));
+    case MsgType::kResume: {
+      GM_ASSIGN_OR_RETURN(ResumeMsg resume, ResumeMsg::Decode(frame.meta));
+      GM_RETURN_IF_ERROR(state_.Resume(rank, resume.epoch, resume.position));
       return Status::Ok();
+    }
     case MsgType::kBye: *done = true; return Status::Ok();
     default:
       return Status::Corrupt(std::string("unexpected ") + std::string(MsgTypeName(frame.type)) +

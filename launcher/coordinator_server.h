@@ -1,5 +1,5 @@
 // CoordinatorServer: the coordinator of a run, on a TCP port. Data workers and
-// trainer clients connect to it (worker/messages.h, connections 1 and 2); it
+// trainer clients connect to it (dataplane/messages.h, connections 1 and 2); it
 // keeps the run's CoordinatorState, hands out splits, records acknowledgements,
 // declares silent workers lost and moves from epoch to epoch.
 //
@@ -9,6 +9,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,8 +23,8 @@
 #include "core/status.h"
 #include "launcher/coordinator_state.h"
 #include "worker/pipeline.h"
-#include "worker/protocol.h"
-#include "worker/socket.h"
+#include "dataplane/protocol.h"
+#include "dataplane/socket.h"
 
 namespace gm {
 
@@ -49,6 +50,8 @@ struct CoordinatorSummary {
   uint64_t epochs_done = 0;
   uint64_t workers_registered = 0;
   uint64_t connections_refused = 0;  // failed handshakes and protocol errors
+  uint64_t connections_dropped = 0;  // closed at accept: over a bound, or no thread for it
+  size_t connections_open = 0;       // served now (each by one thread)
   // The latest per-stage totals each worker reported (HEARTBEAT, SPLIT_DONE).
   std::map<WorkerId, nlohmann::json> worker_stages;
 };
@@ -74,11 +77,24 @@ class CoordinatorServer {
  private:
   CoordinatorServer(CoordinatorConfig config, Pipeline pipeline, CoordinatorState state,
                     Listener listener);
+  // One accepted connection and the thread serving it.
+  struct Connection {
+    std::thread thread;
+    int fd = -1;
+    std::string host;          // the peer's address without its port
+    bool authenticated = false;  // handshake done (guarded by mu_)
+    bool done = false;           // the thread has finished (guarded by mu_)
+    bool evicted = false;        // closed by Admit to make room (guarded by mu_)
+  };
+
   void AcceptLoop();
+  void Admit(Socket socket);
+  void ReapFinished();  // joins the threads of finished connections
   void TickLoop();
-  void Serve(Socket socket);
+  void Serve(Socket socket, Connection* connection);
   Status ServeWorker(Socket& socket);
   Status ServeClient(Socket& socket);
+  Status ServeSubscribedClient(Socket& socket, int rank);  // after SUBSCRIBE was accepted
   Status HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame, bool* done);
   Status HandleClientFrame(Socket& socket, int rank, const Frame& frame, bool* done);
   Result<EpochPlan> PlanFor(uint64_t epoch) const;
@@ -93,14 +109,17 @@ class CoordinatorServer {
   std::condition_variable cv_;                 // epoch changes, finish, stop
   CoordinatorState state_;                     // guarded by mu_
   std::map<WorkerId, std::string> data_addr_;  // guarded by mu_; live workers
+  std::map<int, std::string> rank_peers_;      // guarded by mu_; subscribed ranks -> peer
   uint64_t epochs_done_ = 0;                   // guarded by mu_
   bool finished_ = false;                      // guarded by mu_
   bool stopping_ = false;                      // guarded by mu_
   uint64_t workers_registered_ = 0;            // guarded by mu_
   uint64_t refused_ = 0;                       // guarded by mu_
   std::map<WorkerId, nlohmann::json> worker_stages_;  // guarded by mu_
-  std::vector<std::thread> connections_;       // guarded by mu_
-  std::set<int> open_fds_;                     // guarded by mu_; shut down on Stop
+  std::list<Connection> connections_;          // guarded by mu_; live and not yet reaped
+  uint64_t connections_dropped_ = 0;           // guarded by mu_; over a limit at accept
+  double next_drop_warning_s_ = 0;             // guarded by mu_; rate limit of that warning
+  double next_refused_warning_s_ = 0;          // guarded by mu_; same, for failed connections
 
   std::thread accept_thread_;
   std::thread tick_thread_;

@@ -253,9 +253,12 @@ Status CoordinatorState::SplitDone(WorkerId worker, uint64_t epoch, uint64_t spl
     return Status::Ok();
   }
   GM_ASSIGN_OR_RETURN(size_t position, layout_->Find(split_id));
-  GM_RETURN_IF_ERROR(LearnCount(position, worker, batch_count));
   SplitProgress& split = splits_[position];
+  // Only the split's current holder may tell its count: a worker that never held
+  // it (or lost it) would otherwise end the split, or the epoch, with batches
+  // that nobody sent.
   if (split.phase == Phase::kAssigned && split.holder == worker && !split.produced) {
+    GM_RETURN_IF_ERROR(LearnCount(position, worker, batch_count));
     split.produced = true;
     --record->producing;
     ++record->stats.splits_done;

@@ -15,7 +15,7 @@
 //   scale down             -> Drain(id); worker process ended -> WorkerExited(id)
 //   EpochDone()            -> StartEpoch(plan of the next epoch)
 //
-// Guarantee: every batch of every rank's share (see worker/batch_order.h) is
+// Guarantee: every batch of every rank's share (see dataplane/batch_order.h) is
 // made by some worker as long as workers keep coming, whatever workers are lost,
 // drained or added; a batch may be sent twice after a reassignment, and the client
 // drops the copy with RankSequence, so each rank consumes it exactly once.
@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "worker/batch_order.h"
+#include "dataplane/batch_order.h"
 
 namespace gm {
 

@@ -15,7 +15,7 @@
 #include "core/log.h"
 #include "core/paths.h"
 #include "launcher/process.h"
-#include "worker/auth.h"
+#include "dataplane/auth.h"
 
 namespace gm {
 namespace {

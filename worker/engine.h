@@ -20,7 +20,7 @@
 
 #include "core/status.h"
 #include "worker/pipeline.h"
-#include "worker/sample.h"
+#include "core/sample.h"
 
 namespace gm {
 

@@ -7,7 +7,7 @@
 
 #include "core/clock.h"
 #include "core/paths.h"
-#include "worker/sample_frame.h"
+#include "dataplane/sample_frame.h"
 #include "worker/subprocess.h"
 
 extern char** environ;

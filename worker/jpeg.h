@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "worker/sample.h"
+#include "core/sample.h"
 
 namespace gm {
 

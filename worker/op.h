@@ -14,7 +14,7 @@
 #include "core/json.h"
 #include "core/rng.h"
 #include "core/status.h"
-#include "worker/sample.h"
+#include "core/sample.h"
 
 namespace gm {
 

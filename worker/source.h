@@ -15,7 +15,7 @@
 #include "core/json.h"
 #include "core/status.h"
 #include "worker/http.h"
-#include "worker/sample.h"
+#include "core/sample.h"
 
 namespace gm {
 

@@ -14,15 +14,15 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "worker/auth.h"
+#include "dataplane/auth.h"
 #include "worker/engine.h"
-#include "worker/messages.h"
+#include "dataplane/messages.h"
 
 namespace gm {
 namespace {
 
 // Hands each batch of one assignment to its rank's client connection, one batch
-// late: the split's last batch carries split_batches (worker/messages.h), and only
+// late: the split's last batch carries split_batches (dataplane/messages.h), and only
 // the end of the split tells which batch was the last.
 class RankSink : public BatchSink {
  public:
@@ -173,12 +173,12 @@ Status WorkerService::SendControl(MsgType type, const nlohmann::json& meta) {
 }
 
 Result<Frame> WorkerService::RecvControl(MsgType expected, Deadline deadline) {
-  Result<Frame> frame = RecvFrame(control_, FrameLimits{kMaxMetaBytes, 0}, deadline);
+  Result<Frame> frame = RecvFrame(control_, kControlLimits, deadline);
   if (!frame.ok()) return Gone(frame.status());
   if (frame->type == MsgType::kError) {
     auto message = JsonNode(frame->meta, "ERROR").StringOr("message", "(no message)");
     return Status::Unavailable("coordinator " + coordinator_ + " refused this worker: " +
-                               (message.ok() ? *message : message.status().message()));
+                               (message.ok() ? PeerText(*message) : message.status().message()));
   }
   if (frame->type != expected) {
     return Status::Corrupt("coordinator " + coordinator_ + " sent " +

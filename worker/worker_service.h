@@ -1,11 +1,11 @@
 // The data worker service behind `goldminer worker --coordinator HOST:PORT`.
 //
-// Start() listens on the data port (worker/data_server.h), connects to the
+// Start() listens on the data port (dataplane/data_server.h), connects to the
 // coordinator, runs the handshake as role "worker", sends REGISTER and builds the
 // pipeline from REGISTERED. Run() then asks for splits (GET_SPLIT) and makes each
 // assigned one with RunSplit, streaming its batches to the trainer client of the
 // assignment's rank one per credit, and reports SPLIT_DONE with the split's full
-// batch count; it follows connections 1 and 3 of worker/messages.h.
+// batch count; it follows connections 1 and 3 of dataplane/messages.h.
 //
 // While Run() runs, a heartbeat thread sends HEARTBEAT whenever the worker has
 // sent the coordinator nothing for heartbeat_s, and watches the control
@@ -34,11 +34,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
-#include "worker/data_server.h"
+#include "dataplane/data_server.h"
 #include "worker/engine.h"
 #include "worker/pipeline.h"
-#include "worker/protocol.h"
-#include "worker/socket.h"
+#include "dataplane/protocol.h"
+#include "dataplane/socket.h"
 
 namespace gm {
 

@@ -3,7 +3,7 @@
  *
  * A gm_client connects to the coordinator of a `goldminer run` and to its data
  * workers, and hands out the rank's batches in the rank's sequence order, each
- * exactly once (see worker/client.h for the behaviour behind it).
+ * exactly once (see client/client.h for the behaviour behind it).
  *
  * Errors: functions returning int return 0 (GM_OK) on success and a gm_status code
  * otherwise; gm_last_error() then gives the message (what failed, on which

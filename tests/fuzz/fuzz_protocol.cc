@@ -1,4 +1,4 @@
-// libFuzzer target: the data-plane frame parser (worker/protocol.h). Arbitrary
+// libFuzzer target: the data-plane frame parser (dataplane/protocol.h). Arbitrary
 // bytes go to ParseFrameHeader, to ParseFrame (the in-memory twin of RecvFrame)
 // and, for frames that parse, to DecodeBatch. Any input must yield a value or a
 // Corrupt status: never a crash, a hang or an allocation beyond the input's size.
@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "worker/protocol.h"
+#include "dataplane/protocol.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

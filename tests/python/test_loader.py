@@ -1,6 +1,6 @@
 """Unit tests of goldminer.Loader and goldminer.torch over the real
 libgoldminer_client.so, against a fake coordinator and a fake data worker written
-here (GMP1 frames and the HMAC handshake of worker/auth.h, in Python).
+here (GMP1 frames and the HMAC handshake of dataplane/auth.h, in Python).
 
 The library must be built first (cmake --build BUILD --target goldminer_client);
 without it these tests fail, saying so. Run:

@@ -1,6 +1,6 @@
-// Tests of worker/auth.h: secrets, secret files and the mutual handshake over
+// Tests of dataplane/auth.h: secrets, secret files and the mutual handshake over
 // real loopback TCP and Unix sockets.
-#include "worker/auth.h"
+#include "dataplane/auth.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "test_util.h"
-#include "worker/protocol.h"
+#include "dataplane/protocol.h"
 #include "tests/unit/socket_pair.h"
-#include "worker/socket.h"
+#include "dataplane/socket.h"
 
 namespace gm {
 namespace {

@@ -1,5 +1,5 @@
 // Tests of epoch plan layout and the client-side rank sequence.
-#include "worker/batch_order.h"
+#include "dataplane/batch_order.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Client tests against a fake coordinator and fake data workers written here: real
 // sockets, real handshakes, real batches made by RunSplit from JPEG photos.
-#include "worker/client.h"
+#include "client/client.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -19,10 +19,10 @@
 #include "core/step_log.h"
 #include "include/goldminer/client.h"
 #include "tests/unit/test_util.h"
-#include "worker/auth.h"
+#include "dataplane/auth.h"
 #include "worker/engine.h"
 #include "worker/pipeline.h"
-#include "worker/protocol.h"
+#include "dataplane/protocol.h"
 
 namespace gm {
 namespace {

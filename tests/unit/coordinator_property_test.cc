@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "worker/batch_order.h"
+#include "dataplane/batch_order.h"
 #include "launcher/coordinator_state.h"
 
 namespace gm {

@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
-#include "worker/auth.h"
-#include "worker/protocol.h"
+#include <chrono>
+#include <thread>
+
+#include "dataplane/auth.h"
+#include "dataplane/protocol.h"
 
 namespace gm {
 namespace {
@@ -134,9 +137,13 @@ TEST_F(CoordinatorServerTest, GivenAWorkerThatVanishesThenItsSplitGoesToTheNext)
   ASSERT_TRUE(w2.ok());
   ASSERT_EQ(Ask(*w2, MsgType::kRegister, {{"data_addr", "127.0.0.1:2"}}).type,
             MsgType::kRegistered);
-  // The first worker's exit is noticed when its connection thread sees the close;
-  // ask until its split comes back (bounded by the assertion's deadline).
+  // The first worker's exit is noticed when its connection thread sees the close:
+  // wait for that (with a deadline), so that w2's first assignment is the split w1
+  // gave back and not the next pending one.
   Deadline deadline = Deadline::After(kWait);
+  while (server_->Summary().state.reassignments == 0 && !deadline.expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   uint64_t split = UINT64_MAX;
   while (!deadline.expired()) {
     Frame a = Ask(*w2, MsgType::kGetSplit, nlohmann::json::object());

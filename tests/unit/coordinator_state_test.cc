@@ -289,6 +289,8 @@ TEST(CoordinatorStateTest, GivenBadAcksThenEachIsRejectedWithItsReason) {
   EXPECT_NE(state.Ack(0, 5, 1, 0).status().message().find("current epoch is 4"), std::string::npos);
   EXPECT_FALSE(state.SplitDone(99, 4, 1, 2).ok());
   WorkerId w = state.RegisterWorker(0);
+  Assignment held = Request(state, w);
+  ASSERT_EQ(held.split, 1u);
   EXPECT_NE(state.SplitDone(w, 4, 1, 3).message().find("known to have 2"), std::string::npos);
   EXPECT_EQ(state.Stats().acks, 0u);
 }
@@ -358,6 +360,25 @@ TEST(CoordinatorStateTest, GivenAFinishedEpochThenTheNextStartsAndOldMessagesAre
   Finish(state, w, a);
   EXPECT_TRUE(state.EpochDone());
   EXPECT_EQ(state.Stats().acks, 3u);
+}
+
+// An attack: a registered worker claims splits it never held are empty. Nothing of
+// it counts: the counts stay unknown, the epoch goes on, and the real holder's
+// count is the one learned.
+TEST(CoordinatorStateTest, GivenSplitDoneFromAWorkerThatDoesNotHoldTheSplitThenItIsIgnored) {
+  CoordinatorState state = Make(1, Plan(0, {{0, kUnknownCount}, {1, kUnknownCount}}));
+  WorkerId holder = state.RegisterWorker(0);
+  WorkerId liar = state.RegisterWorker(0);
+  Assignment a = Request(state, holder);
+  ASSERT_EQ(a.kind, Kind::kAssign);
+  ASSERT_TRUE(state.SplitDone(liar, 0, a.split, 0).ok());  // stale: counted, ignored
+  ASSERT_TRUE(state.SplitDone(liar, 0, 1, 0).ok());        // never assigned at all
+  EXPECT_EQ(state.BatchCount(a.split), kUnknownCount);
+  EXPECT_EQ(state.BatchCount(1), kUnknownCount);
+  EXPECT_FALSE(state.EpochDone());
+  ASSERT_TRUE(state.SplitDone(holder, 0, a.split, 3).ok());
+  EXPECT_EQ(state.BatchCount(a.split), 3u);
+  EXPECT_EQ(state.Stats().stale_split_done, 2u);
 }
 
 }  // namespace

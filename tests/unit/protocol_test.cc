@@ -1,6 +1,6 @@
-// Tests of worker/socket.h and worker/protocol.h over real loopback TCP and Unix
+// Tests of dataplane/socket.h and dataplane/protocol.h over real loopback TCP and Unix
 // sockets: framing, BATCH encoding, malformed input, deadlines and closed peers.
-#include "worker/protocol.h"
+#include "dataplane/protocol.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 
 #include "test_util.h"
 #include "tests/unit/socket_pair.h"
-#include "worker/socket.h"
+#include "dataplane/socket.h"
 
 namespace gm {
 namespace {

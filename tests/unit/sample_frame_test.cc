@@ -1,4 +1,4 @@
-#include "worker/sample_frame.h"
+#include "dataplane/sample_frame.h"
 
 #include <gtest/gtest.h>
 

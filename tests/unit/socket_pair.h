@@ -5,7 +5,7 @@
 
 #include <utility>
 
-#include "worker/socket.h"
+#include "dataplane/socket.h"
 
 namespace gm::testing {
 

@@ -1,6 +1,6 @@
-// Tests of the data worker service (worker/worker_service.h, worker/data_server.h)
+// Tests of the data worker service (worker/worker_service.h, dataplane/data_server.h)
 // over real loopback sockets: a fake coordinator speaks connection 1 of
-// worker/messages.h and fake trainer clients speak connection 3.
+// dataplane/messages.h and fake trainer clients speak connection 3.
 #include "worker/worker_service.h"
 
 #include <gtest/gtest.h>
@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "test_util.h"
-#include "worker/auth.h"
+#include "dataplane/auth.h"
 #include "worker/engine.h"
-#include "worker/protocol.h"
-#include "worker/socket.h"
+#include "dataplane/protocol.h"
+#include "dataplane/socket.h"
 
 namespace gm {
 namespace {

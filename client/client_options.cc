@@ -1,4 +1,4 @@
-// ResolveClientOptions (worker/client.h): the client's settings from the environment.
+// ResolveClientOptions (client/client.h): the client's settings from the environment.
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "worker/auth.h"
-#include "worker/client.h"
+#include "dataplane/auth.h"
+#include "client/client.h"
 
 namespace gm {
 namespace {
@@ -62,7 +62,8 @@ Result<ClientOptions> ResolveClientOptions(ClientOptions options) {
                                    " is not in [0, world size " +
                                    std::to_string(options.world_size) + ")");
   }
-  options.prefetch = std::max(options.prefetch, 1);
+  // A CREDIT grants 1..1024 batches (dataplane/messages.h).
+  options.prefetch = std::clamp(options.prefetch, 1, 1024);
   return options;
 }
 

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "include/goldminer/client.h"
-#include "worker/client.h"
+#include "client/client.h"
 
 #define GM_API extern "C" __attribute__((visibility("default")))
 

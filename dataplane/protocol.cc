@@ -1,4 +1,4 @@
-#include "worker/protocol.h"
+#include "dataplane/protocol.h"
 
 #include <algorithm>
 #include <bit>
@@ -254,7 +254,12 @@ Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta, Deadl
 
 Status RecvFrameInto(Socket& socket, const FrameLimits& limits, Deadline deadline, Frame& frame) {
   char header[kFrameHeaderSize];
-  GM_RETURN_IF_ERROR(socket.RecvExact(header, sizeof header, deadline, "a frame header"));
+  // The first byte may take as long as the caller allows; once it is here, the
+  // rest of the frame must follow within limits.finish_s.
+  GM_RETURN_IF_ERROR(socket.RecvExact(header, 1, deadline, "a frame header"));
+  if (limits.finish_s > 0) deadline = deadline.Min(Deadline::After(limits.finish_s));
+  GM_RETURN_IF_ERROR(
+      socket.RecvExact(header + 1, sizeof header - 1, deadline, "the rest of a frame header"));
   auto parsed = ParseFrameHeader(std::string_view(header, sizeof header), limits);
   if (!parsed.ok()) return parsed.status().WithContext(socket.peer());
   const FrameHeader& h = *parsed;

@@ -1,4 +1,4 @@
-#include "worker/client.h"
+#include "client/client.h"
 
 #include <sys/socket.h>
 
@@ -16,9 +16,9 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/step_log.h"
-#include "worker/auth.h"
-#include "worker/protocol.h"
-#include "worker/reorder.h"
+#include "dataplane/auth.h"
+#include "dataplane/protocol.h"
+#include "dataplane/reorder.h"
 
 namespace gm {
 namespace {
@@ -53,9 +53,10 @@ Result<Socket> Dial(const std::string& address, const std::string& secret, doubl
 }
 
 // A string field of a peer's meta, "" when absent or of another type.
+// A string field of a peer's message, escaped and cut for quoting (PeerText).
 std::string MetaString(const nlohmann::json& meta, const char* key) {
   auto it = meta.find(key);
-  return it != meta.end() && it->is_string() ? it->get<std::string>() : std::string();
+  return it != meta.end() && it->is_string() ? PeerText(it->get<std::string>()) : std::string();
 }
 
 Result<std::vector<std::string>> ParseWorkers(const nlohmann::json& meta, std::string_view what) {
@@ -148,7 +149,7 @@ Result<Frame> Client::Impl::Request(MsgType type, const nlohmann::json& meta, Ms
   Deadline deadline = Deadline::After(options.timeout_s);
   Status sent = SendFrame(coordinator, type, meta, deadline);
   if (!sent.ok()) return Status::Unavailable(coordinator_name + ": " + sent.message());
-  auto frame = RecvFrame(coordinator, FrameLimits{}, deadline);
+  auto frame = RecvFrame(coordinator, kControlLimits, deadline);
   if (!frame.ok()) return Status::Unavailable(coordinator_name + ": " + frame.status().message());
   if (frame->type == MsgType::kError) {
     return Status::Unavailable(coordinator_name + " refused " + std::string(MsgTypeName(type)) +
@@ -402,7 +403,7 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
     stats.duplicates_dropped = reorder.dropped();
     if (reorder.done()) return std::optional<Batch>();
     if (auto batch = TakeLocked(lock)) return std::optional<Batch>(std::move(*batch));
-    // Progress rule (worker/messages.h): every live connection out of credit -> +1 each.
+    // Progress rule (dataplane/messages.h): every live connection out of credit -> +1 each.
     bool all_used = true;
     for (auto& [id, conn] : conns) {
       if (!conn->dead && conn->granted + conn->owed > conn->received) all_used = false;

@@ -1,4 +1,4 @@
-#include "worker/batch_order.h"
+#include "dataplane/batch_order.h"
 
 #include <algorithm>
 #include <string>

@@ -1,5 +1,5 @@
 // The client's re-order buffer: batches arrive from many workers in any order, and
-// leave in the rank's sequence order (RankSequence, worker/batch_order.h), each
+// leave in the rank's sequence order (RankSequence, dataplane/batch_order.h), each
 // (epoch, split, split_batch) exactly once. Copies of consumed batches, copies of
 // buffered ones and batches past the rank's share are dropped and counted.
 //
@@ -15,8 +15,8 @@
 #include <utility>
 
 #include "core/status.h"
-#include "worker/batch_order.h"
-#include "worker/sample.h"
+#include "dataplane/batch_order.h"
+#include "core/sample.h"
 
 namespace gm {
 

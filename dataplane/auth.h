@@ -23,7 +23,7 @@
 #include <string_view>
 
 #include "core/status.h"
-#include "worker/socket.h"
+#include "dataplane/socket.h"
 
 namespace gm {
 

@@ -1,4 +1,4 @@
-#include "worker/data_server.h"
+#include "dataplane/data_server.h"
 
 #include <sys/socket.h>
 
@@ -8,8 +8,9 @@
 
 #include "core/json.h"
 #include "core/log.h"
-#include "worker/auth.h"
-#include "worker/protocol.h"
+#include "dataplane/auth.h"
+#include "dataplane/messages.h"
+#include "dataplane/protocol.h"
 
 namespace gm {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 // Seconds the accept thread waits for a connection before it checks for shutdown.
 constexpr double kAcceptSliceS = 0.2;
 // Limits for what a client sends on the data port: small meta, never a payload.
-constexpr FrameLimits kClientLimits{64u << 10, 0};
+constexpr FrameLimits kClientLimits{64u << 10, 0, kFrameFinishS};
 
 }  // namespace
 
@@ -126,9 +127,8 @@ Status DataServer::Subscribe(Conn& conn) {
     return Status::Corrupt("sent " + std::string(MsgTypeName(frame.type)) +
                            " where SUBSCRIBE was expected");
   }
-  GM_ASSIGN_OR_RETURN(int64_t rank, JsonNode(frame.meta, "SUBSCRIBE").Int("rank"));
-  if (rank < 0) return Status::InvalidArgument("SUBSCRIBE: rank " + std::to_string(rank) + " < 0");
-  conn.rank = rank;
+  GM_ASSIGN_OR_RETURN(SubscribeMsg sub, SubscribeMsg::Decode(frame.meta, false));
+  conn.rank = sub.rank;
   return Status::Ok();
 }
 
@@ -159,18 +159,17 @@ void DataServer::ReadCredit(const std::shared_ptr<Conn>& conn) {
       return;
     }
     if (frame->type == MsgType::kBye) return;
-    Result<int64_t> n = frame->type == MsgType::kCredit
-                            ? JsonNode(frame->meta, "CREDIT").Int("n")
-                            : Result<int64_t>(Status::Corrupt(
-                                  "sent " + std::string(MsgTypeName(frame->type)) +
-                                  " where CREDIT was expected"));
-    if (n.ok() && *n < 1) n = Status::InvalidArgument("CREDIT: n " + std::to_string(*n) + " < 1");
-    if (!n.ok()) {
-      LogWarning("data port " + address_ + ": dropped " + who + ": " + n.status().message());
+    Result<CreditMsg> credit = frame->type == MsgType::kCredit
+                                   ? CreditMsg::Decode(frame->meta)
+                                   : Result<CreditMsg>(Status::Corrupt(
+                                         "sent " + std::string(MsgTypeName(frame->type)) +
+                                         " where CREDIT was expected"));
+    if (!credit.ok()) {
+      LogWarning("data port " + address_ + ": dropped " + who + ": " + credit.status().message());
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
-    conn->credit += static_cast<uint64_t>(*n);
+    conn->credit += credit->n;
     cv_.notify_all();
   }
 }

@@ -1,4 +1,4 @@
-#include "worker/auth.h"
+#include "dataplane/auth.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,7 +15,8 @@
 #include <openssl/rand.h>
 
 #include "core/file_util.h"
-#include "worker/protocol.h"
+#include "core/log.h"
+#include "dataplane/protocol.h"
 
 namespace gm {
 namespace {
@@ -98,7 +99,7 @@ Result<Frame> Expect(Socket& socket, MsgType want, Deadline deadline) {
                                      "not accept our secret (check " +
                                      std::string(kSecretFileEnv) + ")");
     }
-    return Status::Unavailable(socket.peer() + ": refused the handshake: " + msg);
+    return Status::Unavailable(socket.peer() + ": refused the handshake: " + PeerText(msg));
   }
   return Status::Corrupt(socket.peer() + ": expected " + std::string(MsgTypeName(want)) +
                          " during the handshake, got " + std::string(MsgTypeName(f.type)));
@@ -222,7 +223,7 @@ Status ServerHandshake(Socket& socket, std::string_view secret, std::string_view
     return Refuse(socket, kAuthFailed,
                   Status::InvalidArgument(socket.peer() + ": authentication failed: the client "
                                           "(role \"" +
-                                          role.substr(0, kMaxRoleChars) +
+                                          PeerText(role, kMaxRoleChars) +
                                           "\") does not know this run's secret"));
   }
   GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kWelcome,
@@ -255,7 +256,8 @@ Status ClientHandshake(Socket& socket, std::string_view secret, std::string_view
   GM_ASSIGN_OR_RETURN(Frame welcome, Expect(socket, MsgType::kWelcome, deadline));
   if (!SameMac(Field(welcome, "mac"), ServerMac(secret, client_nonce, nonce, role))) {
     return Status::InvalidArgument(socket.peer() + ": authentication failed: the server (role \"" +
-                                   role + "\") does not know this run's secret");
+                                   PeerText(role, kMaxRoleChars) +
+                                   "\") does not know this run's secret");
   }
   if (server_role != nullptr) *server_role = role;
   return Status::Ok();

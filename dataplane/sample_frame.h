@@ -44,7 +44,7 @@
 #include <string_view>
 
 #include "core/status.h"
-#include "worker/sample.h"
+#include "core/sample.h"
 
 namespace gm {
 

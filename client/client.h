@@ -1,7 +1,7 @@
 // The trainer-side client of the data plane: one per trainer rank. It talks to the
-// coordinator (connection 2 of worker/messages.h) for the epoch's plan and the
+// coordinator (connection 2 of dataplane/messages.h) for the epoch's plan and the
 // worker list, and to every data worker (connection 3) for batches, which it hands
-// to the trainer in the rank's batch sequence (RankSequence, worker/batch_order.h)
+// to the trainer in the rank's batch sequence (RankSequence, dataplane/batch_order.h)
 // whatever order they arrive in, each exactly once.
 //
 // Threads: one receiver thread per worker connection decodes BATCH frames into a
@@ -18,9 +18,9 @@
 #include <string>
 
 #include "core/status.h"
-#include "worker/messages.h"
-#include "worker/buffer_pool.h"
-#include "worker/sample.h"
+#include "dataplane/messages.h"
+#include "client/buffer_pool.h"
+#include "core/sample.h"
 
 namespace gm {
 

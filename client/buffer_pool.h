@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "worker/sample.h"
+#include "core/sample.h"
 
 namespace gm {
 

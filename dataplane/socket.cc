@@ -1,4 +1,4 @@
-#include "worker/socket.h"
+#include "dataplane/socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "worker/sample.h"
+#include "core/sample.h"
 
 namespace gm {
 

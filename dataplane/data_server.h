@@ -1,5 +1,5 @@
 // The data port of a data worker: trainer clients connect here and receive the
-// batches the worker makes for their rank (connection 3 of worker/messages.h).
+// batches the worker makes for their rank (connection 3 of dataplane/messages.h).
 //
 // One accept thread, and one thread per accepted connection that runs the
 // handshake (the client's role must be "client"), reads SUBSCRIBE {rank} and
@@ -27,8 +27,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
-#include "worker/sample.h"
-#include "worker/socket.h"
+#include "core/sample.h"
+#include "dataplane/socket.h"
 
 namespace gm {
 

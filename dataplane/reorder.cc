@@ -1,4 +1,4 @@
-#include "worker/reorder.h"
+#include "dataplane/reorder.h"
 
 #include <utility>
 

@@ -35,8 +35,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "worker/sample.h"
-#include "worker/socket.h"
+#include "core/sample.h"
+#include "dataplane/socket.h"
 
 namespace gm {
 
@@ -73,7 +73,7 @@ enum class MsgType : uint8_t {
   kGetWorkers = 32,
   kWorkers = 33,
   kResume = 34,
-  // Message fields: worker/messages.h.
+  // Message fields: dataplane/messages.h.
 };
 
 // "HELLO", "BATCH", ...; "UNKNOWN" for a value that is not a MsgType.
@@ -85,10 +85,19 @@ bool IsKnownMsgType(uint8_t value);
 struct FrameLimits {
   uint32_t max_meta_bytes = kMaxMetaBytes;               // at most kMaxMetaBytes
   uint64_t max_payload_bytes = kDefaultMaxPayloadBytes;  // per connection
+  // Once a frame's first byte has arrived, the rest must arrive within this many
+  // seconds (and within the receive's own deadline); 0: the receive's deadline
+  // only. Bounds how long a peer that starts a frame and stalls holds us.
+  double finish_s = 0;
 };
 
+// Seconds a started control frame may take to arrive whole.
+inline constexpr double kFrameFinishS = 10;
 // Limits for the handshake: small meta, no payload.
-inline constexpr FrameLimits kHandshakeLimits{64u << 10, 0};
+inline constexpr FrameLimits kHandshakeLimits{64u << 10, 0, kFrameFinishS};
+// Limits for control connections (worker and client to the coordinator, client to
+// a worker's data port): control messages carry no payload.
+inline constexpr FrameLimits kControlLimits{kMaxMetaBytes, 0, kFrameFinishS};
 
 struct FrameHeader {
   uint8_t version = kProtocolVersion;
@@ -102,7 +111,7 @@ struct Frame {
   MsgType type = MsgType::kError;
   uint16_t flags = 0;
   nlohmann::json meta = nlohmann::json::object();  // always an object
-  Bytes payload;                                   // not zeroed on resize (see worker/sample.h)
+  Bytes payload;                                   // not zeroed on resize (see core/sample.h)
 };
 
 // Parses the first kFrameHeaderSize bytes of `header` and checks them against
