@@ -222,6 +222,11 @@ void Client::Impl::Receive(WorkerConn* conn) {
       break;
     }
     std::lock_guard lock(mu);
+    if (conn->received >= conn->granted) {  // a worker sends one batch per credit
+      status = Status::Corrupt("sent batch " + std::to_string(conn->received + 1) + " with only " +
+                               std::to_string(conn->granted) + " granted");
+      break;
+    }
     ++conn->received;
     last_arrival = MonotonicSeconds();
     std::string why;

@@ -1,5 +1,7 @@
 #include "core/log.h"
 
+#include "core/clock.h"
+
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -36,6 +38,19 @@ std::string PeerText(std::string_view text, size_t max_bytes) {
     }
   }
   return out;
+}
+
+bool RateLimit::Allow(uint64_t* held_back) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const double now = MonotonicSeconds();
+  if (now < next_s_) {
+    ++held_back_;
+    return false;
+  }
+  next_s_ = now + interval_s_;
+  if (held_back != nullptr) *held_back = held_back_;
+  held_back_ = 0;
+  return true;
 }
 
 void SetLogLevel(LogLevel level) { g_level.store(static_cast<int>(level)); }

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -21,6 +23,22 @@ void Log(LogLevel level, std::string_view message);
 // message: every byte outside printable ASCII, newlines included, becomes \xNN,
 // and the result is cut to `max_bytes` (then "...").
 std::string PeerText(std::string_view text, size_t max_bytes = 200);
+
+// Lets a warning that peers can trigger again and again (a failed handshake, a
+// dropped connection) through at most once per interval. Thread-safe.
+class RateLimit {
+ public:
+  explicit RateLimit(double interval_s) : interval_s_(interval_s) {}
+  // True when the warning may be logged now; then `*held_back` (when given) is
+  // how many were not logged since the last one.
+  bool Allow(uint64_t* held_back = nullptr);
+
+ private:
+  const double interval_s_;
+  std::mutex mu_;
+  double next_s_ = 0;       // guarded by mu_
+  uint64_t held_back_ = 0;  // guarded by mu_
+};
 
 inline void LogDebug(std::string_view m) { Log(LogLevel::kDebug, m); }
 inline void LogInfo(std::string_view m) { Log(LogLevel::kInfo, m); }

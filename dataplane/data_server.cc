@@ -17,6 +17,8 @@ namespace {
 
 // Seconds the accept thread waits for a connection before it checks for shutdown.
 constexpr double kAcceptSliceS = 0.2;
+// How long a second connection for a rank waits for the first one to go.
+constexpr double kRankHandoverS = 5;
 // Limits for what a client sends on the data port: small meta, never a payload.
 constexpr FrameLimits kClientLimits{64u << 10, 0, kFrameFinishS};
 
@@ -31,6 +33,7 @@ struct DataServer::Conn {
   Socket socket;  // the reader thread receives, SendToRank sends
   const std::string peer;
   int64_t rank = -1;    // set by Subscribe before the connection is attached
+  uint64_t gate_id = 0;  // in DataServer::gate_
   uint64_t credit = 0;  // guarded by DataServer::mu_
 };
 
@@ -65,15 +68,24 @@ void DataServer::AcceptLoop() {
       cv_.wait_for(lock, std::chrono::duration<double>(kAcceptSliceS), [&] { return stopping_; });
       continue;
     }
+    const std::optional<uint64_t> gate_id = gate_.Admit(socket->fd(), socket->peer());
+    if (!gate_id) continue;  // too many connections: this one closes (counted by the gate)
     auto conn = std::make_shared<Conn>(std::move(*socket));
+    conn->gate_id = *gate_id;
     auto done = std::make_shared<std::atomic<bool>>(false);
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
-    conns_.push_back(ConnThread{std::thread([this, conn, done] {
-                                  Serve(conn);
-                                  done->store(true);
-                                }),
-                                conn, done});
+    try {
+      conns_.push_back(ConnThread{std::thread([this, conn, done] {
+                                    Serve(conn);
+                                    gate_.Closed(conn->gate_id);  // the fd is still open
+                                    done->store(true);
+                                  }),
+                                  conn, done});
+    } catch (const std::system_error& e) {  // no thread to serve it: drop this one only
+      gate_.Closed(conn->gate_id);
+      LogWarning("data port " + address_ + ": cannot start a thread for a connection: " + e.what());
+    }
   }
 }
 
@@ -94,28 +106,30 @@ void DataServer::Serve(const std::shared_ptr<Conn>& conn) {
   std::string role;
   Status st = ServerHandshake(conn->socket, secret_, "worker",
                               Deadline::After(kHandshakeTimeoutS), &role);
+  if (st.ok()) gate_.Authenticated(conn->gate_id);
   if (st.ok() && role != "client") {
     st = Status::InvalidArgument("it connected as \"" + role + "\"; only clients may");
     (void)SendFrame(conn->socket, MsgType::kError, {{"message", st.message()}},
                     Deadline::After(kHandshakeTimeoutS));
   }
   if (st.ok()) st = Subscribe(*conn);
+  if (st.ok()) st = Attach(conn);
   if (!st.ok()) {
     bool stopping;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping = stopping_;
     }
-    if (!stopping) {
+    if (uint64_t held = 0; !stopping && refused_warnings_.Allow(&held)) {
       // Socket errors name the peer already.
       std::string why = st.message();
       if (why.rfind(conn->peer + ": ", 0) == 0) why.erase(0, conn->peer.size() + 2);
-      LogWarning("data port " + address_ + ": dropped connection from " + conn->peer + ": " + why);
+      LogWarning("data port " + address_ + ": dropped connection from " + conn->peer + ": " + why +
+                 " (" + std::to_string(held) + " such warnings held back)");
     }
     conn->Hangup();
     return;
   }
-  Attach(conn);
   ReadCredit(conn);
   Detach(conn);
 }
@@ -132,19 +146,25 @@ Status DataServer::Subscribe(Conn& conn) {
   return Status::Ok();
 }
 
-void DataServer::Attach(const std::shared_ptr<Conn>& conn) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::shared_ptr<Conn>& slot = ranks_[conn->rank];
-  if (slot) {
-    LogDebug("data port " + address_ + ": rank " + std::to_string(conn->rank) + " reconnected from " +
-             conn->peer + "; dropping its connection from " + slot->peer);
-    slot->Hangup();
-  } else {
-    LogDebug("data port " + address_ + ": rank " + std::to_string(conn->rank) +
-             " connected from " + conn->peer);
+// One connection per rank: a second one waits a little for the first to go (a
+// trainer that replaced its loader), then is refused. Never silently swapped in:
+// a newcomer would take the rank's batches from the real trainer.
+Status DataServer::Attach(const std::shared_ptr<Conn>& conn) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::duration<double>(kRankHandoverS),
+               [&] { return stopping_ || !ranks_.contains(conn->rank); });
+  auto [it, fresh] = ranks_.emplace(conn->rank, conn);
+  if (!fresh) {
+    std::string why = "rank " + std::to_string(conn->rank) + " is already connected from " +
+                      it->second->peer;
+    lock.unlock();
+    (void)SendFrame(conn->socket, MsgType::kError, {{"message", why}}, Deadline::After(1));
+    return Status::InvalidArgument(why);
   }
-  slot = conn;
+  LogDebug("data port " + address_ + ": rank " + std::to_string(conn->rank) + " connected from " +
+           conn->peer);
   cv_.notify_all();
+  return Status::Ok();
 }
 
 void DataServer::ReadCredit(const std::shared_ptr<Conn>& conn) {

@@ -26,8 +26,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/log.h"
 #include "core/status.h"
 #include "core/sample.h"
+#include "dataplane/handshake_gate.h"
 #include "dataplane/socket.h"
 
 namespace gm {
@@ -79,7 +81,7 @@ class DataServer {
   void ReapFinished();
   void Serve(const std::shared_ptr<Conn>& conn);
   Status Subscribe(Conn& conn);
-  void Attach(const std::shared_ptr<Conn>& conn);
+  Status Attach(const std::shared_ptr<Conn>& conn);
   void ReadCredit(const std::shared_ptr<Conn>& conn);
   void Detach(const std::shared_ptr<Conn>& conn);
   Result<std::shared_ptr<Conn>> TakeCredit(int64_t rank);
@@ -95,6 +97,8 @@ class DataServer {
   std::condition_variable cv_;
   bool stopping_ = false;                              // guarded by mu_
   Status interrupt_;                                   // guarded by mu_
+  HandshakeGate gate_;  // bounds connections and pending handshakes
+  RateLimit refused_warnings_{10};  // "dropped connection" at most every 10 s
   std::map<int64_t, std::shared_ptr<Conn>> ranks_;     // guarded by mu_
   std::list<ConnThread> conns_;                        // guarded by mu_
 };

@@ -368,13 +368,21 @@ Result<uint64_t> ParseShape(const nlohmann::json& meta, uint64_t n, DType dtype,
                             std::vector<int64_t>& shape) {
   auto it = meta.find("shape");
   if (it == meta.end() || !it->is_array()) return BatchError("\"shape\" must be an array");
+  if (it->size() > kMaxBatchDims) {
+    return BatchError("\"shape\" has more than " + std::to_string(kMaxBatchDims) + " dimensions");
+  }
+  // The product of the non-zero dimensions must fit in int64 too: code that
+  // strides over a tensor multiplies dimensions without looking for a zero, so
+  // [1, 0, 2^40, 2^40] (0 bytes) would still wrap there.
   uint64_t elements = it->empty() ? 0 : 1;
+  uint64_t nonzero = 1;
   for (const auto& d : *it) {
     if (!IsU64(d) || d.get<uint64_t>() > uint64_t{INT64_MAX}) {
       return BatchError("\"shape\" must hold non-negative integers");
     }
     uint64_t dim = d.get<uint64_t>();
-    if (dim != 0 && elements > UINT64_MAX / dim) return BatchError("\"shape\" overflows");
+    if (dim != 0 && nonzero > uint64_t{INT64_MAX} / dim) return BatchError("\"shape\" overflows");
+    if (dim != 0) nonzero *= dim;
     elements *= dim;
     shape.push_back(static_cast<int64_t>(dim));
   }
@@ -398,6 +406,10 @@ Result<Batch> DecodeBatchFields(const Frame& frame) {
   GM_ASSIGN_OR_RETURN(b.split, GetU64(m, "split"));
   GM_ASSIGN_OR_RETURN(b.split_batch, GetU64(m, "split_batch"));
   GM_ASSIGN_OR_RETURN(uint64_t n, GetU64(m, "n"));
+  if (n > kMaxBatchSamples) {  // also keeps n * 8 (the labels' bytes) from wrapping
+    return BatchError("\"n\" is " + std::to_string(n) + ", more than " +
+                      std::to_string(kMaxBatchSamples) + " samples");
+  }
   GM_ASSIGN_OR_RETURN(std::string dtype_name, GetString(m, "dtype"));
   GM_ASSIGN_OR_RETURN(b.data.dtype, ParseDType(dtype_name));
   GM_ASSIGN_OR_RETURN(std::string layout_name, GetString(m, "layout"));

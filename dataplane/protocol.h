@@ -160,6 +160,9 @@ Result<Frame> RecvFrame(Socket& socket, const FrameLimits& limits, Deadline dead
 Status RecvFrameInto(Socket& socket, const FrameLimits& limits, Deadline deadline, Frame& frame);
 
 // ---- BATCH ----
+
+inline constexpr uint64_t kMaxBatchSamples = uint64_t{1} << 24;  // n of one BATCH
+inline constexpr size_t kMaxBatchDims = 32;                       // entries of "shape"
 //
 // A BATCH frame's meta is {epoch, index, split, split_batch, dtype ("uint8",
 // "int32", "int64", "float32"), shape (of data: [n, ...]), layout ("none", "HWC",

@@ -63,6 +63,15 @@ ReorderBuffer::Outcome ReorderBuffer::Offer(Batch batch, uint64_t source,
                                             std::optional<uint64_t> split_batches,
                                             std::string* why) {
   Key key{batch.epoch, batch.split, batch.split_batch};
+  // Nothing is kept for epochs past the look-ahead: a worker never makes them
+  // (the coordinator plans one epoch at a time), and a peer sending them would
+  // otherwise make the buffer grow without bound.
+  if (batch.epoch > epoch_ + kLookAheadEpochs) {
+    *why = "batch of epoch " + std::to_string(batch.epoch) + " while epoch " +
+           std::to_string(epoch_) + " is read: beyond the look-ahead of " +
+           std::to_string(kLookAheadEpochs) + " epoch";
+    return Outcome::kRejected;
+  }
   if (split_batches) {
     Status counted = SetBatchCount(batch.epoch, batch.split, *split_batches);
     if (!counted.ok()) {

@@ -23,6 +23,8 @@ namespace gm {
 class ReorderBuffer {
  public:
   enum class Outcome { kBuffered, kDropped, kRejected };
+  // Epochs past the current one whose batches are kept (others are rejected).
+  static constexpr uint64_t kLookAheadEpochs = 1;
 
   // Makes `plan` the current epoch, with this rank's first `position` batches
   // consumed. Buffered batches of later epochs stay, earlier ones are dropped,

@@ -14,17 +14,10 @@ namespace gm {
 namespace {
 
 constexpr double kAcceptPollS = 0.5;
-// Bounds on what peers can make the coordinator hold (goldminer-protocol(7)).
-// Connections of any kind, each served by one thread:
-constexpr size_t kMaxConnections = 1024;
-// Connections still in the handshake (no secret shown yet), in all and per peer
-// address. Past a bound the OLDEST such connection is closed to admit the new one:
-// a peer that opens connections and sends nothing cannot lock others out for
-// longer than it takes them to finish a handshake.
-constexpr size_t kMaxPending = 64;
-constexpr size_t kMaxPendingPerHost = 16;
 constexpr double kAcceptBackoffS = 0.1;  // after accept fails (EMFILE, ENFILE, ENOMEM)
-constexpr double kWarningIntervalS = 10;  // at most one "dropped" warning per interval
+// How long a second client for a rank waits for the first one's session to end
+// before it is refused.
+constexpr double kSessionHandoverS = 5;
 constexpr double kTickS = 0.25;
 constexpr double kSendTimeoutS = 30;
 constexpr double kPlanWaitS = 5;  // a GET_PLAN for a future epoch waits this long per answer
@@ -33,11 +26,6 @@ int64_t CountOrMinusOne(uint64_t count) {
   return count == kUnknownCount ? -1 : static_cast<int64_t>(count);
 }
 
-// "HOST" of "HOST:PORT" or "[V6]:PORT".
-std::string HostOf(const std::string& peer) {
-  const size_t colon = peer.rfind(':');
-  return colon == std::string::npos ? peer : peer.substr(0, colon);
-}
 
 }  // namespace
 
@@ -93,11 +81,8 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.epochs_done = epochs_done_;
   s.workers_registered = workers_registered_;
   s.connections_refused = refused_;
-  s.connections_dropped = connections_dropped_;
-  s.connections_open = static_cast<size_t>(
-      std::count_if(connections_.begin(), connections_.end(), [](const Connection& c) {
-        return !c.done;
-      }));
+  s.connections_dropped = gate_.dropped() + accept_failures_;
+  s.connections_open = gate_.open();
   s.worker_stages = worker_stages_;
   return s;
 }
@@ -191,11 +176,11 @@ void CoordinatorServer::AcceptLoop() {
     // Out of descriptors or memory: accept fails at once until something is
     // closed, so wait rather than spin, and say so now and then.
     std::unique_lock<std::mutex> lock(mu_);
-    ++connections_dropped_;
-    if (MonotonicSeconds() >= next_drop_warning_s_) {
-      next_drop_warning_s_ = MonotonicSeconds() + kWarningIntervalS;
+    ++accept_failures_;
+    if (uint64_t held = 0; drop_warnings_.Allow(&held)) {
       LogWarning("coordinator: " + socket.status().message() + " (retrying; " +
-                 std::to_string(connections_.size()) + " connections open)");
+                 std::to_string(connections_.size()) + " connections open; " +
+                 std::to_string(held) + " such warnings held back)");
     }
     cv_.wait_for(lock, std::chrono::duration<double>(kAcceptBackoffS), [&] { return stopping_; });
   }
@@ -217,53 +202,29 @@ void CoordinatorServer::ReapFinished() {
 void CoordinatorServer::Admit(Socket socket) {
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return;
-  const std::string host = HostOf(socket.peer());
-  auto drop = [&](const std::string& why) {
-    ++connections_dropped_;
-    if (MonotonicSeconds() >= next_drop_warning_s_) {
-      next_drop_warning_s_ = MonotonicSeconds() + kWarningIntervalS;
-      LogWarning("coordinator: closed a connection from " + socket.peer() + ": " + why +
-                 " (such drops are reported at most every " +
-                 std::to_string(static_cast<int>(kWarningIntervalS)) + " s)");
+  const std::optional<uint64_t> gate_id = gate_.Admit(socket.fd(), socket.peer());
+  if (!gate_id) {
+    if (uint64_t held = 0; drop_warnings_.Allow(&held)) {
+      LogWarning("coordinator: closed a connection from " + socket.peer() + ": " +
+                 std::to_string(gate_.open()) + " connections are open (" + std::to_string(held) +
+                 " such warnings held back)");
     }
-  };
-  if (connections_.size() >= kMaxConnections) {
-    return drop(std::to_string(kMaxConnections) + " connections are open");
-  }
-  // Close the oldest pending handshake when the bound is reached, overall or for
-  // this host (the list is in accept order).
-  size_t pending = 0, pending_here = 0;
-  Connection* oldest = nullptr;
-  Connection* oldest_here = nullptr;
-  for (Connection& c : connections_) {
-    if (c.authenticated || c.done || c.evicted) continue;
-    ++pending;
-    if (oldest == nullptr) oldest = &c;
-    if (c.host == host) {
-      ++pending_here;
-      if (oldest_here == nullptr) oldest_here = &c;
-    }
-  }
-  Connection* evict = pending_here >= kMaxPendingPerHost ? oldest_here
-                      : pending >= kMaxPending           ? oldest
-                                                         : nullptr;
-  if (evict != nullptr) {
-    ::shutdown(evict->fd, SHUT_RDWR);  // its thread sees the close and ends
-    evict->evicted = true;
-    ++connections_dropped_;
+    return;
   }
   Connection& c = connections_.emplace_back();
   c.fd = socket.fd();
-  c.host = host;
+  c.gate_id = *gate_id;
   try {
     c.thread = std::thread([this, s = std::make_shared<Socket>(std::move(socket)), &c]() mutable {
-      Serve(std::move(*s), &c);
+      Serve(*s, c.gate_id);
+      gate_.Closed(c.gate_id);  // before the descriptor closes, so it is never reused under it
+      s.reset();
       std::lock_guard<std::mutex> inner(mu_);
       c.done = true;
     });
   } catch (const std::system_error& e) {  // no thread to serve it: drop this one only
+    gate_.Closed(c.gate_id);
     connections_.pop_back();
-    ++connections_dropped_;
     LogWarning(std::string("coordinator: cannot start a thread for a connection: ") + e.what());
   }
 }
@@ -280,14 +241,12 @@ void CoordinatorServer::TickLoop() {
   }
 }
 
-void CoordinatorServer::Serve(Socket socket, Connection* connection) {
+void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id) {
   std::string role;
   Status st = ServerHandshake(socket, config_.secret, "coordinator",
                               Deadline::After(kHandshakeTimeoutS), &role);
-  if (st.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
-    connection->authenticated = true;
-  }
+  const bool role_known = st.ok();
+  if (st.ok()) gate_.Authenticated(gate_id);
   if (st.ok() && role == "worker") {
     st = ServeWorker(socket);
   } else if (st.ok() && role == "client") {
@@ -303,12 +262,11 @@ void CoordinatorServer::Serve(Socket socket, Connection* connection) {
     // at most one per interval (a peer can make thousands).
     const std::string line = "coordinator: connection from " + socket.peer() + " dropped: " +
                              st.message();
-    if (st.code() == Code::kUnavailable && connection->authenticated) {
+    if (st.code() == Code::kUnavailable && role_known) {
       LogDebug(line);
-    } else if (MonotonicSeconds() >= next_refused_warning_s_) {
-      next_refused_warning_s_ = MonotonicSeconds() + kWarningIntervalS;
+    } else if (refused_warnings_.Allow()) {
       LogWarning(line + " (such warnings are shown at most every " +
-                 std::to_string(static_cast<int>(kWarningIntervalS)) + " s; " +
+                 std::to_string(10) + " s; " +
                  std::to_string(refused_) + " so far)");
     }
   }
@@ -412,8 +370,12 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
   }
   // One session per rank: a second client for a rank that is being served is
   // refused, never silently swapped in (it would take the rank's acknowledgements).
+  // It waits a little first: a trainer that replaces its loader (resume) may
+  // subscribe before the old session's close has been seen.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::duration<double>(kSessionHandoverS),
+                 [&] { return stopping_ || !rank_peers_.contains(rank); });
     auto [it, fresh] = rank_peers_.emplace(rank, socket.peer());
     if (!fresh) {
       std::string why = "rank " + std::to_string(rank) + " is already subscribed from " +
@@ -426,6 +388,7 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
   Status st = ServeSubscribedClient(socket, rank);
   std::lock_guard<std::mutex> lock(mu_);
   rank_peers_.erase(rank);
+  cv_.notify_all();
   return st;
 }
 

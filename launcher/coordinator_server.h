@@ -20,9 +20,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/log.h"
 #include "core/status.h"
 #include "launcher/coordinator_state.h"
 #include "worker/pipeline.h"
+#include "dataplane/handshake_gate.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
 
@@ -81,17 +83,15 @@ class CoordinatorServer {
   struct Connection {
     std::thread thread;
     int fd = -1;
-    std::string host;          // the peer's address without its port
-    bool authenticated = false;  // handshake done (guarded by mu_)
-    bool done = false;           // the thread has finished (guarded by mu_)
-    bool evicted = false;        // closed by Admit to make room (guarded by mu_)
+    uint64_t gate_id = 0;  // in gate_
+    bool done = false;     // the thread has finished (guarded by mu_)
   };
 
   void AcceptLoop();
   void Admit(Socket socket);
   void ReapFinished();  // joins the threads of finished connections
   void TickLoop();
-  void Serve(Socket socket, Connection* connection);
+  void Serve(Socket& socket, uint64_t gate_id);
   Status ServeWorker(Socket& socket);
   Status ServeClient(Socket& socket);
   Status ServeSubscribedClient(Socket& socket, int rank);  // after SUBSCRIBE was accepted
@@ -117,9 +117,10 @@ class CoordinatorServer {
   uint64_t refused_ = 0;                       // guarded by mu_
   std::map<WorkerId, nlohmann::json> worker_stages_;  // guarded by mu_
   std::list<Connection> connections_;          // guarded by mu_; live and not yet reaped
-  uint64_t connections_dropped_ = 0;           // guarded by mu_; over a limit at accept
-  double next_drop_warning_s_ = 0;             // guarded by mu_; rate limit of that warning
-  double next_refused_warning_s_ = 0;          // guarded by mu_; same, for failed connections
+  HandshakeGate gate_;                         // bounds connections and pending handshakes
+  uint64_t accept_failures_ = 0;               // guarded by mu_
+  RateLimit drop_warnings_{10};                // connections closed at accept
+  RateLimit refused_warnings_{10};             // connections that failed
 
   std::thread accept_thread_;
   std::thread tick_thread_;

@@ -367,6 +367,16 @@ TEST(ProtocolTest, GivenInconsistentBatchMeta_WhenDecoded_ThenCorruptNamingTheFi
       {"missing", [](nlohmann::json& m) { m.erase("split"); }, "missing \"split\""},
       {"overflow", [](nlohmann::json& m) { m["shape"] = {4, uint64_t{1} << 62, 1 << 20}; },
        "overflows"},
+      // 0 bytes, but the other dimensions multiply past 2^63 (strided code wraps).
+      {"overflow past a zero",
+       [](nlohmann::json& m) {
+         m["shape"] = {4, 0, uint64_t{1} << 40, uint64_t{1} << 40};
+         m["data_bytes"] = 0;
+       },
+       "overflows"},
+      // n * 8 would wrap to the labels' bytes of a small batch.
+      {"n wraps", [](nlohmann::json& m) { m["n"] = uint64_t{1} << 61; }, "more than 16777216"},
+      {"dims", [](nlohmann::json& m) { m["shape"] = std::vector<int>(40, 1); }, "dimensions"},
   };
   for (const Case& c : cases) {
     auto batch = DecodeBatch(BatchFrame(4, c.edit));

@@ -1,0 +1,67 @@
+#include "dataplane/handshake_gate.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+
+namespace gm {
+
+std::string HostOfPeer(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  return colon == std::string::npos ? peer : peer.substr(0, colon);
+}
+
+std::optional<uint64_t> HandshakeGate::Admit(int fd, const std::string& peer) {
+  const std::string host = HostOfPeer(peer);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_.size() >= limits_.max_connections) {
+    ++dropped_;
+    return std::nullopt;
+  }
+  size_t pending = 0, pending_here = 0;
+  Entry* oldest = nullptr;
+  Entry* oldest_here = nullptr;
+  for (Entry& e : entries_) {
+    if (!e.pending) continue;
+    ++pending;
+    if (oldest == nullptr) oldest = &e;
+    if (e.host == host) {
+      ++pending_here;
+      if (oldest_here == nullptr) oldest_here = &e;
+    }
+  }
+  Entry* evict = pending_here >= limits_.max_pending_per_host ? oldest_here
+                 : pending >= limits_.max_pending             ? oldest
+                                                              : nullptr;
+  if (evict != nullptr) {
+    ::shutdown(evict->fd, SHUT_RDWR);  // its reader sees the close; Closed() follows
+    evict->pending = false;
+    ++dropped_;
+  }
+  entries_.push_back(Entry{next_id_, fd, host, true});
+  return next_id_++;
+}
+
+void HandshakeGate::Authenticated(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Entry& e : entries_) {
+    if (e.id == id) e.pending = false;
+  }
+}
+
+void HandshakeGate::Closed(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.remove_if([id](const Entry& e) { return e.id == id; });
+}
+
+uint64_t HandshakeGate::dropped() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_;
+}
+
+size_t HandshakeGate::open() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+}  // namespace gm

@@ -1,0 +1,61 @@
+// HandshakeGate: bounds the connections a listening server holds, so that peers
+// that connect and send nothing cannot exhaust its threads or lock others out.
+//
+// A server asks Admit() for every accepted connection, tells Authenticated() when
+// its handshake succeeded and Closed() when it is over. Admit refuses a
+// connection when `max_connections` are open; when `max_pending` connections (or
+// `max_pending_per_host` from the same address) are still in their handshake, it
+// shuts the OLDEST such one down (SHUT_RDWR: its reader wakes with an error) to
+// make room. So a flood of idle connections holds at most max_pending threads, and
+// a real peer gets in as long as it finishes its handshake before
+// max_pending_per_host newer connections from the flood's address arrive.
+// Thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace gm {
+
+struct HandshakeLimits {
+  size_t max_connections = 1024;  // open connections of any kind (one thread each)
+  size_t max_pending = 64;        // connections still in their handshake
+  size_t max_pending_per_host = 16;
+};
+
+class HandshakeGate {
+ public:
+  explicit HandshakeGate(HandshakeLimits limits = {}) : limits_(limits) {}
+
+  // A connection on descriptor `fd` from `peer` ("HOST:PORT") was accepted. Its id,
+  // or nullopt when it must be closed (max_connections reached).
+  std::optional<uint64_t> Admit(int fd, const std::string& peer);
+  void Authenticated(uint64_t id);  // it left the handshake
+  void Closed(uint64_t id);         // it is over (after Admit returned `id`)
+
+  uint64_t dropped() const;  // connections refused or evicted so far
+  size_t open() const;       // admitted and not closed
+
+ private:
+  struct Entry {
+    uint64_t id = 0;
+    int fd = -1;
+    std::string host;
+    bool pending = true;  // in the handshake, not evicted
+  };
+
+  const HandshakeLimits limits_;
+  mutable std::mutex mu_;
+  std::list<Entry> entries_;  // guarded by mu_; in accept order
+  uint64_t next_id_ = 1;      // guarded by mu_
+  uint64_t dropped_ = 0;      // guarded by mu_
+};
+
+// "HOST" of "HOST:PORT" or "[V6]:PORT".
+std::string HostOfPeer(const std::string& peer);
+
+}  // namespace gm
