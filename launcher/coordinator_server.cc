@@ -254,6 +254,11 @@ void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id) {
   } else if (st.ok()) {
     st = Status::InvalidArgument("unknown role \"" + PeerText(role) + "\"");
   }
+  if (!st.ok() && role_known && st.code() != Code::kUnavailable) {
+    // Tell an authenticated peer why (a bad field, an unexpected message) before
+    // closing: a buggy client learns what to fix. Best effort.
+    (void)SendFrame(socket, MsgType::kError, {{"message", st.message()}}, Deadline::After(1));
+  }
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
@@ -339,7 +344,10 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
     case MsgType::kSplitDone: {
       GM_ASSIGN_OR_RETURN(SplitDoneMsg done_msg, SplitDoneMsg::Decode(frame.meta));
       Status st = state_.SplitDone(id, done_msg.epoch, done_msg.split, done_msg.batch_count);
-      if (!st.ok()) LogWarning("coordinator: worker " + std::to_string(id) + ": " + st.message());
+      if (uint64_t held = 0; !st.ok() && worker_warnings_.Allow(&held)) {
+        LogWarning("coordinator: worker " + std::to_string(id) + ": " + st.message() + " (" +
+                   std::to_string(held) + " such warnings held back)");
+      }
       AdvanceEpochIfDone();
       return Status::Ok();
     }

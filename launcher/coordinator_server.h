@@ -121,6 +121,7 @@ class CoordinatorServer {
   uint64_t accept_failures_ = 0;               // guarded by mu_
   RateLimit drop_warnings_{10};                // connections closed at accept
   RateLimit refused_warnings_{10};             // connections that failed
+  RateLimit worker_warnings_{10};              // SPLIT_DONE a worker got wrong
 
   std::thread accept_thread_;
   std::thread tick_thread_;
