@@ -15,6 +15,7 @@
 #include "cmd/cli.h"
 #include "cmd/profile_render.h"
 #include "core/file_util.h"
+#include "core/host.h"
 #include "core/log.h"
 #include "core/run_store.h"
 #include "profiler/pipeline_profile.h"
@@ -46,12 +47,6 @@ struct ProfileFlags {
   bool no_cupti = false;
   std::vector<std::string> command;
 };
-
-std::string HostName() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
-}
 
 void Say(const std::string& line) { LogInfo("profile: " + line); }
 

@@ -23,6 +23,7 @@ struct RunFlags {
   int threads_per_worker = 1;
   int epochs = 0;  // as many as the trainer asks for
   int world_size = 1;
+  std::string bind = "127.0.0.1";
   int port = 0;
   double liveness_timeout_s = 10;
   int max_restarts = 3;
@@ -41,6 +42,7 @@ Result<int> RunLocalBackend(const RunFlags& f) {
   c.threads_per_worker = f.threads_per_worker;
   c.epochs = f.epochs;
   c.world_size = f.world_size;
+  c.bind = f.bind;
   c.port = f.port;
   c.liveness_timeout_s = f.liveness_timeout_s;
   c.max_restarts = f.max_restarts;
@@ -85,7 +87,12 @@ Verb RunVerb() {
         sub.add_option("--world-size", f->world_size,
                        "Trainer ranks (one trainer process per rank, RANK/WORLD_SIZE set)")
             ->check(CLI::Range(1, 1024));
-        sub.add_option("--port", f->port, "Coordinator TCP port on 127.0.0.1 (0: any free port)")
+        sub.add_option("--bind", f->bind,
+                       "Address the coordinator and the workers' data ports listen on: "
+                       "127.0.0.1 (this machine only), a node's address, or 0.0.0.0 (every "
+                       "interface; peers connect by this machine's host name)")
+            ->capture_default_str();
+        sub.add_option("--port", f->port, "Coordinator TCP port (0: any free port)")
             ->check(CLI::Range(0, 65535));
         sub.add_option("--liveness-timeout", f->liveness_timeout_s,
                        "Seconds of silence after which a worker is declared lost")

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/clock.h"
+#include "core/host.h"
 #include "core/log.h"
 #include "dataplane/auth.h"
 #include "worker/engine.h"
@@ -65,7 +66,11 @@ CoordinatorServer::CoordinatorServer(CoordinatorConfig config, Pipeline pipeline
 
 CoordinatorServer::~CoordinatorServer() { Stop(); }
 
-std::string CoordinatorServer::address() const { return listener_.address(); }
+std::string CoordinatorServer::address() const {
+  std::string host = config_.advertise_host;
+  if (host.empty()) host = IsWildcardHost(config_.host) ? HostName() : config_.host;
+  return JoinHostPort(host, listener_.port());
+}
 
 bool CoordinatorServer::WaitFinished(double timeout_s) {
   std::unique_lock<std::mutex> lock(mu_);

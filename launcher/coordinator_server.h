@@ -32,6 +32,9 @@ namespace gm {
 
 struct CoordinatorConfig {
   std::string host = "127.0.0.1";  // address to listen on
+  // Host in the address given to workers and trainers; empty: `host`, or this
+  // machine's name when `host` is a wildcard (0.0.0.0, ::).
+  std::string advertise_host;
   int port = 0;                    // 0: any free port
   std::string secret;              // the run's secret (hex)
   // The pipeline as workers receive it: the document, where it came from, and
@@ -66,7 +69,7 @@ class CoordinatorServer {
   CoordinatorServer(const CoordinatorServer&) = delete;
   CoordinatorServer& operator=(const CoordinatorServer&) = delete;
 
-  // "host:port" to give workers and clients.
+  // "host:port" to give workers and clients (see CoordinatorConfig::advertise_host).
   std::string address() const;
   // The run's pipeline, as loaded from the config (immutable).
   const Pipeline& pipeline() const { return pipeline_; }

@@ -12,6 +12,7 @@
 #include "core/clock.h"
 #include "core/file_util.h"
 #include "core/json.h"
+#include "core/host.h"
 #include "core/log.h"
 #include "core/paths.h"
 #include "launcher/process.h"
@@ -80,7 +81,8 @@ class LocalRun {
     if (exe.empty()) exe = "goldminer";
     GM_ASSIGN_OR_RETURN(pid_t pid,
                         group_.Spawn({exe, "worker", "--coordinator", coordinator_.address(),
-                                      "--threads", std::to_string(c_.threads_per_worker)},
+                                      "--threads", std::to_string(c_.threads_per_worker),
+                                      "--listen", JoinHostPort(c_.bind, 0)},
                                      {"GOLDMINER_SECRET_FILE=" + dir_.path() + "/secret",
                                       "GOLDMINER_RUN_ID=" + run_id_}));
     workers_.insert(pid);
@@ -152,6 +154,7 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
       "run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
 
   CoordinatorConfig cc;
+  cc.host = c.bind;
   cc.port = c.port;
   cc.secret = secret;
   cc.pipeline_doc = doc;

@@ -24,7 +24,11 @@ struct LocalRunConfig {
   int threads_per_worker = 1;
   int epochs = 1;  // 0: as many as the trainer asks for
   int world_size = 1;
-  int port = 0;  // coordinator TCP port on 127.0.0.1; 0: any free one
+  // Address the coordinator and the workers' data ports listen on: 127.0.0.1
+  // (this machine only), a node's address, or 0.0.0.0 (every interface; peers
+  // then connect by this machine's host name).
+  std::string bind = "127.0.0.1";
+  int port = 0;  // coordinator TCP port; 0: any free one
   double liveness_timeout_s = 10;
   int max_restarts = 3;
   size_t samples_per_split = 256;

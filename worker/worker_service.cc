@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/clock.h"
+#include "core/host.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "dataplane/auth.h"
@@ -39,17 +40,6 @@ class RankSink : public BatchSink {
   DataServer& data_;
   const int64_t rank_;
 };
-
-std::string HostName() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "localhost";
-  return name;
-}
-
-std::string JoinHostPort(const std::string& host, int port) {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
 
 Result<uint64_t> NonNegative(const JsonNode& m, std::string_view key) {
   GM_ASSIGN_OR_RETURN(int64_t v, m.Int(key));
@@ -116,7 +106,7 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
       new WorkerService(options, std::move(*data), std::move(*control)));
   std::string host = options.advertise_host;
   if (host.empty()) {
-    const bool wildcard = listen.first == "0.0.0.0" || listen.first == "::" || listen.first.empty();
+    const bool wildcard = IsWildcardHost(listen.first) || listen.first.empty();
     host = wildcard ? HostName() : listen.first;
   }
   service->data_addr_ = JoinHostPort(host, service->data_->port());

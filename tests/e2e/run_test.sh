@@ -28,6 +28,7 @@ export GM_TEST_GOLDMINER=$GM
 run() {  # run NAME WORKERS WORLD [env...]: runs the trainer under `goldminer run`
   local name=$1 workers=$2 world=$3; shift 3
   env "$@" "$GM" run --backend local --pipeline "$T/pipeline.json" --workers "$workers" \
+    ${GM_TEST_BIND:+--bind "$GM_TEST_BIND"} \
     --world-size "$world" --epochs 2 --samples-per-split $SPLIT --liveness-timeout 5 \
     -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.{rank}.json" 2 >"$T/out" 2>"$T/err"
 }
@@ -80,6 +81,13 @@ run plain 2 1 || { cat "$T/err" >&2; fail "run with 2 workers"; }
 ok "run with 2 workers and a Python trainer exits 0"
 check plain 1 || fail "plain run delivers the reference order exactly once"
 ok "2 epochs delivered exactly once, in the order of worker --local"
+
+# Listening on every interface: workers and the trainer connect by this machine's
+# name, as workers on other nodes will.
+GM_TEST_BIND=0.0.0.0 run bind 2 1 || { cat "$T/err" >&2; fail "run --bind 0.0.0.0"; }
+check bind 1 || fail "run --bind 0.0.0.0 delivers the reference order exactly once"
+expect_in "$T/err" "data at $(hostname):" "with --bind 0.0.0.0, workers advertise this machine's name"
+ok "--bind 0.0.0.0: 2 epochs delivered exactly once"
 
 run kill 2 1 GM_TEST_KILL_AFTER=3 || { cat "$T/err" >&2; fail "run with a worker killed"; }
 check kill 1 || fail "kill -9 of a worker mid-epoch"
