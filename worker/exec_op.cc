@@ -7,6 +7,7 @@
 
 #include "core/clock.h"
 #include "core/paths.h"
+#include "dataplane/auth.h"
 #include "dataplane/sample_frame.h"
 #include "worker/subprocess.h"
 
@@ -79,6 +80,9 @@ std::vector<std::string> ChildEnvironment(const ExecOptions& o) {
     size_t eq = kv.find('=');
     if (eq != std::string_view::npos) vars[std::string(kv.substr(0, eq))] = kv.substr(eq + 1);
   }
+  // User code gets no key to the run: a stage is not a role of the data plane.
+  vars.erase(std::string(kSecretEnv));
+  vars.erase(std::string(kSecretFileEnv));
   for (const auto& [k, v] : o.env) vars[k] = v;
   std::string path = PythonPackageDir();
   if (!o.base_dir.empty()) path += ":" + o.base_dir;

@@ -21,6 +21,8 @@ def reverse(s):
     s["data"] = s["data"][::-1]
     s["fields"]["pid"] = str(os.getpid()).encode()
     s["fields"]["env"] = os.environ.get("GM_TEST_VALUE", "").encode()
+    s["fields"]["secret"] = (os.environ.get("GOLDMINER_SECRET", "") +
+                             os.environ.get("GOLDMINER_SECRET_FILE", "")).encode()
     return s
 
 def floats(s):
@@ -96,6 +98,18 @@ class ExecOpTest : public ::testing::Test {
 
   testing::TempDir dir_;
 };
+
+TEST_F(ExecOpTest, GivenTheRunSecretInTheWorkerEnvironmentThenExecChildrenDoNotGetIt) {
+  ::setenv("GOLDMINER_SECRET", "ab", 1);
+  ::setenv("GOLDMINER_SECRET_FILE", "/tmp/secret", 1);
+  auto op = MakeStage("stages:reverse");
+  ::unsetenv("GOLDMINER_SECRET");
+  ::unsetenv("GOLDMINER_SECRET_FILE");
+  ASSERT_NE(op, nullptr);
+  Sample s = TextSample(0, "abc");
+  ASSERT_TRUE(op->Apply(s, RunContext{}).ok());
+  EXPECT_EQ(s.fields["secret"], "");
+}
 
 TEST_F(ExecOpTest, GivenPythonStageWhenAppliedThenSampleIsTransformed) {
   auto op = MakeStage("stages:reverse", R"(,"env":{"GM_TEST_VALUE":"xyz"})");
