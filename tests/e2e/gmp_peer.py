@@ -32,7 +32,6 @@ import struct
 import sys
 import time
 
-HEADER = struct.Struct("<4sBBHIIQ")
 HELLO, AUTH, WELCOME, ERROR = 1, 2, 3, 4
 REGISTER, REGISTERED, HEARTBEAT, GET_SPLIT, ASSIGN, SPLIT_DONE = 16, 17, 18, 19, 20, 21
 SUBSCRIBE, CREDIT, SUBSCRIBED, GET_PLAN, PLAN = 24, 25, 29, 30, 31
@@ -48,26 +47,13 @@ def secret():
         return f.read().strip()
 
 
-def send_frame(sock, msg_type, meta, payload=b""):
-    body = json.dumps(meta).encode()
-    sock.sendall(HEADER.pack(b"GMP1", 1, msg_type, 0, len(body), 0, len(payload)) + body + payload)
-
-
-def recv_exact(sock, n):
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("peer closed")
-        out += chunk
-    return out
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from gmp_wire import send_frame, recv_frame as recv_whole_frame  # noqa: E402
 
 
 def recv_frame(sock):
-    magic, _, msg_type, _, meta_len, _, payload_len = HEADER.unpack(recv_exact(sock, HEADER.size))
-    assert magic == b"GMP1", magic
-    meta = json.loads(recv_exact(sock, meta_len) or b"{}")
-    recv_exact(sock, payload_len)
+    """(type, meta) of the next frame; its payload is read and dropped."""
+    msg_type, meta, _ = recv_whole_frame(sock)
     return msg_type, meta
 
 

@@ -24,37 +24,17 @@ import numpy as np
 PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python")
 sys.path.insert(0, os.path.normpath(PYTHON_DIR))
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from gmp_wire import HEADER, recv_exact, recv_frame, send_frame  # noqa: E402,F401
+
 import goldminer  # noqa: E402
 from goldminer import loader as loader_module  # noqa: E402
 
 SECRET = "ab" * 32
 TIMEOUT_S = 20  # every socket wait in the fakes ends by then
-HEADER = struct.Struct("<4sBBHIIQ")
 HELLO, AUTH, WELCOME, ERROR = 1, 2, 3, 4
 SUBSCRIBE, CREDIT, BATCH, BYE, SUBSCRIBED = 24, 25, 26, 28, 29
 ACK, GET_PLAN, PLAN, GET_WORKERS, WORKERS, RESUME = 23, 30, 31, 32, 33, 34
-
-
-def send_frame(sock, msg_type, meta, payload=b""):
-    body = json.dumps(meta).encode()
-    sock.sendall(HEADER.pack(b"GMP1", 1, msg_type, 0, len(body), 0, len(payload)) + body + payload)
-
-
-def recv_exact(sock, n):
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("peer closed")
-        out += chunk
-    return out
-
-
-def recv_frame(sock):
-    magic, _, msg_type, _, meta_len, _, payload_len = HEADER.unpack(recv_exact(sock, HEADER.size))
-    assert magic == b"GMP1"
-    meta = json.loads(recv_exact(sock, meta_len) or b"{}")
-    return msg_type, meta, recv_exact(sock, payload_len)
 
 
 def mac(message):
