@@ -44,15 +44,21 @@ Result<Socket> ConnectAddress(const std::string& address, double timeout_s) {
   return Socket::ConnectTcp(host, port, timeout_s);
 }
 
-// Connects and authenticates as "client".
-Result<Socket> Dial(const std::string& address, const std::string& secret, double timeout_s) {
+// Connects and authenticates as "client" to a server that must prove it plays
+// `server_role` ("coordinator", or "worker" at a data port).
+Result<Socket> Dial(const std::string& address, const std::string& secret, double timeout_s,
+                    std::string_view server_role) {
   GM_ASSIGN_OR_RETURN(Socket socket, ConnectAddress(address, timeout_s));
+  std::string role;
   GM_RETURN_IF_ERROR(ClientHandshake(
-      socket, secret, "client", Deadline::After(std::min(timeout_s, kHandshakeTimeoutS)), nullptr));
+      socket, secret, "client", Deadline::After(std::min(timeout_s, kHandshakeTimeoutS)), &role));
+  if (role != server_role) {
+    return Status::InvalidArgument(address + " answered as \"" + PeerText(role) + "\", not as a " +
+                                   std::string(server_role) + ": check the address");
+  }
   return socket;
 }
 
-// A string field of a peer's meta, "" when absent or of another type.
 // A string field of a peer's message, escaped and cut for quoting (PeerText).
 std::string MetaString(const nlohmann::json& meta, const char* key) {
   auto it = meta.find(key);
@@ -257,7 +263,7 @@ void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
       });
       if (known) continue;
     }
-    auto socket = Dial(address, options.secret, options.connect_timeout_s);
+    auto socket = Dial(address, options.secret, options.connect_timeout_s, "worker");
     Deadline deadline = Deadline::After(options.connect_timeout_s);
     Status status = socket.status();
     if (status.ok())
@@ -461,7 +467,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& given) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->coordinator_name = "coordinator " + options.coordinator;
-  auto socket = Dial(options.coordinator, options.secret, options.connect_timeout_s);
+  auto socket = Dial(options.coordinator, options.secret, options.connect_timeout_s, "coordinator");
   if (!socket.ok()) return socket.status().WithContext(impl->coordinator_name);
   impl->coordinator = std::move(*socket);
   GM_ASSIGN_OR_RETURN(Frame answer,

@@ -140,10 +140,14 @@ Result<std::string> ReadSecretFile(const std::string& path) {
     std::string msg = path + ": cannot open the secret file: " + std::strerror(err);
     return err == ENOENT ? Status::NotFound(msg) : Status::IoError(msg);
   }
+  // Checked and read on this one descriptor: a file swapped in between a check by
+  // name and a read by name cannot slip through.
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
   struct stat st {};
-  int rc = ::fstat(fd, &st);
-  ::close(fd);
-  if (rc != 0) return Status::IoError(path + ": cannot stat the secret file");
+  if (::fstat(fd, &st) != 0) return Status::IoError(path + ": cannot stat the secret file");
   if (!S_ISREG(st.st_mode))
     return Status::InvalidArgument(path + ": the secret file is not a regular file");
   if (st.st_uid != ::geteuid()) {
@@ -157,7 +161,16 @@ Result<std::string> ReadSecretFile(const std::string& path) {
     return Status::InvalidArgument(path + ": the secret file has mode " + mode +
                                    " and others may read it; run: chmod 600 " + path);
   }
-  GM_ASSIGN_OR_RETURN(std::string secret, ReadFile(path));
+  std::string secret;
+  char buf[256];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::IoError(path + ": cannot read the secret file: " + std::strerror(errno));
+    if (n == 0) break;
+    secret.append(buf, static_cast<size_t>(n));
+    if (secret.size() > 4096) return Status::InvalidArgument(path + ": the secret file is too large");
+  }
   while (!secret.empty() && std::strchr(" \t\r\n", secret.back()) != nullptr) secret.pop_back();
   GM_RETURN_IF_ERROR(CheckSecret(secret, path));
   return secret;

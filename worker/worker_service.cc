@@ -116,8 +116,13 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
 
 Status WorkerService::Register() {
   const Deadline handshake = Deadline::After(kHandshakeTimeoutS);
-  GM_RETURN_IF_ERROR(ClientHandshake(control_, options_.secret, "worker", handshake, nullptr)
+  std::string role;
+  GM_RETURN_IF_ERROR(ClientHandshake(control_, options_.secret, "worker", handshake, &role)
                          .WithContext("coordinator " + coordinator_));
+  if (role != "coordinator") {
+    return Status::InvalidArgument("coordinator " + coordinator_ + " answered as \"" +
+                                   PeerText(role) + "\", not as a coordinator: check --coordinator");
+  }
   GM_RETURN_IF_ERROR(SendControl(MsgType::kRegister, {{"data_addr", data_addr_},
                                                       {"host", HostName()},
                                                       {"pid", static_cast<int64_t>(::getpid())},

@@ -378,6 +378,17 @@ TEST_F(ClientTest, GivenAWrongSecretWhenConnectingThenAuthenticationFailedIsRepo
   EXPECT_NE(client.status().message().find(coordinator.address()), std::string::npos);
 }
 
+// A server that knows the secret but plays another role (a worker's data port
+// given as the coordinator's address) is not talked to as the coordinator.
+TEST_F(ClientTest, GivenAServerOfAnotherRoleAsTheCoordinatorThenConnectSaysSo) {
+  FakeWorker worker(secret_, {Script()});
+  auto client = Client::Connect(Options(worker.address()));
+  ASSERT_FALSE(client.ok());
+  EXPECT_NE(client.status().message().find("answered as \"worker\", not as a coordinator"),
+            std::string::npos)
+      << client.status().message();
+}
+
 TEST_F(ClientTest, GivenTheCoordinatorClosesWhileWaitingThenNextIsUnavailableNamingIt) {
   FakeWorker idle(secret_, {Script()});
   FakeCoordinator coordinator(secret_);
