@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace gm {
@@ -36,8 +37,14 @@ Result<std::string> ReadFile(const std::string& path) {
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view data) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    return Status::InvalidArgument(path + ": is a symbolic link; refusing to replace it (give the "
+                                   "path of the file itself)");
+  }
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ::unlink(tmp.c_str());  // a stale one (or a link planted there) goes; nothing is followed
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return Status::IoError(path + ": cannot create: " + std::strerror(errno));
   size_t off = 0;
   while (off < data.size()) {
@@ -51,10 +58,19 @@ Status WriteFileAtomic(const std::string& path, std::string_view data) {
     }
     off += static_cast<size_t>(n);
   }
-  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  // The data reaches the disk before the name does, and the name before we
+  // return: a crash leaves the old file or the new one, never a torn one.
+  const bool synced = ::fsync(fd) == 0;
+  if (::close(fd) != 0 || !synced || ::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
     return Status::IoError(path + ": cannot write: " + std::strerror(err));
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);  // best effort: some file systems refuse fsync on a directory
+    ::close(dfd);
   }
   return Status::Ok();
 }

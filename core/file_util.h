@@ -13,7 +13,9 @@ namespace gm {
 Result<std::string> ReadFile(const std::string& path);
 
 // Writes `data` to `path` atomically (temporary file + rename), so a reader never
-// sees half a file and a failure leaves any old file intact.
+// sees half a file and a failure leaves any old file intact. The file and its
+// folder are fsync'ed before it returns. Nothing is followed: InvalidArgument
+// when `path` is a symbolic link, and the temporary file is created exclusively.
 Status WriteFileAtomic(const std::string& path, std::string_view data);
 
 // Creates `dir` and its parents; OK when it already exists.

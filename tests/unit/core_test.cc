@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -76,6 +77,24 @@ TEST(FileUtilTest, AtomicWriteThenRead) {
   std::string p = dir.path() + "/a.txt";
   ASSERT_TRUE(WriteFileAtomic(p, "hello").ok());
   EXPECT_EQ(*ReadFile(p), "hello");
+}
+
+// Symbolic links are never followed: not at the target, not at the temporary name.
+TEST(FileUtilTest, AtomicWriteRefusesASymlinkAndDoesNotFollowAPlantedTemporary) {
+  testing::TempDir dir;
+  const std::string victim = dir.path() + "/victim";
+  ASSERT_TRUE(WriteFileAtomic(victim, "keep").ok());
+  const std::string link = dir.path() + "/out.json";
+  ASSERT_EQ(::symlink(victim.c_str(), link.c_str()), 0);
+  Status st = WriteFileAtomic(link, "overwrite");
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("symbolic link"), std::string::npos) << st.message();
+  const std::string target = dir.path() + "/real.json";
+  const std::string planted = target + ".tmp." + std::to_string(::getpid());
+  ASSERT_EQ(::symlink(victim.c_str(), planted.c_str()), 0);
+  ASSERT_TRUE(WriteFileAtomic(target, "new").ok());
+  EXPECT_EQ(*ReadFile(target), "new");
+  EXPECT_EQ(*ReadFile(victim), "keep");
 }
 
 TEST(FileUtilTest, TempDirIsPrivateAndRemovedWithItsContents) {
