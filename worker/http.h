@@ -3,6 +3,7 @@
 // several threads at once).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,7 +25,18 @@ struct HttpOptions {
   double connect_timeout_s = 10;
   double total_timeout_s = 300;  // per request
   int retries = 2;               // for transient failures (not for 404)
+  // A response body larger than this fails (IoError) instead of filling memory:
+  // bodies are held whole (a tar shard is read into memory).
+  uint64_t max_body_bytes = uint64_t{4} << 30;
 };
+
+// `url` fit for a message: user and password ("user:pass@") and the query string
+// (often a signed token) replaced by "***".
+std::string RedactUrl(const std::string& url);
+
+// The protocols a redirect from `url` may go to: an https URL never downgrades
+// to http ("https"); an http one may go to either ("http,https").
+const char* RedirectProtocols(const std::string& url);
 
 // libcurl-backed client.
 std::unique_ptr<HttpClient> MakeCurlHttpClient(const HttpOptions& options = {});

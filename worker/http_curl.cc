@@ -13,20 +13,28 @@ namespace {
 
 constexpr double kFirstBackoffS = 0.2;
 
-size_t AppendBody(char* data, size_t size, size_t count, void* out) {
-  static_cast<std::string*>(out)->append(data, size * count);
-  return size * count;
-}
-
 struct Attempt {
   Status status;
   bool transient = false;  // worth retrying
   std::string body;
+  uint64_t max_body_bytes = 0;
+  bool too_large = false;
 };
+
+// Returning less than given makes curl fail the transfer (CURLE_WRITE_ERROR).
+size_t AppendBody(char* data, size_t size, size_t count, void* out) {
+  auto* a = static_cast<Attempt*>(out);
+  if (a->body.size() + size * count > a->max_body_bytes) {
+    a->too_large = true;
+    return 0;
+  }
+  a->body.append(data, size * count);
+  return size * count;
+}
 
 // Maps a curl failure to a Status; only dropped or reset connections are transient.
 Attempt CurlFailure(const std::string& url, CURLcode code, const char* detail) {
-  std::string msg = url + ": " + (detail[0] != '\0' ? detail : curl_easy_strerror(code));
+  std::string msg = RedactUrl(url) + ": " + (detail[0] != '\0' ? detail : curl_easy_strerror(code));
   switch (code) {
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_COULDNT_RESOLVE_PROXY:
@@ -61,7 +69,7 @@ class CurlHttpClient : public HttpClient {
  private:
   Attempt GetOnce(const std::string& url) const {
     std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), curl_easy_cleanup);
-    if (!curl) return {Status::Internal(url + ": curl_easy_init failed"), false, {}};
+    if (!curl) return {Status::Internal(RedactUrl(url) + ": curl_easy_init failed"), false, {}};
     Attempt a;
     char error[CURL_ERROR_SIZE] = {0};
     CURL* h = curl.get();
@@ -70,18 +78,25 @@ class CurlHttpClient : public HttpClient {
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, RedirectProtocols(url));
+    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(options_.max_body_bytes));
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ToMs(options_.connect_timeout_s));
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ToMs(options_.total_timeout_s));
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, AppendBody);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &a.body);
+    a.max_body_bytes = options_.max_body_bytes;
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
     CURLcode code = curl_easy_perform(h);
+    if (a.too_large || code == CURLE_FILESIZE_EXCEEDED) {
+      return {Status::IoError(RedactUrl(url) + ": the response is larger than " +
+                              std::to_string(options_.max_body_bytes) + " bytes"),
+              false, {}};
+    }
     if (code != CURLE_OK) return CurlFailure(url, code, error);
     long http = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &http);
     if (http < 400) return a;
-    std::string msg = url + ": HTTP " + std::to_string(http);
+    std::string msg = RedactUrl(url) + ": HTTP " + std::to_string(http);
     if (http == 404) return {Status::NotFound(msg), false, {}};
     bool transient = http >= 500 || http == 429;
     return {Status::IoError(msg), transient, {}};
@@ -95,6 +110,22 @@ class CurlHttpClient : public HttpClient {
 };
 
 }  // namespace
+
+std::string RedactUrl(const std::string& url) {
+  std::string out = url;
+  const size_t scheme = out.find("://");
+  const size_t host_start = scheme == std::string::npos ? 0 : scheme + 3;
+  const size_t path_start = out.find_first_of("/?#", host_start);
+  const size_t at = out.rfind('@', path_start == std::string::npos ? out.size() : path_start);
+  if (at != std::string::npos && at >= host_start) out.replace(host_start, at - host_start, "***");
+  const size_t query = out.find('?');
+  if (query != std::string::npos) out.replace(query + 1, std::string::npos, "***");
+  return out;
+}
+
+const char* RedirectProtocols(const std::string& url) {
+  return url.rfind("https://", 0) == 0 ? "https" : "http,https";
+}
 
 std::unique_ptr<HttpClient> MakeCurlHttpClient(const HttpOptions& options) {
   static std::once_flag init;

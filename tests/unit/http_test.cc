@@ -127,6 +127,42 @@ TEST_F(HttpTest, GivenServedFile_WhenGet_ThenBodyComesBackWhole) {
   EXPECT_EQ(*got, body);
 }
 
+TEST_F(HttpTest, GivenABodyOverTheLimit_WhenGet_ThenIoErrorInsteadOfMemory) {
+  dir_.Write("big.bin", std::string(300000, 'q'));
+  HttpOptions o = FastOptions(2);
+  o.max_body_bytes = 100000;
+  auto http = MakeCurlHttpClient(o);
+
+  Result<std::string> got = http->Get(base_ + "big.bin");
+
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kIoError);
+  EXPECT_NE(got.status().message().find("larger than 100000 bytes"), std::string::npos)
+      << got.status().message();
+}
+
+TEST_F(HttpTest, GivenCredentialsAndATokenInTheUrl_WhenGetFails_ThenTheMessageHidesThem) {
+  auto http = MakeCurlHttpClient(FastOptions(0));
+  const std::string url = "http://user:hunter2@127.0.0.1:" + std::to_string(port_) +
+                          "/missing.tar?X-Amz-Signature=s3cr3t";
+
+  Result<std::string> got = http->Get(url);
+
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().message().find("hunter2"), std::string::npos) << got.status().message();
+  EXPECT_EQ(got.status().message().find("s3cr3t"), std::string::npos) << got.status().message();
+  EXPECT_NE(got.status().message().find("missing.tar?***"), std::string::npos)
+      << got.status().message();
+}
+
+TEST(HttpUrlTest, GivenUrlsThenRedactionAndRedirectProtocolsFollowTheScheme) {
+  EXPECT_EQ(RedactUrl("https://a:b@host/x?sig=1"), "https://***@host/x?***");
+  EXPECT_EQ(RedactUrl("http://host/p@q"), "http://host/p@q");
+  EXPECT_EQ(RedactUrl("shards/a.tar"), "shards/a.tar");
+  EXPECT_STREQ(RedirectProtocols("https://host/a.tar"), "https");  // never down to http
+  EXPECT_STREQ(RedirectProtocols("http://host/a.tar"), "http,https");
+}
+
 TEST_F(HttpTest, GivenMissingUrl_WhenGet_ThenNotFoundNamingUrl) {
   auto http = MakeCurlHttpClient(FastOptions(2));
   std::string url = base_ + "nope.tar";
