@@ -87,13 +87,32 @@ class FilesSource : public Source {
 };
 
 // Relative paths of the regular files under `root` matching any of `patterns`.
+// Symbolic links to folders are followed (datasets are often assembled from
+// links, and torchvision's ImageFolder follows them too), except into a folder
+// already on the way down from `root`, which would loop. Two links to one folder
+// list its files under both names, as ImageFolder does.
 Result<std::vector<std::string>> ListMatches(const std::string& root,
                                              const std::vector<std::string>& patterns) {
   std::vector<std::string> out;
   std::error_code ec;
-  fs::recursive_directory_iterator it(root, fs::directory_options::skip_permission_denied, ec);
+  std::vector<fs::path> way_down = {fs::canonical(root, ec)};  // real folders by depth
+  ec.clear();
+  fs::recursive_directory_iterator it(
+      root, fs::directory_options::skip_permission_denied | fs::directory_options::follow_directory_symlink,
+      ec);
   for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     std::error_code type_ec;
+    if (it->is_directory(type_ec)) {
+      std::error_code canon_ec;
+      fs::path real = fs::canonical(it->path(), canon_ec);
+      way_down.resize(static_cast<size_t>(it.depth()) + 1);
+      if (canon_ec || std::find(way_down.begin(), way_down.end(), real) != way_down.end()) {
+        it.disable_recursion_pending();
+      } else {
+        way_down.push_back(std::move(real));
+      }
+      continue;
+    }
     if (!it->is_regular_file(type_ec)) continue;
     std::string rel = it->path().lexically_relative(root).generic_string();
     for (const auto& p : patterns) {

@@ -134,6 +134,29 @@ TEST_F(FilesSourceTest, GivenSameTree_WhenOpenedTwice_ThenIndicesStable) {
   }
 }
 
+// Datasets are often assembled from links: linked folders are read (as ImageFolder
+// does, under each link's name), a link back up the tree is not entered.
+TEST_F(FilesSourceTest, GivenSymlinkedFoldersAndALoop_WhenOpened_ThenLinksAreReadAndTheLoopIsNot) {
+  namespace fs = std::filesystem;
+  dir_.Write("elsewhere/bird/f.jpg", "bytes of f");
+  fs::create_directory_symlink(dir_.path() + "/elsewhere/bird", dir_.path() + "/data/bird");
+  fs::create_directory_symlink(dir_.path() + "/elsewhere/bird", dir_.path() + "/data/bird2");
+  fs::create_directory_symlink(dir_.path() + "/data", dir_.path() + "/data/dog/loop");
+  // Two folders linking to each other: a loop through two links.
+  fs::create_directories(dir_.path() + "/elsewhere/x");
+  fs::create_directory_symlink(dir_.path() + "/elsewhere/bird", dir_.path() + "/elsewhere/x/to_bird");
+  fs::create_directory_symlink(dir_.path() + "/elsewhere/x", dir_.path() + "/elsewhere/bird/to_x");
+  auto source = Make(R"({"type":"files","root":"data","pattern":"**/*.jpg","label":"parent_dir"})",
+                     env_);
+  ASSERT_TRUE(source.ok()) << source.status().message();
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < (*source)->splits().size(); ++i) {
+    for (const Sample& s : ReadSplitAll(**source, i).samples) keys.push_back(s.key);
+  }
+  EXPECT_EQ(keys, (std::vector<std::string>{"bird/f.jpg", "bird2/f.jpg", "cat/b.jpg", "dog/c.jpg",
+                                            "dog/deep/d.jpg", "e.jpg"}));
+}
+
 TEST_F(FilesSourceTest, GivenFileVanishesAfterOpen_WhenRead_ThenSampleEmittedWithErrorNamingIt) {
   auto source = Make(R"({"type":"files","root":"data","pattern":"cat/*"})", env_);
   ASSERT_TRUE(source.ok());
