@@ -7,7 +7,9 @@ RandomHorizontalFlip, ToTensor, Normalize, batch 64) over the JPEGs under ROOT
 images_per_s, cpu_s (this process and its worker processes), images_per_cpu_s,
 num_workers. torch runs with one intra-op thread per process.
 
-usage: torch_peer.py ROOT --workers N [--limit N]
+The DataLoader shuffles (shuffle=True) unless --no-shuffle is given.
+
+usage: torch_peer.py ROOT --workers N [--limit N] [--no-shuffle]
 """
 import argparse
 import glob
@@ -54,9 +56,10 @@ def main():
     ap.add_argument("root")
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--no-shuffle", action="store_true")
     args = ap.parse_args()
     ds = Folder(args.root, args.limit)
-    loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=True,
+    loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=not args.no_shuffle,
                                          num_workers=args.workers)
     def cpu():
         s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
