@@ -17,14 +17,11 @@ import statistics
 import subprocess
 import sys
 
+from pipeline_bench import run_json  # this folder is on sys.path when run as a script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PY = "/usr/bin/python3"
-
-
-def run_json(cmd):
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
 
 
 def main():

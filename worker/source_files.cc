@@ -49,15 +49,7 @@ class FilesSource : public Source {
   uint64_t size_hint() const override { return files_.size(); }
 
   Status ReadSplit(size_t split_id, const EmitFn& emit) const override {
-    if (split_id >= splits_.size()) {
-      return Status::InvalidArgument("files source: no split " + std::to_string(split_id));
-    }
-    const size_t begin = split_id * per_split_;
-    for (size_t i = begin; i < begin + splits_[split_id].count; ++i) {
-      Status st = ReadSample(i, emit);
-      if (!st.ok()) return st.WithContext(splits_[split_id].name);
-    }
-    return Status::Ok();
+    return ReadIndexedSplit(*this, "files", split_id, per_split_, emit);
   }
 
   bool indexable() const override { return true; }

@@ -122,15 +122,7 @@ class RangeSource : public Source {
   uint64_t size_hint() const override { return count_; }
 
   Status ReadSplit(size_t split_id, const EmitFn& emit) const override {
-    if (split_id >= splits_.size()) {
-      return Status::InvalidArgument("range source: no split " + std::to_string(split_id));
-    }
-    const uint64_t begin = split_id * per_split_;
-    for (uint64_t i = begin; i < begin + splits_[split_id].count; ++i) {
-      Status st = ReadSample(i, emit);
-      if (!st.ok()) return st.WithContext(splits_[split_id].name);
-    }
-    return Status::Ok();
+    return ReadIndexedSplit(*this, "range", split_id, per_split_, emit);
   }
 
   bool indexable() const override { return true; }

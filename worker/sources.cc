@@ -21,6 +21,21 @@ Result<std::string> FetchWhole(const std::string& location, const SourceEnv& env
   return env.http->Get(location);
 }
 
+Status ReadIndexedSplit(const Source& source, std::string_view kind, size_t split_id,
+                        uint64_t per_split, const EmitFn& emit) {
+  const std::vector<Split>& splits = source.splits();
+  if (split_id >= splits.size()) {
+    return Status::InvalidArgument(std::string(kind) + " source: no split " +
+                                   std::to_string(split_id));
+  }
+  const uint64_t begin = split_id * per_split;
+  for (uint64_t i = begin; i < begin + splits[split_id].count; ++i) {
+    Status st = source.ReadSample(i, emit);
+    if (!st.ok()) return st.WithContext(splits[split_id].name);
+  }
+  return Status::Ok();
+}
+
 Status Source::ReadSample(uint64_t index, const EmitFn& /*emit*/) const {
   return Status::InvalidArgument("sample " + std::to_string(index) +
                                  ": this source reads whole splits only (not indexable)");

@@ -18,6 +18,12 @@ Result<std::unique_ptr<Source>> MakeTarSource(const JsonNode& source, const Sour
 Result<std::unique_ptr<Source>> MakeJsonlSource(const JsonNode& source, const SourceEnv& env);
 Result<std::unique_ptr<Source>> MakeRangeSource(const JsonNode& source, const SourceEnv& env);
 
+// ReadSplit of an indexable source whose splits are runs of `per_split` indices:
+// reads split `split_id` sample by sample with ReadSample. `kind` ("files",
+// "range") names the source in errors.
+Status ReadIndexedSplit(const Source& source, std::string_view kind, size_t split_id,
+                        uint64_t per_split, const EmitFn& emit);
+
 // True for "http://..." and "https://..." locations.
 bool IsHttpUrl(std::string_view location);
 
