@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/step_log.h"
 #include "dataplane/auth.h"
+#include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 #include "dataplane/reorder.h"
 
@@ -171,12 +172,9 @@ Result<Frame> Client::Impl::Request(MsgType type, const nlohmann::json& meta, Ms
 
 Status Client::Impl::FlushAcks() {
   if (acks.empty()) return Status::Ok();
-  nlohmann::json batches = nlohmann::json::array();
-  for (const auto& [split, split_batch] : acks) batches.push_back({split, split_batch});
+  AckMsg ack{ack_epoch, std::move(acks)};
   acks.clear();
-  Status sent =
-      SendFrame(coordinator, MsgType::kAck, {{"epoch", ack_epoch}, {"batches", std::move(batches)}},
-                Deadline::After(options.timeout_s));
+  Status sent = SendFrame(coordinator, MsgType::kAck, ack.Encode(), Deadline::After(options.timeout_s));
   if (!sent.ok()) return Status::Unavailable(coordinator_name + ": " + sent.message());
   return Status::Ok();
 }
@@ -189,13 +187,14 @@ void Client::Impl::FlushCredits() {
     std::lock_guard lock(mu);
     for (auto& [id, conn] : conns) {
       if (conn->dead || conn->owed == 0) continue;
-      grants.emplace_back(conn.get(), conn->owed);
-      conn->granted += conn->owed;
-      conn->owed = 0;
+      const uint64_t n = std::min(conn->owed, kMaxCredit);  // the rest at the next chance
+      grants.emplace_back(conn.get(), n);
+      conn->granted += n;
+      conn->owed -= n;
     }
   }
   for (auto [conn, n] : grants) {
-    Status sent = SendFrame(conn->socket, MsgType::kCredit, {{"n", n}},
+    Status sent = SendFrame(conn->socket, MsgType::kCredit, CreditMsg{n}.Encode(),
                             Deadline::After(options.connect_timeout_s));
     if (!sent.ok()) {
       LogWarning("client: worker " + conn->address + ": " + sent.message());
@@ -267,9 +266,11 @@ void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
     Deadline deadline = Deadline::After(options.connect_timeout_s);
     Status status = socket.status();
     if (status.ok())
-      status = SendFrame(*socket, MsgType::kSubscribe, {{"rank", options.rank}}, deadline);
-    if (status.ok())
-      status = SendFrame(*socket, MsgType::kCredit, {{"n", options.prefetch}}, deadline);
+      status = SendFrame(*socket, MsgType::kSubscribe, SubscribeMsg{options.rank}.Encode(), deadline);
+    if (status.ok()) {
+      status = SendFrame(*socket, MsgType::kCredit,
+                         CreditMsg{static_cast<uint64_t>(options.prefetch)}.Encode(), deadline);
+    }
     if (!status.ok()) {
       LogWarning("client: cannot connect to worker " + address + ": " + status.message());
       continue;
@@ -310,7 +311,7 @@ Result<Frame> Client::Impl::GetPlan(uint64_t epoch) {
   const std::string e = std::to_string(epoch);
   for (;;) {
     GM_ASSIGN_OR_RETURN(Frame answer,
-                        Request(MsgType::kGetPlan, {{"epoch", epoch}}, MsgType::kPlan));
+                        Request(MsgType::kGetPlan, GetPlanMsg{epoch}.Encode(), MsgType::kPlan));
     const nlohmann::json& m = answer.meta;
     auto flag = [&m](const char* key) {
       auto it = m.find(key);
@@ -472,7 +473,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& given) {
   impl->coordinator = std::move(*socket);
   GM_ASSIGN_OR_RETURN(Frame answer,
                       impl->Request(MsgType::kSubscribe,
-                                    {{"rank", options.rank}, {"world_size", options.world_size}},
+                                    SubscribeMsg{options.rank, options.world_size}.Encode(),
                                     MsgType::kSubscribed));
   auto world_it = answer.meta.find("world_size");
   int64_t world = world_it != answer.meta.end() && world_it->is_number_integer()
@@ -492,7 +493,7 @@ Status Client::StartEpoch(uint64_t epoch) { return impl_->LoadEpoch(epoch, 0); }
 Status Client::Resume(const ResumeState& state) {
   GM_RETURN_IF_ERROR(impl_->FlushAcks());
   Status sent = SendFrame(impl_->coordinator, MsgType::kResume,
-                          {{"epoch", state.epoch}, {"position", state.position}},
+                          ResumeMsg{state.epoch, state.position}.Encode(),
                           Deadline::After(impl_->options.timeout_s));
   if (!sent.ok()) return Status::Unavailable(impl_->coordinator_name + ": " + sent.message());
   return impl_->LoadEpoch(state.epoch, state.position);

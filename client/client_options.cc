@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "dataplane/auth.h"
+#include "dataplane/messages.h"
 #include "client/client.h"
 
 namespace gm {
@@ -62,8 +63,8 @@ Result<ClientOptions> ResolveClientOptions(ClientOptions options) {
                                    " is not in [0, world size " +
                                    std::to_string(options.world_size) + ")");
   }
-  // A CREDIT grants 1..1024 batches (dataplane/messages.h).
-  options.prefetch = std::clamp(options.prefetch, 1, 1024);
+  // A CREDIT grants 1..kMaxCredit batches.
+  options.prefetch = std::clamp(options.prefetch, 1, static_cast<int>(kMaxCredit));
   return options;
 }
 

@@ -160,7 +160,8 @@ nlohmann::json CreditMsg::Encode() const { return {{"n", n}}; }
 Result<CreditMsg> CreditMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<CreditMsg> {
     CreditMsg r;
-    GM_ASSIGN_OR_RETURN(int64_t n, Int(JsonNode(meta, "CREDIT"), "n", 1, 1024));
+    GM_ASSIGN_OR_RETURN(int64_t n,
+                        Int(JsonNode(meta, "CREDIT"), "n", 1, static_cast<int64_t>(kMaxCredit)));
     r.n = static_cast<uint64_t>(n);
     return r;
   }());

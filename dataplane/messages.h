@@ -94,6 +94,7 @@ inline constexpr uint64_t kMaxSplitId = uint64_t{1} << 32;
 inline constexpr size_t kMaxAckBatches = 4096;         // [split, batch] pairs per ACK
 inline constexpr size_t kMaxReportedStages = 256;      // entries of a "stages" report
 inline constexpr size_t kMaxAddressBytes = 256;        // "HOST:PORT"
+inline constexpr uint64_t kMaxCredit = 1024;           // batches one CREDIT may grant
 
 // W->C REGISTER {data_addr, ...}.
 struct RegisterMsg {
@@ -149,7 +150,7 @@ struct ResumeMsg {
 
 // K->W CREDIT {n}.
 struct CreditMsg {
-  uint64_t n = 0;  // 1 .. 1024 more batches
+  uint64_t n = 0;  // 1 .. kMaxCredit more batches
   nlohmann::json Encode() const;
   static Result<CreditMsg> Decode(const nlohmann::json& meta);
 };

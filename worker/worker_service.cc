@@ -123,10 +123,12 @@ Status WorkerService::Register() {
     return Status::InvalidArgument("coordinator " + coordinator_ + " answered as \"" +
                                    PeerText(role) + "\", not as a coordinator: check --coordinator");
   }
-  GM_RETURN_IF_ERROR(SendControl(MsgType::kRegister, {{"data_addr", data_addr_},
-                                                      {"host", HostName()},
-                                                      {"pid", static_cast<int64_t>(::getpid())},
-                                                      {"threads", options_.threads}}));
+  nlohmann::json registration = RegisterMsg{data_addr_}.Encode();
+  // For people reading logs and traces; the coordinator needs only data_addr.
+  registration.update({{"host", HostName()},
+                       {"pid", static_cast<int64_t>(::getpid())},
+                       {"threads", options_.threads}});
+  GM_RETURN_IF_ERROR(SendControl(MsgType::kRegister, registration));
   GM_ASSIGN_OR_RETURN(Frame reg, RecvControl(MsgType::kRegistered,
                                              Deadline::After(options_.connect_timeout_s)));
   const JsonNode m(reg.meta, "REGISTERED from coordinator " + coordinator_);
@@ -274,10 +276,9 @@ Status WorkerService::RunAssignment(const nlohmann::json& assign) {
     return stats.status().WithContext(what);
   }
   splits_done_.fetch_add(1);
-  Status st = SendControl(MsgType::kSplitDone, {{"epoch", task.epoch},
-                                                {"split", task.split},
-                                                {"batch_count", stats->split_batches},
-                                                {"stages", StageTotalsJson()}});
+  Status st = SendControl(
+      MsgType::kSplitDone,
+      SplitDoneMsg{task.epoch, task.split, stats->split_batches, StageTotalsJson()}.Encode());
   return st.ok() ? Status::Ok() : Gone(st);
 }
 
