@@ -24,11 +24,15 @@ void Log(LogLevel level, std::string_view message);
 // and the result is cut to `max_bytes` (then "...").
 std::string PeerText(std::string_view text, size_t max_bytes = 200);
 
+// Seconds between two warnings of a kind that a peer can trigger at will.
+inline constexpr double kPeerWarningIntervalS = 10;
+
 // Lets a warning that peers can trigger again and again (a failed handshake, a
 // dropped connection) through at most once per interval. Thread-safe.
 class RateLimit {
  public:
   explicit RateLimit(double interval_s) : interval_s_(interval_s) {}
+  double interval_s() const { return interval_s_; }
   // True when the warning may be logged now; then `*held_back` (when given) is
   // how many were not logged since the last one.
   bool Allow(uint64_t* held_back = nullptr);

@@ -63,7 +63,10 @@ void DataServer::AcceptLoop() {
     Result<Socket> socket = listener_.Accept(kAcceptSliceS);
     if (!socket.ok()) {
       if (socket.status().code() == Code::kUnavailable) continue;  // no one came
-      LogWarning("data port " + address_ + ": " + socket.status().message());
+      if (uint64_t held = 0; accept_warnings_.Allow(&held)) {
+        LogWarning("data port " + address_ + ": " + socket.status().message() + " (" +
+                   std::to_string(held) + " such warnings held back)");
+      }
       std::unique_lock<std::mutex> lock(mu_);  // e.g. out of descriptors: back off
       cv_.wait_for(lock, std::chrono::duration<double>(kAcceptSliceS), [&] { return stopping_; });
       continue;
@@ -108,7 +111,7 @@ void DataServer::Serve(const std::shared_ptr<Conn>& conn) {
                               Deadline::After(kHandshakeTimeoutS), &role);
   if (st.ok()) gate_.Authenticated(conn->gate_id);
   if (st.ok() && role != "client") {
-    st = Status::InvalidArgument("it connected as \"" + role + "\"; only clients may");
+    st = Status::InvalidArgument("it connected as \"" + PeerText(role) + "\"; only clients may");
     (void)SendFrame(conn->socket, MsgType::kError, {{"message", st.message()}},
                     Deadline::After(kHandshakeTimeoutS));
   }

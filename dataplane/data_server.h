@@ -98,7 +98,8 @@ class DataServer {
   bool stopping_ = false;                              // guarded by mu_
   Status interrupt_;                                   // guarded by mu_
   HandshakeGate gate_;  // bounds connections and pending handshakes
-  RateLimit refused_warnings_{10};  // "dropped connection" at most every 10 s
+  RateLimit refused_warnings_{kPeerWarningIntervalS};  // "dropped connection"
+  RateLimit accept_warnings_{kPeerWarningIntervalS};   // accept failing (out of descriptors)
   std::map<int64_t, std::shared_ptr<Conn>> ranks_;     // guarded by mu_
   std::list<ConnThread> conns_;                        // guarded by mu_
 };

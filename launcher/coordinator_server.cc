@@ -27,7 +27,6 @@ int64_t CountOrMinusOne(uint64_t count) {
   return count == kUnknownCount ? -1 : static_cast<int64_t>(count);
 }
 
-
 }  // namespace
 
 Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
@@ -276,7 +275,7 @@ void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id) {
       LogDebug(line);
     } else if (refused_warnings_.Allow()) {
       LogWarning(line + " (such warnings are shown at most every " +
-                 std::to_string(10) + " s; " +
+                 std::to_string(static_cast<int>(refused_warnings_.interval_s())) + " s; " +
                  std::to_string(refused_) + " so far)");
     }
   }

@@ -13,7 +13,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,9 +121,9 @@ class CoordinatorServer {
   std::list<Connection> connections_;          // guarded by mu_; live and not yet reaped
   HandshakeGate gate_;                         // bounds connections and pending handshakes
   uint64_t accept_failures_ = 0;               // guarded by mu_
-  RateLimit drop_warnings_{10};                // connections closed at accept
-  RateLimit refused_warnings_{10};             // connections that failed
-  RateLimit worker_warnings_{10};              // SPLIT_DONE a worker got wrong
+  RateLimit drop_warnings_{kPeerWarningIntervalS};     // connections closed at accept
+  RateLimit refused_warnings_{kPeerWarningIntervalS};  // connections that failed
+  RateLimit worker_warnings_{kPeerWarningIntervalS};   // SPLIT_DONE a worker got wrong
 
   std::thread accept_thread_;
   std::thread tick_thread_;
