@@ -19,6 +19,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -43,7 +44,11 @@ def iperf3_gb_s(seconds=3):
             r = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(seconds),
                                 "-J"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             if r.returncode == 0:
-                return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 8e9
+                try:
+                    return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 8e9
+                except (ValueError, KeyError):
+                    pass  # e.g. it connected before the server was ready: try again
+            time.sleep(0.1)
         raise SystemExit("dataplane_bench: iperf3 did not run (apt-get install iperf3)")
     finally:
         server.wait(timeout=30)
@@ -55,6 +60,8 @@ def main():
     ap.add_argument("--images", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--wire-bench", help="the wire_bench binary to time (default: the build's);"
+                    " e.g. one built from an earlier commit, to compare")
     args = ap.parse_args()
     gm = os.path.join(args.build, "cmd", "goldminer")
     work = os.path.join(args.build, "bench")
@@ -71,7 +78,8 @@ def main():
     runs = {"wire": [], "iperf3": [], "service": [], "inproc": []}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr)
-        wire = subprocess.run([os.path.join(args.build, "bench", "wire_bench"), "--rounds", "3"],
+        wire = subprocess.run([args.wire_bench or os.path.join(args.build, "bench", "wire_bench"),
+                               "--rounds", "3"],
                               check=True, stdout=subprocess.PIPE, text=True).stdout
         runs["wire"].append(last_json(wire)["median_gb_s"])
         runs["iperf3"].append(iperf3_gb_s())

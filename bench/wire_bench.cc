@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   const int rounds = Arg(argc, argv, "--rounds", 5);
   const int batches = Arg(argc, argv, "--batches", 50);
   const int64_t mb = Arg(argc, argv, "--mb", 38);
-  auto secret = gm::NewSecret();
+  auto secret = gm::NewSecret();  // the worker key
   if (!secret.ok()) return Fail(secret.status());
   auto server = gm::DataServer::Start("127.0.0.1", 0, *secret);
   if (!server.ok()) return Fail(server.status());
@@ -57,7 +57,9 @@ int main(int argc, char** argv) {
 
   auto sock = gm::Socket::ConnectTcp("127.0.0.1", (*server)->port(), 10);
   if (!sock.ok()) return Fail(sock.status());
-  gm::Status st = gm::ClientHandshake(*sock, *secret, "client", gm::Deadline::After(10), nullptr);
+  // A client of rank 0 in coordinator session 1, with the ticket for it.
+  gm::Status st = gm::ClientHandshake(*sock, gm::TicketKey(*secret, 0, 1), gm::TicketRole(0, 1),
+                                      gm::Deadline::After(10), nullptr);
   if (st.ok()) st = gm::SendFrame(*sock, gm::MsgType::kSubscribe, {{"rank", 0}}, gm::Deadline::After(10));
   if (st.ok()) st = gm::SendFrame(*sock, gm::MsgType::kCredit, {{"n", 4}}, gm::Deadline::After(10));
   if (!st.ok()) return Fail(st);

@@ -45,14 +45,14 @@ Result<Socket> ConnectAddress(const std::string& address, double timeout_s) {
   return Socket::ConnectTcp(host, port, timeout_s);
 }
 
-// Connects and authenticates as "client" to a server that must prove it plays
-// `server_role` ("coordinator", or "worker" at a data port).
-Result<Socket> Dial(const std::string& address, const std::string& secret, double timeout_s,
-                    std::string_view server_role) {
+// Connects and authenticates as `role` with `key` to a server that must prove it
+// plays `server_role` ("coordinator", or "worker" at a data port).
+Result<Socket> Dial(const std::string& address, const std::string& key, std::string_view role_name,
+                    double timeout_s, std::string_view server_role) {
   GM_ASSIGN_OR_RETURN(Socket socket, ConnectAddress(address, timeout_s));
   std::string role;
   GM_RETURN_IF_ERROR(ClientHandshake(
-      socket, secret, "client", Deadline::After(std::min(timeout_s, kHandshakeTimeoutS)), &role));
+      socket, key, role_name, Deadline::After(std::min(timeout_s, kHandshakeTimeoutS)), &role));
   if (role != server_role) {
     return Status::InvalidArgument(address + " answered as \"" + PeerText(role) + "\", not as a " +
                                    std::string(server_role) + ": check the address");
@@ -60,40 +60,21 @@ Result<Socket> Dial(const std::string& address, const std::string& secret, doubl
   return socket;
 }
 
-// A string field of a peer's message, escaped and cut for quoting (PeerText).
-std::string MetaString(const nlohmann::json& meta, const char* key) {
-  auto it = meta.find(key);
-  return it != meta.end() && it->is_string() ? PeerText(it->get<std::string>()) : std::string();
+// The message of a peer's ERROR, escaped and cut for quoting.
+std::string ErrorText(const nlohmann::json& meta) {
+  return PeerText(ErrorMsg::Decode(meta).message);
 }
 
-Result<std::vector<std::string>> ParseWorkers(const nlohmann::json& meta, std::string_view what) {
-  std::vector<std::string> out;
-  auto it = meta.find("workers");
-  if (it == meta.end()) return out;
-  if (!it->is_array()) return Status::Corrupt(std::string(what) + ": \"workers\" is not an array");
-  for (const auto& w : *it) {
-    if (!w.is_string())
-      return Status::Corrupt(std::string(what) + ": a worker address is not a string");
-    out.push_back(w.get<std::string>());
-  }
-  return out;
-}
-
-Result<EpochPlan> ParsePlan(const nlohmann::json& meta, uint64_t epoch) {
-  const std::string what = "coordinator PLAN for epoch " + std::to_string(epoch);
-  auto splits = meta.find("splits");
-  if (splits == meta.end() || !splits->is_array()) {
-    return Status::Corrupt(what + ": \"splits\" is missing or not an array");
+// The reorder buffer's view of a PLAN for `epoch`.
+Result<EpochPlan> ToEpochPlan(const PlanMsg& msg, uint64_t epoch) {
+  if (msg.epoch != epoch) {
+    return Status::Corrupt("coordinator PLAN for epoch " + std::to_string(msg.epoch) +
+                           " where epoch " + std::to_string(epoch) + " was asked for");
   }
   EpochPlan plan;
   plan.epoch = epoch;
-  for (const auto& s : *splits) {
-    if (!s.is_array() || s.size() != 2 || !s[0].is_number_unsigned() || !s[1].is_number_integer()) {
-      return Status::Corrupt(what + ": a split is not [split, batch_count]: " + s.dump());
-    }
-    int64_t count = s[1].get<int64_t>();
-    plan.splits.push_back(
-        {s[0].get<uint64_t>(), count < 0 ? kUnknownCount : static_cast<uint64_t>(count)});
+  for (const auto& [split, count] : msg.splits) {
+    plan.splits.push_back({split, count < 0 ? kUnknownCount : static_cast<uint64_t>(count)});
   }
   return plan;
 }
@@ -119,7 +100,17 @@ struct Client::Impl {
   // Buffers of batches the trainer is done with (Client::Recycle, gm_batch_free).
   std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(16);
   std::string coordinator_name;
-  Socket coordinator;
+  Socket coordinator;  // the trainer's thread receives; sends go through SendToCoordinator
+  uint64_t session = 0;  // this rank's session at the coordinator (SUBSCRIBED)
+  std::string ticket;    // its key for the data ports (dataplane/auth.h)
+
+  // Sends on the coordinator connection come from the trainer's thread and from
+  // the heartbeat thread, which says HEARTBEAT when nothing else was sent for
+  // kClientHeartbeatS (the coordinator closes connections silent for kClientIdleS).
+  std::mutex send_mu;
+  double last_send = 0;  // MonotonicSeconds(); guarded by send_mu
+  std::thread heartbeat;
+  bool heartbeat_stop = false;  // guarded by mu
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -139,8 +130,10 @@ struct Client::Impl {
   std::unique_ptr<StepLogWriter> step_log;
 
   ~Impl();
+  Status SendToCoordinator(MsgType type, const nlohmann::json& meta, Deadline deadline);
+  void HeartbeatLoop();
   Result<Frame> Request(MsgType type, const nlohmann::json& meta, MsgType answer);
-  Result<Frame> GetPlan(uint64_t epoch);
+  Result<PlanMsg> GetPlan(uint64_t epoch);
   Status FlushAcks();
   void FlushCredits();
   void ConnectWorkers(const std::vector<std::string>& addresses);
@@ -152,15 +145,40 @@ struct Client::Impl {
   Result<std::optional<Batch>> Wait();
 };
 
+Status Client::Impl::SendToCoordinator(MsgType type, const nlohmann::json& meta,
+                                       Deadline deadline) {
+  std::lock_guard lock(send_mu);
+  last_send = MonotonicSeconds();
+  return SendFrame(coordinator, type, meta, deadline);
+}
+
+void Client::Impl::HeartbeatLoop() {
+  std::unique_lock lock(mu);
+  while (!cv.wait_for(lock, std::chrono::duration<double>(kClientHeartbeatS / 4),
+                      [&] { return heartbeat_stop; })) {
+    lock.unlock();
+    {
+      std::lock_guard send_lock(send_mu);
+      if (MonotonicSeconds() - last_send >= kClientHeartbeatS) {
+        last_send = MonotonicSeconds();
+        // A failure shows at the trainer's next request; nothing to do here.
+        (void)SendFrame(coordinator, MsgType::kHeartbeat, nlohmann::json::object(),
+                        Deadline::After(kClientHeartbeatS));
+      }
+    }
+    lock.lock();
+  }
+}
+
 Result<Frame> Client::Impl::Request(MsgType type, const nlohmann::json& meta, MsgType answer) {
   Deadline deadline = Deadline::After(options.timeout_s);
-  Status sent = SendFrame(coordinator, type, meta, deadline);
+  Status sent = SendToCoordinator(type, meta, deadline);
   if (!sent.ok()) return Status::Unavailable(coordinator_name + ": " + sent.message());
   auto frame = RecvFrame(coordinator, kControlLimits, deadline);
   if (!frame.ok()) return Status::Unavailable(coordinator_name + ": " + frame.status().message());
   if (frame->type == MsgType::kError) {
     return Status::Unavailable(coordinator_name + " refused " + std::string(MsgTypeName(type)) +
-                               ": " + MetaString(frame->meta, "message"));
+                               ": " + ErrorText(frame->meta));
   }
   if (frame->type != answer) {
     return Status::Corrupt(coordinator_name + " answered " + std::string(MsgTypeName(type)) +
@@ -174,7 +192,7 @@ Status Client::Impl::FlushAcks() {
   if (acks.empty()) return Status::Ok();
   AckMsg ack{ack_epoch, std::move(acks)};
   acks.clear();
-  Status sent = SendFrame(coordinator, MsgType::kAck, ack.Encode(), Deadline::After(options.timeout_s));
+  Status sent = SendToCoordinator(MsgType::kAck, ack.Encode(), Deadline::After(options.timeout_s));
   if (!sent.ok()) return Status::Unavailable(coordinator_name + ": " + sent.message());
   return Status::Ok();
 }
@@ -212,7 +230,7 @@ void Client::Impl::Receive(WorkerConn* conn) {
     status = RecvFrameInto(conn->socket, limits, Deadline::After(options.timeout_s), frame);
     if (!status.ok()) break;
     if (frame.type == MsgType::kError) {
-      status = Status::Unavailable("worker sent ERROR: " + MetaString(frame.meta, "message"));
+      status = Status::Unavailable("worker sent ERROR: " + ErrorText(frame.meta));
       break;
     }
     if (frame.type != MsgType::kBatch) continue;
@@ -262,7 +280,8 @@ void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
       });
       if (known) continue;
     }
-    auto socket = Dial(address, options.secret, options.connect_timeout_s, "worker");
+    auto socket = Dial(address, ticket, TicketRole(options.rank, session), options.connect_timeout_s,
+                       "worker");
     Deadline deadline = Deadline::After(options.connect_timeout_s);
     Status status = socket.status();
     if (status.ok())
@@ -306,40 +325,33 @@ void Client::Impl::ReapDead() {
 // The plan of `epoch`. The coordinator answers "wait" while other ranks finish the
 // previous epoch (asked again until timeout_s), "end" for an epoch past the run's
 // last one and "done" for one every rank has finished: both are errors that say so.
-Result<Frame> Client::Impl::GetPlan(uint64_t epoch) {
+Result<PlanMsg> Client::Impl::GetPlan(uint64_t epoch) {
   const double deadline = MonotonicSeconds() + options.timeout_s;
   const std::string e = std::to_string(epoch);
   for (;;) {
     GM_ASSIGN_OR_RETURN(Frame answer,
                         Request(MsgType::kGetPlan, GetPlanMsg{epoch}.Encode(), MsgType::kPlan));
-    const nlohmann::json& m = answer.meta;
-    auto flag = [&m](const char* key) {
-      auto it = m.find(key);
-      return it != m.end() && it->is_boolean() && it->get<bool>();
-    };
-    if (flag("end")) {
-      auto n = m.find("epochs");
-      const std::string served = n != m.end() && n->is_number_unsigned()
-                                     ? "only " + std::to_string(n->get<uint64_t>()) + " epoch(s)"
-                                     : "fewer epochs";
-      return Status::InvalidArgument("epoch " + e + " (counting from 0) was asked for, but the run "
-                                     "serves " + served + ": start `goldminer run` or `goldminer "
-                                     "profile` with --epochs " + std::to_string(epoch + 1) +
-                                     " or more");
+    Result<PlanMsg> plan = PlanMsg::Decode(answer.meta);
+    if (!plan.ok()) return plan.status().WithContext(coordinator_name);
+    switch (plan->kind) {
+      case PlanMsg::Kind::kPlan: return plan;
+      case PlanMsg::Kind::kEnd:
+        return Status::InvalidArgument(
+            "epoch " + e + " (counting from 0) was asked for, but the run serves only " +
+            std::to_string(plan->epochs) + " epoch(s): start `goldminer run` or `goldminer "
+            "profile` with --epochs " + std::to_string(epoch + 1) + " or more");
+      case PlanMsg::Kind::kDone:
+        return Status::InvalidArgument("epoch " + e + " was asked for, but every rank has already "
+                                       "finished it");
+      case PlanMsg::Kind::kWait: break;
     }
-    if (flag("done")) {
-      return Status::InvalidArgument("epoch " + e + " was asked for, but every rank has already "
-                                     "finished it");
-    }
-    if (!flag("wait")) return answer;
     if (MonotonicSeconds() > deadline) {
       return Status::Unavailable("epoch " + e + " did not start within " +
                                  std::to_string(static_cast<int>(options.timeout_s)) +
                                  " s: other ranks have not finished the epoch before it");
     }
-    auto retry = m.find("retry_s");
-    double retry_s = retry != m.end() && retry->is_number() ? retry->get<double>() : 0.05;
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(retry_s, 0.01, 1.0)));
+    std::this_thread::sleep_for(
+        std::chrono::duration<double>(std::clamp(plan->retry_s, 0.01, 1.0)));
   }
 }
 
@@ -347,10 +359,10 @@ Result<Frame> Client::Impl::GetPlan(uint64_t epoch) {
 // unknown) and connects to new workers.
 Status Client::Impl::Refresh() {
   GM_RETURN_IF_ERROR(FlushAcks());
-  GM_ASSIGN_OR_RETURN(Frame workers,
+  GM_ASSIGN_OR_RETURN(Frame answer,
                       Request(MsgType::kGetWorkers, nlohmann::json::object(), MsgType::kWorkers));
-  GM_ASSIGN_OR_RETURN(std::vector<std::string> addresses,
-                      ParseWorkers(workers.meta, "coordinator WORKERS"));
+  Result<WorkersMsg> workers = WorkersMsg::Decode(answer.meta);
+  if (!workers.ok()) return workers.status().WithContext(coordinator_name);
   bool need_counts = false;
   uint64_t epoch = 0;
   {
@@ -359,8 +371,8 @@ Status Client::Impl::Refresh() {
     epoch = reorder.epoch();
   }
   if (need_counts) {
-    GM_ASSIGN_OR_RETURN(Frame answer, GetPlan(epoch));
-    GM_ASSIGN_OR_RETURN(EpochPlan plan, ParsePlan(answer.meta, epoch));
+    GM_ASSIGN_OR_RETURN(PlanMsg counts, GetPlan(epoch));
+    GM_ASSIGN_OR_RETURN(EpochPlan plan, ToEpochPlan(counts, epoch));
     std::lock_guard lock(mu);
     for (const PlanSplit& s : plan.splits) {
       if (s.batch_count == kUnknownCount) continue;
@@ -369,23 +381,21 @@ Status Client::Impl::Refresh() {
     }
     ++events;
   }
-  ConnectWorkers(addresses);
+  ConnectWorkers(workers->workers);
   return Status::Ok();
 }
 
 Status Client::Impl::LoadEpoch(uint64_t epoch, uint64_t position) {
   GM_RETURN_IF_ERROR(FlushAcks());
-  GM_ASSIGN_OR_RETURN(Frame answer, GetPlan(epoch));
-  GM_ASSIGN_OR_RETURN(EpochPlan plan, ParsePlan(answer.meta, epoch));
-  GM_ASSIGN_OR_RETURN(std::vector<std::string> addresses,
-                      ParseWorkers(answer.meta, "coordinator PLAN"));
+  GM_ASSIGN_OR_RETURN(PlanMsg answer, GetPlan(epoch));
+  GM_ASSIGN_OR_RETURN(EpochPlan plan, ToEpochPlan(answer, epoch));
   {
     std::lock_guard lock(mu);
     GM_RETURN_IF_ERROR(reorder.StartEpoch(plan, options.world_size, options.rank, position));
     stats.duplicates_dropped = reorder.dropped();
   }
   ack_epoch = epoch;
-  ConnectWorkers(addresses);
+  ConnectWorkers(answer.workers);
   FlushCredits();
   return Status::Ok();
 }
@@ -446,9 +456,15 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
 }
 
 Client::Impl::~Impl() {
+  {
+    std::lock_guard lock(mu);
+    heartbeat_stop = true;
+    cv.notify_all();
+  }
+  if (heartbeat.joinable()) heartbeat.join();
   if (coordinator.valid()) {
     (void)FlushAcks();
-    (void)SendFrame(coordinator, MsgType::kBye, nlohmann::json::object(), Deadline::After(1.0));
+    (void)SendToCoordinator(MsgType::kBye, nlohmann::json::object(), Deadline::After(1.0));
   }
   {
     std::lock_guard lock(mu);
@@ -468,23 +484,27 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& given) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   impl->coordinator_name = "coordinator " + options.coordinator;
-  auto socket = Dial(options.coordinator, options.secret, options.connect_timeout_s, "coordinator");
+  auto socket = Dial(options.coordinator, options.secret, kClientRole, options.connect_timeout_s,
+                     "coordinator");
   if (!socket.ok()) return socket.status().WithContext(impl->coordinator_name);
   impl->coordinator = std::move(*socket);
   GM_ASSIGN_OR_RETURN(Frame answer,
                       impl->Request(MsgType::kSubscribe,
                                     SubscribeMsg{options.rank, options.world_size}.Encode(),
                                     MsgType::kSubscribed));
-  auto world_it = answer.meta.find("world_size");
-  int64_t world = world_it != answer.meta.end() && world_it->is_number_integer()
-                      ? world_it->get<int64_t>()
-                      : int64_t{options.world_size};
+  Result<SubscribedMsg> subscribed = SubscribedMsg::Decode(answer.meta);
+  if (!subscribed.ok()) return subscribed.status().WithContext(impl->coordinator_name);
+  const int64_t world = subscribed->world_size;
   if (world != options.world_size) {
     return Status::InvalidArgument(
         "this trainer has world size " + std::to_string(options.world_size) + " but " +
         impl->coordinator_name + " runs with world size " + std::to_string(world));
   }
+  impl->session = subscribed->session;
+  impl->ticket = subscribed->ticket;
   impl->step_log = StepLogWriter::FromEnvironment("goldminer");
+  Impl* raw = impl.get();
+  impl->heartbeat = std::thread([raw] { raw->HeartbeatLoop(); });
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
@@ -492,7 +512,7 @@ Status Client::StartEpoch(uint64_t epoch) { return impl_->LoadEpoch(epoch, 0); }
 
 Status Client::Resume(const ResumeState& state) {
   GM_RETURN_IF_ERROR(impl_->FlushAcks());
-  Status sent = SendFrame(impl_->coordinator, MsgType::kResume,
+  Status sent = impl_->SendToCoordinator(MsgType::kResume,
                           ResumeMsg{state.epoch, state.position}.Encode(),
                           Deadline::After(impl_->options.timeout_s));
   if (!sent.ok()) return Status::Unavailable(impl_->coordinator_name + ": " + sent.message());

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include <openssl/crypto.h>
@@ -211,7 +212,55 @@ Status WriteSecretFile(const std::string& path, std::string_view secret) {
   return Status::Ok();
 }
 
-Status ServerHandshake(Socket& socket, std::string_view secret, std::string_view server_role,
+std::string RoleKey(std::string_view run_secret, std::string_view role) {
+  return HmacSha256Hex(run_secret, "goldminer-role-key-v2|" + std::string(role));
+}
+
+std::string TicketKey(std::string_view worker_key, int64_t rank, uint64_t session) {
+  return HmacSha256Hex(worker_key, "goldminer-ticket-v2|" + std::to_string(rank) + "|" +
+                                       std::to_string(session));
+}
+
+std::string TicketRole(int64_t rank, uint64_t session) {
+  return std::string(kClientRole) + ":" + std::to_string(rank) + ":" + std::to_string(session);
+}
+
+bool ParseTicketRole(std::string_view role, int64_t* rank, uint64_t* session) {
+  const std::string prefix = std::string(kClientRole) + ":";
+  if (!role.starts_with(prefix)) return false;
+  role.remove_prefix(prefix.size());
+  const size_t colon = role.find(':');
+  if (colon == std::string_view::npos) return false;
+  auto number = [](std::string_view digits, uint64_t max, uint64_t* out) {
+    if (digits.empty() || digits.size() > 19 || (digits.size() > 1 && digits[0] == '0'))
+      return false;
+    uint64_t v = 0;
+    for (char c : digits) {
+      if (c < '0' || c > '9') return false;
+      v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (v > max) return false;
+    *out = v;
+    return true;
+  };
+  uint64_t r = 0;
+  if (!number(role.substr(0, colon), 65535, &r) ||
+      !number(role.substr(colon + 1), uint64_t{1} << 62, session)) {
+    return false;
+  }
+  *rank = static_cast<int64_t>(r);
+  return true;
+}
+
+Status ServerHandshake(Socket& socket, std::string_view key, std::string_view server_role,
+                       Deadline deadline, std::string* client_role) {
+  const std::string k(key);
+  return ServerHandshake(
+      socket, [&k](std::string_view) -> Result<std::string> { return k; }, server_role, deadline,
+      client_role);
+}
+
+Status ServerHandshake(Socket& socket, const KeyForRole& key_for, std::string_view server_role,
                        Deadline deadline, std::string* client_role) {
   GM_ASSIGN_OR_RETURN(std::string nonce, RandomHex(kNonceBytes));
   GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kHello,
@@ -231,17 +280,20 @@ Status ServerHandshake(Socket& socket, std::string_view secret, std::string_view
   std::string role = Field(*auth, "role");
   std::string client_nonce = Field(*auth, "client_nonce");
   std::string mac = Field(*auth, "mac");
-  if (!ValidRole(role) || !IsHex(client_nonce, 2 * kNonceBytes) || !IsHex(mac, 64) ||
-      !SameMac(mac, ClientMac(secret, nonce, client_nonce, role))) {
+  Result<std::string> key = ValidRole(role) ? key_for(role)
+                                             : Result<std::string>(Status::InvalidArgument("role"));
+  if (!key.ok() || !IsHex(client_nonce, 2 * kNonceBytes) || !IsHex(mac, 64) ||
+      !SameMac(mac, ClientMac(*key, nonce, client_nonce, role))) {
     return Refuse(socket, kAuthFailed,
                   Status::InvalidArgument(socket.peer() + ": authentication failed: the client "
                                           "(role \"" +
                                           PeerText(role, kMaxRoleChars) +
-                                          "\") does not know this run's secret"));
+                                          "\") does not hold that role's key for this run"));
   }
   GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kWelcome,
-                               {{"mac", ServerMac(secret, client_nonce, nonce, server_role)}},
+                               {{"mac", ServerMac(*key, client_nonce, nonce, server_role)}},
                                deadline));
+  socket.SetSession(std::make_unique<FrameSession>(*key, nonce, client_nonce, /*is_server=*/true));
   if (client_role != nullptr) *client_role = role;
   return Status::Ok();
 }
@@ -270,8 +322,10 @@ Status ClientHandshake(Socket& socket, std::string_view secret, std::string_view
   if (!SameMac(Field(welcome, "mac"), ServerMac(secret, client_nonce, nonce, role))) {
     return Status::InvalidArgument(socket.peer() + ": authentication failed: the server (role \"" +
                                    PeerText(role, kMaxRoleChars) +
-                                   "\") does not know this run's secret");
+                                   "\") does not know this run's key");
   }
+  socket.SetSession(
+      std::make_unique<FrameSession>(secret, nonce, client_nonce, /*is_server=*/false));
   if (server_role != nullptr) *server_role = role;
   return Status::Ok();
 }

@@ -1,24 +1,43 @@
-// Authentication of data-plane connections with a per-run shared secret.
+// Authentication of data-plane connections: a per-run secret, keys derived from
+// it per role, and sealed frames after the handshake.
 //
 // `goldminer run` makes one secret per run (32 random bytes written as 64
-// lower-case hex characters), stores it in a file of mode 0600 and hands the
-// file's path to the processes it starts (GOLDMINER_SECRET_FILE). Every
-// connection then runs a mutual challenge-response handshake before anything
-// else (see goldminer-protocol(7)):
+// lower-case hex characters) and keeps it in the coordinator. The processes it
+// starts get only the key of their role, in a file of mode 0600 named by
+// GOLDMINER_SECRET_FILE:
 //
-//   server -> HELLO   {version: 1, nonce: N, role: server role}
-//   client -> AUTH    {version: 1, role: R, client_nonce: C,
-//                      mac: hex HMAC-SHA256(secret, "goldminer-auth-v1|N|C|R")}
-//   server -> WELCOME {mac: hex HMAC-SHA256(secret, "goldminer-server-v1|C|N")}
+//   worker key = hex HMAC-SHA256(secret, "goldminer-role-key-v2|worker")
+//   client key = hex HMAC-SHA256(secret, "goldminer-role-key-v2|client")
+//
+// so a trainer (client key) cannot act as a worker and a worker cannot act as a
+// client at the coordinator. A client meets a worker's data port with a ticket the
+// coordinator gives it at SUBSCRIBE, for its rank and its session there:
+//
+//   ticket = hex HMAC-SHA256(worker key, "goldminer-ticket-v2|RANK|SESSION")
+//
+// claiming the role "client:RANK:SESSION" (TicketRole); the worker computes the
+// same ticket from its key, so only the coordinator can issue one and only a
+// worker can check one. Every connection runs a mutual challenge-response
+// handshake first, with the key K of the role the client claims (see
+// goldminer-protocol(7)):
+//
+//   server -> HELLO   {version: 2, nonce: N, role: server role}
+//   client -> AUTH    {version: 2, role: R, client_nonce: C,
+//                      mac: hex HMAC-SHA256(K, "goldminer-auth-v1|N|C|R")}
+//   server -> WELCOME {mac: hex HMAC-SHA256(K, "goldminer-server-v1|C|N|server role")}
 //          or ERROR   {message: "authentication failed"} and closes.
 //
-// N and C are 32 fresh random bytes as hex; the HMAC key is the secret's 64 hex
-// characters. Both sides compare MACs in constant time. The secret never travels.
+// N and C are 32 fresh random bytes as hex; HMAC keys are the keys' 64 hex
+// characters. Both sides compare MACs in constant time; keys never travel except
+// a ticket, in the sealed SUBSCRIBED. After WELCOME both ends seal every frame
+// (dataplane/session.h) with keys derived from K, N and C.
 //
 // Thread-safety: every function is thread-safe; a handshake uses the Socket it
 // is given from one thread.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -61,17 +80,37 @@ Result<std::string> LoadSecret();
 // the whole file, never one with wider permissions).
 Status WriteSecretFile(const std::string& path, std::string_view secret);
 
+inline constexpr std::string_view kWorkerRole = "worker";
+inline constexpr std::string_view kClientRole = "client";
+
+// The key `role` holds, derived from the run's secret (hex, like the secret).
+std::string RoleKey(std::string_view run_secret, std::string_view role);
+// The key of a client of `rank` in coordinator session `session` at data ports.
+std::string TicketKey(std::string_view worker_key, int64_t rank, uint64_t session);
+// "client:RANK:SESSION", the role a ticket's holder claims at a data port.
+std::string TicketRole(int64_t rank, uint64_t session);
+// Parses TicketRole's form; false for anything else (ranks 0..65535).
+bool ParseTicketRole(std::string_view role, int64_t* rank, uint64_t* session);
+
+// The key a server checks a client claiming `role` with; an error (any) refuses
+// the client as "authentication failed".
+using KeyForRole = std::function<Result<std::string>(std::string_view role)>;
+
 // The server's side of the handshake on a freshly accepted connection. OK: the
-// client proved it knows `secret`; `*client_role` (when given) is the role it
+// client proved it knows the key of the role it claimed (`key_for(role)`), and
+// the socket seals frames from now on; `*client_role` (when given) is the role it
 // claimed, which the MAC covers. InvalidArgument "authentication failed" for a
 // wrong secret (the client was sent ERROR), InvalidArgument naming both versions
 // for a version mismatch, Corrupt for a peer that does not speak the protocol,
 // Unavailable when it times out or closes. On failure, close the socket.
-Status ServerHandshake(Socket& socket, std::string_view secret, std::string_view server_role,
+Status ServerHandshake(Socket& socket, const KeyForRole& key_for, std::string_view server_role,
+                       Deadline deadline, std::string* client_role);
+// The same with one key for every role (tests, and servers with a single role).
+Status ServerHandshake(Socket& socket, std::string_view key, std::string_view server_role,
                        Deadline deadline, std::string* client_role);
 
-// The client's side, right after connecting. OK: the server proved it knows
-// `secret`; `*server_role` (when given) is the role its HELLO named. Failures as
+// The client's side, right after connecting, with the key of `client_role`.
+// OK: the server proved it knows that key, and the socket seals frames from now on; `*server_role` (when given) is the role its HELLO named. Failures as
 // for ServerHandshake; a server that rejects our MAC, or whose WELCOME does not
 // prove the secret, is InvalidArgument "authentication failed".
 Status ClientHandshake(Socket& socket, std::string_view secret, std::string_view client_role,

@@ -32,7 +32,8 @@ struct DataServer::Conn {
 
   Socket socket;  // the reader thread receives, SendToRank sends
   const std::string peer;
-  int64_t rank = -1;    // set by Subscribe before the connection is attached
+  int64_t rank = -1;    // the ticket's rank; SUBSCRIBE must name the same
+  uint64_t session = 0;  // the ticket's session at the coordinator
   uint64_t gate_id = 0;  // in DataServer::gate_
   uint64_t credit = 0;  // guarded by DataServer::mu_
 };
@@ -106,15 +107,17 @@ void DataServer::ReapFinished() {
 }
 
 void DataServer::Serve(const std::shared_ptr<Conn>& conn) {
-  std::string role;
-  Status st = ServerHandshake(conn->socket, secret_, "worker",
-                              Deadline::After(kHandshakeTimeoutS), &role);
+  // Only clients with a ticket from the coordinator get in: the role they claim
+  // names their rank and session, and the ticket for it is derived from our key.
+  auto key_for = [this, &conn](std::string_view claimed) -> Result<std::string> {
+    if (!ParseTicketRole(claimed, &conn->rank, &conn->session)) {
+      return Status::InvalidArgument("not a ticket");
+    }
+    return TicketKey(secret_, conn->rank, conn->session);
+  };
+  Status st = ServerHandshake(conn->socket, key_for, "worker",
+                              Deadline::After(kHandshakeTimeoutS), nullptr);
   if (st.ok()) gate_.Authenticated(conn->gate_id);
-  if (st.ok() && role != "client") {
-    st = Status::InvalidArgument("it connected as \"" + PeerText(role) + "\"; only clients may");
-    (void)SendFrame(conn->socket, MsgType::kError, {{"message", st.message()}},
-                    Deadline::After(kHandshakeTimeoutS));
-  }
   if (st.ok()) st = Subscribe(*conn);
   if (st.ok()) st = Attach(conn);
   if (!st.ok()) {
@@ -145,25 +148,52 @@ Status DataServer::Subscribe(Conn& conn) {
                            " where SUBSCRIBE was expected");
   }
   GM_ASSIGN_OR_RETURN(SubscribeMsg sub, SubscribeMsg::Decode(frame.meta, false));
-  conn.rank = sub.rank;
+  if (sub.rank != conn.rank) {
+    return Status::InvalidArgument("SUBSCRIBE: $.rank: " + std::to_string(sub.rank) +
+                                   ", but its ticket is for rank " + std::to_string(conn.rank));
+  }
   return Status::Ok();
 }
 
-// One connection per rank: a second one waits a little for the first to go (a
-// trainer that replaced its loader), then is refused. Never silently swapped in:
-// a newcomer would take the rank's batches from the real trainer.
+// One connection per rank, of the rank's newest session. A newer session (the
+// coordinator issued it after the older one ended: a trainer that restarted and
+// resumed) replaces the older one's connection, which gets no more batches; an
+// older session is refused. A second connection of the same session (a client
+// reconnecting) waits a little for the first to go, then is refused. Never
+// silently swapped in: a newcomer would take the rank's batches from the trainer.
 Status DataServer::Attach(const std::shared_ptr<Conn>& conn) {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::duration<double>(kRankHandoverS),
-               [&] { return stopping_ || !ranks_.contains(conn->rank); });
-  auto [it, fresh] = ranks_.emplace(conn->rank, conn);
-  if (!fresh) {
-    std::string why = "rank " + std::to_string(conn->rank) + " is already connected from " +
-                      it->second->peer;
+  auto refuse = [&](const std::string& why) {
     lock.unlock();
-    (void)SendFrame(conn->socket, MsgType::kError, {{"message", why}}, Deadline::After(1));
+    (void)SendFrame(conn->socket, MsgType::kError, ErrorMsg{why}.Encode(), Deadline::After(1));
     return Status::InvalidArgument(why);
+  };
+  const std::string rank = "rank " + std::to_string(conn->rank);
+  uint64_t& newest = newest_session_[conn->rank];
+  if (conn->session < newest) {
+    return refuse(rank + " session " + std::to_string(conn->session) + " was replaced by session " +
+                  std::to_string(newest));
   }
+  if (conn->session > newest) {
+    newest = conn->session;
+    if (auto old = ranks_.find(conn->rank); old != ranks_.end()) {
+      LogInfo("data port " + address_ + ": " + rank + ": session " + std::to_string(newest) +
+              " from " + conn->peer + " replaces session " + std::to_string(old->second->session) +
+              " from " + old->second->peer);
+      old->second->credit = 0;
+      old->second->Hangup();
+      ranks_.erase(old);
+    }
+  }
+  cv_.wait_for(lock, std::chrono::duration<double>(kRankHandoverS), [&] {
+    return stopping_ || newest != conn->session || !ranks_.contains(conn->rank);
+  });
+  if (newest != conn->session) {
+    return refuse(rank + " session " + std::to_string(conn->session) + " was replaced by session " +
+                  std::to_string(newest));
+  }
+  auto [it, fresh] = ranks_.emplace(conn->rank, conn);
+  if (!fresh) return refuse(rank + " is already connected from " + it->second->peer);
   LogDebug("data port " + address_ + ": rank " + std::to_string(conn->rank) + " connected from " +
            conn->peer);
   cv_.notify_all();

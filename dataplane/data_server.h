@@ -2,11 +2,14 @@
 // batches the worker makes for their rank (connection 3 of dataplane/messages.h).
 //
 // One accept thread, and one thread per accepted connection that runs the
-// handshake (the client's role must be "client"), reads SUBSCRIBE {rank} and
-// then adds each CREDIT {n} to the connection's credit. A connection that fails
-// the handshake, sends garbage or stays silent is logged (one warning naming the
-// peer) and dropped; the others are served on. The newest connection of a rank
-// replaces an older one. SendToRank waits until the rank has a connection with
+// handshake (the client proves a ticket for "client:RANK:SESSION", derived from
+// the worker key this server holds: dataplane/auth.h), reads SUBSCRIBE {rank}
+// and then adds each CREDIT {n} to the connection's credit. A connection that
+// fails the handshake, sends garbage or stays silent is logged (rate-limited
+// warnings naming the peer) and dropped; the others are served on. A rank has
+// one connection: a newer session's replaces an older session's, an older
+// session is refused, and a second one of the same session waits a little for
+// the first to go, then is refused. SendToRank waits until the rank has a connection with
 // credit, spends one credit and sends; when that connection breaks it waits for
 // the client to reconnect and sends the batch again there.
 //
@@ -41,8 +44,9 @@ class DataServer {
  public:
   // Listens on `host`:`port` (0: the kernel picks one) and starts accepting.
   // Unavailable naming the address when it cannot listen.
+  // `worker_key`: the worker's key (dataplane/auth.h), which checks tickets.
   static Result<std::unique_ptr<DataServer>> Start(const std::string& host, int port,
-                                                   std::string secret);
+                                                   std::string worker_key);
   ~DataServer();  // Shutdown()
   DataServer(const DataServer&) = delete;
   DataServer& operator=(const DataServer&) = delete;
@@ -101,6 +105,7 @@ class DataServer {
   RateLimit refused_warnings_{kPeerWarningIntervalS};  // "dropped connection"
   RateLimit accept_warnings_{kPeerWarningIntervalS};   // accept failing (out of descriptors)
   std::map<int64_t, std::shared_ptr<Conn>> ranks_;     // guarded by mu_
+  std::map<int64_t, uint64_t> newest_session_;         // guarded by mu_; per rank
   std::list<ConnThread> conns_;                        // guarded by mu_
 };
 

@@ -167,4 +167,237 @@ Result<CreditMsg> CreditMsg::Decode(const nlohmann::json& meta) {
   }());
 }
 
+namespace {
+
+Result<double> Seconds(const JsonNode& m, std::string_view key, double fallback, double max,
+                       bool zero_ok) {
+  if (!m.has(key)) return fallback;
+  GM_ASSIGN_OR_RETURN(JsonNode n, m.Get(key));
+  Result<double> v = n.AsNumber();
+  if (!v.ok() || !(zero_ok ? *v >= 0 : *v > 0) || !(*v <= max)) {
+    return n.Expected(std::string(zero_ok ? "a number of seconds from 0" : "a positive number of "
+                                                                           "seconds") +
+                      " to " + std::to_string(static_cast<int64_t>(max)));
+  }
+  return v;
+}
+
+Result<std::string> Address(const JsonNode& n) {
+  GM_ASSIGN_OR_RETURN(std::string a, n.AsString());
+  if (a.empty() || a.size() > kMaxAddressBytes || !Printable(a)) {
+    return n.Expected("HOST:PORT in printable ASCII, at most 256 bytes");
+  }
+  return a;
+}
+
+Result<std::vector<std::string>> Addresses(const JsonNode& m) {
+  std::vector<std::string> out;
+  if (!m.has("workers")) return out;
+  GM_ASSIGN_OR_RETURN(JsonNode list, m.Get("workers"));
+  GM_ASSIGN_OR_RETURN(std::vector<JsonNode> items, list.Elements());
+  if (items.size() > kMaxWorkers) {
+    return list.Expected("at most " + std::to_string(kMaxWorkers) + " addresses");
+  }
+  for (const JsonNode& item : items) {
+    GM_ASSIGN_OR_RETURN(std::string a, Address(item));
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+bool IsHex64(std::string_view s) {
+  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+}  // namespace
+
+nlohmann::json SubscribedMsg::Encode() const {
+  return {{"run_id", run_id},   {"batch_size", batch_size}, {"world_size", world_size},
+          {"epochs", epochs},   {"session", session},       {"ticket", ticket}};
+}
+
+Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<SubscribedMsg> {
+    const JsonNode m(meta, "SUBSCRIBED");
+    SubscribedMsg r;
+    GM_ASSIGN_OR_RETURN(r.run_id, m.StringOr("run_id", ""));
+    if (r.run_id.size() > 256 || !Printable(r.run_id + "x")) {
+      return (*m.Get("run_id")).Expected("printable ASCII, at most 256 bytes");
+    }
+    GM_ASSIGN_OR_RETURN(r.batch_size, Int(m, "batch_size", 1, int64_t{1} << 24));
+    GM_ASSIGN_OR_RETURN(r.world_size, Int(m, "world_size", 1, 65536));
+    GM_ASSIGN_OR_RETURN(r.epochs, Int(m, "epochs", 0, static_cast<int64_t>(kMaxEpochs)));
+    GM_ASSIGN_OR_RETURN(int64_t session, Int(m, "session", 1, int64_t{1} << 62));
+    r.session = static_cast<uint64_t>(session);
+    GM_ASSIGN_OR_RETURN(r.ticket, m.String("ticket"));
+    if (!IsHex64(r.ticket)) return (*m.Get("ticket")).Expected("64 lower-case hex characters");
+    return r;
+  }());
+}
+
+nlohmann::json RegisteredMsg::Encode() const {
+  return {{"worker_id", worker_id},
+          {"pipeline", pipeline},
+          {"pipeline_origin", pipeline_origin},
+          {"base_dir", base_dir},
+          {"samples_per_split", samples_per_split},
+          {"heartbeat_s", heartbeat_s},
+          {"liveness_timeout_s", liveness_timeout_s}};
+}
+
+Result<RegisteredMsg> RegisteredMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<RegisteredMsg> {
+    const JsonNode m(meta, "REGISTERED");
+    RegisteredMsg r;
+    GM_ASSIGN_OR_RETURN(int64_t id, Int(m, "worker_id", 0, int64_t{1} << 62));
+    r.worker_id = static_cast<uint64_t>(id);
+    GM_ASSIGN_OR_RETURN(JsonNode doc, m.Get("pipeline"));
+    if (!doc.is_object()) return doc.Expected("a pipeline document (a JSON object)");
+    r.pipeline = doc.json();
+    GM_ASSIGN_OR_RETURN(r.pipeline_origin, m.StringOr("pipeline_origin", "pipeline"));
+    GM_ASSIGN_OR_RETURN(r.base_dir, m.StringOr("base_dir", "."));
+    if (m.has("samples_per_split")) {
+      GM_ASSIGN_OR_RETURN(r.samples_per_split, Int(m, "samples_per_split", 1, int64_t{1} << 24));
+    }
+    GM_ASSIGN_OR_RETURN(r.heartbeat_s, Seconds(m, "heartbeat_s", 1.0, 3600, false));
+    GM_ASSIGN_OR_RETURN(r.liveness_timeout_s, Seconds(m, "liveness_timeout_s", 10, 86400, false));
+    return r;
+  }());
+}
+
+namespace {
+constexpr std::pair<AssignMsg::Kind, std::string_view> kAssignKinds[] = {
+    {AssignMsg::Kind::kAssign, "assign"}, {AssignMsg::Kind::kWait, "wait"},
+    {AssignMsg::Kind::kDrain, "drain"},   {AssignMsg::Kind::kExit, "exit"},
+    {AssignMsg::Kind::kEpochDone, "epoch_done"}};
+}  // namespace
+
+nlohmann::json AssignMsg::Encode() const {
+  std::string_view name = "wait";
+  for (const auto& [k, n] : kAssignKinds) {
+    if (k == kind) name = n;
+  }
+  nlohmann::json j = {{"kind", name}, {"retry_s", retry_s}};
+  if (kind == Kind::kAssign) {
+    j.update({{"epoch", epoch},
+              {"split", split},
+              {"rank", rank},
+              {"start_batch", start_batch},
+              {"end_batch", end_batch}});
+  }
+  return j;
+}
+
+Result<AssignMsg> AssignMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<AssignMsg> {
+    const JsonNode m(meta, "ASSIGN");
+    AssignMsg r;
+    GM_ASSIGN_OR_RETURN(std::string kind, m.String("kind"));
+    bool known = false;
+    for (const auto& [k, n] : kAssignKinds) {
+      if (n == kind) {
+        r.kind = k;
+        known = true;
+      }
+    }
+    if (!known) {
+      return (*m.Get("kind")).Expected("one of \"assign\", \"wait\", \"drain\", \"exit\", "
+                                       "\"epoch_done\"");
+    }
+    GM_ASSIGN_OR_RETURN(r.retry_s, Seconds(m, "retry_s", 0.05, 3600, true));
+    if (r.kind != Kind::kAssign) return r;
+    GM_ASSIGN_OR_RETURN(r.epoch, Count(m, "epoch", kMaxEpochs));
+    GM_ASSIGN_OR_RETURN(r.split, Count(m, "split", kMaxSplitId));
+    GM_ASSIGN_OR_RETURN(r.rank, Int(m, "rank", 0, 65535));
+    GM_ASSIGN_OR_RETURN(r.start_batch, Count(m, "start_batch", kMaxSplitBatches));
+    GM_ASSIGN_OR_RETURN(r.end_batch, Int(m, "end_batch", -1, static_cast<int64_t>(kMaxSplitBatches)));
+    if (r.end_batch >= 0 && static_cast<uint64_t>(r.end_batch) < r.start_batch) {
+      return (*m.Get("end_batch")).Expected("-1 or at least start_batch");
+    }
+    return r;
+  }());
+}
+
+nlohmann::json PlanMsg::Encode() const {
+  nlohmann::json j = {{"epoch", epoch}};
+  switch (kind) {
+    case Kind::kWait: j.update({{"wait", true}, {"retry_s", retry_s}}); break;
+    case Kind::kEnd: j.update({{"end", true}, {"epochs", epochs}}); break;
+    case Kind::kDone: j["done"] = true; break;
+    case Kind::kPlan: {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& [split, count] : splits) list.push_back({split, count});
+      j["splits"] = std::move(list);
+      j["workers"] = workers;
+      break;
+    }
+  }
+  return j;
+}
+
+Result<PlanMsg> PlanMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<PlanMsg> {
+    const JsonNode m(meta, "PLAN");
+    PlanMsg r;
+    GM_ASSIGN_OR_RETURN(r.epoch, Count(m, "epoch", kMaxEpochs));
+    GM_ASSIGN_OR_RETURN(bool end, m.BoolOr("end", false));
+    GM_ASSIGN_OR_RETURN(bool done, m.BoolOr("done", false));
+    GM_ASSIGN_OR_RETURN(bool wait, m.BoolOr("wait", false));
+    if (int{end} + int{done} + int{wait} > 1) {
+      return m.Error("at most one of end, done and wait may be true");
+    }
+    if (end) {
+      r.kind = Kind::kEnd;
+      GM_ASSIGN_OR_RETURN(r.epochs, Int(m, "epochs", 0, static_cast<int64_t>(kMaxEpochs)));
+      return r;
+    }
+    if (done) {
+      r.kind = Kind::kDone;
+      return r;
+    }
+    if (wait) {
+      r.kind = Kind::kWait;
+      GM_ASSIGN_OR_RETURN(r.retry_s, Seconds(m, "retry_s", 0.05, 3600, true));
+      return r;
+    }
+    GM_ASSIGN_OR_RETURN(JsonNode list, m.Get("splits"));
+    GM_ASSIGN_OR_RETURN(std::vector<JsonNode> items, list.Elements());
+    if (items.size() > kMaxPlanSplits) {
+      return list.Expected("at most " + std::to_string(kMaxPlanSplits) + " splits");
+    }
+    r.splits.reserve(items.size());
+    for (const JsonNode& item : items) {
+      GM_ASSIGN_OR_RETURN(std::vector<JsonNode> two, item.Elements());
+      Result<int64_t> split = two.size() == 2 ? two[0].AsInt() : Result<int64_t>(Status::Corrupt(""));
+      Result<int64_t> count = two.size() == 2 ? two[1].AsInt() : Result<int64_t>(Status::Corrupt(""));
+      if (!split.ok() || !count.ok() || *split < 0 || static_cast<uint64_t>(*split) >= kMaxSplitId ||
+          *count < -1 || *count > static_cast<int64_t>(kMaxSplitBatches)) {
+        return item.Expected("a [split, batch_count (-1: unknown)] pair of integers in range");
+      }
+      r.splits.emplace_back(static_cast<uint64_t>(*split), *count);
+    }
+    GM_ASSIGN_OR_RETURN(r.workers, Addresses(m));
+    return r;
+  }());
+}
+
+nlohmann::json WorkersMsg::Encode() const { return {{"workers", workers}}; }
+
+Result<WorkersMsg> WorkersMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<WorkersMsg> {
+    WorkersMsg r;
+    GM_ASSIGN_OR_RETURN(r.workers, Addresses(JsonNode(meta, "WORKERS")));
+    return r;
+  }());
+}
+
+nlohmann::json ErrorMsg::Encode() const { return {{"message", message}}; }
+
+ErrorMsg ErrorMsg::Decode(const nlohmann::json& meta) {
+  auto it = meta.find("message");
+  return {it != meta.end() && it->is_string() ? it->get<std::string>() : "(no message)"};
+}
+
 }  // namespace gm

@@ -28,7 +28,10 @@
 //
 // 2. client (one per trainer rank) -> coordinator (control). Request/response.
 //      K->C SUBSCRIBE   {rank, world_size}
-//      C->K SUBSCRIBED  {run_id, batch_size, world_size, epochs}
+//      C->K SUBSCRIBED  {run_id, batch_size, world_size, epochs, session, ticket}
+//                       session: this rank's session number (each SUBSCRIBE gets
+//                       a higher one); ticket: the key for the data ports
+//                       (dataplane/auth.h)
 //      K->C GET_PLAN    {epoch}
 //      C->K PLAN        {epoch, splits: [[split, batch_count (-1: unknown)], ...]
 //                        in plan order, workers: ["HOST:PORT", ...]}
@@ -45,12 +48,17 @@
 //      C->K WORKERS     {workers: ["HOST:PORT", ...]}
 //      K->C ACK         {epoch, batches: [[split, split_batch], ...]}   (no answer)
 //      K->C RESUME      {epoch, position}                              (no answer)
+//      K->C HEARTBEAT   {}   (no answer; when the trainer sent nothing for
+//                       kClientHeartbeatS: the coordinator closes a client
+//                       connection silent for kClientIdleS)
 //      K->C BYE         {}
 //    The plan and world size give each rank its batch sequence (RankSequence in
 //    dataplane/batch_order.h).
 //
-// 3. client -> worker (data). The worker streams, the client grants credit.
-//      K->W SUBSCRIBE   {rank}
+// 3. client -> worker (data). The worker streams, the client grants credit. The
+//    client authenticates with its ticket as role "client:RANK:SESSION"; a newer
+//    session of a rank replaces an older one's connection, an older one is refused.
+//      K->W SUBSCRIBE   {rank}  (must be the ticket's rank)
 //      K->W CREDIT      {n}   (n more batches may be sent on this connection)
 //      W->K BATCH       EncodeBatchMeta + {rank, split_batches} ; payload data + labels
 //    split_batches is present only on the split's LAST batch (a worker that makes
@@ -67,10 +75,10 @@
 //    (each worker holds at most one split at a time, so what a client buffers is
 //    bounded by the number of workers times one split's batches).
 //
-// Typed messages. Every message a listening role receives from a peer it does not
-// trust (the coordinator from workers and clients, a worker's data port from
-// clients) is decoded by its struct's Decode below, never read from the JSON at
-// the use: Decode checks each field's presence, type and range and fails with
+// Typed messages. Every message a role receives (the coordinator from workers
+// and clients, a worker from the coordinator and at its data port from clients,
+// a client from the coordinator) is decoded by its struct's Decode below, never
+// read from the JSON at the use (BATCH: DecodeBatch in dataplane/protocol.h): Decode checks each field's presence, type and range and fails with
 // Corrupt naming the message and the field ("SPLIT_DONE: $.batch_count: expected
 // an integer from 0 to 16777216, got \"0\""). Encode builds the meta a sender
 // sends. Plain values; thread-compatible.
@@ -154,8 +162,87 @@ struct CreditMsg {
   nlohmann::json Encode() const;
   static Result<CreditMsg> Decode(const nlohmann::json& meta);
 };
+// C->K SUBSCRIBED {run_id, batch_size, world_size, epochs, session, ticket}.
+struct SubscribedMsg {
+  std::string run_id;
+  int64_t batch_size = 0;  // 1 .. 2^24
+  int64_t world_size = 1;  // 1 .. 65536
+  int64_t epochs = 0;      // 0 (as the trainer asks) .. kMaxEpochs
+  uint64_t session = 0;    // this client's session number at the coordinator, >= 1
+  std::string ticket;      // the key for data ports (dataplane/auth.h), 64 hex
+  nlohmann::json Encode() const;
+  static Result<SubscribedMsg> Decode(const nlohmann::json& meta);
+};
+
+// C->W REGISTERED {worker_id, pipeline, pipeline_origin, base_dir,
+// samples_per_split, heartbeat_s, liveness_timeout_s}.
+struct RegisteredMsg {
+  uint64_t worker_id = 0;
+  nlohmann::json pipeline;  // the pipeline document (an object)
+  std::string pipeline_origin;
+  std::string base_dir = ".";
+  int64_t samples_per_split = 256;  // 1 .. 2^24
+  double heartbeat_s = 1.0;         // (0, 3600]
+  double liveness_timeout_s = 10;   // (0, 86400]
+  nlohmann::json Encode() const;
+  static Result<RegisteredMsg> Decode(const nlohmann::json& meta);
+};
+
+// C->W ASSIGN {kind, epoch, split, rank, start_batch, end_batch, retry_s}.
+struct AssignMsg {
+  enum class Kind { kAssign, kWait, kDrain, kExit, kEpochDone };
+  Kind kind = Kind::kWait;
+  // Set for kAssign:
+  uint64_t epoch = 0;
+  uint64_t split = 0;
+  int64_t rank = 0;
+  uint64_t start_batch = 0;
+  int64_t end_batch = -1;  // -1: to the split's end
+  double retry_s = 0.05;   // for the others: ask again after this long, [0, 3600]
+  nlohmann::json Encode() const;
+  static Result<AssignMsg> Decode(const nlohmann::json& meta);
+};
+
+// C->K PLAN {epoch, splits, workers} | {epoch, wait, retry_s} | {epoch, end,
+// epochs} | {epoch, done}.
+struct PlanMsg {
+  enum class Kind { kPlan, kWait, kEnd, kDone };
+  Kind kind = Kind::kPlan;
+  uint64_t epoch = 0;
+  // kPlan: [split, batch_count (-1: unknown)] in plan order, and the workers.
+  std::vector<std::pair<uint64_t, int64_t>> splits;
+  std::vector<std::string> workers;
+  double retry_s = 0.05;  // kWait
+  int64_t epochs = 0;     // kEnd: the run's epoch count
+  nlohmann::json Encode() const;
+  static Result<PlanMsg> Decode(const nlohmann::json& meta);
+};
+
+// C->K WORKERS {workers: ["HOST:PORT", ...]}.
+struct WorkersMsg {
+  std::vector<std::string> workers;  // each at most kMaxAddressBytes, printable
+  nlohmann::json Encode() const;
+  static Result<WorkersMsg> Decode(const nlohmann::json& meta);
+};
+
+// Either way: ERROR {message}; the sender closes afterwards. Decode never fails:
+// a missing or non-string message reads "(no message)". The text is the peer's:
+// quote it with PeerText (core/log.h).
+struct ErrorMsg {
+  std::string message;
+  nlohmann::json Encode() const;
+  static ErrorMsg Decode(const nlohmann::json& meta);
+};
+
+inline constexpr size_t kMaxWorkers = 65536;       // addresses in one PLAN or WORKERS
+inline constexpr size_t kMaxPlanSplits = 1u << 24;  // splits in one PLAN
+
 inline constexpr double kDefaultHeartbeatS = 1.0;
 inline constexpr double kDefaultLivenessTimeoutS = 10.0;
+// A client sends HEARTBEAT on its coordinator connection when it sent nothing for
+// this long; the coordinator closes a client connection silent for kClientIdleS.
+inline constexpr double kClientHeartbeatS = 10.0;
+inline constexpr double kClientIdleS = 60.0;
 inline constexpr int kDefaultPrefetchBatches = 4;  // initial CREDIT per worker connection
 
 }  // namespace gm

@@ -207,6 +207,9 @@ Result<Frame> ParseFrame(std::string_view bytes, const FrameLimits& limits, size
                            std::to_string(h.payload_len) + " payload bytes but " +
                            std::to_string(rest) + " follow the header");
   }
+  if ((h.flags & kFrameSealed) != 0) {
+    return Status::Corrupt(name + " frame is sealed, but no session was set up to check it");
+  }
   Frame frame;
   frame.type = h.type;
   frame.flags = h.flags;
@@ -239,11 +242,18 @@ Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta,
   h.type = type;
   h.meta_len = static_cast<uint32_t>(text.size());
   for (const iovec& v : payload) h.payload_len += v.iov_len;
+  FrameSession* session = socket.session();
+  if (session != nullptr) h.flags |= kFrameSealed;
   std::string header = EncodeFrameHeader(h);
+  SealMac mac{};
   std::vector<iovec> iov;
-  iov.reserve(payload.size() + 2);
+  iov.reserve(payload.size() + 3);
   iov.push_back({header.data(), header.size()});
   iov.push_back({text.data(), text.size()});
+  if (session != nullptr) {
+    mac = session->Seal(header, text);
+    iov.push_back({mac.data(), mac.size()});
+  }
   iov.insert(iov.end(), payload.begin(), payload.end());
   return socket.SendAll(iov, deadline, std::string(MsgTypeName(type)) + " frame");
 }
@@ -267,6 +277,23 @@ Status RecvFrameInto(Socket& socket, const FrameLimits& limits, Deadline deadlin
   std::string meta_text(h.meta_len, '\0');
   GM_RETURN_IF_ERROR(socket.RecvExact(meta_text.data(), meta_text.size(), deadline,
                                       name + " frame meta"));
+  // A session's frames are checked before their meta is parsed or their payload
+  // is given memory: an injected frame costs us its header and meta only.
+  if (FrameSession* session = socket.session(); session != nullptr) {
+    if ((h.flags & kFrameSealed) == 0) {
+      return Status::Corrupt(socket.peer() + ": " + name +
+                             " frame is not sealed on an authenticated connection");
+    }
+    SealMac mac{};
+    GM_RETURN_IF_ERROR(socket.RecvExact(mac.data(), mac.size(), deadline, name + " frame seal"));
+    if (!session->Open(std::string_view(header, sizeof header), meta_text, mac.data())) {
+      return Status::Corrupt(socket.peer() + ": " + name +
+                             " frame fails its MAC (injected, replayed, reordered or altered)");
+    }
+  } else if ((h.flags & kFrameSealed) != 0) {
+    return Status::Corrupt(socket.peer() + ": " + name +
+                           " frame is sealed, but no session was set up to check it");
+  }
   auto meta = ParseFrameMeta(meta_text);
   if (!meta.ok()) return meta.status().WithContext(socket.peer() + ": " + name);
   frame.type = h.type;

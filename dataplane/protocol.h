@@ -8,12 +8,16 @@
 //     magic        4 bytes  "GMP1"
 //     version      u8       kProtocolVersion (1)
 //     type         u8       MsgType
-//     flags        u16      none defined in version 1: senders write 0, receivers ignore
+//     flags        u16      bit 0 kFrameSealed: a MAC follows the meta; other bits:
+//                           senders write 0, receivers ignore them
 //     meta_len     u32      bytes of meta; at most FrameLimits::max_meta_bytes
 //     reserved     u32      0 (anything else is Corrupt)
 //     payload_len  u64      bytes of payload; at most FrameLimits::max_payload_bytes
 //   meta           meta_len bytes: a UTF-8 JSON object with the message's fields
 //                  (meta_len 0 stands for {})
+//   mac            kSealBytes (32), only when kFrameSealed is set: see
+//                  dataplane/session.h. Every frame after the handshake is sealed;
+//                  handshake frames never are.
 //   payload        payload_len raw bytes (BATCH: the data tensor, then the labels)
 //
 // Receivers validate the header against their limits before allocating anything,
@@ -41,7 +45,9 @@
 namespace gm {
 
 inline constexpr std::string_view kProtocolMagic = "GMP1";
-inline constexpr uint8_t kProtocolVersion = 1;
+// Version 2: sealed frames after the handshake, per-role keys (dataplane/auth.h).
+inline constexpr uint8_t kProtocolVersion = 2;
+inline constexpr uint16_t kFrameSealed = 1;  // header flag
 inline constexpr size_t kFrameHeaderSize = 24;       // bytes
 inline constexpr uint32_t kMaxMetaBytes = 1u << 20;  // bytes; the largest limit allowed
 inline constexpr uint64_t kDefaultMaxPayloadBytes = uint64_t{256} << 20;
@@ -127,8 +133,9 @@ std::string EncodeFrameHeader(const FrameHeader& header);
 Result<nlohmann::json> ParseFrameMeta(std::string_view meta);
 
 // Parses one whole frame at the start of `bytes` (the in-memory twin of
-// RecvFrame). On success `*consumed` (when given) is the frame's size; trailing
-// bytes are left alone. Corrupt when the frame is invalid or `bytes` ends early.
+// RecvFrame, for frames outside a session). On success `*consumed` (when given)
+// is the frame's size; trailing bytes are left alone. Corrupt when the frame is
+// invalid, sealed (no session to check it with) or `bytes` ends early.
 Result<Frame> ParseFrame(std::string_view bytes, const FrameLimits& limits = {},
                          size_t* consumed = nullptr);
 
@@ -138,16 +145,18 @@ Result<Frame> ParseFrame(std::string_view bytes, const FrameLimits& limits = {},
 Result<std::string> EncodeFrame(MsgType type, const nlohmann::json& meta,
                                 std::string_view payload = {});
 
-// Sends one frame: header, meta and the caller's payload buffers (in order, not
-// copied) in as few sendmsg calls as the kernel allows. The buffers must stay
+// Sends one frame: header, meta, the seal when the socket has a session, and the
+// caller's payload buffers (in order, not copied) in as few sendmsg calls as the
+// kernel allows. The buffers must stay
 // valid until it returns. InvalidArgument for bad meta; Unavailable/IoError from
 // the socket (the connection is then unusable).
 Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta,
                  std::span<const iovec> payload, Deadline deadline);
 Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta, Deadline deadline);
 
-// Receives one frame. Corrupt for an invalid frame; Unavailable on timeout or a
-// closed peer. After any failure the connection is out of step: close it.
+// Receives one frame. Corrupt for an invalid frame, and on a socket with a
+// session for a frame that is not sealed or whose MAC is wrong (injected,
+// replayed, reordered or altered); Unavailable on timeout or a closed peer. After any failure the connection is out of step: close it.
 Result<Frame> RecvFrame(Socket& socket, const FrameLimits& limits, Deadline deadline);
 
 // RecvFrame into `frame`, reusing the capacity of frame.payload. Receivers of

@@ -127,13 +127,16 @@ Socket::Socket(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
 Socket::~Socket() { Close(); }
 
 Socket::Socket(Socket&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), peer_(std::move(other.peer_)) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      peer_(std::move(other.peer_)),
+      session_(std::move(other.session_)) {}
 
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     Close();
     fd_ = std::exchange(other.fd_, -1);
     peer_ = std::move(other.peer_);
+    session_ = std::move(other.session_);
   }
   return *this;
 }

@@ -22,11 +22,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "core/status.h"
+#include "dataplane/session.h"
 
 namespace gm {
 
@@ -77,6 +79,11 @@ class Socket {
   int fd() const { return fd_; }
   const std::string& peer() const { return peer_; }
 
+  // The frame session the handshake set up (dataplane/session.h), or null before
+  // it. SendFrame seals and RecvFrame checks every frame once it is set.
+  FrameSession* session() const { return session_.get(); }
+  void SetSession(std::unique_ptr<FrameSession> session) { session_ = std::move(session); }
+
   // Sends every byte of `iov` in order (one sendmsg per call when the kernel takes
   // it all; partial writes resume where they stopped). `what` names the data in
   // errors, e.g. "BATCH frame".
@@ -97,6 +104,7 @@ class Socket {
   Status WaitFor(short events, Deadline deadline, std::string_view what);
   int fd_ = -1;
   std::string peer_;
+  std::unique_ptr<FrameSession> session_;
 };
 
 // A listening socket. A Unix listener removes its socket file when destroyed.

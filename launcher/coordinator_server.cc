@@ -136,13 +136,13 @@ Result<EpochPlan> CoordinatorServer::PlanFor(uint64_t epoch) const {
 }
 
 nlohmann::json CoordinatorServer::PlanMessage(uint64_t epoch) {
-  nlohmann::json splits = nlohmann::json::array();
+  PlanMsg plan;
+  plan.epoch = epoch;
   for (const auto& slot_split : EpochSplitOrder(pipeline_, epoch)) {
-    splits.push_back({slot_split, CountOrMinusOne(state_.BatchCount(slot_split))});
+    plan.splits.emplace_back(slot_split, CountOrMinusOne(state_.BatchCount(slot_split)));
   }
-  nlohmann::json workers = nlohmann::json::array();
-  for (const auto& [id, addr] : data_addr_) workers.push_back(addr);
-  return {{"epoch", epoch}, {"splits", splits}, {"workers", workers}};
+  for (const auto& [id, addr] : data_addr_) plan.workers.push_back(addr);
+  return plan.Encode();
 }
 
 void CoordinatorServer::AdvanceEpochIfDone() {
@@ -247,8 +247,13 @@ void CoordinatorServer::TickLoop() {
 
 void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id) {
   std::string role;
-  Status st = ServerHandshake(socket, config_.secret, "coordinator",
-                              Deadline::After(kHandshakeTimeoutS), &role);
+  // Workers and clients prove the key of their role (dataplane/auth.h).
+  auto key_for = [this](std::string_view claimed) -> Result<std::string> {
+    if (claimed == kWorkerRole || claimed == kClientRole) return RoleKey(config_.secret, claimed);
+    return Status::InvalidArgument("no such role");
+  };
+  Status st = ServerHandshake(socket, key_for, "coordinator", Deadline::After(kHandshakeTimeoutS),
+                              &role);
   const bool role_known = st.ok();
   if (st.ok()) gate_.Authenticated(gate_id);
   if (st.ok() && role == "worker") {
@@ -297,14 +302,16 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
     ++workers_registered_;
     LogInfo("coordinator: worker " + std::to_string(id) + " registered, data at " + data_addr_[id]);
   }
-  nlohmann::json registered = {{"worker_id", id},
-                               {"pipeline", config_.pipeline_doc},
-                               {"pipeline_origin", config_.pipeline_origin},
-                               {"base_dir", config_.base_dir},
-                               {"samples_per_split", config_.samples_per_split},
-                               {"heartbeat_s", config_.heartbeat_s},
-                               {"liveness_timeout_s", config_.liveness_timeout_s}};
-  Status st = SendFrame(socket, MsgType::kRegistered, registered, Deadline::After(kSendTimeoutS));
+  RegisteredMsg registered;
+  registered.worker_id = id;
+  registered.pipeline = config_.pipeline_doc;
+  registered.pipeline_origin = config_.pipeline_origin;
+  registered.base_dir = config_.base_dir;
+  registered.samples_per_split = static_cast<int64_t>(config_.samples_per_split);
+  registered.heartbeat_s = config_.heartbeat_s;
+  registered.liveness_timeout_s = config_.liveness_timeout_s;
+  Status st = SendFrame(socket, MsgType::kRegistered, registered.Encode(),
+                        Deadline::After(kSendTimeoutS));
   bool done = false;
   while (st.ok() && !done) {
     Result<Frame> frame =
@@ -332,18 +339,21 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
   switch (frame.type) {
     case MsgType::kGetSplit: {
       GM_ASSIGN_OR_RETURN(Assignment a, state_.RequestSplit(id));
-      std::string kind(AssignmentKindName(a.kind));
-      std::replace(kind.begin(), kind.end(), ' ', '_');  // "epoch done" -> "epoch_done"
-      nlohmann::json reply = {{"kind", kind}, {"retry_s", 0.05}};
-      if (a.kind == Assignment::Kind::kAssign) {
-        reply.update({{"epoch", a.epoch},
-                      {"split", a.split},
-                      {"rank", a.rank},
-                      {"start_batch", a.start_batch},
-                      {"end_batch", CountOrMinusOne(a.end_batch)}});
+      AssignMsg reply;
+      switch (a.kind) {
+        case Assignment::Kind::kAssign: reply.kind = AssignMsg::Kind::kAssign; break;
+        case Assignment::Kind::kWait: reply.kind = AssignMsg::Kind::kWait; break;
+        case Assignment::Kind::kDrain: reply.kind = AssignMsg::Kind::kDrain; break;
+        case Assignment::Kind::kExit: reply.kind = AssignMsg::Kind::kExit; break;
+        case Assignment::Kind::kEpochDone: reply.kind = AssignMsg::Kind::kEpochDone; break;
       }
+      reply.epoch = a.epoch;
+      reply.split = a.split;
+      reply.rank = a.rank;
+      reply.start_batch = a.start_batch;
+      reply.end_batch = CountOrMinusOne(a.end_batch);
       lock.unlock();
-      return SendFrame(socket, MsgType::kAssign, reply, Deadline::After(kSendTimeoutS));
+      return SendFrame(socket, MsgType::kAssign, reply.Encode(), Deadline::After(kSendTimeoutS));
     }
     case MsgType::kSplitDone: {
       GM_ASSIGN_OR_RETURN(SplitDoneMsg done_msg, SplitDoneMsg::Decode(frame.meta));
@@ -383,7 +393,11 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
   // One session per rank: a second client for a rank that is being served is
   // refused, never silently swapped in (it would take the rank's acknowledgements).
   // It waits a little first: a trainer that replaces its loader (resume) may
-  // subscribe before the old session's close has been seen.
+  // subscribe before the old session's close has been seen. Each session gets a
+  // new number, higher than every earlier one: the ticket it is given for the data
+  // ports carries it, and a data port lets a rank's newer session replace an
+  // older one (whose batches and acknowledgements stop there), never the reverse.
+  uint64_t session = 0;
   {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait_for(lock, std::chrono::duration<double>(kSessionHandoverS),
@@ -396,25 +410,31 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
       (void)SendFrame(socket, MsgType::kError, {{"message", why}}, Deadline::After(1));
       return Status::InvalidArgument(why);
     }
+    session = ++sessions_;
   }
-  Status st = ServeSubscribedClient(socket, rank);
+  Status st = ServeSubscribedClient(socket, rank, session);
   std::lock_guard<std::mutex> lock(mu_);
   rank_peers_.erase(rank);
   cv_.notify_all();
   return st;
 }
 
-Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank) {
-  nlohmann::json subscribed = {{"run_id", config_.run_id},
-                               {"batch_size", pipeline_.batch_size()},
-                               {"world_size", config_.world_size},
-                               {"epochs", config_.epochs}};
+Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank, uint64_t session) {
+  SubscribedMsg subscribed;
+  subscribed.run_id = config_.run_id;
+  subscribed.batch_size = pipeline_.batch_size();
+  subscribed.world_size = config_.world_size;
+  subscribed.epochs = config_.epochs;
+  subscribed.session = session;
+  subscribed.ticket = TicketKey(RoleKey(config_.secret, kWorkerRole), rank, session);
   GM_RETURN_IF_ERROR(
-      SendFrame(socket, MsgType::kSubscribed, subscribed, Deadline::After(kSendTimeoutS)));
+      SendFrame(socket, MsgType::kSubscribed, subscribed.Encode(), Deadline::After(kSendTimeoutS)));
   bool done = false;
   while (!done) {
-    // A trainer may compute for a long time between batches: no liveness limit.
-    GM_ASSIGN_OR_RETURN(Frame frame, RecvFrame(socket, kControlLimits, Deadline::Never()));
+    // A trainer may compute for a long time between batches; its client says
+    // HEARTBEAT meanwhile, so a connection silent for kClientIdleS is not a trainer.
+    GM_ASSIGN_OR_RETURN(Frame frame, RecvFrame(socket, kControlLimits,
+                                               Deadline::After(config_.client_idle_s)));
     GM_RETURN_IF_ERROR(HandleClientFrame(socket, rank, frame, &done));
   }
   return Status::Ok();
@@ -430,26 +450,32 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
     case MsgType::kGetPlan: {
       GM_ASSIGN_OR_RETURN(GetPlanMsg get_plan, GetPlanMsg::Decode(frame.meta));
       const uint64_t epoch = get_plan.epoch;
+      PlanMsg answer;
+      answer.epoch = epoch;
       if (config_.epochs > 0 && epoch >= static_cast<uint64_t>(config_.epochs)) {
-        reply = {{"epoch", epoch}, {"end", true}, {"epochs", config_.epochs}};
+        answer.kind = PlanMsg::Kind::kEnd;
+        answer.epochs = config_.epochs;
+        reply = answer.Encode();
         break;
       }
       // A later epoch starts when every rank has finished this one.
       cv_.wait_for(lock, std::chrono::duration<double>(kPlanWaitS),
                    [&] { return stopping_ || finished_ || state_.epoch() >= epoch; });
       if (state_.epoch() < epoch) {
-        reply = {{"epoch", epoch}, {"wait", true}, {"retry_s", 0.05}};
+        answer.kind = PlanMsg::Kind::kWait;
+        reply = answer.Encode();
       } else if (state_.epoch() > epoch) {
-        reply = {{"epoch", epoch}, {"done", true}};
+        answer.kind = PlanMsg::Kind::kDone;
+        reply = answer.Encode();
       } else {
         reply = PlanMessage(epoch);
       }
       break;
     }
     case MsgType::kGetWorkers: {
-      nlohmann::json workers = nlohmann::json::array();
-      for (const auto& [id, addr] : data_addr_) workers.push_back(addr);
-      reply = {{"workers", workers}};
+      WorkersMsg workers;
+      for (const auto& [id, addr] : data_addr_) workers.workers.push_back(addr);
+      reply = workers.Encode();
       reply_type = MsgType::kWorkers;
       break;
     }
@@ -467,6 +493,7 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
       GM_RETURN_IF_ERROR(state_.Resume(rank, resume.epoch, resume.position));
       return Status::Ok();
     }
+    case MsgType::kHeartbeat: return Status::Ok();
     case MsgType::kBye: *done = true; return Status::Ok();
     default:
       return Status::Corrupt(std::string("unexpected ") + std::string(MsgTypeName(frame.type)) +

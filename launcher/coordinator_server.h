@@ -21,6 +21,7 @@
 
 #include "core/log.h"
 #include "core/status.h"
+#include "dataplane/messages.h"
 #include "launcher/coordinator_state.h"
 #include "worker/pipeline.h"
 #include "dataplane/handshake_gate.h"
@@ -35,7 +36,7 @@ struct CoordinatorConfig {
   // machine's name when `host` is a wildcard (0.0.0.0, ::).
   std::string advertise_host;
   int port = 0;                    // 0: any free port
-  std::string secret;              // the run's secret (hex)
+  std::string secret;              // the run's secret (hex); never leaves this process
   // The pipeline as workers receive it: the document, where it came from, and
   // the directory its relative paths resolve against (shared by all nodes).
   nlohmann::json pipeline_doc;
@@ -46,6 +47,9 @@ struct CoordinatorConfig {
   int epochs = 1;  // epochs the run serves; 0: as many as the trainers ask for
   double heartbeat_s = 1.0;
   double liveness_timeout_s = 10.0;
+  // A client connection silent this long is closed (its library says HEARTBEAT
+  // every kClientHeartbeatS while the trainer computes).
+  double client_idle_s = kClientIdleS;
   std::string run_id;
 };
 
@@ -96,7 +100,7 @@ class CoordinatorServer {
   void Serve(Socket& socket, uint64_t gate_id);
   Status ServeWorker(Socket& socket);
   Status ServeClient(Socket& socket);
-  Status ServeSubscribedClient(Socket& socket, int rank);  // after SUBSCRIBE was accepted
+  Status ServeSubscribedClient(Socket& socket, int rank, uint64_t session);  // after SUBSCRIBE was accepted
   Status HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame, bool* done);
   Status HandleClientFrame(Socket& socket, int rank, const Frame& frame, bool* done);
   Result<EpochPlan> PlanFor(uint64_t epoch) const;
@@ -112,6 +116,7 @@ class CoordinatorServer {
   CoordinatorState state_;                     // guarded by mu_
   std::map<WorkerId, std::string> data_addr_;  // guarded by mu_; live workers
   std::map<int, std::string> rank_peers_;      // guarded by mu_; subscribed ranks -> peer
+  uint64_t sessions_ = 0;  // guarded by mu_; client sessions issued (the last one's number)
   uint64_t epochs_done_ = 0;                   // guarded by mu_
   bool finished_ = false;                      // guarded by mu_
   bool stopping_ = false;                      // guarded by mu_

@@ -83,7 +83,7 @@ class LocalRun {
                         group_.Spawn({exe, "worker", "--coordinator", coordinator_.address(),
                                       "--threads", std::to_string(c_.threads_per_worker),
                                       "--listen", JoinHostPort(c_.bind, 0)},
-                                     {"GOLDMINER_SECRET_FILE=" + dir_.path() + "/secret",
+                                     {"GOLDMINER_SECRET_FILE=" + dir_.path() + "/worker.key",
                                       "GOLDMINER_RUN_ID=" + run_id_}));
     workers_.insert(pid);
     return WritePids();
@@ -93,7 +93,7 @@ class LocalRun {
     const char* old = std::getenv("PYTHONPATH");
     std::string pythonpath = PythonPackageDir() + (old && *old ? ":" + std::string(old) : "");
     std::vector<std::string> env = {"GOLDMINER_ADDR=" + coordinator_.address(),
-                                    "GOLDMINER_SECRET_FILE=" + dir_.path() + "/secret",
+                                    "GOLDMINER_SECRET_FILE=" + dir_.path() + "/client.key",
                                     "GOLDMINER_RUN_ID=" + run_id_,
                                     "GOLDMINER_RUN_DIR=" + dir_.path(),
                                     "PYTHONPATH=" + pythonpath,
@@ -130,7 +130,7 @@ class LocalRun {
   const LocalRunConfig& c_;
   CoordinatorServer& coordinator_;
   const std::string run_id_;
-  TempDir& dir_;  // the run's private directory: the secret (0600), the worker PIDs
+  TempDir& dir_;  // the run's private directory: the role keys (0600), the worker PIDs
   ProcessGroup group_;
   std::set<pid_t> workers_;
   std::set<pid_t> trainers_;
@@ -149,7 +149,10 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
   const std::string origin = std::filesystem::absolute(c.pipeline).string();
   GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make("goldminer-run-"));
   GM_ASSIGN_OR_RETURN(std::string secret, NewSecret());
-  GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/secret", secret));
+  // The secret stays in this process (the coordinator); workers and trainers get
+  // their role's key only (dataplane/auth.h).
+  GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/worker.key", RoleKey(secret, kWorkerRole)));
+  GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/client.key", RoleKey(secret, kClientRole)));
   const std::string run_id =
       "run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
 

@@ -41,12 +41,6 @@ class RankSink : public BatchSink {
   const int64_t rank_;
 };
 
-Result<uint64_t> NonNegative(const JsonNode& m, std::string_view key) {
-  GM_ASSIGN_OR_RETURN(int64_t v, m.Int(key));
-  if (v < 0) return m.Error(std::string(key) + " is " + std::to_string(v) + ", expected >= 0");
-  return static_cast<uint64_t>(v);
-}
-
 }  // namespace
 
 Result<std::pair<std::string, int>> ParseHostPort(std::string_view text, std::string_view what) {
@@ -131,21 +125,17 @@ Status WorkerService::Register() {
   GM_RETURN_IF_ERROR(SendControl(MsgType::kRegister, registration));
   GM_ASSIGN_OR_RETURN(Frame reg, RecvControl(MsgType::kRegistered,
                                              Deadline::After(options_.connect_timeout_s)));
-  const JsonNode m(reg.meta, "REGISTERED from coordinator " + coordinator_);
-  GM_ASSIGN_OR_RETURN(worker_id_, NonNegative(m, "worker_id"));
-  GM_ASSIGN_OR_RETURN(JsonNode doc, m.Get("pipeline"));
-  GM_ASSIGN_OR_RETURN(std::string origin, m.StringOr("pipeline_origin", "pipeline of " + coordinator_));
-  GM_ASSIGN_OR_RETURN(std::string base_dir, m.StringOr("base_dir", "."));
-  GM_ASSIGN_OR_RETURN(int64_t per_split, m.IntOr("samples_per_split", 256));
-  GM_ASSIGN_OR_RETURN(heartbeat_s_, m.NumberOr("heartbeat_s", kDefaultHeartbeatS));
-  GM_ASSIGN_OR_RETURN(liveness_timeout_s_, m.NumberOr("liveness_timeout_s", kDefaultLivenessTimeoutS));
-  if (per_split < 1 || !(heartbeat_s_ > 0) || !(liveness_timeout_s_ > 0)) {
-    return m.Error("samples_per_split, heartbeat_s and liveness_timeout_s must be positive");
-  }
+  Result<RegisteredMsg> registered = RegisteredMsg::Decode(reg.meta);
+  if (!registered.ok()) return registered.status().WithContext("coordinator " + coordinator_);
+  worker_id_ = registered->worker_id;
+  heartbeat_s_ = registered->heartbeat_s;
+  liveness_timeout_s_ = registered->liveness_timeout_s;
   PipelineOptions popts;
   popts.threads = options_.threads;
-  popts.samples_per_split = static_cast<size_t>(per_split);
-  Result<Pipeline> pipeline = Pipeline::FromJson(doc.json(), origin, base_dir, popts);
+  popts.samples_per_split = static_cast<size_t>(registered->samples_per_split);
+  Result<Pipeline> pipeline = Pipeline::FromJson(registered->pipeline,
+                                                 registered->pipeline_origin,
+                                                 registered->base_dir, popts);
   if (!pipeline.ok()) {
     (void)SendControl(MsgType::kError, {{"message", "worker " + data_addr_ + ": " +
                                                         pipeline.status().message()}});
@@ -230,39 +220,35 @@ Status WorkerService::Serve() {
     if (!sent.ok()) return Gone(sent);
     GM_ASSIGN_OR_RETURN(Frame assign,
                         RecvControl(MsgType::kAssign, Deadline::After(liveness_timeout_s_)));
-    const JsonNode m(assign.meta, "ASSIGN from coordinator " + coordinator_);
-    GM_ASSIGN_OR_RETURN(std::string kind, m.String("kind"));
-    if (kind == "assign") {
-      GM_RETURN_IF_ERROR(RunAssignment(assign.meta));
-    } else if (kind == "wait" || kind == "epoch_done" || kind == "drain") {
-      // Nothing is held between requests, so "drain" needs no more than "wait".
-      GM_RETURN_IF_ERROR(WaitRetry(assign.meta));
-    } else if (kind == "exit") {
+    Result<AssignMsg> a = AssignMsg::Decode(assign.meta);
+    if (!a.ok()) return a.status().WithContext("coordinator " + coordinator_);
+    if (a->kind == AssignMsg::Kind::kAssign) {
+      GM_RETURN_IF_ERROR(RunAssignment(*a));
+    } else if (a->kind == AssignMsg::Kind::kExit) {
       break;
     } else {
-      return m.Error("unknown kind \"" + kind + "\"");
+      // Nothing is held between requests, so "drain" needs no more than "wait".
+      WaitRetry(a->retry_s);
     }
   }
   return Bye();
 }
 
-Status WorkerService::RunAssignment(const nlohmann::json& assign) {
-  const JsonNode m(assign, "ASSIGN from coordinator " + coordinator_);
+Status WorkerService::RunAssignment(const AssignMsg& assign) {
   SplitTask task;
-  GM_ASSIGN_OR_RETURN(task.epoch, NonNegative(m, "epoch"));
-  GM_ASSIGN_OR_RETURN(task.split, NonNegative(m, "split"));
-  GM_ASSIGN_OR_RETURN(uint64_t rank, NonNegative(m, "rank"));
-  GM_ASSIGN_OR_RETURN(int64_t start, m.IntOr("start_batch", 0));
-  GM_ASSIGN_OR_RETURN(int64_t end, m.IntOr("end_batch", -1));
-  if (start < 0 || end < -1) return m.Error("start_batch must be >= 0 and end_batch >= -1");
-  task.start_batch = static_cast<uint64_t>(start);
+  task.epoch = assign.epoch;
+  task.split = assign.split;
+  const int64_t rank = assign.rank;
+  const int64_t start = static_cast<int64_t>(assign.start_batch);
+  const int64_t end = assign.end_batch;
+  task.start_batch = assign.start_batch;
   task.end_batch = end < 0 ? UINT64_MAX : static_cast<uint64_t>(end);
   const std::string what = "epoch " + std::to_string(task.epoch) + " split " +
                            std::to_string(task.split);
   LogDebug("worker " + std::to_string(worker_id_) + ": " + what + " for rank " +
            std::to_string(rank) + ", batches " + std::to_string(start) + ".." +
            (end < 0 ? std::string("end") : std::to_string(end - 1)));
-  RankSink sink(*data_, static_cast<int64_t>(rank));
+  RankSink sink(*data_, rank);
   EngineOptions engine;
   engine.threads = options_.threads;
   SetMaking(true);
@@ -282,13 +268,10 @@ Status WorkerService::RunAssignment(const nlohmann::json& assign) {
   return st.ok() ? Status::Ok() : Gone(st);
 }
 
-Status WorkerService::WaitRetry(const nlohmann::json& assign) {
-  GM_ASSIGN_OR_RETURN(double retry_s, JsonNode(assign, "ASSIGN from coordinator " + coordinator_)
-                                          .NumberOr("retry_s", heartbeat_s_));
+void WorkerService::WaitRetry(double retry_s) {
   retry_s = std::min(std::max(retry_s, 0.0), liveness_timeout_s_);
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, std::chrono::duration<double>(retry_s), [&] { return stop_ || !lost_.ok(); });
-  return Status::Ok();
 }
 
 void WorkerService::HeartbeatLoop() {

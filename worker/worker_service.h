@@ -35,6 +35,7 @@
 
 #include "core/status.h"
 #include "dataplane/data_server.h"
+#include "dataplane/messages.h"
 #include "worker/engine.h"
 #include "worker/pipeline.h"
 #include "dataplane/protocol.h"
@@ -47,7 +48,7 @@ struct WorkerServiceOptions {
   std::string listen = "127.0.0.1:0";  // the data port ("HOST:0": the kernel picks a port)
   std::string advertise_host;          // host in data_addr; empty: see Start()
   int threads = 1;                     // engine threads (>= 1)
-  std::string secret;                  // the run's secret (LoadSecret())
+  std::string secret;                  // the worker key (dataplane/auth.h; LoadSecret())
   double connect_timeout_s = 10;       // connecting, and waiting for REGISTERED
 };
 
@@ -93,8 +94,8 @@ class WorkerService {
   Result<Frame> RecvControl(MsgType expected, Deadline deadline);
   Status Bye();
   Status Serve();
-  Status RunAssignment(const nlohmann::json& assign);
-  Status WaitRetry(const nlohmann::json& assign);
+  Status RunAssignment(const AssignMsg& assign);
+  void WaitRetry(double retry_s);
   void HeartbeatLoop();
   Status CheckControl();
   Status Gone(const Status& why) const;

@@ -4,7 +4,8 @@
 # closes 20,000 times, holds 1,000 idle connections, stalls inside a frame, sends
 # a SUBSCRIBE with a string rank, a second SUBSCRIBE for a live rank, SPLIT_DONE
 # lies from a registered worker, a 60 MiB control frame, a role full of terminal
-# escapes and a second data connection for a live rank. The trainer still gets
+# escapes, replayed, unsealed and tampered frames, the trainer's key claiming the
+# worker role, and data connections without a valid ticket. The trainer still gets
 # every sample exactly once; the coordinator's threads and memory stay bounded
 # (printed); each attack is refused or harmless.
 source "$(dirname "$0")/lib.sh"
@@ -44,5 +45,11 @@ if grep -q $'\x1b' "$T/run.err"; then fail "a terminal escape reached the log"; 
 ok "no terminal escape reached the log"
 expect_in "$T/run.err" '\x1b[31mred' "the escaped role is shown readably"
 check "r['attacks']['slow']['answer'][0] == 'closed' and r['attacks']['slow']['seconds'] < 30" "a frame that stalls after its first byte is cut off"
-check "len(r['attacks']['data-ports']) == 2 and r['attacks']['data-hijack']['answer'][0] == 4 and 'already connected' in r['attacks']['data-hijack']['answer'][1]['message']" "a second data connection for a live rank is refused, not swapped in"
+check "len(r['attacks']['data-ports']) == 2 and 'authentication failed' in r['attacks']['data-hijack']['answer']" "a client without a ticket is refused at a data port"
+check "'authentication failed' in r['attacks']['forged-ticket']['answer']" "a ticket made up with the client key is refused at a data port"
+check "'authentication failed' in r['attacks']['client-as-worker']['answer']" "the trainer's key cannot act as a worker"
+check "r['attacks']['replay']['first'] == 20" "a sealed GET_SPLIT is answered (ASSIGN)"
+for a in replay unsealed tamper; do
+  check "r['attacks']['$a']['answer'][0] == 'closed'" "a $a control frame ends the connection"
+done
 done_suite

@@ -106,9 +106,14 @@ def main():
               "second-rank0": lambda: attack("second-rank0"),
               "fake-split-done": lambda: attack("fake-split-done"),
               "big-payload": lambda: attack("big-payload"),
+              "client-as-worker": lambda: attack("client-as-worker"),
+              "replay": lambda: attack("replay"),
+              "unsealed": lambda: attack("unsealed"),
+              "tamper": lambda: attack("tamper"),
               "slow": lambda: attack("slow")}]
     if hijack_env:
         waves[1]["data-hijack"] = lambda: attack("data-hijack", env=hijack_env)
+        waves[1]["forged-ticket"] = lambda: attack("forged-ticket", env=hijack_env)
     for wave in waves:
         running = {name: start() for name, start in wave.items()}
         while any(p.poll() is None for p in running.values()):

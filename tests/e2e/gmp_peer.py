@@ -3,8 +3,10 @@
 `goldminer run` (the coordinator at $GOLDMINER_ADDR) and its data workers the way
 goldminer-protocol(7)'s threat model says they must withstand.
 
-Run by tests/e2e/attack_trainer.py inside the run (so it has the address and, for
-attacks that need it, the run's secret file from $GOLDMINER_SECRET_FILE).
+Run by tests/e2e/attack_trainer.py inside the run, so it holds what a trainer
+holds: the address and the client key ($GOLDMINER_SECRET_FILE). Attacks marked
+"worker key" model a compromised worker: they read worker.key from the run's
+directory ($GOLDMINER_RUN_DIR), which a process of the run's user can.
 
   gmp_peer.py ATTACK      one of the attacks below; prints one JSON line of results
 
@@ -13,26 +15,27 @@ Attacks:
   idle N           open N connections and send nothing; reports how many the
                    coordinator closed within 4.5 s (before the handshake deadline)
   slow             after the handshake, send 1 byte of a frame header and no more
-  bad-subscribe    authenticated client: SUBSCRIBE {"rank": "0"} (a string)
-  second-rank0     authenticated client: SUBSCRIBE as rank 0 while the trainer is
-  fake-split-done  authenticated worker: SPLIT_DONE batch_count 0 for every split
-  big-payload      authenticated worker: a HEARTBEAT with a 60 MiB payload
+  bad-subscribe    client key: SUBSCRIBE {"rank": "0"} (a string)
+  second-rank0     client key: SUBSCRIBE as rank 0 while the trainer is
+  client-as-worker client key: the handshake as role "worker"
+  fake-split-done  worker key: SPLIT_DONE batch_count 0 for every split
+  big-payload      worker key: a HEARTBEAT with a 60 MiB payload
+  replay           worker key: a sealed HEARTBEAT sent twice (a replay)
+  unsealed         worker key: an unsealed HEARTBEAT after the handshake
+  tamper           worker key: a sealed HEARTBEAT with one meta byte changed
   escape-role      a handshake whose role holds terminal escapes
-  data-hijack      authenticated client: SUBSCRIBE rank 0 at the data port in
-                   $GOLDMINER_ADDR while the trainer's connection is live
+  data-hijack      client key: rank 0 at the data port in $GOLDMINER_ADDR while
+                   the trainer's connection is live, without a ticket
+  forged-ticket    client key: a ticket made up for rank 0, session 999999
 """
-import hashlib
-import hmac
 import json
 import os
 import resource
-import secrets
 import socket
 import struct
 import sys
 import time
 
-HELLO, AUTH, WELCOME, ERROR = 1, 2, 3, 4
 REGISTER, REGISTERED, HEARTBEAT, GET_SPLIT, ASSIGN, SPLIT_DONE = 16, 17, 18, 19, 20, 21
 SUBSCRIBE, CREDIT, SUBSCRIBED, GET_PLAN, PLAN = 24, 25, 29, 30, 31
 
@@ -42,13 +45,19 @@ def address():
     return host, int(port)
 
 
-def secret():
+def client_key():
     with open(os.environ["GOLDMINER_SECRET_FILE"]) as f:
         return f.read().strip()
 
 
+def worker_key():
+    with open(os.path.join(os.environ["GOLDMINER_RUN_DIR"], "worker.key")) as f:
+        return f.read().strip()
+
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from gmp_wire import send_frame, recv_frame as recv_whole_frame  # noqa: E402
+from gmp_wire import (client_handshake, frame_bytes, send_frame, recv_frame as recv_whole_frame,  # noqa: E402
+                      ticket_key, ticket_role)
 
 
 def recv_frame(sock):
@@ -57,20 +66,29 @@ def recv_frame(sock):
     return msg_type, meta
 
 
-def connect(addr=None, role="client", key=None, raw_role=None):
-    """A socket after the client side of the handshake (dataplane/auth.h)."""
-    sock = socket.create_connection(addr or address(), timeout=20)
-    _, hello = recv_frame(sock)
-    role_sent = raw_role if raw_role is not None else role
-    client_nonce = secrets.token_hex(32)
-    key = (key or secret()).encode()
-    mac = hmac.new(key, ("goldminer-auth-v1|%s|%s|%s" % (hello["nonce"], client_nonce, role_sent)).encode(),
-                   hashlib.sha256).hexdigest()
-    send_frame(sock, AUTH, {"version": 1, "role": role_sent, "client_nonce": client_nonce, "mac": mac})
-    msg_type, meta = recv_frame(sock)
-    if msg_type != WELCOME:
-        raise ConnectionError("handshake refused: %r" % meta)
+def connect(role="client", key=None):
+    """A socket after the client side of the handshake (dataplane/auth.h), as
+    `role` with `key` (default: the client key)."""
+    sock = socket.create_connection(address(), timeout=20)
+    client_handshake(sock, key or client_key(), role)
     return sock
+
+
+def registered_worker():
+    """A connection registered as a worker, with the worker key."""
+    s = connect(role="worker", key=worker_key())
+    send_frame(s, REGISTER, {"data_addr": "127.0.0.1:9"})
+    assert recv_frame(s)[0] == REGISTERED
+    return s
+
+
+def refused(**kwargs):
+    """The message of a refused handshake, or "accepted"."""
+    try:
+        connect(**kwargs)
+        return "accepted"
+    except ConnectionError as e:
+        return str(e)
 
 
 def answer(sock):
@@ -130,29 +148,38 @@ def main():
         s = connect()
         send_frame(s, SUBSCRIBE, {"rank": 0, "world_size": 1})
         out = {"answer": answer(s)}
+    elif attack == "client-as-worker":
+        out = {"answer": refused(role="worker")}
     elif attack == "fake-split-done":
-        s = connect(role="worker")
-        send_frame(s, REGISTER, {"data_addr": "127.0.0.1:9"})
-        assert recv_frame(s)[0] == REGISTERED
+        s = registered_worker()
         for split in range(64):
             send_frame(s, SPLIT_DONE, {"epoch": 0, "split": split, "batch_count": 0})
         send_frame(s, GET_SPLIT, {})  # still served: the lies were ignored, not fatal
         out = {"answer": answer(s)}
+    elif attack in ("replay", "unsealed", "tamper"):
+        s = registered_worker()
+        out = {}
+        if attack == "replay":  # the genuine frame is answered, its copy ends the connection
+            frame = frame_bytes(s, GET_SPLIT, {})
+            s.sendall(frame)
+            out["first"] = answer(s)[0]
+        else:
+            frame = frame_bytes(s, HEARTBEAT, {"batches_sent": 0})
+            if attack == "unsealed":
+                frame = frame[:6] + b"\0\0" + frame[8:-32]  # flags 0, no MAC
+            else:
+                frame = frame.replace(b'"batches_sent": 0', b'"batches_sent": 9')
+        s.sendall(frame)
+        out["answer"] = answer(s)
     elif attack == "big-payload":
-        s = connect(role="worker")
-        send_frame(s, REGISTER, {"data_addr": "127.0.0.1:9"})
-        assert recv_frame(s)[0] == REGISTERED
+        s = registered_worker()
         try:
             send_frame(s, HEARTBEAT, {}, b"\0" * (60 << 20))
         except OSError:
             pass
         out = {"answer": answer(s)}
     elif attack == "escape-role":
-        try:
-            connect(raw_role="\x1b[31mred\x1b[0m\r\x07", key="00" * 32)
-            out = {"answer": "accepted"}
-        except ConnectionError as e:
-            out = {"answer": str(e)}
+        out = {"answer": refused(role="\x1b[31mred\x1b[0m\r\x07", key="00" * 32)}
     elif attack == "slow":
         s = connect()
         s.sendall(b"G")
@@ -160,10 +187,9 @@ def main():
         result = answer(s)
         out = {"answer": result, "seconds": time.monotonic() - start}
     elif attack == "data-hijack":  # GOLDMINER_ADDR is a worker's data port here
-        s = connect()
-        send_frame(s, SUBSCRIBE, {"rank": 0})
-        send_frame(s, CREDIT, {"n": 4})
-        out = {"answer": answer(s)}
+        out = {"answer": refused()}
+    elif attack == "forged-ticket":  # at a data port too
+        out = {"answer": refused(role=ticket_role(0, 999999), key=ticket_key(client_key(), 0, 999999))}
     else:
         sys.exit("unknown attack " + attack)
     print(json.dumps(out), flush=True)

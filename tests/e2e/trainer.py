@@ -42,9 +42,11 @@ def act(n, spawned):
     if env.get("GM_TEST_TERM_AFTER") == str(n):
         os.kill(workers()[0], signal.SIGTERM)
     if env.get("GM_TEST_ADD_AFTER") == str(n):
+        # A worker joins with the worker key (the trainer's own key is refused).
+        worker_env = dict(env, GOLDMINER_SECRET_FILE=os.path.join(env["GOLDMINER_RUN_DIR"], "worker.key"))
         spawned.append(subprocess.Popen(
             [env["GM_TEST_GOLDMINER"], "worker", "--coordinator", env["GOLDMINER_ADDR"],
-             "--threads", "1"]))
+             "--threads", "1"], env=worker_env))
 
 
 def alive(pid):

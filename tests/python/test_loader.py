@@ -8,11 +8,8 @@ without it these tests fail, saying so. Run:
 """
 
 import gc
-import hashlib
-import hmac
 import json
 import os
-import secrets
 import socket
 import struct
 import sys
@@ -25,32 +22,29 @@ PYTHON_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."
 sys.path.insert(0, os.path.normpath(PYTHON_DIR))
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from gmp_wire import HEADER, recv_exact, recv_frame, send_frame  # noqa: E402,F401
+from gmp_wire import (HEADER, recv_exact, recv_frame, role_key, send_frame,  # noqa: E402,F401
+                      server_handshake as wire_server_handshake, ticket_key)
 
 import goldminer  # noqa: E402
 from goldminer import loader as loader_module  # noqa: E402
 
-SECRET = "ab" * 32
+SECRET = "ab" * 32  # the run's secret, held by the fake coordinator
+CLIENT_KEY = role_key(SECRET, "client")  # what the trainer holds
+WORKER_KEY = role_key(SECRET, "worker")
+SESSION = 7  # the session number the fake coordinator gives
 TIMEOUT_S = 20  # every socket wait in the fakes ends by then
-HELLO, AUTH, WELCOME, ERROR = 1, 2, 3, 4
 SUBSCRIBE, CREDIT, BATCH, BYE, SUBSCRIBED = 24, 25, 26, 28, 29
 ACK, GET_PLAN, PLAN, GET_WORKERS, WORKERS, RESUME = 23, 30, 31, 32, 33, 34
 
 
-def mac(message):
-    return hmac.new(SECRET.encode(), message.encode(), hashlib.sha256).hexdigest()
-
-
 def server_handshake(sock, role):
-    nonce = secrets.token_hex(32)
-    send_frame(sock, HELLO, {"version": 1, "nonce": nonce, "role": role})
-    _, auth, _ = recv_frame(sock)
-    expected = mac("goldminer-auth-v1|%s|%s|%s" % (nonce, auth["client_nonce"], auth["role"]))
-    if not hmac.compare_digest(expected, auth["mac"]):
-        send_frame(sock, ERROR, {"message": "authentication failed"})
-        return False
-    send_frame(sock, WELCOME, {"mac": mac("goldminer-server-v1|%s|%s|%s" % (auth["client_nonce"], nonce, role))})
-    return True
+    """As the fake coordinator (clients prove the client key) or the fake worker
+    (clients prove the ticket of rank 0, session SESSION)."""
+    def key_for(claimed):
+        if role == "coordinator":
+            return CLIENT_KEY if claimed == "client" else None
+        return ticket_key(WORKER_KEY, 0, SESSION) if claimed == "client:0:%d" % SESSION else None
+    return wire_server_handshake(sock, key_for, role) is not None
 
 
 class FakeServer:
@@ -123,7 +117,9 @@ def serve_coordinator(worker_address, log, count=-1):
             msg_type, meta, _ = recv_frame(sock)
             log.append((msg_type, meta))
             if msg_type == SUBSCRIBE:
-                send_frame(sock, SUBSCRIBED, {"run_id": "t", "batch_size": 2, "world_size": 1, "epochs": 1})
+                send_frame(sock, SUBSCRIBED, {"run_id": "t", "batch_size": 2, "world_size": 1, "epochs": 1,
+                                              "session": SESSION,
+                                              "ticket": ticket_key(WORKER_KEY, 0, SESSION)})
             elif msg_type == GET_PLAN:
                 send_frame(sock, PLAN, {"epoch": meta["epoch"], "splits": [[7, count], [3, count]],
                                         "workers": [worker_address]})
@@ -144,14 +140,14 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(loader_module._library().gm_abi_version(), 1)
 
     def test_given_an_unreachable_coordinator_then_the_error_names_it(self):
-        os.environ["GOLDMINER_SECRET"] = SECRET
+        os.environ["GOLDMINER_SECRET"] = CLIENT_KEY
         with self.assertRaises(goldminer.ClientError) as caught:
             iter(goldminer.Loader(coordinator="127.0.0.1:1", rank=0, world_size=1)).__next__()
         self.assertIn("127.0.0.1:1", str(caught.exception))
         self.assertEqual(caught.exception.code, 5)  # GM_UNAVAILABLE
 
     def test_given_a_bad_address_then_the_error_says_what_is_expected(self):
-        os.environ["GOLDMINER_SECRET"] = SECRET
+        os.environ["GOLDMINER_SECRET"] = CLIENT_KEY
         with self.assertRaises(goldminer.ClientError) as caught:
             goldminer.Loader(coordinator="nowhere", rank=0, world_size=1).stats()
         self.assertIn("HOST:PORT", str(caught.exception))
@@ -159,7 +155,7 @@ class LibraryTest(unittest.TestCase):
 
 class LoaderTest(unittest.TestCase):
     def setUp(self):
-        os.environ["GOLDMINER_SECRET"] = SECRET
+        os.environ["GOLDMINER_SECRET"] = CLIENT_KEY
         self.batches = make_batches()
         self.worker = FakeServer("worker", serve_worker(self.batches))
         self.log = []

@@ -119,7 +119,7 @@ TEST(AuthTest, GivenImpostorServer_WhenItCannotProveTheSecret_ThenClientRefusesI
     // Speaks the protocol but does not know the secret: echoes a made-up MAC.
     auto nonce = RandomHex(32);
     ASSERT_TRUE(SendFrame(c.server, MsgType::kHello,
-                          {{"version", 1}, {"nonce", *nonce}, {"role", "coordinator"}},
+                          {{"version", kProtocolVersion}, {"nonce", *nonce}, {"role", "coordinator"}},
                           Deadline::After(kWait)).ok());
     auto auth = RecvFrame(c.server, kHandshakeLimits, Deadline::After(kWait));
     ASSERT_TRUE(auth.ok());
@@ -167,7 +167,7 @@ TEST(AuthTest, GivenClientOfAnotherVersion_WhenHandshaking_ThenErrorNamesBothVer
   std::string reason;
   Status status = ServerAgainst(c, [&](Socket& s) {
     ASSERT_TRUE(RecvFrame(s, kHandshakeLimits, Deadline::After(kWait)).ok());
-    ASSERT_TRUE(SendFrame(s, MsgType::kAuth, {{"version", 2}, {"role", "worker"}},
+    ASSERT_TRUE(SendFrame(s, MsgType::kAuth, {{"version", 3}, {"role", "worker"}},
                           Deadline::After(kWait)).ok());
     auto error = RecvFrame(s, kHandshakeLimits, Deadline::After(kWait));
     ASSERT_TRUE(error.ok()) << error.status().message();
@@ -176,7 +176,7 @@ TEST(AuthTest, GivenClientOfAnotherVersion_WhenHandshaking_ThenErrorNamesBothVer
   });
   EXPECT_EQ(status.code(), Code::kInvalidArgument);
   for (const std::string& text : {status.message(), reason}) {
-    EXPECT_NE(text.find("peer speaks version 2, this side speaks version 1"), std::string::npos)
+    EXPECT_NE(text.find("peer speaks version 3, this side speaks version 2"), std::string::npos)
         << text;
   }
 }
@@ -255,6 +255,129 @@ TEST(AuthTest, GivenEnvironment_WhenLoadingSecret_ThenFileWinsOverValue) {
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), Code::kNotFound);
   EXPECT_NE(none.status().message().find("GOLDMINER_SECRET_FILE"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gm
+
+namespace gm {
+namespace {
+
+// Frames after the handshake are sealed (dataplane/session.h): these tests send
+// through an authenticated pair and tamper with what travels.
+
+// A socket's raw bytes for one frame as `sender`'s session would seal it.
+std::string SealedBytes(Socket& sender, MsgType type, const nlohmann::json& meta) {
+  std::string text = meta.dump();
+  FrameHeader h;
+  h.type = type;
+  h.flags = kFrameSealed;
+  h.meta_len = static_cast<uint32_t>(text.size());
+  std::string header = EncodeFrameHeader(h);
+  SealMac mac = sender.session()->Seal(header, text);
+  return header + text + std::string(reinterpret_cast<const char*>(mac.data()), mac.size());
+}
+
+void SendRawBytes(Socket& s, const std::string& bytes) {
+  iovec v{const_cast<char*>(bytes.data()), bytes.size()};
+  ASSERT_TRUE(s.SendAll({&v, 1}, Deadline::After(kWait), "raw frame").ok());
+}
+
+TEST(SessionTest, GivenAnAuthenticatedPair_WhenFramesGoBothWays_ThenTheyArriveSealedAndChecked) {
+  Connection c = TcpPair();
+  Outcome out = Handshake(c, kSecret, kSecret);
+  ASSERT_TRUE(out.server.ok() && out.client.ok());
+  ASSERT_NE(c.client.session(), nullptr);
+  ASSERT_NE(c.server.session(), nullptr);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(SendFrame(c.client, MsgType::kHeartbeat, {{"i", i}}, Deadline::After(kWait)).ok());
+    auto got = RecvFrame(c.server, kControlLimits, Deadline::After(kWait));
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(got->meta["i"], i);
+    EXPECT_EQ(got->flags & kFrameSealed, kFrameSealed);
+  }
+  ASSERT_TRUE(SendFrame(c.server, MsgType::kWorkers, {{"workers", {"a:1"}}}, Deadline::After(kWait)).ok());
+  auto back = RecvFrame(c.client, kControlLimits, Deadline::After(kWait));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->meta["workers"][0], "a:1");
+  EXPECT_EQ(c.client.session()->frames_sent(), 3u);
+  EXPECT_EQ(c.server.session()->frames_received(), 3u);
+}
+
+// Each case: what an attacker who can write into the connection sends, given the
+// bytes of one genuine sealed frame; the receiver must refuse at the frame it breaks.
+struct Tamper {
+  const char* name;
+  std::function<std::string(const std::string& genuine)> bytes;
+  int good_frames_first;  // genuine frames the receiver accepts before the refusal
+};
+
+TEST(SessionTest, GivenInjectedReplayedOrAlteredFrames_WhenReceived_ThenCorruptAndNothingOfThemIsRead) {
+  const std::vector<Tamper> cases = {
+      {"replayed", [](const std::string& g) { return g + g; }, 1},
+      {"unsealed", [](const std::string&) {
+         return *EncodeFrame(MsgType::kHeartbeat, {{"i", 9}});
+       }, 0},
+      {"altered meta", [](const std::string& g) {
+         std::string t = g;
+         t[kFrameHeaderSize + 5] ^= 1;  // inside {"i":0}
+         return t;
+       }, 0},
+      {"altered header", [](const std::string& g) {
+         std::string t = g;
+         t[5] = static_cast<char>(MsgType::kBye);  // the type
+         return t;
+       }, 0},
+      {"mac of another key", [](const std::string& g) {
+         std::string t = g;
+         t.back() ^= 0x40;
+         return t;
+       }, 0},
+  };
+  for (const Tamper& tc : cases) {
+    Connection c = TcpPair();
+    Outcome out = Handshake(c, kSecret, kSecret);
+    ASSERT_TRUE(out.server.ok() && out.client.ok()) << tc.name;
+    SendRawBytes(c.client, tc.bytes(SealedBytes(c.client, MsgType::kHeartbeat, {{"i", 0}})));
+    for (int i = 0; i < tc.good_frames_first; ++i) {
+      auto good = RecvFrame(c.server, kControlLimits, Deadline::After(kWait));
+      ASSERT_TRUE(good.ok()) << tc.name << ": " << good.status().message();
+    }
+    auto bad = RecvFrame(c.server, kControlLimits, Deadline::After(kWait));
+    ASSERT_FALSE(bad.ok()) << tc.name;
+    EXPECT_EQ(bad.status().code(), Code::kCorrupt) << tc.name << ": " << bad.status().message();
+  }
+}
+
+TEST(SessionTest, GivenTwoConnectionsWithTheSameKey_ThenAFrameOfOneIsRefusedOnTheOther) {
+  Connection a = TcpPair(), b = TcpPair();
+  ASSERT_TRUE(Handshake(a, kSecret, kSecret).client.ok());
+  ASSERT_TRUE(Handshake(b, kSecret, kSecret).client.ok());
+  // The same key, but each session's keys come from its own nonces.
+  SendRawBytes(b.client, SealedBytes(a.client, MsgType::kHeartbeat, {{"i", 0}}));
+  auto got = RecvFrame(b.server, kControlLimits, Deadline::After(kWait));
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("fails its MAC"), std::string::npos)
+      << got.status().message();
+}
+
+TEST(RoleKeyTest, GivenTheRunSecret_ThenRoleKeysAndTicketsDifferAndTicketRolesRoundTrip) {
+  const std::string worker = RoleKey(kSecret, kWorkerRole), client = RoleKey(kSecret, kClientRole);
+  EXPECT_NE(worker, client);
+  EXPECT_NE(worker, kSecret);
+  EXPECT_TRUE(CheckSecret(worker, "worker key").ok());  // a key file holds it like a secret
+  EXPECT_NE(TicketKey(worker, 0, 1), TicketKey(worker, 0, 2));
+  EXPECT_NE(TicketKey(worker, 0, 1), TicketKey(worker, 1, 1));
+  int64_t rank = -1;
+  uint64_t session = 0;
+  ASSERT_TRUE(ParseTicketRole(TicketRole(65535, 12345), &rank, &session));
+  EXPECT_EQ(rank, 65535);
+  EXPECT_EQ(session, 12345u);
+  for (const char* bad : {"client", "client:", "client:1", "client:1:", "client:-1:2",
+                          "client:65536:1", "client:01:1", "client:1:x", "worker:1:1",
+                          "client:1:2:3", "client:1:99999999999999999999"}) {
+    EXPECT_FALSE(ParseTicketRole(bad, &rank, &session)) << bad;
+  }
 }
 
 }  // namespace

@@ -71,8 +71,11 @@ class FakeServer {
 // Answers the client's control requests from a plan the test sets.
 class FakeCoordinator {
  public:
+  // `secret`: the one key the fake accepts for every role; it also hands it out as
+  // the clients' ticket, which the FakeWorker below accepts likewise.
   explicit FakeCoordinator(std::string secret)
-      : server_(std::move(secret), "coordinator", [this](Socket& s, size_t) { Serve(s); }) {}
+      : ticket_(secret),
+        server_(std::move(secret), "coordinator", [this](Socket& s, size_t) { Serve(s); }) {}
   std::string address() const { return server_.address(); }
 
   void SetPlan(std::vector<std::pair<uint64_t, int64_t>> splits, std::vector<std::string> workers) {
@@ -112,7 +115,9 @@ class FakeCoordinator {
                         {{"run_id", "test"},
                          {"batch_size", 2},
                          {"world_size", frame->meta["world_size"]},
-                         {"epochs", 1}},
+                         {"epochs", 1},
+                         {"session", 1},
+                         {"ticket", ticket_}},
                         Deadline::After(5));
       } else if (frame->type == MsgType::kGetPlan && frame->meta["epoch"] != 0) {
         (void)SendFrame(s, MsgType::kPlan,
@@ -141,6 +146,7 @@ class FakeCoordinator {
       cv_.notify_all();
     }
   }
+  const std::string ticket_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::pair<uint64_t, int64_t>> splits_;

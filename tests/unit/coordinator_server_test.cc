@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "dataplane/auth.h"
+#include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 
 namespace gm {
@@ -16,7 +17,10 @@ constexpr double kWait = 10;
 
 class CoordinatorServerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start(kClientIdleS); }
+
+  void Start(double client_idle_s) {
+    server_.reset();
     secret_ = *NewSecret();
     CoordinatorConfig c;
     c.secret = secret_;
@@ -28,15 +32,19 @@ class CoordinatorServerTest : public ::testing::Test {
     c.base_dir = "/";
     c.samples_per_split = 4;
     c.epochs = 1;
+    c.client_idle_s = client_idle_s;
     auto server = CoordinatorServer::Start(c);
     ASSERT_TRUE(server.ok()) << server.status().message();
     server_ = std::move(*server);
     port_ = std::stoi(server_->address().substr(server_->address().rfind(':') + 1));
   }
 
-  Result<Socket> Connect(const std::string& role, const std::string& secret) {
+  // Connects as `role` with that role's key derived from `secret` (or with `key`).
+  Result<Socket> Connect(const std::string& role, const std::string& secret,
+                         const std::string& key = "") {
     GM_ASSIGN_OR_RETURN(Socket s, Socket::ConnectTcp("127.0.0.1", port_, kWait));
-    GM_RETURN_IF_ERROR(ClientHandshake(s, secret, role, Deadline::After(kWait), nullptr));
+    GM_RETURN_IF_ERROR(ClientHandshake(s, key.empty() ? RoleKey(secret, role) : key, role,
+                                       Deadline::After(kWait), nullptr));
     return s;
   }
 
@@ -102,6 +110,54 @@ TEST_F(CoordinatorServerTest, GivenAWrongSecretThenTheConnectionIsRefusedAndOthe
   ASSERT_TRUE(good.ok()) << good.status().message();
   EXPECT_EQ(Ask(*good, MsgType::kSubscribe, {{"rank", 0}, {"world_size", 1}}).type,
             MsgType::kSubscribed);
+}
+
+TEST_F(CoordinatorServerTest, GivenTheClientKey_WhenItClaimsTheWorkerRole_ThenAuthenticationFails) {
+  auto impostor = Connect("worker", secret_, RoleKey(secret_, kClientRole));
+  ASSERT_FALSE(impostor.ok());
+  EXPECT_NE(impostor.status().message().find("authentication failed"), std::string::npos)
+      << impostor.status().message();
+  // Nor may the run's secret itself be used as a key: only role keys are.
+  auto secret_holder = Connect("client", secret_, secret_);
+  EXPECT_FALSE(secret_holder.ok());
+}
+
+TEST_F(CoordinatorServerTest, GivenSuccessiveClientsOfARank_ThenEachGetsAHigherSessionAndItsTicket) {
+  uint64_t previous = 0;
+  for (int i = 0; i < 2; ++i) {
+    auto client = Connect("client", secret_);
+    ASSERT_TRUE(client.ok()) << client.status().message();
+    Frame sub = Ask(*client, MsgType::kSubscribe, {{"rank", 0}, {"world_size", 1}});
+    ASSERT_EQ(sub.type, MsgType::kSubscribed);
+    auto msg = SubscribedMsg::Decode(sub.meta);
+    ASSERT_TRUE(msg.ok()) << msg.status().message();
+    EXPECT_GT(msg->session, previous);
+    // The ticket is what a worker derives from its key for this rank and session.
+    EXPECT_EQ(msg->ticket, TicketKey(RoleKey(secret_, kWorkerRole), 0, msg->session));
+    previous = msg->session;
+    ASSERT_TRUE(SendFrame(*client, MsgType::kBye, {}, Deadline::After(kWait)).ok());
+    // The session ends when the coordinator has seen BYE; wait for its close.
+    auto closed = RecvFrame(*client, FrameLimits{}, Deadline::After(kWait));
+    EXPECT_FALSE(closed.ok());
+  }
+}
+
+TEST_F(CoordinatorServerTest, GivenAClientThatFallsSilent_ThenItsConnectionIsClosedAfterTheIdleLimit) {
+  Start(/*client_idle_s=*/3);
+  auto client = Connect("client", secret_);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_EQ(Ask(*client, MsgType::kSubscribe, {{"rank", 0}, {"world_size", 1}}).type,
+            MsgType::kSubscribed);
+  // HEARTBEAT keeps it open past the limit (3 s here)...
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    ASSERT_TRUE(SendFrame(*client, MsgType::kHeartbeat, {}, Deadline::After(kWait)).ok());
+  }
+  EXPECT_EQ(Ask(*client, MsgType::kGetWorkers, {}).type, MsgType::kWorkers);
+  // ...silence does not: the coordinator closes it (well within kWait).
+  auto closed = RecvFrame(*client, FrameLimits{}, Deadline::After(kWait));
+  ASSERT_FALSE(closed.ok());
+  EXPECT_EQ(closed.status().code(), Code::kUnavailable) << closed.status().message();
 }
 
 TEST_F(CoordinatorServerTest, GivenGarbageBytesThenThatConnectionIsDroppedOnly) {

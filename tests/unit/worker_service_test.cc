@@ -15,6 +15,7 @@
 
 #include "test_util.h"
 #include "dataplane/auth.h"
+#include "dataplane/messages.h"
 #include "worker/engine.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
@@ -125,10 +126,14 @@ nlohmann::json Assign(uint64_t split, uint64_t start = 0, int64_t end = -1) {
 
 const nlohmann::json kExit = {{"kind", "exit"}};
 
-// A trainer client's data connection to a worker.
-Result<Socket> ConnectClient(int port, const std::string& secret, int64_t rank, int64_t credit) {
+// A trainer client's data connection to a worker, with the ticket the
+// coordinator would give rank `rank` in session `session` (`worker_key`: the key
+// the ticket is made with; Secret() is the worker's).
+Result<Socket> ConnectClient(int port, const std::string& worker_key, int64_t rank, int64_t credit,
+                             uint64_t session = 1) {
   GM_ASSIGN_OR_RETURN(Socket s, Socket::ConnectTcp("127.0.0.1", port, kWait));
-  GM_RETURN_IF_ERROR(ClientHandshake(s, secret, "client", Deadline::After(kWait), nullptr));
+  GM_RETURN_IF_ERROR(ClientHandshake(s, TicketKey(worker_key, rank, session),
+                                     TicketRole(rank, session), Deadline::After(kWait), nullptr));
   GM_RETURN_IF_ERROR(SendFrame(s, MsgType::kSubscribe, {{"rank", rank}}, Deadline::After(kWait)));
   if (credit > 0) {
     GM_RETURN_IF_ERROR(SendFrame(s, MsgType::kCredit, {{"n", credit}}, Deadline::After(kWait)));
@@ -372,6 +377,70 @@ TEST_F(WorkerServiceTest, GivenClientThatDisconnects_WhenItReconnects_ThenTheRes
   EXPECT_TRUE(Finish(run, *service).ok());
   ASSERT_TRUE(coordinator.WaitEnded());
   EXPECT_EQ(coordinator.split_dones().size(), 1u);
+}
+
+TEST_F(WorkerServiceTest, GivenANewerSessionOfTheRank_WhenItConnects_ThenItReplacesTheOlderAndTheOlderCannotReturn) {
+  // Split 1 keeps the worker (and its data port) busy until the test stops it.
+  FakeCoordinator coordinator(Registered(), {Assign(0), Assign(1), kExit});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  auto old_session = ConnectClient(service->data_port(), Secret(), 0, 1, /*session=*/3);
+  ASSERT_TRUE(old_session.ok()) << old_session.status().message();
+  auto first = NextBatch(*old_session);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(first->split_batch, 0u);
+
+  // The trainer restarted: the coordinator gave its new client session 4. The old
+  // connection is still open, yet the newer session takes the rank over at once.
+  auto resumed = ConnectClient(service->data_port(), Secret(), 0, 1, /*session=*/4);
+  ASSERT_TRUE(resumed.ok()) << resumed.status().message();
+  auto second = NextBatch(*resumed);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  ExpectSameBatch(*second, Reference(0)[1]);
+  // The old session's connection was closed and gets nothing more...
+  (void)Credit(*old_session, 5);  // may fail already: the worker closed it
+  EXPECT_FALSE(NextBatch(*old_session, 5).ok());
+  // ...and the old session cannot come back.
+  auto stale = ConnectClient(service->data_port(), Secret(), 0, 10, /*session=*/3);
+  ASSERT_TRUE(stale.ok()) << stale.status().message();  // its ticket is valid...
+  auto refused = RecvFrame(*stale, FrameLimits{}, Deadline::After(kWait));
+  ASSERT_TRUE(refused.ok()) << refused.status().message();
+  EXPECT_EQ(refused->type, MsgType::kError);  // ...but it was replaced
+  EXPECT_NE(refused->meta.value("message", "").find("replaced by session 4"), std::string::npos)
+      << refused->meta.dump();
+  service->Stop();
+  EXPECT_TRUE(Finish(run, *service).ok());
+}
+
+TEST_F(WorkerServiceTest, GivenATicketForAnotherRank_WhenItSubscribes_ThenItIsRefusedNamingTheRank) {
+  FakeCoordinator coordinator(Registered(), {kExit});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  auto s = Socket::ConnectTcp("127.0.0.1", service->data_port(), kWait);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(ClientHandshake(*s, TicketKey(Secret(), 1, 1), TicketRole(1, 1),
+                              Deadline::After(kWait), nullptr).ok());
+  ASSERT_TRUE(SendFrame(*s, MsgType::kSubscribe, SubscribeMsg{0}.Encode(), Deadline::After(kWait)).ok());
+  auto answer = RecvFrame(*s, FrameLimits{}, Deadline::After(kWait));
+  EXPECT_FALSE(answer.ok() && answer->type == MsgType::kBatch);
+  EXPECT_TRUE(Finish(run, *service).ok());
+}
+
+TEST_F(WorkerServiceTest, GivenAClientKeyInsteadOfATicket_WhenItConnects_ThenAuthenticationFails) {
+  FakeCoordinator coordinator(Registered(), {kExit});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  auto s = Socket::ConnectTcp("127.0.0.1", service->data_port(), kWait);
+  ASSERT_TRUE(s.ok());
+  // The trainer's role key, as role "client": without a ticket there is no way in.
+  Status st = ClientHandshake(*s, RoleKey(Secret(), kClientRole), kClientRole,
+                              Deadline::After(kWait), nullptr);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("authentication failed"), std::string::npos) << st.message();
+  EXPECT_TRUE(Finish(run, *service).ok());
 }
 
 TEST_F(WorkerServiceTest, GivenWrongSecretGarbageAndSilentPeers_WhenTheyConnect_ThenGoodClientIsStillServed) {
