@@ -32,7 +32,7 @@ inline constexpr double kClientRefreshS = 0.5;
 
 struct ClientOptions {
   std::string coordinator;                    // "HOST:PORT" or "unix:PATH"; empty: $GOLDMINER_ADDR
-  std::string secret;                         // empty: LoadSecret()
+  std::string secret;                         // the client key; empty: LoadSecret()
   int rank = -1;                              // -1: $RANK, else $SLURM_PROCID, else 0
   int world_size = -1;                        // -1: $WORLD_SIZE, else $SLURM_NTASKS, else 1
   int prefetch = kDefaultPrefetchBatches;     // initial credit per worker connection

@@ -179,8 +179,8 @@ Result<int> RunWithCoordinator(const WorkerFlags& f) {
   Result<std::string> secret = LoadSecret();
   if (!secret.ok()) {
     return Status::InvalidArgument(
-        "worker --coordinator needs the run's secret: set " + std::string(kSecretFileEnv) +
-        " to the secret file that `goldminer run` wrote (" + secret.status().message() + ")");
+        "worker --coordinator needs the run's worker key: set " + std::string(kSecretFileEnv) +
+        " to the worker.key file in the run's directory (" + secret.status().message() + ")");
   }
   WorkerServiceOptions options;
   options.coordinator = f.coordinator;
@@ -231,7 +231,7 @@ Verb WorkerVerb() {
             ->check(CLI::Range(1, 100000000));
         sub.add_option("--coordinator", f->coordinator,
                        "HOST:PORT of a run's coordinator (served by `goldminer run`); "
-                       "the run's secret comes from GOLDMINER_SECRET_FILE");
+                       "the run's worker key comes from GOLDMINER_SECRET_FILE");
         sub.add_option("--listen", f->listen,
                        "HOST:PORT of the data port trainer clients connect to (port 0: any)")
             ->capture_default_str();

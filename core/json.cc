@@ -11,7 +11,9 @@ namespace gm {
 namespace {
 
 std::string ShortDump(const nlohmann::json& j) {
-  std::string s = j.dump();
+  // Replaces invalid UTF-8 (a string built in memory may hold any bytes) rather
+  // than throwing while an error message is being written.
+  std::string s = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
 }

@@ -97,7 +97,7 @@ Result<Frame> Expect(Socket& socket, MsgType want, Deadline deadline) {
     std::string msg = Field(f, "message");
     if (msg == kAuthFailed) {
       return Status::InvalidArgument(socket.peer() + ": authentication failed: the peer does "
-                                     "not accept our secret (check " +
+                                     "not accept our key (check " +
                                      std::string(kSecretFileEnv) + ")");
     }
     return Status::Unavailable(socket.peer() + ": refused the handshake: " + PeerText(msg));

@@ -34,6 +34,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check<gm::AckMsg>(*meta, gm::AckMsg::Decode);
   Check<gm::ResumeMsg>(*meta, gm::ResumeMsg::Decode);
   Check<gm::CreditMsg>(*meta, gm::CreditMsg::Decode);
+  Check<gm::SubscribedMsg>(*meta, gm::SubscribedMsg::Decode);
+  Check<gm::RegisteredMsg>(*meta, gm::RegisteredMsg::Decode);
+  Check<gm::AssignMsg>(*meta, gm::AssignMsg::Decode);
+  Check<gm::PlanMsg>(*meta, gm::PlanMsg::Decode);
+  Check<gm::WorkersMsg>(*meta, gm::WorkersMsg::Decode);
+  (void)gm::ErrorMsg::Decode(*meta);  // never fails
   Check<gm::SubscribeMsg>(*meta, [](const nlohmann::json& j) { return gm::SubscribeMsg::Decode(j, true); });
   Check<gm::SubscribeMsg>(*meta, [](const nlohmann::json& j) { return gm::SubscribeMsg::Decode(j, false); });
   if (auto stages = gm::DecodeStagesReport(*meta, "HEARTBEAT");
