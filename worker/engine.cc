@@ -13,6 +13,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "worker/http.h"
 
 namespace gm {
 namespace {
@@ -146,7 +147,7 @@ void ReadSplits(const Pipeline& p, uint64_t epoch, const std::vector<size_t>& or
     if (!st.ok() && st.code() != Code::kCancelled && running) {
       // The split failed as a whole (404, broken tar): it is one skipped entry.
       Sample marker;
-      marker.key = p.splits()[id].name;
+      marker.key = RedactUrl(p.splits()[id].name);
       buffer.push_back(Item{0, std::move(marker), st, id});
     }
     while (running && !buffer.empty()) pop_random();

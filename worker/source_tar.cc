@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "worker/brace_expand.h"
+#include "worker/http.h"
 #include "worker/sources_internal.h"
 #include "worker/tar_reader.h"
 
@@ -113,7 +114,9 @@ class TarSource : public Source {
   bool Emit(size_t shard, uint64_t position, const Group& group, const EmitFn& emit) const {
     Sample sample;
     sample.index = (static_cast<uint64_t>(shard) << 32) | position;
-    sample.key = splits_[shard].name + "#" + group.basename;
+    // Keys travel to the trainer and into logs: a URL's credentials and query
+    // (often a signed token, which also changes between runs) stay out of them.
+    sample.key = RedactUrl(splits_[shard].name) + "#" + group.basename;
     size_t data_at = PickDataMember(group);
     Status status;
     for (size_t i = 0; i < group.members.size(); ++i) {

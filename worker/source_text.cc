@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "worker/brace_expand.h"
+#include "worker/http.h"
 #include "worker/sources_internal.h"
 
 namespace gm {
@@ -70,7 +71,7 @@ class JsonlSource : public Source {
       if (IsBlank(row)) continue;
       Sample sample;
       sample.index = (static_cast<uint64_t>(split_id) << 32) | (line - 1);
-      sample.key = splits_[split_id].name + ":" + std::to_string(line);
+      sample.key = RedactUrl(splits_[split_id].name) + ":" + std::to_string(line);
       sample.ext = "txt";
       Status status = ParseRow(row, &sample);
       if (!emit(std::move(sample), status)) {

@@ -1,4 +1,5 @@
 #include "core/file_util.h"
+#include "worker/http.h"
 #include "worker/source.h"
 #include "worker/sources_internal.h"
 
@@ -31,7 +32,7 @@ Status ReadIndexedSplit(const Source& source, std::string_view kind, size_t spli
   const uint64_t begin = split_id * per_split;
   for (uint64_t i = begin; i < begin + splits[split_id].count; ++i) {
     Status st = source.ReadSample(i, emit);
-    if (!st.ok()) return st.WithContext(splits[split_id].name);
+    if (!st.ok()) return st.WithContext(RedactUrl(splits[split_id].name));
   }
   return Status::Ok();
 }

@@ -28,8 +28,8 @@ ok "HTTP server on port $port"
 
 cat >"$T/pipeline.json" <<JSON
 { "version": 1,
-  "source": {"type": "tar", "urls": ["http://127.0.0.1:$port/train-{000..001}.tar",
-                                     "http://127.0.0.1:$port/missing-000.tar"]},
+  "source": {"type": "tar", "urls": ["http://127.0.0.1:$port/train-{000..001}.tar?sig=TOKEN123",
+                                     "http://127.0.0.1:$port/missing-000.tar?sig=TOKEN123"]},
   "stages": [ {"op": "decode_jpeg"}, {"op": "center_crop", "size": 96},
               {"op": "to_tensor", "layout": "CHW", "dtype": "uint8"} ],
   "batch": {"size": 4}, "seed": 3, "on_error": "skip" }
@@ -48,6 +48,8 @@ keys = [l.split("\t")[2] for l in open(__import__("sys").argv[1] + "/keys.tsv").
 assert all("train-00" in k and "#" in k for k in keys) and len(set(keys)) == 12, keys
 PY
 ok "labels come from .cls members, keys name shard#basename"
+if grep -q TOKEN123 "$T/batches/keys.tsv" "$T/err" "$T/out"; then fail "a URL's signed token reached the keys or the log"; fi
+ok "a URL's query string (a signed token) stays out of sample keys and messages"
 
 sed 's/"on_error": "skip"/"on_error": "fail"/' "$T/pipeline.json" >"$T/fail.json"
 expect_rc 1 "a 404 shard fails the run with on_error fail" -- "$GM" worker --local --pipeline "$T/fail.json"
