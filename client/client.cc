@@ -110,7 +110,8 @@ struct Client::Impl {
   std::mutex send_mu;
   double last_send = 0;  // MonotonicSeconds(); guarded by send_mu
   std::thread heartbeat;
-  bool heartbeat_stop = false;  // guarded by mu
+  std::condition_variable heartbeat_cv;  // with mu; its own, so batches do not wake it
+  bool heartbeat_stop = false;           // guarded by mu
 
   mutable std::mutex mu;
   std::condition_variable cv;
@@ -154,16 +155,17 @@ Status Client::Impl::SendToCoordinator(MsgType type, const nlohmann::json& meta,
 
 void Client::Impl::HeartbeatLoop() {
   std::unique_lock lock(mu);
-  while (!cv.wait_for(lock, std::chrono::duration<double>(kClientHeartbeatS / 4),
-                      [&] { return heartbeat_stop; })) {
+  const double every = options.heartbeat_s;
+  while (!heartbeat_cv.wait_for(lock, std::chrono::duration<double>(every / 4),
+                                [&] { return heartbeat_stop; })) {
     lock.unlock();
     {
       std::lock_guard send_lock(send_mu);
-      if (MonotonicSeconds() - last_send >= kClientHeartbeatS) {
+      if (MonotonicSeconds() - last_send >= every) {
         last_send = MonotonicSeconds();
         // A failure shows at the trainer's next request; nothing to do here.
         (void)SendFrame(coordinator, MsgType::kHeartbeat, nlohmann::json::object(),
-                        Deadline::After(kClientHeartbeatS));
+                        Deadline::After(every));
       }
     }
     lock.lock();
@@ -459,7 +461,7 @@ Client::Impl::~Impl() {
   {
     std::lock_guard lock(mu);
     heartbeat_stop = true;
-    cv.notify_all();
+    heartbeat_cv.notify_all();
   }
   if (heartbeat.joinable()) heartbeat.join();
   if (coordinator.valid()) {

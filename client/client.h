@@ -38,6 +38,9 @@ struct ClientOptions {
   int prefetch = kDefaultPrefetchBatches;     // initial credit per worker connection
   double timeout_s = kDefaultClientTimeoutS;  // seconds without progress before an error
   double connect_timeout_s = 5.0;             // per connection attempt, handshake included
+  // HEARTBEAT to the coordinator after this long without a frame (it closes client
+  // connections silent for kClientIdleS); tests shorten it.
+  double heartbeat_s = kClientHeartbeatS;
 };
 
 // Fills the empty/-1 fields of `options` from the environment as documented above.

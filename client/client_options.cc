@@ -63,6 +63,11 @@ Result<ClientOptions> ResolveClientOptions(ClientOptions options) {
                                    " is not in [0, world size " +
                                    std::to_string(options.world_size) + ")");
   }
+  if (!(options.heartbeat_s > 0) || options.heartbeat_s >= kClientIdleS) {
+    return Status::InvalidArgument("the client heartbeat interval must be above 0 and below the "
+                                   "coordinator's idle limit of " +
+                                   std::to_string(static_cast<int>(kClientIdleS)) + " s");
+  }
   // A CREDIT grants 1..kMaxCredit batches.
   options.prefetch = std::clamp(options.prefetch, 1, static_cast<int>(kMaxCredit));
   return options;

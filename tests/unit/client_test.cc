@@ -100,6 +100,12 @@ class FakeCoordinator {
     std::lock_guard lock(mu_);
     return resume_;
   }
+  // Waits until `n` HEARTBEAT frames arrived; false if they did not within the limit.
+  bool WaitHeartbeats(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, std::chrono::duration<double>(kTestTimeoutS),
+                        [&] { return heartbeats_ >= n; });
+  }
   bool close_after_plan = false;
   int wait_answers = 0;  // GET_PLAN answered "wait" this many times first
 
@@ -142,6 +148,8 @@ class FakeCoordinator {
         for (const auto& b : frame->meta["batches"]) acks_.emplace_back(b[0], b[1]);
       } else if (frame->type == MsgType::kResume) {
         resume_ = frame->meta;
+      } else if (frame->type == MsgType::kHeartbeat) {
+        ++heartbeats_;
       }
       cv_.notify_all();
     }
@@ -154,6 +162,7 @@ class FakeCoordinator {
   std::vector<std::pair<uint64_t, uint64_t>> acks_;
   nlohmann::json resume_;
   int get_workers_ = 0;
+  int heartbeats_ = 0;
   FakeServer server_;  // last: its threads use the members above
 };
 
@@ -373,6 +382,26 @@ TEST_F(ClientTest, GivenAWorkerThatBreaksMidSplitWhenAnotherRemakesItThenEveryBa
   EXPECT_EQ(keys, Expected());
   std::set<std::string> unique(keys.begin(), keys.end());
   EXPECT_EQ(unique.size(), keys.size());
+}
+
+TEST_F(ClientTest, GivenATrainerThatTakesNothingForAWhile_ThenTheClientSaysHeartbeatToTheCoordinator) {
+  FakeCoordinator coordinator(secret_);
+  ClientOptions options = Options(coordinator.address());
+  options.heartbeat_s = 0.05;
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  // The trainer "computes": no call into the client, yet the coordinator hears from it.
+  EXPECT_TRUE(coordinator.WaitHeartbeats(3));
+}
+
+TEST_F(ClientTest, GivenAHeartbeatIntervalOutOfRange_ThenConnectSaysWhy) {
+  FakeCoordinator coordinator(secret_);
+  ClientOptions options = Options(coordinator.address());
+  options.heartbeat_s = kClientIdleS;
+  auto client = Client::Connect(options);
+  ASSERT_FALSE(client.ok());
+  EXPECT_NE(client.status().message().find("heartbeat interval"), std::string::npos)
+      << client.status().message();
 }
 
 TEST_F(ClientTest, GivenAWrongSecretWhenConnectingThenAuthenticationFailedIsReported) {
