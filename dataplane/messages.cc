@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "core/json.h"
+#include "dataplane/auth.h"
 #include "dataplane/batch_order.h"
 
 namespace gm {
@@ -39,6 +40,15 @@ bool Printable(std::string_view s) {
   return true;
 }
 
+// A "HOST:PORT" a peer sent: printable, at most kMaxAddressBytes.
+Result<std::string> Address(const JsonNode& n) {
+  GM_ASSIGN_OR_RETURN(std::string a, n.AsString());
+  if (a.empty() || a.size() > kMaxAddressBytes || !Printable(a)) {
+    return n.Expected("HOST:PORT in printable ASCII, at most 256 bytes");
+  }
+  return a;
+}
+
 }  // namespace
 
 nlohmann::json RegisterMsg::Encode() const { return {{"data_addr", data_addr}}; }
@@ -47,10 +57,8 @@ Result<RegisterMsg> RegisterMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<RegisterMsg> {
     const JsonNode m(meta, "REGISTER");
     RegisterMsg r;
-    GM_ASSIGN_OR_RETURN(r.data_addr, m.String("data_addr"));
-    if (r.data_addr.empty() || r.data_addr.size() > kMaxAddressBytes || !Printable(r.data_addr)) {
-      return (*m.Get("data_addr")).Expected("HOST:PORT in printable ASCII, at most 256 bytes");
-    }
+    GM_ASSIGN_OR_RETURN(JsonNode addr, m.Get("data_addr"));
+    GM_ASSIGN_OR_RETURN(r.data_addr, Address(addr));
     return r;
   }());
 }
@@ -182,14 +190,6 @@ Result<double> Seconds(const JsonNode& m, std::string_view key, double fallback,
   return v;
 }
 
-Result<std::string> Address(const JsonNode& n) {
-  GM_ASSIGN_OR_RETURN(std::string a, n.AsString());
-  if (a.empty() || a.size() > kMaxAddressBytes || !Printable(a)) {
-    return n.Expected("HOST:PORT in printable ASCII, at most 256 bytes");
-  }
-  return a;
-}
-
 Result<std::vector<std::string>> Addresses(const JsonNode& m) {
   std::vector<std::string> out;
   if (!m.has("workers")) return out;
@@ -205,12 +205,6 @@ Result<std::vector<std::string>> Addresses(const JsonNode& m) {
   return out;
 }
 
-bool IsHex64(std::string_view s) {
-  return s.size() == 64 && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
 }  // namespace
 
 nlohmann::json SubscribedMsg::Encode() const {
@@ -223,7 +217,7 @@ Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
     const JsonNode m(meta, "SUBSCRIBED");
     SubscribedMsg r;
     GM_ASSIGN_OR_RETURN(r.run_id, m.StringOr("run_id", ""));
-    if (r.run_id.size() > 256 || !Printable(r.run_id + "x")) {
+    if (r.run_id.size() > 256 || (!r.run_id.empty() && !Printable(r.run_id))) {
       return (*m.Get("run_id")).Expected("printable ASCII, at most 256 bytes");
     }
     GM_ASSIGN_OR_RETURN(r.batch_size, Int(m, "batch_size", 1, int64_t{1} << 24));
@@ -232,7 +226,9 @@ Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
     GM_ASSIGN_OR_RETURN(int64_t session, Int(m, "session", 1, int64_t{1} << 62));
     r.session = static_cast<uint64_t>(session);
     GM_ASSIGN_OR_RETURN(r.ticket, m.String("ticket"));
-    if (!IsHex64(r.ticket)) return (*m.Get("ticket")).Expected("64 lower-case hex characters");
+    if (!CheckSecret(r.ticket, "ticket").ok()) {  // a key, written like the run's secret
+      return (*m.Get("ticket")).Expected("64 lower-case hex characters");
+    }
     return r;
   }());
 }

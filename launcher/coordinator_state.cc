@@ -15,21 +15,6 @@ std::string SplitName(uint64_t epoch, uint64_t split) {
 
 }  // namespace
 
-std::string_view AssignmentKindName(Assignment::Kind kind) {
-  switch (kind) {
-    case Assignment::Kind::kAssign:
-      return "assign";
-    case Assignment::Kind::kWait:
-      return "wait";
-    case Assignment::Kind::kDrain:
-      return "drain";
-    case Assignment::Kind::kExit:
-      return "exit";
-    case Assignment::Kind::kEpochDone:
-      return "epoch done";
-  }
-  return "?";
-}
 
 Result<CoordinatorState> CoordinatorState::Create(const CoordinatorOptions& options) {
   if (options.world_size < 1) {

@@ -75,7 +75,6 @@ struct Assignment {
   uint64_t end_batch = kUnknownCount;
   uint64_t batch_count = kUnknownCount;  // as planned
 };
-std::string_view AssignmentKindName(Assignment::Kind kind);  // "assign", "wait", ...
 
 enum class AckOutcome { kAcked, kDuplicate };
 enum class WorkerStatus { kActive, kDraining, kGone };

@@ -13,7 +13,6 @@
 
 #include "core/clock.h"
 #include "core/host.h"
-#include "core/json.h"
 #include "core/log.h"
 #include "dataplane/auth.h"
 #include "worker/engine.h"
@@ -163,9 +162,8 @@ Result<Frame> WorkerService::RecvControl(MsgType expected, Deadline deadline) {
   Result<Frame> frame = RecvFrame(control_, kControlLimits, deadline);
   if (!frame.ok()) return Gone(frame.status());
   if (frame->type == MsgType::kError) {
-    auto message = JsonNode(frame->meta, "ERROR").StringOr("message", "(no message)");
     return Status::Unavailable("coordinator " + coordinator_ + " refused this worker: " +
-                               (message.ok() ? PeerText(*message) : message.status().message()));
+                               PeerText(ErrorMsg::Decode(frame->meta).message));
   }
   if (frame->type != expected) {
     return Status::Corrupt("coordinator " + coordinator_ + " sent " +
