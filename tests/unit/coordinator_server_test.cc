@@ -143,14 +143,15 @@ TEST_F(CoordinatorServerTest, GivenSuccessiveClientsOfARank_ThenEachGetsAHigherS
 }
 
 TEST_F(CoordinatorServerTest, GivenAClientThatFallsSilent_ThenItsConnectionIsClosedAfterTheIdleLimit) {
-  Start(/*client_idle_s=*/3);
+  Start(/*client_idle_s=*/5);
   auto client = Connect("client", secret_);
   ASSERT_TRUE(client.ok()) << client.status().message();
   ASSERT_EQ(Ask(*client, MsgType::kSubscribe, {{"rank", 0}, {"world_size", 1}}).type,
             MsgType::kSubscribed);
-  // HEARTBEAT keeps it open past the limit (3 s here)...
-  for (int i = 0; i < 3; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // HEARTBEAT keeps it open past the limit (5 s here; one every second leaves a
+  // wide margin for a loaded machine)...
+  for (int i = 0; i < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     ASSERT_TRUE(SendFrame(*client, MsgType::kHeartbeat, {}, Deadline::After(kWait)).ok());
   }
   EXPECT_EQ(Ask(*client, MsgType::kGetWorkers, {}).type, MsgType::kWorkers);
