@@ -1,12 +1,31 @@
 #include "cmd/cli.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "core/log.h"
 #include "core/memory.h"
 
 namespace gm::cli {
+
+std::string JsonText(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+Status CheckWritable(const std::string& path, const char* flag) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (::access(dir.c_str(), W_OK) != 0) {
+    return Status::IoError(path + " (" + flag + "): cannot write in " + dir.string() + ": " +
+                           std::strerror(errno) + "; create the directory or give another path");
+  }
+  return Status::Ok();
+}
 
 const std::vector<Verb>& Verbs() {
   static const std::vector<Verb> verbs = {ProfileVerb(), PlanVerb(), RunVerb(), ReportVerb(),

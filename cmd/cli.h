@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -26,6 +27,14 @@ struct Verb {
   // function returns the process exit code (or a Status, mapped by Main()).
   std::function<std::function<Result<int>()>(CLI::App& sub)> setup;
 };
+
+// JSON text with a trailing newline (indent -1: compact); invalid UTF-8 (a path or
+// argument in another encoding) is replaced rather than thrown on.
+std::string JsonText(const nlohmann::json& j, int indent);
+
+// Fails before any work is done when an output cannot be written: the directory of
+// `path` must exist and be writable. The message names the path and the flag.
+Status CheckWritable(const std::string& path, const char* flag);
 
 // The table of verbs, in help order.
 const std::vector<Verb>& Verbs();

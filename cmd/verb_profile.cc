@@ -50,29 +50,11 @@ struct ProfileFlags {
 
 void Say(const std::string& line) { LogInfo("profile: " + line); }
 
-// JSON text; invalid UTF-8 (a path or argument in another encoding) is replaced
-// rather than thrown on.
-std::string JsonText(const nlohmann::json& j, int indent) {
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
-
 Result<std::vector<std::string>> StageNames(const std::string& pipeline) {
   GM_ASSIGN_OR_RETURN(Pipeline p, Pipeline::Load(pipeline));
   std::vector<std::string> names;
   for (const auto& op : p.stages()) names.push_back(op->name());
   return names;
-}
-
-// Fails before anything is measured when an output cannot be written: its
-// directory must exist and be writable.
-Status CheckWritable(const std::string& path, const char* flag) {
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  if (::access(dir.c_str(), W_OK) != 0) {
-    return Status::IoError(path + " (" + flag + "): cannot write in " + dir.string() + ": " +
-                           std::strerror(errno) + "; create the directory or give another path");
-  }
-  return Status::Ok();
 }
 
 // Writes profile.json, the runs.db rows and the trace. The first failure is

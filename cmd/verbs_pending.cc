@@ -17,10 +17,6 @@ Verb Pending(std::string name, std::string summary, std::string issue) {
 
 }  // namespace
 
-Verb PlanVerb() {
-  return Pending("plan", "Compute worker count and placement; write plan.json + job.sbatch",
-                 "planned: plan verb");
-}
 Verb ReportVerb() {
   return Pending("report", "Turn runs.db into an HTML, text or JSON report",
                  "planned: report verb");

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/file_util.h"
+#include "core/json_fields.h"
 
 namespace gm {
 namespace {
@@ -186,6 +187,29 @@ Status JsonNode::CheckKeys(std::initializer_list<std::string_view> allowed) cons
       for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
       return Error("unknown key \"" + key + "\" (known keys: " + list + ")");
     }
+  }
+  return Status::Ok();
+}
+
+}  // namespace gm
+
+namespace gm {
+
+Status CheckSchemaAndVersion(const JsonNode& root, std::string_view schema, int version,
+                             std::string_view what, std::string_view redo) {
+  GM_ASSIGN_OR_RETURN(JsonNode schema_node, root.Get("schema"));
+  GM_ASSIGN_OR_RETURN(std::string name, schema_node.AsString());
+  if (name != schema) {
+    return schema_node.Expected("\"" + std::string(schema) + "\" (is this " + std::string(what) +
+                                "?)");
+  }
+  GM_ASSIGN_OR_RETURN(JsonNode version_node, root.Get("version"));
+  GM_ASSIGN_OR_RETURN(int64_t v, version_node.AsInt());
+  if (v != version) {
+    return version_node.Error(root.origin() + " is " + std::string(schema) + " version " +
+                              std::to_string(v) + "; this goldminer reads version " +
+                              std::to_string(version) + " (" + std::string(redo) +
+                              ", or use the goldminer that wrote it)");
   }
   return Status::Ok();
 }

@@ -7,11 +7,13 @@
 #include <utility>
 
 #include "core/json.h"
+#include "core/json_fields.h"
 
 namespace gm {
-namespace {
 
 using nlohmann::json;
+
+namespace {
 
 // ---- Writing -------------------------------------------------------------------
 
@@ -19,6 +21,11 @@ using nlohmann::json;
 void PutIfSet(json& j, const char* key, const std::optional<double>& v) {
   if (v) j[key] = *v;
 }
+
+}  // namespace
+
+// ToJson and Convert overloads live in namespace gm: ArrayOf and Fields
+// (core/json_fields.h) find them by argument-dependent lookup.
 
 json ToJson(const StageProfile& s) {
   return {{"index", s.index},
@@ -77,13 +84,6 @@ json ToJson(const GpuProfile& g) {
   return j;
 }
 
-template <typename T>
-json ArrayOf(const std::vector<T>& items) {
-  json a = json::array();
-  for (const T& item : items) a.push_back(ToJson(item));
-  return a;
-}
-
 json ToJson(const PipelineProfile& p) {
   return {{"path", p.path},
           {"sha256", p.sha256},
@@ -129,106 +129,6 @@ json ToJson(const TrainerProfile& t) {
 }
 
 // ---- Reading -------------------------------------------------------------------
-// One Convert overload per type; all are declared here so the templates below see
-// every one of them.
-
-Status Convert(const JsonNode& n, double& out);
-Status Convert(const JsonNode& n, int& out);
-Status Convert(const JsonNode& n, uint64_t& out);
-Status Convert(const JsonNode& n, bool& out);
-Status Convert(const JsonNode& n, std::string& out);
-Status Convert(const JsonNode& n, StageProfile& out);
-Status Convert(const JsonNode& n, CutPoint& out);
-Status Convert(const JsonNode& n, PipelineRun& out);
-Status Convert(const JsonNode& n, PipelineProfile& out);
-Status Convert(const JsonNode& n, StepProfile& out);
-Status Convert(const JsonNode& n, GpuProfile& out);
-Status Convert(const JsonNode& n, TrainerProfile& out);
-
-template <typename T>
-Status Convert(const JsonNode& n, std::optional<T>& out) {
-  T value{};
-  GM_RETURN_IF_ERROR(Convert(n, value));
-  out = std::move(value);
-  return Status::Ok();
-}
-
-template <typename T>
-Status Convert(const JsonNode& n, std::vector<T>& out) {
-  GM_ASSIGN_OR_RETURN(std::vector<JsonNode> elements, n.Elements());
-  out.clear();
-  out.reserve(elements.size());
-  for (const JsonNode& element : elements) {
-    T value{};
-    GM_RETURN_IF_ERROR(Convert(element, value));
-    out.push_back(std::move(value));
-  }
-  return Status::Ok();
-}
-
-// Reads the members of one JSON object into a struct and keeps the first error, so
-// each reader below is a list of fields, one per line. Unknown members are ignored
-// (a newer minor version may add some); a missing optional member keeps the
-// struct's default.
-class Fields {
- public:
-  explicit Fields(const JsonNode& node) : node_(node) {
-    if (!node.is_object()) status_ = node.Expected("an object");
-  }
-  template <typename T>
-  void Required(std::string_view key, T& out) {
-    Read(key, out, /*required=*/true);
-  }
-  template <typename T>
-  void Optional(std::string_view key, T& out) {
-    Read(key, out, /*required=*/false);
-  }
-  const Status& status() const { return status_; }
-
- private:
-  template <typename T>
-  void Read(std::string_view key, T& out, bool required) {
-    if (!status_.ok()) return;
-    Result<JsonNode> child = node_.Get(key);
-    if (!child.ok()) {
-      if (required) status_ = child.status();
-      return;
-    }
-    status_ = Convert(*child, out);
-  }
-
-  JsonNode node_;
-  Status status_;
-};
-
-Status Convert(const JsonNode& n, double& out) {
-  GM_ASSIGN_OR_RETURN(out, n.AsNumber());
-  return Status::Ok();
-}
-
-Status Convert(const JsonNode& n, int& out) {
-  GM_ASSIGN_OR_RETURN(int64_t v, n.AsInt());
-  if (v < INT_MIN || v > INT_MAX) return n.Expected("an integer of at most 31 bits");
-  out = static_cast<int>(v);
-  return Status::Ok();
-}
-
-Status Convert(const JsonNode& n, uint64_t& out) {
-  GM_ASSIGN_OR_RETURN(int64_t v, n.AsInt());
-  if (v < 0) return n.Expected("an integer >= 0");
-  out = static_cast<uint64_t>(v);
-  return Status::Ok();
-}
-
-Status Convert(const JsonNode& n, bool& out) {
-  GM_ASSIGN_OR_RETURN(out, n.AsBool());
-  return Status::Ok();
-}
-
-Status Convert(const JsonNode& n, std::string& out) {
-  GM_ASSIGN_OR_RETURN(out, n.AsString());
-  return Status::Ok();
-}
 
 // Required: what a plan is computed from and what identifies a measurement.
 // Optional: labels and diagnostics.
@@ -345,25 +245,7 @@ Status Convert(const JsonNode& n, TrainerProfile& out) {
   return f.status();
 }
 
-// "schema" and "version" come first: a document that is not a version-1 profile
-// gets that message, not one about a field it lacks.
-Status CheckSchemaAndVersion(const JsonNode& root) {
-  GM_ASSIGN_OR_RETURN(JsonNode schema, root.Get("schema"));
-  GM_ASSIGN_OR_RETURN(std::string name, schema.AsString());
-  if (name != kProfileSchema) {
-    return schema.Expected("\"" + std::string(kProfileSchema) +
-                           "\" (is this a profile.json written by `goldminer profile`?)");
-  }
-  GM_ASSIGN_OR_RETURN(JsonNode version_node, root.Get("version"));
-  GM_ASSIGN_OR_RETURN(int64_t version, version_node.AsInt());
-  if (version != kProfileVersion) {
-    return version_node.Error(
-        root.origin() + " is profile version " + std::to_string(version) +
-        "; this goldminer reads version " + std::to_string(kProfileVersion) +
-        " (re-run `goldminer profile` with this goldminer, or use the goldminer that wrote it)");
-  }
-  return Status::Ok();
-}
+namespace {
 
 Status CheckVerdict(const JsonNode& root, const std::string& verdict) {
   if (verdict == "input-bound" || verdict == "compute-bound" || verdict == "unknown") {
@@ -394,7 +276,9 @@ Result<Profile> ProfileFromJson(const nlohmann::json& j, const std::string& orig
   if (!root.is_object()) {
     return root.Expected("a profile object ({\"schema\": \"goldminer.profile\", ...})");
   }
-  GM_RETURN_IF_ERROR(CheckSchemaAndVersion(root));
+  GM_RETURN_IF_ERROR(CheckSchemaAndVersion(root, kProfileSchema, kProfileVersion,
+                                           "a profile.json written by `goldminer profile`",
+                                           "re-run `goldminer profile` with this goldminer"));
   Profile p;
   p.version = kProfileVersion;
   Fields f(root);

@@ -1,5 +1,6 @@
 #include "core/run_store.h"
 
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <iterator>
@@ -348,6 +349,55 @@ Status SqliteRunStore::InsertEvent(const EventRecord& event) {
                             std::to_string(event.profile_id.value_or(0)) + " is not recorded");
   }
   return status;
+}
+
+std::string PlanEventMessage(const Plan& plan) {
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%.1f", plan.prediction.samples_per_s);
+  return "plan recorded: " + std::to_string(plan.workers.size()) + " worker(s), " + rate +
+         " samples/s predicted, limit: " + plan.prediction.limit;
+}
+
+Result<int64_t> SqliteRunStore::AddPlan(const Plan& plan, std::optional<int64_t> profile_id) {
+  std::lock_guard lock(mu_);
+  const std::string json =
+      PlanToJson(plan).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  GM_ASSIGN_OR_RETURN(sqlite::Transaction tx, sqlite::Transaction::Begin(db_));
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st,
+                      db_.Prepare("INSERT INTO plans (created_utc, profile_id, json) VALUES (?, ?, ?)"));
+  GM_RETURN_IF_ERROR(st.BindAll(clock_(), profile_id, json));
+  Status status = st.Run();
+  if (status.code() == Code::kNotFound) {
+    return Status::NotFound(path() + ": cannot record the plan: profile " +
+                            std::to_string(profile_id.value_or(0)) + " is not recorded");
+  }
+  GM_RETURN_IF_ERROR(status);
+  const int64_t id = db_.LastInsertRowId();
+  EventRecord event;
+  event.profile_id = profile_id;
+  event.kind = "plan";
+  event.message = PlanEventMessage(plan);
+  GM_RETURN_IF_ERROR(InsertEvent(event));
+  GM_RETURN_IF_ERROR(tx.Commit());
+  return id;
+}
+
+Result<std::vector<PlanRecord>> SqliteRunStore::ListPlans() {
+  std::lock_guard lock(mu_);
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st,
+                      db_.Prepare("SELECT id, created_utc, profile_id, json FROM plans ORDER BY id"));
+  std::vector<PlanRecord> out;
+  for (;;) {
+    GM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    PlanRecord r;
+    r.id = st.Int(0);
+    r.created_utc = st.Text(1);
+    if (!st.IsNull(2)) r.profile_id = st.Int(2);
+    r.json = st.Text(3);
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 Status SqliteRunStore::AddEvent(const EventRecord& event) {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/plan.h"
 #include "core/profile.h"
 #include "core/sqlite_db.h"
 #include "core/status.h"
@@ -56,6 +57,10 @@ struct ProfileSummary {
   bool operator==(const ProfileSummary&) const = default;
 };
 
+// The event message a store records with a plan: "plan recorded: 3 worker(s), 812
+// samples/s predicted, limit: cpus".
+std::string PlanEventMessage(const Plan& plan);
+
 // The summary row of `profile` (id 0: the store assigns it).
 ProfileSummary SummarizeProfile(const Profile& profile);
 
@@ -74,6 +79,16 @@ struct EventRecord {
   std::string message;
 
   bool operator==(const EventRecord&) const = default;
+};
+
+// A row of the plans table: a plan.json as `goldminer plan` wrote it.
+struct PlanRecord {
+  int64_t id = 0;
+  std::string created_utc;
+  std::optional<int64_t> profile_id;  // the profile it was computed from, when recorded
+  std::string json;                   // the plan.json document (compact)
+
+  bool operator==(const PlanRecord&) const = default;
 };
 
 // A training run (`goldminer run`).
@@ -115,6 +130,13 @@ class RunStore {
   // unknown id.
   virtual Result<Profile> GetProfile(int64_t id) = 0;
 
+  // Records `plan` (its plan.json and an event "plan recorded: ...", all or nothing),
+  // computed from profile `profile_id` when given (NotFound for an unknown one), and
+  // returns its id.
+  virtual Result<int64_t> AddPlan(const Plan& plan, std::optional<int64_t> profile_id) = 0;
+  // Every plan, oldest first.
+  virtual Result<std::vector<PlanRecord>> ListPlans() = 0;
+
   // Records an event; NotFound when it names a run or profile that does not exist.
   virtual Status AddEvent(const EventRecord& event) = 0;
   // Every event, in the order recorded.
@@ -148,6 +170,8 @@ class SqliteRunStore final : public RunStore {
   Result<int64_t> AddProfile(const Profile& profile) override;
   Result<std::vector<ProfileSummary>> ListProfiles() override;
   Result<Profile> GetProfile(int64_t id) override;
+  Result<int64_t> AddPlan(const Plan& plan, std::optional<int64_t> profile_id) override;
+  Result<std::vector<PlanRecord>> ListPlans() override;
   Status AddEvent(const EventRecord& event) override;
   Result<std::vector<EventRecord>> ListEvents() override;
   Status BeginRun(const RunRecord& run) override;

@@ -57,6 +57,32 @@ Result<Profile> MemoryRunStore::GetProfile(int64_t id) {
   return ProfileFromJson(doc, origin);
 }
 
+Result<int64_t> MemoryRunStore::AddPlan(const Plan& plan, std::optional<int64_t> profile_id) {
+  std::lock_guard lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  if (profile_id && (*profile_id < 1 || *profile_id > static_cast<int64_t>(profiles_.size()))) {
+    return Status::NotFound(std::string(kName) + ": no profile with id " +
+                            std::to_string(*profile_id));
+  }
+  PlanRecord r;
+  r.id = static_cast<int64_t>(plans_.size()) + 1;
+  r.created_utc = clock_();
+  r.profile_id = profile_id;
+  r.json = PlanToJson(plan).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  plans_.push_back(r);
+  EventRecord event;
+  event.profile_id = profile_id;
+  event.kind = "plan";
+  event.message = PlanEventMessage(plan);
+  GM_RETURN_IF_ERROR(InsertEvent(event));
+  return r.id;
+}
+
+Result<std::vector<PlanRecord>> MemoryRunStore::ListPlans() {
+  std::lock_guard lock(mu_);
+  return plans_;
+}
+
 Status MemoryRunStore::InsertEvent(const EventRecord& event) {
   const bool run_ok = !event.run_id || runs_.count(*event.run_id) > 0;
   const bool profile_ok =

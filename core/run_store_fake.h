@@ -29,6 +29,8 @@ class MemoryRunStore final : public RunStore {
   Result<int64_t> AddProfile(const Profile& profile) override;
   Result<std::vector<ProfileSummary>> ListProfiles() override;
   Result<Profile> GetProfile(int64_t id) override;
+  Result<int64_t> AddPlan(const Plan& plan, std::optional<int64_t> profile_id) override;
+  Result<std::vector<PlanRecord>> ListPlans() override;
   Status AddEvent(const EventRecord& event) override;
   Result<std::vector<EventRecord>> ListEvents() override;
   Status BeginRun(const RunRecord& run) override;
@@ -51,6 +53,7 @@ class MemoryRunStore final : public RunStore {
   std::vector<StoredProfile> profiles_;  // id = index + 1
   size_t stage_cost_rows_ = 0;
   std::vector<EventRecord> events_;  // id = index + 1
+  std::vector<PlanRecord> plans_;    // id = index + 1
   std::map<std::string, RunRecord> runs_;
   std::map<std::string, std::vector<MetricPoint>> metrics_;
 };

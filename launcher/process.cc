@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <cerrno>
 #include <cstring>
 #include <set>
@@ -34,6 +36,81 @@ std::vector<std::string> MergedEnvironment(const std::vector<std::string>& extra
 }
 
 }  // namespace
+
+Result<CommandOutput> CaptureOutput(const std::vector<std::string>& argv, double timeout_s,
+                                    size_t max_bytes) {
+  if (argv.empty()) return Status::InvalidArgument("no command to run");
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return Status::IoError(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    return Status::IoError(std::string("pipe: ") + std::strerror(errno));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  if (rc != 0) {
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    std::string msg = argv[0] + ": cannot start: " + std::strerror(rc);
+    return rc == ENOENT ? Status::NotFound(msg) : Status::IoError(msg);
+  }
+  CommandOutput result;
+  std::string* sinks[2] = {&result.out, &result.err};
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  const double deadline = MonotonicSeconds() + timeout_s;
+  Status failure;
+  int open = 2;
+  while (open > 0 && failure.ok()) {
+    const double left = deadline - MonotonicSeconds();
+    if (left <= 0) {
+      failure = Status::Unavailable(argv[0] + " did not finish within " +
+                                         std::to_string(static_cast<int>(timeout_s)) + " s");
+      break;
+    }
+    if (::poll(fds, 2, static_cast<int>(left * 1000) + 1) < 0 && errno != EINTR) {
+      failure = Status::IoError(std::string("poll: ") + std::strerror(errno));
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[65536];
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<size_t>(n));
+        if (sinks[i]->size() > max_bytes) {
+          failure = Status::IoError(argv[0] + " printed more than " +
+                                              std::to_string(max_bytes) + " bytes");
+        }
+      } else if (n == 0 || errno != EINTR) {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
+  for (pollfd& f : fds) {
+    if (f.fd >= 0) ::close(f.fd);
+  }
+  if (!failure.ok()) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!failure.ok()) return failure;
+  result.exit = ChildExit{pid, status, DescribeExit(status)};
+  return result;
+}
 
 int ChildExit::exit_code() const {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);

@@ -22,6 +22,21 @@ struct ChildExit {
   int exit_code() const;  // the status, or 128 + signal
 };
 
+// What a short command printed, and how it ended.
+struct CommandOutput {
+  std::string out;  // stdout (at most max_bytes)
+  std::string err;  // stderr (at most max_bytes)
+  ChildExit exit;
+};
+
+// Runs argv (searched in PATH) with our environment, stdin from /dev/null, and
+// collects its stdout and stderr. NotFound names the program when it cannot start;
+// Unavailable when it runs longer than timeout_s (it is then killed and reaped);
+// IoError when it prints more than max_bytes on either stream.
+// For queries such as `scontrol show node`, not for long-running children.
+Result<CommandOutput> CaptureOutput(const std::vector<std::string>& argv, double timeout_s,
+                                    size_t max_bytes = 64u << 20);
+
 class ProcessGroup {
  public:
   ProcessGroup() = default;

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# End-to-end: the private Slurm cluster the plan and run tests use
+# (tests/e2e/slurm_cluster.sh) comes up with its four nodes, runs a GPU step,
+# accepts a heterogeneous job across both partitions, refuses an unknown
+# partition, and stops every daemon it started.
+# Usage: bash slurm_cluster_test.sh [GOLDMINER BUILD_DIR] (both unused here).
+set -euo pipefail
+# shellcheck source=tests/e2e/slurm_cluster.sh
+source "$(dirname "$0")/slurm_cluster.sh"
+
+D=$(mktemp -d "${TMPDIR:-/tmp}/goldminer-slurm-XXXXXX")
+trap 'slurm_cluster_stop; rm -rf "$D"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+checks=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$D/out" "$D/err"; do
+    [[ -s $f ]] && { echo "--- $(basename "$f"):" >&2; cat "$f" >&2; }
+  done
+  exit 1
+}
+ok() { checks=$((checks + 1)); echo "ok $checks - $*"; }
+
+slurm_cluster_start "$D/cluster" || fail "the Slurm cluster did not start (see above)"
+ok "4 nodes idle (slurmctld port $SLURM_CLUSTER_PORT)"
+
+# The nodes as configured.
+timeout 30 scontrol show node --oneliner >"$D/out" 2>"$D/err" || fail "scontrol show node"
+[[ $(grep -c '^NodeName=' "$D/out") == 4 ]] || fail "scontrol lists $(grep -c '^NodeName=' "$D/out") nodes, expected 4"
+for n in gpu1 gpu2 cpu1 cpu2; do
+  line=$(grep "^NodeName=$n " "$D/out") || fail "node $n missing"
+  gres='(null)' part=cpu
+  [[ $n == gpu* ]] && gres=gpu:2 part=gpu
+  for want in CPUTot=8 RealMemory=16000 "Gres=$gres" "Partitions=$part" State=IDLE; do
+    [[ " $line " == *" $want "* ]] || fail "node $n: '$want' not in: $line"
+  done
+done
+ok "scontrol lists gpu1 gpu2 (Gres=gpu:2) and cpu1 cpu2, CPUs=8 RealMemory=16000, all idle"
+
+# A step on a fake GPU sees it as device 0.
+# shellcheck disable=SC2016
+timeout 60 srun -p gpu --gres=gpu:1 bash -c 'echo $CUDA_VISIBLE_DEVICES' >"$D/out" 2>"$D/err" ||
+  fail "srun -p gpu --gres=gpu:1 exited $?"
+[[ $(<"$D/out") == 0 ]] || fail "CUDA_VISIBLE_DEVICES in a --gres=gpu:1 step is '$(<"$D/out")', expected 0"
+ok "srun -p gpu --gres=gpu:1 gets CUDA_VISIBLE_DEVICES=0"
+
+if ((SLURM_CLUSTER_UTS)); then
+  timeout 60 srun -p cpu -w cpu2 hostname >"$D/out" 2>"$D/err" || fail "srun -w cpu2 hostname exited $?"
+  [[ $(<"$D/out") == cpu2 ]] || fail "hostname on cpu2 is '$(<"$D/out")', expected cpu2"
+  ok "a step on cpu2 runs with hostname cpu2"
+fi
+
+# A heterogeneous job: one GPU task in gpu, two 2-CPU tasks in cpu.
+cat >"$D/het.sh" <<'SH'
+#!/bin/bash
+#SBATCH -p gpu --gres=gpu:1 --ntasks=1
+#SBATCH hetjob
+#SBATCH -p cpu --ntasks=2 --cpus-per-task=2
+srun --het-group=0,1 true
+SH
+timeout 30 sbatch --test-only "$D/het.sh" >"$D/out" 2>"$D/err" || fail "sbatch --test-only of a hetjob exited $?"
+grep -q 'to start at' "$D/err" || fail "sbatch --test-only of a hetjob did not say when it would start"
+ok "sbatch --test-only accepts a hetjob (gpu --gres=gpu:1 + cpu --ntasks=2 --cpus-per-task=2)"
+
+# An unknown partition is refused at submission.
+if timeout 30 sbatch --test-only -p nosuch --wrap true >"$D/out" 2>"$D/err"; then
+  fail "sbatch --test-only -p nosuch was accepted"
+fi
+grep -qi 'invalid partition' "$D/err" || fail "sbatch -p nosuch refused without naming the partition"
+ok "sbatch --test-only -p nosuch is refused (invalid partition)"
+
+# Stopping ends every daemon started, and is idempotent.
+daemon_pids=$(cat "$D/cluster/pids/"*)
+slurm_cluster_stop
+slurm_cluster_stop
+for p in $daemon_pids; do
+  if [[ -e /proc/$p ]] && ! grep -q '^State:[[:space:]]*Z' "/proc/$p/status" 2>/dev/null; then
+    fail "pid $p ($(tr '\0' ' ' <"/proc/$p/cmdline")) still runs after slurm_cluster_stop"
+  fi
+done
+[[ -z ${SLURM_CONF:-} || $SLURM_CONF != "$D/cluster/slurm.conf" ]] || fail "SLURM_CONF still names the stopped cluster"
+ok "slurm_cluster_stop ends all 6 daemons (twice is harmless)"
+
+echo "$checks passed, 0 failed"
