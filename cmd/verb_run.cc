@@ -5,9 +5,11 @@
 #include <signal.h>
 
 #include <atomic>
+#include <filesystem>
 
 #include "cmd/cli.h"
 #include "core/log.h"
+#include "core/plan.h"
 #include "launcher/local_run.h"
 
 namespace gm::cli {
@@ -18,6 +20,7 @@ extern "C" void OnRunSignal(int sig) { g_signal.store(sig); }
 
 struct RunFlags {
   std::string backend = "local";
+  std::string plan;
   std::string pipeline;
   int workers = 2;
   int threads_per_worker = 1;
@@ -31,7 +34,44 @@ struct RunFlags {
   std::vector<std::string> command;
 };
 
+// Takes the pipeline, worker count and size, world size and (when none is given
+// after --) the trainer command from plan.json. Flags given explicitly win.
+Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
+  GM_ASSIGN_OR_RETURN(Plan plan, LoadPlan(f.plan));
+  if (!plan.cut.runnable) {
+    return Status::InvalidArgument(
+        f.plan + ": the plan cuts the pipeline after stage " + std::to_string(plan.cut.after_stage) +
+        ", leaving stages to the trainer's client, which this goldminer's run does not execute; "
+        "plan again without --all-cuts");
+  }
+  if (sub.count("--pipeline") == 0) {
+    f.pipeline = plan.run.pipeline;
+    if (!std::filesystem::exists(f.pipeline)) {
+      // A relative path in plan.json may be relative to the plan's folder.
+      const auto beside = std::filesystem::path(f.plan).parent_path() / f.pipeline;
+      if (std::filesystem::path(f.pipeline).is_relative() && std::filesystem::exists(beside)) {
+        f.pipeline = beside.string();
+      } else {
+        return Status::NotFound(f.plan + ": $.run.pipeline: " + plan.run.pipeline +
+                                " does not exist (give --pipeline FILE)");
+      }
+    }
+  }
+  if (sub.count("--workers") == 0) f.workers = plan.run.workers;
+  if (sub.count("--threads-per-worker") == 0) f.threads_per_worker = plan.run.threads_per_worker;
+  if (sub.count("--world-size") == 0) f.world_size = plan.run.world_size;
+  if (f.command.empty()) f.command = plan.run.command;
+  LogInfo("run: plan " + f.plan + ": " + std::to_string(f.workers) + " worker(s) x " +
+          std::to_string(f.threads_per_worker) + " thread(s), predicted " +
+          std::to_string(static_cast<long long>(plan.prediction.samples_per_s)) +
+          " samples/s (limit: " + plan.prediction.limit + ")");
+  return Status::Ok();
+}
+
 Result<int> RunLocalBackend(const RunFlags& f) {
+  if (f.pipeline.empty()) {
+    return Status::InvalidArgument("run needs --pipeline FILE or --plan plan.json");
+  }
   if (f.command.empty()) {
     return Status::InvalidArgument("run needs a trainer command after --, e.g. "
                                    "goldminer run --pipeline p.json -- python3 train.py");
@@ -70,10 +110,14 @@ Verb RunVerb() {
       "run", "Run data workers beside the trainer command (local backend)",
       [](CLI::App& sub) {
         auto f = std::make_shared<RunFlags>();
+        CLI::App* app = &sub;
         sub.add_option("--backend", f->backend, "Where workers run: local (this machine)")
             ->check(CLI::IsMember({"local", "slurm"}));
+        sub.add_option("--plan", f->plan,
+                       "plan.json from `goldminer plan`: pipeline, workers, their threads, "
+                       "world size and trainer command (flags given here win)")
+            ->check(CLI::ExistingFile);
         sub.add_option("--pipeline", f->pipeline, "pipeline.json the workers run")
-            ->required()
             ->check(CLI::ExistingFile);
         sub.add_option("--workers", f->workers, "Data worker processes to start")
             ->check(CLI::Range(1, 1024));
@@ -105,7 +149,8 @@ Verb RunVerb() {
                        "batches): the unit handed to a worker and re-made if it dies")
             ->check(CLI::Range(1, 100000000));
         sub.add_option("command", f->command, "Trainer command, after --");
-        return std::function<Result<int>()>([f]() -> Result<int> {
+        return std::function<Result<int>()>([f, app]() -> Result<int> {
+          if (!f->plan.empty()) GM_RETURN_IF_ERROR(ApplyPlan(*f, *app));
           if (f->backend == "slurm") {
             return Status::Unimplemented("run: the Slurm backend is not built yet; use "
                                          "--backend local");

@@ -223,7 +223,20 @@ std::vector<std::pair<std::string, std::string>> ScontrolFields(const std::strin
 
 Result<Cluster> ClusterFromScontrol(const std::string& nodes_text,
                                     const std::string& partitions_text,
+                                    const std::string& gres_used_text,
                                     const std::string& origin) {
+  std::map<std::string, int> gpus_used;
+  {
+    std::istringstream in(gres_used_text);
+    std::string line;
+    while (std::getline(in, line)) {
+      std::vector<std::string> cols = Split(line, '|');
+      if (cols.size() < 2) continue;
+      std::string name = cols[0];
+      name.erase(std::remove(name.begin(), name.end(), ' '), name.end());
+      gpus_used[name] = std::max(gpus_used[name], GpusIn(cols[1], /*tres=*/false));
+    }
+  }
   Cluster c;
   c.source = "slurm";
   int line_no = 0;
@@ -266,7 +279,8 @@ Result<Cluster> ClusterFromScontrol(const std::string& nodes_text,
     n.memory_mb = static_cast<uint64_t>(Integer(m["RealMemory"]).value_or(0));
     n.memory_alloc_mb = static_cast<uint64_t>(Integer(m["AllocMem"]).value_or(0));
     n.gpus = GpusIn(m["Gres"], /*tres=*/false);
-    n.gpus_alloc = std::min(n.gpus, GpusIn(m["AllocTRES"], /*tres=*/true));
+    n.gpus_alloc = std::min(n.gpus, std::max(GpusIn(m["AllocTRES"], /*tres=*/true),
+                                             gpus_used.count(n.name) ? gpus_used[n.name] : 0));
     n.state = Lower(m.count("State") ? m["State"] : "unknown");
     n.partitions = Split(m["Partitions"], ',');
     c.nodes.push_back(std::move(n));

@@ -66,11 +66,14 @@ struct Cluster {
 Result<Cluster> ClusterFromJson(const nlohmann::json& j, const std::string& origin);
 nlohmann::json ClusterToJson(const Cluster& cluster);
 
-// `scontrol show node --oneliner` and `scontrol show partition --oneliner` output.
-// Errors name `origin` and the line. GPUs come from Gres= (gpu:N, gpu:type:N) and
-// the allocated ones from AllocTRES= (gres/gpu=N).
+// `scontrol show node --oneliner` and `scontrol show partition --oneliner` output,
+// and `sinfo -h -N -O NodeList:|,GresUsed:|` ("gpu1|gpu:1(IDX:0)|" per line; may be
+// empty). Errors name `origin` and the line. GPUs come from Gres= (gpu:N,
+// gpu:type:N); the allocated ones from GresUsed, or AllocTRES= (gres/gpu=N) where
+// the cluster accounts GPUs as a TRES, whichever says more.
 Result<Cluster> ClusterFromScontrol(const std::string& nodes_text,
                                     const std::string& partitions_text,
+                                    const std::string& gres_used_text,
                                     const std::string& origin);
 
 // The plain "KEY=value KEY=value ..." of one scontrol --oneliner line; a value
