@@ -152,7 +152,8 @@ Result<int> RunJobs(const PlanFlags& f) {
       return Status::InvalidArgument(path + " has no trainer part, so its demand is unknown; "
                                             "--jobs needs profiles made with a trainer command");
     }
-    jobs.push_back({path, p.trainer->demand_samples_per_s, rate.samples_per_s_per_cpu});
+    jobs.push_back({path, p.trainer->demand_samples_per_s,
+                    rate.samples_per_s_per_cpu(f.cpus_per_worker)});
   }
   GM_ASSIGN_OR_RETURN(planner::Division d, planner::DivideCpus(jobs, f.cpus, f.cpus_per_worker));
   if (f.json) {

@@ -79,11 +79,16 @@ struct Attempt {
   int spare_total = 0;
 };
 
-Attempt PlaceAt(const Setup& s, const CutPoint& cut, double rate, double per_cpu) {
+// Samples/s of a worker of `cpus` CPUs at a cut whose worker CPU per sample is c_w.
+double WorkerRate(const Setup& s, int cpus, double c_w) {
+  return cpus * s.rate.efficiency(cpus) / c_w;
+}
+
+Attempt PlaceAt(const Setup& s, const CutPoint& cut, double rate, double c_w) {
   const PlanOptions& o = *s.options;
   Attempt a;
   Placement& p = a.p;
-  const double e = s.rate.efficiency;
+  const double e = s.rate.efficiency(1);  // the client's stages run on one thread
   const double local = std::max(0.0, cut.local_cpu_s_per_sample);
   std::vector<NodeUse> trainer = s.trainer;
   for (NodeUse& n : trainer) {
@@ -116,10 +121,12 @@ Attempt PlaceAt(const Setup& s, const CutPoint& cut, double rate, double per_cpu
         a.hit_max = true;
         return;
       }
-      int size;
-      if (on_trainer) {
-        const int want = static_cast<int>(std::ceil(remaining / per_cpu - 1e-9));
-        size = std::min({o.cpus_per_worker, n.free_cpus, std::max(1, want)});
+      int size = 0;
+      if (on_trainer) {  // the smallest worker that covers what remains, else the largest
+        const int most = std::min(o.cpus_per_worker, n.free_cpus);
+        for (size = 1; size < most && WorkerRate(s, size, c_w) < remaining; ++size) {
+        }
+        size = std::min(size, most);
       } else {
         size = n.free_cpus >= o.cpus_per_worker ? o.cpus_per_worker : 0;
       }
@@ -128,7 +135,7 @@ Attempt PlaceAt(const Setup& s, const CutPoint& cut, double rate, double per_cpu
         a.memory_blocked = true;
         return;
       }
-      double worker_rate = size * per_cpu;
+      double worker_rate = WorkerRate(s, size, c_w);
       if (!on_trainer && bytes > 0) {
         const double cap =
             std::min(n.nic_bytes_per_s - n.nic_used, ingress_cap - ingress_used) / bytes;
@@ -176,23 +183,24 @@ bool Meets(const Attempt& a, double rate) { return a.delivered >= rate * (1 - 1e
 // fits, else the highest rate that fits, with the limit that stopped the target.
 Placement Evaluate(const Setup& s, const CutPoint& cut) {
   const PlanOptions& o = *s.options;
-  const double e = s.rate.efficiency;
+  const double e = s.rate.efficiency(1);  // the client's stages run on one thread
   const double local = std::max(0.0, cut.local_cpu_s_per_sample);
   const double c_w =
       std::max({s.rate.cpu_s_per_sample - local, cut.remote_cpu_s_per_sample, 1e-9});
-  const double per_cpu = e / c_w;
+  // One CPU of a worker of --cpus-per-worker CPUs: what the CPU need is counted in.
+  const double per_cpu = s.rate.efficiency(o.cpus_per_worker) / c_w;
   const double T = s.target;
   const double goal = s.demand ? std::min(T, *s.demand) : T;
 
-  Attempt at_goal = PlaceAt(s, cut, goal, per_cpu);
+  Attempt at_goal = PlaceAt(s, cut, goal, c_w);
   Attempt best = at_goal;
   if (!Meets(at_goal, goal)) {
     // The highest rate that fits (what fits at a lower rate fits at a lower one).
     double lo = 0, hi = goal;
-    best = PlaceAt(s, cut, 0, per_cpu);
+    best = PlaceAt(s, cut, 0, c_w);
     for (int i = 0; i < 60 && hi - lo > 1e-6 * goal; ++i) {
       const double mid = (lo + hi) / 2;
-      Attempt a = PlaceAt(s, cut, mid, per_cpu);
+      Attempt a = PlaceAt(s, cut, mid, c_w);
       if (Meets(a, mid)) {
         lo = mid;
         best = std::move(a);
@@ -278,6 +286,12 @@ std::vector<std::pair<CutPoint, bool>> Candidates(const PipelineProfile& pipe) {
 
 }  // namespace
 
+double CpuRate::efficiency(int cpus) const {
+  if (cpus <= 1 || threads_n <= 1) return cpus <= 1 ? efficiency_1 : efficiency_n;
+  if (cpus >= threads_n) return efficiency_n;
+  return efficiency_1 + (efficiency_n - efficiency_1) * (cpus - 1) / double(threads_n - 1);
+}
+
 Result<CpuRate> MeasuredCpuRate(const Profile& profile, const std::string& origin) {
   if (!profile.pipeline) {
     return Status::InvalidArgument(
@@ -293,18 +307,29 @@ Result<CpuRate> MeasuredCpuRate(const Profile& profile, const std::string& origi
                                    Num(r.cpu_s_per_sample, 6) +
                                    "; a plan needs a positive CPU cost per sample");
   }
+  const PipelineRun* one = nullptr;
   const PipelineRun* all = nullptr;
   for (const PipelineRun& run : pipe.runs) {
-    if (run.threads >= 1 && run.samples_per_s > 0 && (!all || run.threads > all->threads)) all = &run;
+    if (run.threads < 1 || !(run.samples_per_s > 0) || !std::isfinite(run.samples_per_s)) continue;
+    if (!one || run.threads < one->threads) one = &run;
+    if (!all || run.threads > all->threads) all = &run;
   }
+  auto clamp = [](double e) { return std::clamp(e, 1e-3, 1.0); };
   if (all) {
-    r.efficiency = all->samples_per_s * r.cpu_s_per_sample / all->threads;
-    r.efficiency_source = "the " + std::to_string(all->threads) + "-thread run delivered " +
-                          Rate(all->samples_per_s) + ", " + Num(100 * std::min(1.0, r.efficiency), 0) +
-                          "% of " + std::to_string(all->threads) + " CPUs at the 1-thread cost of " +
-                          Num(r.cpu_s_per_sample * 1e3, 3) + " ms CPU per sample";
+    r.threads_n = all->threads;
+    r.efficiency_n = clamp(all->samples_per_s * r.cpu_s_per_sample / all->threads);
+    r.efficiency_1 = one->threads == 1 ? clamp(one->samples_per_s * r.cpu_s_per_sample)
+                                       : r.efficiency_n;
+    r.efficiency_source =
+        "the " + std::to_string(all->threads) + "-thread run delivered " +
+        Rate(all->samples_per_s) + ", " + Num(100 * r.efficiency_n, 0) + "% of " +
+        std::to_string(all->threads) + " CPUs at the 1-thread cost of " +
+        Num(r.cpu_s_per_sample * 1e3, 3) + " ms CPU per sample" +
+        (one->threads == 1 ? "; the 1-thread run " + Rate(one->samples_per_s) + ", " +
+                                 Num(100 * r.efficiency_1, 0) + "% of 1 CPU"
+                           : std::string());
   } else if (pipe.samples_per_s_per_core > 0) {
-    r.efficiency = r.cpu_s_per_sample * pipe.samples_per_s_per_core;
+    r.efficiency_1 = r.efficiency_n = clamp(r.cpu_s_per_sample * pipe.samples_per_s_per_core);
     r.efficiency_source = "no pipeline runs in the profile: the CPU cost with all cores (" +
                           Num(pipe.samples_per_s_per_core, 0) +
                           " samples per CPU-second) against the 1-thread cost";
@@ -313,8 +338,6 @@ Result<CpuRate> MeasuredCpuRate(const Profile& profile, const std::string& origi
                                    ": $.pipeline has neither runs[] nor a positive "
                                    "samples_per_s_per_core; the scaling efficiency is unknown");
   }
-  r.efficiency = std::clamp(r.efficiency, 1e-3, 1.0);
-  r.samples_per_s_per_cpu = r.efficiency / r.cpu_s_per_sample;
   return r;
 }
 
@@ -540,7 +563,7 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
   m.demand_samples_per_s = s.demand;
   m.gpus = gpus;
   m.cpu_s_per_sample = rate.cpu_s_per_sample;
-  m.scaling_efficiency = rate.efficiency;
+  m.scaling_efficiency = rate.efficiency(o.cpus_per_worker);
   m.worker_cpu_s_per_sample = pl.worker_cpu_s_per_sample;
   m.samples_per_s_per_cpu = pl.per_cpu;
   m.cpus_needed = s.target / pl.per_cpu;
@@ -581,7 +604,9 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
                      : profile.trainer   ? profile.trainer->command
                                          : std::vector<std::string>{};
 
-  plan.notes.push_back("scaling efficiency " + Num(rate.efficiency, 2) + ": " + rate.efficiency_source);
+  plan.notes.push_back("scaling efficiency " + Num(m.scaling_efficiency, 2) + " for " +
+                       std::to_string(o.cpus_per_worker) + "-CPU workers (linear between the "
+                       "measured 1-thread and all-core runs): " + rate.efficiency_source);
   plan.notes.push_back("one worker CPU delivers " + Rate(pl.per_cpu) + " = efficiency / " +
                        Num(pl.worker_cpu_s_per_sample * 1e3, 3) +
                        " ms worker CPU per sample at the cut after stage " +

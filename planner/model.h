@@ -34,16 +34,23 @@ struct PlanOptions {
   std::string goldminer_version;
 };
 
-// What one worker CPU delivers for `profile`'s whole pipeline, and the figures it
-// comes from.
+// How well `profile`'s pipeline scales over cores, from its measured runs.
+// efficiency(k) is what a k-thread worker on k CPUs delivers against k CPUs at the
+// 1-thread CPU cost per sample: measured at 1 thread and at N threads (the run
+// with the most), interpolated linearly between them, the N-thread figure beyond.
 struct CpuRate {
   double cpu_s_per_sample = 0;  // pipeline.cpu_s_per_sample (1 stage thread)
-  double efficiency = 0;        // 0..1
-  double samples_per_s_per_cpu = 0;
+  double efficiency_1 = 0;      // 1 thread, 0..1
+  double efficiency_n = 0;      // `threads_n` threads, 0..1
+  int threads_n = 1;
   std::string efficiency_source;  // how it was measured, for the plan's notes
+
+  double efficiency(int cpus) const;
+  // Samples/s of one worker CPU in a worker of `cpus` CPUs, whole pipeline.
+  double samples_per_s_per_cpu(int cpus) const { return efficiency(cpus) / cpu_s_per_sample; }
 };
 // InvalidArgument naming `origin` when the profile has no pipeline part or its
-// figures cannot give a rate (zero or negative CPU per sample).
+// figures cannot give a rate (zero or negative CPU per sample, no runs).
 Result<CpuRate> MeasuredCpuRate(const Profile& profile, const std::string& origin);
 
 // The plan. Errors (InvalidArgument, naming the input): no pipeline part in the

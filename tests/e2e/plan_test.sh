@@ -14,6 +14,8 @@ source "$(dirname "$0")/slurm_cluster.sh"
 trap 'slurm_cluster_stop; rm -rf "$T"' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+# The suite works in $T: a relative GOLDMINER is made absolute first.
+[[ $GM == */* ]] && GM=$(cd "$(dirname "$GM")" && pwd)/$(basename "$GM")
 cd "$T" || fail "cd $T"
 
 # check_py WHAT ARGS... <<'PY': runs the Python on stdin (json imported, approx() given)
@@ -188,13 +190,15 @@ PY
 with_demand 2000 >"$T/profile2000.json"
 expect_rc 0 "a demand above the cluster's CPUs: plan writes the best plan" -- \
   "$GM" plan --slurm --profile "$T/profile2000.json" -o "$T/plan2000.json" --db "$T/runs.db"
+# (The highest rate that fits is found by bisection to 1e-6 of the target: 1839.998.)
 check_py "demand 2000/s: 1840/s with every spare CPU (7 on gpu1, 16 on cpu1/cpu2), limit cpus" "$T/plan2000.json" <<'PY'
 p = json.load(open(sys.argv[1]))
 pr = p["prediction"]
-assert approx(pr["samples_per_s"], 1840) and pr["worker_cpus"] == 23, pr
-assert pr["limit"] == "cpus" and approx(pr["shortfall_samples_per_s"], 160), pr
-assert "23 CPUs" in pr["limit_detail"] and "25.0" in pr["limit_detail"], pr["limit_detail"]
-assert approx(pr["stall_fraction"], 0.08), pr
+assert approx(pr["samples_per_s"], 1840, 1e-5) and pr["worker_cpus"] == 23, pr
+assert pr["limit"] == "cpus" and approx(pr["shortfall_samples_per_s"], 160, 1e-4), pr
+assert "23 CPUs" in pr["limit_detail"] and "needs 25.0 (2.0 more)" in pr["limit_detail"], pr["limit_detail"]
+assert "short by 160 samples/s" in pr["limit_detail"], pr["limit_detail"]
+assert approx(pr["stall_fraction"], 0.08, 1e-4), pr
 assert [w["cpus"] for w in p["workers"]] == [4, 3, 4, 4, 4, 4], p["workers"]
 PY
 [[ $(plans) == 2 && $(events) == 2 ]] || fail "runs.db after two plans: $(plans) plans, $(events) plan events"
@@ -263,6 +267,7 @@ refused() {
   done
   [[ ! -e $d/plan.json ]] || fail "$what: $d/plan.json was written"
   [[ -z $(ls -A "$d") ]] || fail "$what: left in $d: $(ls -A "$d")"
+  sed "s/^/    /" "$T/err"
   ok "$what: exit 1, stderr names it, nothing written"
 }
 
@@ -277,23 +282,43 @@ refused empty-cluster "a cluster.json without nodes" "$T/empty-cluster.json" "ha
   --cluster "$T/empty-cluster.json" --profile "$P"
 refused nosuch-partition "--partition nosuch" "--partition nosuch" "no such partition" "it has: gpu, cpu" -- \
   --slurm --partition nosuch --profile "$P"
-refused huge-target "--target-rate 1000000" "--target-rate 1000000 cannot be met" "cpus" \
-  "Nothing was written" -- --slurm --profile "$P" --target-rate 1000000
 with_demand none >"$T/profile-no-trainer.json"
 refused no-trainer "a profile without a trainer part and no --target-rate" "$T/profile-no-trainer.json" \
   "no trainer part" "--target-rate" -- --slurm --profile "$T/profile-no-trainer.json"
 
-# The impossible target with --best-effort: the best plan is written, and says what binds.
+# An impossible target. Above the trainer's demand (1500/s), the plan is made for the
+# demand and the trainer is what binds; with no demand known (no trainer part), the
+# cluster's CPUs bind: 23 spare CPUs x 80/s = 1840/s.
+refused huge-target "--target-rate 1000000 above the trainer's demand" \
+  "--target-rate 1000000 cannot be met: trainer" "the trainer consumes at most 1500 samples/s" \
+  "Nothing was written" -- --slurm --profile "$P" --target-rate 1000000
+refused huge-target-cpus "--target-rate 1000000 without a trainer part" \
+  "--target-rate 1000000 cannot be met: cpus" "the workers can have 23 CPUs" "Nothing was written" -- \
+  --slurm --profile "$T/profile-no-trainer.json" --target-rate 1000000
+[[ $(plans) == 3 && $(events) == 3 ]] || fail "runs.db after refused plans: $(plans) plans, $(events) events (expected 3)"
+ok "runs.db: refused plans are not recorded (still 3 plans, 3 events)"
+
+# The same with --best-effort: the best plan is written, and says what binds.
 expect_rc 0 "--target-rate 1000000 --best-effort writes the best plan" -- \
   "$GM" plan --slurm --profile "$P" --target-rate 1000000 --best-effort -o "$T/plan-best.json" --db "$T/runs.db"
-check_py "the best-effort plan: limit cpus, every spare CPU used (23), 1840/s" "$T/plan-best.json" <<'PY'
+check_py "the best-effort plan: the trainer's 1500/s (19 CPUs), limit trainer" "$T/plan-best.json" <<'PY'
 pr = json.load(open(sys.argv[1]))["prediction"]
-assert pr["limit"] == "cpus" and pr["limit"] != "none", pr
-assert pr["worker_cpus"] == 23 and approx(pr["samples_per_s"], 1840), pr
-assert approx(pr["shortfall_samples_per_s"], 1000000 - 1840), pr
+assert pr["limit"] == "trainer", pr
+assert pr["worker_cpus"] == 19 and approx(pr["samples_per_s"], 1500), pr
+assert approx(pr["shortfall_samples_per_s"], 1000000 - 1500), pr
 PY
-[[ $(plans) == 4 && $(events) == 4 ]] || fail "runs.db after four plans (refused ones not recorded): $(plans) plans, $(events) events"
-ok "runs.db: refused plans are not recorded; 4 plans, 4 events"
+expect_rc 0 "--target-rate 1000000 --best-effort without a trainer part writes the best plan" -- \
+  "$GM" plan --slurm --profile "$T/profile-no-trainer.json" --target-rate 1000000 --best-effort \
+  -o "$T/plan-best-cpus.json" --db "$T/runs.db"
+check_py "the best-effort plan without a trainer: every spare CPU (23), 1840/s, limit cpus" "$T/plan-best-cpus.json" <<'PY'
+pr = json.load(open(sys.argv[1]))["prediction"]
+assert pr["limit"] == "cpus" and "stall_fraction" not in pr, pr
+# (The highest rate that fits is found by bisection to 1e-6 of the target: within 1/s.)
+assert pr["worker_cpus"] == 23 and abs(pr["samples_per_s"] - 1840) <= 1, pr
+assert abs(pr["shortfall_samples_per_s"] - (1000000 - 1840)) <= 1, pr
+PY
+[[ $(plans) == 5 && $(events) == 5 ]] || fail "runs.db after five plans: $(plans) plans, $(events) events"
+ok "runs.db: each written plan adds a row and an event (5)"
 
 # Every GPU taken by another job: no partition has a free GPU for the trainer.
 timeout 30 sbatch --parsable -p gpu -N2 --gres=gpu:2 --output="$T/hold.out" --wrap 'sleep 300' >"$T/out" 2>"$T/err" ||
@@ -309,7 +334,7 @@ ok "job $hold holds the 4 GPUs"
 refused gpus-taken "every GPU allocated" "GPU partition gpu" "0 free GPU" -- --slurm --profile "$P"
 timeout 10 scancel "$hold" || fail "scancel $hold"
 for ((i = 0; i < 150; i++)); do
-  timeout 10 scontrol show node gpu1 gpu2 --oneliner >"$T/nodes" 2>/dev/null
+  timeout 10 scontrol show node gpu1,gpu2 --oneliner >"$T/nodes" 2>&1
   [[ $(grep -c 'State=IDLE ' "$T/nodes") == 2 ]] && ! grep -q 'AllocTRES=[^ ]*gres/gpu=' "$T/nodes" && break
   sleep 0.2
 done

@@ -2,7 +2,8 @@
 // the cut choice, CPU division across jobs, the sbatch writer, the cluster readers
 // and plan.json. The figures: a pipeline of 0.01 CPU-s per sample whose 4-thread run
 // made 320 samples/s, so the scaling efficiency is 320 * 0.01 / 4 = 0.8 and one
-// worker CPU delivers 0.8 / 0.01 = 80 samples/s at the full cut.
+// worker CPU delivers 0.8 / 0.01 = 80 samples/s at the full cut. Its 1-thread run
+// made 80 samples/s: the same efficiency, so worker size does not matter here.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -33,7 +34,7 @@ Profile TestProfile(double demand) {
   pipe.cpu_s_per_sample = 0.01;
   pipe.samples_per_s_per_core = 100;
   pipe.peak_rss_bytes = 1ull << 30;
-  pipe.runs = {{1, 100, 1.0, 1.0, 100, 100}, {4, 400, 1.25, 4.0, 320, 100}};
+  pipe.runs = {{1, 100, 1.25, 1.0, 80, 100}, {4, 400, 1.25, 4.0, 320, 100}};
   StageProfile decode;
   decode.index = 0;
   decode.name = "decode";
@@ -92,8 +93,36 @@ int Cpus(const Plan& p) {
 TEST(PlannerTest, EfficiencyAndRatePerCpuComeFromTheProfile) {
   auto r = MeasuredCpuRate(TestProfile(400), "profile.json");
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_DOUBLE_EQ(r->efficiency, 0.8);
-  EXPECT_DOUBLE_EQ(r->samples_per_s_per_cpu, 80);
+  EXPECT_DOUBLE_EQ(r->efficiency(4), 0.8);
+  EXPECT_DOUBLE_EQ(r->samples_per_s_per_cpu(4), 80);
+}
+
+TEST(PlannerTest, EfficiencyIsInterpolatedBetweenTheMeasuredRuns) {
+  // 1 thread: 100/s at 0.01 CPU-s per sample = 100% of a CPU; 4 threads: 80%.
+  Profile p = TestProfile(400);
+  p.pipeline->runs[0].samples_per_s = 100;
+  auto r = MeasuredCpuRate(p, "profile.json");
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(r->efficiency(1), 1.0);
+  EXPECT_NEAR(r->efficiency(2), 1.0 - 0.2 / 3, 1e-12);
+  EXPECT_NEAR(r->efficiency(3), 1.0 - 0.4 / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(r->efficiency(4), 0.8);
+  EXPECT_DOUBLE_EQ(r->efficiency(16), 0.8);
+  // 400/s on gpu1's 7 spare CPUs: a 4-CPU worker (320/s), then the smallest worker
+  // that covers the last 80/s: 1 CPU at 100/s.
+  auto plan = MakePlan(p, TestCluster(), {});
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->workers.size(), 2u);
+  EXPECT_EQ(plan->workers[1].cpus, 1);
+  EXPECT_NEAR(plan->workers[1].samples_per_s, 80, 1e-9);
+  PlanOptions two;
+  two.cpus_per_worker = 2;  // 2-CPU workers: 2 x 93.3/s each
+  plan = MakePlan(p, TestCluster(), two);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NEAR(plan->model.scaling_efficiency, 1.0 - 0.2 / 3, 1e-12);
+  EXPECT_NEAR(plan->workers[0].samples_per_s, 2 * 100 * (1.0 - 0.2 / 3), 1e-9);
+  EXPECT_EQ(plan->workers.size(), 3u);  // 186.7 + 186.7 + 26.7 (a 1-CPU worker)
+  EXPECT_EQ(plan->workers[2].cpus, 1);
 }
 
 TEST(PlannerTest, TargetMetOnTheTrainersNodeSpareCpus) {
