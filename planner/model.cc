@@ -301,7 +301,12 @@ Result<CpuRate> MeasuredCpuRate(const Profile& profile, const std::string& origi
   }
   const PipelineProfile& pipe = *profile.pipeline;
   CpuRate r;
-  r.cpu_s_per_sample = pipe.cpu_s_per_sample;
+  // The process CPU leaves out an exec stage's child processes; the stages count
+  // them, so the parts (reader, stages, batcher, hand-off) may add up to more.
+  r.cpu_s_per_sample =
+      std::max(pipe.cpu_s_per_sample, pipe.reader_cpu_s_per_sample + pipe.stage_cpu_s_per_sample +
+                                          pipe.batcher_cpu_s_per_sample +
+                                          pipe.queue_cpu_s_per_sample);
   if (!(r.cpu_s_per_sample > 0) || !std::isfinite(r.cpu_s_per_sample)) {
     return Status::InvalidArgument(origin + ": $.pipeline.cpu_s_per_sample is " +
                                    Num(r.cpu_s_per_sample, 6) +

@@ -45,8 +45,11 @@ cat >"$T/pipeline.json" <<'JSON'
   "batch": {"size": 4}, "shuffle": {"buffer": 8}, "seed": 3, "on_error": "fail" }
 JSON
 
-# The figures: 10 ms CPU per sample with one stage thread; 4 threads deliver 320/s, so
-# the scaling efficiency is 320 * 0.01 / 4 = 0.8 and one worker CPU delivers 80/s.
+# The figures: 10 ms CPU per sample with one stage thread; 1 thread delivers 100/s
+# (efficiency 1.0), 4 threads 320/s (efficiency 320 * 0.01 / 4 = 0.8, 80/s per CPU).
+# The model interpolates linearly between the two runs: a k-CPU worker delivers
+# k * e(k) / 0.01 with e(1) = 1, e(2) = 0.9333, e(3) = 0.8667, e(4) = 0.8: 100, 186.7,
+# 260 and 320 samples/s; the CPU need is counted at --cpus-per-worker's 80/s per CPU.
 # The full cut (after stage 1, the only one `run` executes) sends 100 kB per sample,
 # 0.8 Mb per sample: far below the 10 Gb/s NICs at these rates. Each worker needs 1 GiB.
 # The trainer consumes 1500 samples/s.
@@ -106,6 +109,7 @@ expect_rc 0 "plan reads the hand-written profile (a 64-CPU cluster.json)" -- \
 
 # ---------------------------------------------------------------------------------------
 # 2. The plan for the Slurm cluster.
+command -v sqlite3 >/dev/null || fail "sqlite3 (the command-line shell) is needed to read runs.db"
 slurm_cluster_start "$T/cluster" || fail "the private Slurm cluster did not start (see above)"
 ok "the private Slurm cluster is up (4 nodes idle)"
 
@@ -115,11 +119,12 @@ cp "$T/out" "$T/summary.txt"
 # By hand (planner/model.cc): the trainer goes to the GPU partition's node with the most
 # free GPUs, then CPUs, then by name: gpu1, 1 GPU, keeping --trainer-cpus 1 CPU, so 7 are
 # spare. Target: the trainer's demand, 1500/s = 18.75 worker CPUs at 80/s each.
-# Workers on the trainer's node first, each taking min(4, spare, CPUs still needed):
-# 4 CPUs (320/s), then 3 CPUs (240/s): 560/s. Then whole 4-CPU workers on the default
-# partition's nodes (cpu1, cpu2: 8 free CPUs each, ties by name): 320 + 320 on cpu1,
-# then 300 of the last worker's 320 on cpu2. 5 workers, 19 CPUs, 1500/s; the network
-# carries the 940/s of the CPU nodes' workers x 100 kB = 94 MB/s.
+# Workers on the trainer's node first, each the smallest (up to 4 CPUs and the spare
+# ones) that covers what remains, else the largest: 4 CPUs (320/s), then 3 CPUs
+# (260/s): 580/s. Then whole 4-CPU workers on the default partition's nodes (cpu1,
+# cpu2: 8 free CPUs each, ties by name): 320 + 320 on cpu1, then 280 of the last
+# worker's 320 on cpu2. 5 workers, 19 CPUs, 1500/s; the network carries the 920/s of
+# the CPU nodes' workers x 100 kB = 92 MB/s.
 check_py "plan.json holds the plan computed by hand (gpu1 4+3 CPUs, cpu1 4+4, cpu2 4; 1500/s)" \
   "$T/plan.json" "$T/pipeline.json" <<'PY'
 p = json.load(open(sys.argv[1]))
@@ -134,15 +139,15 @@ assert p["sources"]["gpu_partition"] == "gpu" and p["sources"]["partition"] == "
 assert p["trainer_nodes"] == [{"name": "gpu1", "gpus": 1, "cpus": 1}], p["trainer_nodes"]
 got = [(w["node"], w["partition"], w["cpus"], w["on_trainer_node"], round(w["samples_per_s"], 6))
        for w in p["workers"]]
-want = [("gpu1", "gpu", 4, True, 320), ("gpu1", "gpu", 3, True, 240),
+want = [("gpu1", "gpu", 4, True, 320), ("gpu1", "gpu", 3, True, 260),
         ("cpu1", "cpu", 4, False, 320), ("cpu1", "cpu", 4, False, 320),
-        ("cpu2", "cpu", 4, False, 300)]
+        ("cpu2", "cpu", 4, False, 280)]
 assert got == want, got
 assert all(w["memory_bytes"] == 1073741824 for w in p["workers"]), p["workers"]
 assert approx(pr["samples_per_s"], 1500), pr
 assert pr["limit"] == "none" and approx(pr["shortfall_samples_per_s"], 0), pr
 assert pr["worker_cpus"] == 19, pr
-assert approx(pr["network_bytes_per_s"], 940 * 100000), pr
+assert approx(pr["network_bytes_per_s"], 920 * 100000), pr
 assert approx(pr["stall_fraction"], 0, 1e-9), pr
 # The cut: only the full one (after stage 1) is runnable, and chosen.
 assert p["cut"]["after_stage"] == 1 and p["cut"]["runnable"], p["cut"]
@@ -151,7 +156,9 @@ assert [(c["after_stage"], c["runnable"], c["chosen"]) for c in p["cuts"]] == \
 assert run == {"pipeline": sys.argv[2], "workers": 5, "threads_per_worker": 4,
                "world_size": 1, "command": ["/bin/true"]}, run
 PY
-expect_in "$T/summary.txt" "1500" "the summary names the predicted rate"
+expect_in "$T/summary.txt" "plan: 5 worker(s), 19 worker CPU(s), for 1500 samples/s" \
+  "the summary names the workers, their CPUs and the predicted rate"
+expect_in "$T/summary.txt" "none: the target is met" "the summary says no limit binds"
 
 # ---------------------------------------------------------------------------------------
 # 3. The job script: a heterogeneous job (trainer node + CPU nodes) that Slurm accepts.
@@ -168,7 +175,8 @@ for want in ["--partition=cpu", "--ntasks=3", "--cpus-per-task=4", "--mem-per-cp
     assert "#SBATCH " + want in c1, (want, c1)
 assert not any("gres" in l for l in c1), c1
 assert lines[0] == "#!/bin/bash", lines[0]
-assert lines[-1].startswith("exec ") and " run --plan " + sys.argv[2] + " -- /bin/true" in lines[-1], lines[-1]
+import os
+assert lines[-1] == "exec " + os.path.realpath(sys.argv[3]) + " run --plan " + sys.argv[2] + " -- /bin/true", lines[-1]
 PY
 expect_rc 0 "sbatch --test-only accepts the heterogeneous job" -- timeout 30 sbatch --test-only "$T/job.sbatch"
 expect_in "$T/err" "to start at" "sbatch --test-only says when the heterogeneous job would start"
@@ -184,21 +192,22 @@ check_py "runs.db's plans.json is plan.json's plan" "$T/recorded.json" "$T/plan.
 assert json.load(open(sys.argv[1])) == json.load(open(sys.argv[2]))
 PY
 
-# The trainer's demand above what the cluster has: 2000/s needs 25 worker CPUs, the
-# cluster gives 7 (gpu1) + 16 (cpu1, cpu2) = 23, so 1840/s, limit "cpus". Without
-# --target-rate the target is the demand, and plan writes its best plan (exit 0).
+# The trainer's demand above what the cluster has: 2000/s needs 25 worker CPUs at 80/s,
+# the cluster gives 7 (gpu1: 320 + 260) + 16 (cpu1, cpu2: 4 x 320) = 23 CPUs, 1860/s,
+# limit "cpus". Without --target-rate the target is the demand, and plan writes its
+# best plan (exit 0).
 with_demand 2000 >"$T/profile2000.json"
 expect_rc 0 "a demand above the cluster's CPUs: plan writes the best plan" -- \
   "$GM" plan --slurm --profile "$T/profile2000.json" -o "$T/plan2000.json" --db "$T/runs.db"
-# (The highest rate that fits is found by bisection to 1e-6 of the target: 1839.998.)
-check_py "demand 2000/s: 1840/s with every spare CPU (7 on gpu1, 16 on cpu1/cpu2), limit cpus" "$T/plan2000.json" <<'PY'
+# (The highest rate that fits is found by bisection to 1e-6 of the target: 1859.998.)
+check_py "demand 2000/s: 1860/s with every spare CPU (7 on gpu1, 16 on cpu1/cpu2), limit cpus" "$T/plan2000.json" <<'PY'
 p = json.load(open(sys.argv[1]))
 pr = p["prediction"]
-assert approx(pr["samples_per_s"], 1840, 1e-5) and pr["worker_cpus"] == 23, pr
-assert pr["limit"] == "cpus" and approx(pr["shortfall_samples_per_s"], 160, 1e-4), pr
+assert approx(pr["samples_per_s"], 1860, 1e-5) and pr["worker_cpus"] == 23, pr
+assert pr["limit"] == "cpus" and approx(pr["shortfall_samples_per_s"], 140, 1e-4), pr
 assert "23 CPUs" in pr["limit_detail"] and "needs 25.0 (2.0 more)" in pr["limit_detail"], pr["limit_detail"]
-assert "short by 160 samples/s" in pr["limit_detail"], pr["limit_detail"]
-assert approx(pr["stall_fraction"], 0.08, 1e-4), pr
+assert "short by 140 samples/s" in pr["limit_detail"], pr["limit_detail"]
+assert approx(pr["stall_fraction"], 0.07, 1e-4), pr
 assert [w["cpus"] for w in p["workers"]] == [4, 3, 4, 4, 4, 4], p["workers"]
 PY
 [[ $(plans) == 2 && $(events) == 2 ]] || fail "runs.db after two plans: $(plans) plans, $(events) plan events"
@@ -206,23 +215,24 @@ ok "runs.db: the second plan adds a row and an event"
 
 # ---------------------------------------------------------------------------------------
 # 4. Workers that all fit on the trainer's node: a plain job, accepted and run for real.
-# 500/s: 4 CPUs (320/s) and ceil(180 / 80) = 3 CPUs on gpu1, beside the trainer's CPU.
+# 500/s: 4 CPUs (320/s), then for the remaining 180/s the smallest worker that covers
+# it, 2 CPUs (186.7/s), on gpu1 beside the trainer's CPU: 7 CPUs of gpu1's 8.
 expect_rc 0 "plan --target-rate 500 (every worker on the trainer's node)" -- \
   "$GM" plan --slurm --profile "$P" --target-rate 500 -o "$T/plan500.json" --sbatch "$T/job500.sbatch" \
   --db "$T/runs.db" -- "${TRAINER[@]}" "$T/slurm-trainer.json" 1
-check_py "plan --target-rate 500: 2 workers on gpu1 (4 + 3 CPUs), the trainer command from --" \
+check_py "plan --target-rate 500: 2 workers on gpu1 (4 + 2 CPUs), the trainer command from --" \
   "$T/plan500.json" "$SRC/tests/e2e/trainer.py" "$T/slurm-trainer.json" <<'PY'
 p = json.load(open(sys.argv[1]))
 assert [(w["node"], w["cpus"], w["on_trainer_node"]) for w in p["workers"]] == \
-    [("gpu1", 4, True), ("gpu1", 3, True)], p["workers"]
+    [("gpu1", 4, True), ("gpu1", 2, True)], p["workers"]
 assert approx(p["prediction"]["samples_per_s"], 500) and p["prediction"]["limit"] == "none", p["prediction"]
 assert p["model"]["target_source"] == "--target-rate", p["model"]
 assert p["run"]["workers"] == 2 and p["run"]["command"] == ["/usr/bin/python3", sys.argv[2], sys.argv[3], "1"], p["run"]
 PY
-check_py "job500.sbatch: a plain job (no hetjob) on gpu with 8 CPUs and gpu:1" "$T/job500.sbatch" <<'PY'
+check_py "job500.sbatch: a plain job (no hetjob) on gpu with 7 CPUs and gpu:1" "$T/job500.sbatch" <<'PY'
 sb = [l for l in open(sys.argv[1]).read().splitlines() if l.startswith("#SBATCH")]
 assert "#SBATCH hetjob" not in sb and not any("--ntasks=" in l for l in sb), sb
-for want in ["--partition=gpu", "--cpus-per-task=8", "--gres=gpu:1"]:
+for want in ["--partition=gpu", "--nodes=1", "--cpus-per-task=7", "--gres=gpu:1"]:
     assert "#SBATCH " + want in sb, (want, sb)
 PY
 expect_rc 0 "sbatch --test-only accepts the plain job" -- timeout 30 sbatch --test-only "$T/job500.sbatch"
@@ -241,6 +251,7 @@ state=$(timeout 10 scontrol show job "$job" --oneliner 2>&1)
   { echo "--- job.out:" >&2; cat "$T/job.out" >&2; fail "job $job: sbatch --wait exit $rc; $state"; }
 ok "the plain job $job ran: COMPLETED, ExitCode=0:0"
 expect_in "$T/job.out" ", 2 workers, 1 trainer rank(s)" "in the job, run --plan started the planned 2 workers"
+# (run gives every worker the largest planned worker's CPUs as stage threads: 4.)
 expect_in "$T/job.out" "run: plan $T/plan500.json: 2 worker(s) x 4 thread(s)" "in the job, run read the plan"
 check_py "the job's trainer got the 36 samples once" "$T/slurm-trainer.json" <<'PY'
 j = json.load(open(sys.argv[1]))
@@ -288,7 +299,7 @@ refused no-trainer "a profile without a trainer part and no --target-rate" "$T/p
 
 # An impossible target. Above the trainer's demand (1500/s), the plan is made for the
 # demand and the trainer is what binds; with no demand known (no trainer part), the
-# cluster's CPUs bind: 23 spare CPUs x 80/s = 1840/s.
+# cluster's CPUs bind: the 23 spare CPUs deliver 1860/s (as above).
 refused huge-target "--target-rate 1000000 above the trainer's demand" \
   "--target-rate 1000000 cannot be met: trainer" "the trainer consumes at most 1500 samples/s" \
   "Nothing was written" -- --slurm --profile "$P" --target-rate 1000000
@@ -310,12 +321,12 @@ PY
 expect_rc 0 "--target-rate 1000000 --best-effort without a trainer part writes the best plan" -- \
   "$GM" plan --slurm --profile "$T/profile-no-trainer.json" --target-rate 1000000 --best-effort \
   -o "$T/plan-best-cpus.json" --db "$T/runs.db"
-check_py "the best-effort plan without a trainer: every spare CPU (23), 1840/s, limit cpus" "$T/plan-best-cpus.json" <<'PY'
+check_py "the best-effort plan without a trainer: every spare CPU (23), 1860/s, limit cpus" "$T/plan-best-cpus.json" <<'PY'
 pr = json.load(open(sys.argv[1]))["prediction"]
 assert pr["limit"] == "cpus" and "stall_fraction" not in pr, pr
 # (The highest rate that fits is found by bisection to 1e-6 of the target: within 1/s.)
-assert pr["worker_cpus"] == 23 and abs(pr["samples_per_s"] - 1840) <= 1, pr
-assert abs(pr["shortfall_samples_per_s"] - (1000000 - 1840)) <= 1, pr
+assert pr["worker_cpus"] == 23 and abs(pr["samples_per_s"] - 1860) <= 1, pr
+assert abs(pr["shortfall_samples_per_s"] - (1000000 - 1860)) <= 1, pr
 PY
 [[ $(plans) == 5 && $(events) == 5 ]] || fail "runs.db after five plans: $(plans) plans, $(events) events"
 ok "runs.db: each written plan adds a row and an event (5)"
@@ -342,8 +353,13 @@ done
 expect_rc 0 "with the GPUs freed, plan --slurm places the trainer again" -- \
   "$GM" plan --slurm --profile "$P" -o "$T/plan-again.json" --no-db
 
+daemons=$(cat "$T/cluster/pids/"*)
 slurm_cluster_stop
-ok "the Slurm cluster is stopped"
+for pid in $daemons; do
+  [[ -e /proc/$pid ]] && ! grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null &&
+    fail "pid $pid ($(tr '\0' ' ' <"/proc/$pid/cmdline")) still runs after slurm_cluster_stop"
+done
+ok "the Slurm cluster is stopped: none of its daemons runs"
 
 # ---------------------------------------------------------------------------------------
 # 7. Dividing 20 CPUs across two jobs (planner/divide.cc): CPUs go one at a time to the
@@ -393,7 +409,8 @@ PY
 
 # ---------------------------------------------------------------------------------------
 # 8. The local backend: one 4-CPU node without GPUs, 1-CPU workers, no CPU kept for the
-# trainer: 200/s needs 2.5 CPUs: workers of 1, 1 and 1 CPU (80 + 80 + 40/s).
+# trainer: one 1-CPU worker delivers 100/s (the 1-thread run), so 250/s takes three
+# (100 + 100 + 50/s).
 cat >"$T/local-cluster.json" <<'JSON'
 {"schema": "goldminer.cluster", "version": 1,
  "partitions": [{"name": "local", "default": true}],
@@ -401,13 +418,15 @@ cat >"$T/local-cluster.json" <<'JSON'
 JSON
 expect_rc 0 "plan for a one-node cluster.json (4 CPUs, no GPU)" -- \
   "$GM" plan --profile "$P" --cluster "$T/local-cluster.json" --trainer-cpus 0 --cpus-per-worker 1 \
-  --target-rate 200 -o "$T/plan-local.json" --no-db
-check_py "the local plan: no GPU, 3 one-CPU workers on node local, 200/s" "$T/plan-local.json" <<'PY'
+  --target-rate 250 -o "$T/plan-local.json" --no-db
+check_py "the local plan: no GPU, 3 one-CPU workers on node local, 250/s" "$T/plan-local.json" <<'PY'
 p = json.load(open(sys.argv[1]))
 assert p["model"]["gpus"] == 0 and p["sources"]["gpu_partition"] == "", p
 assert p["trainer_nodes"] == [{"name": "local", "gpus": 0, "cpus": 0}], p["trainer_nodes"]
 assert [(w["node"], w["cpus"], w["on_trainer_node"]) for w in p["workers"]] == [("local", 1, True)] * 3, p["workers"]
-assert approx(p["prediction"]["samples_per_s"], 200) and p["prediction"]["limit"] == "none", p["prediction"]
+assert [round(w["samples_per_s"], 6) for w in p["workers"]] == [100, 100, 50], p["workers"]
+assert approx(p["prediction"]["samples_per_s"], 250) and p["prediction"]["limit"] == "none", p["prediction"]
+assert approx(p["model"]["samples_per_s_per_cpu"], 100) and approx(p["model"]["cpus_needed"], 2.5), p["model"]
 assert p["run"]["workers"] == 3 and p["run"]["threads_per_worker"] == 1 and p["run"]["world_size"] == 1, p["run"]
 PY
 expect_rc 0 "run --plan (local backend) with a quick trainer exits 0" -- timeout 60 \

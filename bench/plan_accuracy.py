@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""Benchmark: does `goldminer plan` predict what `goldminer run --plan` delivers?
+
+For pipelines of clearly different cost per sample (small photos to 64x64 uint8;
+ImageNet-sized photos to 224x224 float32; text cleaned by a Python exec stage),
+on this machine (the local cluster: its CPUs, one trainer rank):
+  1. goldminer profile --pipeline P -- plan_trainer.py   (profile.json)
+  2. goldminer plan --profile profile.json               (plan.json: prediction)
+  3. goldminer run --plan plan.json -- plan_trainer.py   (measured, --rounds times)
+and prints predicted and measured samples/s side by side with their ratio (the
+median of the rounds). A last case gives the trainer a compute time per batch
+and asks for 3x its demand: the plan must say the trainer binds, and the run
+must deliver about the trainer's demand.
+
+usage: plan_accuracy.py [--build build] [--rounds 3] [--work DIR] [--seconds 8]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PY = "/usr/bin/python3"
+TRAINER = os.path.join(HERE, "plan_trainer.py")
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    if r.returncode != 0:
+        sys.stderr.write(r.stderr[-3000:])
+        raise SystemExit("plan_accuracy: failed (%d): %s" % (r.returncode, " ".join(cmd)))
+    return r
+
+
+def write_json(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+def corpora(work):
+    """small/: 600 small real photos (about 200x150); large/: ImageNet-sized crops of
+    real photos (bench/make_corpus.py); reviews.jsonl: 4000 short HTML reviews."""
+    small = os.path.join(work, "small")
+    os.makedirs(os.path.join(small, "a"), exist_ok=True)
+    photos = [os.path.join(ROOT, "tests/data/engine/photo%d.jpg" % i) for i in range(6)]
+    for i in range(600):
+        shutil.copy(photos[i % 6], os.path.join(small, "a", "%04d.jpg" % i))
+    large = os.path.join(work, "large")
+    if not os.path.isdir(large):
+        run([PY, os.path.join(HERE, "make_corpus.py"), large, "--count", "400"])
+    with open(os.path.join(ROOT, "examples/exec_stage/reviews.jsonl")) as f:
+        lines = f.read().splitlines()
+    with open(os.path.join(work, "reviews.jsonl"), "w") as f:
+        for i in range(4000):
+            f.write(lines[i % len(lines)] + "\n")
+
+
+def pipelines(work):
+    small = {"version": 1, "name": "small-u8",
+             "source": {"type": "files", "root": "small", "pattern": "**/*.jpg",
+                        "label": "parent_dir"},
+             "stages": [{"op": "decode_jpeg"},
+                        {"op": "random_resized_crop", "size": [64, 64]},
+                        {"op": "flip", "p": 0.5},
+                        {"op": "to_tensor", "layout": "CHW", "dtype": "uint8"}],
+             "batch": {"size": 64}, "shuffle": True, "seed": 1}
+    with open(os.path.join(ROOT, "examples/imagenet/pipeline.json")) as f:
+        large = json.load(f)
+    large["source"]["root"] = "large"
+    with open(os.path.join(ROOT, "examples/exec_stage/pipeline.json")) as f:
+        text = json.load(f)
+    text["source"]["paths"] = ["reviews.jsonl"]
+    text["batch"] = {"size": 64}
+    text["stages"][0]["cmd"] = [PY, "-m", "goldminer.stage", "clean_text:clean"]
+    text["stages"][0]["processes"] = 1
+    out = {}
+    for name, doc in (("small-u8", small), ("imagenet-f32", large), ("text-exec", text)):
+        path = os.path.join(work, name + ".json")
+        write_json(path, doc)
+        out[name] = path
+    return out
+
+
+def measure(gm, name, pipeline, work, rounds, seconds, step_s=0.0, target_factor=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(ROOT, "examples/exec_stage")  # clean_text for the exec stage
+    prof = os.path.join(work, name + ".profile.json")
+    trainer = [PY, TRAINER, "--step-s", str(step_s)]
+    run([gm, "-q", "profile", "--pipeline", pipeline, "--samples", "512", "--steps", "30",
+         "--warmup-steps", "5", "--no-db", "-o", prof, "--"] + trainer + ["--epochs", "1000"],
+        cwd=work, env=env)
+    plan_path = os.path.join(work, name + ".plan.json")
+    cmd = [gm, "-q", "plan", "--profile", prof, "--no-db", "-o", plan_path, "--json"]
+    if target_factor:
+        demand = json.load(open(prof))["trainer"]["demand_samples_per_s"]
+        cmd += ["--target-rate", str(demand * target_factor), "--best-effort"]
+    plan = json.loads(run(cmd, cwd=work, env=env).stdout)
+    predicted = plan["prediction"]["samples_per_s"]
+    # Enough epochs for about `seconds` of steady state at the predicted rate.
+    samples = {"small-u8": 600, "imagenet-f32": 400, "text-exec": 4000}[name.split("+")[0]]
+    epochs = max(2, int(predicted * seconds / samples) + 1)
+    measured = []
+    for _ in range(rounds):
+        r = run([gm, "-q", "run", "--plan", plan_path, "--epochs", str(epochs), "--"] + trainer +
+                ["--epochs", str(epochs)], cwd=work, env=env)
+        measured.append(json.loads(r.stdout.strip().splitlines()[-1])["samples_per_s"])
+    m = statistics.median(measured)
+    return {"name": name, "cpu_ms": plan["model"]["cpu_s_per_sample"] * 1e3,
+            "workers": "%d x %d" % (plan["run"]["workers"], plan["run"]["threads_per_worker"]),
+            "efficiency": plan["model"]["scaling_efficiency"], "limit": plan["prediction"]["limit"],
+            "predicted": predicted, "measured": m, "ratio": m / predicted,
+            "demand": plan["model"].get("demand_samples_per_s"), "rounds": measured}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=8)
+    ap.add_argument("--work")
+    ap.add_argument("--only", help="one pipeline by name")
+    args = ap.parse_args()
+    gm = os.path.join(os.path.abspath(args.build), "cmd", "goldminer")
+    work = args.work or tempfile.mkdtemp(prefix="goldminer-plan-bench-")
+    os.makedirs(work, exist_ok=True)
+    corpora(work)
+    paths = pipelines(work)
+    rows = []
+    for name, path in paths.items():
+        if args.only and args.only != name:
+            continue
+        rows.append(measure(gm, name, path, work, args.rounds, args.seconds))
+        print(json.dumps(rows[-1]), flush=True)
+    if not args.only or args.only == "trainer-bound":
+        # The trainer computes 50 ms per batch of 64: demand about 1280 samples/s,
+        # below what the small pipeline's workers make; ask for 3x that.
+        rows.append(measure(gm, "small-u8+trainer-bound", paths["small-u8"], work, args.rounds,
+                            args.seconds, step_s=0.05, target_factor=3))
+        print(json.dumps(rows[-1]), flush=True)
+    print()
+    print("%-24s %9s %8s %6s %-10s %11s %11s %7s" % ("pipeline", "CPU ms/s", "workers", "eff",
+                                                    "limit", "predicted/s", "measured/s",
+                                                    "ratio"))
+    for r in rows:
+        print("%-24s %9.3f %8s %6.2f %-10s %11.0f %11.0f %7.2f" % (
+            r["name"], r["cpu_ms"], r["workers"], r["efficiency"], r["limit"], r["predicted"],
+            r["measured"], r["ratio"]))
+    print("(measured: median of %d runs of `goldminer run --plan`; %d CPUs here)" %
+          (args.rounds, os.cpu_count()))
+
+
+if __name__ == "__main__":
+    main()
