@@ -271,6 +271,9 @@ Result<Cluster> ClusterFromScontrol(const std::string& nodes_text,
     if (!m.count("NodeName")) return bad("no NodeName=");
     ClusterNode n;
     n.name = m["NodeName"];
+    for (const ClusterNode& seen : c.nodes) {
+      if (seen.name == n.name) return bad("node " + n.name + " is listed twice");
+    }
     const std::string cpus = m.count("CPUEfctv") ? m["CPUEfctv"] : m["CPUTot"];
     auto total = Integer(cpus);
     if (!total || *total < 1) return bad("CPUTot is not a positive integer");

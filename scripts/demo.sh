@@ -2,8 +2,9 @@
 # The demo: makes a small corpus of real photos (crops of Debian's wallpapers), runs
 # the ImageNet training pipeline on it with a local data worker (throughput and
 # per-stage costs), profiles a plain PyTorch program with its own DataLoader and
-# the same loop fed by goldminer (profile.json, runs.db, a trace), then trains it
-# for a few steps fed by two data worker processes under `goldminer run`.
+# the same loop fed by goldminer (profile.json, runs.db, a trace), plans the workers
+# for this machine from that profile (plan.json, job.sbatch), then trains it for a
+# few steps fed by the planned data worker processes under `goldminer run --plan`.
 # Assumes scripts/build.sh has built ./build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,11 +29,15 @@ build/cmd/goldminer profile --pipeline "$demo/pipeline.json" --samples 256 --ste
   --epochs 3 --db "$demo/runs.db" -o "$demo/profile.json" --trace "$demo/trace.json" -- \
   /usr/bin/python3 examples/train/train.py --epochs 3 --steps 0
 echo
-echo "== goldminer run: 2 data worker processes feed a PyTorch training loop (20 steps)"
-build/cmd/goldminer run --backend local --pipeline "$demo/pipeline.json" --workers 2 --epochs 3 -- \
-  /usr/bin/python3 examples/train/train.py --epochs 3 --steps 20
+echo "== goldminer plan: how many workers this machine can give the loop, and what to expect"
+build/cmd/goldminer plan --profile "$demo/profile.json" --db "$demo/runs.db" -o "$demo/plan.json" \
+  --sbatch "$demo/job.sbatch" -- /usr/bin/python3 examples/train/train.py --epochs 3 --steps 20
+echo
+echo "== goldminer run --plan: the planned data worker processes feed a PyTorch training loop (20 steps)"
+build/cmd/goldminer run --plan "$demo/plan.json" --epochs 3
 echo
 echo "Batches (.npy, loadable with numpy.load) and keys.tsv are in $demo/batches"
 echo "Pipeline file: $demo/pipeline.json (see: man -l man/goldminer-pipeline.5)"
 echo "Profiles: $demo/profile.json and $demo/profile-torch.json (man -l man/goldminer-profile.1),"
 echo "  also recorded in $demo/runs.db; trace: $demo/trace.json (open it in ui.perfetto.dev)"
+echo "Plan: $demo/plan.json and the job script $demo/job.sbatch (man -l man/goldminer-plan.1)"

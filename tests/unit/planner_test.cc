@@ -420,6 +420,11 @@ TEST(ClusterTest, FromScontrolAndSinfo) {
   EXPECT_FALSE(gpu2.usable());
   EXPECT_EQ(c->nodes[0].gpus, 0);
 
+  auto twice = ClusterFromScontrol("NodeName=x CPUTot=2\nNodeName=x CPUTot=2\n", "", "", "s");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("node line 2: node x is listed twice"),
+            std::string::npos);
+
   auto bad = ClusterFromScontrol("NodeName=x CPUTot=lots\n", "", "", "scontrol");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("scontrol: node line 1: CPUTot is not a positive integer"),
