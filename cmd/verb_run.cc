@@ -24,6 +24,7 @@ struct RunFlags {
   std::string pipeline;
   int workers = 2;
   int threads_per_worker = 1;
+  std::vector<int> worker_threads;  // from a plan: each worker's threads
   int epochs = 0;  // as many as the trainer asks for
   int world_size = 1;
   std::string bind = "127.0.0.1";
@@ -58,11 +59,24 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
     }
   }
   if (sub.count("--workers") == 0) f.workers = plan.run.workers;
-  if (sub.count("--threads-per-worker") == 0) f.threads_per_worker = plan.run.threads_per_worker;
+  if (sub.count("--threads-per-worker") == 0) {
+    f.threads_per_worker = plan.run.threads_per_worker;
+    f.worker_threads = plan.run.worker_threads;
+  }
+  int elsewhere = 0;
+  for (const PlanWorker& w : plan.workers) elsewhere += w.on_trainer_node ? 0 : 1;
+  if (elsewhere > 0 && f.backend == "local") {
+    LogWarning("run: the plan puts " + std::to_string(elsewhere) +
+               " worker(s) on other nodes; the local backend starts every worker on this "
+               "machine");
+  }
   if (sub.count("--world-size") == 0) f.world_size = plan.run.world_size;
   if (f.command.empty()) f.command = plan.run.command;
-  LogInfo("run: plan " + f.plan + ": " + std::to_string(f.workers) + " worker(s) x " +
-          std::to_string(f.threads_per_worker) + " thread(s), predicted " +
+  std::string threads;
+  for (int t : f.worker_threads) threads += (threads.empty() ? "" : "+") + std::to_string(t);
+  LogInfo("run: plan " + f.plan + ": " + std::to_string(f.workers) + " worker(s), " +
+          (threads.empty() ? std::to_string(f.threads_per_worker) + " thread(s) each" : threads + " threads") +
+          ", predicted " +
           std::to_string(static_cast<long long>(plan.prediction.samples_per_s)) +
           " samples/s (limit: " + plan.prediction.limit + ")");
   return Status::Ok();
@@ -80,6 +94,7 @@ Result<int> RunLocalBackend(const RunFlags& f) {
   c.pipeline = f.pipeline;
   c.workers = f.workers;
   c.threads_per_worker = f.threads_per_worker;
+  c.worker_threads = f.worker_threads;
   c.epochs = f.epochs;
   c.world_size = f.world_size;
   c.bind = f.bind;

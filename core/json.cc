@@ -206,7 +206,7 @@ Status CheckSchemaAndVersion(const JsonNode& root, std::string_view schema, int 
   GM_ASSIGN_OR_RETURN(JsonNode version_node, root.Get("version"));
   GM_ASSIGN_OR_RETURN(int64_t v, version_node.AsInt());
   if (v != version) {
-    return version_node.Error(root.origin() + " is " + std::string(schema) + " version " +
+    return version_node.Error("this is " + std::string(schema) + " version " +
                               std::to_string(v) + "; this goldminer reads version " +
                               std::to_string(version) + " (" + std::string(redo) +
                               ", or use the goldminer that wrote it)");

@@ -91,6 +91,7 @@ json ToJson(const PlanRun& r) {
   return {{"pipeline", r.pipeline},
           {"workers", r.workers},
           {"threads_per_worker", r.threads_per_worker},
+          {"worker_threads", r.worker_threads},
           {"world_size", r.world_size},
           {"command", r.command}};
 }
@@ -187,12 +188,18 @@ Status Convert(const JsonNode& n, PlanRun& out) {
   f.Required("pipeline", out.pipeline);
   f.Required("workers", out.workers);
   f.Required("threads_per_worker", out.threads_per_worker);
+  f.Optional("worker_threads", out.worker_threads);
   f.Optional("world_size", out.world_size);
   f.Optional("command", out.command);
   f.Check(!out.pipeline.empty(), "pipeline", "a pipeline.json path");
   f.Check(out.workers >= 1 && out.workers <= 1024, "workers", "an integer from 1 to 1024");
   f.Check(out.threads_per_worker >= 1 && out.threads_per_worker <= 1024, "threads_per_worker",
           "an integer from 1 to 1024");
+  bool threads_ok = out.worker_threads.empty() ||
+                    out.worker_threads.size() == static_cast<size_t>(out.workers);
+  for (int t : out.worker_threads) threads_ok = threads_ok && t >= 1 && t <= 1024;
+  f.Check(threads_ok, "worker_threads",
+          "one integer from 1 to 1024 per worker (as many as run.workers)");
   f.Check(out.world_size >= 1 && out.world_size <= 1024, "world_size",
           "an integer from 1 to 1024");
   return f.status();

@@ -122,6 +122,7 @@ struct PlanRun {
   std::string pipeline;               // pipeline.json the workers run
   int workers = 0;
   int threads_per_worker = 1;         // the largest worker's CPUs
+  std::vector<int> worker_threads;    // each worker's stage threads (= its CPUs)
   int world_size = 1;                 // trainer ranks
   std::vector<std::string> command;   // the trainer's argv (may be empty)
 

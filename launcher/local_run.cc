@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "core/clock.h"
@@ -31,7 +32,7 @@ class LocalRun {
     LocalRunResult result;
     result.run_id = run_id_;
     result.exit = "exited with status 0";
-    for (int i = 0; i < c_.workers; ++i) GM_RETURN_IF_ERROR(StartWorker());
+    for (int i = 0; i < c_.workers; ++i) GM_RETURN_IF_ERROR(StartWorker(i));
     for (int rank = 0; rank < c_.world_size; ++rank) GM_RETURN_IF_ERROR(StartTrainer(rank));
     double stop_deadline = 0;
     while (!trainers_.empty()) {
@@ -53,7 +54,9 @@ class LocalRun {
           result.exit_code = e->exit_code();
           result.exit = e->describe;
         }
-      } else if (workers_.erase(e->pid)) {
+      } else if (auto w = workers_.find(e->pid); w != workers_.end()) {
+        last_exit_slot_ = w->second;
+        workers_.erase(w);
         GM_RETURN_IF_ERROR(OnWorkerExit(*e));
       }
     }
@@ -76,16 +79,20 @@ class LocalRun {
     return c_.should_stop && c_.should_stop();
   }
 
-  Status StartWorker() {
+  // Starts the worker of `slot` (0 .. workers-1; a replacement keeps its slot).
+  Status StartWorker(int slot) {
     std::string exe = c_.worker_exe.empty() ? ExecutablePath() : c_.worker_exe;
     if (exe.empty()) exe = "goldminer";
+    const int threads = static_cast<size_t>(slot) < c_.worker_threads.size()
+                            ? c_.worker_threads[static_cast<size_t>(slot)]
+                            : c_.threads_per_worker;
     GM_ASSIGN_OR_RETURN(pid_t pid,
                         group_.Spawn({exe, "worker", "--coordinator", coordinator_.address(),
-                                      "--threads", std::to_string(c_.threads_per_worker),
+                                      "--threads", std::to_string(threads),
                                       "--listen", JoinHostPort(c_.bind, 0)},
                                      {"GOLDMINER_SECRET_FILE=" + dir_.path() + "/worker.key",
                                       "GOLDMINER_RUN_ID=" + run_id_}));
-    workers_.insert(pid);
+    workers_[pid] = slot;
     return WritePids();
   }
 
@@ -118,12 +125,12 @@ class LocalRun {
     }
     ++restarts_;
     LogWarning("run: worker " + std::to_string(e.pid) + " " + e.describe + "; starting another");
-    return StartWorker();
+    return StartWorker(last_exit_slot_);
   }
 
   Status WritePids() {
     std::string text;
-    for (pid_t p : workers_) text += std::to_string(p) + "\n";
+    for (const auto& [p, slot] : workers_) text += std::to_string(p) + "\n";
     return WriteFileAtomic(dir_.path() + "/workers", text);
   }
 
@@ -132,7 +139,8 @@ class LocalRun {
   const std::string run_id_;
   TempDir& dir_;  // the run's private directory: the role keys (0600), the worker PIDs
   ProcessGroup group_;
-  std::set<pid_t> workers_;
+  std::map<pid_t, int> workers_;  // running workers -> their slot
+  int last_exit_slot_ = 0;        // the slot of the worker OnWorkerExit is about
   std::set<pid_t> trainers_;
   int restarts_ = 0;
 };

@@ -22,6 +22,9 @@ struct LocalRunConfig {
   std::string pipeline;  // pipeline.json path
   int workers = 2;
   int threads_per_worker = 1;
+  // Stage threads of worker i (a replacement gets the same); workers beyond the
+  // list get threads_per_worker. Empty: threads_per_worker for all.
+  std::vector<int> worker_threads;
   int epochs = 1;  // 0: as many as the trainer asks for
   int world_size = 1;
   // Address the coordinator and the workers' data ports listen on: 127.0.0.1

@@ -198,7 +198,7 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
     // The highest rate that fits (what fits at a lower rate fits at a lower one).
     double lo = 0, hi = goal;
     best = PlaceAt(s, cut, 0, c_w);
-    for (int i = 0; i < 60 && hi - lo > 1e-6 * goal; ++i) {
+    for (int i = 0; i < 200 && hi - lo > 1e-9 * goal; ++i) {
       const double mid = (lo + hi) / 2;
       Attempt a = PlaceAt(s, cut, mid, c_w);
       if (Meets(a, mid)) {
@@ -256,7 +256,7 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
                " CPUs (spare CPUs of the trainer's node(s), then whole " +
                std::to_string(o.cpus_per_worker) + "-CPU workers on nodes of partition " +
                (s.partition.empty() ? "(none)" : s.partition) + "); the target of " + Rate(T) +
-               " needs " + Num(needed, 1) + " (" + Num(needed - worker_cpus, 1) + " more)";
+               " needs " + Num(needed, 1) + " CPUs (" + Num(needed - worker_cpus, 1) + " more)";
   }
   p.detail += "; short by " + Rate(shortfall) + " (" + Num(100 * shortfall / T, 0) + "%)";
   return p;
@@ -603,7 +603,10 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
 
   plan.run.pipeline = pipe.path;
   plan.run.workers = static_cast<int>(pl.workers.size());
-  for (const PlanWorker& w : pl.workers) plan.run.threads_per_worker = std::max(plan.run.threads_per_worker, w.cpus);
+  for (const PlanWorker& w : pl.workers) {
+    plan.run.threads_per_worker = std::max(plan.run.threads_per_worker, w.cpus);
+    plan.run.worker_threads.push_back(w.cpus);
+  }
   plan.run.world_size = s.world_size;
   plan.run.command = !o.command.empty() ? o.command
                      : profile.trainer   ? profile.trainer->command

@@ -56,6 +56,8 @@ std::string SbatchScript(const Plan& plan, const SbatchOptions& o) {
   s += line;
   s += "# Component 0: the trainer's node(s)";
   s += remote > 0 ? "; component 1: the workers on CPU nodes.\n" : " with every worker.\n";
+  s += "# No --mem for the trainer's node(s): the profile does not measure the trainer's\n"
+       "# memory; add one if the cluster needs it.\n";
   s += "#SBATCH --job-name=" + ShellQuote(o.job_name) + "\n";
   if (!o.time_limit.empty()) s += "#SBATCH --time=" + ShellQuote(o.time_limit) + "\n";
   const std::string part0 =

@@ -154,7 +154,8 @@ assert p["cut"]["after_stage"] == 1 and p["cut"]["runnable"], p["cut"]
 assert [(c["after_stage"], c["runnable"], c["chosen"]) for c in p["cuts"]] == \
     [(-1, False, False), (0, False, False), (1, True, True)], p["cuts"]
 assert run == {"pipeline": sys.argv[2], "workers": 5, "threads_per_worker": 4,
-               "world_size": 1, "command": ["/bin/true"]}, run
+               "worker_threads": [4, 3, 4, 4, 4], "world_size": 1,
+               "command": ["/bin/true"]}, run
 PY
 expect_in "$T/summary.txt" "plan: 5 worker(s), 19 worker CPU(s), for 1500 samples/s" \
   "the summary names the workers, their CPUs and the predicted rate"
@@ -199,13 +200,13 @@ PY
 with_demand 2000 >"$T/profile2000.json"
 expect_rc 0 "a demand above the cluster's CPUs: plan writes the best plan" -- \
   "$GM" plan --slurm --profile "$T/profile2000.json" -o "$T/plan2000.json" --db "$T/runs.db"
-# (The highest rate that fits is found by bisection to 1e-6 of the target: 1859.998.)
+# (The highest rate that fits is found by bisection, to 1e-9 of the target.)
 check_py "demand 2000/s: 1860/s with every spare CPU (7 on gpu1, 16 on cpu1/cpu2), limit cpus" "$T/plan2000.json" <<'PY'
 p = json.load(open(sys.argv[1]))
 pr = p["prediction"]
 assert approx(pr["samples_per_s"], 1860, 1e-5) and pr["worker_cpus"] == 23, pr
 assert pr["limit"] == "cpus" and approx(pr["shortfall_samples_per_s"], 140, 1e-4), pr
-assert "23 CPUs" in pr["limit_detail"] and "needs 25.0 (2.0 more)" in pr["limit_detail"], pr["limit_detail"]
+assert "23 CPUs" in pr["limit_detail"] and "needs 25.0 CPUs (2.0 more)" in pr["limit_detail"], pr["limit_detail"]
 assert "short by 140 samples/s" in pr["limit_detail"], pr["limit_detail"]
 assert approx(pr["stall_fraction"], 0.07, 1e-4), pr
 assert [w["cpus"] for w in p["workers"]] == [4, 3, 4, 4, 4, 4], p["workers"]
@@ -251,8 +252,8 @@ state=$(timeout 10 scontrol show job "$job" --oneliner 2>&1)
   { echo "--- job.out:" >&2; cat "$T/job.out" >&2; fail "job $job: sbatch --wait exit $rc; $state"; }
 ok "the plain job $job ran: COMPLETED, ExitCode=0:0"
 expect_in "$T/job.out" ", 2 workers, 1 trainer rank(s)" "in the job, run --plan started the planned 2 workers"
-# (run gives every worker the largest planned worker's CPUs as stage threads: 4.)
-expect_in "$T/job.out" "run: plan $T/plan500.json: 2 worker(s) x 4 thread(s)" "in the job, run read the plan"
+# Each worker gets its planned CPUs as stage threads: 4 and 2.
+expect_in "$T/job.out" "run: plan $T/plan500.json: 2 worker(s), 4+2 threads" "in the job, run read the plan"
 check_py "the job's trainer got the 36 samples once" "$T/slurm-trainer.json" <<'PY'
 j = json.load(open(sys.argv[1]))
 keys = j["epochs"][0]

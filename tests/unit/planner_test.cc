@@ -169,7 +169,7 @@ TEST(PlannerTest, CpusBind) {
   EXPECT_EQ(plan->workers.size(), 10u);
   EXPECT_NEAR(plan->prediction.shortfall_samples_per_s, 1880, 0.01);
   EXPECT_NEAR(*plan->prediction.stall_fraction, 1 - 3120.0 / 5000, 1e-5);
-  EXPECT_NE(plan->prediction.limit_detail.find("needs 62.5 (23.5 more)"), std::string::npos)
+  EXPECT_NE(plan->prediction.limit_detail.find("needs 62.5 CPUs (23.5 more)"), std::string::npos)
       << plan->prediction.limit_detail;
 }
 
@@ -489,7 +489,7 @@ TEST(PlanJsonTest, RoundTripAndErrors) {
   nlohmann::json j = PlanToJson(*plan);
   j["version"] = 2;
   EXPECT_EQ(PlanFromJson(j, "plan.json").status().message(),
-            "plan.json: $.version: plan.json is goldminer.plan version 2; this goldminer reads "
+            "plan.json: $.version: this is goldminer.plan version 2; this goldminer reads "
             "version 1 (re-run `goldminer plan` with this goldminer, or use the goldminer that "
             "wrote it)");
   j = PlanToJson(*plan);

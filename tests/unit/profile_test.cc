@@ -117,7 +117,7 @@ TEST(ProfileTest, AnotherVersionNamesTheFileAndBothVersions) {
   json j = ProfileToJson(FullProfile());
   j["version"] = 2;
   EXPECT_EQ(ErrorOf(j),
-            "profile.json: $.version: profile.json is goldminer.profile version 2; this goldminer reads "
+            "profile.json: $.version: this is goldminer.profile version 2; this goldminer reads "
             "version 1 (re-run `goldminer profile` with this goldminer, or use the goldminer "
             "that wrote it)");
 }
