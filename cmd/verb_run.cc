@@ -83,8 +83,10 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
 }
 
 Result<int> RunLocalBackend(const RunFlags& f) {
-  if (f.pipeline.empty()) {
-    return Status::InvalidArgument("run needs --pipeline FILE or --plan plan.json");
+  if (f.pipeline.empty()) {  // a usage error: exit 2
+    LogError("run needs --pipeline FILE or --plan plan.json, e.g. goldminer run --pipeline "
+             "p.json -- python3 train.py");
+    return kExitUsage;
   }
   if (f.command.empty()) {
     return Status::InvalidArgument("run needs a trainer command after --, e.g. "

@@ -9,7 +9,9 @@ for verb in profile plan run report worker; do
   expect_rc 0 "$verb --help" -- "$GM" "$verb" --help
 done
 expect_in "$T/out" "--pipeline" "worker --help lists --pipeline"
-for verb in plan report; do
+expect_rc 2 "plan without --profile is a usage error" -- "$GM" plan
+expect_in "$T/err" "plan needs --profile profile.json" "plan says what it needs"
+for verb in report; do
   expect_rc 2 "$verb is not built yet and exits 2" -- "$GM" "$verb"
   expect_in "$T/err" "not built yet" "$verb says it is not built yet"
   [[ ! -s $T/out ]] || fail "$verb printed output"
