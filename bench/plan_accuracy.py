@@ -44,7 +44,7 @@ def write_json(path, doc):
 
 def corpora(work):
     """small/: 600 small real photos (about 200x150); large/: ImageNet-sized crops of
-    real photos (bench/make_corpus.py); reviews.jsonl: 4000 short HTML reviews."""
+    real photos (bench/make_corpus.py); reviews.jsonl: 20000 short HTML reviews."""
     small = os.path.join(work, "small")
     os.makedirs(os.path.join(small, "a"), exist_ok=True)
     photos = [os.path.join(ROOT, "tests/data/engine/photo%d.jpg" % i) for i in range(6)]
@@ -56,7 +56,7 @@ def corpora(work):
     with open(os.path.join(ROOT, "examples/exec_stage/reviews.jsonl")) as f:
         lines = f.read().splitlines()
     with open(os.path.join(work, "reviews.jsonl"), "w") as f:
-        for i in range(4000):
+        for i in range(20000):
             f.write(lines[i % len(lines)] + "\n")
 
 
@@ -91,7 +91,10 @@ def measure(gm, name, pipeline, work, rounds, seconds, step_s=0.0, target_factor
     env["PYTHONPATH"] = os.path.join(ROOT, "examples/exec_stage")  # clean_text for the exec stage
     prof = os.path.join(work, name + ".profile.json")
     trainer = [PY, TRAINER, "--step-s", str(step_s)]
-    run([gm, "-q", "profile", "--pipeline", pipeline, "--samples", "512", "--steps", "30",
+    # About a second of pipeline per profile run: a cheap pipeline needs more samples.
+    samples = {"small-u8": 600, "imagenet-f32": 400, "text-exec": 20000}[name.split("+")[0]]
+    run([gm, "-q", "profile", "--pipeline", pipeline, "--samples", str(min(samples, 8000)),
+         "--steps", "30",
          "--warmup-steps", "5", "--no-db", "-o", prof, "--"] + trainer + ["--epochs", "1000"],
         cwd=work, env=env)
     plan_path = os.path.join(work, name + ".plan.json")
@@ -102,7 +105,6 @@ def measure(gm, name, pipeline, work, rounds, seconds, step_s=0.0, target_factor
     plan = json.loads(run(cmd, cwd=work, env=env).stdout)
     predicted = plan["prediction"]["samples_per_s"]
     # Enough epochs for about `seconds` of steady state at the predicted rate.
-    samples = {"small-u8": 600, "imagenet-f32": 400, "text-exec": 4000}[name.split("+")[0]]
     epochs = max(2, int(predicted * seconds / samples) + 1)
     measured = []
     for _ in range(rounds):
