@@ -83,7 +83,7 @@ def main():
                               check=True, stdout=subprocess.PIPE, text=True).stdout
         runs["wire"].append(last_json(wire)["median_gb_s"])
         runs["iperf3"].append(iperf3_gb_s())
-        out = subprocess.run([gm, "-q", "run", "--pipeline", pipeline, "--workers",
+        out = subprocess.run([gm, "-q", "run", "--no-db", "--pipeline", pipeline, "--workers",
                               str(args.workers), "--", "/usr/bin/python3",
                               os.path.join(HERE, "consume.py")],
                              check=True, stdout=subprocess.PIPE, text=True).stdout

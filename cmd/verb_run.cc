@@ -10,6 +10,7 @@
 #include "cmd/cli.h"
 #include "core/log.h"
 #include "core/plan.h"
+#include "core/run_store.h"
 #include "launcher/local_run.h"
 
 namespace gm::cli {
@@ -32,6 +33,11 @@ struct RunFlags {
   double liveness_timeout_s = 10;
   int max_restarts = 3;
   size_t samples_per_split = 256;
+  std::string db = "runs.db";
+  bool no_db = false;
+  std::string name;
+  double sample_interval_s = 2;
+  bool no_progress = false;
   std::vector<std::string> command;
 };
 
@@ -105,6 +111,16 @@ Result<int> RunLocalBackend(const RunFlags& f) {
   c.max_restarts = f.max_restarts;
   c.samples_per_split = f.samples_per_split;
   c.command = f.command;
+  c.plan_path = f.plan.empty() ? "" : std::filesystem::absolute(f.plan).string();
+  c.run_name = f.name;
+  c.sample_interval_s = f.sample_interval_s;
+  c.progress = !f.no_progress;
+  std::unique_ptr<SqliteRunStore> store;
+  if (!f.no_db) {
+    GM_RETURN_IF_ERROR(CheckWritable(f.db, "--db"));
+    GM_ASSIGN_OR_RETURN(store, SqliteRunStore::Open(f.db));
+    c.store = store.get();
+  }
   c.signal = &g_signal;
   struct sigaction sa {};
   sa.sa_handler = OnRunSignal;
@@ -112,7 +128,8 @@ Result<int> RunLocalBackend(const RunFlags& f) {
   sigaction(SIGINT, &sa, nullptr);
   GM_ASSIGN_OR_RETURN(LocalRunResult r, RunLocal(c));
   const CoordinatorSummary& s = r.summary;
-  LogInfo("run " + r.run_id + ": " + std::to_string(s.epochs_done) + " epoch(s) delivered, " +
+  LogInfo("run " + r.run_id + " " + r.status + (store ? " (recorded in " + f.db + ")" : "") +
+          ": " + std::to_string(s.epochs_done) + " epoch(s) delivered, " +
           std::to_string(s.state.acks) + " batches acknowledged, " +
           std::to_string(s.workers_registered) + " worker registrations, " +
           std::to_string(s.state.reassignments) + " splits reassigned, " +
@@ -165,6 +182,20 @@ Verb RunVerb() {
                        "Samples per split of files/range sources (rounded up to whole "
                        "batches): the unit handed to a worker and re-made if it dies")
             ->check(CLI::Range(1, 100000000));
+        sub.add_option("--db", f->db,
+                       "runs.db to record the run in (SQLite): the run, its workers, a time "
+                       "series and events, readable while it runs")
+            ->capture_default_str();
+        sub.add_flag("--no-db", f->no_db, "Do not record the run");
+        sub.add_option("--name", f->name,
+                       "The run's id in runs.db (unique; default: run-<time>-<pid>)");
+        sub.add_option("--sample-interval", f->sample_interval_s,
+                       "Seconds between points of the run's time series in runs.db")
+            ->capture_default_str()
+            ->check(CLI::Range(0.1, 3600.0));
+        sub.add_flag("--no-progress", f->no_progress,
+                     "No status line (rate, data wait, workers, epoch; on a terminal it is "
+                     "rewritten in place, else logged every 30 s)");
         sub.add_option("command", f->command, "Trainer command, after --");
         return std::function<Result<int>()>([f, app]() -> Result<int> {
           if (!f->plan.empty()) GM_RETURN_IF_ERROR(ApplyPlan(*f, *app));

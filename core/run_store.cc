@@ -120,7 +120,16 @@ struct Migration {
   int to_version;
   const char* sql;
 };
-constexpr Migration kMigrations[] = {{1, kSchemaV1}};
+// Version 2: what `goldminer run` records of itself and of Slurm.
+constexpr const char* kSchemaV2 = R"sql(
+ALTER TABLE runs ADD COLUMN job_id TEXT;         -- SLURM_JOB_ID; NULL outside Slurm
+ALTER TABLE runs ADD COLUMN host TEXT;           -- where `goldminer run` ran
+ALTER TABLE runs ADD COLUMN pid INTEGER;         -- its process id
+ALTER TABLE runs ADD COLUMN heartbeat_utc TEXT;  -- its last sign of life (every few seconds)
+ALTER TABLE workers ADD COLUMN step_id TEXT;     -- Slurm JOB.STEP; NULL on the local backend
+)sql";
+
+constexpr Migration kMigrations[] = {{1, kSchemaV1}, {2, kSchemaV2}};
 static_assert(std::size(kMigrations) == kRunStoreSchemaVersion, "one migration per version");
 
 // ---- Opening ---------------------------------------------------------------------
@@ -432,13 +441,14 @@ Status SqliteRunStore::BeginRun(const RunRecord& run) {
   std::lock_guard lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
       INSERT INTO runs (id, started_utc, backend, pipeline_path, plan_path, command,
-        world_size, status)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql"));
+        world_size, status, job_id, host, pid, heartbeat_utc)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql"));
   const std::string command =
       nlohmann::json(run.command).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  GM_RETURN_IF_ERROR(st.BindAll(run.id, run.started_utc.empty() ? clock_() : run.started_utc,
-                                run.backend, run.pipeline_path, run.plan_path, command,
-                                run.world_size, run.status));
+  const std::string started = run.started_utc.empty() ? clock_() : run.started_utc;
+  GM_RETURN_IF_ERROR(st.BindAll(run.id, started, run.backend, run.pipeline_path, run.plan_path,
+                                command, run.world_size, run.status, run.job_id, run.host,
+                                run.pid, started));
   Status status = st.Run();
   if (status.code() == Code::kInvalidArgument) {  // the primary key (or a user's trigger)
     return Status::InvalidArgument(path() + ": a run with id \"" + run.id +
@@ -458,15 +468,13 @@ Status SqliteRunStore::EndRun(const std::string& run_id, const std::string& stat
   return Status::Ok();
 }
 
-Result<RunRecord> SqliteRunStore::GetRun(const std::string& run_id) {
-  std::lock_guard lock(mu_);
-  GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
-      SELECT id, started_utc, ended_utc, backend, pipeline_path, plan_path, command,
-        world_size, status, exit_code
-      FROM runs WHERE id = ?)sql"));
-  GM_RETURN_IF_ERROR(st.Bind(1, run_id));
-  GM_ASSIGN_OR_RETURN(bool row, st.Step());
-  if (!row) return Status::NotFound(path() + ": no run with id \"" + run_id + "\"");
+namespace {
+
+constexpr const char* kRunColumns =
+    "id, started_utc, ended_utc, backend, pipeline_path, plan_path, command, world_size, "
+    "status, exit_code, job_id, host, pid, heartbeat_utc";
+
+Result<RunRecord> RunFromRow(const sqlite::Statement& st, const std::string& db_path) {
   RunRecord run;
   run.id = st.Text(0);
   run.started_utc = st.Text(1);
@@ -474,13 +482,109 @@ Result<RunRecord> SqliteRunStore::GetRun(const std::string& run_id) {
   run.backend = st.Text(3);
   run.pipeline_path = st.Text(4);
   run.plan_path = st.Text(5);
-  const std::string origin = path() + ": run \"" + run_id + "\" command";
+  const std::string origin = db_path + ": run \"" + run.id + "\" command";
   GM_ASSIGN_OR_RETURN(nlohmann::json command, ParseJson(st.Text(6), origin));
   GM_ASSIGN_OR_RETURN(run.command, JsonNode(command, origin).AsStrings());
   run.world_size = static_cast<int>(st.Int(7));
   run.status = st.Text(8);
   if (!st.IsNull(9)) run.exit_code = static_cast<int>(st.Int(9));
+  run.job_id = st.OptionalText(10);
+  run.host = st.OptionalText(11).value_or("");
+  run.pid = st.OptionalInt(12);
+  run.heartbeat_utc = st.OptionalText(13);
   return run;
+}
+
+}  // namespace
+
+Result<RunRecord> SqliteRunStore::GetRun(const std::string& run_id) {
+  std::lock_guard lock(mu_);
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st,
+                      db_.Prepare(std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?"));
+  GM_RETURN_IF_ERROR(st.Bind(1, run_id));
+  GM_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return Status::NotFound(path() + ": no run with id \"" + run_id + "\"");
+  return RunFromRow(st, path());
+}
+
+Result<std::vector<RunRecord>> SqliteRunStore::ListRuns() {
+  std::lock_guard lock(mu_);
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(std::string("SELECT ") + kRunColumns +
+                                                        " FROM runs ORDER BY rowid"));
+  std::vector<RunRecord> out;
+  for (;;) {
+    GM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    GM_ASSIGN_OR_RETURN(RunRecord run, RunFromRow(st, path()));
+    out.push_back(std::move(run));
+  }
+  return out;
+}
+
+Status SqliteRunStore::Heartbeat(const std::string& run_id) {
+  std::lock_guard lock(mu_);
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st,
+                      db_.Prepare("UPDATE runs SET heartbeat_utc = ? WHERE id = ?"));
+  GM_RETURN_IF_ERROR(st.BindAll(clock_(), run_id));
+  GM_RETURN_IF_ERROR(st.Run());
+  if (st.Changes() == 0) return Status::NotFound(path() + ": no run with id \"" + run_id + "\"");
+  return Status::Ok();
+}
+
+Status SqliteRunStore::AddWorker(const std::string& run_id, const WorkerRecord& w) {
+  std::lock_guard lock(mu_);
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
+      INSERT INTO workers (run_id, worker_id, host, pid, started_utc, step_id)
+      VALUES (?, ?, ?, ?, ?, ?))sql"));
+  GM_RETURN_IF_ERROR(st.BindAll(run_id, w.worker_id, w.host, w.pid,
+                                w.started_utc.empty() ? clock_() : w.started_utc, w.step_id));
+  Status status = st.Run();
+  if (status.code() == Code::kNotFound) {  // the foreign key
+    return Status::NotFound(path() + ": no run with id \"" + run_id + "\"");
+  }
+  if (status.code() == Code::kInvalidArgument) {  // the primary key
+    return Status::InvalidArgument(path() + ": run \"" + run_id + "\" already has worker " +
+                                   std::to_string(w.worker_id));
+  }
+  return status;
+}
+
+Status SqliteRunStore::EndWorker(const std::string& run_id, int64_t worker_id,
+                                 const std::string& exit) {
+  std::lock_guard lock(mu_);
+  GM_ASSIGN_OR_RETURN(
+      sqlite::Statement st,
+      db_.Prepare("UPDATE workers SET ended_utc = ?, exit = ? WHERE run_id = ? AND worker_id = ?"));
+  GM_RETURN_IF_ERROR(st.BindAll(clock_(), exit, run_id, worker_id));
+  GM_RETURN_IF_ERROR(st.Run());
+  if (st.Changes() == 0) {
+    return Status::NotFound(path() + ": run \"" + run_id + "\" has no worker " +
+                            std::to_string(worker_id));
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<WorkerRecord>> SqliteRunStore::ListWorkers(const std::string& run_id) {
+  std::lock_guard lock(mu_);
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
+      SELECT worker_id, host, pid, step_id, started_utc, ended_utc, exit
+      FROM workers WHERE run_id = ? ORDER BY worker_id)sql"));
+  GM_RETURN_IF_ERROR(st.Bind(1, run_id));
+  std::vector<WorkerRecord> out;
+  for (;;) {
+    GM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    WorkerRecord w;
+    w.worker_id = st.Int(0);
+    w.host = st.Text(1);
+    w.pid = st.OptionalInt(2);
+    w.step_id = st.OptionalText(3);
+    w.started_utc = st.Text(4);
+    w.ended_utc = st.OptionalText(5);
+    w.exit = st.OptionalText(6);
+    out.push_back(std::move(w));
+  }
+  return out;
 }
 
 Status SqliteRunStore::AddMetric(const std::string& run_id, const MetricPoint& point) {

@@ -29,7 +29,7 @@
 namespace gm {
 
 // The runs.db schema version this goldminer writes and reads (PRAGMA user_version).
-inline constexpr int kRunStoreSchemaVersion = 1;
+inline constexpr int kRunStoreSchemaVersion = 2;
 
 // Returns the current time as ISO 8601 UTC text; a store stamps events with it.
 using UtcClock = std::function<std::string()>;
@@ -103,8 +103,27 @@ struct RunRecord {
   int world_size = 1;                // trainer processes
   std::string status = "running";    // "running", then what EndRun says
   std::optional<int> exit_code;      // absent while it runs
+  std::optional<std::string> job_id;  // SLURM_JOB_ID when run inside a Slurm job
+  std::string host;                   // where `goldminer run` ran
+  std::optional<int64_t> pid;         // its process id
+  // Its last sign of life (BeginRun, then Heartbeat every few seconds): a run still
+  // "running" whose heartbeat is old did not finish (it was killed).
+  std::optional<std::string> heartbeat_utc;
 
   bool operator==(const RunRecord&) const = default;
+};
+
+// A data worker of a run.
+struct WorkerRecord {
+  int64_t worker_id = 0;  // 0, 1, ... within the run (a replacement gets a new one)
+  std::string host;
+  std::optional<int64_t> pid;
+  std::optional<std::string> step_id;   // Slurm "JOB.STEP"; absent on the local backend
+  std::string started_utc;              // empty: AddWorker stamps it
+  std::optional<std::string> ended_utc;  // absent while it runs
+  std::optional<std::string> exit;       // "exited with status 0", "drained", ...
+
+  bool operator==(const WorkerRecord&) const = default;
 };
 
 // One sample of a run's time series.
@@ -149,6 +168,20 @@ class RunStore {
   // and exit code, stamped with the store's clock; NotFound for an unknown run.
   virtual Status EndRun(const std::string& run_id, const std::string& status, int exit_code) = 0;
   virtual Result<RunRecord> GetRun(const std::string& run_id) = 0;
+  // Every run, oldest first.
+  virtual Result<std::vector<RunRecord>> ListRuns() = 0;
+  // Stamps the run's heartbeat_utc with the store's clock; NotFound for an unknown run.
+  virtual Status Heartbeat(const std::string& run_id) = 0;
+
+  // Records a worker's start (ended_utc and exit ignored); NotFound for an unknown
+  // run, InvalidArgument when the run already has that worker id.
+  virtual Status AddWorker(const std::string& run_id, const WorkerRecord& worker) = 0;
+  // Records how a worker ended, stamped with the store's clock; NotFound for an
+  // unknown run or worker.
+  virtual Status EndWorker(const std::string& run_id, int64_t worker_id,
+                           const std::string& exit) = 0;
+  // A run's workers in id order; empty for an unknown run.
+  virtual Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) = 0;
   // Adds a point to a run's time series; NotFound for an unknown run.
   virtual Status AddMetric(const std::string& run_id, const MetricPoint& point) = 0;
   // A run's points, in the order added; empty for an unknown run.
@@ -177,6 +210,11 @@ class SqliteRunStore final : public RunStore {
   Status BeginRun(const RunRecord& run) override;
   Status EndRun(const std::string& run_id, const std::string& status, int exit_code) override;
   Result<RunRecord> GetRun(const std::string& run_id) override;
+  Result<std::vector<RunRecord>> ListRuns() override;
+  Status Heartbeat(const std::string& run_id) override;
+  Status AddWorker(const std::string& run_id, const WorkerRecord& worker) override;
+  Status EndWorker(const std::string& run_id, int64_t worker_id, const std::string& exit) override;
+  Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) override;
   Status AddMetric(const std::string& run_id, const MetricPoint& point) override;
   Result<std::vector<MetricPoint>> ListMetrics(const std::string& run_id) override;
 

@@ -122,6 +122,8 @@ Status MemoryRunStore::BeginRun(const RunRecord& run) {
   if (r.started_utc.empty()) r.started_utc = clock_();
   r.ended_utc.reset();
   r.exit_code.reset();
+  r.heartbeat_utc = r.started_utc;
+  run_order_.push_back(r.id);
   runs_.emplace(r.id, std::move(r));
   return Status::Ok();
 }
@@ -146,6 +148,67 @@ Result<RunRecord> MemoryRunStore::GetRun(const std::string& run_id) {
     return Status::NotFound(std::string(kName) + ": no run with id \"" + run_id + "\"");
   }
   return it->second;
+}
+
+Result<std::vector<RunRecord>> MemoryRunStore::ListRuns() {
+  std::lock_guard lock(mu_);
+  std::vector<RunRecord> out;
+  for (const std::string& id : run_order_) out.push_back(runs_.at(id));
+  return out;
+}
+
+Status MemoryRunStore::Heartbeat(const std::string& run_id) {
+  std::lock_guard lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) {
+    return Status::NotFound(std::string(kName) + ": no run with id \"" + run_id + "\"");
+  }
+  it->second.heartbeat_utc = clock_();
+  return Status::Ok();
+}
+
+Status MemoryRunStore::AddWorker(const std::string& run_id, const WorkerRecord& worker) {
+  std::lock_guard lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  if (runs_.count(run_id) == 0) {
+    return Status::NotFound(std::string(kName) + ": no run with id \"" + run_id + "\"");
+  }
+  auto& workers = workers_[run_id];
+  if (workers.count(worker.worker_id) > 0) {
+    return Status::InvalidArgument(std::string(kName) + ": run \"" + run_id +
+                                   "\" already has worker " + std::to_string(worker.worker_id));
+  }
+  WorkerRecord w = worker;
+  if (w.started_utc.empty()) w.started_utc = clock_();
+  w.ended_utc.reset();
+  w.exit.reset();
+  workers.emplace(w.worker_id, std::move(w));
+  return Status::Ok();
+}
+
+Status MemoryRunStore::EndWorker(const std::string& run_id, int64_t worker_id,
+                                 const std::string& exit) {
+  std::lock_guard lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  auto run = workers_.find(run_id);
+  auto it = run == workers_.end() ? decltype(run->second.end()){} : run->second.find(worker_id);
+  if (run == workers_.end() || it == run->second.end()) {
+    return Status::NotFound(std::string(kName) + ": run \"" + run_id + "\" has no worker " +
+                            std::to_string(worker_id));
+  }
+  it->second.ended_utc = clock_();
+  it->second.exit = exit;
+  return Status::Ok();
+}
+
+Result<std::vector<WorkerRecord>> MemoryRunStore::ListWorkers(const std::string& run_id) {
+  std::lock_guard lock(mu_);
+  std::vector<WorkerRecord> out;
+  auto run = workers_.find(run_id);
+  if (run == workers_.end()) return out;
+  for (const auto& [id, w] : run->second) out.push_back(w);
+  return out;
 }
 
 Status MemoryRunStore::AddMetric(const std::string& run_id, const MetricPoint& point) {

@@ -36,6 +36,11 @@ class MemoryRunStore final : public RunStore {
   Status BeginRun(const RunRecord& run) override;
   Status EndRun(const std::string& run_id, const std::string& status, int exit_code) override;
   Result<RunRecord> GetRun(const std::string& run_id) override;
+  Result<std::vector<RunRecord>> ListRuns() override;
+  Status Heartbeat(const std::string& run_id) override;
+  Status AddWorker(const std::string& run_id, const WorkerRecord& worker) override;
+  Status EndWorker(const std::string& run_id, int64_t worker_id, const std::string& exit) override;
+  Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) override;
   Status AddMetric(const std::string& run_id, const MetricPoint& point) override;
   Result<std::vector<MetricPoint>> ListMetrics(const std::string& run_id) override;
 
@@ -55,6 +60,8 @@ class MemoryRunStore final : public RunStore {
   std::vector<EventRecord> events_;  // id = index + 1
   std::vector<PlanRecord> plans_;    // id = index + 1
   std::map<std::string, RunRecord> runs_;
+  std::vector<std::string> run_order_;  // ids in the order begun
+  std::map<std::string, std::map<int64_t, WorkerRecord>> workers_;
   std::map<std::string, std::vector<MetricPoint>> metrics_;
 };
 

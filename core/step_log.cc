@@ -286,13 +286,28 @@ std::vector<uint64_t> StepCounter::Update() {
     // when its '\n' is read, so an unfinished one is read again next time.
     char buf[1 << 16];
     uint64_t at = f.offset;
+    std::string line;  // the "S" line being read (other lines are skipped)
     bool line_start = true, step_line = false;
     for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(at))) > 0;) {
       for (ssize_t i = 0; i < n; ++i) {
-        if (line_start) step_line = buf[i] == 'S';
+        if (line_start) {
+          step_line = buf[i] == 'S';
+          line.clear();
+        }
         line_start = buf[i] == '\n';
-        if (!line_start) continue;
-        if (step_line) ++f.steps;
+        if (!line_start) {
+          if (step_line && line.size() < 256) line += buf[i];
+          continue;
+        }
+        if (step_line) {
+          ++f.steps;
+          unsigned long long wait_begin = 0, wait_end = 0, samples = 0;
+          if (std::sscanf(line.c_str(), "S %llu %llu %llu", &wait_begin, &wait_end, &samples) == 3 &&
+              wait_end >= wait_begin) {
+            f.samples += samples;
+            f.wait_ns += wait_end - wait_begin;
+          }
+        }
         f.offset = at + static_cast<uint64_t>(i) + 1;
       }
       at += static_cast<uint64_t>(n);
@@ -302,6 +317,16 @@ std::vector<uint64_t> StepCounter::Update() {
   std::vector<uint64_t> counts;
   for (const auto& [name, f] : files_) counts.push_back(f.steps);
   return counts;
+}
+
+StepCounter::Totals StepCounter::totals() const {
+  Totals t;
+  for (const auto& [name, f] : files_) {
+    t.steps += f.steps;
+    t.samples += f.samples;
+    t.wait_ns += f.wait_ns;
+  }
+  return t;
 }
 
 }  // namespace gm

@@ -103,15 +103,27 @@ Result<std::vector<StepLog>> ReadStepLogs(const std::string& dir);
 // not validate lines (ReadStepLogs does, at the end). Thread-compatible.
 class StepCounter {
  public:
+  // What the complete "S" lines of every log add up to so far.
+  struct Totals {
+    uint64_t steps = 0;
+    uint64_t samples = 0;
+    uint64_t wait_ns = 0;  // sum of wait_end - wait_begin
+  };
+
   explicit StepCounter(std::string dir) : dir_(std::move(dir)) {}
   // The step count of each log seen so far, in file-name order. A file that cannot
   // be read now is counted again at the next call.
   std::vector<uint64_t> Update();
+  // Totals over every log, as of the last Update(). A malformed "S" line counts as
+  // a step with no samples and no wait.
+  Totals totals() const;
 
  private:
   struct File {
     uint64_t offset = 0;  // bytes consumed: always just after a '\n'
     uint64_t steps = 0;
+    uint64_t samples = 0;
+    uint64_t wait_ns = 0;
   };
   std::string dir_;
   std::map<std::string, File> files_;  // by file name

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -16,26 +17,45 @@
 #include "core/host.h"
 #include "core/log.h"
 #include "core/paths.h"
+#include "core/step_log.h"
 #include "launcher/process.h"
+#include "launcher/run_recorder.h"
 #include "dataplane/auth.h"
 
 namespace gm {
 namespace {
 
+// The step-log directory a trainer environment sets (GOLDMINER_PROFILE_DIR=...).
+std::optional<std::string> StepDirFromEnv(const std::vector<std::string>& env) {
+  const std::string prefix = std::string(kProfileDirEnv) + "=";
+  for (const std::string& kv : env) {
+    if (kv.rfind(prefix, 0) == 0) return kv.substr(prefix.size());
+  }
+  return std::nullopt;
+}
+
 class LocalRun {
  public:
   LocalRun(const LocalRunConfig& c, CoordinatorServer& coordinator, std::string run_id,
-           TempDir& dir)
-      : c_(c), coordinator_(coordinator), run_id_(std::move(run_id)), dir_(dir) {}
+           TempDir& dir, RunRecorder& recorder, std::string steps_dir)
+      : c_(c), coordinator_(coordinator), run_id_(std::move(run_id)), dir_(dir),
+        recorder_(recorder), steps_(steps_dir), steps_dir_(std::move(steps_dir)),
+        start_(MonotonicSeconds()) {}
 
   Result<LocalRunResult> Execute() {
     LocalRunResult result;
     result.run_id = run_id_;
     result.exit = "exited with status 0";
+    Sample();  // the baseline
     for (int i = 0; i < c_.workers; ++i) GM_RETURN_IF_ERROR(StartWorker(i));
     for (int rank = 0; rank < c_.world_size; ++rank) GM_RETURN_IF_ERROR(StartTrainer(rank));
     double stop_deadline = 0;
+    double next_sample = start_ + c_.sample_interval_s;
     while (!trainers_.empty()) {
+      if (MonotonicSeconds() >= next_sample) {
+        Sample();
+        next_sample += c_.sample_interval_s;
+      }
       if (!result.stopped && StopRequested()) {
         result.stopped = true;
         stop_deadline = MonotonicSeconds() + c_.stop_grace_s;
@@ -55,17 +75,32 @@ class LocalRun {
           result.exit = e->describe;
         }
       } else if (auto w = workers_.find(e->pid); w != workers_.end()) {
-        last_exit_slot_ = w->second;
+        last_exit_slot_ = w->second.slot;
+        recorder_.WorkerEnded(w->second.id, e->describe);
+        cpu_of_exited_ += cpu_seen_[e->pid];
+        cpu_seen_.erase(e->pid);
         workers_.erase(w);
         GM_RETURN_IF_ERROR(OnWorkerExit(*e));
       }
     }
+    StopAll();
+    return result;
+  }
+
+  // Stops every child still running (SIGTERM, SIGKILL after 10 s) and records how
+  // each worker ended. Safe to call again.
+  void StopAll() {
     for (const ChildExit& e : group_.TerminateAll(10)) {
       if (e.exit_code() != 0 && e.exit_code() != 128 + SIGTERM) {
         LogDebug("run: worker " + std::to_string(e.pid) + " " + e.describe);
       }
+      auto w = workers_.find(e.pid);
+      if (w == workers_.end()) continue;
+      recorder_.WorkerEnded(w->second.id, "stopped at the end of the run: " + e.describe);
+      cpu_of_exited_ += cpu_seen_[e.pid];
+      cpu_seen_.erase(e.pid);
+      workers_.erase(w);
     }
-    return result;
   }
 
  private:
@@ -92,7 +127,12 @@ class LocalRun {
                                       "--listen", JoinHostPort(c_.bind, 0)},
                                      {"GOLDMINER_SECRET_FILE=" + dir_.path() + "/worker.key",
                                       "GOLDMINER_RUN_ID=" + run_id_}));
-    workers_[pid] = slot;
+    const int64_t id = next_worker_id_++;
+    workers_[pid] = Worker{slot, id};
+    recorder_.WorkerStarted(id, pid, HostName());
+    recorder_.Event("worker", "worker " + std::to_string(id) + " started (pid " +
+                                  std::to_string(pid) + ", " + std::to_string(threads) +
+                                  " thread(s))");
     return WritePids();
   }
 
@@ -109,6 +149,9 @@ class LocalRun {
                                     "LOCAL_RANK=" + std::to_string(rank),
                                     "WORLD_SIZE=" + std::to_string(c_.world_size)};
     env.insert(env.end(), c_.trainer_env.begin(), c_.trainer_env.end());
+    if (!StepDirFromEnv(c_.trainer_env)) {
+      env.push_back(std::string(kProfileDirEnv) + "=" + steps_dir_);
+    }
     GM_ASSIGN_OR_RETURN(pid_t pid, group_.Spawn(c_.command, env));
     trainers_.insert(pid);
     return Status::Ok();
@@ -117,30 +160,87 @@ class LocalRun {
   // A worker that crashed is replaced (up to max_restarts); its splits are re-made
   // by the others meanwhile. A clean exit (drained) is not replaced.
   Status OnWorkerExit(const ChildExit& e) {
-    if (e.exit_code() == 0) return WritePids();
+    if (e.exit_code() == 0) {
+      recorder_.Event("worker", "worker (pid " + std::to_string(e.pid) + ") " + e.describe);
+      return WritePids();
+    }
     if (restarts_ >= c_.max_restarts) {
       LogWarning("run: worker " + std::to_string(e.pid) + " " + e.describe +
                  "; not replaced (--max-restarts " + std::to_string(c_.max_restarts) + " reached)");
+      recorder_.Event("worker", "worker (pid " + std::to_string(e.pid) + ") " + e.describe +
+                                    "; not replaced (max restarts reached)");
       return WritePids();
     }
     ++restarts_;
     LogWarning("run: worker " + std::to_string(e.pid) + " " + e.describe + "; starting another");
+    recorder_.Event("worker", "worker (pid " + std::to_string(e.pid) + ") " + e.describe +
+                                  "; starting another");
     return StartWorker(last_exit_slot_);
   }
 
   Status WritePids() {
     std::string text;
-    for (const auto& [p, slot] : workers_) text += std::to_string(p) + "\n";
+    for (const auto& [p, w] : workers_) text += std::to_string(p) + "\n";
     return WriteFileAtomic(dir_.path() + "/workers", text);
   }
+
+ public:
+  // A point of the run's time series (launcher/run_recorder.h).
+  void Sample() {
+    if (!recorder_.enabled() && !c_.progress) return;
+    steps_.Update();
+    const StepCounter::Totals t = steps_.totals();
+    RunSample s;
+    s.t_s = MonotonicSeconds() - start_;
+    s.samples = t.samples;
+    s.wait_ns = t.wait_ns;
+    s.workers = static_cast<int>(workers_.size());
+    s.worker_cpu_s = cpu_of_exited_;
+    for (const auto& [pid, w] : workers_) {
+      if (auto cpu = ProcessCpuSeconds(pid)) cpu_seen_[pid] = *cpu;
+      s.worker_cpu_s += cpu_seen_[pid];
+    }
+    s.epoch = coordinator_.Summary().state.epoch;
+    const std::optional<RunRates> rates = recorder_.Sample(s);
+    if (!rates || !c_.progress) return;
+    const std::string line = "run " + run_id_ + ": " + RatesLine(*rates);
+    if (::isatty(2)) {
+      std::fprintf(stderr, "\r%-100s", line.c_str());
+      status_line_shown_ = true;
+    } else if (rates->t_s >= next_progress_log_) {
+      LogInfo(line);
+      next_progress_log_ = rates->t_s + 30;
+    }
+  }
+
+  // Ends the status line on a terminal, so what follows starts on a line of its own.
+  void EndStatusLine() {
+    if (status_line_shown_) std::fputc('\n', stderr);
+    status_line_shown_ = false;
+  }
+
+ private:
+  struct Worker {
+    int slot = 0;     // 0 .. workers-1: its size, kept by a replacement
+    int64_t id = 0;   // in the run's record; a replacement gets a new one
+  };
 
   const LocalRunConfig& c_;
   CoordinatorServer& coordinator_;
   const std::string run_id_;
   TempDir& dir_;  // the run's private directory: the role keys (0600), the worker PIDs
+  RunRecorder& recorder_;
+  StepCounter steps_;            // the trainers' step logs
+  const std::string steps_dir_;
+  const double start_;
   ProcessGroup group_;
-  std::map<pid_t, int> workers_;  // running workers -> their slot
+  std::map<pid_t, Worker> workers_;  // running workers
+  int64_t next_worker_id_ = 0;
+  std::map<pid_t, double> cpu_seen_;  // running workers' CPU seconds, last read
+  double cpu_of_exited_ = 0;          // CPU seconds of workers that have exited
   int last_exit_slot_ = 0;        // the slot of the worker OnWorkerExit is about
+  bool status_line_shown_ = false;  // a status line is on the terminal, without '\n'
+  double next_progress_log_ = 0;
   std::set<pid_t> trainers_;
   int restarts_ = 0;
 };
@@ -162,7 +262,8 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
   GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/worker.key", RoleKey(secret, kWorkerRole)));
   GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/client.key", RoleKey(secret, kClientRole)));
   const std::string run_id =
-      "run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
+      !c.run_name.empty() ? c.run_name
+                          : "run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
 
   CoordinatorConfig cc;
   cc.host = c.bind;
@@ -184,11 +285,43 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
       c.order_notice && !notice.empty()) {
     LogInfo("run: " + notice);
   }
-  LocalRun run(c, *coordinator, run_id, dir);
+  RunRecorder recorder(c.store, run_id, c.world_size);
+  RunRecord record;
+  record.id = run_id;
+  record.backend = c.backend;
+  record.pipeline_path = origin;
+  record.plan_path = c.plan_path;
+  record.command = c.command;
+  record.world_size = c.world_size;
+  if (const char* job = std::getenv("SLURM_JOB_ID"); job && *job) record.job_id = job;
+  record.host = HostName();
+  record.pid = ::getpid();
+  GM_RETURN_IF_ERROR(recorder.Begin(record));
+  recorder.Event("run", "run started: " + std::to_string(c.workers) + " worker(s), " +
+                            std::to_string(c.world_size) + " trainer rank(s), coordinator at " +
+                            coordinator->address());
+  std::string steps_dir;
+  if (auto from_env = StepDirFromEnv(c.trainer_env)) {
+    steps_dir = *from_env;
+  } else {
+    steps_dir = dir.path() + "/steps";
+    GM_RETURN_IF_ERROR(MakeDirs(steps_dir));
+  }
+  LocalRun run(c, *coordinator, run_id, dir, recorder, steps_dir);
   Result<LocalRunResult> result = run.Execute();
+  run.StopAll();  // after a failure, what was started
+  run.Sample();   // the last point
+  run.EndStatusLine();
   coordinator->Stop();
-  if (!result.ok()) return result.status();
+  if (!result.ok()) {
+    recorder.Event("run", "run failed: " + result.status().message());
+    recorder.End("failed", 1);
+    return result.status();
+  }
   result->summary = coordinator->Summary();
+  result->status = result->stopped ? "cancelled" : result->exit_code == 0 ? "succeeded" : "failed";
+  recorder.Event("run", "run " + result->status + ": the trainer " + result->exit);
+  recorder.End(result->status, result->exit_code);
   return result;
 }
 

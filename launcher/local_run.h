@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/run_store.h"
 #include "launcher/coordinator_server.h"
 
 namespace gm {
@@ -47,6 +48,18 @@ struct LocalRunConfig {
   std::atomic<int>* signal = nullptr;
   // Log the pipeline's OrderNotice() (the profile has said it already).
   bool order_notice = true;
+  // The run's record (launcher/run_recorder.h): where (null: nowhere), under which
+  // id (empty: run-<time>-<pid>), what to note with it, and how often to add a point
+  // to its time series. The trainers' step logs (GOLDMINER_PROFILE_DIR, unless
+  // trainer_env sets it) give the delivered rate and the data wait.
+  RunStore* store = nullptr;
+  std::string run_name;
+  std::string plan_path;
+  std::string backend = "local";
+  double sample_interval_s = 2;
+  // A status line (rate, data wait, workers, epoch) every sample: rewritten in place
+  // on a terminal (stderr), else a log line every 30 s.
+  bool progress = false;
 };
 
 struct LocalRunResult {
@@ -54,12 +67,14 @@ struct LocalRunResult {
   int exit_code = 0;     // the first failing trainer's exit code (128+signal), else 0
   std::string exit;      // "exited with status 0", "was killed by signal 9 (Killed)", ...
   bool stopped = false;  // should_stop or a signal ended the trainers
+  std::string status;    // as recorded: "succeeded", "failed" or "cancelled"
   CoordinatorSummary summary;
 };
 
 // Runs the training run. Errors: the pipeline cannot be read, the coordinator cannot
-// listen, a process cannot be started (naming the program). A trainer that fails is
-// not an error: its exit code is in the result.
+// listen, the run's name is taken in the store, a process cannot be started (naming
+// the program; the run is then recorded as failed). A trainer that fails is not an
+// error: its exit code is in the result.
 Result<LocalRunResult> RunLocal(const LocalRunConfig& config);
 
 }  // namespace gm

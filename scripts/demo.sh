@@ -34,7 +34,7 @@ build/cmd/goldminer plan --profile "$demo/profile.json" --db "$demo/runs.db" -o 
   --sbatch "$demo/job.sbatch" -- /usr/bin/python3 examples/train/train.py --epochs 3 --steps 20
 echo
 echo "== goldminer run --plan: the planned data worker processes feed a PyTorch training loop (20 steps)"
-build/cmd/goldminer run --plan "$demo/plan.json" --epochs 3
+build/cmd/goldminer run --plan "$demo/plan.json" --epochs 3 --db "$demo/runs.db"
 echo
 echo "Batches (.npy, loadable with numpy.load) and keys.tsv are in $demo/batches"
 echo "Pipeline file: $demo/pipeline.json (see: man -l man/goldminer-pipeline.5)"

@@ -143,12 +143,12 @@ TEST(SqliteRunStoreTest, WritesOneStageCostRowPerStageAndTheSummaryColumns) {
             std::string("profile: profile recorded: compute-bound @") + kNow);
 }
 
-TEST(SqliteRunStoreTest, UsesSchemaVersion1AndWal) {
+TEST(SqliteRunStoreTest, UsesSchemaVersion2AndWal) {
   TempDir dir;
   const std::string path = dir.path() + "/runs.db";
   ASSERT_NE(OpenOrDie(path), nullptr);
   RawDb raw(path);
-  EXPECT_EQ(raw.Query("PRAGMA user_version"), "1");
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), "2");
   EXPECT_EQ(raw.Query("PRAGMA journal_mode"), "wal");
   for (const char* table :
        {"runs", "profiles", "stage_costs", "plans", "workers", "metrics", "events"}) {
@@ -164,6 +164,41 @@ TEST(SqliteRunStoreTest, UsesSchemaVersion1AndWal) {
             "events_profile_id events_run_id metrics_run_id_name_t_s plans_profile_id "
             "stage_costs_profile_id stage_costs_run_id");
   EXPECT_EQ(raw.Query("PRAGMA foreign_keys"), "0") << "a per-connection setting, off by default";
+}
+
+TEST(SqliteRunStoreTest, AVersion1FileIsMigratedForwardKeepingItsRuns) {
+  TempDir dir;
+  const std::string path = dir.path() + "/runs.db";
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_NE(store, nullptr);
+    RunRecord run;
+    run.id = "old";
+    run.started_utc = "2026-11-01T00:00:00Z";
+    run.backend = "local";
+    run.command = {"true"};
+    ASSERT_TRUE(store->BeginRun(run).ok());
+    ASSERT_TRUE(store->EndRun("old", "succeeded", 0).ok());
+  }
+  {  // Back to what version 1 wrote.
+    RawDb raw(path);
+    raw.Exec("ALTER TABLE runs DROP COLUMN job_id; ALTER TABLE runs DROP COLUMN host; "
+             "ALTER TABLE runs DROP COLUMN pid; ALTER TABLE runs DROP COLUMN heartbeat_utc; "
+             "ALTER TABLE workers DROP COLUMN step_id; PRAGMA user_version = 1");
+  }
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "2");
+  RunRecord old = *store->GetRun("old");
+  EXPECT_EQ(old.status, "succeeded");
+  EXPECT_EQ(old.host, "");
+  EXPECT_FALSE(old.heartbeat_utc.has_value());
+  WorkerRecord w;
+  w.worker_id = 0;
+  w.host = "h";
+  w.step_id = "1.0";
+  ASSERT_TRUE(store->AddWorker("old", w).ok());
+  EXPECT_EQ(store->ListWorkers("old")->at(0).step_id, "1.0");
 }
 
 TEST(SqliteRunStoreTest, AFileThatIsNotADatabaseIsCorrupt) {
@@ -189,7 +224,7 @@ TEST(SqliteRunStoreTest, AFileFromANewerGoldminerIsRefused) {
   EXPECT_EQ(store.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(store.status().message(),
             path +
-                " was written by a newer goldminer (schema 7; this one reads up to 1): "
+                " was written by a newer goldminer (schema 7; this one reads up to 2): "
                 "use that goldminer, or another runs.db");
   EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "7") << "left as it was";
 }
@@ -214,7 +249,7 @@ TEST(SqliteRunStoreTest, AnotherProgramsDatabaseAtVersion0GetsTheSchemaBesideIts
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(*store->AddProfile(FullProfile()), 1);
   RawDb raw(path);
-  EXPECT_EQ(raw.Query("PRAGMA user_version"), "1");
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), "2");
   EXPECT_EQ(raw.Query("SELECT text FROM notes"), "keep me");
 }
 
@@ -419,6 +454,7 @@ TYPED_TEST(RunStoreContractTest, ARunBeginsEndsAndKeepsItsMetrics) {
   run.exit_code = 5;
   ASSERT_TRUE(store.BeginRun(run).ok());
   RunRecord started = this->Run("job-17");
+  started.heartbeat_utc = started.started_utc;  // BeginRun is the first sign of life
   EXPECT_EQ(*store.GetRun("job-17"), started);
 
   Status again = store.BeginRun(run);
@@ -444,6 +480,62 @@ TYPED_TEST(RunStoreContractTest, ARunBeginsEndsAndKeepsItsMetrics) {
   EXPECT_EQ(*store.GetRun("job-17"), ended);
   EXPECT_EQ(store.EndRun("nope", "failed", 1).code(), Code::kNotFound);
   EXPECT_EQ(this->Tail(store.GetRun("nope").status()), "no run with id \"nope\"");
+}
+
+TYPED_TEST(RunStoreContractTest, ARunKeepsWhereItRanAndItsHeartbeat) {
+  RunStore& store = *this->store_;
+  RunRecord run = this->Run("a");
+  run.job_id = "4711";
+  run.host = "gpu-node-1";
+  run.pid = 31337;
+  ASSERT_TRUE(store.BeginRun(run).ok());
+  ASSERT_TRUE(store.BeginRun(this->Run("b")).ok());
+  EXPECT_EQ(store.GetRun("a")->heartbeat_utc, "2026-11-29T11:00:00Z");
+  ASSERT_TRUE(store.Heartbeat("a").ok());
+  RunRecord beat = run;
+  beat.heartbeat_utc = kNow;
+  EXPECT_EQ(*store.GetRun("a"), beat);
+  EXPECT_EQ(store.Heartbeat("nope").code(), Code::kNotFound);
+  const std::vector<RunRecord> runs = *store.ListRuns();
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0], beat);
+  EXPECT_EQ(runs[1].id, "b");
+  EXPECT_FALSE(runs[1].job_id.has_value());
+}
+
+TYPED_TEST(RunStoreContractTest, WorkersStartAndEndWithinTheirRun) {
+  RunStore& store = *this->store_;
+  ASSERT_TRUE(store.BeginRun(this->Run("r")).ok());
+  WorkerRecord w0;
+  w0.worker_id = 0;
+  w0.host = "cpu-1";
+  w0.pid = 100;
+  w0.ended_utc = "ignored";
+  w0.exit = "ignored";
+  WorkerRecord w1;
+  w1.worker_id = 1;
+  w1.host = "cpu-2";
+  w1.step_id = "4711.3";
+  w1.started_utc = "2026-11-29T11:00:01Z";
+  ASSERT_TRUE(store.AddWorker("r", w1).ok());
+  ASSERT_TRUE(store.AddWorker("r", w0).ok());
+  Status again = store.AddWorker("r", w0);
+  EXPECT_EQ(again.code(), Code::kInvalidArgument);
+  EXPECT_EQ(this->Tail(again), "run \"r\" already has worker 0");
+  EXPECT_EQ(store.AddWorker("nope", w0).code(), Code::kNotFound);
+  ASSERT_TRUE(store.EndWorker("r", 0, "was killed by signal 9 (Killed)").ok());
+  EXPECT_EQ(store.EndWorker("r", 7, "x").code(), Code::kNotFound);
+  EXPECT_EQ(this->Tail(store.EndWorker("r", 7, "x")), "run \"r\" has no worker 7");
+
+  const std::vector<WorkerRecord> workers = *store.ListWorkers("r");
+  ASSERT_EQ(workers.size(), 2u);
+  WorkerRecord ended0 = w0;
+  ended0.started_utc = kNow;
+  ended0.ended_utc = kNow;
+  ended0.exit = "was killed by signal 9 (Killed)";
+  EXPECT_EQ(workers[0], ended0);
+  EXPECT_EQ(workers[1], w1);
+  EXPECT_TRUE(store.ListWorkers("other")->empty());
 }
 
 TYPED_TEST(RunStoreContractTest, ARunWithoutAStartTimeIsStampedByTheClock) {

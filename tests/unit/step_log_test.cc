@@ -194,6 +194,8 @@ TEST(StepLogTest, GivenLogsGrowingThenTheStepCounterCountsCompleteStepLinesOnly)
   };
   append(a, std::string(kHeader) + "S 1 2 3 0\nS 4 5 3 10\nS 6");
   EXPECT_EQ(counter.Update(), (std::vector<uint64_t>{2}));  // the third is unfinished
+  EXPECT_EQ(counter.totals().samples, 6u);
+  EXPECT_EQ(counter.totals().wait_ns, 2u);
   append(a, " 7 3 10\nE note\n");
   append(b, std::string(kHeader) + "S 1 2 3 0\n");
   EXPECT_EQ(counter.Update(), (std::vector<uint64_t>{3, 1}));
@@ -202,6 +204,12 @@ TEST(StepLogTest, GivenLogsGrowingThenTheStepCounterCountsCompleteStepLinesOnly)
   for (int i = 0; i < 5000; ++i) big += "S 100 200 8 5\n";  // more than one read buffer
   append(b, big + "O 0.1 5001\n");
   EXPECT_EQ(counter.Update(), (std::vector<uint64_t>{3, 5001}));
+  // a: three steps of 3 samples waiting 1 ns; b: one such, then 5000 of 8 samples
+  // waiting 100 ns (the third line of a was completed between two reads).
+  const StepCounter::Totals t = counter.totals();
+  EXPECT_EQ(t.steps, 5004u);
+  EXPECT_EQ(t.samples, 9u + 3u + 40000u);
+  EXPECT_EQ(t.wait_ns, 3u + 1u + 500000u);
   Result<std::vector<StepLog>> logs = ReadStepLogs(dir.path());
   ASSERT_TRUE(logs.ok()) << logs.status().message();
   EXPECT_EQ((*logs)[0].steps.size(), 3u);

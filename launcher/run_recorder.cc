@@ -1,0 +1,111 @@
+#include "launcher/run_recorder.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "core/log.h"
+
+namespace gm {
+
+void RunRecorder::Check(const Status& st) {
+  if (st.ok()) return;
+  if (failures_++ == 0) {
+    LogWarning("run: cannot write the run's record (" + st.message() +
+               "); the run goes on, its record in runs.db is incomplete");
+  }
+}
+
+Status RunRecorder::Begin(const RunRecord& run) {
+  if (store_ == nullptr) return Status::Ok();
+  GM_RETURN_IF_ERROR(store_->BeginRun(run));
+  begun_ = true;
+  return Status::Ok();
+}
+
+void RunRecorder::WorkerStarted(int64_t worker_id, pid_t pid, const std::string& host) {
+  if (!enabled()) return;
+  WorkerRecord w;
+  w.worker_id = worker_id;
+  w.host = host;
+  w.pid = pid;
+  Check(store_->AddWorker(run_id_, w));
+}
+
+void RunRecorder::WorkerEnded(int64_t worker_id, const std::string& exit) {
+  if (!enabled()) return;
+  Check(store_->EndWorker(run_id_, worker_id, exit));
+}
+
+void RunRecorder::Event(const std::string& kind, const std::string& message) {
+  if (!enabled()) return;
+  EventRecord e;
+  e.run_id = run_id_;
+  e.kind = kind;
+  e.message = message;
+  Check(store_->AddEvent(e));
+}
+
+std::optional<RunRates> RunRecorder::Sample(const RunSample& now) {
+  std::optional<RunRates> rates;
+  if (last_ && now.t_s > last_->t_s) {
+    const double dt = now.t_s - last_->t_s;
+    const double samples = double(now.samples - std::min(now.samples, last_->samples));
+    const double wait_s = double(now.wait_ns - std::min(now.wait_ns, last_->wait_ns)) / 1e9;
+    RunRates r;
+    r.t_s = now.t_s;
+    r.samples_per_s = samples / dt;
+    r.data_wait_fraction = std::clamp(wait_s / (dt * std::max(1, world_size_)), 0.0, 1.0);
+    r.workers = now.workers;
+    r.worker_cpus = std::max(0.0, now.worker_cpu_s - last_->worker_cpu_s) / dt;
+    r.epoch = now.epoch;
+    rates = r;
+    if (enabled()) {
+      const MetricPoint points[] = {{r.t_s, "samples_per_s", r.samples_per_s},
+                                    {r.t_s, "data_wait_fraction", r.data_wait_fraction},
+                                    {r.t_s, "workers", double(r.workers)},
+                                    {r.t_s, "worker_cpus", r.worker_cpus},
+                                    {r.t_s, "epoch", double(r.epoch)}};
+      for (const MetricPoint& p : points) Check(store_->AddMetric(run_id_, p));
+    }
+  }
+  if (enabled()) Check(store_->Heartbeat(run_id_));
+  last_ = now;
+  return rates;
+}
+
+std::string RatesLine(const RunRates& r) {
+  char line[160];
+  std::snprintf(line, sizeof line, "%.0f samples/s, data wait %.0f%%, %d worker(s) (%.1f CPUs), epoch %llu",
+                r.samples_per_s, 100 * r.data_wait_fraction, r.workers, r.worker_cpus,
+                static_cast<unsigned long long>(r.epoch));
+  return line;
+}
+
+void RunRecorder::End(const std::string& status, int exit_code) {
+  if (!enabled()) return;
+  Check(store_->EndRun(run_id_, status, exit_code));
+}
+
+std::optional<double> ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!in || !std::getline(in, text)) return std::nullopt;
+  // The command name (field 2) is in parentheses and may hold spaces: skip past it.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(close + 1));
+  std::string f;
+  double ticks = 0;
+  // Fields 3.. follow; utime, stime, cutime, cstime are fields 14..17.
+  for (int i = 3; i <= 17 && fields >> f; ++i) {
+    if (i >= 14) ticks += std::strtod(f.c_str(), nullptr);
+  }
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  return hz > 0 ? ticks / double(hz) : 0.0;
+}
+
+}  // namespace gm

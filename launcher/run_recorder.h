@@ -1,0 +1,82 @@
+// The record a run keeps of itself in the run store (runs.db): the run, its
+// workers, a time series and events. Recording never stops training: the first
+// failure to write is logged as a warning (the record is then incomplete), later
+// ones are counted. With no store, every call does nothing.
+//
+// Threads: one thread (the run's supervising loop) calls a RunRecorder.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/run_store.h"
+#include "core/step_log.h"
+
+namespace gm {
+
+// What a run measures for its time series at one moment.
+struct RunSample {
+  double t_s = 0;            // seconds since the run started
+  uint64_t samples = 0;      // delivered to the trainers so far (their step logs)
+  uint64_t wait_ns = 0;      // the trainers' data wait so far
+  int workers = 0;           // running now
+  double worker_cpu_s = 0;   // CPU the workers have used so far
+  uint64_t epoch = 0;        // the coordinator's current epoch
+};
+
+// The figures of one interval between two samples.
+struct RunRates {
+  double t_s = 0;  // the interval's end
+  double samples_per_s = 0;
+  double data_wait_fraction = 0;  // of the interval times the ranks
+  int workers = 0;
+  double worker_cpus = 0;  // CPU seconds per second
+  uint64_t epoch = 0;
+};
+
+// "812 samples/s, data wait 12%, 3 workers (2.9 CPUs), epoch 2": a status line.
+std::string RatesLine(const RunRates& rates);
+
+class RunRecorder {
+ public:
+  // `store` may be null; it must outlive the recorder.
+  RunRecorder(RunStore* store, std::string run_id, int world_size)
+      : store_(store), run_id_(std::move(run_id)), world_size_(world_size) {}
+
+  const std::string& run_id() const { return run_id_; }
+  bool enabled() const { return store_ != nullptr && begun_; }
+
+  // Records the run's start; a failure here IS returned (e.g. the name is taken),
+  // so the run does not start unrecorded by mistake.
+  Status Begin(const RunRecord& run);
+  void WorkerStarted(int64_t worker_id, pid_t pid, const std::string& host);
+  void WorkerEnded(int64_t worker_id, const std::string& exit);
+  void Event(const std::string& kind, const std::string& message);
+  // The figures for the interval since the previous sample (nullopt at the first
+  // call, which sets the baseline); when recording, adds them to the time series
+  // (samples_per_s, data_wait_fraction, workers, worker_cpus, epoch) and stamps the
+  // run's heartbeat.
+  std::optional<RunRates> Sample(const RunSample& now);
+  void End(const std::string& status, int exit_code);
+  uint64_t failures() const { return failures_; }
+
+ private:
+  void Check(const Status& st);
+
+  RunStore* store_;
+  const std::string run_id_;
+  const int world_size_;
+  bool begun_ = false;
+  std::optional<RunSample> last_;
+  uint64_t failures_ = 0;
+};
+
+// CPU seconds (user + system, its reaped children included) a process has used,
+// from /proc/PID/stat; nullopt when it cannot be read (the process is gone).
+std::optional<double> ProcessCpuSeconds(pid_t pid);
+
+}  // namespace gm
