@@ -1,11 +1,15 @@
-// `goldminer run`: a training run with its data workers. The local backend runs
-// the coordinator here, starts N `goldminer worker --coordinator` processes and
-// the trainer command (one process per rank), restarts workers that crash, and
-// exits with the trainer's exit status.
+// `goldminer run`: a training run with its data workers. It runs the coordinator
+// here, starts N `goldminer worker --coordinator` processes (children on this
+// machine, or each its own Slurm job step through srun inside an allocation) and the
+// trainer command (one process per rank, here), restarts workers that crash,
+// records the run in runs.db, and exits with the trainer's exit status.
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "cmd/cli.h"
 #include "core/log.h"
@@ -20,12 +24,14 @@ std::atomic<int> g_signal{0};  // the last SIGTERM/SIGINT received by `run`
 extern "C" void OnRunSignal(int sig) { g_signal.store(sig); }
 
 struct RunFlags {
-  std::string backend = "local";
+  std::string backend = "auto";
   std::string plan;
   std::string pipeline;
   int workers = 2;
   int threads_per_worker = 1;
   std::vector<int> worker_threads;  // from a plan: each worker's threads
+  std::vector<bool> worker_remote;  // from a plan: each worker planned off the trainer's node
+  std::vector<uint64_t> worker_memory_bytes;  // from a plan: each worker's memory
   int epochs = 0;  // as many as the trainer asks for
   int world_size = 1;
   std::string bind = "127.0.0.1";
@@ -38,8 +44,29 @@ struct RunFlags {
   std::string name;
   double sample_interval_s = 2;
   bool no_progress = false;
+  std::string autoscale = "off";
+  int min_workers = 1;
+  int max_workers = 0;  // 0: max(workers, this machine's CPUs)
+  double scale_period_s = 6;
   std::vector<std::string> command;
 };
+
+// auto: slurm inside a job (SLURM_JOB_ID), else local. The Slurm backend listens on
+// every interface unless --bind says otherwise: workers on other nodes connect.
+Status ResolveBackend(RunFlags& f, const CLI::App& sub) {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  const bool in_job = job != nullptr && *job != '\0';
+  if (f.backend == "auto") f.backend = in_job ? "slurm" : "local";
+  if (f.backend != "slurm") return Status::Ok();
+  if (!in_job) {
+    return Status::InvalidArgument(
+        "--backend slurm: SLURM_JOB_ID is not set, so there is no allocation to start "
+        "workers in; run inside a job (sbatch job.sbatch, as `goldminer plan --sbatch` "
+        "writes it), or use --backend local");
+  }
+  if (sub.count("--bind") == 0) f.bind = "0.0.0.0";
+  return Status::Ok();
+}
 
 // Takes the pipeline, worker count and size, world size and (when none is given
 // after --) the trainer command from plan.json. Flags given explicitly win.
@@ -69,6 +96,10 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
     f.threads_per_worker = plan.run.threads_per_worker;
     f.worker_threads = plan.run.worker_threads;
   }
+  for (const PlanWorker& w : plan.workers) {
+    f.worker_remote.push_back(!w.on_trainer_node);
+    f.worker_memory_bytes.push_back(w.memory_bytes);
+  }
   int elsewhere = 0;
   for (const PlanWorker& w : plan.workers) elsewhere += w.on_trainer_node ? 0 : 1;
   if (elsewhere > 0 && f.backend == "local") {
@@ -86,6 +117,25 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
           std::to_string(static_cast<long long>(plan.prediction.samples_per_s)) +
           " samples/s (limit: " + plan.prediction.limit + ")");
   return Status::Ok();
+}
+
+// `srun` arguments that make worker `slot` its own job step of the allocation we
+// run in: one task of `threads` CPUs on one node (--exact: only those CPUs, so
+// steps can be added and cancelled one by one), in the heterogeneous job's
+// component 1 when the plan put it off the trainer's node (component 0 otherwise).
+std::vector<std::string> SrunPrefix(const RunFlags& f, bool het, int slot, int threads) {
+  std::vector<std::string> a = {"srun", "--exact", "--nodes=1", "--ntasks=1",
+                                "--cpus-per-task=" + std::to_string(threads),
+                                "--job-name=goldminer-worker", "--quiet"};
+  const size_t i = static_cast<size_t>(slot);
+  if (het) {
+    const bool remote = i < f.worker_remote.size() ? f.worker_remote[i] : true;
+    a.push_back(std::string("--het-group=") + (remote ? "1" : "0"));
+  }
+  if (i < f.worker_memory_bytes.size() && f.worker_memory_bytes[i] > 0) {
+    a.push_back("--mem=" + std::to_string((f.worker_memory_bytes[i] + (1 << 20) - 1) >> 20) + "M");
+  }
+  return a;
 }
 
 Result<int> RunLocalBackend(const RunFlags& f) {
@@ -115,6 +165,27 @@ Result<int> RunLocalBackend(const RunFlags& f) {
   c.run_name = f.name;
   c.sample_interval_s = f.sample_interval_s;
   c.progress = !f.no_progress;
+  if (f.autoscale == "on") {
+    AutoscalerOptions a;
+    a.min_workers = f.min_workers;
+    a.max_workers = f.max_workers > 0
+                        ? f.max_workers
+                        : std::max(f.workers, static_cast<int>(std::thread::hardware_concurrency()));
+    a.period_s = f.scale_period_s;
+    if (a.min_workers > a.max_workers || f.workers < a.min_workers || f.workers > a.max_workers) {
+      return Status::InvalidArgument("--autoscale on: need --min-workers (" +
+                                     std::to_string(a.min_workers) + ") <= --workers (" +
+                                     std::to_string(f.workers) + ") <= --max-workers (" +
+                                     std::to_string(a.max_workers) + ")");
+    }
+    c.autoscale = a;
+  }
+  if (f.backend == "slurm") {
+    c.backend = "slurm";
+    const char* het_size = std::getenv("SLURM_HET_SIZE");
+    const bool het = het_size != nullptr && std::atoi(het_size) >= 2;
+    c.worker_prefix = [f, het](int slot, int threads) { return SrunPrefix(f, het, slot, threads); };
+  }
   std::unique_ptr<SqliteRunStore> store;
   if (!f.no_db) {
     GM_RETURN_IF_ERROR(CheckWritable(f.db, "--db"));
@@ -141,12 +212,16 @@ Result<int> RunLocalBackend(const RunFlags& f) {
 
 Verb RunVerb() {
   return Verb{
-      "run", "Run data workers beside the trainer command (local backend)",
+      "run", "Run data workers beside the trainer command (on this machine, or as Slurm job steps)",
       [](CLI::App& sub) {
         auto f = std::make_shared<RunFlags>();
         CLI::App* app = &sub;
-        sub.add_option("--backend", f->backend, "Where workers run: local (this machine)")
-            ->check(CLI::IsMember({"local", "slurm"}));
+        sub.add_option("--backend", f->backend,
+                       "Where workers run: local (child processes on this machine), slurm "
+                       "(each worker a job step of the allocation run is in), auto (slurm "
+                       "when SLURM_JOB_ID is set)")
+            ->capture_default_str()
+            ->check(CLI::IsMember({"auto", "local", "slurm"}));
         sub.add_option("--plan", f->plan,
                        "plan.json from `goldminer plan`: pipeline, workers, their threads, "
                        "world size and trainer command (flags given here win)")
@@ -196,13 +271,26 @@ Verb RunVerb() {
         sub.add_flag("--no-progress", f->no_progress,
                      "No status line (rate, data wait, workers, epoch; on a terminal it is "
                      "rewritten in place, else logged every 30 s)");
+        sub.add_option("--autoscale", f->autoscale,
+                       "Add workers while the trainer waits for data and the last addition "
+                       "paid off; drain one when that costs nothing (see goldminer-run(1))")
+            ->capture_default_str()
+            ->check(CLI::IsMember({"on", "off"}));
+        sub.add_option("--min-workers", f->min_workers, "With --autoscale on: fewest workers")
+            ->capture_default_str()
+            ->check(CLI::Range(1, 1024));
+        sub.add_option("--max-workers", f->max_workers,
+                       "With --autoscale on: most workers (default: --workers or this "
+                       "machine's CPUs, whichever is more)")
+            ->check(CLI::Range(1, 1024));
+        sub.add_option("--scale-period", f->scale_period_s,
+                       "With --autoscale on: seconds of figures behind each decision")
+            ->capture_default_str()
+            ->check(CLI::Range(0.5, 3600.0));
         sub.add_option("command", f->command, "Trainer command, after --");
         return std::function<Result<int>()>([f, app]() -> Result<int> {
+          GM_RETURN_IF_ERROR(ResolveBackend(*f, *app));
           if (!f->plan.empty()) GM_RETURN_IF_ERROR(ApplyPlan(*f, *app));
-          if (f->backend == "slurm") {
-            return Status::Unimplemented("run: the Slurm backend is not built yet; use "
-                                         "--backend local");
-          }
           return RunLocalBackend(*f);
         });
       }};

@@ -67,7 +67,7 @@ CoordinatorServer::~CoordinatorServer() { Stop(); }
 
 std::string CoordinatorServer::address() const {
   std::string host = config_.advertise_host;
-  if (host.empty()) host = IsWildcardHost(config_.host) ? HostName() : config_.host;
+  if (host.empty()) host = IsWildcardHost(config_.host) ? ReachableHostName() : config_.host;
   return JoinHostPort(host, listener_.port());
 }
 

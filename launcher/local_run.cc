@@ -40,7 +40,10 @@ class LocalRun {
            TempDir& dir, RunRecorder& recorder, std::string steps_dir)
       : c_(c), coordinator_(coordinator), run_id_(std::move(run_id)), dir_(dir),
         recorder_(recorder), steps_(steps_dir), steps_dir_(std::move(steps_dir)),
-        start_(MonotonicSeconds()) {}
+        start_(MonotonicSeconds()) {
+    if (c_.autoscale) autoscaler_.emplace(*c_.autoscale);
+    next_slot_ = c_.workers;
+  }
 
   Result<LocalRunResult> Execute() {
     LocalRunResult result;
@@ -76,6 +79,7 @@ class LocalRun {
         }
       } else if (auto w = workers_.find(e->pid); w != workers_.end()) {
         last_exit_slot_ = w->second.slot;
+        draining_.erase(e->pid);
         recorder_.WorkerEnded(w->second.id, e->describe);
         cpu_of_exited_ += cpu_seen_[e->pid];
         cpu_seen_.erase(e->pid);
@@ -90,6 +94,7 @@ class LocalRun {
   // Stops every child still running (SIGTERM, SIGKILL after 10 s) and records how
   // each worker ended. Safe to call again.
   void StopAll() {
+    stopped_ = true;  // no more scaling
     for (const ChildExit& e : group_.TerminateAll(10)) {
       if (e.exit_code() != 0 && e.exit_code() != 128 + SIGTERM) {
         LogDebug("run: worker " + std::to_string(e.pid) + " " + e.describe);
@@ -121,12 +126,17 @@ class LocalRun {
     const int threads = static_cast<size_t>(slot) < c_.worker_threads.size()
                             ? c_.worker_threads[static_cast<size_t>(slot)]
                             : c_.threads_per_worker;
+    std::vector<std::string> argv =
+        c_.worker_prefix ? c_.worker_prefix(slot, threads) : std::vector<std::string>{};
+    for (std::string a : {exe, std::string("worker"), std::string("--coordinator"),
+                          coordinator_.address(), std::string("--threads"),
+                          std::to_string(threads), std::string("--listen"),
+                          JoinHostPort(c_.bind, 0)}) {
+      argv.push_back(std::move(a));
+    }
     GM_ASSIGN_OR_RETURN(pid_t pid,
-                        group_.Spawn({exe, "worker", "--coordinator", coordinator_.address(),
-                                      "--threads", std::to_string(threads),
-                                      "--listen", JoinHostPort(c_.bind, 0)},
-                                     {"GOLDMINER_SECRET_FILE=" + dir_.path() + "/worker.key",
-                                      "GOLDMINER_RUN_ID=" + run_id_}));
+                        group_.Spawn(argv, {"GOLDMINER_SECRET_FILE=" + dir_.path() + "/worker.key",
+                                            "GOLDMINER_RUN_ID=" + run_id_}));
     const int64_t id = next_worker_id_++;
     workers_[pid] = Worker{slot, id};
     recorder_.WorkerStarted(id, pid, HostName());
@@ -187,7 +197,7 @@ class LocalRun {
  public:
   // A point of the run's time series (launcher/run_recorder.h).
   void Sample() {
-    if (!recorder_.enabled() && !c_.progress) return;
+    if (!recorder_.enabled() && !c_.progress && !autoscaler_) return;
     steps_.Update();
     const StepCounter::Totals t = steps_.totals();
     RunSample s;
@@ -202,6 +212,7 @@ class LocalRun {
     }
     s.epoch = coordinator_.Summary().state.epoch;
     const std::optional<RunRates> rates = recorder_.Sample(s);
+    if (rates && autoscaler_ && !stopped_) Scale(*rates);
     if (!rates || !c_.progress) return;
     const std::string line = "run " + run_id_ + ": " + RatesLine(*rates);
     if (::isatty(2)) {
@@ -211,6 +222,32 @@ class LocalRun {
       LogInfo(line);
       next_progress_log_ = rates->t_s + 30;
     }
+  }
+
+  // Applies the autoscaler's decision for this sample, if any.
+  void Scale(const RunRates& rates) {
+    const int running = static_cast<int>(workers_.size() - draining_.size());
+    std::optional<ScaleDecision> d = autoscaler_->Observe(rates, running);
+    if (!d) return;
+    EndStatusLine();
+    LogInfo("run: autoscaler: " + d->reason);
+    recorder_.Event("scale", std::to_string(running) + " -> " + std::to_string(running + d->delta) +
+                                 " workers: " + d->reason);
+    if (d->delta > 0) {
+      Status st = StartWorker(next_slot_++);
+      if (!st.ok()) LogWarning("run: autoscaler: cannot add a worker: " + st.message());
+      return;
+    }
+    // Drain the newest worker not draining yet: SIGTERM (it finishes what it holds
+    // and exits 0; the coordinator takes back what it did not deliver).
+    pid_t newest = 0;
+    int64_t newest_id = -1;
+    for (const auto& [pid, w] : workers_) {
+      if (!draining_.count(pid) && w.id > newest_id) newest = pid, newest_id = w.id;
+    }
+    if (newest == 0) return;
+    draining_.insert(newest);
+    group_.Signal(newest, SIGTERM);
   }
 
   // Ends the status line on a terminal, so what follows starts on a line of its own.
@@ -241,6 +278,10 @@ class LocalRun {
   int last_exit_slot_ = 0;        // the slot of the worker OnWorkerExit is about
   bool status_line_shown_ = false;  // a status line is on the terminal, without '\n'
   double next_progress_log_ = 0;
+  std::optional<Autoscaler> autoscaler_;
+  std::set<pid_t> draining_;  // workers told to drain (SIGTERM), still running
+  int next_slot_ = 0;         // the slot of the next worker the autoscaler adds
+  bool stopped_ = false;      // StopAll ran
   std::set<pid_t> trainers_;
   int restarts_ = 0;
 };

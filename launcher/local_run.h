@@ -10,11 +10,13 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "core/run_store.h"
+#include "launcher/autoscaler.h"
 #include "launcher/coordinator_server.h"
 
 namespace gm {
@@ -39,6 +41,11 @@ struct LocalRunConfig {
   std::vector<std::string> command;      // the trainer
   std::vector<std::string> trainer_env;  // "NAME=value" added to each trainer's environment
   std::string worker_exe;                // the goldminer binary for workers; empty: this executable
+  // What a worker's command is prefixed with, given its slot and stage threads: e.g.
+  // `srun --exact -n1 -c 4 --het-group=1` to make it a Slurm job step. Empty: a
+  // direct child. The prefix process must pass SIGTERM on and exit with the
+  // worker's status, as srun does.
+  std::function<std::vector<std::string>(int slot, int threads)> worker_prefix;
   // Polled about every 0.2 s while trainers run; true stops them (SIGTERM, then
   // SIGKILL after stop_grace_s). May be empty.
   std::function<bool()> should_stop;
@@ -60,6 +67,10 @@ struct LocalRunConfig {
   // A status line (rate, data wait, workers, epoch) every sample: rewritten in place
   // on a terminal (stderr), else a log line every 30 s.
   bool progress = false;
+  // Adds and drains workers while the run goes (launcher/autoscaler.h), deciding on
+  // the sampled figures; each decision is logged and recorded as a "scale" event.
+  // Absent: the worker count stays.
+  std::optional<AutoscalerOptions> autoscale;
 };
 
 struct LocalRunResult {

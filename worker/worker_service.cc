@@ -100,7 +100,7 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
   std::string host = options.advertise_host;
   if (host.empty()) {
     const bool wildcard = IsWildcardHost(listen.first) || listen.first.empty();
-    host = wildcard ? HostName() : listen.first;
+    host = wildcard ? ReachableHostName() : listen.first;
   }
   service->data_addr_ = JoinHostPort(host, service->data_->port());
   GM_RETURN_IF_ERROR(service->Register());

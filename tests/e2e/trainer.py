@@ -10,6 +10,7 @@ counted over the whole run):
   GM_TEST_KILL_AFTER=N    kill -9 one of the run's workers
   GM_TEST_TERM_AFTER=N    SIGTERM one worker (it drains: finishes and exits)
   GM_TEST_ADD_AFTER=N     start one more `goldminer worker` that joins the run
+  GM_TEST_STEP_S=S        sleep S seconds after each batch (a slow step)
   GM_TEST_RESUME_AFTER=N  save the loader's state, drop the loader, and continue
                           with a new loader restored from that state
   GM_TEST_KILL_RUN_AFTER=N  kill -9 `goldminer run` itself (the coordinator): the
@@ -37,6 +38,8 @@ def workers():
 
 def act(n, spawned):
     env = os.environ
+    if env.get("GM_TEST_STEP_S"):  # a step that takes time, for tests that act meanwhile
+        time.sleep(float(env["GM_TEST_STEP_S"]))
     if env.get("GM_TEST_KILL_AFTER") == str(n):
         os.kill(workers()[0], signal.SIGKILL)
     if env.get("GM_TEST_TERM_AFTER") == str(n):

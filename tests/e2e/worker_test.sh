@@ -16,8 +16,9 @@ for verb in report; do
   expect_in "$T/err" "not built yet" "$verb says it is not built yet"
   [[ ! -s $T/out ]] || fail "$verb printed output"
 done
-expect_rc 2 "run --backend slurm is not built yet" -- "$GM" run --backend slurm --pipeline "$SRC/examples/imagenet/pipeline.json" -- true
-expect_in "$T/err" "not built yet" "run says the Slurm backend is not built yet"
+(unset SLURM_JOB_ID; expect_rc 1 "run --backend slurm outside a Slurm job" -- "$GM" run --backend slurm \
+  --no-db --pipeline "$SRC/examples/imagenet/pipeline.json" -- true) || exit 1
+expect_in "$T/err" "SLURM_JOB_ID is not set" "run says there is no allocation"
 expect_rc 2 "run without --pipeline exits 2" -- "$GM" run -- true
 expect_rc 2 "an unknown flag exits 2" -- "$GM" worker --local --bogus
 expect_rc 2 "a missing pipeline file exits 2" -- "$GM" worker --local --pipeline "$T/nope.json"

@@ -1,0 +1,78 @@
+#include "launcher/autoscaler.h"
+
+#include <cstdio>
+
+namespace gm {
+namespace {
+
+std::string Pct(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * f);
+  return buf;
+}
+
+std::string Rate(double r) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.0f samples/s", r);
+  return buf;
+}
+
+}  // namespace
+
+std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers) {
+  if (settling_) {
+    settling_ = false;
+    last_t_ = r.t_s;
+    return std::nullopt;
+  }
+  const double dt = last_t_ > 0 && r.t_s > last_t_ ? r.t_s - last_t_ : 0;
+  last_t_ = r.t_s;
+  if (dt <= 0) return std::nullopt;
+  if (period_start_ < 0) period_start_ = r.t_s - dt;
+  rate_sum_ += r.samples_per_s * dt;
+  stall_sum_ += r.data_wait_fraction * dt;
+  dt_sum_ += dt;
+  if (r.t_s - period_start_ < o_.period_s) return std::nullopt;
+  const double rate = rate_sum_ / dt_sum_, stall = stall_sum_ / dt_sum_;
+  period_start_ = -1;
+  rate_sum_ = stall_sum_ = dt_sum_ = 0;
+  std::optional<ScaleDecision> d = Decide(rate, stall, workers);
+  if (d) {
+    settling_ = true;
+    pending_ = d->delta;
+  } else {
+    pending_ = 0;
+  }
+  rate_before_ = rate;
+  return d;
+}
+
+std::optional<ScaleDecision> Autoscaler::Decide(double rate, double stall, int workers) {
+  if (add_hold_ > 0) --add_hold_;
+  if (remove_hold_ > 0) --remove_hold_;
+  const std::string now = Rate(rate) + ", data wait " + Pct(stall);
+  if (pending_ == +1 && rate < rate_before_ * (1 + o_.min_gain) && workers > o_.min_workers) {
+    add_hold_ = o_.hold_periods;
+    return ScaleDecision{-1, "the worker added did not pay off (" + Rate(rate_before_) + " -> " +
+                                 now + "): draining it; no additions for " +
+                                 std::to_string(o_.hold_periods) + " periods"};
+  }
+  if (pending_ == -1 && rate < rate_before_ * (1 - o_.min_gain) && workers < o_.max_workers) {
+    remove_hold_ = o_.hold_periods;
+    return ScaleDecision{+1, "removing a worker cost " + Pct(1 - rate / rate_before_) + " (" +
+                                 Rate(rate_before_) + " -> " + now +
+                                 "): adding it back; no removals for " +
+                                 std::to_string(o_.hold_periods) + " periods"};
+  }
+  if (stall > o_.stall_high && workers < o_.max_workers && add_hold_ == 0) {
+    return ScaleDecision{+1, "data wait " + Pct(stall) + " above " + Pct(o_.stall_high) + " (" +
+                                 now + "): adding a worker"};
+  }
+  if (stall < o_.stall_low && workers > o_.min_workers && remove_hold_ == 0) {
+    return ScaleDecision{-1, "data wait " + Pct(stall) + " below " + Pct(o_.stall_low) + " (" +
+                                 now + "): trying one worker fewer"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace gm

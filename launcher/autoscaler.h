@@ -1,0 +1,61 @@
+// The autoscaler of a run: from the trainer's data wait and the delivered rate,
+// measured every sample interval, decides when to add a data worker or drain one.
+// Pure decision logic (the run applies the decisions); one decision per period at
+// most, and every decision carries its reason for the run's record.
+//
+// The rules (documented in goldminer-run(1), AUTOSCALING), per period of
+// `period_s`, on the period's mean delivered rate and data wait fraction:
+//   - after an addition: when the rate did not rise by at least `min_gain`, the
+//     worker did not pay off: it is drained again and additions stop for
+//     `hold_periods` (the trainer, or something else, is the bottleneck);
+//   - after a removal: when the rate fell by more than `min_gain`, the worker is
+//     added back and removals stop for `hold_periods`;
+//   - otherwise: data wait above `stall_high` -> add one (up to max_workers);
+//     data wait below `stall_low` -> drain one (down to min_workers), which the
+//     next period checks.
+// The first sample after a change is left out of the next period (the change
+// settles). Thread-compatible.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "launcher/run_recorder.h"
+
+namespace gm {
+
+struct AutoscalerOptions {
+  int min_workers = 1;
+  int max_workers = 64;
+  double period_s = 6;
+  double stall_high = 0.10;
+  double stall_low = 0.02;
+  double min_gain = 0.05;
+  int hold_periods = 10;
+};
+
+struct ScaleDecision {
+  int delta = 0;  // +1: add a worker; -1: drain one
+  std::string reason;
+};
+
+class Autoscaler {
+ public:
+  explicit Autoscaler(const AutoscalerOptions& options) : o_(options) {}
+  // One sample interval's figures and the workers running now; a decision when a
+  // period ends and one is due.
+  std::optional<ScaleDecision> Observe(const RunRates& rates, int workers);
+
+ private:
+  std::optional<ScaleDecision> Decide(double rate, double stall, int workers);
+
+  const AutoscalerOptions o_;
+  bool settling_ = false;       // leave out the next sample (a change just happened)
+  double period_start_ = -1;    // t_s of the period's first sample
+  double rate_sum_ = 0, stall_sum_ = 0, dt_sum_ = 0, last_t_ = 0;
+  int pending_ = 0;             // the last change, to be checked: +1, -1 or 0
+  double rate_before_ = 0;      // the rate of the period before it
+  int add_hold_ = 0, remove_hold_ = 0;  // periods left without additions/removals
+};
+
+}  // namespace gm

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# End-to-end: `goldminer run` under Slurm, on a real cluster this suite starts and
+# stops (tests/e2e/slurm_cluster.sh: slurmctld, nodes gpu1 gpu2 with fake GPUs and
+# cpu1 cpu2, each slurmd in a UTS namespace of its own, so `hostname` differs).
+# `plan --slurm --sbatch` writes a heterogeneous job; sbatch runs it; inside it,
+# `run --plan` (backend auto -> slurm) starts every worker as its own job step
+# (srun --exact, in component 0 or 1 as planned) and the trainer beside it. The
+# node names resolve nowhere, so workers reach the coordinator at this machine's
+# interface address, not loopback. One worker step is cancelled mid-epoch with
+# scancel: it is replaced, every sample still arrives exactly once, the job
+# COMPLETES, and the run's record names the job, its backend and every worker.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/slurm_cluster.sh"
+GM=$(cd "$(dirname "$GM")" && pwd)/$(basename "$GM")
+trap 'slurm_cluster_stop; rm -rf "$T"' EXIT
+cd "$T"
+command -v sqlite3 >/dev/null || fail "sqlite3 is missing: run scripts/install-deps.sh"
+slurm_cluster_start "$T/cluster" >/dev/null || fail "the Slurm cluster did not start"
+ok "a Slurm cluster of 4 nodes is up"
+
+mkdir -p "$T/corpus/a"
+for c in 0 1 2 3 4 5; do
+  for i in 0 1 2 3 4 5; do cp "$SRC/tests/data/engine/photo$i.jpg" "$T/corpus/a/$c-$i.jpg"; done
+done
+cat >"$T/pipeline.json" <<'JSON'
+{ "version": 1,
+  "source": {"type": "files", "root": "corpus", "pattern": "**/*.jpg", "label": "parent_dir"},
+  "stages": [ {"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [32, 32]},
+              {"op": "to_tensor", "layout": "CHW", "dtype": "uint8"} ],
+  "batch": {"size": 4}, "seed": 3 }
+JSON
+# A profile: 10 ms of CPU per sample, 4 threads at 80% efficiency, a trainer that
+# could take 1500 samples/s: more than gpu1 alone can feed.
+cat >"$T/profile.json" <<JSON
+{"schema": "goldminer.profile", "version": 1, "created_utc": "2026-11-30T06:00:00Z",
+ "host": "dev", "cores": 4, "verdict": "input-bound", "input_bound_fraction": 0.8,
+ "pipeline": {"path": "$T/pipeline.json", "batch_size": 4, "samples": 100,
+   "cpu_s_per_sample": 0.01, "samples_per_s_per_core": 100, "peak_rss_bytes": 104857600,
+   "runs": [{"threads": 1, "samples": 100, "seconds": 1.25, "samples_per_s": 80.0},
+            {"threads": 4, "samples": 400, "seconds": 1.25, "samples_per_s": 320.0}],
+   "stages": [{"index": 0, "name": "decode", "cpu_s_per_sample": 0.01,
+               "bytes_in_per_sample": 20000, "bytes_out_per_sample": 3072}]},
+ "trainer": {"command": ["/bin/true"], "steps": 10, "seconds": 1, "samples_per_s": 100,
+   "batch_size": 4, "step_s_median": 0.01, "wait_s_median": 0.008,
+   "compute_s_median": 0.002667, "demand_samples_per_s": 1500, "stall_fraction": 0.8,
+   "gpu": {"available": false}, "step_list": []}}
+JSON
+
+# 1. The plan: 6 of gpu1's 8 CPUs kept for the trainer leave one 2-CPU worker there;
+#    two more 2-CPU workers go to the cpu partition (at most 3 workers).
+expect_rc 0 "plan --slurm writes a heterogeneous job" -- "$GM" plan --slurm --profile "$T/profile.json" \
+  --trainer-cpus 6 --cpus-per-worker 2 --max-workers 3 --no-db -o "$T/plan.json" \
+  --sbatch "$T/job.sbatch" -- $PY "$SRC/tests/e2e/trainer.py" "$T/trained.json" 2
+$PY - "$T/plan.json" <<'PY' || fail "the plan is not the one expected: $(cat "$T/plan.json")"
+import json, sys
+p = json.load(open(sys.argv[1]))
+w = [(x["node"], x["cpus"], x["on_trainer_node"]) for x in p["workers"]]
+assert w == [("gpu1", 2, True), ("cpu1", 2, False), ("cpu1", 2, False)], w
+assert p["prediction"]["limit"] == "max-workers", p["prediction"]
+PY
+ok "the plan: one worker on gpu1, two on cpu1"
+expect_in "$T/job.sbatch" "#SBATCH hetjob" "the job script is heterogeneous"
+
+# 2. Run it: each batch takes the trainer 0.25 s, long enough to see the steps.
+job=$(GM_TEST_STEP_S=0.25 GM_TEST_GOLDMINER=$GM sbatch --parsable --chdir="$T" \
+  --output="$T/job.out" --export=ALL "$T/job.sbatch") || fail "sbatch refused the job"
+job=${job%%;*}
+ok "submitted job $job"
+steps=""
+cancelled=""
+for _ in $(seq 1 300); do
+  state=$(scontrol show job "$job" -o 2>/dev/null | head -n 1)
+  [[ $state == *"JobState=RUNNING"* || $state == *"JobState=PENDING"* || $state == *"JobState=CONFIGURING"* ]] || break
+  # A heterogeneous job's components are jobs of their own: component 0 is $job,
+  # component 1 the next id; a step is JOBID.STEP.
+  now=$(squeue -s -h -o "%i %j" 2>/dev/null | awk '$2 == "goldminer-worker" {print $1}' | sort)
+  [[ $(wc -w <<<"$now") -gt $(wc -w <<<"$steps") ]] && steps=$now
+  if [[ -z $cancelled && $(wc -w <<<"$now") -ge 3 ]]; then
+    cancelled=$(grep -m1 -v "^$job\." <<<"$now" || true)
+    [[ -n $cancelled ]] && scancel "$cancelled"
+  fi
+  sleep 0.1
+done
+[[ $(wc -w <<<"$steps") -ge 3 ]] || fail "fewer than 3 worker steps seen: '$steps'; $(cat "$T/job.out")"
+grep -q "^$job\." <<<"$steps" && grep -q -v "^$job\." <<<"$steps" ||
+  fail "the worker steps are not in both components: $steps"
+ok "3 worker steps ran at once, in components 0 and 1: $(tr '\n' ' ' <<<"$steps")"
+[[ -n $cancelled ]] || fail "no worker step in component 1 to cancel"
+ok "cancelled worker step $cancelled mid-epoch"
+for _ in $(seq 1 100); do
+  state=$(scontrol show job "$job" -o | head -n 1)
+  [[ $state == *"JobState=COMPLETED"* || $state == *"JobState=FAILED"* || $state == *"JobState=CANCELLED"* ]] && break
+  sleep 0.2
+done
+[[ $state == *"JobState=COMPLETED"* && $state == *"ExitCode=0:0"* ]] ||
+  { cat "$T/job.out" >&2; fail "job $job: $(grep -o 'JobState=[A-Z]* .*ExitCode=[0-9:]*' <<<"$state")"; }
+ok "the job COMPLETED with exit code 0:0"
+$PY - "$T/trained.json" <<'PY' || fail "samples lost or repeated: $(cat "$T/job.out")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert len(j["epochs"]) == 2, len(j["epochs"])
+for keys in j["epochs"]:
+    assert len(keys) == 36 and len(set(keys)) == 36, (len(keys), len(set(keys)))
+PY
+ok "every sample of both epochs arrived exactly once"
+expect_in "$T/job.out" "starting another" "the run replaced the cancelled worker"
+# The coordinator's address in the log is not loopback.
+addr=$(grep -o 'coordinator at [^,]*' "$T/job.out" | head -n 1)
+[[ -n $addr && $addr != *"127."* && $addr != *localhost* ]] || fail "the coordinator was at '$addr'"
+ok "workers reached the coordinator at a non-loopback address ($addr)"
+
+# 3. The record.
+DB=$T/runs.db
+[[ $(sqlite3 "$DB" "SELECT backend || ' ' || job_id || ' ' || status || ' ' || exit_code FROM runs") == "slurm $job succeeded 0" ]] ||
+  fail "runs: $(sqlite3 "$DB" 'SELECT * FROM runs')"
+ok "runs.db: backend slurm, job $job, succeeded"
+[[ $(sqlite3 "$DB" "SELECT count(*) FROM workers") -ge 4 ]] ||
+  fail "workers: $(sqlite3 "$DB" 'SELECT * FROM workers')"
+ok "runs.db: the 3 workers and the replacement"
+[[ $(squeue -s -h -o "%i %j" | grep -c goldminer-worker) == 0 ]] ||
+  fail "steps left: $(squeue -s -h)"
+ok "no step of the job is left"
+done_suite
