@@ -20,8 +20,7 @@ std::string Rate(double r) {
 }  // namespace
 
 std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers) {
-  if (settling_) {
-    settling_ = false;
+  if (r.t_s <= settle_until_) {
     last_t_ = r.t_s;
     return std::nullopt;
   }
@@ -38,7 +37,7 @@ std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers)
   rate_sum_ = stall_sum_ = dt_sum_ = 0;
   std::optional<ScaleDecision> d = Decide(rate, stall, workers);
   if (d) {
-    settling_ = true;
+    settle_until_ = r.t_s + o_.period_s;
     pending_ = d->delta;
   } else {
     pending_ = 0;

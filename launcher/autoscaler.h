@@ -13,8 +13,9 @@
 //   - otherwise: data wait above `stall_high` -> add one (up to max_workers);
 //     data wait below `stall_low` -> drain one (down to min_workers), which the
 //     next period checks.
-// The first sample after a change is left out of the next period (the change
-// settles). Thread-compatible.
+// The figures of one period after a change are left out (the change settles: a
+// new worker starts and connects, a drained one hands back its place in the
+// delivery order, and a wait is counted when the batch arrives). Thread-compatible.
 #pragma once
 
 #include <optional>
@@ -50,7 +51,7 @@ class Autoscaler {
   std::optional<ScaleDecision> Decide(double rate, double stall, int workers);
 
   const AutoscalerOptions o_;
-  bool settling_ = false;       // leave out the next sample (a change just happened)
+  double settle_until_ = -1;    // leave out samples up to this t_s (a change just happened)
   double period_start_ = -1;    // t_s of the period's first sample
   double rate_sum_ = 0, stall_sum_ = 0, dt_sum_ = 0, last_t_ = 0;
   int pending_ = 0;             // the last change, to be checked: +1, -1 or 0

@@ -1,0 +1,115 @@
+// The autoscaler's decisions (launcher/autoscaler.h) on figures fed by hand: a
+// sample every 2 s, a decision period of 6 s.
+#include "launcher/autoscaler.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace gm {
+namespace {
+
+struct Feed {
+  explicit Feed(AutoscalerOptions o) : scaler(o) {}
+  // Feeds samples every 2 s until a decision (or `max_samples`); returns it.
+  std::optional<ScaleDecision> Until(double rate, double stall, int max_samples = 10) {
+    for (int i = 0; i < max_samples; ++i) {
+      t += 2;
+      RunRates r;
+      r.t_s = t;
+      r.samples_per_s = rate;
+      r.data_wait_fraction = stall;
+      if (auto d = scaler.Observe(r, workers)) {
+        workers += d->delta;
+        decisions.push_back(*d);
+        return d;
+      }
+    }
+    return std::nullopt;
+  }
+  Autoscaler scaler;
+  double t = 0;
+  int workers = 2;
+  std::vector<ScaleDecision> decisions;
+};
+
+AutoscalerOptions Options() {
+  AutoscalerOptions o;
+  o.min_workers = 1;
+  o.max_workers = 4;
+  o.period_s = 6;
+  o.hold_periods = 3;
+  return o;
+}
+
+TEST(AutoscalerTest, AddsWhileTheTrainerWaitsAndEachAdditionPaysOff) {
+  Feed f(Options());
+  auto d = f.Until(100, 0.5);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->delta, +1);
+  EXPECT_EQ(d->reason, "data wait 50% above 10% (100 samples/s, data wait 50%): adding a worker");
+  EXPECT_EQ(f.t, 8) << "one period of figures after the baseline sample";
+  d = f.Until(150, 0.3);  // paid off: +50%
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->delta, +1);
+  EXPECT_EQ(f.workers, 4);
+  d = f.Until(200, 0.2);  // at max_workers: nothing more
+  EXPECT_FALSE(d.has_value());
+  EXPECT_EQ(f.workers, 4);
+}
+
+TEST(AutoscalerTest, AnAdditionThatDoesNotPayIsDrainedAndAdditionsStop) {
+  // The trainer waits, but more workers do not make it faster (e.g. the network or
+  // the trainer's own receive path binds): one try, then no more.
+  Feed f(Options());
+  ASSERT_EQ(f.Until(100, 0.5)->delta, +1);
+  auto d = f.Until(101, 0.5);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->delta, -1);
+  EXPECT_NE(d->reason.find("did not pay off"), std::string::npos) << d->reason;
+  EXPECT_EQ(f.workers, 2);
+  // The removal is checked (it cost nothing), then the hold keeps additions off.
+  EXPECT_FALSE(f.Until(100, 0.5, 3 * 3 - 1).has_value());
+  EXPECT_EQ(f.workers, 2);
+  d = f.Until(100, 0.5);
+  ASSERT_TRUE(d.has_value()) << "the hold ends";
+  EXPECT_EQ(d->delta, +1);
+}
+
+TEST(AutoscalerTest, WhenTheTrainerIsTheBottleneckItRemovesWhatCostsNothingAndNeverAdds) {
+  Feed f(Options());
+  f.workers = 3;
+  auto d = f.Until(500, 0.0);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->delta, -1);
+  EXPECT_EQ(d->reason, "data wait 0% below 2% (500 samples/s, data wait 0%): trying one worker fewer");
+  ASSERT_EQ(f.Until(500, 0.0)->delta, -1);  // 2 -> 1: the rate held, so on
+  EXPECT_EQ(f.workers, 1);
+  EXPECT_FALSE(f.Until(500, 0.0, 20).has_value()) << "at min_workers";
+  for (const ScaleDecision& s : f.decisions) EXPECT_EQ(s.delta, -1);
+}
+
+TEST(AutoscalerTest, ARemovalThatCostsIsUndone) {
+  Feed f(Options());
+  f.workers = 3;
+  ASSERT_EQ(f.Until(500, 0.0)->delta, -1);
+  auto d = f.Until(400, 0.15);  // -20%
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->delta, +1);
+  EXPECT_NE(d->reason.find("removing a worker cost 20%"), std::string::npos) << d->reason;
+  EXPECT_EQ(f.workers, 3);
+  // Removals are held even though the data wait is low again.
+  EXPECT_FALSE(f.Until(500, 0.0, 8).has_value());
+}
+
+TEST(AutoscalerTest, APeriodAfterAChangeIsLeftOut) {
+  Feed f(Options());
+  ASSERT_EQ(f.Until(100, 0.5)->delta, +1);
+  const double t_change = f.t;
+  auto d = f.Until(150, 0.5);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(f.t, t_change + 6 + 6) << "a period to settle, then a period of figures";
+}
+
+}  // namespace
+}  // namespace gm
