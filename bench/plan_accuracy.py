@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 
+from bench_util import run_checked
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 PY = "/usr/bin/python3"
@@ -33,11 +35,7 @@ TRAINER = os.path.join(HERE, "plan_trainer.py")
 
 
 def run(cmd, **kw):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-    if r.returncode != 0:
-        sys.stderr.write(r.stderr[-3000:])
-        raise SystemExit("plan_accuracy: failed (%d): %s" % (r.returncode, " ".join(cmd)))
-    return r
+    return run_checked("plan_accuracy", cmd, **kw)
 
 
 def write_json(path, doc):

@@ -47,7 +47,7 @@ struct RunFlags {
   std::string autoscale = "off";
   int min_workers = 1;
   int max_workers = 0;  // 0: max(workers, this machine's CPUs)
-  double scale_period_s = 6;
+  double scale_period_s = 10;
   std::vector<std::string> command;
 };
 

@@ -28,11 +28,11 @@ namespace gm {
 struct AutoscalerOptions {
   int min_workers = 1;
   int max_workers = 64;
-  double period_s = 6;
+  double period_s = 10;
   double stall_high = 0.10;
   double stall_low = 0.02;
   double min_gain = 0.05;
-  int hold_periods = 10;
+  int hold_periods = 5;
 };
 
 struct ScaleDecision {

@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+"""Benchmark: the autoscaler against the best fixed worker count, in one run.
+
+A CPU-heavy pipeline (the ImageNet pipeline on ImageNet-sized crops of real photos)
+feeds a trainer whose step costs a fixed time and no CPU (a sleep: a GPU-bound step)
+under `goldminer run`:
+  (a) with 1, 2, ... --max-fixed workers, fixed: the steady-state samples/s of each
+      (bench/plan_trainer.py's own measure), and the best of them;
+  (b) with --autoscale on, from 1 worker: the run's time series in runs.db gives
+      when the delivered rate (over the autoscaler's 10 s period) first reaches 95%
+      of the best fixed rate, the rate after 60 s, the most workers used, and the
+      decision log;
+  (c) a trainer that is the bottleneck (a slow step), autoscaled: what it added.
+
+usage: autoscale_bench.py [--build build] [--seconds 120] [--max-fixed 3] [--work DIR]
+"""
+import argparse
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+from bench_util import run_checked
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PY = "/usr/bin/python3"
+TRAINER = os.path.join(HERE, "plan_trainer.py")
+IMAGES = 400
+
+
+def run(cmd, **kw):
+    return run_checked("autoscale_bench", cmd, **kw)
+
+
+def goldminer_run(gm, work, pipeline, workers, seconds, rate_guess, step_s, extra, name):
+    epochs = max(2, int(seconds * rate_guess / IMAGES))
+    cmd = [gm, "-q", "run", "--pipeline", pipeline, "--workers", str(workers), "--epochs",
+           str(epochs), "--db", os.path.join(work, "runs.db"), "--name", name] + extra + \
+          ["--", PY, TRAINER, "--epochs", str(epochs), "--step-s", str(step_s), "--skip", "20"]
+    out = run(cmd, cwd=work).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def series(work, name):
+    db = sqlite3.connect(os.path.join(work, "runs.db"))
+    rows = db.execute("SELECT t_s, name, value FROM metrics WHERE run_id = ? ORDER BY t_s",
+                      (name,)).fetchall()
+    events = [m for (m,) in db.execute(
+        "SELECT message FROM events WHERE run_id = ? AND kind = 'scale' ORDER BY id", (name,))]
+    by = {}
+    for t, n, v in rows:
+        by.setdefault(n, []).append((t, v))
+    return by, events
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--seconds", type=float, default=120)
+    ap.add_argument("--max-fixed", type=int, default=3)
+    ap.add_argument("--step-s", type=float, default=0.02, help="the trainer's step (batch of 64)")
+    ap.add_argument("--work")
+    args = ap.parse_args()
+    gm = os.path.join(os.path.abspath(args.build), "cmd", "goldminer")
+    work = args.work or tempfile.mkdtemp(prefix="goldminer-autoscale-bench-")
+    corpus = os.path.join(work, "corpus")
+    if not os.path.isdir(corpus):
+        run([PY, os.path.join(HERE, "make_corpus.py"), corpus, "--count", str(IMAGES)])
+    with open(os.path.join(ROOT, "examples/imagenet/pipeline.json")) as f:
+        pipeline = json.load(f)
+    pipeline["source"]["root"] = "corpus"
+    path = os.path.join(work, "pipeline.json")
+    with open(path, "w") as f:
+        json.dump(pipeline, f)
+    if os.path.exists(os.path.join(work, "runs.db")):
+        os.remove(os.path.join(work, "runs.db"))
+
+    fixed = {}
+    for n in range(1, args.max_fixed + 1):
+        r = goldminer_run(gm, work, path, n, 25, 500 * n, args.step_s, [], "fixed-%d" % n)
+        fixed[n] = r["samples_per_s"]
+        print("fixed %d worker(s): %.0f samples/s" % (n, fixed[n]), flush=True)
+    best_n = max(fixed, key=fixed.get)
+    best = fixed[best_n]
+
+    goldminer_run(gm, work, path, 1, args.seconds, 800, args.step_s,
+                  ["--autoscale", "on", "--max-workers", str(args.max_fixed + 1)], "auto")
+    by, events = series(work, "auto")
+    rates, workers = by["samples_per_s"], by["workers"]
+    reached = None
+    for i in range(len(rates)):  # the mean over the last 6 s up to each point
+        window = [v for t, v in rates if rates[i][0] - 10 < t <= rates[i][0]]
+        if window and sum(window) / len(window) >= 0.95 * best:
+            reached = rates[i][0]
+            break
+    late = [v for t, v in rates if t >= 60]
+    late_rate = sum(late) / len(late) if late else float("nan")
+    most = max(v for t, v in workers)
+    print("autoscaled from 1 worker: 95%% of the best fixed rate reached at %s; after 60 s: "
+          "%.0f samples/s (%.0f%% of the best); at most %d workers (best fixed: %d)" %
+          ("%.0f s" % reached if reached is not None else "never", late_rate,
+           100 * late_rate / best, most, best_n), flush=True)
+    changes = [(t, v) for (t, v), (_, before) in zip(workers[1:], workers) if v != before]
+    for e in events:
+        print("  decision: " + e)
+    print("  workers over time: " + ", ".join("%.0f s: %d" % (t, v) for t, v in changes))
+
+    # (c) A trainer that is the bottleneck: 0.2 s per batch of 64 (320 samples/s).
+    goldminer_run(gm, work, path, 1, 45, 320, 0.2, ["--autoscale", "on", "--max-workers",
+                                                     str(args.max_fixed + 1)], "trainer-bound")
+    by_t, events_t = series(work, "trainer-bound")
+    added = [e for e in events_t if "above" in e]
+    print("trainer-bound, autoscaled: %d worker(s) added, at most %d running; decisions: %s" %
+          (len(added), max(v for t, v in by_t["workers"]), events_t or "none"))
+    print()
+    print("%-32s %12s" % ("run", "samples/s"))
+    for n, r in fixed.items():
+        print("%-32s %12.0f%s" % ("fixed, %d worker(s)" % n, r, "  <- best" if n == best_n else ""))
+    print("%-32s %12.0f  (%.2fx the best fixed)" % ("autoscaled, after 60 s", late_rate,
+                                                     late_rate / best))
+    print("(%d CPUs here; trainer step %.0f ms per batch of 64, no CPU)" %
+          (os.cpu_count(), args.step_s * 1e3))
+
+
+if __name__ == "__main__":
+    main()
