@@ -298,6 +298,58 @@ Status SqliteRunStore::InsertStageCosts(int64_t profile_id, const PipelineProfil
   return Status::Ok();
 }
 
+Status SqliteRunStore::SetRunStageCosts(const std::string& run_id,
+                                        const std::vector<StageProfile>& stages) {
+  std::lock_guard lock(mu_);
+  GM_ASSIGN_OR_RETURN(sqlite::Transaction tx, sqlite::Transaction::Begin(db_));
+  {
+    GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare("SELECT count(*) FROM runs WHERE id = ?"));
+    GM_RETURN_IF_ERROR(st.Bind(1, run_id));
+    GM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row || st.Int(0) == 0) {
+      return Status::NotFound(path() + ": no run with id \"" + run_id + "\"");
+    }
+  }
+  GM_ASSIGN_OR_RETURN(sqlite::Statement del, db_.Prepare("DELETE FROM stage_costs WHERE run_id = ?"));
+  GM_RETURN_IF_ERROR(del.Bind(1, run_id));
+  GM_RETURN_IF_ERROR(del.Run());
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
+      INSERT INTO stage_costs (run_id, stage_index, name, stateless, cpu_s_per_sample,
+        wall_s_per_sample, bytes_in_per_sample, bytes_out_per_sample)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?))sql"));
+  for (const StageProfile& stage : stages) {
+    GM_RETURN_IF_ERROR(st.BindAll(run_id, stage.index, stage.name, stage.stateless,
+                                  stage.cpu_s_per_sample, stage.wall_s_per_sample,
+                                  stage.bytes_in_per_sample, stage.bytes_out_per_sample));
+    GM_RETURN_IF_ERROR(st.Run());
+  }
+  return tx.Commit();
+}
+
+Result<std::vector<StageProfile>> SqliteRunStore::ListRunStageCosts(const std::string& run_id) {
+  std::lock_guard lock(mu_);
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
+      SELECT stage_index, name, stateless, cpu_s_per_sample, wall_s_per_sample,
+        bytes_in_per_sample, bytes_out_per_sample
+      FROM stage_costs WHERE run_id = ? ORDER BY stage_index)sql"));
+  GM_RETURN_IF_ERROR(st.Bind(1, run_id));
+  std::vector<StageProfile> out;
+  for (;;) {
+    GM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    StageProfile s;
+    s.index = static_cast<int>(st.Int(0));
+    s.name = st.Text(1);
+    s.stateless = st.Int(2) != 0;
+    s.cpu_s_per_sample = st.Real(3);
+    s.wall_s_per_sample = st.Real(4);
+    s.bytes_in_per_sample = st.Real(5);
+    s.bytes_out_per_sample = st.Real(6);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 Result<std::vector<ProfileSummary>> SqliteRunStore::ListProfiles() {
   std::lock_guard lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(

@@ -182,6 +182,14 @@ class RunStore {
                            const std::string& exit) = 0;
   // A run's workers in id order; empty for an unknown run.
   virtual Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) = 0;
+
+  // Replaces the run's per-stage costs (stage_costs rows with its run_id) with
+  // `stages` (index, name, stateless and the per-sample figures are kept), all or
+  // nothing; NotFound for an unknown run.
+  virtual Status SetRunStageCosts(const std::string& run_id,
+                                  const std::vector<StageProfile>& stages) = 0;
+  // The run's stage costs in stage order; empty for an unknown run.
+  virtual Result<std::vector<StageProfile>> ListRunStageCosts(const std::string& run_id) = 0;
   // Adds a point to a run's time series; NotFound for an unknown run.
   virtual Status AddMetric(const std::string& run_id, const MetricPoint& point) = 0;
   // A run's points, in the order added; empty for an unknown run.
@@ -215,6 +223,9 @@ class SqliteRunStore final : public RunStore {
   Status AddWorker(const std::string& run_id, const WorkerRecord& worker) override;
   Status EndWorker(const std::string& run_id, int64_t worker_id, const std::string& exit) override;
   Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) override;
+  Status SetRunStageCosts(const std::string& run_id,
+                          const std::vector<StageProfile>& stages) override;
+  Result<std::vector<StageProfile>> ListRunStageCosts(const std::string& run_id) override;
   Status AddMetric(const std::string& run_id, const MetricPoint& point) override;
   Result<std::vector<MetricPoint>> ListMetrics(const std::string& run_id) override;
 

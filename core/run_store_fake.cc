@@ -211,6 +211,35 @@ Result<std::vector<WorkerRecord>> MemoryRunStore::ListWorkers(const std::string&
   return out;
 }
 
+Status MemoryRunStore::SetRunStageCosts(const std::string& run_id,
+                                        const std::vector<StageProfile>& stages) {
+  std::lock_guard lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  if (runs_.count(run_id) == 0) {
+    return Status::NotFound(std::string(kName) + ": no run with id \"" + run_id + "\"");
+  }
+  std::vector<StageProfile>& kept = run_stages_[run_id];
+  kept.clear();
+  for (const StageProfile& s : stages) {
+    StageProfile k;  // what the stage_costs table keeps
+    k.index = s.index;
+    k.name = s.name;
+    k.stateless = s.stateless;
+    k.cpu_s_per_sample = s.cpu_s_per_sample;
+    k.wall_s_per_sample = s.wall_s_per_sample;
+    k.bytes_in_per_sample = s.bytes_in_per_sample;
+    k.bytes_out_per_sample = s.bytes_out_per_sample;
+    kept.push_back(k);
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<StageProfile>> MemoryRunStore::ListRunStageCosts(const std::string& run_id) {
+  std::lock_guard lock(mu_);
+  auto it = run_stages_.find(run_id);
+  return it == run_stages_.end() ? std::vector<StageProfile>{} : it->second;
+}
+
 Status MemoryRunStore::AddMetric(const std::string& run_id, const MetricPoint& point) {
   std::lock_guard lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);

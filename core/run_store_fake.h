@@ -41,6 +41,9 @@ class MemoryRunStore final : public RunStore {
   Status AddWorker(const std::string& run_id, const WorkerRecord& worker) override;
   Status EndWorker(const std::string& run_id, int64_t worker_id, const std::string& exit) override;
   Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) override;
+  Status SetRunStageCosts(const std::string& run_id,
+                          const std::vector<StageProfile>& stages) override;
+  Result<std::vector<StageProfile>> ListRunStageCosts(const std::string& run_id) override;
   Status AddMetric(const std::string& run_id, const MetricPoint& point) override;
   Result<std::vector<MetricPoint>> ListMetrics(const std::string& run_id) override;
 
@@ -62,6 +65,7 @@ class MemoryRunStore final : public RunStore {
   std::map<std::string, RunRecord> runs_;
   std::vector<std::string> run_order_;  // ids in the order begun
   std::map<std::string, std::map<int64_t, WorkerRecord>> workers_;
+  std::map<std::string, std::vector<StageProfile>> run_stages_;
   std::map<std::string, std::vector<MetricPoint>> metrics_;
 };
 

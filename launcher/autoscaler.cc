@@ -1,5 +1,6 @@
 #include "launcher/autoscaler.h"
 
+#include <cmath>
 #include <cstdio>
 
 namespace gm {
@@ -20,6 +21,10 @@ std::string Rate(double r) {
 }  // namespace
 
 std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers) {
+  if (!started_) {  // the start-up (workers starting, the first batches) settles too
+    started_ = true;
+    settle_until_ = r.t_s + o_.period_s;
+  }
   if (r.t_s <= settle_until_) {
     last_t_ = r.t_s;
     return std::nullopt;
@@ -47,15 +52,21 @@ std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers)
 }
 
 std::optional<ScaleDecision> Autoscaler::Decide(double rate, double stall, int workers) {
-  if (add_hold_ > 0) --add_hold_;
   if (remove_hold_ > 0) --remove_hold_;
   const std::string now = Rate(rate) + ", data wait " + Pct(stall);
   if (pending_ == +1 && rate < rate_before_ * (1 + o_.min_gain) && workers > o_.min_workers) {
-    add_hold_ = o_.hold_periods;
+    ceiling_ = workers - 1;
+    ceiling_rate_ = rate_before_;
     return ScaleDecision{-1, "the worker added did not pay off (" + Rate(rate_before_) + " -> " +
-                                 now + "): draining it; no additions for " +
-                                 std::to_string(o_.hold_periods) + " periods"};
+                                 now + "): draining it; no more than " +
+                                 std::to_string(ceiling_) + " workers while the rate holds"};
   }
+  // The ceiling lifts when the rate at it moved: the workload changed.
+  if (ceiling_ > 0 && workers == ceiling_ && pending_ == 0 &&
+      std::abs(rate - ceiling_rate_) > 2 * o_.min_gain * ceiling_rate_) {
+    ceiling_ = 0;
+  }
+  const bool may_add = ceiling_ == 0 || workers < ceiling_;
   if (pending_ == -1 && rate < rate_before_ * (1 - o_.min_gain) && workers < o_.max_workers) {
     remove_hold_ = o_.hold_periods;
     return ScaleDecision{+1, "removing a worker cost " + Pct(1 - rate / rate_before_) + " (" +
@@ -63,7 +74,7 @@ std::optional<ScaleDecision> Autoscaler::Decide(double rate, double stall, int w
                                  "): adding it back; no removals for " +
                                  std::to_string(o_.hold_periods) + " periods"};
   }
-  if (stall > o_.stall_high && workers < o_.max_workers && add_hold_ == 0) {
+  if (stall > o_.stall_high && workers < o_.max_workers && may_add) {
     return ScaleDecision{+1, "data wait " + Pct(stall) + " above " + Pct(o_.stall_high) + " (" +
                                  now + "): adding a worker"};
   }

@@ -6,16 +6,20 @@
 // The rules (documented in goldminer-run(1), AUTOSCALING), per period of
 // `period_s`, on the period's mean delivered rate and data wait fraction:
 //   - after an addition: when the rate did not rise by at least `min_gain`, the
-//     worker did not pay off: it is drained again and additions stop for
-//     `hold_periods` (the trainer, or something else, is the bottleneck);
+//     worker did not pay off (the trainer, or something else, is the bottleneck):
+//     it is drained again, and the count it came from becomes a ceiling that no
+//     addition passes until the rate there moves by more than 2 x `min_gain` (the
+//     workload changed); so the run never holds more than one worker beyond the
+//     best count it found;
 //   - after a removal: when the rate fell by more than `min_gain`, the worker is
 //     added back and removals stop for `hold_periods`;
 //   - otherwise: data wait above `stall_high` -> add one (up to max_workers);
 //     data wait below `stall_low` -> drain one (down to min_workers), which the
 //     next period checks.
-// The figures of one period after a change are left out (the change settles: a
-// new worker starts and connects, a drained one hands back its place in the
-// delivery order, and a wait is counted when the batch arrives). Thread-compatible.
+// The figures of the first period, and of one period after each change, are left
+// out (the start-up or the change settles: a new worker starts and connects, a
+// drained one hands back its place in the delivery order, and a wait is counted
+// when its batch arrives). Thread-compatible.
 #pragma once
 
 #include <optional>
@@ -51,12 +55,15 @@ class Autoscaler {
   std::optional<ScaleDecision> Decide(double rate, double stall, int workers);
 
   const AutoscalerOptions o_;
-  double settle_until_ = -1;    // leave out samples up to this t_s (a change just happened)
+  bool started_ = false;         // a sample was seen
+  double settle_until_ = -1;    // leave out samples up to this t_s (start-up, or a change)
   double period_start_ = -1;    // t_s of the period's first sample
   double rate_sum_ = 0, stall_sum_ = 0, dt_sum_ = 0, last_t_ = 0;
   int pending_ = 0;             // the last change, to be checked: +1, -1 or 0
   double rate_before_ = 0;      // the rate of the period before it
-  int add_hold_ = 0, remove_hold_ = 0;  // periods left without additions/removals
+  int remove_hold_ = 0;          // periods left without removals
+  int ceiling_ = 0;              // no additions beyond this count (0: none)
+  double ceiling_rate_ = 0;      // the rate at the ceiling when it was set
 };
 
 }  // namespace gm

@@ -210,7 +210,11 @@ class LocalRun {
       if (auto cpu = ProcessCpuSeconds(pid)) cpu_seen_[pid] = *cpu;
       s.worker_cpu_s += cpu_seen_[pid];
     }
-    s.epoch = coordinator_.Summary().state.epoch;
+    const CoordinatorSummary summary = coordinator_.Summary();
+    s.epoch = summary.state.epoch;
+    std::vector<nlohmann::json> reports;
+    for (const auto& [id, report] : summary.worker_stages) reports.push_back(report);
+    recorder_.StageCosts(reports);
     const std::optional<RunRates> rates = recorder_.Sample(s);
     if (rates && autoscaler_ && !stopped_) Scale(*rates);
     if (!rates || !c_.progress) return;

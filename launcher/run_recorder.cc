@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -83,6 +84,58 @@ std::string RatesLine(const RunRates& r) {
                 r.samples_per_s, 100 * r.data_wait_fraction, r.workers, r.worker_cpus,
                 static_cast<unsigned long long>(r.epoch));
   return line;
+}
+
+void RunRecorder::StageCosts(const std::vector<nlohmann::json>& reports) {
+  if (!enabled()) return;
+  const std::vector<StageProfile> stages = StageCostsFromReports(reports);
+  if (!stages.empty()) Check(store_->SetRunStageCosts(run_id_, stages));
+}
+
+std::vector<StageProfile> StageCostsFromReports(const std::vector<nlohmann::json>& reports) {
+  struct Sum {
+    std::string name;
+    double count = 0, cpu_s = 0, wall_s = 0, bytes_in = 0, bytes_out = 0;
+  };
+  std::vector<Sum> sums;
+  auto number = [](const nlohmann::json& o, const char* key) {
+    auto it = o.find(key);
+    if (it == o.end() || !it->is_number()) return 0.0;
+    const double v = it->get<double>();
+    return std::isfinite(v) && v >= 0 ? v : 0.0;
+  };
+  for (const nlohmann::json& report : reports) {
+    if (!report.is_array()) continue;
+    for (size_t i = 0; i < report.size() && i < 256; ++i) {
+      const nlohmann::json& e = report[i];
+      if (!e.is_object()) continue;
+      if (sums.size() <= i) sums.resize(i + 1);
+      Sum& s = sums[i];
+      if (s.name.empty()) {
+        auto name = e.find("name");
+        if (name != e.end() && name->is_string()) s.name = name->get<std::string>().substr(0, 64);
+      }
+      s.count += number(e, "count");
+      s.cpu_s += number(e, "cpu_s");
+      s.wall_s += number(e, "wall_s");
+      s.bytes_in += number(e, "bytes_in");
+      s.bytes_out += number(e, "bytes_out");
+    }
+  }
+  std::vector<StageProfile> out;
+  for (size_t i = 0; i < sums.size(); ++i) {
+    const Sum& s = sums[i];
+    if (s.count <= 0) continue;
+    StageProfile p;
+    p.index = static_cast<int>(i);
+    p.name = s.name;
+    p.cpu_s_per_sample = s.cpu_s / s.count;
+    p.wall_s_per_sample = s.wall_s / s.count;
+    p.bytes_in_per_sample = s.bytes_in / s.count;
+    p.bytes_out_per_sample = s.bytes_out / s.count;
+    out.push_back(p);
+  }
+  return out;
 }
 
 void RunRecorder::End(const std::string& status, int exit_code) {

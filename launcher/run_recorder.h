@@ -12,7 +12,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/profile.h"
 #include "core/run_store.h"
 #include "core/step_log.h"
 
@@ -61,6 +65,9 @@ class RunRecorder {
   // (samples_per_s, data_wait_fraction, workers, worker_cpus, epoch) and stamps the
   // run's heartbeat.
   std::optional<RunRates> Sample(const RunSample& now);
+  // Replaces the run's per-stage costs with the sum of the workers' latest reports
+  // (see StageCostsFromReports).
+  void StageCosts(const std::vector<nlohmann::json>& reports);
   void End(const std::string& status, int exit_code);
   uint64_t failures() const { return failures_; }
 
@@ -74,6 +81,14 @@ class RunRecorder {
   std::optional<RunSample> last_;
   uint64_t failures_ = 0;
 };
+
+// The per-stage costs of a run from its workers' latest stage reports (each an array
+// of {"name", "count", "cpu_s", "wall_s", "bytes_in", "bytes_out"}, one per stage,
+// as workers send them in HEARTBEAT and SPLIT_DONE): totals summed by stage
+// position, divided by the samples counted. A field that is missing, not a finite
+// number >= 0, or a name that is not a string is left out: reports come from
+// peers.
+std::vector<StageProfile> StageCostsFromReports(const std::vector<nlohmann::json>& reports);
 
 // CPU seconds (user + system, its reaped children included) a process has used,
 // from /proc/PID/stat; nullopt when it cannot be read (the process is gone).

@@ -57,6 +57,9 @@ f = db.execute("SELECT min(value), max(value) FROM metrics WHERE name = 'data_wa
 assert 0 <= f[0] <= f[1] <= 1, f
 PY
 ok "the time series: the delivered rate adds up to the 72 samples, 2 workers, waits in [0, 1]"
+[[ $(q "SELECT count(*) > 0 AND count(*) = sum(cpu_s_per_sample > 0) AND count(*) = sum(bytes_out_per_sample > 0) FROM stage_costs WHERE run_id = 'ok'") == 1 ]] ||
+  fail "stage costs of ok: $(q "SELECT * FROM stage_costs WHERE run_id = 'ok'")"
+ok "per-stage costs from the workers' reports: CPU and bytes per sample for every stage"
 expect_in <(q "SELECT kind || ': ' || message FROM events WHERE run_id = 'ok' ORDER BY id") \
   "run: run started: 2 worker(s), 1 trainer rank(s)" "an event for the start"
 expect_in <(q "SELECT kind || ': ' || message FROM events WHERE run_id = 'ok' ORDER BY id") \

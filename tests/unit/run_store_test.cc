@@ -538,6 +538,29 @@ TYPED_TEST(RunStoreContractTest, WorkersStartAndEndWithinTheirRun) {
   EXPECT_TRUE(store.ListWorkers("other")->empty());
 }
 
+TYPED_TEST(RunStoreContractTest, ARunsStageCostsAreReplacedWhole) {
+  RunStore& store = *this->store_;
+  ASSERT_TRUE(store.BeginRun(this->Run("r")).ok());
+  StageProfile decode;
+  decode.index = 0;
+  decode.name = "decode_jpeg";
+  decode.cpu_s_per_sample = 0.002;
+  decode.wall_s_per_sample = 0.0021;
+  decode.bytes_in_per_sample = 50000;
+  decode.bytes_out_per_sample = 150528;
+  StageProfile flip = decode;
+  flip.index = 1;
+  flip.name = "flip";
+  flip.cpu_s_per_sample = 0.0001;
+  ASSERT_TRUE(store.SetRunStageCosts("r", {decode, flip}).ok());
+  EXPECT_EQ(*store.ListRunStageCosts("r"), (std::vector<StageProfile>{decode, flip}));
+  decode.cpu_s_per_sample = 0.003;
+  ASSERT_TRUE(store.SetRunStageCosts("r", {decode}).ok());
+  EXPECT_EQ(*store.ListRunStageCosts("r"), (std::vector<StageProfile>{decode}));
+  EXPECT_EQ(store.SetRunStageCosts("nope", {decode}).code(), Code::kNotFound);
+  EXPECT_TRUE(store.ListRunStageCosts("nope")->empty());
+}
+
 TYPED_TEST(RunStoreContractTest, ARunWithoutAStartTimeIsStampedByTheClock) {
   RunRecord run = this->Run("r");
   run.started_utc.clear();
