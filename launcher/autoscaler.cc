@@ -40,13 +40,11 @@ std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers)
   const double rate = rate_sum_ / dt_sum_, stall = stall_sum_ / dt_sum_;
   period_start_ = -1;
   rate_sum_ = stall_sum_ = dt_sum_ = 0;
+  probe_ = false;
   std::optional<ScaleDecision> d = Decide(rate, stall, workers);
-  if (d) {
-    settle_until_ = r.t_s + o_.period_s;
-    pending_ = d->delta;
-  } else {
-    pending_ = 0;
-  }
+  if (d) settle_until_ = r.t_s + o_.period_s;
+  // Only an experiment is checked in the next period; undoing one is not.
+  pending_ = d && probe_ ? d->delta : 0;
   rate_before_ = rate;
   return d;
 }
@@ -74,6 +72,7 @@ std::optional<ScaleDecision> Autoscaler::Decide(double rate, double stall, int w
                                  "): adding it back; no removals for " +
                                  std::to_string(o_.hold_periods) + " periods"};
   }
+  probe_ = true;
   if (stall > o_.stall_high && workers < o_.max_workers && may_add) {
     return ScaleDecision{+1, "data wait " + Pct(stall) + " above " + Pct(o_.stall_high) + " (" +
                                  now + "): adding a worker"};

@@ -13,6 +13,8 @@
 //     best count it found;
 //   - after a removal: when the rate fell by more than `min_gain`, the worker is
 //     added back and removals stop for `hold_periods`;
+//   - an undo (the two cases above) is not itself checked: it returns to a count
+//     already measured;
 //   - otherwise: data wait above `stall_high` -> add one (up to max_workers);
 //     data wait below `stall_low` -> drain one (down to min_workers), which the
 //     next period checks.
@@ -59,7 +61,8 @@ class Autoscaler {
   double settle_until_ = -1;    // leave out samples up to this t_s (start-up, or a change)
   double period_start_ = -1;    // t_s of the period's first sample
   double rate_sum_ = 0, stall_sum_ = 0, dt_sum_ = 0, last_t_ = 0;
-  int pending_ = 0;             // the last change, to be checked: +1, -1 or 0
+  int pending_ = 0;             // the last experiment, to be checked: +1, -1 or 0
+  bool probe_ = false;          // Decide's decision is an experiment (not an undo)
   double rate_before_ = 0;      // the rate of the period before it
   int remove_hold_ = 0;          // periods left without removals
   int ceiling_ = 0;              // no additions beyond this count (0: none)

@@ -123,11 +123,14 @@ std::vector<StageProfile> StageCostsFromReports(const std::vector<nlohmann::json
     }
   }
   std::vector<StageProfile> out;
+  int index = 0;  // in pipeline.json's "stages": a fused stage covers one op per '+'
   for (size_t i = 0; i < sums.size(); ++i) {
     const Sum& s = sums[i];
+    const int at = index;
+    index += 1 + static_cast<int>(std::count(s.name.begin(), s.name.end(), '+'));
     if (s.count <= 0) continue;
     StageProfile p;
-    p.index = static_cast<int>(i);
+    p.index = at;
     p.name = s.name;
     p.cpu_s_per_sample = s.cpu_s / s.count;
     p.wall_s_per_sample = s.wall_s / s.count;

@@ -85,7 +85,8 @@ class RunRecorder {
 // The per-stage costs of a run from its workers' latest stage reports (each an array
 // of {"name", "count", "cpu_s", "wall_s", "bytes_in", "bytes_out"}, one per stage,
 // as workers send them in HEARTBEAT and SPLIT_DONE): totals summed by stage
-// position, divided by the samples counted. A field that is missing, not a finite
+// position, divided by the samples counted; each stage's index is its first op's
+// position in pipeline.json (a fused "decode_jpeg+random_resized_crop" covers two). A field that is missing, not a finite
 // number >= 0, or a name that is not a string is left out: reports come from
 // peers.
 std::vector<StageProfile> StageCostsFromReports(const std::vector<nlohmann::json>& reports);

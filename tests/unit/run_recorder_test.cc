@@ -99,20 +99,21 @@ TEST(RunRecorderTest, WithoutAStoreNothingHappens) {
 
 TEST(RunRecorderTest, StageCostsSumTheWorkersReportsByPosition) {
   const nlohmann::json a = nlohmann::json::parse(R"([
-      {"name": "decode_jpeg", "count": 100, "cpu_s": 0.2, "wall_s": 0.25, "bytes_in": 5e6, "bytes_out": 1.5e7},
+      {"name": "decode_jpeg+random_resized_crop", "count": 100, "cpu_s": 0.2, "wall_s": 0.25, "bytes_in": 5e6, "bytes_out": 1.5e7},
       {"name": "flip", "count": 100, "cpu_s": 0.01, "wall_s": 0.01, "bytes_in": 1.5e7, "bytes_out": 1.5e7}])");
   const nlohmann::json b = nlohmann::json::parse(R"([
-      {"name": "decode_jpeg", "count": 300, "cpu_s": 0.6, "wall_s": 0.7, "bytes_in": 1.5e7, "bytes_out": 4.5e7},
+      {"name": "decode_jpeg+random_resized_crop", "count": 300, "cpu_s": 0.6, "wall_s": 0.7, "bytes_in": 1.5e7, "bytes_out": 4.5e7},
       {"name": "flip", "count": 300, "cpu_s": "lots", "wall_s": -4, "bytes_in": 4.5e7}])");
   const std::vector<StageProfile> s = StageCostsFromReports({a, b, nlohmann::json("junk"),
                                                              nlohmann::json::array({1, 2})});
   ASSERT_EQ(s.size(), 2u);
-  EXPECT_EQ(s[0].name, "decode_jpeg");
+  EXPECT_EQ(s[0].name, "decode_jpeg+random_resized_crop");
+  EXPECT_EQ(s[0].index, 0);
   EXPECT_DOUBLE_EQ(s[0].cpu_s_per_sample, 0.8 / 400);
   EXPECT_DOUBLE_EQ(s[0].wall_s_per_sample, 0.95 / 400);
   EXPECT_DOUBLE_EQ(s[0].bytes_in_per_sample, 2e7 / 400);
   EXPECT_DOUBLE_EQ(s[0].bytes_out_per_sample, 6e7 / 400);
-  EXPECT_EQ(s[1].index, 1);
+  EXPECT_EQ(s[1].index, 2) << "the fused stage covers ops 0 and 1";
   EXPECT_DOUBLE_EQ(s[1].cpu_s_per_sample, 0.01 / 400) << "a value that is not a number counts 0";
   EXPECT_DOUBLE_EQ(s[1].wall_s_per_sample, 0.01 / 400) << "a negative value counts 0";
   EXPECT_TRUE(StageCostsFromReports({}).empty());
