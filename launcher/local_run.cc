@@ -87,6 +87,8 @@ class LocalRun {
         GM_RETURN_IF_ERROR(OnWorkerExit(*e));
       }
     }
+    stopped_ = true;  // the trainers are done: no more scaling
+    Sample();         // the last point, with the workers still running
     StopAll();
     return result;
   }
@@ -355,7 +357,6 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
   LocalRun run(c, *coordinator, run_id, dir, recorder, steps_dir);
   Result<LocalRunResult> result = run.Execute();
   run.StopAll();  // after a failure, what was started
-  run.Sample();   // the last point
   run.EndStatusLine();
   coordinator->Stop();
   if (!result.ok()) {

@@ -82,11 +82,33 @@ ok "run with 2 workers and a Python trainer exits 0"
 check plain 1 || fail "plain run delivers the reference order exactly once"
 ok "2 epochs delivered exactly once, in the order of worker --local"
 
-# Listening on every interface: workers and the trainer connect by this machine's
-# name, as workers on other nodes will.
+# Listening on every interface: workers and the trainer connect by a name or
+# address other nodes can reach: this machine's name when it resolves beyond
+# loopback, else its interface address (core/host.h, ReachableHostName).
 GM_TEST_BIND=0.0.0.0 run bind 2 1 || { cat "$T/err" >&2; fail "run --bind 0.0.0.0"; }
 check bind 1 || fail "run --bind 0.0.0.0 delivers the reference order exactly once"
-expect_in "$T/err" "data at $(hostname):" "with --bind 0.0.0.0, workers advertise this machine's name"
+advertised=$(grep -o 'data at [^ ]*' "$T/err" | head -n 1)
+advertised=${advertised#data at }
+advertised=${advertised%:*}
+reachable=$($PY - "$(hostname)" <<'PY'
+import socket, sys
+name = sys.argv[1]
+try:
+    addrs = {a[4][0] for a in socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)}
+except OSError:
+    addrs = set()
+print("name" if any(not (a.startswith("127.") or a == "::1") for a in addrs) else "address")
+PY
+)
+if [[ $reachable == name ]]; then
+  [[ $advertised == "$(hostname)" ]] || fail "workers advertise '$advertised', not $(hostname)"
+else
+  # Its interface address; the name only when it has none but loopback.
+  [[ ($advertised =~ ^[0-9.]+$ && $advertised != 127.*) ||
+     ($advertised == "$(hostname)" && -z $(hostname -I 2>/dev/null | tr -d ' ')) ]] ||
+    fail "$(hostname) resolves to loopback only; workers advertise '$advertised'"
+fi
+ok "with --bind 0.0.0.0, workers advertise a reachable $reachable ($advertised)"
 ok "--bind 0.0.0.0: 2 epochs delivered exactly once"
 
 run kill 2 1 GM_TEST_KILL_AFTER=3 || { cat "$T/err" >&2; fail "run with a worker killed"; }
