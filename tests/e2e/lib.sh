@@ -32,3 +32,27 @@ expect_in() {
 }
 
 done_suite() { echo "$checks passed, 0 failed"; }
+
+# photo_corpus DIR: 36 small real photos (six of tests/data/engine, six copies each),
+# in DIR/a and DIR/b by the photo's parity (two labels).
+photo_corpus() {
+  mkdir -p "$1/a" "$1/b"
+  local c i
+  for c in 0 1 2 3 4 5; do
+    for i in 0 1 2 3 4 5; do
+      cp "$SRC/tests/data/engine/photo$i.jpg" "$1/$([[ $((i % 2)) == 0 ]] && echo a || echo b)/$c-$i.jpg"
+    done
+  done
+}
+
+# small_pipeline FILE: a pipeline over FILE's folder's corpus/ (photo_corpus): decode,
+# a 32x32 crop, uint8 CHW tensors, batches of 4.
+small_pipeline() {
+  cat >"$1" <<'JSON'
+{ "version": 1,
+  "source": {"type": "files", "root": "corpus", "pattern": "**/*.jpg", "label": "parent_dir"},
+  "stages": [ {"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [32, 32]},
+              {"op": "to_tensor", "layout": "CHW", "dtype": "uint8"} ],
+  "batch": {"size": 4}, "seed": 3 }
+JSON
+}

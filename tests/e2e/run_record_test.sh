@@ -8,17 +8,8 @@
 source "$(dirname "$0")/lib.sh"
 command -v sqlite3 >/dev/null || fail "sqlite3 is missing: run scripts/install-deps.sh"
 
-mkdir -p "$T/corpus/a"
-for c in 0 1 2 3 4 5; do
-  for i in 0 1 2 3 4 5; do cp "$SRC/tests/data/engine/photo$i.jpg" "$T/corpus/a/$c-$i.jpg"; done
-done
-cat >"$T/pipeline.json" <<'JSON'
-{ "version": 1,
-  "source": {"type": "files", "root": "corpus", "pattern": "**/*.jpg", "label": "parent_dir"},
-  "stages": [ {"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [32, 32]},
-              {"op": "to_tensor", "layout": "CHW", "dtype": "uint8"} ],
-  "batch": {"size": 4}, "seed": 3 }
-JSON
+photo_corpus "$T/corpus"
+small_pipeline "$T/pipeline.json"
 DB=$T/runs.db
 q() { sqlite3 "$DB" "$1"; }
 export GM_TEST_GOLDMINER=$GM

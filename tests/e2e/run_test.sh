@@ -5,12 +5,7 @@
 # them, whatever happens to the workers: kill -9, drain, scale up, resume.
 source "$(dirname "$0")/lib.sh"
 
-mkdir -p "$T/corpus/a" "$T/corpus/b"
-for c in 0 1 2 3 4 5; do
-  for i in 0 1 2 3 4 5; do
-    cp "$SRC/tests/data/engine/photo$i.jpg" "$T/corpus/$([[ $((i % 2)) == 0 ]] && echo a || echo b)/$c-$i.jpg"
-  done
-done
+photo_corpus "$T/corpus"
 cat >"$T/pipeline.json" <<'JSON'
 { "version": 1,
   "source": {"type": "files", "root": "corpus", "pattern": "**/*.jpg", "label": "parent_dir"},

@@ -18,17 +18,8 @@ command -v sqlite3 >/dev/null || fail "sqlite3 is missing: run scripts/install-d
 slurm_cluster_start "$T/cluster" >/dev/null || fail "the Slurm cluster did not start"
 ok "a Slurm cluster of 4 nodes is up"
 
-mkdir -p "$T/corpus/a"
-for c in 0 1 2 3 4 5; do
-  for i in 0 1 2 3 4 5; do cp "$SRC/tests/data/engine/photo$i.jpg" "$T/corpus/a/$c-$i.jpg"; done
-done
-cat >"$T/pipeline.json" <<'JSON'
-{ "version": 1,
-  "source": {"type": "files", "root": "corpus", "pattern": "**/*.jpg", "label": "parent_dir"},
-  "stages": [ {"op": "decode_jpeg"}, {"op": "random_resized_crop", "size": [32, 32]},
-              {"op": "to_tensor", "layout": "CHW", "dtype": "uint8"} ],
-  "batch": {"size": 4}, "seed": 3 }
-JSON
+photo_corpus "$T/corpus"
+small_pipeline "$T/pipeline.json"
 # A profile: 10 ms of CPU per sample, 4 threads at 80% efficiency, a trainer that
 # could take 1500 samples/s: more than gpu1 alone can feed.
 cat >"$T/profile.json" <<JSON
