@@ -112,7 +112,7 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
   std::string threads;
   for (int t : f.worker_threads) threads += (threads.empty() ? "" : "+") + std::to_string(t);
   LogInfo("run: plan " + f.plan + ": " + std::to_string(f.workers) + " worker(s), " +
-          (threads.empty() ? std::to_string(f.threads_per_worker) + " thread(s) each" : threads + " threads") +
+          (threads.empty() ? std::to_string(f.threads_per_worker) + " thread(s) each" : threads + " thread(s)") +
           ", predicted " +
           std::to_string(static_cast<long long>(plan.prediction.samples_per_s)) +
           " samples/s (limit: " + plan.prediction.limit + ")");

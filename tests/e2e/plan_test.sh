@@ -248,7 +248,7 @@ state=$(timeout 10 scontrol show job "$job" --oneliner 2>&1)
 ok "the plain job $job ran: COMPLETED, ExitCode=0:0"
 expect_in "$T/job.out" ", 2 workers, 1 trainer rank(s)" "in the job, run --plan started the planned 2 workers"
 # Each worker gets its planned CPUs as stage threads: 4 and 2.
-expect_in "$T/job.out" "run: plan $T/plan500.json: 2 worker(s), 4+2 threads" "in the job, run read the plan"
+expect_in "$T/job.out" "run: plan $T/plan500.json: 2 worker(s), 4+2 thread(s)" "in the job, run read the plan"
 check_py "the job's trainer got the 36 samples once" "$T/slurm-trainer.json" <<'PY'
 j = json.load(open(sys.argv[1]))
 keys = j["epochs"][0]
