@@ -79,12 +79,15 @@ class LocalRun {
         }
       } else if (auto w = workers_.find(e->pid); w != workers_.end()) {
         last_exit_slot_ = w->second.slot;
-        draining_.erase(e->pid);
-        recorder_.WorkerEnded(w->second.id, e->describe);
+        // A worker the autoscaler drained is not replaced, however it ended (a
+        // Slurm step's srun reports the signal that ended the step).
+        const bool drained = draining_.erase(e->pid) > 0;
+        recorder_.WorkerEnded(w->second.id, (drained ? "drained: " : "") + e->describe);
         cpu_of_exited_ += cpu_seen_[e->pid];
         cpu_seen_.erase(e->pid);
         workers_.erase(w);
-        GM_RETURN_IF_ERROR(OnWorkerExit(*e));
+        if (!drained) GM_RETURN_IF_ERROR(OnWorkerExit(*e));
+        else GM_RETURN_IF_ERROR(WritePids());
       }
     }
     stopped_ = true;  // the trainers are done: no more scaling

@@ -111,4 +111,77 @@ ok "runs.db: the 3 workers and the replacement"
 [[ $(squeue -s -h -o "%i %j" | grep -c goldminer-worker) == 0 ]] ||
   fail "steps left: $(squeue -s -h)"
 ok "no step of the job is left"
+# 4. Scaling under Slurm: workers added as steps while the trainer waits, and a step
+#    drained (not replaced) when the trainer is the bottleneck. The pipeline's cost
+#    is a 10 ms sleep per sample in a Python dataset, so the figures do not depend on
+#    this machine's speed.
+cat >"$T/slow.py" <<'PY'
+import time
+
+import numpy as np
+
+
+class Slow:
+    def __len__(self):
+        return 400
+
+    def __getitem__(self, i):
+        time.sleep(0.01)
+        return np.array([i], dtype=np.float32), i % 10
+
+
+def make():
+    return Slow()
+PY
+cat >"$T/slow.json" <<JSON
+{ "version": 1, "source": {"type": "range", "count": 400},
+  "stages": [{"op": "exec", "cmd": ["$PY", "-m", "goldminer.dataset_stage", "slow:make"],
+              "processes": 1}],
+  "batch": {"size": 10}, "seed": 1 }
+JSON
+scaled_job() {  # scaled_job NAME WORKERS EPOCHS STEP_S: runs an autoscaled job, waits for it
+  cat >"$T/$1.sbatch" <<SCRIPT
+#!/bin/bash
+#SBATCH --partition=cpu --nodes=1 --ntasks=1 --cpus-per-task=6
+exec "$GM" run --pipeline "$T/slow.json" --workers $2 --autoscale on --min-workers 1 \
+  --max-workers 3 --scale-period 1 --sample-interval 0.25 --samples-per-split 40 \
+  --db "$T/runs.db" --name $1 -- $PY "$SRC/tests/e2e/trainer.py" "$T/$1.json" $3
+SCRIPT
+  local id
+  id=$(GM_TEST_STEP_S=$4 sbatch --parsable --chdir="$T" --output="$T/$1.out" --export=ALL \
+    "$T/$1.sbatch") || fail "sbatch refused $1"
+  id=${id%%;*}
+  for _ in $(seq 1 600); do
+    state=$(scontrol show job "$id" -o | head -n 1)
+    [[ $state == *"JobState=COMPLETED"* || $state == *"JobState=FAILED"* || $state == *"JobState=CANCELLED"* ]] && break
+    sleep 0.2
+  done
+  [[ $state == *"JobState=COMPLETED"* && $state == *"ExitCode=0:0"* ]] ||
+    { cat "$T/$1.out" >&2; fail "job $1: $(grep -o 'JobState=[A-Z]*' <<<"$state")"; }
+}
+scaled_job up 1 4 0
+[[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'up' AND message LIKE '1 -> 2 workers: data wait %above 10%'") -ge 1 ]] ||
+  fail "no step added: $(sqlite3 "$DB" "SELECT message FROM events WHERE run_id = 'up'")"
+ok "an autoscaled job added a worker step while the trainer waited"
+$PY - "$T/up.json" <<'PY' || fail "samples lost or repeated while scaling up"
+import json, sys
+for keys in json.load(open(sys.argv[1]))["epochs"]:
+    assert len(keys) == 400 and len(set(keys)) == 400, (len(keys), len(set(keys)))
+PY
+ok "every sample of the 4 epochs arrived exactly once"
+scaled_job down 2 2 0.2  # 16 s: several periods to find the trainer binds
+[[ $(sqlite3 "$DB" "SELECT count(*) FROM workers WHERE run_id = 'down' AND exit LIKE 'drained: %'") -ge 1 ]] ||
+  fail "no step drained: $(sqlite3 "$DB" "SELECT * FROM workers WHERE run_id = 'down'"; sqlite3 "$DB" "SELECT message FROM events WHERE run_id = 'down'")"
+[[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'down' AND message LIKE '%above%'") == 0 &&
+   $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'down' AND message LIKE '%starting another%'") == 0 ]] ||
+  fail "a trainer-bound job got workers: $(sqlite3 "$DB" "SELECT message FROM events WHERE run_id = 'down'")"
+ok "a trainer-bound job drained a worker step, replaced it with nothing and added none"
+$PY - "$T/down.json" <<'PY' || fail "samples lost or repeated while draining"
+import json, sys
+epochs = json.load(open(sys.argv[1]))["epochs"]
+assert len(epochs) == 2, len(epochs)
+for keys in epochs:
+    assert len(keys) == 400 and len(set(keys)) == 400, (len(keys), len(set(keys)))
+PY
+ok "every sample arrived exactly once"
 done_suite
