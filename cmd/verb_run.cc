@@ -4,6 +4,8 @@
 // trainer command (one process per rank, here), restarts workers that crash,
 // records the run in runs.db, and exits with the trainer's exit status.
 #include <signal.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <thread>
 
 #include "cmd/cli.h"
+#include "core/host.h"
 #include "core/log.h"
 #include "core/plan.h"
 #include "core/run_store.h"
@@ -66,6 +69,34 @@ Status ResolveBackend(RunFlags& f, const CLI::App& sub) {
   }
   if (sub.count("--bind") == 0) f.bind = "0.0.0.0";
   return Status::Ok();
+}
+
+// A run refused before it starts (e.g. --backend slurm outside a job) is still
+// recorded, as failed with the reason, so the record shows the attempt; returns
+// `why` for the caller to report.
+Status RecordRefused(const RunFlags& f, const Status& why) {
+  if (f.no_db) return why;
+  Result<std::unique_ptr<SqliteRunStore>> store = SqliteRunStore::Open(f.db);
+  if (!store.ok()) return why;
+  RunRecord run;
+  run.id = !f.name.empty() ? f.name
+                           : "run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
+  run.backend = f.backend;
+  run.pipeline_path = f.pipeline;
+  run.plan_path = f.plan;
+  run.command = f.command;
+  run.world_size = f.world_size;
+  run.host = HostName();
+  run.pid = ::getpid();
+  if ((*store)->BeginRun(run).ok()) {
+    EventRecord e;
+    e.run_id = run.id;
+    e.kind = "run";
+    e.message = "run refused: " + why.message();
+    (void)(*store)->AddEvent(e);
+    (void)(*store)->EndRun(run.id, "failed", kExitFailure);
+  }
+  return why;
 }
 
 // Takes the pipeline, worker count and size, world size and (when none is given
@@ -289,7 +320,7 @@ Verb RunVerb() {
             ->check(CLI::Range(0.5, 3600.0));
         sub.add_option("command", f->command, "Trainer command, after --");
         return std::function<Result<int>()>([f, app]() -> Result<int> {
-          GM_RETURN_IF_ERROR(ResolveBackend(*f, *app));
+          if (Status st = ResolveBackend(*f, *app); !st.ok()) return RecordRefused(*f, st);
           if (!f->plan.empty()) GM_RETURN_IF_ERROR(ApplyPlan(*f, *app));
           return RunLocalBackend(*f);
         });

@@ -80,6 +80,15 @@ expect_in "$T/err" "$T/no-such-trainer: cannot start" "the message names the com
 expect_in <(q "SELECT message FROM events WHERE run_id = 'missing'") "run failed: $T/no-such-trainer: cannot start" \
   "the failure is an event of the run"
 
+# 4b. --backend slurm outside a Slurm job: refused, and recorded as a failed run.
+expect_rc 1 "--backend slurm outside a job" -- env -u SLURM_JOB_ID "$GM" run --backend slurm \
+  --pipeline "$T/pipeline.json" --db "$DB" --name refused -- $PY "$SRC/tests/e2e/trainer.py" "$T/r.json" 1
+expect_in "$T/err" "SLURM_JOB_ID is not set" "the message says why"
+[[ $(q "SELECT status || ' ' || exit_code || ' ' || backend FROM runs WHERE id = 'refused'") == "failed 1 slurm" ]] ||
+  fail "run refused: $(q "SELECT * FROM runs WHERE id = 'refused'")"
+expect_in <(q "SELECT message FROM events WHERE run_id = 'refused'") "run refused: --backend slurm: SLURM_JOB_ID is not set" \
+  "the refusal is recorded with its reason"
+
 # 5. A worker killed with SIGKILL mid-epoch: its row says how it ended, a
 #    replacement has its own row, and every sample still arrives once.
 GM_TEST_KILL_AFTER=3 expect_rc 0 "a run with a worker killed" -- "$GM" run \
