@@ -3,16 +3,12 @@
 #include <cstdio>
 #include <map>
 
+#include "core/text_format.h"
+
 namespace gm::cli {
 namespace {
 
-std::string Fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-std::string Rate(double v) { return Fixed(v, v < 100 ? 1 : 0) + " samples/s"; }
+std::string Rate(double v) { return SamplesPerS(v); }
 
 std::string Bytes(double v) {
   if (v >= 1e6) return Fixed(v / 1e6, 2) + " MB";

@@ -4,7 +4,6 @@
 // trainer command (one process per rank, here), restarts workers that crash,
 // records the run in runs.db, and exits with the trainer's exit status.
 #include <signal.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,8 +78,7 @@ Status RecordRefused(const RunFlags& f, const Status& why) {
   Result<std::unique_ptr<SqliteRunStore>> store = SqliteRunStore::Open(f.db);
   if (!store.ok()) return why;
   RunRecord run;
-  run.id = !f.name.empty() ? f.name
-                           : "run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
+  run.id = !f.name.empty() ? f.name : NewRunId();
   run.backend = f.backend;
   run.pipeline_path = f.pipeline;
   run.plan_path = f.plan;

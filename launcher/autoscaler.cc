@@ -1,22 +1,14 @@
 #include "launcher/autoscaler.h"
 
 #include <cmath>
-#include <cstdio>
+
+#include "core/text_format.h"
 
 namespace gm {
 namespace {
 
-std::string Pct(double f) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.0f%%", 100 * f);
-  return buf;
-}
-
-std::string Rate(double r) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.0f samples/s", r);
-  return buf;
-}
+std::string Pct(double f) { return Fixed(100 * f, 0) + "%"; }
+std::string Rate(double r) { return Fixed(r, 0) + " samples/s"; }
 
 }  // namespace
 

@@ -297,6 +297,10 @@ class LocalRun {
 
 }  // namespace
 
+std::string NewRunId() {
+  return "run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
+}
+
 Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
   if (c.command.empty()) {
     return Status::InvalidArgument(
@@ -312,8 +316,7 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
   GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/worker.key", RoleKey(secret, kWorkerRole)));
   GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/client.key", RoleKey(secret, kClientRole)));
   const std::string run_id =
-      !c.run_name.empty() ? c.run_name
-                          : "run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
+      !c.run_name.empty() ? c.run_name : NewRunId();
 
   CoordinatorConfig cc;
   cc.host = c.bind;

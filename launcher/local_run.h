@@ -82,6 +82,9 @@ struct LocalRunResult {
   CoordinatorSummary summary;
 };
 
+// A fresh run id: "run-<unix time>-<pid>".
+std::string NewRunId();
+
 // Runs the training run. Errors: the pipeline cannot be read, the coordinator cannot
 // listen, the run's name is taken in the store, a process cannot be started (naming
 // the program; the run is then recorded as failed). A trainer that fails is not an

@@ -7,18 +7,15 @@
 #include <set>
 #include <utility>
 
+#include "core/text_format.h"
+
 namespace gm::planner {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-std::string Num(double v, int digits = 1) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-std::string Rate(double v) { return Num(v, v < 100 ? 1 : 0) + " samples/s"; }
+std::string Num(double v, int digits = 1) { return Fixed(v, digits); }
+std::string Rate(double v) { return SamplesPerS(v); }
 
 std::string Joined(const std::vector<std::string>& items) {
   std::string out;
@@ -219,7 +216,7 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
   if (shortfall <= 1e-6 * std::max(1.0, T)) return p;
   int worker_cpus = 0;
   for (const PlanWorker& w : p.workers) worker_cpus += w.cpus;
-  const double needed = T / per_cpu;
+  const double needed = p.cpus_needed;
   if (Meets(at_goal, goal)) {
     p.limit = "trainer";
     p.detail = "the trainer consumes at most " + Rate(s.demand.value_or(0)) +
@@ -571,7 +568,7 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
   m.scaling_efficiency = rate.efficiency(o.cpus_per_worker);
   m.worker_cpu_s_per_sample = pl.worker_cpu_s_per_sample;
   m.samples_per_s_per_cpu = pl.per_cpu;
-  m.cpus_needed = s.target / pl.per_cpu;
+  m.cpus_needed = pl.cpus_needed;
   m.memory_per_worker_bytes = s.memory_per_worker;
   m.cpus_per_worker = o.cpus_per_worker;
   m.max_workers = o.max_workers;

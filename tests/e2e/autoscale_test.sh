@@ -6,30 +6,7 @@
 # process per worker), so a worker's rate does not depend on this machine's speed.
 source "$(dirname "$0")/lib.sh"
 command -v sqlite3 >/dev/null || fail "sqlite3 is missing: run scripts/install-deps.sh"
-cat >"$T/slow.py" <<'PY'
-import time
-
-import numpy as np
-
-
-class Slow:
-    def __len__(self):
-        return 400
-
-    def __getitem__(self, i):
-        time.sleep(0.01)
-        return np.array([i], dtype=np.float32), i % 10
-
-
-def make():
-    return Slow()
-PY
-cat >"$T/pipeline.json" <<JSON
-{ "version": 1, "source": {"type": "range", "count": 400},
-  "stages": [{"op": "exec", "cmd": ["$PY", "-m", "goldminer.dataset_stage", "slow:make"],
-              "processes": 1}],
-  "batch": {"size": 10}, "seed": 1 }
-JSON
+slow_pipeline "$T/pipeline.json"
 DB=$T/runs.db
 export GM_TEST_GOLDMINER=$GM
 

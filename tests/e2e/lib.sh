@@ -56,3 +56,36 @@ small_pipeline() {
   "batch": {"size": 4}, "seed": 3 }
 JSON
 }
+
+# slow_pipeline FILE: a pipeline whose cost is a 10 ms sleep per sample in a Python
+# dataset (FILE's folder's slow.py, 400 samples, batches of 10, one child process
+# per worker), so a worker's rate (about 100 samples/s) does not depend on this
+# machine's speed.
+slow_pipeline() {
+  local dir
+  dir=$(dirname "$1")
+  cat >"$dir/slow.py" <<'PY'
+import time
+
+import numpy as np
+
+
+class Slow:
+    def __len__(self):
+        return 400
+
+    def __getitem__(self, i):
+        time.sleep(0.01)
+        return np.array([i], dtype=np.float32), i % 10
+
+
+def make():
+    return Slow()
+PY
+  cat >"$1" <<JSON
+{ "version": 1, "source": {"type": "range", "count": 400},
+  "stages": [{"op": "exec", "cmd": ["$PY", "-m", "goldminer.dataset_stage", "slow:make"],
+              "processes": 1}],
+  "batch": {"size": 10}, "seed": 1 }
+JSON
+}

@@ -115,30 +115,7 @@ ok "no step of the job is left"
 #    drained (not replaced) when the trainer is the bottleneck. The pipeline's cost
 #    is a 10 ms sleep per sample in a Python dataset, so the figures do not depend on
 #    this machine's speed.
-cat >"$T/slow.py" <<'PY'
-import time
-
-import numpy as np
-
-
-class Slow:
-    def __len__(self):
-        return 400
-
-    def __getitem__(self, i):
-        time.sleep(0.01)
-        return np.array([i], dtype=np.float32), i % 10
-
-
-def make():
-    return Slow()
-PY
-cat >"$T/slow.json" <<JSON
-{ "version": 1, "source": {"type": "range", "count": 400},
-  "stages": [{"op": "exec", "cmd": ["$PY", "-m", "goldminer.dataset_stage", "slow:make"],
-              "processes": 1}],
-  "batch": {"size": 10}, "seed": 1 }
-JSON
+slow_pipeline "$T/slow.json"
 scaled_job() {  # scaled_job NAME WORKERS EPOCHS STEP_S: runs an autoscaled job, waits for it
   cat >"$T/$1.sbatch" <<SCRIPT
 #!/bin/bash
