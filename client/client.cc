@@ -103,6 +103,8 @@ struct Client::Impl {
   Socket coordinator;  // the trainer's thread receives; sends go through SendToCoordinator
   uint64_t session = 0;  // this rank's session at the coordinator (SUBSCRIBED)
   std::string ticket;    // its key for the data ports (dataplane/auth.h)
+  std::string order;     // what the run's batch order derives from (SUBSCRIBED)
+  int64_t seed = 0;
 
   // Sends on the coordinator connection come from the trainer's thread and from
   // the heartbeat thread, which says HEARTBEAT when nothing else was sent for
@@ -142,6 +144,9 @@ struct Client::Impl {
   void ReapDead();
   Status Refresh();
   Status LoadEpoch(uint64_t epoch, uint64_t position);
+  Status LoadPlan(const PlanMsg& answer, uint64_t epoch, uint64_t position,
+                  std::optional<SequenceKey> at);
+  Status CheckState(const ResumeState& state) const;
   std::optional<Batch> TakeLocked(std::unique_lock<std::mutex>& lock);
   Result<std::optional<Batch>> Wait();
 };
@@ -390,10 +395,15 @@ Status Client::Impl::Refresh() {
 Status Client::Impl::LoadEpoch(uint64_t epoch, uint64_t position) {
   GM_RETURN_IF_ERROR(FlushAcks());
   GM_ASSIGN_OR_RETURN(PlanMsg answer, GetPlan(epoch));
+  return LoadPlan(answer, epoch, position, std::nullopt);
+}
+
+Status Client::Impl::LoadPlan(const PlanMsg& answer, uint64_t epoch, uint64_t position,
+                              std::optional<SequenceKey> at) {
   GM_ASSIGN_OR_RETURN(EpochPlan plan, ToEpochPlan(answer, epoch));
   {
     std::lock_guard lock(mu);
-    GM_RETURN_IF_ERROR(reorder.StartEpoch(plan, options.world_size, options.rank, position));
+    GM_RETURN_IF_ERROR(reorder.StartEpoch(plan, options.world_size, options.rank, position, at));
     stats.duplicates_dropped = reorder.dropped();
   }
   ack_epoch = epoch;
@@ -504,6 +514,8 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& given) {
   }
   impl->session = subscribed->session;
   impl->ticket = subscribed->ticket;
+  impl->order = subscribed->order;
+  impl->seed = subscribed->seed;
   impl->step_log = StepLogWriter::FromEnvironment("goldminer");
   Impl* raw = impl.get();
   impl->heartbeat = std::thread([raw] { raw->HeartbeatLoop(); });
@@ -512,13 +524,47 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& given) {
 
 Status Client::StartEpoch(uint64_t epoch) { return impl_->LoadEpoch(epoch, 0); }
 
+Status Client::Impl::CheckState(const ResumeState& state) const {
+  const std::string why = "cannot resume this state (epoch " + std::to_string(state.epoch) +
+                          ", batch " + std::to_string(state.position) + "): ";
+  if (!state.order.empty() && !order.empty() && state.order != order) {
+    return Status::InvalidArgument(
+        why + "it belongs to another pipeline (order " + state.order.substr(0, 12) +
+        ", seed " + std::to_string(state.seed) + "), and this run's is order " +
+        order.substr(0, 12) + ", seed " + std::to_string(seed) +
+        ": the batch order depends on the pipeline file, its seed and --samples-per-split; "
+        "resume with the run's original settings");
+  }
+  if (state.world_size >= 0 && state.world_size != options.world_size) {
+    return Status::InvalidArgument(why + "it was saved with world size " +
+                                   std::to_string(state.world_size) + ", and this run has " +
+                                   std::to_string(options.world_size) + " rank(s)");
+  }
+  if (state.rank >= 0 && state.rank != options.rank) {
+    return Status::InvalidArgument(why + "it is rank " + std::to_string(state.rank) +
+                                   "'s, and this trainer is rank " +
+                                   std::to_string(options.rank) +
+                                   ": each rank resumes its own state");
+  }
+  return Status::Ok();
+}
+
 Status Client::Resume(const ResumeState& state) {
+  GM_RETURN_IF_ERROR(impl_->CheckState(state));
   GM_RETURN_IF_ERROR(impl_->FlushAcks());
-  Status sent = impl_->SendToCoordinator(MsgType::kResume,
-                          ResumeMsg{state.epoch, state.position}.Encode(),
-                          Deadline::After(impl_->options.timeout_s));
-  if (!sent.ok()) return Status::Unavailable(impl_->coordinator_name + ": " + sent.message());
-  return impl_->LoadEpoch(state.epoch, state.position);
+  ResumeMsg msg;
+  msg.epoch = state.epoch;
+  msg.position = state.position;
+  msg.at = state.at;
+  // The coordinator answers with the epoch's PLAN, or ERROR saying why it refused.
+  GM_ASSIGN_OR_RETURN(Frame answer, impl_->Request(MsgType::kResume, msg.Encode(), MsgType::kPlan));
+  Result<PlanMsg> plan = PlanMsg::Decode(answer.meta);
+  if (!plan.ok()) return plan.status().WithContext(impl_->coordinator_name);
+  if (plan->kind != PlanMsg::Kind::kPlan) {
+    return Status::Corrupt(impl_->coordinator_name + " answered RESUME of epoch " +
+                           std::to_string(state.epoch) + " without the epoch's plan");
+  }
+  return impl_->LoadPlan(*plan, state.epoch, state.position, state.at);
 }
 
 Result<std::optional<Batch>> Client::Next() {
@@ -560,7 +606,15 @@ ClientStats Client::stats() const {
 
 ResumeState Client::state() const {
   std::lock_guard lock(impl_->mu);
-  return {impl_->reorder.epoch(), impl_->reorder.position()};
+  ResumeState out;
+  out.epoch = impl_->reorder.epoch();
+  out.position = impl_->reorder.position();
+  if (impl_->reorder.started()) out.at = impl_->reorder.key();
+  out.order = impl_->order;
+  out.seed = impl_->order.empty() ? -1 : impl_->seed;
+  out.world_size = impl_->options.world_size;
+  out.rank = impl_->options.rank;
+  return out;
 }
 
 int Client::rank() const { return impl_->options.rank; }

@@ -58,10 +58,24 @@ struct ClientStats {
   uint64_t connections_lost = 0;    // worker connections that broke
 };
 
-// Where a rank stands: batches of `epoch` consumed so far.
+// Where a rank stands: batches of `epoch` consumed so far, and what that
+// position belongs to. A state from state() can be resumed in the same run or in a
+// new one (a requeued job) of the same pipeline, seed and world size, whatever its
+// worker count: the rank then gets exactly the batches an uninterrupted run would
+// have delivered next.
 struct ResumeState {
   uint64_t epoch = 0;
   uint64_t position = 0;
+  // Where the position lies in the rank's sequence (the split's index among the
+  // rank's splits and its batches consumed); nullopt in a state that only has a
+  // position (it resumes within the run that knows the earlier splits' counts).
+  std::optional<SequenceKey> at;
+  // What the batch order belongs to (SUBSCRIBED): empty/-1 when not known; a
+  // state whose fields differ from the run's is refused.
+  std::string order;     // 64 hex: the pipeline document and split size
+  int64_t seed = -1;     // the pipeline's seed
+  int world_size = -1;
+  int rank = -1;
 };
 
 class Client {
@@ -97,9 +111,11 @@ class Client {
   std::shared_ptr<BufferPool> buffer_pool() const;
 
   // Tells the coordinator (RESUME) and restarts the sequence of state.epoch with its
-  // first state.position batches consumed. InvalidArgument when the position lies
-  // past a split whose count the coordinator's plan does not know yet (a position
-  // inside the first such split is fine).
+  // first state.position batches consumed. InvalidArgument, saying which, when the
+  // state's order, seed, world size or rank differ from this run's. Without
+  // state.at: also when the position lies past a split whose count the
+  // coordinator's plan does not know yet (a position inside the first such split is
+  // fine). Unavailable with the coordinator's reason when it refuses the state.
   Status Resume(const ResumeState& state);
 
   ClientStats stats() const;

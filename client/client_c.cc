@@ -1,6 +1,8 @@
 // The C ABI of include/goldminer/client.h over gm::Client. No C++ exception may
 // cross it: the client reports failures as Status values, and the few library
 // calls that can throw (allocation) are caught at this boundary.
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <optional>
@@ -112,8 +114,51 @@ GM_API int gm_client_state(const gm_client* client, uint64_t* epoch, uint64_t* p
 
 GM_API int gm_client_resume(gm_client* client, uint64_t epoch, uint64_t position) {
   if (client == nullptr) return FailArg("gm_client_resume: client is NULL");
+  gm::ResumeState state;
+  state.epoch = epoch;
+  state.position = position;
   return Guard([&] {
-    gm::Status status = client->client->Resume({epoch, position});
+    gm::Status status = client->client->Resume(state);
+    return status.ok() ? 0 : Fail(status);
+  });
+}
+
+GM_API int gm_client_resume_state_get(const gm_client* client, gm_resume_state* out) {
+  if (client == nullptr || out == nullptr) {
+    return FailArg("gm_client_resume_state_get: client or out is NULL");
+  }
+  gm::ResumeState state = client->client->state();
+  *out = gm_resume_state{};
+  out->epoch = state.epoch;
+  out->position = state.position;
+  const gm::SequenceKey at = state.at.value_or(gm::SequenceKey{});
+  out->split_index = at.index;
+  out->split_batch = at.batch;
+  out->seed = state.seed;
+  out->world_size = state.world_size;
+  out->rank = state.rank;
+  std::snprintf(out->order, sizeof out->order, "%s", state.order.c_str());
+  return 0;
+}
+
+GM_API int gm_client_resume_from(gm_client* client, const gm_resume_state* state) {
+  if (client == nullptr || state == nullptr) {
+    return FailArg("gm_client_resume_from: client or state is NULL");
+  }
+  const size_t order_len = ::strnlen(state->order, sizeof state->order);
+  if (order_len == sizeof state->order) {
+    return FailArg("gm_client_resume_from: state->order is not NUL-terminated");
+  }
+  gm::ResumeState r;
+  r.epoch = state->epoch;
+  r.position = state->position;
+  r.at = gm::SequenceKey{static_cast<size_t>(state->split_index), state->split_batch};
+  r.order.assign(state->order, order_len);
+  r.seed = state->seed;
+  r.world_size = state->world_size;
+  r.rank = state->rank;
+  return Guard([&] {
+    gm::Status status = client->client->Resume(r);
     return status.ok() ? 0 : Fail(status);
   });
 }

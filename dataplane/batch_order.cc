@@ -130,6 +130,41 @@ Result<RankSequence> RankSequence::Create(const EpochPlan& plan, int world_size,
   return seq;
 }
 
+Result<RankSequence> RankSequence::CreateAt(const EpochPlan& plan, int world_size, int rank,
+                                            uint64_t start_position, SequenceKey at) {
+  GM_ASSIGN_OR_RETURN(RankSequence seq, Create(plan, world_size, rank, 0));
+  const std::string what = "cannot start rank " + std::to_string(rank) + " of epoch " +
+                           std::to_string(plan.epoch) + " at batch " +
+                           std::to_string(start_position);
+  const size_t splits = seq.positions_.size();
+  if (at.index > splits || (at.index == splits && at.batch > 0) || at.batch > start_position) {
+    return Status::InvalidArgument(what + " (batch " + std::to_string(at.batch) + " of its split " +
+                                   std::to_string(at.index) + "): the rank has " +
+                                   std::to_string(splits) + " splits in this epoch");
+  }
+  if (at.index < splits && seq.deliver_[at.index] != kUnknownCount &&
+      at.batch > seq.deliver_[at.index]) {
+    return Status::InvalidArgument(what + ": its split " + std::to_string(at.index) + " has " +
+                                   std::to_string(seq.deliver_[at.index]) + " batches");
+  }
+  uint64_t before = 0;
+  bool known = true;
+  for (size_t i = 0; i < at.index && known; ++i) {
+    known = seq.deliver_[i] != kUnknownCount;
+    if (known) before += seq.deliver_[i];
+  }
+  if (known && before + at.batch != start_position) {
+    return Status::InvalidArgument(what + ": batch " + std::to_string(at.batch) + " of split " +
+                                   std::to_string(at.index) + " is batch " +
+                                   std::to_string(before + at.batch) + " of the rank's share");
+  }
+  seq.cursor_ = at.index;
+  seq.batch_ = at.batch;
+  seq.consumed_before_ = start_position - at.batch;
+  seq.Normalize();
+  return seq;
+}
+
 void RankSequence::Normalize() {
   while (cursor_ < positions_.size() && deliver_[cursor_] != kUnknownCount &&
          batch_ >= deliver_[cursor_]) {

@@ -99,6 +99,13 @@ class RankSequence {
   // > 0 needs the counts of the splits it covers; it must not exceed the share.
   static Result<RankSequence> Create(const EpochPlan& plan, int world_size, int rank,
                                      uint64_t start_position = 0);
+  // The same, for a start that also says where start_position lies: `at` (the
+  // split's index among the rank's splits, and its batches consumed). The counts of
+  // the splits before it are not needed: a trainer continuing, in a new run, a
+  // checkpoint of an earlier one. InvalidArgument when `at` lies beyond the share or
+  // a known count, or contradicts start_position where the earlier counts are known.
+  static Result<RankSequence> CreateAt(const EpochPlan& plan, int world_size, int rank,
+                                       uint64_t start_position, SequenceKey at);
 
   // Classifies a batch that arrived. InvalidArgument when the split is not in the
   // plan, belongs to another rank, or split_batch is not below the split's count.

@@ -1,6 +1,7 @@
 #include "dataplane/messages.h"
 
 #include <algorithm>
+#include <limits>
 #include <string_view>
 
 #include "core/json.h"
@@ -151,7 +152,14 @@ Result<AckMsg> AckMsg::Decode(const nlohmann::json& meta) {
   }());
 }
 
-nlohmann::json ResumeMsg::Encode() const { return {{"epoch", epoch}, {"position", position}}; }
+nlohmann::json ResumeMsg::Encode() const {
+  nlohmann::json out = {{"epoch", epoch}, {"position", position}};
+  if (at) {
+    out["split_index"] = at->index;
+    out["split_batch"] = at->batch;
+  }
+  return out;
+}
 
 Result<ResumeMsg> ResumeMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<ResumeMsg> {
@@ -159,6 +167,13 @@ Result<ResumeMsg> ResumeMsg::Decode(const nlohmann::json& meta) {
     ResumeMsg r;
     GM_ASSIGN_OR_RETURN(r.epoch, Count(m, "epoch", kMaxEpochs));
     GM_ASSIGN_OR_RETURN(r.position, Count(m, "position", kMaxSplitId * kMaxSplitBatches));
+    if (m.has("split_index") || m.has("split_batch")) {
+      SequenceKey at;
+      GM_ASSIGN_OR_RETURN(uint64_t index, Count(m, "split_index", kMaxSplitId));
+      at.index = static_cast<size_t>(index);
+      GM_ASSIGN_OR_RETURN(at.batch, Count(m, "split_batch", kMaxSplitBatches));
+      r.at = at;
+    }
     return r;
   }());
 }
@@ -209,7 +224,8 @@ Result<std::vector<std::string>> Addresses(const JsonNode& m) {
 
 nlohmann::json SubscribedMsg::Encode() const {
   return {{"run_id", run_id},   {"batch_size", batch_size}, {"world_size", world_size},
-          {"epochs", epochs},   {"session", session},       {"ticket", ticket}};
+          {"epochs", epochs},   {"session", session},       {"ticket", ticket},
+          {"order", order},     {"seed", seed}};
 }
 
 Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
@@ -228,6 +244,13 @@ Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
     GM_ASSIGN_OR_RETURN(r.ticket, m.String("ticket"));
     if (!CheckSecret(r.ticket, "ticket").ok()) {  // a key, written like the run's secret
       return (*m.Get("ticket")).Expected("64 lower-case hex characters");
+    }
+    GM_ASSIGN_OR_RETURN(r.order, m.StringOr("order", ""));
+    if (!r.order.empty() && !CheckSecret(r.order, "order").ok()) {
+      return (*m.Get("order")).Expected("64 lower-case hex characters");
+    }
+    if (m.has("seed")) {
+      GM_ASSIGN_OR_RETURN(r.seed, Int(m, "seed", 0, std::numeric_limits<int64_t>::max()));
     }
     return r;
   }());

@@ -85,6 +85,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -92,6 +93,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "dataplane/batch_order.h"
 
 namespace gm {
 
@@ -148,10 +150,13 @@ struct AckMsg {
   static Result<AckMsg> Decode(const nlohmann::json& meta);
 };
 
-// K->C RESUME {epoch, position}.
+// K->C RESUME {epoch, position[, split_index, split_batch]}.
 struct ResumeMsg {
   uint64_t epoch = 0;
   uint64_t position = 0;  // batches of the rank's share already consumed
+  // Where the position lies in the rank's sequence (both or neither): lets a new
+  // run resume without the counts of the splits before it.
+  std::optional<SequenceKey> at;
   nlohmann::json Encode() const;
   static Result<ResumeMsg> Decode(const nlohmann::json& meta);
 };
@@ -162,7 +167,8 @@ struct CreditMsg {
   nlohmann::json Encode() const;
   static Result<CreditMsg> Decode(const nlohmann::json& meta);
 };
-// C->K SUBSCRIBED {run_id, batch_size, world_size, epochs, session, ticket}.
+// C->K SUBSCRIBED {run_id, batch_size, world_size, epochs, session, ticket[,
+// order, seed]}.
 struct SubscribedMsg {
   std::string run_id;
   int64_t batch_size = 0;  // 1 .. 2^24
@@ -170,6 +176,10 @@ struct SubscribedMsg {
   int64_t epochs = 0;      // 0 (as the trainer asks) .. kMaxEpochs
   uint64_t session = 0;    // this client's session number at the coordinator, >= 1
   std::string ticket;      // the key for data ports (dataplane/auth.h), 64 hex
+  // What the batch order derives from: 64 hex of the run's pipeline document and
+  // split size, and the pipeline's seed. Empty from a peer that does not say.
+  std::string order;
+  int64_t seed = 0;  // 0 .. 2^63-1
   nlohmann::json Encode() const;
   static Result<SubscribedMsg> Decode(const nlohmann::json& meta);
 };

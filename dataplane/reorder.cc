@@ -21,8 +21,10 @@ Result<RankSequence> StartSequence(const EpochPlan& plan, int world_size, int ra
 }  // namespace
 
 Status ReorderBuffer::StartEpoch(const EpochPlan& plan, int world_size, int rank,
-                                 uint64_t position) {
-  GM_ASSIGN_OR_RETURN(RankSequence seq, StartSequence(plan, world_size, rank, position));
+                                 uint64_t position, std::optional<SequenceKey> at) {
+  GM_ASSIGN_OR_RETURN(RankSequence seq,
+                      at ? RankSequence::CreateAt(plan, world_size, rank, position, *at)
+                         : StartSequence(plan, world_size, rank, position));
   for (auto it = learned_.begin(); it != learned_.end();) {
     if (it->first.first == plan.epoch) {
       // A count the plan already had, or one learned before the epoch started.

@@ -31,7 +31,11 @@ class ReorderBuffer {
   // counts learned earlier for the epoch are applied. A position inside the first
   // split of unknown count is allowed (the sequence walks to it); errors from
   // RankSequence::Create otherwise (a position past an unknown count or the share).
-  Status StartEpoch(const EpochPlan& plan, int world_size, int rank, uint64_t position);
+  // With `at`, the position's place in the sequence is given (RankSequence::CreateAt).
+  Status StartEpoch(const EpochPlan& plan, int world_size, int rank, uint64_t position,
+                    std::optional<SequenceKey> at = std::nullopt);
+  // Where the position lies: the current split's index and its batches consumed.
+  SequenceKey key() const { return seq_ ? seq_->next_key() : SequenceKey{}; }
 
   // Takes a batch that arrived on connection `source`. `split_batches`, when given,
   // is the split's batch count (sent with its last batch). kRejected (with `*why`)

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/clock.h"
+#include "core/digest.h"
 #include "core/host.h"
 #include "core/log.h"
 #include "dataplane/auth.h"
@@ -56,10 +57,21 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   return server;
 }
 
+// The batch order is a function of the pipeline document (source, stages,
+// batch, shuffle, seed, on_error) and the split size; a trainer's checkpoint names
+// it so that a run of another pipeline refuses to continue it.
+static std::string OrderDigest(const CoordinatorConfig& config) {
+  Sha256 digest;
+  digest.Update(config.pipeline_doc.dump());
+  digest.Update("\nsamples_per_split=" + std::to_string(config.samples_per_split));
+  return digest.FinishHex();
+}
+
 CoordinatorServer::CoordinatorServer(CoordinatorConfig config, Pipeline pipeline,
                                      CoordinatorState state, Listener listener)
     : config_(std::move(config)),
       pipeline_(std::move(pipeline)),
+      order_(OrderDigest(config_)),
       listener_(std::move(listener)),
       state_(std::move(state)) {}
 
@@ -133,6 +145,40 @@ Result<EpochPlan> CoordinatorServer::PlanFor(uint64_t epoch) const {
     plan.splits.push_back(PlanSplit{id, count});
   }
   return plan;
+}
+
+Status CoordinatorServer::ResumeRank(int rank, const ResumeMsg& resume) {
+  const uint64_t epoch = resume.epoch;
+  if (config_.epochs > 0 && epoch >= static_cast<uint64_t>(config_.epochs)) {
+    return Status::InvalidArgument("the trainer resumes epoch " + std::to_string(epoch) +
+                                   ", but this run serves epochs 0.." +
+                                   std::to_string(config_.epochs - 1) + " (--epochs " +
+                                   std::to_string(config_.epochs) + ")");
+  }
+  if (epoch > state_.epoch()) {
+    // A new run continuing an earlier one's checkpoint: the earlier epochs were
+    // delivered by that run. Only before this run delivered anything of its epoch.
+    if (state_.EpochTouched()) {
+      return Status::InvalidArgument(
+          "rank " + std::to_string(rank) + " resumes epoch " + std::to_string(epoch) +
+          ", but this run is delivering epoch " + std::to_string(state_.epoch()) +
+          " to other ranks: every rank must resume from the same checkpoint");
+    }
+    GM_ASSIGN_OR_RETURN(EpochPlan plan, PlanFor(epoch));
+    GM_RETURN_IF_ERROR(state_.SkipToEpoch(plan));
+    epochs_done_ = epoch;
+    LogInfo("run: rank " + std::to_string(rank) + " resumes at epoch " + std::to_string(epoch) +
+            " (epochs before it were delivered by an earlier run)");
+    cv_.notify_all();
+  }
+  Status st = resume.at ? state_.ResumeAt(rank, epoch, resume.position, *resume.at)
+                        : state_.Resume(rank, epoch, resume.position);
+  if (!st.ok() && !resume.at && st.message().find("is not known") != std::string::npos) {
+    return Status::InvalidArgument(
+        st.message() + ": the state has no split index (saved by an older goldminer); "
+        "a state from Loader.state_dict() of this version can be resumed in a new run");
+  }
+  return st;
 }
 
 nlohmann::json CoordinatorServer::PlanMessage(uint64_t epoch) {
@@ -427,6 +473,8 @@ Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank, uint64
   subscribed.epochs = config_.epochs;
   subscribed.session = session;
   subscribed.ticket = TicketKey(RoleKey(config_.secret, kWorkerRole), rank, session);
+  subscribed.order = order_;
+  subscribed.seed = pipeline_.seed();
   GM_RETURN_IF_ERROR(
       SendFrame(socket, MsgType::kSubscribed, subscribed.Encode(), Deadline::After(kSendTimeoutS)));
   bool done = false;
@@ -490,8 +538,14 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
     }
     case MsgType::kResume: {
       GM_ASSIGN_OR_RETURN(ResumeMsg resume, ResumeMsg::Decode(frame.meta));
-      GM_RETURN_IF_ERROR(state_.Resume(rank, resume.epoch, resume.position));
-      return Status::Ok();
+      if (Status st = ResumeRank(rank, resume); !st.ok()) {
+        // The trainer learns why; the session ends (its state is not this run's).
+        lock.unlock();
+        (void)SendFrame(socket, MsgType::kError, {{"message", st.message()}}, Deadline::After(1));
+        return st;
+      }
+      reply = PlanMessage(resume.epoch);
+      break;
     }
     case MsgType::kHeartbeat: return Status::Ok();
     case MsgType::kBye: *done = true; return Status::Ok();

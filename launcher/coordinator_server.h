@@ -104,11 +104,13 @@ class CoordinatorServer {
   Status HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame, bool* done);
   Status HandleClientFrame(Socket& socket, int rank, const Frame& frame, bool* done);
   Result<EpochPlan> PlanFor(uint64_t epoch) const;
+  Status ResumeRank(int rank, const ResumeMsg& resume);  // under mu_
   nlohmann::json PlanMessage(uint64_t epoch);  // under mu_
   void AdvanceEpochIfDone();                    // under mu_
 
   const CoordinatorConfig config_;
   const Pipeline pipeline_;
+  const std::string order_;  // digest of what the batch order derives from (SUBSCRIBED)
   Listener listener_;
 
   mutable std::mutex mu_;

@@ -44,7 +44,25 @@ Status CoordinatorState::StartEpoch(const EpochPlan& plan) {
     return Status::InvalidArgument("cannot start epoch " + std::to_string(plan.epoch) +
                                    ": it must come after epoch " + std::to_string(epoch_));
   }
+  return LayOut(plan);
+}
+
+Status CoordinatorState::SkipToEpoch(const EpochPlan& plan) {
+  if (!layout_ || plan.epoch <= epoch_ || touched_) {
+    return Status::InvalidArgument(
+        "cannot move to epoch " + std::to_string(plan.epoch) + ": the run is at epoch " +
+        std::to_string(epoch_) + (touched_ ? " and has delivered batches of it" : ""));
+  }
+  for (size_t p = 0; p < splits_.size(); ++p) {
+    if (splits_[p].phase == Phase::kAssigned) Release(p);
+  }
+  return LayOut(plan);
+}
+
+Status CoordinatorState::LayOut(const EpochPlan& plan) {
   GM_ASSIGN_OR_RETURN(PlanLayout layout, LayOutPlan(plan, options_.world_size));
+  touched_ = false;
+  skipped_base_.assign(static_cast<size_t>(options_.world_size), 0);
   splits_.assign(layout.slots.size(), SplitProgress{});
   pending_.clear();
   incomplete_ = 0;
@@ -277,6 +295,10 @@ Result<AckOutcome> CoordinatorState::Ack(int rank, uint64_t epoch, uint64_t spli
                                    std::to_string(slot.rank));
   }
   SplitProgress& split = splits_[position];
+  if (split.skipped) {  // delivered by an earlier run
+    ++duplicate_acks_;
+    return AckOutcome::kDuplicate;
+  }
   const uint64_t bound = split.deliver != kUnknownCount ? split.deliver : kMaxSplitBatches;
   if (split_batch >= bound) {
     return Status::InvalidArgument(what + ": the split delivers only batches 0.." +
@@ -290,6 +312,7 @@ Result<AckOutcome> CoordinatorState::Ack(int rank, uint64_t epoch, uint64_t spli
   split.acked[split_batch] = true;
   ++split.acked_count;
   ++acks_;
+  touched_ = true;
   while (split.contiguous < split.acked.size() && split.acked[split.contiguous]) {
     ++split.contiguous;
   }
@@ -299,6 +322,15 @@ Result<AckOutcome> CoordinatorState::Ack(int rank, uint64_t epoch, uint64_t spli
 
 void CoordinatorState::SetAckedPrefix(size_t position, uint64_t count) {
   SplitProgress& split = splits_[position];
+  if (split.skipped) {  // resumed again, to an earlier point: the split is due again
+    split.skipped = false;
+    split.deliver = layout_->slots[position].deliver;
+    split.acked.clear();
+    split.acked_count = split.contiguous = 0;
+    split.phase = Phase::kPending;
+    pending_.insert(position);
+    ++incomplete_;
+  }
   split.acked.assign(count, true);
   split.acked_count = count;
   split.contiguous = count;
@@ -341,14 +373,87 @@ Status CoordinatorState::Resume(int rank, uint64_t epoch, uint64_t position) {
     remaining -= take;
     SetAckedPrefix(p, take);
   }
+  skipped_base_[static_cast<size_t>(rank)] = 0;
+  touched_ = true;
+  return Status::Ok();
+}
+
+void CoordinatorState::Skip(size_t position) {
+  SplitProgress& split = splits_[position];
+  if (split.skipped) return;
+  if (split.phase == Phase::kAssigned) Release(position);
+  if (split.phase != Phase::kComplete) {
+    pending_.erase(position);
+    --incomplete_;
+  }
+  split.phase = Phase::kComplete;
+  split.skipped = true;
+  split.acked.clear();
+  split.acked_count = split.contiguous = 0;
+}
+
+Status CoordinatorState::ResumeAt(int rank, uint64_t epoch, uint64_t position, SequenceKey at) {
+  const std::string what = "resume of rank " + std::to_string(rank) + " at batch " +
+                           std::to_string(position) + " of epoch " + std::to_string(epoch);
+  if (!layout_ || epoch != epoch_) {
+    return Status::InvalidArgument(what + ": the current epoch is " +
+                                   (layout_ ? std::to_string(epoch_) : std::string("none")));
+  }
+  if (rank < 0 || rank >= options_.world_size) {
+    return Status::InvalidArgument(what + ": rank outside world size " +
+                                   std::to_string(options_.world_size));
+  }
+  const std::vector<size_t>& slots = layout_->rank_slots[static_cast<size_t>(rank)];
+  if (at.index > slots.size() || (at.index == slots.size() && at.batch > 0)) {
+    return Status::InvalidArgument(what + ": the state names split " + std::to_string(at.index) +
+                                   " of the rank's sequence, which has " +
+                                   std::to_string(slots.size()) + " splits in this run");
+  }
+  if (at.batch > position) {
+    return Status::InvalidArgument(what + ": the state is inconsistent (batch " +
+                                   std::to_string(at.batch) + " of its split, beyond the position)");
+  }
+  if (at.index < slots.size()) {
+    const uint64_t deliver = splits_[slots[at.index]].deliver;
+    if (deliver != kUnknownCount && at.batch > deliver) {
+      return Status::InvalidArgument(
+          what + ": the state is at batch " + std::to_string(at.batch) + " of " +
+          SplitName(epoch, layout_->slots[slots[at.index]].split) + ", which has " +
+          std::to_string(deliver) + " batches in this run");
+    }
+  }
+  // With every earlier count known, the position must add up.
+  uint64_t before = 0;
+  bool known = true;
+  for (size_t i = 0; i < at.index && known; ++i) {
+    const SplitProgress& split = splits_[slots[i]];
+    known = !split.skipped && split.deliver != kUnknownCount;
+    if (known) before += split.deliver;
+  }
+  if (known && before + at.batch != position) {
+    return Status::InvalidArgument(
+        what + ": in this run, batch " + std::to_string(at.batch) + " of the rank's split " +
+        std::to_string(at.index) + " is batch " + std::to_string(before + at.batch) +
+        " of the epoch (the state belongs to another pipeline or source)");
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (i < at.index) {
+      Skip(slots[i]);
+    } else {
+      SetAckedPrefix(slots[i], i == at.index ? at.batch : 0);
+    }
+  }
+  skipped_base_[static_cast<size_t>(rank)] = position - at.batch;
+  touched_ = true;
   return Status::Ok();
 }
 
 uint64_t CoordinatorState::RankPosition(int rank) const {
   if (!layout_ || rank < 0 || rank >= options_.world_size) return 0;
-  uint64_t position = 0;
+  uint64_t position = skipped_base_[static_cast<size_t>(rank)];
   for (size_t p : layout_->rank_slots[static_cast<size_t>(rank)]) {
     const SplitProgress& split = splits_[p];
+    if (split.skipped) continue;
     if (split.phase != Phase::kComplete) return position + split.contiguous;
     position += split.deliver;
   }

@@ -155,6 +155,22 @@ class CoordinatorState {
   // share, or a position that needs a batch count not known yet. The caller must
   // drop acknowledgements still arriving from the rank's old process afterwards.
   Status Resume(int rank, uint64_t epoch, uint64_t position);
+  // Like Resume, for a rank that says where its position lies in its sequence:
+  // `at` is the split's index among the rank's splits and the batches of it
+  // consumed. The splits before it count as delivered without their counts being
+  // known (a new run continuing a checkpoint of an earlier one, whose workers
+  // learned the counts). InvalidArgument for another epoch, an index beyond the
+  // share, a batch beyond a known count, or a position that contradicts known counts
+  // (the state belongs to another pipeline or source).
+  Status ResumeAt(int rank, uint64_t epoch, uint64_t position, SequenceKey at);
+  // Replaces the current epoch by a later one before anything of it was
+  // acknowledged (a new run whose first trainer resumes a later epoch). Splits
+  // held by workers are taken from them (their SPLIT_DONE is then stale).
+  // InvalidArgument once a batch of the current epoch was acknowledged or resumed,
+  // or when plan.epoch is not later.
+  Status SkipToEpoch(const EpochPlan& plan);
+  // True once a batch of the current epoch was acknowledged or a rank resumed in it.
+  bool EpochTouched() const { return touched_; }
   // Batches acknowledged contiguously from the start of the rank's sequence (0 for
   // an unknown rank or before the first epoch).
   uint64_t RankPosition(int rank) const;
@@ -177,6 +193,7 @@ class CoordinatorState {
     WorkerId holder = 0;      // when kAssigned
     bool produced = false;    // holder called SplitDone
     uint64_t assigned_start = 0;
+    bool skipped = false;     // delivered by an earlier run (ResumeAt); count may be unknown
   };
   struct WorkerRecord {
     double last_heard_s = 0;
@@ -193,6 +210,8 @@ class CoordinatorState {
   void CompleteIfDone(size_t position);
   void LoseWorker(WorkerRecord& worker);
   void SetAckedPrefix(size_t position, uint64_t count);
+  void Skip(size_t position);  // complete without its count: delivered by an earlier run
+  Status LayOut(const EpochPlan& plan);
   Status CheckEpoch(uint64_t epoch, std::string_view what) const;
   Status LearnCount(size_t position, WorkerId worker, uint64_t batch_count);
 
@@ -202,6 +221,8 @@ class CoordinatorState {
   std::vector<SplitProgress> splits_;  // by plan position
   std::set<size_t> pending_;           // plan positions waiting for a worker
   uint64_t incomplete_ = 0;
+  bool touched_ = false;                // a batch of the epoch was acknowledged or resumed
+  std::vector<uint64_t> skipped_base_;  // per rank: batches of its skipped splits
   std::map<WorkerId, WorkerRecord> workers_;
   WorkerId next_worker_ = 1;
   uint64_t acks_ = 0;

@@ -15,8 +15,9 @@
  * after the client is closed: bindings may view them without copying.
  *
  * Threads: one thread at a time may call gm_client_next, gm_client_start_epoch,
- * gm_client_resume and gm_client_close on a client; gm_client_stats and
- * gm_client_state may be called from any thread while the client is open.
+ * gm_client_resume, gm_client_resume_from and gm_client_close on a client;
+ * gm_client_stats, gm_client_state and gm_client_resume_state_get may be called
+ * from any thread while the client is open.
  * Batches are independent of each other and of the client.
  */
 #ifndef GOLDMINER_CLIENT_H_
@@ -92,8 +93,30 @@ int gm_client_stats_get(const gm_client* client, gm_client_stats* out);
  * checkpoint saves. */
 int gm_client_state(const gm_client* client, uint64_t* epoch, uint64_t* position);
 
-/* Continues `epoch` after its first `position` batches (from gm_client_state). */
+/* Continues `epoch` after its first `position` batches (from gm_client_state),
+ * within the run that knows the batch counts of the splits before it. */
 int gm_client_resume(gm_client* client, uint64_t epoch, uint64_t position);
+
+/* A checkpoint of a rank's place: enough to continue in a NEW run (a requeued
+ * job) of the same pipeline, seed and world size, with any number of workers. */
+typedef struct gm_resume_state {
+  uint64_t epoch;       /* the epoch being consumed */
+  uint64_t position;    /* its batches consumed so far */
+  uint64_t split_index; /* where that lies: the split's index among the rank's splits */
+  uint64_t split_batch; /* ... and its batches consumed */
+  int64_t seed;         /* the pipeline's seed; -1: not known */
+  int32_t world_size;
+  int32_t rank;
+  char order[65];       /* 64 hex + NUL: the pipeline and split size; "" if not known */
+} gm_resume_state;
+
+/* Fills *out with where the client stands. */
+int gm_client_resume_state_get(const gm_client* client, gm_resume_state* out);
+
+/* Continues from *state (from gm_client_resume_state_get, possibly in an earlier
+ * run). GM_INVALID_ARGUMENT, saying which, when its order, seed, world size or rank
+ * differ from this run's; the coordinator's reason when it refuses the state. */
+int gm_client_resume_from(gm_client* client, const gm_resume_state* state);
 
 /* Says goodbye to the coordinator, closes every connection, frees the client.
  * NULL is allowed. Batches already handed out stay valid. */

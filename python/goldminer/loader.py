@@ -45,6 +45,37 @@ class _Stats(ctypes.Structure):
                 ("connections_lost", ctypes.c_uint64)]
 
 
+class _ResumeState(ctypes.Structure):
+    _fields_ = [("epoch", ctypes.c_uint64), ("position", ctypes.c_uint64),
+                ("split_index", ctypes.c_uint64), ("split_batch", ctypes.c_uint64),
+                ("seed", ctypes.c_int64), ("world_size", ctypes.c_int32),
+                ("rank", ctypes.c_int32), ("order", ctypes.c_char * 65)]
+
+
+_STATE_KEYS = ("epoch", "position", "split_index", "split_batch", "order", "seed",
+               "world_size", "rank")
+
+
+def _checked_state(state):
+    """The state as a dict of the fields above, or ValueError naming what is wrong."""
+    if not isinstance(state, dict):
+        raise ValueError(f"a Loader state is a dict from state_dict(), not {type(state).__name__}")
+    keys = ("epoch", "position") if "split_index" not in state else _STATE_KEYS
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise ValueError(f"Loader state lacks {', '.join(missing)}: use a dict from state_dict()")
+    out = {}
+    for k in keys:
+        v = state[k]
+        if k == "order":
+            if not isinstance(v, str) or len(v) > 64 or not all(c in "0123456789abcdef" for c in v):
+                raise ValueError(f"Loader state: order must be up to 64 hex digits, not {v!r}")
+        elif isinstance(v, bool) or not isinstance(v, int) or v < (-1 if k in ("seed", "world_size", "rank") else 0):
+            raise ValueError(f"Loader state: {k} must be a non-negative integer, not {v!r}")
+        out[k] = v
+    return out
+
+
 def library_path():
     """Where libgoldminer_client.so is: the first existing candidate.
 
@@ -92,6 +123,8 @@ def _declare(lib):
         "gm_client_stats_get": (c.c_int, [p, c.POINTER(_Stats)]),
         "gm_client_state": (c.c_int, [p, c.POINTER(u64), c.POINTER(u64)]),
         "gm_client_resume": (c.c_int, [p, u64, u64]),
+        "gm_client_resume_state_get": (c.c_int, [p, c.POINTER(_ResumeState)]),
+        "gm_client_resume_from": (c.c_int, [p, c.POINTER(_ResumeState)]),
         "gm_client_close": (None, [p]),
         "gm_batch_data": (p, [p]),
         "gm_batch_data_bytes": (c.c_size_t, [p]),
@@ -168,7 +201,7 @@ class Loader:
         self._lib = None
         self._client = None
         self._close = None
-        self._resume = None  # (epoch, position) to continue from on the next iteration
+        self._resume = None  # a state (dict) to continue from on the next iteration
 
     def _open(self):
         if self._client is None:
@@ -182,11 +215,15 @@ class Loader:
 
     def __iter__(self):
         lib, client = self._open()
-        start, position = self._resume if self._resume is not None else (0, 0)
-        self._resume = None
+        resume, self._resume = self._resume, None
+        start = resume["epoch"] if resume is not None else 0
         for epoch in range(start, self.epochs):
-            if epoch == start and position > 0:
-                _check(lib, lib.gm_client_resume(client, epoch, position))
+            if epoch == start and resume is not None and "split_index" in resume:
+                state = _ResumeState(**{k: (v.encode() if k == "order" else v)
+                                        for k, v in resume.items()})
+                _check(lib, lib.gm_client_resume_from(client, ctypes.byref(state)))
+            elif epoch == start and resume is not None and resume["position"] > 0:
+                _check(lib, lib.gm_client_resume(client, epoch, resume["position"]))
             else:
                 _check(lib, lib.gm_client_start_epoch(client, epoch))
             while True:
@@ -205,18 +242,32 @@ class Loader:
         return {name: getattr(out, name) for name, _ in _Stats._fields_}
 
     def state_dict(self):
-        """{"epoch", "position"}: where this rank stands, for a checkpoint."""
+        """Where this rank stands, for a checkpoint: {"epoch", "position",
+        "split_index", "split_batch", "order", "seed", "world_size", "rank"}.
+
+        "position" is the number of batches of "epoch" consumed; "split_index" and
+        "split_batch" say where that lies in the rank's sequence, so that a NEW
+        `goldminer run` (a requeued job, another worker count) continues with exactly
+        the batches an uninterrupted run would have delivered next. "order" and
+        "seed" name the pipeline (its document and split size) and seed the state
+        belongs to: a run of another pipeline refuses it, saying why. Plain ints and
+        a str, so it can be saved with torch.save or json."""
         if self._resume is not None:
-            return {"epoch": self._resume[0], "position": self._resume[1]}
+            return dict(self._resume)
         lib, client = self._open()
-        epoch, position = ctypes.c_uint64(), ctypes.c_uint64()
-        _check(lib, lib.gm_client_state(client, ctypes.byref(epoch), ctypes.byref(position)))
-        return {"epoch": epoch.value, "position": position.value}
+        out = _ResumeState()
+        _check(lib, lib.gm_client_resume_state_get(client, ctypes.byref(out)))
+        state = {k: getattr(out, k) for k in _STATE_KEYS}
+        state["order"] = out.order.decode()
+        return state
 
     def load_state_dict(self, state):
-        """Makes the next iteration continue after state["position"] batches of
-        state["epoch"] (a dict from state_dict())."""
-        self._resume = (int(state["epoch"]), int(state["position"]))
+        """Makes the next iteration continue from `state` (a dict from state_dict(),
+        possibly saved by an earlier run). A dict of only {"epoch", "position"}
+        resumes within the run that saved it. ValueError for a dict that is not a
+        state; the library refuses, with its reason, a state of another pipeline,
+        seed, world size or rank."""
+        self._resume = _checked_state(state)
 
     def close(self):
         """Closes the connections now; arrays already handed out stay valid."""

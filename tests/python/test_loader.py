@@ -111,6 +111,9 @@ def serve_worker(batches):
     return serve
 
 
+ORDER = "ab" * 32  # the fake run's batch order
+
+
 def serve_coordinator(worker_address, log, count=-1):
     def serve(sock):
         while True:
@@ -119,8 +122,9 @@ def serve_coordinator(worker_address, log, count=-1):
             if msg_type == SUBSCRIBE:
                 send_frame(sock, SUBSCRIBED, {"run_id": "t", "batch_size": 2, "world_size": 1, "epochs": 1,
                                               "session": SESSION,
-                                              "ticket": ticket_key(WORKER_KEY, 0, SESSION)})
-            elif msg_type == GET_PLAN:
+                                              "ticket": ticket_key(WORKER_KEY, 0, SESSION),
+                                              "order": ORDER, "seed": 11})
+            elif msg_type in (GET_PLAN, RESUME):  # RESUME is answered with the epoch's PLAN
                 send_frame(sock, PLAN, {"epoch": meta["epoch"], "splits": [[7, count], [3, count]],
                                         "workers": [worker_address]})
             elif msg_type == GET_WORKERS:
@@ -174,7 +178,8 @@ class LoaderTest(unittest.TestCase):
             np.testing.assert_array_equal(mine["label"], want["label"])
             self.assertEqual(mine["label"].dtype, np.int64)
             self.assertFalse(mine["image"].flags.owndata)  # a view of the library's buffer
-        self.assertEqual(loader.state_dict(), {"epoch": 0, "position": 4})
+        state = loader.state_dict()
+        self.assertEqual((state["epoch"], state["position"], state["split_index"]), (0, 4, 2))
         stats = loader.stats()
         self.assertEqual((stats["batches"], stats["samples"]), (4, 8))
         self.assertGreater(stats["data_wait_s"], 0.0)
@@ -198,6 +203,48 @@ class LoaderTest(unittest.TestCase):
         loader.close()
         counted.close()
         self.assertIn((RESUME, {"epoch": 0, "position": 2}), self.log)
+
+    def test_given_a_full_state_dict_then_it_names_the_run_and_resumes_in_a_new_loader(self):
+        # Counts are unknown (-1): the state's split index lets a new loader resume.
+        first = goldminer.Loader(epochs=1, coordinator=self.coordinator.address, rank=0, world_size=1)
+        it = iter(first)
+        keys = [next(it)["key"] for _ in range(3)]
+        state = first.state_dict()
+        self.assertEqual(state, {"epoch": 0, "position": 3, "split_index": 1, "split_batch": 1,
+                                 "order": ORDER, "seed": 11, "world_size": 1, "rank": 0})
+        del it
+        first.close()
+        # A new run: another coordinator and worker, which knows no count either.
+        worker = FakeServer("worker", serve_worker(self.batches))
+        run = FakeServer("coordinator", serve_coordinator(worker.address, self.log))
+        second = goldminer.Loader(epochs=1, coordinator=run.address, rank=0, world_size=1)
+        second.load_state_dict(json.loads(json.dumps(state)))  # survives a JSON checkpoint
+        keys += [b["key"] for b in second]
+        self.assertEqual(keys, [b["key"] for b in self.batches])
+        second.close()
+        run.close()
+        worker.close()
+        self.assertIn((RESUME, {"epoch": 0, "position": 3, "split_index": 1, "split_batch": 1}),
+                      self.log)
+        run = FakeServer("coordinator", serve_coordinator(self.worker.address, self.log))
+        other = goldminer.Loader(epochs=1, coordinator=run.address, rank=0, world_size=1)
+        other.load_state_dict(dict(state, order="cd" * 32))
+        with self.assertRaises(goldminer.ClientError) as caught:
+            next(iter(other))
+        self.assertIn("belongs to another pipeline", str(caught.exception))
+        other.close()
+        run.close()
+
+    def test_given_something_that_is_not_a_state_then_load_state_dict_says_what_is_wrong(self):
+        loader = goldminer.Loader(epochs=1, coordinator=self.coordinator.address, rank=0, world_size=1)
+        for bad, why in [([0, 2], "dict from state_dict"), ({"epoch": 0}, "lacks position"),
+                         ({"epoch": 0, "position": -1}, "position must be"),
+                         ({"epoch": 0, "position": 1, "split_index": 0}, "lacks split_batch"),
+                         ({"epoch": 0, "position": 1, "split_index": 0, "split_batch": 1,
+                           "order": "zz", "seed": 1, "world_size": 1, "rank": 0}, "order must be")]:
+            with self.assertRaises(ValueError) as caught:
+                loader.load_state_dict(bad)
+            self.assertIn(why, str(caught.exception))
 
     def test_given_the_torch_adapter_then_batches_are_tensors_sharing_memory(self):
         import torch

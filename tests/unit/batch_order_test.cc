@@ -108,6 +108,33 @@ TEST(RankSequenceTest, GivenAStartPositionWhenCreatedThenEarlierBatchesAreDuplic
   EXPECT_FALSE(RankSequence::Create(Plan(0, {{1, kUnknownCount}}), 1, 0, 1).ok());
 }
 
+TEST(RankSequenceTest, GivenAStartKeyWhenCountsAreUnknownThenTheSequenceStartsThere) {
+  // A new run knows no count; the checkpoint says position 5 is batch 1 of split 3.
+  const uint64_t u = kUnknownCount;
+  auto plan = Plan(0, {{1, u}, {2, u}, {3, u}});
+  auto seq = RankSequence::CreateAt(plan, 1, 0, 5, {2, 1});
+  ASSERT_TRUE(seq.ok()) << seq.status().message();
+  EXPECT_EQ(seq->position(), 5u);
+  EXPECT_EQ(*seq->Classify(1, 0), Arrival::kDuplicate);  // an earlier run delivered it
+  EXPECT_EQ(*seq->Classify(3, 0), Arrival::kDuplicate);
+  EXPECT_EQ(*seq->Classify(3, 1), Arrival::kNext);
+  seq->Advance();
+  EXPECT_EQ(seq->position(), 6u);
+  ASSERT_TRUE(seq->SetBatchCount(3, 2).ok());
+  EXPECT_TRUE(seq->done());
+  // Past the share, and a key that contradicts known counts, are refused.
+  EXPECT_FALSE(RankSequence::CreateAt(plan, 1, 0, 5, {3, 1}).ok());
+  EXPECT_TRUE(RankSequence::CreateAt(plan, 1, 0, 9, {3, 0})->done());
+  EXPECT_FALSE(RankSequence::CreateAt(plan, 1, 0, 0, {0, 1}).ok());  // batch beyond the position
+  auto known = Plan(0, {{1, 3}, {2, 2}});
+  EXPECT_TRUE(RankSequence::CreateAt(known, 1, 0, 4, {1, 1}).ok());
+  auto wrong = RankSequence::CreateAt(known, 1, 0, 5, {1, 1});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("is batch 4 of the rank's share"), std::string::npos)
+      << wrong.status().message();
+  EXPECT_FALSE(RankSequence::CreateAt(known, 1, 0, 4, {0, 4}).ok());  // split 1 has 3
+}
+
 TEST(RankSequenceTest, GivenFewerSplitsThanRanksThenEveryShareIsEmpty) {
   auto seq = RankSequence::Create(Plan(0, {{1, 3}}), 2, 0);
   ASSERT_TRUE(seq.ok());

@@ -107,6 +107,7 @@ class FakeCoordinator {
                         [&] { return heartbeats_ >= n; });
   }
   bool close_after_plan = false;
+  std::string refuse_resume;  // non-empty: RESUME is answered ERROR with this message
   int wait_answers = 0;  // GET_PLAN answered "wait" this many times first
 
  private:
@@ -123,7 +124,9 @@ class FakeCoordinator {
                          {"world_size", frame->meta["world_size"]},
                          {"epochs", 1},
                          {"session", 1},
-                         {"ticket", ticket_}},
+                         {"ticket", ticket_},
+                         {"order", std::string(64, '0')},
+                         {"seed", 7}},
                         Deadline::After(5));
       } else if (frame->type == MsgType::kGetPlan && frame->meta["epoch"] != 0) {
         (void)SendFrame(s, MsgType::kPlan,
@@ -134,7 +137,13 @@ class FakeCoordinator {
         (void)SendFrame(s, MsgType::kPlan,
                         {{"epoch", frame->meta["epoch"]}, {"wait", true}, {"retry_s", 0.01}},
                         Deadline::After(5));
-      } else if (frame->type == MsgType::kGetPlan) {
+      } else if (frame->type == MsgType::kResume && !refuse_resume.empty()) {
+        resume_ = frame->meta;
+        (void)SendFrame(s, MsgType::kError, {{"message", refuse_resume}}, Deadline::After(5));
+        return s.Close();
+      } else if (frame->type == MsgType::kGetPlan || frame->type == MsgType::kResume) {
+        // RESUME is answered like GET_PLAN of its epoch.
+        if (frame->type == MsgType::kResume) resume_ = frame->meta;
         nlohmann::json splits = nlohmann::json::array();
         for (auto [split, count] : splits_) splits.push_back({split, count});
         (void)SendFrame(s, MsgType::kPlan,
@@ -146,8 +155,6 @@ class FakeCoordinator {
         (void)SendFrame(s, MsgType::kWorkers, {{"workers", workers}}, Deadline::After(5));
       } else if (frame->type == MsgType::kAck) {
         for (const auto& b : frame->meta["batches"]) acks_.emplace_back(b[0], b[1]);
-      } else if (frame->type == MsgType::kResume) {
-        resume_ = frame->meta;
       } else if (frame->type == MsgType::kHeartbeat) {
         ++heartbeats_;
       }
@@ -295,6 +302,12 @@ class ClientTest : public ::testing::Test {
       if (!next.ok() || !next->has_value()) return keys;
       keys.push_back((*next)->keys.at(0));
     }
+  }
+  static ResumeState At(uint64_t epoch, uint64_t position) {
+    ResumeState state;
+    state.epoch = epoch;
+    state.position = position;
+    return state;
   }
   std::vector<std::string> Expected(size_t from = 0) const {
     std::vector<std::string> keys;
@@ -444,7 +457,7 @@ TEST_F(ClientTest, GivenResumeAtPositionThreeThenTheFirstBatchIsTheFourth) {
   coordinator.SetPlan(Plan(true), {worker.address()});
   auto client = Client::Connect(Options(coordinator.address()));
   ASSERT_TRUE(client.ok()) << client.status().message();
-  ASSERT_TRUE((*client)->Resume({0, 3}).ok());
+  ASSERT_TRUE((*client)->Resume(At(0, 3)).ok());
   EXPECT_EQ(Drain(**client), Expected(3));
   EXPECT_EQ(coordinator.resume(), (nlohmann::json{{"epoch", 0}, {"position", 3}}));
   EXPECT_EQ((*client)->stats().duplicates_dropped, 3u);
@@ -458,9 +471,73 @@ TEST_F(ClientTest, GivenUnknownCountsWhenResumingMidSplitThenTheFirstBatchIsTheN
   coordinator.SetPlan(plan, {worker.address()});
   auto client = Client::Connect(Options(coordinator.address()));
   ASSERT_TRUE(client.ok()) << client.status().message();
-  ASSERT_TRUE((*client)->Resume({0, 3}).ok());  // batch 1 of the second split is next
+  ASSERT_TRUE((*client)->Resume(At(0, 3)).ok());  // batch 1 of the second split is next
   EXPECT_EQ(Drain(**client), Expected(3));
   EXPECT_EQ((*client)->state().position, 6u);
+}
+
+TEST_F(ClientTest, GivenAStateOfAnEarlierRunThenItResumesWithoutTheCountsOfEarlierSplits) {
+  // A new run's coordinator knows no count; the state says where position 3 lies.
+  FakeWorker worker(secret_, {Script{Items({0, 1, 2})}});
+  FakeCoordinator coordinator(secret_);
+  coordinator.SetPlan(Plan(false), {worker.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ResumeState state = At(0, 3);
+  state.at = SequenceKey{1, 1};
+  state.order = std::string(64, '0');
+  state.seed = 7;
+  state.world_size = 1;
+  state.rank = 0;
+  ASSERT_TRUE((*client)->Resume(state).ok());
+  EXPECT_EQ(coordinator.resume(), (nlohmann::json{{"epoch", 0},
+                                                  {"position", 3},
+                                                  {"split_index", 1},
+                                                  {"split_batch", 1}}));
+  EXPECT_EQ(Drain(**client), Expected(3));
+  const ResumeState end = (*client)->state();
+  EXPECT_EQ(end.position, 6u);
+  EXPECT_EQ(end.at, (SequenceKey{3, 0}));  // past the rank's three splits
+  EXPECT_EQ(end.order, std::string(64, '0'));
+  EXPECT_EQ(end.seed, 7);
+  EXPECT_EQ(end.world_size, 1);
+  EXPECT_EQ(end.rank, 0);
+}
+
+TEST_F(ClientTest, GivenAStateOfAnotherPipelineSeedWorldOrRankThenResumeRefusesItSayingWhich) {
+  FakeCoordinator coordinator(secret_);
+  coordinator.SetPlan(Plan(false), {});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  const auto refused = [&](ResumeState state, const std::string& why) {
+    state.at = SequenceKey{0, 1};
+    Status st = (*client)->Resume(state);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << why;
+    EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
+  };
+  ResumeState other = At(0, 1);
+  other.order = std::string(64, 'f');
+  other.seed = 8;
+  refused(other, "another pipeline (order ffffffffffff, seed 8)");
+  ResumeState world = At(0, 1);
+  world.world_size = 2;
+  refused(world, "saved with world size 2");
+  ResumeState rank = At(0, 1);
+  rank.rank = 1;
+  refused(rank, "rank 1's");
+  EXPECT_TRUE(coordinator.resume().is_null());  // none of them reached the coordinator
+}
+
+TEST_F(ClientTest, GivenTheCoordinatorRefusesAResumeThenTheTrainerGetsItsReason) {
+  FakeCoordinator coordinator(secret_);
+  coordinator.SetPlan(Plan(false), {});
+  coordinator.refuse_resume = "the trainer resumes epoch 5, but this run serves epochs 0..1";
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  Status st = (*client)->Resume(At(5, 0));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("refused RESUME: the trainer resumes epoch 5"), std::string::npos)
+      << st.message();
 }
 
 TEST_F(ClientTest, GivenASlowWorkerThenDataWaitIsPositive) {

@@ -322,6 +322,77 @@ TEST(CoordinatorStateTest, GivenAResumeMidEpochThenEarlierBatchesAreNotHandedOut
   EXPECT_FALSE(state.Resume(0, 1, 0).ok());  // another epoch
 }
 
+TEST(CoordinatorStateTest, GivenAResumeAtAKeyInANewRunThenEarlierSplitsNeedNoCounts) {
+  // A new run: no count is known. Rank 0 consumed 5 batches, 1 of them of its third split.
+  const uint64_t u = kUnknownCount;
+  CoordinatorState state = Make(1, Plan(0, {{1, u}, {2, u}, {3, u}, {4, u}}), 4);
+  ASSERT_TRUE(state.ResumeAt(0, 0, 5, {2, 1}).ok());
+  EXPECT_EQ(state.RankPosition(0), 5u);
+  EXPECT_TRUE(state.EpochTouched());
+  WorkerId w = state.RegisterWorker(0);
+  Assignment a = Request(state, w);
+  ASSERT_EQ(a.kind, Kind::kAssign);
+  EXPECT_EQ(a.split, 3u);
+  EXPECT_EQ(a.start_batch, 1u);
+  Assignment b = Request(state, w);
+  EXPECT_EQ(b.split, 4u);
+  EXPECT_EQ(b.start_batch, 0u);
+  EXPECT_EQ(Request(state, w).kind, Kind::kWait);  // splits 1 and 2 were delivered before
+  ASSERT_TRUE(state.SplitDone(w, 0, 3, 2).ok());
+  AckRange(state, a, 1, 2);
+  ASSERT_TRUE(state.SplitDone(w, 0, 4, 3).ok());
+  AckRange(state, b, 0, 3);
+  EXPECT_TRUE(state.EpochDone());
+  EXPECT_EQ(state.RankPosition(0), 9u);
+  // An ack of a split an earlier run delivered is a duplicate, not an error.
+  EXPECT_EQ(*state.Ack(0, 0, 1, 0), AckOutcome::kDuplicate);
+}
+
+TEST(CoordinatorStateTest, GivenAResumeAtAKeyThenAnEarlierResumeMakesSkippedSplitsDueAgain) {
+  const uint64_t u = kUnknownCount;
+  CoordinatorState state = Make(1, Plan(0, {{1, u}, {2, u}}), 4);
+  ASSERT_TRUE(state.ResumeAt(0, 0, 3, {1, 0}).ok());
+  ASSERT_TRUE(state.ResumeAt(0, 0, 0, {0, 0}).ok());  // back to the start
+  EXPECT_EQ(state.RankPosition(0), 0u);
+  WorkerId w = state.RegisterWorker(0);
+  EXPECT_EQ(Request(state, w).split, 1u);
+  EXPECT_EQ(Request(state, w).split, 2u);
+}
+
+TEST(CoordinatorStateTest, GivenAResumeAtAKeyThatContradictsTheRunThenItIsRefused) {
+  CoordinatorState state = Make(1, Plan(0, {{1, 3}, {2, 2}}), 4);
+  const auto refused = [&](uint64_t position, SequenceKey at, const std::string& why) {
+    Status st = state.ResumeAt(0, 0, position, at);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument);
+    EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
+  };
+  refused(5, {1, 1}, "another pipeline or source");  // split 1 has 3 batches, not 4
+  refused(4, {0, 4}, "which has 3 batches in this run");
+  refused(2, {3, 0}, "which has 2 splits in this run");
+  refused(1, {1, 2}, "inconsistent");
+  EXPECT_FALSE(state.EpochTouched());  // nothing was changed
+  EXPECT_EQ(state.ResumeAt(0, 1, 0, {0, 0}).code(), Code::kInvalidArgument);  // another epoch
+}
+
+TEST(CoordinatorStateTest, GivenAFreshEpochWhenSkippedToALaterOneThenWorkersLoseTheirSplits) {
+  CoordinatorState state = Make(1, Plan(0, {{1, 2}, {2, 2}}), 2);
+  WorkerId w = state.RegisterWorker(0);
+  Assignment a = Request(state, w);
+  ASSERT_EQ(a.kind, Kind::kAssign);
+  ASSERT_TRUE(state.SkipToEpoch(Plan(3, {{7, 2}, {8, 2}})).ok());
+  EXPECT_EQ(state.epoch(), 3u);
+  EXPECT_TRUE(state.SplitDone(w, 0, a.split, 2).ok());  // stale, accepted
+  EXPECT_EQ(state.Stats().stale_split_done, 1u);
+  Assignment b = Request(state, w);  // the in-flight limit counts the new epoch only
+  EXPECT_EQ(b.epoch, 3u);
+  EXPECT_EQ(b.split, 7u);
+  AckRange(state, b, 0, 1);
+  Status again = state.SkipToEpoch(Plan(5, {{9, 1}}));
+  EXPECT_EQ(again.code(), Code::kInvalidArgument);  // epoch 3 has delivered a batch
+  EXPECT_NE(again.message().find("has delivered batches"), std::string::npos) << again.message();
+  EXPECT_FALSE(Make(1, Plan(2, {{1, 1}})).SkipToEpoch(Plan(1, {{1, 1}})).ok());  // not later
+}
+
 TEST(CoordinatorStateTest, GivenAResumeBehindTheAcksThenTheRestIsMadeAgain) {
   CoordinatorState state = Make(1, Plan(0, {{1, 2}, {2, 2}}), 2);
   WorkerId w = state.RegisterWorker(0);

@@ -35,7 +35,19 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->world_size, 4);
   EXPECT_EQ(CreditMsg::Decode(CreditMsg{7}.Encode())->n, 7u);
-  EXPECT_EQ(ResumeMsg::Decode(ResumeMsg{1, 9}.Encode())->position, 9u);
+  ResumeMsg resume;
+  resume.epoch = 1;
+  resume.position = 9;
+  EXPECT_EQ(ResumeMsg::Decode(resume.Encode())->position, 9u);
+  EXPECT_FALSE(ResumeMsg::Decode(resume.Encode())->at.has_value());
+  resume.at = SequenceKey{4, 2};
+  EXPECT_EQ(ResumeMsg::Decode(resume.Encode())->at, (SequenceKey{4, 2}));
+  // Both of split_index and split_batch, or neither; each in range.
+  EXPECT_EQ(ResumeMsg::Decode({{"epoch", 1}, {"position", 9}, {"split_index", 4}}).status().code(),
+            Code::kCorrupt);
+  EXPECT_EQ(ResumeMsg::Decode({{"epoch", 1}, {"position", 9}, {"split_index", -1},
+                               {"split_batch", 0}}).status().code(),
+            Code::kCorrupt);
   EXPECT_EQ(GetPlanMsg::Decode(GetPlanMsg{5}.Encode())->epoch, 5u);
   EXPECT_EQ(RegisterMsg::Decode(RegisterMsg{"10.0.0.1:4000"}.Encode())->data_addr, "10.0.0.1:4000");
 }
@@ -73,11 +85,23 @@ TEST(MessagesTest, GivenFieldsOfTheWrongTypeOrRangeThenCorruptNamingMessageAndFi
 }
 
 TEST(MessagesTest, GivenTheCoordinatorsRepliesWhenDecodedThenTheyRoundTripAndBadFieldsAreNamed) {
-  SubscribedMsg sub{"run-1", 32, 2, 3, 9, std::string(64, 'c')};
+  SubscribedMsg sub{"run-1", 32, 2, 3, 9, std::string(64, 'c'), std::string(64, 'd'), 42};
   auto s = SubscribedMsg::Decode(sub.Encode());
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->session, 9u);
   EXPECT_EQ(s->ticket, sub.ticket);
+  EXPECT_EQ(s->order, sub.order);
+  EXPECT_EQ(s->seed, 42);
+  json no_order = sub.Encode();  // a peer that does not say: empty, and nothing is checked
+  no_order.erase("order");
+  no_order.erase("seed");
+  EXPECT_EQ(SubscribedMsg::Decode(no_order)->order, "");
+  json bad_order = sub.Encode();
+  bad_order["order"] = "ABC";
+  EXPECT_NE(Refusal(SubscribedMsg::Decode(bad_order)).find("$.order"), std::string::npos);
+  json bad_seed = sub.Encode();
+  bad_seed["seed"] = -3;
+  EXPECT_NE(Refusal(SubscribedMsg::Decode(bad_seed)).find("$.seed"), std::string::npos);
   json no_ticket = sub.Encode();
   no_ticket["ticket"] = "short";
   EXPECT_NE(Refusal(SubscribedMsg::Decode(no_ticket)).find("SUBSCRIBED: $.ticket"), std::string::npos);
