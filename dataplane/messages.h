@@ -28,7 +28,8 @@
 //
 // 2. client (one per trainer rank) -> coordinator (control). Request/response.
 //      K->C SUBSCRIBE   {rank, world_size}
-//      C->K SUBSCRIBED  {run_id, batch_size, world_size, epochs, session, ticket}
+//      C->K SUBSCRIBED  {run_id, batch_size, world_size, epochs, session, ticket,
+//                       order, seed}
 //                       session: this rank's session number (each SUBSCRIBE gets
 //                       a higher one); ticket: the key for the data ports
 //                       (dataplane/auth.h)
@@ -47,7 +48,9 @@
 //      K->C GET_WORKERS {}
 //      C->K WORKERS     {workers: ["HOST:PORT", ...]}
 //      K->C ACK         {epoch, batches: [[split, split_batch], ...]}   (no answer)
-//      K->C RESUME      {epoch, position}                              (no answer)
+//      K->C RESUME      {epoch, position[, split_index, split_batch]}
+//      C->K PLAN        of that epoch, or ERROR {message} when the state does not
+//                       fit the run (then the connection closes)
 //      K->C HEARTBEAT   {}   (no answer; when the trainer sent nothing for
 //                       kClientHeartbeatS: the coordinator closes a client
 //                       connection silent for kClientIdleS)

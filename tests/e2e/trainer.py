@@ -13,10 +13,18 @@ counted over the whole run):
   GM_TEST_STEP_S=S        sleep S seconds after each batch (a slow step)
   GM_TEST_RESUME_AFTER=N  save the loader's state, drop the loader, and continue
                           with a new loader restored from that state
+  GM_TEST_SAVE_AFTER=N    with GM_TEST_STATE=FILE: write the loader's state to FILE
+                          (JSON) and stop there, as a job whose time ran out
+  GM_TEST_STATE=FILE      a checkpoint: {"loader": state, "seen": what OUT holds}; when
+                          it exists at start, the trainer continues from it (a new
+                          run resuming an earlier one's checkpoint); with
+                          GM_TEST_CHECKPOINT=1 it is rewritten after every batch
   GM_TEST_KILL_RUN_AFTER=N  kill -9 `goldminer run` itself (the coordinator): the
                           loader must raise a clear error, and the workers must
                           exit; OUT then holds {"error", "workers_alive"}
-usage: trainer.py OUT EPOCHS   ("{rank}" in OUT is replaced by the rank)
+usage: trainer.py OUT EPOCHS   ("{rank}" in OUT and GM_TEST_STATE is replaced by the rank)
+OUT also holds "batches": per epoch, the sha256 (16 hex) of each batch's data and labels.
+A failure of the loader is written to OUT as {"error": message}, exit status 3.
 """
 import hashlib
 import json
@@ -72,20 +80,37 @@ def coordinator_vanishes(out, loader, it):
         json.dump({"error": error, "workers_alive": [p for p in pids if alive(p)]}, f)
 
 
+def save_checkpoint(path, loader, seen, labels, batches):
+    with open(path + ".tmp", "w") as f:
+        json.dump({"loader": loader.state_dict(), "seen": seen, "labels": labels,
+                   "batches": batches}, f)
+    os.replace(path + ".tmp", path)
+
+
 def main():
-    out = sys.argv[1].replace("{rank}", os.environ.get("RANK", "0"))
+    rank = os.environ.get("RANK", "0")
+    out = sys.argv[1].replace("{rank}", rank)
     epochs = int(sys.argv[2])
     resume_after = os.environ.get("GM_TEST_RESUME_AFTER")
+    state_file = os.environ.get("GM_TEST_STATE", "").replace("{rank}", rank)
     loader = goldminer.Loader(epochs=epochs)
-    seen, labels, digests, shapes, spawned, n = [], [], [], set(), [], 0
+    seen, labels, batches, digests, shapes, spawned, n = [], [], [], [], set(), [], 0
+    if state_file and os.path.exists(state_file):
+        with open(state_file) as f:
+            checkpoint = json.load(f)
+        loader.load_state_dict(checkpoint["loader"])
+        seen, labels, batches = checkpoint["seen"], checkpoint["labels"], checkpoint["batches"]
     resumed = False
-    epoch_keys = []
     it = iter(loader)
     while True:
         try:
             batch = next(it)
         except StopIteration:
             break
+        except goldminer.ClientError as e:
+            with open(out, "w") as f:
+                json.dump({"error": str(e)}, f)
+            sys.exit(3)
         assert isinstance(batch["image"], np.ndarray)
         assert batch["label"].dtype == np.int64 and len(batch["label"]) == len(batch["key"])
         shapes.add(tuple(batch["image"].shape[1:]))
@@ -93,13 +118,22 @@ def main():
         while len(seen) <= epoch:
             seen.append([])
             labels.append([])
+            batches.append([])
+        while len(digests) <= epoch:
             digests.append(hashlib.sha256())
         seen[epoch].extend(batch["key"])
         labels[epoch].extend(batch["label"].tolist())
-        digests[epoch].update(np.ascontiguousarray(batch["image"]).tobytes())
+        image = np.ascontiguousarray(batch["image"]).tobytes()
+        digests[epoch].update(image)
         digests[epoch].update(batch["label"].tobytes())
+        batches[epoch].append(hashlib.sha256(image + batch["label"].tobytes()).hexdigest()[:16])
         n += 1
         act(n, spawned)
+        if state_file and os.environ.get("GM_TEST_CHECKPOINT") == "1":
+            save_checkpoint(state_file, loader, seen, labels, batches)
+        if state_file and os.environ.get("GM_TEST_SAVE_AFTER") == str(n):
+            save_checkpoint(state_file, loader, seen, labels, batches)
+            break
         if os.environ.get("GM_TEST_KILL_RUN_AFTER") == str(n):
             return coordinator_vanishes(out, loader, it)
         if resume_after == str(n) and not resumed:
@@ -116,7 +150,8 @@ def main():
     with open(out, "w") as f:
         json.dump({"rank": int(os.environ.get("RANK", 0)),
                    "world_size": int(os.environ.get("WORLD_SIZE", 1)),
-                   "epochs": seen, "labels": labels, "digests": [d.hexdigest() for d in digests],
+                   "epochs": seen, "labels": labels, "batches": batches,
+                   "digests": [d.hexdigest() for d in digests],
                    "shapes": sorted(shapes), "stats": stats}, f)
 
 

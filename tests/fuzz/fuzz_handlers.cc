@@ -1,6 +1,7 @@
 // libFuzzer target: the coordinator's message handlers, driven the way hostile or
 // buggy peers would drive them. The input is a script: each step picks a peer
-// message (REGISTER, GET_SPLIT, SPLIT_DONE, HEARTBEAT, ACK, RESUME, a worker that
+// message (REGISTER, GET_SPLIT, SPLIT_DONE, HEARTBEAT, ACK, RESUME with or without
+// a split index, a jump to a later epoch, a worker that
 // leaves, time passing, the next epoch), builds its meta from the fuzzer's bytes
 // (fields of any type, in or out of range, or garbage JSON), decodes it with the
 // typed Decode the coordinator uses (dataplane/messages.h) and hands what decodes
@@ -120,8 +121,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       }
       case 5: {
-        auto msg = gm::ResumeMsg::Decode(Meta(in, {"epoch", "position"}));
-        if (msg.ok()) ExpectRefusal(state->Resume(in.ConsumeIntegralInRange<int>(0, 3), msg->epoch, msg->position));
+        auto msg = gm::ResumeMsg::Decode(
+            Meta(in, {"epoch", "position", "split_index", "split_batch"}));
+        if (!msg.ok()) break;
+        const int rank = in.ConsumeIntegralInRange<int>(0, 3);
+        ExpectRefusal(msg->at ? state->ResumeAt(rank, msg->epoch, msg->position, *msg->at)
+                              : state->Resume(rank, msg->epoch, msg->position));
         break;
       }
       case 6: ExpectRefusal(state->WorkerExited(worker)); break;
@@ -131,7 +136,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         state->Tick(now);
         break;
       case 9:
-        if (state->EpochDone()) start_epoch(state->epoch() + 1);
+        if (state->EpochDone()) {
+          start_epoch(state->epoch() + 1);
+        } else if (!state->EpochTouched()) {  // a new run jumps to a resumed trainer's epoch
+          gm::EpochPlan plan;
+          plan.epoch = state->epoch() + in.ConsumeIntegralInRange<uint64_t>(0, 2);
+          plan.splits.push_back({1, options.world_size == 1 && in.ConsumeBool()
+                                        ? gm::kUnknownCount
+                                        : in.ConsumeIntegralInRange<uint64_t>(0, 4)});
+          gm::Status st = state->SkipToEpoch(plan);
+          ExpectRefusal(st);
+          if (st.ok()) planned += plan.splits[0].batch_count == gm::kUnknownCount
+                                      ? gm::kMaxSplitBatches
+                                      : plan.splits[0].batch_count;
+        }
         break;
     }
     const gm::CoordinatorStats stats = state->Stats();
