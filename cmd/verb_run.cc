@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "cmd/cli.h"
@@ -18,6 +19,8 @@
 #include "core/plan.h"
 #include "core/run_store.h"
 #include "launcher/local_run.h"
+#include "launcher/process.h"
+#include "launcher/slurm_job.h"
 
 namespace gm::cli {
 namespace {
@@ -86,6 +89,7 @@ Status RecordRefused(const RunFlags& f, const Status& why) {
   run.world_size = f.world_size;
   run.host = HostName();
   run.pid = ::getpid();
+  if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr) run.job_id = job;
   if ((*store)->BeginRun(run).ok()) {
     EventRecord e;
     e.run_id = run.id;
@@ -167,6 +171,78 @@ std::vector<std::string> SrunPrefix(const RunFlags& f, bool het, int slot, int t
   return a;
 }
 
+int WorkerCpus(const RunFlags& f, int slot) {
+  const size_t i = static_cast<size_t>(slot);
+  return i < f.worker_threads.size() ? f.worker_threads[i] : f.threads_per_worker;
+}
+
+bool HetJob() {
+  const char* size = std::getenv("SLURM_HET_SIZE");
+  return size != nullptr && std::atoi(size) >= 2;
+}
+
+// Checks that `workers` workers (slots 0..workers-1, sized and placed as SrunPrefix
+// does) fit in the allocation's CPUs, component by component. Ok when Slurm's
+// environment does not say (nothing to check against).
+Status CheckAllocation(const RunFlags& f, int workers) {
+  const bool het = HetJob();
+  std::map<int, std::vector<int>> by_group;  // het group (0 without one) -> worker CPUs
+  for (int slot = 0; slot < workers; ++slot) {
+    const size_t i = static_cast<size_t>(slot);
+    const bool remote = i < f.worker_remote.size() ? f.worker_remote[i] : true;
+    by_group[het && remote ? 1 : 0].push_back(WorkerCpus(f, slot));
+  }
+  const std::string job = std::getenv("SLURM_JOB_ID") ? std::getenv("SLURM_JOB_ID") : "?";
+  for (const auto& [group, cpus] : by_group) {
+    const std::string var = het ? "SLURM_JOB_CPUS_PER_NODE_HET_GROUP_" + std::to_string(group)
+                                : std::string("SLURM_JOB_CPUS_PER_NODE");
+    const char* text = std::getenv(var.c_str());
+    if (text == nullptr || *text == '\0') continue;
+    GM_ASSIGN_OR_RETURN(std::vector<int> nodes, ParseCpusPerNode(text));
+    const std::string what = (het ? "component " + std::to_string(group) + " of job " : "job ") +
+                             job + " (" + var + "=" + text + ")";
+    GM_RETURN_IF_ERROR(CheckWorkersFit(cpus, nodes, what));
+  }
+  return Status::Ok();
+}
+
+// The trainer's program exists: a path that is an executable file, or a name found
+// in PATH. Checked before anything starts, so a typo costs no worker step.
+Status CheckTrainerCommand(const std::vector<std::string>& command) {
+  if (command.empty()) return Status::Ok();  // reported with the usage
+  const std::string& program = command[0];
+  const auto runnable = [](const std::string& path) {
+    return ::access(path.c_str(), X_OK) == 0 && !std::filesystem::is_directory(path);
+  };
+  if (program.find('/') != std::string::npos) {
+    if (runnable(program)) return Status::Ok();
+  } else if (const char* path = std::getenv("PATH")) {
+    std::string dirs = path;
+    for (size_t start = 0; start <= dirs.size();) {
+      const size_t end = std::min(dirs.find(':', start), dirs.size());
+      const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+      if (runnable(dir + "/" + program)) return Status::Ok();
+      start = end + 1;
+    }
+  }
+  return Status::NotFound("the trainer command '" + program + "' " +
+                          (program.find('/') != std::string::npos
+                               ? "is not an executable file"
+                               : "was not found in PATH") +
+                          "; give the program after --, e.g. -- python3 train.py");
+}
+
+// Why Slurm is stopping the job we run in, asked when SIGTERM arrives.
+std::string AskSlurmStopCause() {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (job == nullptr) return "";
+  Result<CommandOutput> out = CaptureOutput({"scontrol", "show", "job", "--oneliner", job}, 5,
+                                            1 << 20);
+  if (!out.ok() || out->exit.exit_code() != 0) return "";
+  const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+  return SlurmStopCause(out->out, restarts != nullptr ? std::atoi(restarts) : 0);
+}
+
 Result<int> RunLocalBackend(const RunFlags& f) {
   if (f.pipeline.empty()) {  // a usage error: exit 2
     LogError("run needs --pipeline FILE or --plan plan.json, e.g. goldminer run --pipeline "
@@ -207,13 +283,22 @@ Result<int> RunLocalBackend(const RunFlags& f) {
                                      std::to_string(f.workers) + ") <= --max-workers (" +
                                      std::to_string(a.max_workers) + ")");
     }
+    if (f.backend == "slurm" && !CheckAllocation(f, a.max_workers).ok()) {
+      // Never more workers than the allocation holds: a step beyond it would wait.
+      int fit = f.workers;
+      while (fit < a.max_workers && CheckAllocation(f, fit + 1).ok()) ++fit;
+      LogInfo("run: --autoscale: at most " + std::to_string(fit) + " worker(s) fit in the "
+              "allocation (--max-workers " + std::to_string(a.max_workers) + ")");
+      a.max_workers = fit;
+    }
     c.autoscale = a;
   }
   if (f.backend == "slurm") {
     c.backend = "slurm";
-    const char* het_size = std::getenv("SLURM_HET_SIZE");
-    const bool het = het_size != nullptr && std::atoi(het_size) >= 2;
-    c.worker_prefix = [f, het](int slot, int threads) { return SrunPrefix(f, het, slot, threads); };
+    c.worker_prefix = [f, het = HetJob()](int slot, int threads) {
+      return SrunPrefix(f, het, slot, threads);
+    };
+    c.stop_cause = AskSlurmStopCause;
   }
   std::unique_ptr<SqliteRunStore> store;
   if (!f.no_db) {
@@ -320,6 +405,10 @@ Verb RunVerb() {
         return std::function<Result<int>()>([f, app]() -> Result<int> {
           if (Status st = ResolveBackend(*f, *app); !st.ok()) return RecordRefused(*f, st);
           if (!f->plan.empty()) GM_RETURN_IF_ERROR(ApplyPlan(*f, *app));
+          if (Status st = CheckTrainerCommand(f->command); !st.ok()) return RecordRefused(*f, st);
+          if (f->backend == "slurm") {
+            if (Status st = CheckAllocation(*f, f->workers); !st.ok()) return RecordRefused(*f, st);
+          }
           return RunLocalBackend(*f);
         });
       }};

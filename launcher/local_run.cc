@@ -61,6 +61,13 @@ class LocalRun {
       }
       if (!result.stopped && StopRequested()) {
         result.stopped = true;
+        if (signalled_ && c_.stop_cause) result.stop_cause = c_.stop_cause();
+        // Said before stopping anything: if the system kills us before the end, the
+        // record still tells why the run stopped.
+        recorder_.Event("run", result.stop_cause.empty()
+                                   ? std::string("stopping: a signal asked the run to stop")
+                                   : "stopping: the job was preempted (" + result.stop_cause +
+                                         "); the trainer resumes from its checkpoint in a new run");
         stop_deadline = MonotonicSeconds() + c_.stop_grace_s;
         for (pid_t t : trainers_) group_.Signal(t, SIGTERM);
       }
@@ -118,6 +125,7 @@ class LocalRun {
     if (c_.signal != nullptr) {
       if (int sig = c_.signal->exchange(0)) {
         LogWarning("run: signal " + std::to_string(sig) + ": stopping the trainer and workers");
+        signalled_ = true;
         return true;
       }
     }
@@ -288,6 +296,7 @@ class LocalRun {
   bool status_line_shown_ = false;  // a status line is on the terminal, without '\n'
   double next_progress_log_ = 0;
   std::optional<Autoscaler> autoscaler_;
+  bool signalled_ = false;     // a signal (not should_stop) stopped the run
   std::set<pid_t> draining_;  // workers told to drain (SIGTERM), still running
   int next_slot_ = 0;         // the slot of the next worker the autoscaler adds
   bool stopped_ = false;      // StopAll ran
@@ -371,8 +380,12 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
     return result.status();
   }
   result->summary = coordinator->Summary();
-  result->status = result->stopped ? "cancelled" : result->exit_code == 0 ? "succeeded" : "failed";
-  recorder.Event("run", "run " + result->status + ": the trainer " + result->exit);
+  result->status = !result->stopped            ? (result->exit_code == 0 ? "succeeded" : "failed")
+                   : result->stop_cause.empty() ? "cancelled"
+                                                : "preempted";
+  recorder.Event("run", "run " + result->status +
+                            (result->stop_cause.empty() ? "" : " (" + result->stop_cause + ")") +
+                            ": the trainer " + result->exit);
   recorder.End(result->status, result->exit_code);
   return result;
 }

@@ -53,6 +53,10 @@ struct LocalRunConfig {
   // A signal number set asynchronously (SIGTERM/SIGINT handler); non-zero stops the
   // trainers like should_stop. May be null.
   std::atomic<int>* signal = nullptr;
+  // Asked once, when a signal stops the run: why the surrounding system stopped it
+  // ("requeued", "time limit", ...; launcher/slurm_job.h). Non-empty: the run is
+  // recorded as "preempted" with that cause, else as "cancelled". May be empty.
+  std::function<std::string()> stop_cause;
   // Log the pipeline's OrderNotice() (the profile has said it already).
   bool order_notice = true;
   // The run's record (launcher/run_recorder.h): where (null: nowhere), under which
@@ -78,7 +82,8 @@ struct LocalRunResult {
   int exit_code = 0;     // the first failing trainer's exit code (128+signal), else 0
   std::string exit;      // "exited with status 0", "was killed by signal 9 (Killed)", ...
   bool stopped = false;  // should_stop or a signal ended the trainers
-  std::string status;    // as recorded: "succeeded", "failed" or "cancelled"
+  std::string status;    // as recorded: "succeeded", "failed", "cancelled" or "preempted"
+  std::string stop_cause;  // when preempted: why (LocalRunConfig::stop_cause)
   CoordinatorSummary summary;
 };
 

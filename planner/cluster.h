@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/scontrol.h"
 #include "core/status.h"
 
 namespace gm::planner {
@@ -76,8 +77,6 @@ Result<Cluster> ClusterFromScontrol(const std::string& nodes_text,
                                     const std::string& gres_used_text,
                                     const std::string& origin);
 
-// The plain "KEY=value KEY=value ..." of one scontrol --oneliner line; a value
-// that holds spaces (OS=, Reason=) keeps them.
-std::vector<std::pair<std::string, std::string>> ScontrolFields(const std::string& line);
+using gm::ScontrolFields;  // core/scontrol.h
 
 }  // namespace gm::planner

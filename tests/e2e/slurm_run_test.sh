@@ -161,4 +161,112 @@ for keys in epochs:
     assert len(keys) == 400 and len(set(keys)) == 400, (len(keys), len(set(keys)))
 PY
 ok "every sample arrived exactly once"
+
+# 5. Requeue: the job is requeued mid-epoch (as preemption with requeue, or a time
+#    limit with --requeue, does). The trainer checkpoints its loader state with each
+#    batch; the second attempt is a new `goldminer run` (new coordinator, new worker
+#    steps) whose trainer continues from the checkpoint. Together the two attempts
+#    deliver exactly what one uninterrupted run delivers, batch for batch.
+wait_job() {  # wait_job ID: until the job has left the queue's running states
+  for _ in $(seq 1 900); do
+    state=$(scontrol show job "$1" -o 2>/dev/null | head -n 1)
+    [[ -z $state || $state == *"JobState=COMPLETED"* || $state == *"JobState=FAILED"* ||
+       $state == *"JobState=CANCELLED"* ]] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+"$GM" run --backend local --pipeline "$T/pipeline.json" --workers 2 --samples-per-split 8 --no-db \
+  -- $PY "$SRC/tests/e2e/trainer.py" "$T/uninterrupted.json" 2 >/dev/null 2>"$T/uninterrupted.err" ||
+  { cat "$T/uninterrupted.err" >&2; fail "the uninterrupted reference run"; }
+cat >"$T/requeue.sbatch" <<SCRIPT
+#!/bin/bash
+#SBATCH --partition=cpu --nodes=1 --ntasks=1 --cpus-per-task=4 --requeue --open-mode=append
+exec "$GM" run --pipeline "$T/pipeline.json" --workers 2 --samples-per-split 8 \
+  --db "$T/runs.db" -- $PY "$SRC/tests/e2e/trainer.py" "$T/requeued.json" 2
+SCRIPT
+job=$(GM_TEST_STEP_S=0.2 GM_TEST_STATE="$T/requeue.ckpt" GM_TEST_CHECKPOINT=1 \
+  sbatch --parsable --chdir="$T" --output="$T/requeue.out" --export=ALL "$T/requeue.sbatch") ||
+  fail "sbatch refused the requeue job"
+job=${job%%;*}
+position=0
+for _ in $(seq 1 300); do
+  [[ -f $T/requeue.ckpt ]] &&
+    position=$($PY -c "import json; print(json.load(open('$T/requeue.ckpt'))['loader']['position'])" 2>/dev/null || echo 0)
+  [[ $position -ge 4 ]] && break
+  sleep 0.1
+done
+[[ $position -ge 4 ]] || { cat "$T/requeue.out" >&2; fail "the trainer of job $job saved no checkpoint"; }
+scontrol requeue "$job" || fail "scontrol requeue $job"
+ok "job $job requeued mid-epoch (checkpoint at batch $position)"
+# A requeued job waits for a begin time; let it start now.
+for _ in $(seq 1 100); do
+  scontrol update jobid="$job" StartTime=now 2>/dev/null && break
+  sleep 0.2
+done
+wait_job "$job" || fail "job $job did not end"
+[[ $state == *"JobState=COMPLETED"* && $state == *"ExitCode=0:0"* && $state == *"Restarts=1"* ]] ||
+  { cat "$T/requeue.out" >&2; fail "job $job: $(grep -o 'JobState=[A-Z]* .*Restarts=[0-9]*' <<<"$state")"; }
+ok "the requeued job ran again and COMPLETED"
+$PY - "$T/uninterrupted.json" "$T/requeued.json" <<'CHECK' || fail "the two attempts differ from one uninterrupted run"
+import json, sys
+want, got = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+for field in ("epochs", "labels", "batches"):
+    assert want[field] == got[field], (field, [len(x) for x in want[field]], [len(x) for x in got[field]])
+assert [len(e) for e in got["epochs"]] == [36, 36]
+CHECK
+ok "the two attempts together delivered exactly the uninterrupted run's batches"
+rows=$(sqlite3 "$DB" "SELECT status || ' ' || exit_code FROM runs WHERE job_id = '$job' ORDER BY started_utc, rowid")
+[[ $(head -n 1 <<<"$rows") == "preempted "* && $(tail -n 1 <<<"$rows") == "succeeded 0" ]] ||
+  fail "runs of job $job: $rows"
+ok "runs.db: the first attempt preempted, the second succeeded ($(tr '\n' ',' <<<"$rows"))"
+[[ $(sqlite3 "$DB" "SELECT count(*) FROM events e JOIN runs r ON e.run_id = r.id WHERE r.job_id = '$job' AND e.message LIKE '%preempted (requeued)%'") -ge 1 ]] ||
+  fail "no preemption event: $(sqlite3 "$DB" "SELECT e.message FROM events e JOIN runs r ON e.run_id = r.id WHERE r.job_id = '$job'")"
+ok "the record says why: the job was requeued"
+
+# 6. scancel of the whole job mid-run: the record is consistent (cancelled, every
+#    worker ended) and nothing is left: no step, no worker or trainer process.
+job=$(GM_TEST_STEP_S=0.3 sbatch --parsable --chdir="$T" --output="$T/cancel.out" --export=ALL \
+  --partition=cpu --nodes=1 --ntasks=1 --cpus-per-task=4 \
+  --wrap="exec '$GM' run --pipeline '$T/pipeline.json' --workers 2 --samples-per-split 8 --db '$T/runs.db' --name cancelled -- $PY '$SRC/tests/e2e/trainer.py' '$T/cancelled.json' 2") ||
+  fail "sbatch refused the job to cancel"
+job=${job%%;*}
+for _ in $(seq 1 300); do
+  [[ $(squeue -s -h -j "$job" -o "%j" 2>/dev/null | grep -c goldminer-worker) -ge 2 ]] && break
+  sleep 0.1
+done
+sleep 1
+scancel "$job" || fail "scancel $job"
+wait_job "$job" || fail "job $job did not end after scancel"
+for _ in $(seq 1 50); do  # the batch step may still be writing the record
+  [[ $(sqlite3 "$DB" "SELECT status FROM runs WHERE id = 'cancelled'") != running ]] && break
+  sleep 0.2
+done
+[[ $(sqlite3 "$DB" "SELECT status || ' ' || job_id FROM runs WHERE id = 'cancelled'") == "cancelled $job" ]] ||
+  fail "the cancelled run: $(sqlite3 "$DB" "SELECT * FROM runs WHERE id = 'cancelled'"); $(cat "$T/cancel.out")"
+[[ $(sqlite3 "$DB" "SELECT count(*) FROM workers WHERE run_id = 'cancelled'") -ge 2 &&
+   $(sqlite3 "$DB" "SELECT count(*) FROM workers WHERE run_id = 'cancelled' AND ended_utc IS NULL") == 0 ]] ||
+  fail "workers of the cancelled run: $(sqlite3 "$DB" "SELECT * FROM workers WHERE run_id = 'cancelled'")"
+ok "scancel of the whole job: recorded as cancelled, every worker's end recorded"
+sleep 1
+[[ $(squeue -s -h -o "%i %j" | grep -c goldminer-worker) == 0 ]] || fail "steps left: $(squeue -s -h)"
+! pgrep -f "cancelled.json|goldminer worker --coordinator" >/dev/null ||
+  fail "processes left: $(pgrep -af "cancelled.json|goldminer worker --coordinator")"
+ok "no step and no worker or trainer process is left"
+
+# 7. Bad input: a run asking for more workers than its allocation holds is refused
+#    before any step waits for CPUs, and the attempt is recorded.
+job=$(sbatch --parsable --chdir="$T" --output="$T/toobig.out" --partition=cpu --nodes=1 \
+  --ntasks=1 --cpus-per-task=2 --export=ALL \
+  --wrap="'$GM' run --pipeline '$T/pipeline.json' --workers 3 --threads-per-worker 2 --db '$T/runs.db' --name toobig -- $PY '$SRC/tests/e2e/trainer.py' '$T/toobig.json' 1") ||
+  fail "sbatch refused the oversized job"
+job=${job%%;*}
+wait_job "$job" || fail "the oversized job did not end"
+[[ $state == *"JobState=FAILED"* && $state == *"ExitCode=1:0"* ]] ||
+  fail "the oversized job: $(grep -o 'JobState=[A-Z]* .*ExitCode=[0-9:]*' <<<"$state"); $(cat "$T/toobig.out")"
+expect_in "$T/toobig.out" "3 worker(s) of 6 CPUs in all do not fit in job $job (SLURM_JOB_CPUS_PER_NODE=2), which holds 2 CPUs" \
+  "workers beyond the allocation: refused, naming what is needed and what there is"
+[[ $(sqlite3 "$DB" "SELECT status || ' ' || job_id FROM runs WHERE id = 'toobig'") == "failed $job" ]] ||
+  fail "the refused run is not recorded: $(sqlite3 "$DB" "SELECT * FROM runs WHERE id = 'toobig'")"
+ok "the refused run is recorded as failed, with its job id"
 done_suite
