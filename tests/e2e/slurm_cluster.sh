@@ -14,12 +14,21 @@
 # can run at once. Every daemon's PID is saved in DIR/pids; stopping signals exactly
 # those processes and removes nothing outside DIR.
 #
+# With SLURM_CLUSTER_NETNS=1 set before the start, every node is a host of its own on
+# the network too: each slurmd (and so every job step on that node) runs in a
+# network namespace of its own, joined to the others by a veth pair on a private
+# bridge (10.A.B.0/24 from the port base; slurmctld at .1 on the bridge, node k at
+# .(10+k)). Loopback is then per node, and a process reaches another node only
+# through that node's address, as on a real cluster.
+#
 # Needs root and Debian's slurmctld, slurmd, slurm-client and munge packages
-# (scripts/install-deps.sh). Works under `set -euo pipefail` in the caller.
+# (scripts/install-deps.sh), plus iproute2 for SLURM_CLUSTER_NETNS=1. Works under
+# `set -euo pipefail` in the caller.
 
 SLURM_CLUSTER_NODES=(gpu1 gpu2 cpu1 cpu2)
 SLURM_CLUSTER_DIR=${SLURM_CLUSTER_DIR:-}
 SLURM_CLUSTER_UTS=${SLURM_CLUSTER_UTS:-0}  # 1 when each slurmd runs with its node's hostname
+SLURM_CLUSTER_NETNS=${SLURM_CLUSTER_NETNS:-0}  # 1: each node in a network namespace of its own
 
 _slurm_cluster_say() { echo "slurm_cluster: $*" >&2; }
 
@@ -150,6 +159,7 @@ slurm_cluster_stop() {
   _slurm_cluster_signal "$d" "${slurmds[@]}"
   _slurm_cluster_signal "$d" slurmctld
   _slurm_cluster_signal "$d" munged
+  _slurm_cluster_net_down "$d"
   rmdir "$d/pids" 2>/dev/null || true
   if [[ ${SLURM_CONF:-} == "$conf" ]]; then
     if [[ -n ${_SLURM_CLUSTER_PREV_CONF+x} ]]; then
@@ -162,12 +172,58 @@ slurm_cluster_stop() {
   return 0
 }
 
+# _slurm_cluster_net_names PORT: sets the bridge's name, the subnet's prefix and one
+# namespace name per node, all derived from the port base (unique per cluster).
+_slurm_cluster_net_names() {
+  local port=$1
+  : "${_SLURM_CLUSTER_IP:=$(_slurm_cluster_bin ip || echo ip)}"
+  _SLURM_CLUSTER_BRIDGE=gmbr$port
+  _SLURM_CLUSTER_SUBNET=10.$((100 + port % 100)).$(((port / 100) % 250))
+  _SLURM_CLUSTER_NS_PREFIX=gm$port-
+}
+
+# _slurm_cluster_net_up DIR PORT: the bridge (slurmctld's address .1) and, per node, a
+# namespace with one end of a veth pair (address .(10+k)), the other end on the bridge.
+_slurm_cluster_net_up() {
+  local d=$1 port=$2 n k=1 ns host
+  _slurm_cluster_net_names "$port"
+  echo "$port" >"$d/net"  # what slurm_cluster_stop removes
+  "$_SLURM_CLUSTER_IP" link add "$_SLURM_CLUSTER_BRIDGE" type bridge &&
+    "$_SLURM_CLUSTER_IP" addr add "$_SLURM_CLUSTER_SUBNET.1/24" dev "$_SLURM_CLUSTER_BRIDGE" &&
+    "$_SLURM_CLUSTER_IP" link set "$_SLURM_CLUSTER_BRIDGE" up || return 1
+  for n in "${SLURM_CLUSTER_NODES[@]}"; do
+    ns=$_SLURM_CLUSTER_NS_PREFIX$n
+    host=gm$port$k
+    "$_SLURM_CLUSTER_IP" netns add "$ns" &&
+      "$_SLURM_CLUSTER_IP" link add "$host" type veth peer name eth0 netns "$ns" &&
+      "$_SLURM_CLUSTER_IP" link set "$host" master "$_SLURM_CLUSTER_BRIDGE" &&
+      "$_SLURM_CLUSTER_IP" link set "$host" up &&
+      "$_SLURM_CLUSTER_IP" -n "$ns" addr add "$_SLURM_CLUSTER_SUBNET.$((10 + k))/24" dev eth0 &&
+      "$_SLURM_CLUSTER_IP" -n "$ns" link set eth0 up &&
+      "$_SLURM_CLUSTER_IP" -n "$ns" link set lo up || return 1
+    k=$((k + 1))
+  done
+}
+
+_slurm_cluster_net_down() {  # _slurm_cluster_net_down DIR: idempotent
+  local d=$1 n
+  [[ -f $d/net ]] || return 0
+  _slurm_cluster_net_names "$(<"$d/net")"
+  for n in "${SLURM_CLUSTER_NODES[@]}"; do
+    "$_SLURM_CLUSTER_IP" netns del "$_SLURM_CLUSTER_NS_PREFIX$n" 2>/dev/null || true  # takes its veth pair along
+  done
+  "$_SLURM_CLUSTER_IP" link del "$_SLURM_CLUSTER_BRIDGE" 2>/dev/null || true
+  rm -f "$d/net"
+}
+
 _slurm_cluster_write_conf() {  # _slurm_cluster_write_conf DIR BASE_PORT
   local d=$1 port=$2 n k=1
   {
     echo "# A private test cluster: every path is under $d."
     echo "ClusterName=goldminer"
-    echo "SlurmctldHost=$(hostname -s)(127.0.0.1)"
+    local ctl=127.0.0.1
+    ((SLURM_CLUSTER_NETNS)) && ctl=$_SLURM_CLUSTER_SUBNET.1
+    echo "SlurmctldHost=$(hostname -s)($ctl)"
     echo "SlurmctldPort=$port"
     echo "SlurmUser=root"
     echo "SlurmdUser=root"
@@ -199,7 +255,9 @@ _slurm_cluster_write_conf() {  # _slurm_cluster_write_conf DIR BASE_PORT
     echo "MailProg=/bin/true"
     echo "GresTypes=gpu"
     for n in "${SLURM_CLUSTER_NODES[@]}"; do
-      echo -n "NodeName=$n NodeHostname=localhost NodeAddr=127.0.0.1 Port=$((port + k))"
+      local addr=127.0.0.1
+      ((SLURM_CLUSTER_NETNS)) && addr=$_SLURM_CLUSTER_SUBNET.$((10 + k))
+      echo -n "NodeName=$n NodeHostname=localhost NodeAddr=$addr Port=$((port + k))"
       echo -n " CPUs=8 RealMemory=16000"
       [[ $n == gpu* ]] && echo -n " Gres=gpu:2"
       echo " State=UNKNOWN"
@@ -244,6 +302,10 @@ _slurm_cluster_wait_idle() {
 _slurm_cluster_launch() {
   local d=$1 n i sock=$1/munge/socket/munge.socket.2
   _slurm_cluster_pick_ports || return 1
+  if ((SLURM_CLUSTER_NETNS)) && ! _slurm_cluster_net_up "$d" "$SLURM_CLUSTER_PORT"; then
+    _slurm_cluster_say "cannot make the nodes' network namespaces (ip netns, veth, bridge)"
+    return 1
+  fi
   _slurm_cluster_write_conf "$d" "$SLURM_CLUSTER_PORT"
   export SLURM_CONF=$d/slurm.conf
 
@@ -270,13 +332,18 @@ _slurm_cluster_launch() {
   echo $! >"$d/pids/slurmctld"
 
   for n in "${SLURM_CLUSTER_NODES[@]}"; do
+    # In the node's network namespace when there is one: nsenter enters it and execs
+    # (`ip netns exec` would also remount /sys, hiding the cgroup tree slurmd reads).
+    local netns=()
+    ((SLURM_CLUSTER_NETNS)) && netns=("$_SLURM_CLUSTER_NSENTER" "--net=/run/netns/$_SLURM_CLUSTER_NS_PREFIX$n")
     if ((SLURM_CLUSTER_UTS)); then
       # Same PID as slurmd: unshare and sh exec into it.
       # shellcheck disable=SC2016
-      unshare --uts /bin/sh -c 'hostname "$1" && exec "$2" -D -f "$3" -N "$1"' \
+      ${netns[@]+"${netns[@]}"} unshare --uts /bin/sh -c 'hostname "$1" && exec "$2" -D -f "$3" -N "$1"' \
         sh "$n" "$_SLURM_CLUSTER_SLURMD" "$d/slurm.conf" </dev/null >>"$d/log/slurmd.$n.out" 2>&1 &
     else
-      "$_SLURM_CLUSTER_SLURMD" -D -f "$d/slurm.conf" -N "$n" </dev/null >>"$d/log/slurmd.$n.out" 2>&1 &
+      ${netns[@]+"${netns[@]}"} "$_SLURM_CLUSTER_SLURMD" -D -f "$d/slurm.conf" -N "$n" \
+        </dev/null >>"$d/log/slurmd.$n.out" 2>&1 &
     fi
     echo $! >"$d/pids/slurmd.$n"
   done
@@ -291,7 +358,9 @@ _slurm_cluster_launch() {
 slurm_cluster_start() {
   local d=${1:?usage: slurm_cluster_start DIR} b attempt
   local missing=()
-  for b in munged slurmctld slurmd sinfo scontrol squeue sbatch srun scancel; do
+  local tools=(munged slurmctld slurmd sinfo scontrol squeue sbatch srun scancel)
+  ((SLURM_CLUSTER_NETNS)) && tools+=(ip nsenter)
+  for b in "${tools[@]}"; do
     _slurm_cluster_bin "$b" >/dev/null || missing+=("$b")
   done
   if ((${#missing[@]})); then
@@ -306,6 +375,8 @@ slurm_cluster_start() {
   _SLURM_CLUSTER_MUNGED=$(_slurm_cluster_bin munged)
   _SLURM_CLUSTER_SLURMCTLD=$(_slurm_cluster_bin slurmctld)
   _SLURM_CLUSTER_SLURMD=$(_slurm_cluster_bin slurmd)
+  _SLURM_CLUSTER_IP=$(_slurm_cluster_bin ip || echo ip)
+  _SLURM_CLUSTER_NSENTER=$(_slurm_cluster_bin nsenter || echo nsenter)
 
   if ! mkdir -p "$d" || ! d=$(cd "$d" && pwd); then
     _slurm_cluster_say "FAIL: cannot create $1"

@@ -83,4 +83,74 @@ done
 [[ -z ${SLURM_CONF:-} || $SLURM_CONF != "$D/cluster/slurm.conf" ]] || fail "SLURM_CONF still names the stopped cluster"
 ok "slurm_cluster_stop ends all 6 daemons (twice is harmless)"
 
+# With SLURM_CLUSTER_NETNS=1 each node is a host of its own on the network: a step
+# on cpu1 has cpu1's address, reaches a listener on gpu1 by gpu1's address, and
+# cannot reach it at 127.0.0.1 (loopback is the node's own). Stopping removes the
+# namespaces and the bridge.
+SLURM_CLUSTER_NETNS=1
+slurm_cluster_start "$D/netns" || fail "the Slurm cluster with network namespaces did not start"
+subnet=$(sed -n 's/^SlurmctldHost=.*(\(.*\)\.1)$/\1/p' "$SLURM_CONF")
+[[ -n $subnet ]] || fail "no subnet in $SLURM_CONF"
+port=$((SLURM_CLUSTER_PORT + 10))
+# A listener on gpu1 (a step that runs while another step connects to it).
+cat >"$D/net.sh" <<SH
+#!/bin/bash
+#SBATCH -p gpu --ntasks=1
+#SBATCH hetjob
+#SBATCH -p cpu --ntasks=1
+srun --het-group=0 /usr/bin/python3 -c '
+import socket
+s = socket.create_server(("0.0.0.0", $port)); s.settimeout(20)
+c, _ = s.accept(); c.sendall(b"hello from gpu1"); c.close()' &
+srun --het-group=1 /usr/bin/python3 -c '
+import socket, time
+def get(host):  # the listener may not be up yet: retry for 10 s
+    for _ in range(100):
+        try:
+            with socket.create_connection((host, $port), timeout=2) as c:
+                return c.recv(64).decode()
+        except OSError as e:
+            err = str(e)
+            time.sleep(0.1)
+    return "error: " + err
+print("gpu1", get("$subnet.11"))'
+wait
+SH
+( cd "$D" && timeout 60 srun -p cpu -w cpu1 hostname -I ) >"$D/out" 2>"$D/err" || fail "srun on cpu1 exited $?"
+[[ $(tr -d ' \n' <"$D/out") == "$subnet.13" ]] || fail "cpu1's address is '$(<"$D/out")', expected $subnet.13"
+ok "a step on cpu1 has cpu1's own address ($subnet.13)"
+# shellcheck disable=SC2016
+timeout 60 srun -p cpu -w cpu1 /usr/bin/python3 -c '
+import socket, sys
+try:
+    socket.create_connection(("'"$subnet"'.1", '"$SLURM_CLUSTER_PORT"'), timeout=5).close()
+    print("reached")
+except OSError as e:
+    print("refused", e)' >"$D/out" 2>"$D/err" || fail "srun on cpu1 (connect to slurmctld) exited $?"
+[[ $(<"$D/out") == reached ]] || fail "cpu1 cannot reach slurmctld at $subnet.1: $(<"$D/out")"
+job=$(sbatch --parsable --output="$D/net.out" "$D/net.sh") || fail "sbatch of the two-node job"
+job=${job%%;*}
+for _ in $(seq 1 150); do
+  state=$(scontrol show job "$job" -o | head -n 1)
+  [[ $state == *"JobState=COMPLETED"* || $state == *"JobState=FAILED"* ]] && break
+  sleep 0.2
+done
+grep -q "^gpu1 hello from gpu1$" "$D/net.out" || fail "cpu1 did not reach gpu1 at $subnet.11: $(cat "$D/net.out")"
+ok "a step on cpu1 reaches a listener on gpu1 at gpu1's address over the bridge"
+# shellcheck disable=SC2016
+timeout 60 srun -p cpu -w cpu1 /usr/bin/python3 -c '
+import socket
+try:
+    socket.create_connection(("127.0.0.1", '"$SLURM_CLUSTER_PORT"'), timeout=2).close()
+    print("reached")
+except OSError:
+    print("unreachable")' >"$D/out" 2>"$D/err" || fail "srun on cpu1 (loopback) exited $?"
+[[ $(<"$D/out") == unreachable ]] || fail "slurmctld's port is reachable at 127.0.0.1 from cpu1"
+ok "loopback is the node's own: the host's slurmctld is not at 127.0.0.1 from cpu1"
+bridge=gmbr$SLURM_CLUSTER_PORT
+slurm_cluster_stop
+ip link show "$bridge" >/dev/null 2>&1 && fail "bridge $bridge left after slurm_cluster_stop"
+[[ -z $(ip netns list | grep "^gm$SLURM_CLUSTER_PORT-") ]] || fail "namespaces left: $(ip netns list)"
+ok "slurm_cluster_stop removes the namespaces and the bridge"
+
 echo "$checks passed, 0 failed"

@@ -4,9 +4,11 @@
 # cpu1 cpu2, each slurmd in a UTS namespace of its own, so `hostname` differs).
 # `plan --slurm --sbatch` writes a heterogeneous job; sbatch runs it; inside it,
 # `run --plan` (backend auto -> slurm) starts every worker as its own job step
-# (srun --exact, in component 0 or 1 as planned) and the trainer beside it. The
-# node names resolve nowhere, so workers reach the coordinator at this machine's
-# interface address, not loopback. One worker step is cancelled mid-epoch with
+# (srun --exact, in component 0 or 1 as planned) and the trainer beside it. Each
+# node is in a network namespace of its own, joined to the others by veth pairs on
+# a bridge (SLURM_CLUSTER_NETNS=1): the node names resolve nowhere, so workers on
+# cpu1 reach the coordinator on gpu1 at gpu1's own address, over the bridge, as on
+# a real cluster; loopback would not work. One worker step is cancelled mid-epoch with
 # scancel: it is replaced, every sample still arrives exactly once, the job
 # COMPLETES, and the run's record names the job, its backend and every worker.
 source "$(dirname "$0")/lib.sh"
@@ -15,8 +17,11 @@ GM=$(cd "$(dirname "$GM")" && pwd)/$(basename "$GM")
 trap 'slurm_cluster_stop; rm -rf "$T"' EXIT
 cd "$T"
 command -v sqlite3 >/dev/null || fail "sqlite3 is missing: run scripts/install-deps.sh"
+SLURM_CLUSTER_NETNS=1
 slurm_cluster_start "$T/cluster" >/dev/null || fail "the Slurm cluster did not start"
-ok "a Slurm cluster of 4 nodes is up"
+subnet=$(sed -n 's/^SlurmctldHost=.*(\(.*\)\.1)$/\1/p' "$SLURM_CONF")
+[[ -n $subnet ]] || fail "no cluster subnet in $SLURM_CONF"
+ok "a Slurm cluster of 4 nodes is up, each node in its own network namespace ($subnet.0/24)"
 
 photo_corpus "$T/corpus"
 small_pipeline "$T/pipeline.json"
@@ -97,8 +102,8 @@ ok "every sample of both epochs arrived exactly once"
 expect_in "$T/job.out" "starting another" "the run replaced the cancelled worker"
 # The coordinator's address in the log is not loopback.
 addr=$(grep -o 'coordinator at [^,]*' "$T/job.out" | head -n 1)
-[[ -n $addr && $addr != *"127."* && $addr != *localhost* ]] || fail "the coordinator was at '$addr'"
-ok "workers reached the coordinator at a non-loopback address ($addr)"
+[[ $addr == "coordinator at $subnet.11:"* ]] || fail "the coordinator was at '$addr', not gpu1's $subnet.11"
+ok "workers on cpu1 reached the coordinator on gpu1 over the bridge ($addr)"
 
 # 3. The record.
 DB=$T/runs.db
