@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "cmd/cli.h"
+#include "cmd/run_flags.h"
 #include "cmd/profile_render.h"
 #include "core/file_util.h"
 #include "core/host.h"
@@ -27,25 +28,20 @@ namespace gm::cli {
 namespace {
 
 struct ProfileFlags {
-  std::string pipeline;
+  ProfileFlags() { spec.epochs = 1000; }  // the trainer's own loop decides; the profile stops it
+  RunSpec spec;  // --pipeline, --workers, ... and the trainer command (cmd/run_flags.h)
   uint64_t samples = 512;
   uint64_t warmup = 64;
   uint64_t steps = 100;
   double seconds = 0;
   uint64_t warmup_steps = 5;
   double step_timeout_s = 120;
-  int workers = 2;
-  int threads_per_worker = 1;
-  int epochs = 1000;  // the trainer's own loop decides; the profile stops it anyway
-  int world_size = 1;
-  size_t samples_per_split = 256;
   std::string db = "runs.db";
   bool no_db = false;
   std::string out = "profile.json";
   std::string trace;
   bool json = false;
   bool no_cupti = false;
-  std::vector<std::string> command;
 };
 
 void Say(const std::string& line) { LogInfo("profile: " + line); }
@@ -85,13 +81,13 @@ Status WriteOutputs(const ProfileFlags& f, const Profile& profile, const TraceIn
 }
 
 Result<int> RunProfile(const ProfileFlags& f) {
-  if (f.world_size > 1 && f.pipeline.empty()) {
+  if (f.spec.world_size > 1 && f.spec.pipeline.empty()) {
     LogError(
         "--world-size needs --pipeline: without it the program runs as it is, "
         "starting its own processes");
     return kExitUsage;
   }
-  if (f.pipeline.empty() && f.command.empty()) {  // a usage error: exit 2
+  if (f.spec.pipeline.empty() && f.spec.command.empty()) {  // a usage error: exit 2
     LogError(
         "profile needs --pipeline FILE, a trainer command after --, or both; e.g. "
         "goldminer profile --pipeline pipeline.json -- python3 train.py");
@@ -107,9 +103,9 @@ Result<int> RunProfile(const ProfileFlags& f) {
   profile.goldminer_version = GOLDMINER_VERSION;
   SpanRecorder spans(2000);
   TraceInput trace;
-  if (!f.pipeline.empty()) {
+  if (!f.spec.pipeline.empty()) {
     PipelineProfileOptions po;
-    po.path = f.pipeline;
+    po.path = f.spec.pipeline;
     po.samples = f.samples;
     po.warmup = f.warmup;
     po.spans = f.trace.empty() ? nullptr : &spans;
@@ -117,21 +113,15 @@ Result<int> RunProfile(const ProfileFlags& f) {
     GM_ASSIGN_OR_RETURN(profile.pipeline, ProfilePipeline(po));
     trace.spans = spans.Take();
     if (!f.trace.empty()) {
-      GM_ASSIGN_OR_RETURN(trace.stage_names, StageNames(f.pipeline));
+      GM_ASSIGN_OR_RETURN(trace.stage_names, StageNames(f.spec.pipeline));
     }
   }
   Status trainer_problem;
   int exit_code = kExitOk;
-  if (!f.command.empty()) {
+  if (!f.spec.command.empty()) {
     GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make("goldminer-profile-"));
     TrainerRunOptions to;
-    to.command = f.command;
-    to.pipeline = f.pipeline;
-    to.workers = f.workers;
-    to.threads_per_worker = f.threads_per_worker;
-    to.epochs = f.epochs;
-    to.world_size = f.world_size;
-    to.samples_per_split = f.samples_per_split;
+    to.spec = f.spec;
     to.warmup_steps = f.warmup_steps;
     to.steps = f.steps;
     to.seconds = f.seconds;
@@ -176,9 +166,11 @@ Verb ProfileVerb() {
   return Verb{
       "profile", "Measure per-stage CPU cost, trainer demand and GPU stall", [](CLI::App& sub) {
         auto f = std::make_shared<ProfileFlags>();
-        sub.add_option("--pipeline", f->pipeline,
-                       "pipeline.json: profile its stages here and feed the trainer from it")
-            ->check(CLI::ExistingFile);
+        RunSpecHelp help;
+        help.pipeline = "pipeline.json: profile its stages here and feed the trainer from it";
+        help.epochs = "Epochs the workers serve the trainer (its own loop decides how many it "
+                      "asks for)";
+        AddRunSpecFlags(sub, f->spec, help);
         sub.add_option("--samples", f->samples, "Samples per measured pipeline run")
             ->capture_default_str()
             ->check(CLI::Range(1, 100000000));
@@ -201,26 +193,6 @@ Verb ProfileVerb() {
                        "Stop the trainer when it makes no step for this many seconds")
             ->capture_default_str()
             ->check(CLI::Range(0.1, 1e9));
-        sub.add_option("--workers", f->workers,
-                       "Data workers that feed the trainer (with --pipeline)")
-            ->capture_default_str()
-            ->check(CLI::Range(1, 1024));
-        sub.add_option("--threads-per-worker", f->threads_per_worker, "Stage threads per worker")
-            ->capture_default_str()
-            ->check(CLI::Range(1, 1024));
-        sub.add_option(
-               "--epochs", f->epochs,
-               "Epochs the workers serve the trainer (its own loop decides how many it asks for)")
-            ->capture_default_str()
-            ->check(CLI::Range(1, 100000));
-        sub.add_option("--world-size", f->world_size,
-                       "Trainer ranks fed by the workers (with --pipeline; RANK/WORLD_SIZE set)")
-            ->capture_default_str()
-            ->check(CLI::Range(1, 1024));
-        sub.add_option("--samples-per-split", f->samples_per_split,
-                       "Samples per split of files/range sources (as for `run`)")
-            ->capture_default_str()
-            ->check(CLI::Range(1, 100000000));
         sub.add_option("--db", f->db, "runs.db to record the profile in (SQLite)")
             ->capture_default_str();
         sub.add_flag("--no-db", f->no_db, "Do not record the profile in a runs.db");
@@ -231,7 +203,6 @@ Verb ProfileVerb() {
         sub.add_flag("--json", f->json, "Print profile.json on stdout instead of the table");
         sub.add_flag("--no-cupti", f->no_cupti,
                      "Do not inject libgoldminer_cupti.so into the trainer (no GPU timeline)");
-        sub.add_option("command", f->command, "Trainer command, after --");
         return std::function<Result<int>()>([f]() -> Result<int> { return RunProfile(*f); });
       }};
 }

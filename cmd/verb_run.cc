@@ -14,12 +14,14 @@
 #include <thread>
 
 #include "cmd/cli.h"
+#include "cmd/run_flags.h"
 #include "core/host.h"
 #include "core/log.h"
 #include "core/plan.h"
 #include "core/run_store.h"
 #include "launcher/local_run.h"
 #include "launcher/process.h"
+#include "launcher/process_launcher.h"
 #include "launcher/slurm_job.h"
 
 namespace gm::cli {
@@ -31,19 +33,11 @@ extern "C" void OnRunSignal(int sig) { g_signal.store(sig); }
 struct RunFlags {
   std::string backend = "auto";
   std::string plan;
-  std::string pipeline;
-  int workers = 2;
-  int threads_per_worker = 1;
-  std::vector<int> worker_threads;  // from a plan: each worker's threads
-  std::vector<bool> worker_remote;  // from a plan: each worker planned off the trainer's node
-  std::vector<uint64_t> worker_memory_bytes;  // from a plan: each worker's memory
-  int epochs = 0;  // as many as the trainer asks for
-  int world_size = 1;
+  RunSpec spec;  // --pipeline, --workers, ... (cmd/run_flags.h), or from --plan
   std::string bind = "127.0.0.1";
   int port = 0;
   double liveness_timeout_s = 10;
   int max_restarts = 3;
-  size_t samples_per_split = 256;
   std::string db = "runs.db";
   bool no_db = false;
   std::string name;
@@ -53,7 +47,6 @@ struct RunFlags {
   int min_workers = 1;
   int max_workers = 0;  // 0: max(workers, this machine's CPUs)
   double scale_period_s = 10;
-  std::vector<std::string> command;
 };
 
 // auto: slurm inside a job (SLURM_JOB_ID), else local. The Slurm backend listens on
@@ -83,10 +76,10 @@ Status RecordRefused(const RunFlags& f, const Status& why) {
   RunRecord run;
   run.id = !f.name.empty() ? f.name : NewRunId();
   run.backend = f.backend;
-  run.pipeline_path = f.pipeline;
+  run.pipeline_path = f.spec.pipeline;
   run.plan_path = f.plan;
-  run.command = f.command;
-  run.world_size = f.world_size;
+  run.command = f.spec.command;
+  run.world_size = f.spec.world_size;
   run.host = HostName();
   run.pid = ::getpid();
   if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr) run.job_id = job;
@@ -112,26 +105,26 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
         "plan again without --all-cuts");
   }
   if (sub.count("--pipeline") == 0) {
-    f.pipeline = plan.run.pipeline;
-    if (!std::filesystem::exists(f.pipeline)) {
+    f.spec.pipeline = plan.run.pipeline;
+    if (!std::filesystem::exists(f.spec.pipeline)) {
       // A relative path in plan.json may be relative to the plan's folder.
-      const auto beside = std::filesystem::path(f.plan).parent_path() / f.pipeline;
-      if (std::filesystem::path(f.pipeline).is_relative() && std::filesystem::exists(beside)) {
-        f.pipeline = beside.string();
+      const auto beside = std::filesystem::path(f.plan).parent_path() / f.spec.pipeline;
+      if (std::filesystem::path(f.spec.pipeline).is_relative() && std::filesystem::exists(beside)) {
+        f.spec.pipeline = beside.string();
       } else {
         return Status::NotFound(f.plan + ": $.run.pipeline: " + plan.run.pipeline +
                                 " does not exist (give --pipeline FILE)");
       }
     }
   }
-  if (sub.count("--workers") == 0) f.workers = plan.run.workers;
+  if (sub.count("--workers") == 0) f.spec.workers = plan.run.workers;
   if (sub.count("--threads-per-worker") == 0) {
-    f.threads_per_worker = plan.run.threads_per_worker;
-    f.worker_threads = plan.run.worker_threads;
+    f.spec.threads_per_worker = plan.run.threads_per_worker;
+    f.spec.worker_threads = plan.run.worker_threads;
   }
   for (const PlanWorker& w : plan.workers) {
-    f.worker_remote.push_back(!w.on_trainer_node);
-    f.worker_memory_bytes.push_back(w.memory_bytes);
+    f.spec.worker_remote.push_back(!w.on_trainer_node);
+    f.spec.worker_memory_bytes.push_back(w.memory_bytes);
   }
   int elsewhere = 0;
   for (const PlanWorker& w : plan.workers) elsewhere += w.on_trainer_node ? 0 : 1;
@@ -140,12 +133,12 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
                " worker(s) on other nodes; the local backend starts every worker on this "
                "machine");
   }
-  if (sub.count("--world-size") == 0) f.world_size = plan.run.world_size;
-  if (f.command.empty()) f.command = plan.run.command;
+  if (sub.count("--world-size") == 0) f.spec.world_size = plan.run.world_size;
+  if (f.spec.command.empty()) f.spec.command = plan.run.command;
   std::string threads;
-  for (int t : f.worker_threads) threads += (threads.empty() ? "" : "+") + std::to_string(t);
-  LogInfo("run: plan " + f.plan + ": " + std::to_string(f.workers) + " worker(s), " +
-          (threads.empty() ? std::to_string(f.threads_per_worker) + " thread(s) each" : threads + " thread(s)") +
+  for (int t : f.spec.worker_threads) threads += (threads.empty() ? "" : "+") + std::to_string(t);
+  LogInfo("run: plan " + f.plan + ": " + std::to_string(f.spec.workers) + " worker(s), " +
+          (threads.empty() ? std::to_string(f.spec.threads_per_worker) + " thread(s) each" : threads + " thread(s)") +
           ", predicted " +
           std::to_string(static_cast<long long>(plan.prediction.samples_per_s)) +
           " samples/s (limit: " + plan.prediction.limit + ")");
@@ -156,24 +149,15 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
 // run in: one task of `threads` CPUs on one node (--exact: only those CPUs, so
 // steps can be added and cancelled one by one), in the heterogeneous job's
 // component 1 when the plan put it off the trainer's node (component 0 otherwise).
-std::vector<std::string> SrunPrefix(const RunFlags& f, bool het, int slot, int threads) {
+std::vector<std::string> SrunPrefix(const RunSpec& spec, bool het, int slot, int threads) {
   std::vector<std::string> a = {"srun", "--exact", "--nodes=1", "--ntasks=1",
                                 "--cpus-per-task=" + std::to_string(threads),
                                 "--job-name=goldminer-worker", "--quiet"};
-  const size_t i = static_cast<size_t>(slot);
-  if (het) {
-    const bool remote = i < f.worker_remote.size() ? f.worker_remote[i] : true;
-    a.push_back(std::string("--het-group=") + (remote ? "1" : "0"));
-  }
-  if (i < f.worker_memory_bytes.size() && f.worker_memory_bytes[i] > 0) {
-    a.push_back("--mem=" + std::to_string((f.worker_memory_bytes[i] + (1 << 20) - 1) >> 20) + "M");
+  if (het) a.push_back(std::string("--het-group=") + (spec.RemoteOf(slot) ? "1" : "0"));
+  if (const uint64_t mem = spec.MemoryOf(slot); mem > 0) {
+    a.push_back("--mem=" + std::to_string((mem + (1 << 20) - 1) >> 20) + "M");
   }
   return a;
-}
-
-int WorkerCpus(const RunFlags& f, int slot) {
-  const size_t i = static_cast<size_t>(slot);
-  return i < f.worker_threads.size() ? f.worker_threads[i] : f.threads_per_worker;
 }
 
 bool HetJob() {
@@ -188,9 +172,7 @@ Status CheckAllocation(const RunFlags& f, int workers) {
   const bool het = HetJob();
   std::map<int, std::vector<int>> by_group;  // het group (0 without one) -> worker CPUs
   for (int slot = 0; slot < workers; ++slot) {
-    const size_t i = static_cast<size_t>(slot);
-    const bool remote = i < f.worker_remote.size() ? f.worker_remote[i] : true;
-    by_group[het && remote ? 1 : 0].push_back(WorkerCpus(f, slot));
+    by_group[het && f.spec.RemoteOf(slot) ? 1 : 0].push_back(f.spec.ThreadsOf(slot));
   }
   const std::string job = std::getenv("SLURM_JOB_ID") ? std::getenv("SLURM_JOB_ID") : "?";
   for (const auto& [group, cpus] : by_group) {
@@ -244,28 +226,22 @@ std::string AskSlurmStopCause() {
 }
 
 Result<int> RunLocalBackend(const RunFlags& f) {
-  if (f.pipeline.empty()) {  // a usage error: exit 2
+  if (f.spec.pipeline.empty()) {  // a usage error: exit 2
     LogError("run needs --pipeline FILE or --plan plan.json, e.g. goldminer run --pipeline "
              "p.json -- python3 train.py");
     return kExitUsage;
   }
-  if (f.command.empty()) {
+  if (f.spec.command.empty()) {
     return Status::InvalidArgument("run needs a trainer command after --, e.g. "
                                    "goldminer run --pipeline p.json -- python3 train.py");
   }
+  GM_RETURN_IF_ERROR(f.spec.Validate());
   LocalRunConfig c;
-  c.pipeline = f.pipeline;
-  c.workers = f.workers;
-  c.threads_per_worker = f.threads_per_worker;
-  c.worker_threads = f.worker_threads;
-  c.epochs = f.epochs;
-  c.world_size = f.world_size;
+  c.spec = f.spec;
   c.bind = f.bind;
   c.port = f.port;
   c.liveness_timeout_s = f.liveness_timeout_s;
   c.max_restarts = f.max_restarts;
-  c.samples_per_split = f.samples_per_split;
-  c.command = f.command;
   c.plan_path = f.plan.empty() ? "" : std::filesystem::absolute(f.plan).string();
   c.run_name = f.name;
   c.sample_interval_s = f.sample_interval_s;
@@ -275,17 +251,17 @@ Result<int> RunLocalBackend(const RunFlags& f) {
     a.min_workers = f.min_workers;
     a.max_workers = f.max_workers > 0
                         ? f.max_workers
-                        : std::max(f.workers, static_cast<int>(std::thread::hardware_concurrency()));
+                        : std::max(f.spec.workers, static_cast<int>(std::thread::hardware_concurrency()));
     a.period_s = f.scale_period_s;
-    if (a.min_workers > a.max_workers || f.workers < a.min_workers || f.workers > a.max_workers) {
+    if (a.min_workers > a.max_workers || f.spec.workers < a.min_workers || f.spec.workers > a.max_workers) {
       return Status::InvalidArgument("--autoscale on: need --min-workers (" +
                                      std::to_string(a.min_workers) + ") <= --workers (" +
-                                     std::to_string(f.workers) + ") <= --max-workers (" +
+                                     std::to_string(f.spec.workers) + ") <= --max-workers (" +
                                      std::to_string(a.max_workers) + ")");
     }
     if (f.backend == "slurm" && !CheckAllocation(f, a.max_workers).ok()) {
       // Never more workers than the allocation holds: a step beyond it would wait.
-      int fit = f.workers;
+      int fit = f.spec.workers;
       while (fit < a.max_workers && CheckAllocation(f, fit + 1).ok()) ++fit;
       LogInfo("run: --autoscale: at most " + std::to_string(fit) + " worker(s) fit in the "
               "allocation (--max-workers " + std::to_string(a.max_workers) + ")");
@@ -293,13 +269,17 @@ Result<int> RunLocalBackend(const RunFlags& f) {
     }
     c.autoscale = a;
   }
+  std::unique_ptr<ProcessLauncher> launcher;
   if (f.backend == "slurm") {
-    c.backend = "slurm";
-    c.worker_prefix = [f, het = HetJob()](int slot, int threads) {
-      return SrunPrefix(f, het, slot, threads);
-    };
+    launcher = MakeSlurmLauncher([spec = f.spec, het = HetJob()](int slot, int threads) {
+      return SrunPrefix(spec, het, slot, threads);
+    });
     c.stop_cause = AskSlurmStopCause;
+  } else {
+    launcher = MakeLocalLauncher();
   }
+  c.launcher = launcher.get();
+  c.backend = launcher->name();
   std::unique_ptr<SqliteRunStore> store;
   if (!f.no_db) {
     GM_RETURN_IF_ERROR(CheckWritable(f.db, "--db"));
@@ -340,20 +320,7 @@ Verb RunVerb() {
                        "plan.json from `goldminer plan`: pipeline, workers, their threads, "
                        "world size and trainer command (flags given here win)")
             ->check(CLI::ExistingFile);
-        sub.add_option("--pipeline", f->pipeline, "pipeline.json the workers run")
-            ->check(CLI::ExistingFile);
-        sub.add_option("--workers", f->workers, "Data worker processes to start")
-            ->check(CLI::Range(1, 1024));
-        sub.add_option("--threads-per-worker", f->threads_per_worker, "Stage threads per worker")
-            ->check(CLI::Range(1, 1024));
-        sub.add_option("--epochs", f->epochs,
-                       "Epochs the run serves at most (0: as many as the trainer asks for, "
-                       "e.g. Loader(epochs=N))")
-            ->capture_default_str()
-            ->check(CLI::Range(0, 100000));
-        sub.add_option("--world-size", f->world_size,
-                       "Trainer ranks (one trainer process per rank, RANK/WORLD_SIZE set)")
-            ->check(CLI::Range(1, 1024));
+        AddRunSpecFlags(sub, f->spec);
         sub.add_option("--bind", f->bind,
                        "Address the coordinator and the workers' data ports listen on: "
                        "127.0.0.1 (this machine only), a node's address, or 0.0.0.0 (every "
@@ -367,10 +334,6 @@ Verb RunVerb() {
         sub.add_option("--max-restarts", f->max_restarts,
                        "Crashed workers replaced at most this many times")
             ->check(CLI::Range(0, 1000000));
-        sub.add_option("--samples-per-split", f->samples_per_split,
-                       "Samples per split of files/range sources (rounded up to whole "
-                       "batches): the unit handed to a worker and re-made if it dies")
-            ->check(CLI::Range(1, 100000000));
         sub.add_option("--db", f->db,
                        "runs.db to record the run in (SQLite): the run, its workers, a time "
                        "series and events, readable while it runs")
@@ -401,13 +364,12 @@ Verb RunVerb() {
                        "With --autoscale on: seconds of figures behind each decision")
             ->capture_default_str()
             ->check(CLI::Range(0.5, 3600.0));
-        sub.add_option("command", f->command, "Trainer command, after --");
         return std::function<Result<int>()>([f, app]() -> Result<int> {
           if (Status st = ResolveBackend(*f, *app); !st.ok()) return RecordRefused(*f, st);
           if (!f->plan.empty()) GM_RETURN_IF_ERROR(ApplyPlan(*f, *app));
-          if (Status st = CheckTrainerCommand(f->command); !st.ok()) return RecordRefused(*f, st);
+          if (Status st = CheckTrainerCommand(f->spec.command); !st.ok()) return RecordRefused(*f, st);
           if (f->backend == "slurm") {
-            if (Status st = CheckAllocation(*f, f->workers); !st.ok()) return RecordRefused(*f, st);
+            if (Status st = CheckAllocation(*f, f->spec.workers); !st.ok()) return RecordRefused(*f, st);
           }
           return RunLocalBackend(*f);
         });

@@ -192,16 +192,18 @@ Status Convert(const JsonNode& n, PlanRun& out) {
   f.Optional("world_size", out.world_size);
   f.Optional("command", out.command);
   f.Check(!out.pipeline.empty(), "pipeline", "a pipeline.json path");
-  f.Check(out.workers >= 1 && out.workers <= 1024, "workers", "an integer from 1 to 1024");
-  f.Check(out.threads_per_worker >= 1 && out.threads_per_worker <= 1024, "threads_per_worker",
-          "an integer from 1 to 1024");
+  const std::string workers = "an integer from 1 to " + std::to_string(kMaxRunWorkers);
+  const std::string threads = std::to_string(kMaxWorkerThreads);
+  f.Check(out.workers >= 1 && out.workers <= kMaxRunWorkers, "workers", workers.c_str());
+  f.Check(out.threads_per_worker >= 1 && out.threads_per_worker <= kMaxWorkerThreads,
+          "threads_per_worker", ("an integer from 1 to " + threads).c_str());
   bool threads_ok = out.worker_threads.empty() ||
                     out.worker_threads.size() == static_cast<size_t>(out.workers);
-  for (int t : out.worker_threads) threads_ok = threads_ok && t >= 1 && t <= 1024;
+  for (int t : out.worker_threads) threads_ok = threads_ok && t >= 1 && t <= kMaxWorkerThreads;
   f.Check(threads_ok, "worker_threads",
-          "one integer from 1 to 1024 per worker (as many as run.workers)");
-  f.Check(out.world_size >= 1 && out.world_size <= 1024, "world_size",
-          "an integer from 1 to 1024");
+          ("one integer from 1 to " + threads + " per worker (as many as run.workers)").c_str());
+  f.Check(out.world_size >= 1 && out.world_size <= kMaxWorldSize, "world_size",
+          ("an integer from 1 to " + std::to_string(kMaxWorldSize)).c_str());
   return f.status();
 }
 

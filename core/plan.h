@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/run_spec.h"
 #include "core/status.h"
 
 namespace gm {
@@ -118,16 +119,11 @@ struct PlanPrediction {
 };
 
 // What `goldminer run --plan` starts.
-struct PlanRun {
-  std::string pipeline;               // pipeline.json the workers run
-  int workers = 0;
-  int threads_per_worker = 1;         // the largest worker's CPUs
-  std::vector<int> worker_threads;    // each worker's stage threads (= its CPUs)
-  int world_size = 1;                 // trainer ranks
-  std::vector<std::string> command;   // the trainer's argv (may be empty)
-
-  bool operator==(const PlanRun&) const = default;
-};
+// plan.json's "run" section: the planned fields of a RunSpec (pipeline, workers,
+// threads_per_worker, worker_threads, world_size, command); the others keep their
+// defaults, and `run --plan` fills worker_remote and worker_memory_bytes from the
+// plan's workers.
+using PlanRun = RunSpec;
 
 struct Plan {
   int version = kPlanVersion;

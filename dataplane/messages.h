@@ -95,6 +95,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/run_spec.h"
 #include "core/status.h"
 #include "dataplane/batch_order.h"
 
@@ -102,7 +103,7 @@ namespace gm {
 
 inline constexpr int kDataPlaneVersion = 1;
 // Bounds on what a peer may send in one control message.
-inline constexpr uint64_t kMaxEpochs = 1000000;        // epoch numbers below this
+inline constexpr uint64_t kMaxEpochs = kMaxRunEpochs;  // epoch numbers below this (core/run_spec.h)
 inline constexpr uint64_t kMaxSplitId = uint64_t{1} << 32;
 inline constexpr size_t kMaxAckBatches = 4096;         // [split, batch] pairs per ACK
 inline constexpr size_t kMaxReportedStages = 256;      // entries of a "stages" report

@@ -13,7 +13,10 @@ std::string Rate(double r) { return Fixed(r, 0) + " samples/s"; }
 }  // namespace
 
 std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers) {
-  if (!started_) {  // the start-up (workers starting, the first batches) settles too
+  if (!started_) {
+    // The start-up (workers starting, the first batches) settles: nothing is decided
+    // before the trainer has received data, nor in the period after that.
+    if (r.samples_per_s <= 0) return std::nullopt;
     started_ = true;
     settle_until_ = r.t_s + o_.period_s;
   }

@@ -18,8 +18,9 @@
 //   - otherwise: data wait above `stall_high` -> add one (up to max_workers);
 //     data wait below `stall_low` -> drain one (down to min_workers), which the
 //     next period checks.
-// The figures of the first period, and of one period after each change, are left
-// out (the start-up or the change settles: a new worker starts and connects, a
+// Nothing is decided before the trainer has received data; the figures of the
+// period after that, and of one period after each change, are left out (the
+// start-up or the change settles: a new worker starts and connects, a
 // drained one hands back its place in the delivery order, and a wait is counted
 // when its batch arrives). Thread-compatible.
 #pragma once

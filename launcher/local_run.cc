@@ -19,6 +19,8 @@
 #include "core/paths.h"
 #include "core/step_log.h"
 #include "launcher/process.h"
+#include "launcher/process_launcher.h"
+#include "launcher/supervisor.h"
 #include "launcher/run_recorder.h"
 #include "dataplane/auth.h"
 
@@ -40,9 +42,12 @@ class LocalRun {
            TempDir& dir, RunRecorder& recorder, std::string steps_dir)
       : c_(c), coordinator_(coordinator), run_id_(std::move(run_id)), dir_(dir),
         recorder_(recorder), steps_(steps_dir), steps_dir_(std::move(steps_dir)),
-        start_(MonotonicSeconds()) {
+        start_(MonotonicSeconds()),
+        own_launcher_(c.launcher != nullptr ? nullptr : MakeLocalLauncher()),
+        supervisor_(c.launcher != nullptr ? *c.launcher : *own_launcher_,
+                    SupervisorOptions{c.max_restarts, 0.25, 8, c.stop_grace_s, 10, {}}) {
     if (c_.autoscale) autoscaler_.emplace(*c_.autoscale);
-    next_slot_ = c_.workers;
+    next_slot_ = c_.spec.workers;
   }
 
   Result<LocalRunResult> Execute() {
@@ -50,11 +55,10 @@ class LocalRun {
     result.run_id = run_id_;
     result.exit = "exited with status 0";
     Sample();  // the baseline
-    for (int i = 0; i < c_.workers; ++i) GM_RETURN_IF_ERROR(StartWorker(i));
-    for (int rank = 0; rank < c_.world_size; ++rank) GM_RETURN_IF_ERROR(StartTrainer(rank));
-    double stop_deadline = 0;
+    for (int i = 0; i < c_.spec.workers; ++i) GM_RETURN_IF_ERROR(StartWorker(i));
+    for (int rank = 0; rank < c_.spec.world_size; ++rank) GM_RETURN_IF_ERROR(StartTrainer(rank));
     double next_sample = start_ + c_.sample_interval_s;
-    while (!trainers_.empty()) {
+    while (supervisor_.running(ProcessRole::kTrainer) > 0) {
       if (MonotonicSeconds() >= next_sample) {
         Sample();
         next_sample += c_.sample_interval_s;
@@ -68,33 +72,23 @@ class LocalRun {
                                    ? std::string("stopping: a signal asked the run to stop")
                                    : "stopping: the job was preempted (" + result.stop_cause +
                                          "); the trainer resumes from its checkpoint in a new run");
-        stop_deadline = MonotonicSeconds() + c_.stop_grace_s;
-        for (pid_t t : trainers_) group_.Signal(t, SIGTERM);
+        // SIGTERM now, SIGKILL after the grace period (the supervisor's).
+        for (pid_t t : supervisor_.pids(ProcessRole::kTrainer)) supervisor_.Stop(t);
       }
-      if (result.stopped && MonotonicSeconds() > stop_deadline) {
-        for (pid_t t : trainers_) group_.Signal(t, SIGKILL);
-      }
-      std::optional<ChildExit> e = group_.WaitAny(0.2);
+      std::vector<ProcessReplaced> replaced;
+      std::optional<ProcessEnded> e = supervisor_.Poll(0.2, &replaced);
+      for (const ProcessReplaced& r : replaced) GM_RETURN_IF_ERROR(OnReplaced(r));
       if (!e) continue;
-      if (trainers_.erase(e->pid)) {
-        if (e->exit_code() != 0 && result.exit_code == 0) {
+      if (e->role == ProcessRole::kTrainer) {
+        if (e->exit.exit_code() != 0 && result.exit_code == 0) {
           if (!result.stopped) {
-            LogWarning("run: trainer (pid " + std::to_string(e->pid) + ") " + e->describe);
+            LogWarning("run: trainer (pid " + std::to_string(e->exit.pid) + ") " + e->exit.describe);
           }
-          result.exit_code = e->exit_code();
-          result.exit = e->describe;
+          result.exit_code = e->exit.exit_code();
+          result.exit = e->exit.describe;
         }
-      } else if (auto w = workers_.find(e->pid); w != workers_.end()) {
-        last_exit_slot_ = w->second.slot;
-        // A worker the autoscaler drained is not replaced, however it ended (a
-        // Slurm step's srun reports the signal that ended the step).
-        const bool drained = draining_.erase(e->pid) > 0;
-        recorder_.WorkerEnded(w->second.id, (drained ? "drained: " : "") + e->describe);
-        cpu_of_exited_ += cpu_seen_[e->pid];
-        cpu_seen_.erase(e->pid);
-        workers_.erase(w);
-        if (!drained) GM_RETURN_IF_ERROR(OnWorkerExit(*e));
-        else GM_RETURN_IF_ERROR(WritePids());
+      } else {
+        GM_RETURN_IF_ERROR(OnWorkerEnded(*e));
       }
     }
     stopped_ = true;  // the trainers are done: no more scaling
@@ -103,20 +97,18 @@ class LocalRun {
     return result;
   }
 
-  // Stops every child still running (SIGTERM, SIGKILL after 10 s) and records how
+  // Stops every process still running (SIGTERM, SIGKILL after 10 s) and records how
   // each worker ended. Safe to call again.
   void StopAll() {
     stopped_ = true;  // no more scaling
-    for (const ChildExit& e : group_.TerminateAll(10)) {
-      if (e.exit_code() != 0 && e.exit_code() != 128 + SIGTERM) {
-        LogDebug("run: worker " + std::to_string(e.pid) + " " + e.describe);
+    for (const ProcessEnded& e : supervisor_.StopAll()) {
+      if (e.exit.exit_code() != 0 && e.exit.exit_code() != 128 + SIGTERM) {
+        LogDebug("run: process " + std::to_string(e.exit.pid) + " " + e.exit.describe);
       }
-      auto w = workers_.find(e.pid);
+      auto w = workers_.find(e.exit.pid);
       if (w == workers_.end()) continue;
-      recorder_.WorkerEnded(w->second.id, "stopped at the end of the run: " + e.describe);
-      cpu_of_exited_ += cpu_seen_[e.pid];
-      cpu_seen_.erase(e.pid);
-      workers_.erase(w);
+      recorder_.WorkerEnded(w->second.id, "stopped at the end of the run: " + e.exit.describe);
+      Forget(e.exit.pid);
     }
   }
 
@@ -136,20 +128,19 @@ class LocalRun {
   Status StartWorker(int slot) {
     std::string exe = c_.worker_exe.empty() ? ExecutablePath() : c_.worker_exe;
     if (exe.empty()) exe = "goldminer";
-    const int threads = static_cast<size_t>(slot) < c_.worker_threads.size()
-                            ? c_.worker_threads[static_cast<size_t>(slot)]
-                            : c_.threads_per_worker;
-    std::vector<std::string> argv =
-        c_.worker_prefix ? c_.worker_prefix(slot, threads) : std::vector<std::string>{};
-    for (std::string a : {exe, std::string("worker"), std::string("--coordinator"),
-                          coordinator_.address(), std::string("--threads"),
-                          std::to_string(threads), std::string("--listen"),
-                          JoinHostPort(c_.bind, 0)}) {
-      argv.push_back(std::move(a));
-    }
-    GM_ASSIGN_OR_RETURN(pid_t pid,
-                        group_.Spawn(argv, {"GOLDMINER_SECRET_FILE=" + dir_.path() + "/worker.key",
-                                            "GOLDMINER_RUN_ID=" + run_id_}));
+    LaunchRequest r;
+    r.role = ProcessRole::kWorker;
+    r.slot = slot;
+    r.threads = c_.spec.ThreadsOf(slot);
+    r.argv = {exe, "worker", "--coordinator", coordinator_.address(), "--threads",
+              std::to_string(r.threads), "--listen", JoinHostPort(c_.bind, 0)};
+    r.env = {"GOLDMINER_SECRET_FILE=" + dir_.path() + "/worker.key", "GOLDMINER_RUN_ID=" + run_id_};
+    GM_ASSIGN_OR_RETURN(pid_t pid, supervisor_.Start(r));
+    return Started(pid, slot, r.threads);
+  }
+
+  // Records a worker that started (a new one, or a replacement).
+  Status Started(pid_t pid, int slot, int threads) {
     const int64_t id = next_worker_id_++;
     workers_[pid] = Worker{slot, id};
     recorder_.WorkerStarted(id, pid, HostName());
@@ -157,6 +148,44 @@ class LocalRun {
                                   std::to_string(pid) + ", " + std::to_string(threads) +
                                   " thread(s))");
     return WritePids();
+  }
+
+  Status OnReplaced(const ProcessReplaced& r) {
+    if (!r.error.empty()) {
+      LogWarning("run: cannot start a replacement worker: " + r.error);
+      recorder_.Event("worker", "replacement of slot " + std::to_string(r.slot) +
+                                    " could not start: " + r.error);
+      return Status::Ok();
+    }
+    return Started(r.pid, r.slot, c_.spec.ThreadsOf(r.slot));
+  }
+
+  // A worker ended: recorded; a crash was answered by the supervisor (a replacement
+  // after a delay, until --max-restarts); a drained worker is not replaced.
+  Status OnWorkerEnded(const ProcessEnded& e) {
+    auto w = workers_.find(e.exit.pid);
+    if (w == workers_.end()) return Status::Ok();
+    recorder_.WorkerEnded(w->second.id, (e.drained ? "drained: " : "") + e.exit.describe);
+    Forget(e.exit.pid);
+    const std::string who = "worker (pid " + std::to_string(e.exit.pid) + ") " + e.exit.describe;
+    if (e.will_replace) {
+      LogWarning("run: " + who + "; starting another");
+      recorder_.Event("worker", who + "; starting another");
+    } else if (e.restarts_exhausted) {
+      LogWarning("run: " + who + "; not replaced (--max-restarts " +
+                 std::to_string(c_.max_restarts) + " reached)");
+      recorder_.Event("worker", who + "; not replaced (max restarts reached)");
+    } else if (!e.drained) {
+      recorder_.Event("worker", who);
+    }
+    return WritePids();
+  }
+
+  void Forget(pid_t pid) {
+    cpu_of_exited_ += cpu_seen_[pid];
+    cpu_seen_.erase(pid);
+    draining_.erase(pid);
+    workers_.erase(pid);
   }
 
   Status StartTrainer(int rank) {
@@ -170,35 +199,19 @@ class LocalRun {
                                     "GOLDMINER_CLIENT_LIB=" + ClientLibraryPath(),
                                     "RANK=" + std::to_string(rank),
                                     "LOCAL_RANK=" + std::to_string(rank),
-                                    "WORLD_SIZE=" + std::to_string(c_.world_size)};
+                                    "WORLD_SIZE=" + std::to_string(c_.spec.world_size)};
     env.insert(env.end(), c_.trainer_env.begin(), c_.trainer_env.end());
     if (!StepDirFromEnv(c_.trainer_env)) {
       env.push_back(std::string(kProfileDirEnv) + "=" + steps_dir_);
     }
-    GM_ASSIGN_OR_RETURN(pid_t pid, group_.Spawn(c_.command, env));
-    trainers_.insert(pid);
+    LaunchRequest r;
+    r.role = ProcessRole::kTrainer;
+    r.argv = c_.spec.command;
+    r.env = std::move(env);
+    r.slot = rank;
+    GM_ASSIGN_OR_RETURN(pid_t pid, supervisor_.Start(r));
+    (void)pid;
     return Status::Ok();
-  }
-
-  // A worker that crashed is replaced (up to max_restarts); its splits are re-made
-  // by the others meanwhile. A clean exit (drained) is not replaced.
-  Status OnWorkerExit(const ChildExit& e) {
-    if (e.exit_code() == 0) {
-      recorder_.Event("worker", "worker (pid " + std::to_string(e.pid) + ") " + e.describe);
-      return WritePids();
-    }
-    if (restarts_ >= c_.max_restarts) {
-      LogWarning("run: worker " + std::to_string(e.pid) + " " + e.describe +
-                 "; not replaced (--max-restarts " + std::to_string(c_.max_restarts) + " reached)");
-      recorder_.Event("worker", "worker (pid " + std::to_string(e.pid) + ") " + e.describe +
-                                    "; not replaced (max restarts reached)");
-      return WritePids();
-    }
-    ++restarts_;
-    LogWarning("run: worker " + std::to_string(e.pid) + " " + e.describe + "; starting another");
-    recorder_.Event("worker", "worker (pid " + std::to_string(e.pid) + ") " + e.describe +
-                                  "; starting another");
-    return StartWorker(last_exit_slot_);
   }
 
   Status WritePids() {
@@ -264,7 +277,7 @@ class LocalRun {
     }
     if (newest == 0) return;
     draining_.insert(newest);
-    group_.Signal(newest, SIGTERM);
+    supervisor_.Drain(newest);
   }
 
   // Ends the status line on a terminal, so what follows starts on a line of its own.
@@ -287,12 +300,12 @@ class LocalRun {
   StepCounter steps_;            // the trainers' step logs
   const std::string steps_dir_;
   const double start_;
-  ProcessGroup group_;
+  std::unique_ptr<ProcessLauncher> own_launcher_;  // when the config gives none: local
+  Supervisor supervisor_;            // starts, replaces, drains and stops the processes
   std::map<pid_t, Worker> workers_;  // running workers
   int64_t next_worker_id_ = 0;
   std::map<pid_t, double> cpu_seen_;  // running workers' CPU seconds, last read
   double cpu_of_exited_ = 0;          // CPU seconds of workers that have exited
-  int last_exit_slot_ = 0;        // the slot of the worker OnWorkerExit is about
   bool status_line_shown_ = false;  // a status line is on the terminal, without '\n'
   double next_progress_log_ = 0;
   std::optional<Autoscaler> autoscaler_;
@@ -300,7 +313,6 @@ class LocalRun {
   std::set<pid_t> draining_;  // workers told to drain (SIGTERM), still running
   int next_slot_ = 0;         // the slot of the next worker the autoscaler adds
   bool stopped_ = false;      // StopAll ran
-  std::set<pid_t> trainers_;
   int restarts_ = 0;
 };
 
@@ -311,13 +323,13 @@ std::string NewRunId() {
 }
 
 Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
-  if (c.command.empty()) {
+  if (c.spec.command.empty()) {
     return Status::InvalidArgument(
         "a trainer command is needed after --, e.g. "
         "-- python3 train.py");
   }
-  GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(c.pipeline));
-  const std::string origin = std::filesystem::absolute(c.pipeline).string();
+  GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(c.spec.pipeline));
+  const std::string origin = std::filesystem::absolute(c.spec.pipeline).string();
   GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make("goldminer-run-"));
   GM_ASSIGN_OR_RETURN(std::string secret, NewSecret());
   // The secret stays in this process (the coordinator); workers and trainers get
@@ -334,33 +346,33 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
   cc.pipeline_doc = doc;
   cc.pipeline_origin = origin;
   cc.base_dir = std::filesystem::path(origin).parent_path().string();
-  cc.samples_per_split = c.samples_per_split;
-  cc.world_size = c.world_size;
-  cc.epochs = c.epochs;
+  cc.samples_per_split = c.spec.samples_per_split;
+  cc.world_size = c.spec.world_size;
+  cc.epochs = c.spec.epochs;
   cc.liveness_timeout_s = c.liveness_timeout_s;
   cc.run_id = run_id;
   GM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator, CoordinatorServer::Start(cc));
   LogInfo("run " + run_id + ": coordinator at " + coordinator->address() + ", " +
-          std::to_string(c.workers) + " workers, " + std::to_string(c.world_size) +
+          std::to_string(c.spec.workers) + " workers, " + std::to_string(c.spec.world_size) +
           " trainer rank(s)");
   if (const std::string notice = coordinator->pipeline().OrderNotice();
       c.order_notice && !notice.empty()) {
     LogInfo("run: " + notice);
   }
-  RunRecorder recorder(c.store, run_id, c.world_size);
+  RunRecorder recorder(c.store, run_id, c.spec.world_size);
   RunRecord record;
   record.id = run_id;
   record.backend = c.backend;
   record.pipeline_path = origin;
   record.plan_path = c.plan_path;
-  record.command = c.command;
-  record.world_size = c.world_size;
+  record.command = c.spec.command;
+  record.world_size = c.spec.world_size;
   if (const char* job = std::getenv("SLURM_JOB_ID"); job && *job) record.job_id = job;
   record.host = HostName();
   record.pid = ::getpid();
   GM_RETURN_IF_ERROR(recorder.Begin(record));
-  recorder.Event("run", "run started: " + std::to_string(c.workers) + " worker(s), " +
-                            std::to_string(c.world_size) + " trainer rank(s), coordinator at " +
+  recorder.Event("run", "run started: " + std::to_string(c.spec.workers) + " worker(s), " +
+                            std::to_string(c.spec.world_size) + " trainer rank(s), coordinator at " +
                             coordinator->address());
   std::string steps_dir;
   if (auto from_env = StepDirFromEnv(c.trainer_env)) {

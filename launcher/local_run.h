@@ -17,35 +17,28 @@
 #include "core/status.h"
 #include "core/run_store.h"
 #include "launcher/autoscaler.h"
+#include "core/run_spec.h"
 #include "launcher/coordinator_server.h"
+#include "launcher/process_launcher.h"
 
 namespace gm {
 
 struct LocalRunConfig {
-  std::string pipeline;  // pipeline.json path
-  int workers = 2;
-  int threads_per_worker = 1;
-  // Stage threads of worker i (a replacement gets the same); workers beyond the
-  // list get threads_per_worker. Empty: threads_per_worker for all.
-  std::vector<int> worker_threads;
-  int epochs = 1;  // 0: as many as the trainer asks for
-  int world_size = 1;
+  // What to run: the pipeline, the workers and their sizes, epochs, world size,
+  // split size and the trainer command (core/run_spec.h).
+  RunSpec spec;
   // Address the coordinator and the workers' data ports listen on: 127.0.0.1
   // (this machine only), a node's address, or 0.0.0.0 (every interface; peers
   // then connect by this machine's host name).
   std::string bind = "127.0.0.1";
   int port = 0;  // coordinator TCP port; 0: any free one
   double liveness_timeout_s = 10;
-  int max_restarts = 3;
-  size_t samples_per_split = 256;
-  std::vector<std::string> command;      // the trainer
+  int max_restarts = 3;  // crashed workers replaced at most this many times (supervisor)
   std::vector<std::string> trainer_env;  // "NAME=value" added to each trainer's environment
   std::string worker_exe;                // the goldminer binary for workers; empty: this executable
-  // What a worker's command is prefixed with, given its slot and stage threads: e.g.
-  // `srun --exact -n1 -c 4 --het-group=1` to make it a Slurm job step. Empty: a
-  // direct child. The prefix process must pass SIGTERM on and exit with the
-  // worker's status, as srun does.
-  std::function<std::vector<std::string>(int slot, int threads)> worker_prefix;
+  // Where the processes start (launcher/process_launcher.h); null: children of this
+  // process. The supervisor (launcher/supervisor.h) starts, replaces and stops them.
+  ProcessLauncher* launcher = nullptr;
   // Polled about every 0.2 s while trainers run; true stops them (SIGTERM, then
   // SIGKILL after stop_grace_s). May be empty.
   std::function<bool()> should_stop;
@@ -66,7 +59,7 @@ struct LocalRunConfig {
   RunStore* store = nullptr;
   std::string run_name;
   std::string plan_path;
-  std::string backend = "local";
+  std::string backend = "local";  // as recorded; launcher->name() when a launcher is given
   double sample_interval_s = 2;
   // A status line (rate, data wait, workers, epoch) every sample: rewritten in place
   // on a terminal (stderr), else a log line every 30 s.

@@ -11,6 +11,8 @@
 #include "core/log.h"
 #include "core/paths.h"
 #include "launcher/local_run.h"
+#include "launcher/process_launcher.h"
+#include "launcher/supervisor.h"
 #include "launcher/process.h"
 #include "profiler/step_analysis.h"
 
@@ -56,7 +58,7 @@ class StopRule {
     uint64_t fewest = 0, total = 0;
     const std::vector<uint64_t> counts = counter_.Update();
     // Every rank must have made its steps (a rank's log appears when it connects).
-    const size_t ranks = o_.pipeline.empty() ? 1 : static_cast<size_t>(o_.world_size);
+    const size_t ranks = o_.spec.pipeline.empty() ? 1 : static_cast<size_t>(o_.spec.world_size);
     if (counts.size() >= ranks) {
       fewest = *std::min_element(counts.begin(), counts.end());
       for (uint64_t n : counts) total += n;
@@ -113,20 +115,26 @@ Status RunTorchProgram(const TrainerRunOptions& o, std::vector<std::string> env,
   const std::string pkg = PythonPackageDir();
   env.push_back("PYTHONPATH=" + pkg + "/goldminer/_profile_hook:" + pkg +
                 (old && *old ? ":" + std::string(old) : ""));
-  ProcessGroup group;
-  GM_ASSIGN_OR_RETURN(pid_t pid, group.Spawn(o.command, env));
-  double kill_at = 0;
+  // The same supervisor as `run`'s: SIGTERM when the rule says stop, SIGKILL after
+  // the grace period.
+  std::unique_ptr<ProcessLauncher> launcher = MakeLocalLauncher();
+  SupervisorOptions options;
+  options.stop_grace_s = kStopGraceS;
+  Supervisor supervisor(*launcher, options);
+  LaunchRequest request;
+  request.role = ProcessRole::kTrainer;
+  request.argv = o.spec.command;
+  request.env = std::move(env);
+  GM_ASSIGN_OR_RETURN(pid_t pid, supervisor.Start(request));
   for (;;) {
     if (!out.stopped_by_profile && rule.ShouldStop()) {
       out.stopped_by_profile = true;
-      kill_at = MonotonicSeconds() + kStopGraceS;
-      group.Signal(pid, SIGTERM);
+      supervisor.Stop(pid);
     }
-    if (out.stopped_by_profile && MonotonicSeconds() > kill_at) group.Signal(pid, SIGKILL);
-    std::optional<ChildExit> e = group.WaitAny(0.2);
+    std::optional<ProcessEnded> e = supervisor.Poll(0.2, nullptr);
     if (!e) continue;
-    out.exit_code = e->exit_code();
-    out.exit = e->describe;
+    out.exit_code = e->exit.exit_code();
+    out.exit = e->exit.describe;
     return Status::Ok();
   }
 }
@@ -134,13 +142,7 @@ Status RunTorchProgram(const TrainerRunOptions& o, std::vector<std::string> env,
 Status RunWithWorkers(const TrainerRunOptions& o, std::vector<std::string> env, StopRule& rule,
                       TrainerRunOutcome& out) {
   LocalRunConfig c;
-  c.pipeline = o.pipeline;
-  c.workers = o.workers;
-  c.threads_per_worker = o.threads_per_worker;
-  c.epochs = o.epochs;
-  c.world_size = o.world_size;
-  c.samples_per_split = o.samples_per_split;
-  c.command = o.command;
+  c.spec = o.spec;
   c.trainer_env = std::move(env);
   c.stop_grace_s = kStopGraceS;
   c.order_notice = false;  // ProfilePipeline has said it
@@ -156,7 +158,7 @@ Status RunWithWorkers(const TrainerRunOptions& o, std::vector<std::string> env, 
 Status NothingMeasured(const TrainerRunOptions& o, const TrainerRunOutcome& out,
                        uint64_t recorded) {
   const std::string feed =
-      o.pipeline.empty()
+      o.spec.pipeline.empty()
           ? "iterate a torch.utils.data.DataLoader (the program runs unchanged)"
           : "read its batches through goldminer.Loader, goldminer.torch or the C client";
   std::string how = out.stopped_by_profile ? "was stopped: " + out.stop_reason : out.exit;
@@ -169,12 +171,12 @@ Status NothingMeasured(const TrainerRunOptions& o, const TrainerRunOutcome& out,
 }  // namespace
 
 Result<TrainerRunOutcome> RunTrainer(const TrainerRunOptions& o) {
-  if (o.command.empty()) return Status::InvalidArgument("no trainer command given after --");
+  if (o.spec.command.empty()) return Status::InvalidArgument("no trainer command given after --");
   TrainerRunOutcome out;
   std::vector<std::string> env = ProfileEnv(o, out);
   StopRule rule(o);
   const double t0 = MonotonicSeconds();
-  if (o.pipeline.empty()) {
+  if (o.spec.pipeline.empty()) {
     GM_RETURN_IF_ERROR(RunTorchProgram(o, std::move(env), rule, out));
   } else {
     GM_RETURN_IF_ERROR(RunWithWorkers(o, std::move(env), rule, out));
@@ -190,10 +192,10 @@ Result<TrainerRunOutcome> RunTrainer(const TrainerRunOptions& o) {
 
 Result<TrainerMeasurement> ProfileTrainer(const TrainerRunOptions& o) {
   if (o.progress) {
-    o.progress("trainer: running " + o.command.front() +
-               (o.pipeline.empty()
+    o.progress("trainer: running " + o.spec.command.front() +
+               (o.spec.pipeline.empty()
                     ? " with its own DataLoader"
-                    : " fed by " + Plural(static_cast<uint64_t>(o.workers), "data worker")));
+                    : " fed by " + Plural(static_cast<uint64_t>(o.spec.workers), "data worker")));
   }
   GM_ASSIGN_OR_RETURN(TrainerRunOutcome out, RunTrainer(o));
   TrainerMeasurement m;
@@ -203,9 +205,9 @@ Result<TrainerMeasurement> ProfileTrainer(const TrainerRunOptions& o) {
   ao.gpu_unavailable_reason = out.gpu_unavailable_reason;
   m.profile = AnalyzeSteps(out.steps, out.gpu, ao);
   TrainerProfile& t = m.profile;
-  t.command = o.command;
-  t.source = o.pipeline.empty() ? "torch" : "goldminer";
-  t.workers = o.pipeline.empty() ? 0 : o.workers;
+  t.command = o.spec.command;
+  t.source = o.spec.pipeline.empty() ? "torch" : "goldminer";
+  t.workers = o.spec.pipeline.empty() ? 0 : o.spec.workers;
   t.exit_code = out.exit_code;
   t.exit = out.exit;
   t.stopped_by_profile = out.stopped_by_profile;

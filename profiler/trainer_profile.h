@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/profile.h"
+#include "core/run_spec.h"
 #include "core/status.h"
 #include "core/step_log.h"
 #include "profiler/gpu_log.h"
@@ -30,13 +31,9 @@
 namespace gm {
 
 struct TrainerRunOptions {
-  std::vector<std::string> command;
-  std::string pipeline;  // empty: the program's own torch DataLoader
-  int workers = 2;       // data workers (with a pipeline)
-  int threads_per_worker = 1;
-  int epochs = 1;      // epochs the workers serve
-  int world_size = 1;  // trainer ranks (with a pipeline): one process each
-  size_t samples_per_split = 256;
+  // The trainer command and, with a pipeline (spec.pipeline non-empty), the workers
+  // that feed it (core/run_spec.h); without one, the program's own torch DataLoader.
+  RunSpec spec;
   uint64_t warmup_steps = 5;
   uint64_t steps = 100;         // measured steps before stopping the trainer; 0: no limit
   double seconds = 0;           // stop after this many seconds of trainer run time; 0: none

@@ -74,10 +74,13 @@ ok "recorded as failed with exit code 3"
 # 4. A trainer command that does not exist: a clear message and a failed run.
 expect_rc 1 "a trainer that does not exist" -- "$GM" run --pipeline "$T/pipeline.json" \
   --db "$DB" --name missing -- "$T/no-such-trainer"
-expect_in "$T/err" "$T/no-such-trainer: cannot start" "the message names the command"
+expect_in "$T/err" "the trainer command '$T/no-such-trainer' is not an executable file" \
+  "the message names the command, before any worker starts"
+[[ $(q "SELECT count(*) FROM workers WHERE run_id = 'missing'") == 0 ]] ||
+  fail "workers started for a trainer that does not exist"
 [[ $(q "SELECT status || ' ' || exit_code FROM runs WHERE id = 'missing'") == "failed 1" ]] ||
   fail "run missing: $(q "SELECT * FROM runs WHERE id = 'missing'")"
-expect_in <(q "SELECT message FROM events WHERE run_id = 'missing'") "run failed: $T/no-such-trainer: cannot start" \
+expect_in <(q "SELECT message FROM events WHERE run_id = 'missing'") "run refused: the trainer command '$T/no-such-trainer'" \
   "the failure is an event of the run"
 
 # 4b. --backend slurm outside a Slurm job: refused, and recorded as a failed run.

@@ -32,6 +32,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -53,11 +54,19 @@ def act(n, spawned):
     if env.get("GM_TEST_TERM_AFTER") == str(n):
         os.kill(workers()[0], signal.SIGTERM)
     if env.get("GM_TEST_ADD_AFTER") == str(n):
-        # A worker joins with the worker key (the trainer's own key is refused).
+        # A worker joins with the worker key (the trainer's own key is refused). The
+        # trainer goes on once it has registered (its debug log says so), so the run
+        # cannot end before the worker joined, however fast the epoch is.
         worker_env = dict(env, GOLDMINER_SECRET_FILE=os.path.join(env["GOLDMINER_RUN_DIR"], "worker.key"))
+        log = tempfile.NamedTemporaryFile(prefix="added-worker-", suffix=".log", delete=False)
         spawned.append(subprocess.Popen(
-            [env["GM_TEST_GOLDMINER"], "worker", "--coordinator", env["GOLDMINER_ADDR"],
-             "--threads", "1"], env=worker_env))
+            [env["GM_TEST_GOLDMINER"], "-v", "worker", "--coordinator", env["GOLDMINER_ADDR"],
+             "--threads", "1"], env=worker_env, stderr=log))
+        deadline = time.monotonic() + 60
+        while b"registered with" not in open(log.name, "rb").read():
+            if time.monotonic() > deadline or spawned[-1].poll() is not None:
+                sys.exit("the added worker did not register: " + open(log.name).read())
+            time.sleep(0.02)
 
 
 def alive(pid):

@@ -58,6 +58,16 @@ TEST(AutoscalerTest, AddsWhileTheTrainerWaitsAndEachAdditionPaysOff) {
   EXPECT_EQ(f.workers, 4);
 }
 
+TEST(AutoscalerTest, NothingIsDecidedBeforeTheTrainerHasReceivedDataAndThePeriodAfter) {
+  Feed f(Options());
+  // Workers still starting: the trainer waits (100%) and receives nothing.
+  EXPECT_FALSE(f.Until(0, 1.0, 20).has_value());
+  const double first_data = f.t + 2;
+  auto d = f.Until(100, 0.5);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(f.t, first_data + 12) << "the period after the first data left out, then a period";
+}
+
 TEST(AutoscalerTest, AnAdditionThatDoesNotPayIsDrainedAndTheCountIsACeiling) {
   // The trainer waits, but more workers do not make it faster (e.g. the network or
   // the trainer's own receive path binds): one try, then no more.

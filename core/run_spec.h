@@ -1,0 +1,48 @@
+// RunSpec: the shape of a training run, in one value. `goldminer plan` writes it
+// (plan.json's "run" section holds its planned fields), `goldminer run` and
+// `goldminer profile` make it from their flags (cmd/run_flags.h, one place adds
+// them) or from a plan, and the launchers start what it says. Its limits are
+// here, once: the flags, plan.json and the protocol check against them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace gm {
+
+inline constexpr int kMaxRunWorkers = 1024;      // data workers of one run
+inline constexpr int kMaxWorkerThreads = 1024;   // stage threads of one worker
+inline constexpr int kMaxWorldSize = 1024;       // trainer ranks
+inline constexpr int kMaxRunEpochs = 1000000;    // epochs a run serves (0: as asked)
+inline constexpr size_t kMaxSamplesPerSplit = 100000000;
+
+struct RunSpec {
+  std::string pipeline;              // pipeline.json the workers run
+  int workers = 2;                   // data workers to start
+  int threads_per_worker = 1;        // stage threads of a worker without its own size
+  std::vector<int> worker_threads;   // a plan's: each worker's threads (= its CPUs)
+  std::vector<bool> worker_remote;   // a plan's: each worker planned off the trainer's node
+  std::vector<uint64_t> worker_memory_bytes;  // a plan's: each worker's memory (0: unknown)
+  int epochs = 0;                    // epochs the workers serve; 0: as the trainer asks
+  int world_size = 1;                // trainer ranks, one process each
+  size_t samples_per_split = 256;    // split size of files/jsonl/range sources
+  std::vector<std::string> command;  // the trainer's argv
+
+  // Stage threads of the worker in `slot` (a replacement keeps its slot's size;
+  // slots beyond the plan's get threads_per_worker).
+  int ThreadsOf(int slot) const;
+  // Whether the worker in `slot` belongs off the trainer's node (true beyond the
+  // plan's workers: an added worker goes where there is room).
+  bool RemoteOf(int slot) const;
+  uint64_t MemoryOf(int slot) const;
+  // InvalidArgument naming the field and its range for a value out of range.
+  Status Validate() const;
+
+  bool operator==(const RunSpec&) const = default;
+};
+
+}  // namespace gm

@@ -1,0 +1,59 @@
+// Where a run's processes start: children of this process on this machine, or, for
+// data workers, Slurm job steps of the allocation this process runs in. A launcher
+// only starts, signals and reaps; what to start, when to replace and how to stop is
+// the supervisor's (launcher/supervisor.h), the same for every launcher, for `run`
+// and for `profile`. Unit tests drive the supervisor with a fake launcher.
+//
+// Thread-compatible: one thread (the run's loop) uses a launcher.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "launcher/process.h"
+
+namespace gm {
+
+enum class ProcessRole { kWorker, kTrainer };
+
+struct LaunchRequest {
+  ProcessRole role = ProcessRole::kWorker;
+  std::vector<std::string> argv;
+  std::vector<std::string> env;  // "NAME=value", added to this process's environment
+  int slot = 0;                   // a worker's slot: its size and placement
+  int threads = 1;                // a worker's CPUs (stage threads)
+};
+
+class ProcessLauncher {
+ public:
+  virtual ~ProcessLauncher() = default;
+  // Starts the process; its handle is the pid of the child this process reaps (for
+  // a Slurm step, its srun). NotFound/IoError name the program when it cannot start.
+  virtual Result<pid_t> Start(const LaunchRequest& request) = 0;
+  // Sends `sig` to a running process (SIGTERM to an srun ends its step); no-op if
+  // it already exited.
+  virtual void Signal(pid_t pid, int sig) = 0;
+  // Waits up to timeout_s for any process to end and reaps it.
+  virtual std::optional<ChildExit> Wait(double timeout_s) = 0;
+  // Kills (SIGKILL) and reaps every process still running; returns their exits.
+  virtual std::vector<ChildExit> KillAll() = 0;
+  // "local" or "slurm": the backend's name, as recorded.
+  virtual std::string name() const = 0;
+};
+
+// Children of this process (launcher/process.h's ProcessGroup).
+std::unique_ptr<ProcessLauncher> MakeLocalLauncher();
+
+// Workers as Slurm job steps: their argv is prefixed with srun_prefix(slot, threads)
+// (`srun --exact --nodes=1 --ntasks=1 --cpus-per-task=T ...`, cmd/verb_run.cc);
+// trainers start as children here, in the batch step, with the allocation's GPUs.
+std::unique_ptr<ProcessLauncher> MakeSlurmLauncher(
+    std::function<std::vector<std::string>(int slot, int threads)> srun_prefix);
+
+}  // namespace gm
