@@ -616,6 +616,22 @@ Status SqliteRunStore::EndWorker(const std::string& run_id, int64_t worker_id,
   return Status::Ok();
 }
 
+Status SqliteRunStore::PlaceWorker(const std::string& run_id, int64_t worker_id,
+                                   const std::string& host, const std::string& step_id) {
+  std::lock_guard lock(mu_);
+  GM_ASSIGN_OR_RETURN(
+      sqlite::Statement st,
+      db_.Prepare("UPDATE workers SET host = ?, step_id = NULLIF(?, '') "
+                  "WHERE run_id = ? AND worker_id = ?"));
+  GM_RETURN_IF_ERROR(st.BindAll(host, step_id, run_id, worker_id));
+  GM_RETURN_IF_ERROR(st.Run());
+  if (st.Changes() == 0) {
+    return Status::NotFound(path() + ": run \"" + run_id + "\" has no worker " +
+                            std::to_string(worker_id));
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<WorkerRecord>> SqliteRunStore::ListWorkers(const std::string& run_id) {
   std::lock_guard lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(

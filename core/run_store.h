@@ -180,6 +180,10 @@ class RunStore {
   // unknown run or worker.
   virtual Status EndWorker(const std::string& run_id, int64_t worker_id,
                            const std::string& exit) = 0;
+  // Records where a worker runs, once it says so (its node, and its Slurm step
+  // "JOB.STEP" or empty); NotFound for an unknown run or worker.
+  virtual Status PlaceWorker(const std::string& run_id, int64_t worker_id,
+                             const std::string& host, const std::string& step_id) = 0;
   // A run's workers in id order; empty for an unknown run.
   virtual Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) = 0;
 
@@ -222,6 +226,8 @@ class SqliteRunStore final : public RunStore {
   Status Heartbeat(const std::string& run_id) override;
   Status AddWorker(const std::string& run_id, const WorkerRecord& worker) override;
   Status EndWorker(const std::string& run_id, int64_t worker_id, const std::string& exit) override;
+  Status PlaceWorker(const std::string& run_id, int64_t worker_id, const std::string& host,
+                     const std::string& step_id) override;
   Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) override;
   Status SetRunStageCosts(const std::string& run_id,
                           const std::vector<StageProfile>& stages) override;

@@ -202,6 +202,25 @@ Status MemoryRunStore::EndWorker(const std::string& run_id, int64_t worker_id,
   return Status::Ok();
 }
 
+Status MemoryRunStore::PlaceWorker(const std::string& run_id, int64_t worker_id,
+                                   const std::string& host, const std::string& step_id) {
+  std::lock_guard lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  auto run = workers_.find(run_id);
+  auto it = run == workers_.end() ? decltype(run->second.end()){} : run->second.find(worker_id);
+  if (run == workers_.end() || it == run->second.end()) {
+    return Status::NotFound(std::string(kName) + ": run \"" + run_id + "\" has no worker " +
+                            std::to_string(worker_id));
+  }
+  it->second.host = host;
+  if (step_id.empty()) {
+    it->second.step_id.reset();
+  } else {
+    it->second.step_id = step_id;
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<WorkerRecord>> MemoryRunStore::ListWorkers(const std::string& run_id) {
   std::lock_guard lock(mu_);
   std::vector<WorkerRecord> out;

@@ -40,6 +40,8 @@ class MemoryRunStore final : public RunStore {
   Status Heartbeat(const std::string& run_id) override;
   Status AddWorker(const std::string& run_id, const WorkerRecord& worker) override;
   Status EndWorker(const std::string& run_id, int64_t worker_id, const std::string& exit) override;
+  Status PlaceWorker(const std::string& run_id, int64_t worker_id, const std::string& host,
+                     const std::string& step_id) override;
   Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) override;
   Status SetRunStageCosts(const std::string& run_id,
                           const std::vector<StageProfile>& stages) override;

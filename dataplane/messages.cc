@@ -52,7 +52,13 @@ Result<std::string> Address(const JsonNode& n) {
 
 }  // namespace
 
-nlohmann::json RegisterMsg::Encode() const { return {{"data_addr", data_addr}}; }
+nlohmann::json RegisterMsg::Encode() const {
+  nlohmann::json out = {{"data_addr", data_addr}};
+  if (!host.empty()) out["host"] = host;
+  if (!tag.empty()) out["tag"] = tag;
+  if (!step.empty()) out["step"] = step;
+  return out;
+}
 
 Result<RegisterMsg> RegisterMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<RegisterMsg> {
@@ -60,6 +66,14 @@ Result<RegisterMsg> RegisterMsg::Decode(const nlohmann::json& meta) {
     RegisterMsg r;
     GM_ASSIGN_OR_RETURN(JsonNode addr, m.Get("data_addr"));
     GM_ASSIGN_OR_RETURN(r.data_addr, Address(addr));
+    for (auto [key, field] : {std::pair<const char*, std::string*>{"host", &r.host},
+                              {"tag", &r.tag},
+                              {"step", &r.step}}) {
+      GM_ASSIGN_OR_RETURN(*field, m.StringOr(key, ""));
+      if (field->size() > 256 || (!field->empty() && !Printable(*field))) {
+        return (*m.Get(key)).Expected("printable ASCII, at most 256 bytes");
+      }
+    }
     return r;
   }());
 }

@@ -111,8 +111,14 @@ inline constexpr size_t kMaxAddressBytes = 256;        // "HOST:PORT"
 inline constexpr uint64_t kMaxCredit = 1024;           // batches one CREDIT may grant
 
 // W->C REGISTER {data_addr, ...}.
+// Optional, for the run's record: host (the worker's node), tag (what its launcher
+// named it: GOLDMINER_WORKER_TAG), step (its Slurm step, "JOB.STEP"); each printable,
+// at most 256 bytes.
 struct RegisterMsg {
   std::string data_addr;  // "HOST:PORT", printable, at most kMaxAddressBytes
+  std::string host;
+  std::string tag;
+  std::string step;
   nlohmann::json Encode() const;
   static Result<RegisterMsg> Decode(const nlohmann::json& meta);
 };

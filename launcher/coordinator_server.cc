@@ -100,6 +100,7 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.connections_dropped = gate_.dropped() + accept_failures_;
   s.connections_open = gate_.open();
   s.worker_stages = worker_stages_;
+  s.places = places_;
   return s;
 }
 
@@ -346,6 +347,18 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
     id = state_.RegisterWorker(MonotonicSeconds());
     data_addr_[id] = registration.data_addr;
     ++workers_registered_;
+    // Bounded: a peer that registers again and again holds at most kMaxPlaces.
+    constexpr size_t kMaxPlaces = 4096;
+    if (!registration.tag.empty() && !places_.contains(registration.tag)) {
+      if (place_order_.size() >= kMaxPlaces) {
+        places_.erase(place_order_.front());
+        place_order_.erase(place_order_.begin());
+      }
+      place_order_.push_back(registration.tag);
+    }
+    if (!registration.tag.empty()) {
+      places_[registration.tag] = {registration.host, registration.step};
+    }
     LogInfo("coordinator: worker " + std::to_string(id) + " registered, data at " + data_addr_[id]);
   }
   RegisteredMsg registered;

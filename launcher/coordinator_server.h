@@ -62,6 +62,13 @@ struct CoordinatorSummary {
   size_t connections_open = 0;       // served now (each by one thread)
   // The latest per-stage totals each worker reported (HEARTBEAT, SPLIT_DONE).
   std::map<WorkerId, nlohmann::json> worker_stages;
+  // Where tagged workers run, by tag (REGISTER's tag, host, step): the launcher's
+  // name for a worker joined to its node and Slurm step. The latest kMaxPlaces.
+  struct Place {
+    std::string host;
+    std::string step;
+  };
+  std::map<std::string, Place> places;
 };
 
 class CoordinatorServer {
@@ -125,6 +132,8 @@ class CoordinatorServer {
   uint64_t workers_registered_ = 0;            // guarded by mu_
   uint64_t refused_ = 0;                       // guarded by mu_
   std::map<WorkerId, nlohmann::json> worker_stages_;  // guarded by mu_
+  std::map<std::string, CoordinatorSummary::Place> places_;  // guarded by mu_; by tag
+  std::vector<std::string> place_order_;                     // guarded by mu_; oldest first
   std::list<Connection> connections_;          // guarded by mu_; live and not yet reaped
   HandshakeGate gate_;                         // bounds connections and pending handshakes
   uint64_t accept_failures_ = 0;               // guarded by mu_

@@ -45,7 +45,8 @@ class LocalRun {
         start_(MonotonicSeconds()),
         own_launcher_(c.launcher != nullptr ? nullptr : MakeLocalLauncher()),
         supervisor_(c.launcher != nullptr ? *c.launcher : *own_launcher_,
-                    SupervisorOptions{c.max_restarts, 0.25, 8, c.stop_grace_s, 10, {}}) {
+                    SupervisorOptions{c.max_restarts, 0.25, 8, c.stop_grace_s, 10, {},
+                                      [this](LaunchRequest& r) { Tag(r); }}) {
     if (c_.autoscale) autoscaler_.emplace(*c_.autoscale);
     next_slot_ = c_.spec.workers;
   }
@@ -101,6 +102,7 @@ class LocalRun {
   // each worker ended. Safe to call again.
   void StopAll() {
     stopped_ = true;  // no more scaling
+    if (!workers_.empty()) PlaceWorkers(coordinator_.Summary());
     for (const ProcessEnded& e : supervisor_.StopAll()) {
       if (e.exit.exit_code() != 0 && e.exit.exit_code() != 128 + SIGTERM) {
         LogDebug("run: process " + std::to_string(e.exit.pid) + " " + e.exit.describe);
@@ -139,6 +141,25 @@ class LocalRun {
     return Started(pid, slot, r.threads);
   }
 
+  // Names a worker by the id its record will have (Started gives the next id): it
+  // tells the coordinator, which tells us where it runs (PlaceWorkers).
+  void Tag(LaunchRequest& r) {
+    if (r.role == ProcessRole::kWorker) {
+      r.env.push_back("GOLDMINER_WORKER_TAG=" + std::to_string(next_worker_id_));
+    }
+  }
+
+  // Records where workers run once they said so at registration (node, Slurm step).
+  void PlaceWorkers(const CoordinatorSummary& summary) {
+    for (auto& [pid, w] : workers_) {
+      if (w.placed) continue;
+      auto it = summary.places.find(std::to_string(w.id));
+      if (it == summary.places.end()) continue;
+      recorder_.WorkerPlaced(w.id, it->second.host, it->second.step);
+      w.placed = true;
+    }
+  }
+
   // Records a worker that started (a new one, or a replacement).
   Status Started(pid_t pid, int slot, int threads) {
     const int64_t id = next_worker_id_++;
@@ -165,6 +186,7 @@ class LocalRun {
   Status OnWorkerEnded(const ProcessEnded& e) {
     auto w = workers_.find(e.exit.pid);
     if (w == workers_.end()) return Status::Ok();
+    PlaceWorkers(coordinator_.Summary());  // a short-lived worker: where it ran
     recorder_.WorkerEnded(w->second.id, (e.drained ? "drained: " : "") + e.exit.describe);
     Forget(e.exit.pid);
     const std::string who = "worker (pid " + std::to_string(e.exit.pid) + ") " + e.exit.describe;
@@ -237,6 +259,7 @@ class LocalRun {
       s.worker_cpu_s += cpu_seen_[pid];
     }
     const CoordinatorSummary summary = coordinator_.Summary();
+    PlaceWorkers(summary);
     s.epoch = summary.state.epoch;
     std::vector<nlohmann::json> reports;
     for (const auto& [id, report] : summary.worker_stages) reports.push_back(report);
@@ -290,6 +313,7 @@ class LocalRun {
   struct Worker {
     int slot = 0;     // 0 .. workers-1: its size, kept by a replacement
     int64_t id = 0;   // in the run's record; a replacement gets a new one
+    bool placed = false;  // its node and step are recorded
   };
 
   const LocalRunConfig& c_;

@@ -14,8 +14,15 @@ class LocalLauncher : public ProcessLauncher {
   Result<pid_t> Start(const LaunchRequest& r) override {
     if (r.role != ProcessRole::kWorker || !worker_prefix_) return group_.Spawn(r.argv, r.env);
     std::vector<std::string> argv = worker_prefix_(r.slot, r.threads);
+    std::vector<std::string> env = r.env;
+    // A step does not learn its heterogeneous job component from Slurm; the worker
+    // needs it to name its step as squeue and scancel do (component's job id.step).
+    const std::string het = "--het-group=";
+    for (const std::string& a : argv) {
+      if (a.rfind(het, 0) == 0) env.push_back("GOLDMINER_HET_GROUP=" + a.substr(het.size()));
+    }
     argv.insert(argv.end(), r.argv.begin(), r.argv.end());
-    return group_.Spawn(argv, r.env);
+    return group_.Spawn(argv, env);
   }
   void Signal(pid_t pid, int sig) override { group_.Signal(pid, sig); }
   std::optional<ChildExit> Wait(double timeout_s) override { return group_.WaitAny(timeout_s); }

@@ -41,6 +41,12 @@ void RunRecorder::WorkerEnded(int64_t worker_id, const std::string& exit) {
   Check(store_->EndWorker(run_id_, worker_id, exit));
 }
 
+void RunRecorder::WorkerPlaced(int64_t worker_id, const std::string& host,
+                               const std::string& step_id) {
+  if (!enabled()) return;
+  Check(store_->PlaceWorker(run_id_, worker_id, host, step_id));
+}
+
 void RunRecorder::Event(const std::string& kind, const std::string& message) {
   if (!enabled()) return;
   EventRecord e;

@@ -59,6 +59,8 @@ class RunRecorder {
   Status Begin(const RunRecord& run);
   void WorkerStarted(int64_t worker_id, pid_t pid, const std::string& host);
   void WorkerEnded(int64_t worker_id, const std::string& exit);
+  // Where the worker runs, as it told the coordinator (node, Slurm step or "").
+  void WorkerPlaced(int64_t worker_id, const std::string& host, const std::string& step_id);
   void Event(const std::string& kind, const std::string& message);
   // The figures for the interval since the previous sample (nullopt at the first
   // call, which sets the baseline); when recording, adds them to the time series

@@ -18,8 +18,10 @@ Supervisor::~Supervisor() { launcher_.KillAll(); }
 double Supervisor::Now() const { return options_.clock ? options_.clock() : MonotonicSeconds(); }
 
 Result<pid_t> Supervisor::Start(const LaunchRequest& request) {
-  GM_ASSIGN_OR_RETURN(pid_t pid, launcher_.Start(request));
-  procs_[pid] = Proc{request};
+  LaunchRequest r = request;
+  if (options_.prepare) options_.prepare(r);
+  GM_ASSIGN_OR_RETURN(pid_t pid, launcher_.Start(r));
+  procs_[pid] = Proc{request};  // as given: a replacement is prepared afresh
   return pid;
 }
 

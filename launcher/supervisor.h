@@ -34,6 +34,9 @@ struct SupervisorOptions {
   double stop_grace_s = 5;       // SIGTERM, then SIGKILL after this long (Stop)
   double end_grace_s = 10;       // the same at the end of the run (StopAll)
   std::function<double()> clock; // seconds, monotonic; empty: MonotonicSeconds
+  // Called on each request just before it starts (replacements included), e.g. to
+  // give each process a name of its own. May be empty.
+  std::function<void(LaunchRequest&)> prepare;
 };
 
 // What Poll reports: a process that ended, and what the supervisor did about it.

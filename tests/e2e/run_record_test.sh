@@ -27,6 +27,9 @@ ok "the run's row: succeeded, exit 0, ended, local backend, 1 rank"
 ok "the run's row names its host, pid, command and heartbeat"
 [[ $(q "SELECT count(*) || ' ' || sum(ended_utc IS NOT NULL) || ' ' || sum(pid > 0) FROM workers WHERE run_id = 'ok'") == "2 2 2" ]] ||
   fail "workers of ok: $(q "SELECT * FROM workers WHERE run_id = 'ok'")"
+[[ $(q "SELECT count(*) FROM workers WHERE run_id = 'ok' AND host = '$(hostname)' AND step_id IS NULL") == 2 ]] ||
+  fail "local workers' places: $(q "SELECT * FROM workers WHERE run_id = 'ok'")"
+ok "local workers are recorded on this host, with no Slurm step"
 ok "both workers recorded, with their pid and end"
 # The delivered rate, integrated over the time series, is the 72 samples delivered.
 $PY - "$DB" <<'PY' || fail "the time series does not add up"

@@ -113,6 +113,17 @@ ok "runs.db: backend slurm, job $job, succeeded"
 [[ $(sqlite3 "$DB" "SELECT count(*) FROM workers") -ge 4 ]] ||
   fail "workers: $(sqlite3 "$DB" 'SELECT * FROM workers')"
 ok "runs.db: the 3 workers and the replacement"
+# Each worker's row says where it ran: its node and its step (JOB.STEP, in the
+# component the plan put it in), as the worker told the coordinator.
+places=$(sqlite3 "$DB" "SELECT w.host || ' ' || ifnull(w.step_id, '-') FROM workers w JOIN runs r ON w.run_id = r.id WHERE r.job_id = '$job'")
+while read -r host step; do
+  [[ ($host == gpu1 || $host == cpu1) && $step =~ ^($job|$((job + 1)))\.[0-9]+$ ]] ||
+    fail "a worker row places it at '$host' '$step': $places"
+done <<<"$places"
+grep -q "^gpu1 $job\." <<<"$places" && grep -q "^cpu1 $((job + 1))\." <<<"$places" ||
+  fail "the workers are not recorded on gpu1 (component 0, job $job) and cpu1 (component 1, job $((job + 1))): $places"
+grep -q "^cpu1 ${cancelled//./\\.}$" <<<"$places" || fail "the cancelled step $cancelled is not in the record: $places"
+ok "runs.db: each worker's node and step ($(tr '\n' ',' <<<"$places"))"
 [[ $(squeue -s -h -o "%i %j" | grep -c goldminer-worker) == 0 ]] ||
   fail "steps left: $(squeue -s -h)"
 ok "no step of the job is left"

@@ -49,7 +49,21 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
                                {"split_batch", 0}}).status().code(),
             Code::kCorrupt);
   EXPECT_EQ(GetPlanMsg::Decode(GetPlanMsg{5}.Encode())->epoch, 5u);
-  EXPECT_EQ(RegisterMsg::Decode(RegisterMsg{"10.0.0.1:4000"}.Encode())->data_addr, "10.0.0.1:4000");
+  EXPECT_EQ(RegisterMsg::Decode(RegisterMsg{"10.0.0.1:4000", "", "", ""}.Encode())->data_addr,
+            "10.0.0.1:4000");
+  // Where the worker runs, for the run's record: optional, typed, bounded.
+  RegisterMsg placed{"10.0.0.1:4000", "cpu1", "7", "12.3"};
+  auto p = RegisterMsg::Decode(placed.Encode());
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->host, "cpu1");
+  EXPECT_EQ(p->tag, "7");
+  EXPECT_EQ(p->step, "12.3");
+  EXPECT_EQ(RegisterMsg::Decode({{"data_addr", "a:1"}, {"tag", std::string(257, 'x')}}).status().code(),
+            Code::kCorrupt);
+  EXPECT_EQ(RegisterMsg::Decode({{"data_addr", "a:1"}, {"host", "a\nb"}}).status().code(),
+            Code::kCorrupt);
+  EXPECT_EQ(RegisterMsg::Decode({{"data_addr", "a:1"}, {"step", 12}}).status().code(),
+            Code::kCorrupt);
 }
 
 TEST(MessagesTest, GivenFieldsOfTheWrongTypeOrRangeThenCorruptNamingMessageAndField) {

@@ -538,6 +538,25 @@ TYPED_TEST(RunStoreContractTest, WorkersStartAndEndWithinTheirRun) {
   EXPECT_TRUE(store.ListWorkers("other")->empty());
 }
 
+TYPED_TEST(RunStoreContractTest, AWorkersPlaceIsRecordedWhenItIsKnown) {
+  RunStore& store = *this->store_;
+  ASSERT_TRUE(store.BeginRun(this->Run("r")).ok());
+  WorkerRecord w;
+  w.worker_id = 3;
+  w.host = "gpu1";  // where the run is: the worker's node is not known yet
+  ASSERT_TRUE(store.AddWorker("r", w).ok());
+  ASSERT_TRUE(store.PlaceWorker("r", 3, "cpu1", "4711.5").ok());
+  WorkerRecord got = store.ListWorkers("r")->at(0);
+  EXPECT_EQ(got.host, "cpu1");
+  EXPECT_EQ(got.step_id, std::optional<std::string>("4711.5"));
+  ASSERT_TRUE(store.PlaceWorker("r", 3, "vm", "").ok());  // a local worker: no step
+  got = store.ListWorkers("r")->at(0);
+  EXPECT_EQ(got.host, "vm");
+  EXPECT_FALSE(got.step_id.has_value());
+  EXPECT_EQ(store.PlaceWorker("r", 9, "x", "").code(), Code::kNotFound);
+  EXPECT_EQ(store.PlaceWorker("nope", 3, "x", "").code(), Code::kNotFound);
+}
+
 TYPED_TEST(RunStoreContractTest, ARunsStageCostsAreReplacedWhole) {
   RunStore& store = *this->store_;
   ASSERT_TRUE(store.BeginRun(this->Run("r")).ok());
