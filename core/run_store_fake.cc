@@ -187,18 +187,23 @@ Status MemoryRunStore::AddWorker(const std::string& run_id, const WorkerRecord& 
   return Status::Ok();
 }
 
-Status MemoryRunStore::EndWorker(const std::string& run_id, int64_t worker_id,
-                                 const std::string& exit) {
-  std::lock_guard lock(mu_);
-  GM_RETURN_IF_ERROR(write_error_);
+Result<WorkerRecord*> MemoryRunStore::FindWorker(const std::string& run_id, int64_t worker_id) {
   auto run = workers_.find(run_id);
   auto it = run == workers_.end() ? decltype(run->second.end()){} : run->second.find(worker_id);
   if (run == workers_.end() || it == run->second.end()) {
     return Status::NotFound(std::string(kName) + ": run \"" + run_id + "\" has no worker " +
                             std::to_string(worker_id));
   }
-  it->second.ended_utc = clock_();
-  it->second.exit = exit;
+  return &it->second;
+}
+
+Status MemoryRunStore::EndWorker(const std::string& run_id, int64_t worker_id,
+                                 const std::string& exit) {
+  std::lock_guard lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  GM_ASSIGN_OR_RETURN(WorkerRecord * w, FindWorker(run_id, worker_id));
+  w->ended_utc = clock_();
+  w->exit = exit;
   return Status::Ok();
 }
 
@@ -206,18 +211,9 @@ Status MemoryRunStore::PlaceWorker(const std::string& run_id, int64_t worker_id,
                                    const std::string& host, const std::string& step_id) {
   std::lock_guard lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);
-  auto run = workers_.find(run_id);
-  auto it = run == workers_.end() ? decltype(run->second.end()){} : run->second.find(worker_id);
-  if (run == workers_.end() || it == run->second.end()) {
-    return Status::NotFound(std::string(kName) + ": run \"" + run_id + "\" has no worker " +
-                            std::to_string(worker_id));
-  }
-  it->second.host = host;
-  if (step_id.empty()) {
-    it->second.step_id.reset();
-  } else {
-    it->second.step_id = step_id;
-  }
+  GM_ASSIGN_OR_RETURN(WorkerRecord * w, FindWorker(run_id, worker_id));
+  w->host = host;
+  w->step_id = step_id.empty() ? std::nullopt : std::optional<std::string>(step_id);
   return Status::Ok();
 }
 

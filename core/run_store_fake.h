@@ -55,6 +55,7 @@ class MemoryRunStore final : public RunStore {
     std::string json;
   };
   Status InsertEvent(const EventRecord& event);  // mu_ held
+  Result<WorkerRecord*> FindWorker(const std::string& run_id, int64_t worker_id);  // mu_ held
 
   mutable std::mutex mu_;
   const UtcClock clock_;

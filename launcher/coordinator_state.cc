@@ -345,9 +345,7 @@ void CoordinatorState::SetAckedPrefix(size_t position, uint64_t count) {
   CompleteIfDone(position);
 }
 
-Status CoordinatorState::Resume(int rank, uint64_t epoch, uint64_t position) {
-  const std::string what = "resume of rank " + std::to_string(rank) + " at batch " +
-                           std::to_string(position) + " of epoch " + std::to_string(epoch);
+Status CoordinatorState::CheckResume(int rank, uint64_t epoch, const std::string& what) const {
   if (!layout_ || epoch != epoch_) {
     return Status::InvalidArgument(what + ": the current epoch is " +
                                    (layout_ ? std::to_string(epoch_) : std::string("none")));
@@ -356,6 +354,13 @@ Status CoordinatorState::Resume(int rank, uint64_t epoch, uint64_t position) {
     return Status::InvalidArgument(what + ": rank outside world size " +
                                    std::to_string(options_.world_size));
   }
+  return Status::Ok();
+}
+
+Status CoordinatorState::Resume(int rank, uint64_t epoch, uint64_t position) {
+  const std::string what = "resume of rank " + std::to_string(rank) + " at batch " +
+                           std::to_string(position) + " of epoch " + std::to_string(epoch);
+  GM_RETURN_IF_ERROR(CheckResume(rank, epoch, what));
   const std::vector<size_t>& slots = layout_->rank_slots[static_cast<size_t>(rank)];
   uint64_t remaining = position;
   for (size_t p : slots) {
@@ -395,14 +400,7 @@ void CoordinatorState::Skip(size_t position) {
 Status CoordinatorState::ResumeAt(int rank, uint64_t epoch, uint64_t position, SequenceKey at) {
   const std::string what = "resume of rank " + std::to_string(rank) + " at batch " +
                            std::to_string(position) + " of epoch " + std::to_string(epoch);
-  if (!layout_ || epoch != epoch_) {
-    return Status::InvalidArgument(what + ": the current epoch is " +
-                                   (layout_ ? std::to_string(epoch_) : std::string("none")));
-  }
-  if (rank < 0 || rank >= options_.world_size) {
-    return Status::InvalidArgument(what + ": rank outside world size " +
-                                   std::to_string(options_.world_size));
-  }
+  GM_RETURN_IF_ERROR(CheckResume(rank, epoch, what));
   const std::vector<size_t>& slots = layout_->rank_slots[static_cast<size_t>(rank)];
   if (at.index > slots.size() || (at.index == slots.size() && at.batch > 0)) {
     return Status::InvalidArgument(what + ": the state names split " + std::to_string(at.index) +

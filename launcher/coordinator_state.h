@@ -38,6 +38,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -213,6 +214,7 @@ class CoordinatorState {
   void Skip(size_t position);  // complete without its count: delivered by an earlier run
   Status LayOut(const EpochPlan& plan);
   Status CheckEpoch(uint64_t epoch, std::string_view what) const;
+  Status CheckResume(int rank, uint64_t epoch, const std::string& what) const;
   Status LearnCount(size_t position, WorkerId worker, uint64_t batch_count);
 
   CoordinatorOptions options_;
