@@ -255,6 +255,28 @@ Result<std::unique_ptr<SqliteRunStore>> SqliteRunStore::Open(const std::string& 
   return std::unique_ptr<SqliteRunStore>(new SqliteRunStore(std::move(db), std::move(clock)));
 }
 
+Result<std::unique_ptr<SqliteRunStore>> SqliteRunStore::OpenExisting(const std::string& path,
+                                                                     UtcClock clock) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return Status::NotFound(path + " does not exist (or is not a file): give --db with the "
+                            "runs.db that `goldminer run` or `goldminer profile` wrote");
+  }
+  {
+    GM_ASSIGN_OR_RETURN(sqlite::Database db, sqlite::Database::Open(path));
+    GM_RETURN_IF_ERROR(db.SetBusyTimeout(kBusyTimeoutMs));
+    Result<int64_t> version = db.QueryInt("PRAGMA user_version");
+    if (!version.ok()) {
+      return Status::Corrupt(path + " is not a goldminer runs.db (" + version.status().message() + ")");
+    }
+    GM_RETURN_IF_ERROR(CheckNotNewer(db, *version));
+    if (*version == 0) {
+      return Status::InvalidArgument(path + " is not a goldminer runs.db (no goldminer schema in it)");
+    }
+  }
+  return Open(path, std::move(clock));
+}
+
 // ---- Profiles --------------------------------------------------------------------
 
 Result<int64_t> SqliteRunStore::AddProfile(const Profile& profile) {

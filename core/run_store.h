@@ -209,6 +209,12 @@ class SqliteRunStore final : public RunStore {
   // is a SQLite database with tables of its own of the same names (InvalidArgument).
   static Result<std::unique_ptr<SqliteRunStore>> Open(const std::string& path,
                                                       UtcClock clock = SystemUtcNow);
+  // Opens a runs.db that exists, for reading (`goldminer report`): NotFound when
+  // there is no such file, InvalidArgument when it is a SQLite database but not a
+  // runs.db (nothing is created in it) or one of a newer schema; an older runs.db is
+  // migrated forward as Open does.
+  static Result<std::unique_ptr<SqliteRunStore>> OpenExisting(const std::string& path,
+                                                              UtcClock clock = SystemUtcNow);
 
   const std::string& path() const { return db_.path(); }
 

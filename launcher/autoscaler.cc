@@ -20,8 +20,16 @@ std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers)
     started_ = true;
     settle_until_ = r.t_s + o_.period_s;
   }
+  // A worker started and not yet registered with the coordinator (starting up: a
+  // Slurm step, an exec stage's interpreter) makes the figures say nothing about
+  // the worker count: the settling lasts until it is ready, then one more period.
+  if (r.workers_ready >= 0 && r.workers_ready < r.workers) {
+    settle_until_ = std::max(settle_until_, r.t_s + o_.period_s);
+  }
   if (r.t_s <= settle_until_) {
     last_t_ = r.t_s;
+    period_start_ = -1;
+    rate_sum_ = stall_sum_ = dt_sum_ = 0;
     return std::nullopt;
   }
   const double dt = last_t_ > 0 && r.t_s > last_t_ ? r.t_s - last_t_ : 0;

@@ -101,6 +101,7 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.connections_open = gate_.open();
   s.worker_stages = worker_stages_;
   s.places = places_;
+  s.workers_live = data_addr_.size();
   return s;
 }
 

@@ -60,6 +60,7 @@ struct CoordinatorSummary {
   uint64_t connections_refused = 0;  // failed handshakes and protocol errors
   uint64_t connections_dropped = 0;  // closed at accept: over a bound, or no thread for it
   size_t connections_open = 0;       // served now (each by one thread)
+  size_t workers_live = 0;           // registered and still connected
   // The latest per-stage totals each worker reported (HEARTBEAT, SPLIT_DONE).
   std::map<WorkerId, nlohmann::json> worker_stages;
   // Where tagged workers run, by tag (REGISTER's tag, host, step): the launcher's

@@ -92,6 +92,12 @@ class LocalRun {
         GM_RETURN_IF_ERROR(OnWorkerEnded(*e));
       }
     }
+    // The signal may have reached the trainers too (Slurm signals every process of
+    // the job) and ended them before this loop saw it: the run was still stopped.
+    if (!result.stopped && StopRequested()) {
+      result.stopped = true;
+      if (signalled_ && c_.stop_cause) result.stop_cause = c_.stop_cause();
+    }
     stopped_ = true;  // the trainers are done: no more scaling
     Sample();         // the last point, with the workers still running
     StopAll();
@@ -164,7 +170,8 @@ class LocalRun {
   Status Started(pid_t pid, int slot, int threads) {
     const int64_t id = next_worker_id_++;
     workers_[pid] = Worker{slot, id};
-    recorder_.WorkerStarted(id, pid, HostName());
+    // A local worker runs here; a Slurm step's node is known once it registers.
+    recorder_.WorkerStarted(id, pid, supervisor_.backend() == "local" ? HostName() : "");
     recorder_.Event("worker", "worker " + std::to_string(id) + " started (pid " +
                                   std::to_string(pid) + ", " + std::to_string(threads) +
                                   " thread(s))");
@@ -260,6 +267,7 @@ class LocalRun {
     }
     const CoordinatorSummary summary = coordinator_.Summary();
     PlaceWorkers(summary);
+    s.workers_ready = static_cast<int>(summary.workers_live);
     s.epoch = summary.state.epoch;
     std::vector<nlohmann::json> reports;
     for (const auto& [id, report] : summary.worker_stages) reports.push_back(report);

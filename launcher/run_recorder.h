@@ -30,6 +30,7 @@ struct RunSample {
   int workers = 0;           // running now
   double worker_cpu_s = 0;   // CPU the workers have used so far
   uint64_t epoch = 0;        // the coordinator's current epoch
+  int workers_ready = -1;    // of the workers, registered with the coordinator (-1: not known)
 };
 
 // The figures of one interval between two samples.
@@ -40,6 +41,7 @@ struct RunRates {
   int workers = 0;
   double worker_cpus = 0;  // CPU seconds per second
   uint64_t epoch = 0;
+  int workers_ready = -1;  // registered with the coordinator (-1: not known)
 };
 
 // "812 samples/s, data wait 12%, 3 workers (2.9 CPUs), epoch 2": a status line.

@@ -36,8 +36,13 @@ echo
 echo "== goldminer run --plan: the planned data worker processes feed a PyTorch training loop (20 steps)"
 build/cmd/goldminer run --plan "$demo/plan.json" --epochs 3 --db "$demo/runs.db"
 echo
+echo "== goldminer report: the run and the pipeline's profile as one HTML page"
+build/cmd/goldminer report --db "$demo/runs.db" --run latest --profile latest -o "$demo/report.html"
+build/cmd/goldminer report --db "$demo/runs.db" --run latest --format text
+echo
 echo "Batches (.npy, loadable with numpy.load) and keys.tsv are in $demo/batches"
 echo "Pipeline file: $demo/pipeline.json (see: man -l man/goldminer-pipeline.5)"
 echo "Profiles: $demo/profile.json and $demo/profile-torch.json (man -l man/goldminer-profile.1),"
 echo "  also recorded in $demo/runs.db; trace: $demo/trace.json (open it in ui.perfetto.dev)"
 echo "Plan: $demo/plan.json and the job script $demo/job.sbatch (man -l man/goldminer-plan.1)"
+echo "Report: $demo/report.html (open it in a browser; man -l man/goldminer-report.1)"

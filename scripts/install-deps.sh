@@ -13,6 +13,8 @@ packages=(
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
   python3 python3-numpy python3-pil python3-torch python3-torchvision iperf3
+  # a real browser for the report's tests
+  chromium
   # a real Slurm cluster for the plan and run tests (iproute2: nodes in network namespaces)
   slurmctld slurmd slurm-client munge iproute2
   # real photos for the demo corpus and the benchmarks

@@ -71,8 +71,11 @@ for _ in $(seq 1 300); do
   # component 1 the next id; a step is JOBID.STEP.
   now=$(squeue -s -h -o "%i %j" 2>/dev/null | awk '$2 == "goldminer-worker" {print $1}' | sort)
   [[ $(wc -w <<<"$now") -gt $(wc -w <<<"$steps") ]] && steps=$now
-  if [[ -z $cancelled && $(wc -w <<<"$now") -ge 3 ]]; then
-    cancelled=$(grep -m1 -v "^$job\." <<<"$now" || true)
+  # Cancel a component-1 step once every worker has registered (its row in runs.db
+  # names its step): mid-epoch, and known to the record.
+  placed=$(sqlite3 "$T/runs.db" "SELECT step_id FROM workers WHERE step_id IS NOT NULL" 2>/dev/null | sort)
+  if [[ -z $cancelled && $(wc -w <<<"$now") -ge 3 && $(wc -w <<<"$placed") -ge 3 ]]; then
+    cancelled=$(grep -m1 -v "^$job\." <<<"$placed" || true)
     [[ -n $cancelled ]] && scancel "$cancelled"
   fi
   sleep 0.1

@@ -11,11 +11,9 @@ done
 expect_in "$T/out" "--pipeline" "worker --help lists --pipeline"
 expect_rc 2 "plan without --profile is a usage error" -- "$GM" plan
 expect_in "$T/err" "plan needs --profile profile.json" "plan says what it needs"
-for verb in report; do
-  expect_rc 2 "$verb is not built yet and exits 2" -- "$GM" "$verb"
-  expect_in "$T/err" "not built yet" "$verb says it is not built yet"
-  [[ ! -s $T/out ]] || fail "$verb printed output"
-done
+expect_rc 1 "report without a runs.db" -- "$GM" report --db "$T/none.db" -o "$T/r.html"
+expect_in "$T/err" "$T/none.db does not exist" "report names the missing runs.db"
+[[ ! -e $T/r.html && ! -e $T/none.db ]] || fail "report wrote something for a missing runs.db"
 (unset SLURM_JOB_ID; expect_rc 1 "run --backend slurm outside a Slurm job" -- "$GM" run --backend slurm \
   --no-db --pipeline "$SRC/examples/imagenet/pipeline.json" -- true) || exit 1
 expect_in "$T/err" "SLURM_JOB_ID is not set" "run says there is no allocation"

@@ -68,6 +68,37 @@ TEST(AutoscalerTest, NothingIsDecidedBeforeTheTrainerHasReceivedDataAndThePeriod
   EXPECT_EQ(f.t, first_data + 12) << "the period after the first data left out, then a period";
 }
 
+TEST(AutoscalerTest, AWorkerStillStartingIsWaitedForBeforeTheFiguresCount) {
+  Autoscaler scaler(Options());
+  double t = 0;
+  // 2 workers running, 1 registered for 20 s (a slow start): nothing is decided on
+  // the figures of that time, however long the trainer waits.
+  for (int i = 0; i < 10; ++i) {
+    RunRates r;
+    r.t_s = t += 2;
+    r.samples_per_s = 50;
+    r.data_wait_fraction = 0.6;
+    r.workers = 2;
+    r.workers_ready = 1;
+    EXPECT_FALSE(scaler.Observe(r, 2).has_value()) << "at " << t << " s";
+  }
+  // Ready: one period settles, then a period of figures decides.
+  std::optional<ScaleDecision> d;
+  const double last_starting = t;
+  while (!d && t < 200) {
+    RunRates r;
+    r.t_s = t += 2;
+    r.samples_per_s = 80;
+    r.data_wait_fraction = 0.3;
+    r.workers = 2;
+    r.workers_ready = 2;
+    d = scaler.Observe(r, 2);
+  }
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->delta, +1);
+  EXPECT_EQ(t, last_starting + 12) << "a period settles after the last start, then a period decides";
+}
+
 TEST(AutoscalerTest, AnAdditionThatDoesNotPayIsDrainedAndTheCountIsACeiling) {
   // The trainer waits, but more workers do not make it faster (e.g. the network or
   // the trainer's own receive path binds): one try, then no more.

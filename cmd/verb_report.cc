@@ -1,0 +1,174 @@
+// `goldminer report`: loads runs and profiles from runs.db into report models and
+// writes them as one HTML page, a terminal summary or JSON (reports/report.h).
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cmd/cli.h"
+#include "core/file_util.h"
+#include "core/log.h"
+#include "core/plan.h"
+#include "core/run_store.h"
+#include "reports/report.h"
+
+namespace gm::cli {
+namespace {
+
+// A run that says "running" but has shown no sign of life for this long did not
+// finish (its heartbeat comes with every sample, every few seconds).
+constexpr double kStaleS = 60;
+
+struct ReportFlags {
+  std::string db = "runs.db";
+  std::string run;      // an id, "latest" or "all"; empty: latest unless --profile
+  std::string profile;  // an id or "latest"
+  std::string format = "html";
+  std::string out;      // empty: report.html for html, stdout otherwise; "-": stdout
+};
+
+std::optional<double> UtcSeconds(const std::string& s) {
+  struct tm t {};
+  if (strptime(s.c_str(), "%Y-%m-%dT%H:%M:%SZ", &t) == nullptr) return std::nullopt;
+  return static_cast<double>(timegm(&t));
+}
+
+Result<reports::RunModel> LoadRun(SqliteRunStore& store, const RunRecord& run,
+                                  const std::vector<EventRecord>& events) {
+  reports::RunModel m;
+  m.run = run;
+  GM_ASSIGN_OR_RETURN(m.workers, store.ListWorkers(run.id));
+  GM_ASSIGN_OR_RETURN(std::vector<MetricPoint> metrics, store.ListMetrics(run.id));
+  for (const MetricPoint& p : metrics) m.series[p.name].push_back({p.t_s, p.value});
+  GM_ASSIGN_OR_RETURN(m.stage_costs, store.ListRunStageCosts(run.id));
+  for (const EventRecord& e : events) {
+    if (e.run_id == run.id) m.events.push_back(e);
+  }
+  if (!run.plan_path.empty()) {
+    Result<Plan> plan = LoadPlan(run.plan_path);
+    if (plan.ok()) {
+      m.plan = std::move(*plan);
+    } else {
+      m.plan_problem = "the plan it ran cannot be read now: " + plan.status().message();
+    }
+  }
+  if (run.status == "running") {
+    const auto last = UtcSeconds(run.heartbeat_utc.value_or(run.started_utc));
+    const auto now = UtcSeconds(SystemUtcNow());
+    m.stale = last && now && *now - *last > kStaleS;
+  }
+  return m;
+}
+
+std::string RunIds(const std::vector<RunRecord>& runs) {
+  std::string out;
+  for (size_t i = 0; i < runs.size() && i < 10; ++i) out += (i ? ", " : "") + runs[i].id;
+  if (runs.size() > 10) out += ", ... (" + std::to_string(runs.size()) + " in all)";
+  return out;
+}
+
+Result<reports::ReportModel> Load(const ReportFlags& f) {
+  GM_ASSIGN_OR_RETURN(std::unique_ptr<SqliteRunStore> store, SqliteRunStore::OpenExisting(f.db));
+  reports::ReportModel model;
+  model.source = f.db;
+  model.generated_utc = SystemUtcNow();
+  const std::string which = f.run.empty() && f.profile.empty() ? "latest" : f.run;
+  if (!which.empty()) {
+    GM_ASSIGN_OR_RETURN(std::vector<RunRecord> runs, store->ListRuns());
+    GM_ASSIGN_OR_RETURN(std::vector<EventRecord> events, store->ListEvents());
+    std::vector<RunRecord> chosen;
+    if (which == "all") {
+      chosen = runs;
+    } else if (which == "latest") {
+      if (!runs.empty()) chosen.push_back(runs.back());
+    } else {
+      for (const RunRecord& r : runs) {
+        if (r.id == which) chosen.push_back(r);
+      }
+      if (chosen.empty()) {
+        return Status::NotFound(f.db + " has no run \"" + which + "\"" +
+                                (runs.empty() ? std::string(" (it has no runs)")
+                                              : "; its runs: " + RunIds(runs)));
+      }
+    }
+    if (chosen.empty() && f.profile.empty()) {
+      return Status::NotFound(f.db + " has no runs yet: `goldminer run` records one; "
+                              "for a profile, use --profile latest");
+    }
+    for (const RunRecord& r : chosen) {
+      GM_ASSIGN_OR_RETURN(reports::RunModel m, LoadRun(*store, r, events));
+      model.runs.push_back(std::move(m));
+    }
+  }
+  if (!f.profile.empty()) {
+    GM_ASSIGN_OR_RETURN(std::vector<ProfileSummary> profiles, store->ListProfiles());
+    int64_t id = 0;
+    if (f.profile == "latest") {
+      if (profiles.empty()) return Status::NotFound(f.db + " has no profiles yet");
+      id = profiles.back().id;
+    } else {
+      try {
+        size_t used = 0;
+        id = std::stoll(f.profile, &used);
+        if (used != f.profile.size()) throw std::invalid_argument("junk");
+      } catch (const std::exception&) {
+        return Status::InvalidArgument("--profile " + f.profile + ": expected a profile id or latest");
+      }
+    }
+    Result<Profile> profile = store->GetProfile(id);
+    if (!profile.ok()) {
+      std::string ids;
+      for (const ProfileSummary& p : profiles) ids += (ids.empty() ? "" : ", ") + std::to_string(p.id);
+      return Status::NotFound(f.db + " has no profile " + std::to_string(id) +
+                              (ids.empty() ? std::string(" (it has none)") : "; its profiles: " + ids));
+    }
+    model.profile = reports::ProfileModel{id, std::move(*profile)};
+  }
+  return model;
+}
+
+Result<int> RunReport(const ReportFlags& f) {
+  GM_ASSIGN_OR_RETURN(reports::ReportModel model, Load(f));
+  std::string bytes;
+  if (f.format == "html") {
+    bytes = reports::RenderHtml(model);
+  } else if (f.format == "text") {
+    bytes = reports::RenderText(model);
+  } else {
+    bytes = reports::RenderJson(model).dump(2) + "\n";
+  }
+  const std::string out = !f.out.empty() ? f.out : f.format == "html" ? "report.html" : "-";
+  if (out == "-") {
+    std::cout << bytes << std::flush;
+    return kExitOk;
+  }
+  GM_RETURN_IF_ERROR(WriteFileAtomic(out, bytes));
+  LogInfo("report: wrote " + out + " (" + std::to_string(model.runs.size()) + " run(s)" +
+          (model.profile ? ", profile " + std::to_string(model.profile->id) : std::string()) + ")");
+  return kExitOk;
+}
+
+}  // namespace
+
+Verb ReportVerb() {
+  return Verb{
+      "report", "Turn runs.db into an HTML page, a text summary or JSON", [](CLI::App& sub) {
+        auto f = std::make_shared<ReportFlags>();
+        sub.add_option("--db", f->db, "runs.db to read (it must exist)")->capture_default_str();
+        sub.add_option("--run", f->run,
+                       "The run to show: its id, latest, or all (side by side); default: latest, "
+                       "unless only --profile is given");
+        sub.add_option("--profile", f->profile, "A profile to show: its id, or latest");
+        sub.add_option("--format", f->format,
+                       "html (one self-contained page), text (a terminal summary) or json")
+            ->capture_default_str()
+            ->check(CLI::IsMember({"html", "text", "json"}));
+        sub.add_option("-o,--output", f->out,
+                       "Where to write it (- for stdout); default: report.html for html, stdout "
+                       "for text and json");
+        return std::function<Result<int>()>([f]() -> Result<int> { return RunReport(*f); });
+      }};
+}
+
+}  // namespace gm::cli

@@ -1,0 +1,190 @@
+// Tests of the report renderers (reports/report.h) on models built by hand: the
+// summary's figures, downsampling that keeps peaks, escaping of everything a user
+// wrote, the charts' points, and golden text and JSON.
+#include "reports/report.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace gm::reports {
+namespace {
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// A finished run of 10 s: 2 workers, then 3 after an autoscaler decision at 4 s.
+RunModel SmallRun() {
+  RunModel m;
+  m.run.id = "nightly-7";
+  m.run.started_utc = "2026-11-30T10:00:00Z";
+  m.run.ended_utc = "2026-11-30T10:00:11Z";
+  m.run.backend = "slurm";
+  m.run.job_id = "4711";
+  m.run.host = "gpu1";
+  m.run.command = {"python3", "train.py", "--lr", "0.1"};
+  m.run.pipeline_path = "/data/pipeline.json";
+  m.run.status = "succeeded";
+  m.run.exit_code = 0;
+  for (int i = 1; i <= 5; ++i) {
+    const double t = 2.0 * i;
+    m.series["samples_per_s"].push_back({t, i <= 2 ? 100.0 : 150.0});
+    m.series["data_wait_fraction"].push_back({t, i <= 2 ? 0.4 : 0.05});
+    m.series["workers"].push_back({t, i <= 2 ? 2.0 : 3.0});
+    m.series["worker_cpus"].push_back({t, 1.8});
+  }
+  WorkerRecord w;
+  w.worker_id = 0;
+  w.host = "cpu1";
+  w.step_id = "4712.1";
+  w.started_utc = "2026-11-30T10:00:00Z";
+  w.ended_utc = "2026-11-30T10:00:11Z";
+  w.exit = "stopped at the end of the run: exited with status 0";
+  m.workers.push_back(w);
+  EventRecord e;
+  e.run_id = m.run.id;
+  e.t_utc = "2026-11-30T10:00:04Z";
+  e.kind = "scale";
+  e.message = "2 -> 3 workers: data wait 40% above 10% (100 samples/s, data wait 40%): adding a worker";
+  m.events.push_back(e);
+  StageProfile decode;
+  decode.index = 0;
+  decode.name = "decode_jpeg";
+  decode.cpu_s_per_sample = 0.002;
+  m.stage_costs.push_back(decode);
+  return m;
+}
+
+TEST(ReportsTest, GivenARunThenTheSummaryIsTimeWeighted) {
+  const RunSummary s = Summarize(SmallRun());
+  EXPECT_DOUBLE_EQ(s.duration_s, 10);
+  EXPECT_DOUBLE_EQ(s.samples_per_s_mean, (100 * 4 + 150 * 6) / 10.0);
+  EXPECT_DOUBLE_EQ(s.samples_per_s_peak, 150);
+  EXPECT_NEAR(s.data_wait_mean, (0.4 * 4 + 0.05 * 6) / 10.0, 1e-12);
+  EXPECT_NEAR(s.worker_cpu_hours, 1.8 * 10 / 3600, 1e-12);
+  EXPECT_EQ(s.workers_peak, 3);
+  EXPECT_EQ(s.workers_started, 1);
+  EXPECT_EQ(s.scale_decisions, 1);
+  EXPECT_EQ(s.outcome, "succeeded");
+  RunModel stale = SmallRun();
+  stale.run.status = "running";
+  stale.run.heartbeat_utc = "2026-11-30T10:00:09Z";
+  stale.stale = true;
+  EXPECT_EQ(Summarize(stale).outcome, "did not finish (no sign of life since 2026-11-30T10:00:09Z)");
+  RunModel failed = SmallRun();
+  failed.run.status = "failed";
+  failed.run.exit_code = 3;
+  EXPECT_EQ(Summarize(failed).outcome, "failed (exit 3)");
+}
+
+TEST(ReportsTest, GivenALongSeriesThenDownsamplingBoundsItAndKeepsThePeaks) {
+  std::vector<Point> points;
+  for (int i = 0; i < 100000; ++i) points.push_back({i * 0.1, (i % 1000) * 0.01});
+  points[77777].value = 500;  // one spike
+  points[33333].value = -40;  // one dip
+  const std::vector<Point> d = Downsample(points, 1200);
+  EXPECT_LE(d.size(), 1200u);
+  EXPECT_GE(d.size(), 1000u);
+  double hi = -1e9, lo = 1e9;
+  for (size_t i = 0; i < d.size(); ++i) {
+    hi = std::max(hi, d[i].value);
+    lo = std::min(lo, d[i].value);
+    if (i > 0) {
+      EXPECT_LE(d[i - 1].t_s, d[i].t_s);  // still in time order
+    }
+  }
+  EXPECT_EQ(hi, 500);
+  EXPECT_EQ(lo, -40);
+  const std::vector<Point> small(points.begin(), points.begin() + 10);
+  EXPECT_EQ(Downsample(small, 1200), small);
+}
+
+TEST(ReportsTest, GivenStringsFromUsersThenTheHtmlShowsThemAsText) {
+  RunModel m = SmallRun();
+  m.run.id = "<script>alert(1)</script>";
+  m.run.command = {"python3", "x.py", "--tag", "\"a\" & 'b' <i>"};
+  m.events[0].message = "<img src=x onerror=alert(2)>";
+  m.workers[0].host = "<b>cpu1</b>";
+  ReportModel r;
+  r.source = "runs<.db";
+  r.runs.push_back(m);
+  const std::string html = RenderHtml(r);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<img"), std::string::npos);
+  EXPECT_EQ(html.find("<b>cpu1"), std::string::npos);
+  EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
+  EXPECT_NE(html.find("&quot;a&quot; &amp; &#39;b&#39; &lt;i&gt;"), std::string::npos);
+  EXPECT_NE(html.find("&lt;img src=x onerror=alert(2)&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("http://"), std::string::npos);  // nothing fetched
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+}
+
+TEST(ReportsTest, GivenARunThenEachChartHasItsPointsAndTheDecisionsAreMarkedWithTheirReasons) {
+  ReportModel r;
+  r.runs.push_back(SmallRun());
+  const std::string html = RenderHtml(r);
+  EXPECT_NE(html.find("id=\"chart-throughput-0\" data-points=\"5\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-workers-0\" data-points=\"5\" data-decisions=\"1\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-stages-0\" data-bars=\"1\""), std::string::npos);
+  EXPECT_EQ(Count(html, "<g class=\"decision\"><title>2026-11-30T10:00:04Z: 2 -&gt; 3 workers"), 1u);
+  EXPECT_EQ(Count(html, "<tr><td class=\"num\">0</td><td>cpu1</td><td>4712.1</td>"), 1u);
+}
+
+TEST(ReportsTest, GivenALongRunThenThePageStaysSmall) {
+  RunModel m = SmallRun();
+  for (auto& [name, pts] : m.series) {
+    pts.clear();
+    for (int i = 0; i < 100000; ++i) pts.push_back({i * 2.0, static_cast<double>(i % 97)});
+  }
+  ReportModel r;
+  r.runs.push_back(m);
+  const std::string html = RenderHtml(r);
+  EXPECT_LT(html.size(), 300000u) << "100,000 rows per series must not make a huge page";
+  EXPECT_NE(html.find("id=\"chart-throughput-0\" data-points=\"1200\""), std::string::npos);
+  const nlohmann::json j = RenderJson(r);
+  EXPECT_EQ(j["runs"][0]["series"]["samples_per_s"]["points_recorded"], 100000);
+  EXPECT_EQ(j["runs"][0]["series"]["samples_per_s"]["points"].size(), 1200u);
+}
+
+TEST(ReportsTest, GivenSeveralRunsThenTheyAreComparedSideBySide) {
+  ReportModel r;
+  r.runs.push_back(SmallRun());
+  RunModel other = SmallRun();
+  other.run.id = "nightly-8";
+  r.runs.push_back(other);
+  const std::string html = RenderHtml(r);
+  EXPECT_EQ(Count(html, "<table class=\"compare\">"), 1u);
+  EXPECT_NE(html.find("<a href=\"#run-1\">nightly-8</a>"), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-throughput-1\""), std::string::npos);
+}
+
+// Golden files: GM_UPDATE_GOLDEN=1 rewrites them (then read the diff).
+void Golden(const std::string& name, const std::string& got) {
+  const std::string path = std::string(GOLDMINER_SOURCE_DIR) + "/tests/data/reports/" + name;
+  if (std::getenv("GM_UPDATE_GOLDEN") != nullptr) std::ofstream(path) << got;
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path << " is missing (GM_UPDATE_GOLDEN=1 writes it)";
+  std::stringstream want;
+  want << in.rdbuf();
+  EXPECT_EQ(got, want.str()) << "differs from " << path;
+}
+
+TEST(ReportsTest, GivenARunThenTextAndJsonMatchTheirGoldenFiles) {
+  ReportModel r;
+  r.source = "runs.db";
+  r.generated_utc = "2026-11-30T12:00:00Z";
+  r.runs.push_back(SmallRun());
+  Golden("small_run.txt", RenderText(r));
+  Golden("small_run.json", RenderJson(r).dump(2) + "\n");
+  EXPECT_EQ(RenderJson(r)["schema"], "goldminer.report");
+  EXPECT_EQ(RenderJson(r)["version"], 1);
+}
+
+}  // namespace
+}  // namespace gm::reports
