@@ -14,12 +14,12 @@
 
 #include "cmd/cli.h"
 #include "cmd/run_flags.h"
-#include "cmd/profile_render.h"
 #include "core/file_util.h"
 #include "core/host.h"
 #include "core/log.h"
 #include "core/run_store.h"
-#include "profiler/pipeline_profile.h"
+#include "profiler/measure.h"
+#include "reports/profile_text.h"
 #include "profiler/trace.h"
 #include "profiler/trainer_profile.h"
 #include "worker/pipeline.h"
@@ -46,12 +46,6 @@ struct ProfileFlags {
 
 void Say(const std::string& line) { LogInfo("profile: " + line); }
 
-Result<std::vector<std::string>> StageNames(const std::string& pipeline) {
-  GM_ASSIGN_OR_RETURN(Pipeline p, Pipeline::Load(pipeline));
-  std::vector<std::string> names;
-  for (const auto& op : p.stages()) names.push_back(op->name());
-  return names;
-}
 
 // Writes profile.json, the runs.db rows and the trace. The first failure is
 // returned, after trying the others (nothing measured is thrown away).
@@ -96,63 +90,34 @@ Result<int> RunProfile(const ProfileFlags& f) {
   GM_RETURN_IF_ERROR(CheckWritable(f.out, "-o"));
   if (!f.no_db) GM_RETURN_IF_ERROR(CheckWritable(f.db, "--db"));
   if (!f.trace.empty()) GM_RETURN_IF_ERROR(CheckWritable(f.trace, "--trace"));
-  Profile profile;
-  profile.created_utc = SystemUtcNow();
-  profile.host = HostName();
-  profile.cores = UsableCores();
-  profile.goldminer_version = GOLDMINER_VERSION;
-  SpanRecorder spans(2000);
-  TraceInput trace;
-  if (!f.spec.pipeline.empty()) {
-    PipelineProfileOptions po;
-    po.path = f.spec.pipeline;
-    po.samples = f.samples;
-    po.warmup = f.warmup;
-    po.spans = f.trace.empty() ? nullptr : &spans;
-    po.progress = Say;
-    GM_ASSIGN_OR_RETURN(profile.pipeline, ProfilePipeline(po));
-    trace.spans = spans.Take();
-    if (!f.trace.empty()) {
-      GM_ASSIGN_OR_RETURN(trace.stage_names, StageNames(f.spec.pipeline));
-    }
-  }
-  Status trainer_problem;
+  MeasureOptions mo;
+  mo.spec = f.spec;
+  mo.samples = f.samples;
+  mo.warmup = f.warmup;
+  mo.warmup_steps = f.warmup_steps;
+  mo.steps = f.steps;
+  mo.seconds = f.seconds;
+  mo.step_timeout_s = f.step_timeout_s;
+  mo.inject_cupti = !f.no_cupti;
+  mo.trace = !f.trace.empty();
+  mo.goldminer_version = GOLDMINER_VERSION;
+  mo.progress = Say;
+  GM_ASSIGN_OR_RETURN(Measurement m, MeasureProfile(mo));
+  const Profile& profile = m.profile;
   int exit_code = kExitOk;
-  if (!f.spec.command.empty()) {
-    GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make("goldminer-profile-"));
-    TrainerRunOptions to;
-    to.spec = f.spec;
-    to.warmup_steps = f.warmup_steps;
-    to.steps = f.steps;
-    to.seconds = f.seconds;
-    to.step_timeout_s = f.step_timeout_s;
-    to.inject_cupti = !f.no_cupti;
-    to.work_dir = dir.path();
-    to.progress = Say;
-    Result<TrainerMeasurement> m = ProfileTrainer(to);
-    if (m.ok()) {
-      profile.trainer = std::move(m->profile);
-      trace.steps = std::move(m->outcome.steps);
-      trace.gpu = std::move(m->outcome.gpu);
-      trainer_problem = m->problem;
-    } else {
-      trainer_problem = m.status();  // the pipeline part is still written
-    }
-    if (profile.trainer && !profile.trainer->stopped_by_profile &&
-        profile.trainer->exit_code != 0) {
-      LogWarning("profile: the trainer " + profile.trainer->exit +
-                 " before the profile "
-                 "stopped it; the figures cover its " +
-                 std::to_string(profile.trainer->steps) + " measured steps");
-      exit_code = kExitFailure;
-    }
+  if (m.trainer_failed) {
+    LogWarning("profile: the trainer " + profile.trainer->exit +
+               " before the profile stopped it; the figures cover its " +
+               std::to_string(profile.trainer->steps) + " measured steps");
+    exit_code = kExitFailure;
   }
-  SetVerdict(profile);
+  const Status& trainer_problem = m.trainer_problem;
+  const TraceInput& trace = m.trace;
   Status written = WriteOutputs(f, profile, &trace);
   if (f.json) {
     std::cout << JsonText(ProfileToJson(profile), 2);
   } else {
-    std::cout << ProfileText(profile);
+    std::cout << reports::ProfileText(profile);
   }
   std::cout.flush();
   if (!trainer_problem.ok()) return trainer_problem;

@@ -44,10 +44,21 @@ std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers)
   period_start_ = -1;
   rate_sum_ = stall_sum_ = dt_sum_ = 0;
   probe_ = false;
+  undo_ = false;
   std::optional<ScaleDecision> d = Decide(rate, stall, workers);
-  if (d) settle_until_ = r.t_s + o_.period_s;
-  // Only an experiment is checked in the next period; undoing one is not.
-  pending_ = d && probe_ ? d->delta : 0;
+  // A removal undone leaves the trainer catching up on what the drained worker
+  // handed back: two periods settle, so its wait is not read as a need for more.
+  if (d) settle_until_ = r.t_s + o_.period_s * (undo_ ? 2 : 1);
+  // Only an experiment is checked; undoing one is not. A removal is checked over
+  // two periods: what a drained worker handed back may be waited for a while later.
+  if (d && probe_) {
+    pending_ = d->delta;
+    removal_checks_ = d->delta < 0 ? 2 : 0;
+  } else if (!d && pending_ == -1 && --removal_checks_ > 0) {
+    // still checking the removal
+  } else {
+    pending_ = 0;
+  }
   rate_before_ = rate;
   return d;
 }
@@ -70,8 +81,18 @@ std::optional<ScaleDecision> Autoscaler::Decide(double rate, double stall, int w
   const bool may_add = ceiling_ == 0 || workers < ceiling_;
   if (pending_ == -1 && rate < rate_before_ * (1 - o_.min_gain) && workers < o_.max_workers) {
     remove_hold_ = o_.hold_periods;
+    undo_ = true;
     return ScaleDecision{+1, "removing a worker cost " + Pct(1 - rate / rate_before_) + " (" +
                                  Rate(rate_before_) + " -> " + now +
+                                 "): adding it back; no removals for " +
+                                 std::to_string(o_.hold_periods) + " periods"};
+  }
+  // A removal after which the trainer waits cost something too, even when the rate
+  // held: it is undone (the count it had was enough), not followed by an addition.
+  if (pending_ == -1 && stall > o_.stall_high && workers < o_.max_workers) {
+    remove_hold_ = o_.hold_periods;
+    undo_ = true;
+    return ScaleDecision{+1, "removing a worker made the trainer wait (" + now +
                                  "): adding it back; no removals for " +
                                  std::to_string(o_.hold_periods) + " periods"};
   }

@@ -19,7 +19,8 @@
 //     data wait below `stall_low` -> drain one (down to min_workers), which the
 //     next period checks.
 // Nothing is decided before the trainer has received data; the figures of the
-// period after that, and of one period after each change, are left out (the
+// period after that, and of one period after each change (two after a removal is
+// undone), are left out (the
 // start-up or the change settles: a new worker starts and connects, a
 // drained one hands back its place in the delivery order, and a wait is counted
 // when its batch arrives). Thread-compatible.
@@ -59,6 +60,8 @@ class Autoscaler {
 
   const AutoscalerOptions o_;
   bool started_ = false;         // a sample was seen
+  bool undo_ = false;            // the last decision undid a costly removal
+  int removal_checks_ = 0;       // periods left in which a removal is checked
   double settle_until_ = -1;    // leave out samples up to this t_s (start-up, or a change)
   double period_start_ = -1;    // t_s of the period's first sample
   double rate_sum_ = 0, stall_sum_ = 0, dt_sum_ = 0, last_t_ = 0;

@@ -165,7 +165,7 @@ for keys in json.load(open(sys.argv[1]))["epochs"]:
     assert len(keys) == 400 and len(set(keys)) == 400, (len(keys), len(set(keys)))
 PY
 ok "every sample of the 4 epochs arrived exactly once"
-scaled_job down 2 2 0.2  # 16 s: several periods to find the trainer binds
+scaled_job down 2 2 0.3  # 24 s: several periods to find the trainer binds (3x margin)
 [[ $(sqlite3 "$DB" "SELECT count(*) FROM workers WHERE run_id = 'down' AND exit LIKE 'drained: %'") -ge 1 ]] ||
   fail "no step drained: $(sqlite3 "$DB" "SELECT * FROM workers WHERE run_id = 'down'"; sqlite3 "$DB" "SELECT message FROM events WHERE run_id = 'down'")"
 [[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'down' AND message LIKE '%above%'") == 0 &&

@@ -142,8 +142,25 @@ TEST(AutoscalerTest, ARemovalThatCostsIsUndone) {
   EXPECT_EQ(d->delta, +1);
   EXPECT_NE(d->reason.find("removing a worker cost 20%"), std::string::npos) << d->reason;
   EXPECT_EQ(f.workers, 3);
+  // Two periods settle after the undo: the trainer catching up on what the drained
+  // worker handed back (a wait at the old rate) adds nothing.
+  EXPECT_FALSE(f.Until(500, 0.3, 6).has_value()) << "12 s: two periods left out";
   // Removals are held even though the data wait is low again.
   EXPECT_FALSE(f.Until(500, 0.0, 8).has_value());
+}
+
+TEST(AutoscalerTest, ARemovalAfterWhichTheTrainerWaitsIsUndoneNotFollowedByAnAddition) {
+  Feed f(Options());
+  f.workers = 2;
+  ASSERT_EQ(f.Until(50, 0.0)->delta, -1);  // trainer-bound: try one fewer
+  EXPECT_FALSE(f.Until(50, 0.0, 6).has_value());  // settle, then a calm period
+  auto d = f.Until(50, 0.2);  // the period after: the trainer waited, the rate held
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->delta, +1);
+  EXPECT_EQ(d->reason, "removing a worker made the trainer wait (50 samples/s, data wait 20%): "
+                       "adding it back; no removals for 3 periods");
+  EXPECT_EQ(f.workers, 2);
+  EXPECT_FALSE(f.Until(50, 0.0, 8).has_value()) << "removals held";
 }
 
 TEST(AutoscalerTest, APeriodAfterAChangeIsLeftOut) {

@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "profiler/verdict.h"
+#include "reports/profile_text.h"
+#include "tests/unit/profile_fixture.h"
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -184,6 +188,37 @@ TEST(ReportsTest, GivenARunThenTextAndJsonMatchTheirGoldenFiles) {
   Golden("small_run.json", RenderJson(r).dump(2) + "\n");
   EXPECT_EQ(RenderJson(r)["schema"], "goldminer.report");
   EXPECT_EQ(RenderJson(r)["version"], 1);
+}
+
+TEST(ReportsTest, GivenAProfileThenItsVerdictFollowsTheStallAndItsPageHasItsParts) {
+  Profile p = gm::testing::FullProfile();
+  p.trainer->gpu.available = false;
+  p.trainer->steps = 10;
+  p.trainer->stall_fraction = 0.3;
+  EXPECT_EQ(ClassifyProfile(p).verdict, Verdict::kInputBound);
+  p.trainer->stall_fraction = 0.05;  // at the threshold: not above it
+  EXPECT_EQ(ClassifyProfile(p).verdict, Verdict::kComputeBound);
+  p.trainer->gpu.available = true;   // with a GPU, its input stall decides
+  p.trainer->gpu.stall_fraction = 0.4;
+  SetVerdict(p);
+  EXPECT_EQ(p.verdict, "input-bound");
+  EXPECT_DOUBLE_EQ(p.input_bound_fraction, 0.4);
+  Profile none = p;
+  none.trainer.reset();
+  SetVerdict(none);
+  EXPECT_EQ(none.verdict, "unknown");
+  EXPECT_NE(ProfileText(p).find("verdict: input-bound: 40.0% of step time the GPU idled"),
+            std::string::npos);
+  ReportModel r;
+  r.profile = ProfileModel{3, p};
+  const std::string html = RenderHtml(r);
+  EXPECT_NE(html.find("id=\"chart-profile-stages\" data-bars=\"" +
+                      std::to_string(p.pipeline->stages.size()) + "\""),
+            std::string::npos);
+  EXPECT_NE(html.find("<table class=\"cuts\">"), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-demand\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-gpu\" data-steps=\"3\""), std::string::npos)
+      << "a strip of the 3 measured steps: busy, input stall, other idle";
 }
 
 }  // namespace

@@ -1,13 +1,10 @@
-#include "cmd/profile_render.h"
+#include "reports/profile_text.h"
 
 #include <cstdarg>
 #include <cstdio>
 
-namespace gm::cli {
+namespace gm::reports {
 namespace {
-
-// Above this share of step time spent waiting for data, a job is input-bound.
-constexpr double kInputBoundThreshold = 0.05;
 
 std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string Format(const char* fmt, ...) {
@@ -97,17 +94,6 @@ std::string TrainerText(const TrainerProfile& t) {
 
 }  // namespace
 
-void SetVerdict(Profile& p) {
-  if (!p.trainer || p.trainer->steps == 0) {
-    p.verdict = "unknown";
-    p.input_bound_fraction = 0;
-    return;
-  }
-  const TrainerProfile& t = *p.trainer;
-  p.input_bound_fraction = t.gpu.available ? t.gpu.stall_fraction : t.stall_fraction;
-  p.verdict = p.input_bound_fraction > kInputBoundThreshold ? "input-bound" : "compute-bound";
-}
-
 std::string ProfileText(const Profile& p) {
   std::string out;
   if (p.pipeline) out += PipelineText(*p.pipeline);
@@ -123,4 +109,4 @@ std::string ProfileText(const Profile& p) {
   return out;
 }
 
-}  // namespace gm::cli
+}  // namespace gm::reports
