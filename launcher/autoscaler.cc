@@ -78,13 +78,15 @@ std::optional<ScaleDecision> Autoscaler::Decide(double rate, double stall, int w
       std::abs(rate - ceiling_rate_) > 2 * o_.min_gain * ceiling_rate_) {
     ceiling_ = 0;
   }
-  const bool may_add = ceiling_ == 0 || workers < ceiling_;
+  // After an undo the count is one already measured: it gets the hold's periods
+  // before anything is added or removed (the trainer catches up meanwhile).
+  const bool may_add = (ceiling_ == 0 || workers < ceiling_) && remove_hold_ == 0;
   if (pending_ == -1 && rate < rate_before_ * (1 - o_.min_gain) && workers < o_.max_workers) {
     remove_hold_ = o_.hold_periods;
     undo_ = true;
     return ScaleDecision{+1, "removing a worker cost " + Pct(1 - rate / rate_before_) + " (" +
                                  Rate(rate_before_) + " -> " + now +
-                                 "): adding it back; no removals for " +
+                                 "): adding it back; no change for " +
                                  std::to_string(o_.hold_periods) + " periods"};
   }
   // A removal after which the trainer waits cost something too, even when the rate
@@ -93,7 +95,7 @@ std::optional<ScaleDecision> Autoscaler::Decide(double rate, double stall, int w
     remove_hold_ = o_.hold_periods;
     undo_ = true;
     return ScaleDecision{+1, "removing a worker made the trainer wait (" + now +
-                                 "): adding it back; no removals for " +
+                                 "): adding it back; no change for " +
                                  std::to_string(o_.hold_periods) + " periods"};
   }
   probe_ = true;

@@ -158,9 +158,10 @@ TEST(AutoscalerTest, ARemovalAfterWhichTheTrainerWaitsIsUndoneNotFollowedByAnAdd
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->delta, +1);
   EXPECT_EQ(d->reason, "removing a worker made the trainer wait (50 samples/s, data wait 20%): "
-                       "adding it back; no removals for 3 periods");
+                       "adding it back; no change for 3 periods");
   EXPECT_EQ(f.workers, 2);
-  EXPECT_FALSE(f.Until(50, 0.0, 8).has_value()) << "removals held";
+  EXPECT_FALSE(f.Until(50, 0.3, 8).has_value()) << "additions held while the trainer catches up";
+  EXPECT_FALSE(f.Until(50, 0.0, 4).has_value()) << "removals held";
 }
 
 TEST(AutoscalerTest, APeriodAfterAChangeIsLeftOut) {
