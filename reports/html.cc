@@ -174,9 +174,11 @@ std::string Bars(const std::string& id, const std::vector<std::pair<std::string,
   std::string body;
   double y = kTop;
   for (const auto& [label, value] : bars) {
-    const double w = peak > 0 ? (kW - 260) * value / peak : 0;
+    // Room for the value after the longest bar; a long label is cut (whole on hover).
+    const double w = peak > 0 ? (kW - 170 - 130) * value / peak : 0;
+    const std::string shown = label.size() > 24 ? label.substr(0, 23) + "\u2026" : label;
     body += "<g class=\"bar\"><title>" + E(label) + ": " + Fixed(value, 3) + " " + unit +
-            "</title><text x=\"6\" y=\"" + Fixed(y + 14, 1) + "\">" + E(label) + "</text><rect x=\"170\" y=\"" +
+            "</title><text x=\"6\" y=\"" + Fixed(y + 14, 1) + "\">" + E(shown) + "</text><rect x=\"170\" y=\"" +
             Fixed(y + 3, 1) + "\" width=\"" + Fixed(std::max(w, 1.0), 1) + "\" height=\"15\" fill=\"" +
             color + "\"/><text x=\"" + Fixed(176 + w, 1) + "\" y=\"" + Fixed(y + 14, 1) + "\">" +
             Fixed(value, 3) + " " + E(unit) + "</text></g>";
@@ -347,11 +349,12 @@ std::string ProfileSection(const ProfileModel& pm) {
     h += "<h3>Cut points</h3><table class=\"cuts\"><tr><th>after stage</th><th>bytes on the wire per "
          "sample</th><th>worker CPU ms/sample</th><th>trainer-node CPU ms/sample</th><th>allowed</th></tr>";
     for (const CutPoint& c : p.pipeline->cuts) {
-      const std::string after =
-          c.after_stage < 0 ? std::string("(source)")
-          : static_cast<size_t>(c.after_stage) < p.pipeline->stages.size()
-              ? p.pipeline->stages[static_cast<size_t>(c.after_stage)].name
-              : std::to_string(c.after_stage);
+      // The stage by its index in pipeline.json (the profile lists fused stages once).
+      std::string after = c.after_stage < 0 ? std::string("(source: raw records)")
+                                            : "stage " + std::to_string(c.after_stage);
+      for (const StageProfile& st : p.pipeline->stages) {
+        if (st.index == c.after_stage) after += " (" + st.name + ")";
+      }
       h += "<tr><td>" + E(after) + "</td><td class=\"num\">" + Fixed(c.bytes_per_sample, 0) +
            "</td><td class=\"num\">" + Fixed(c.remote_cpu_s_per_sample * 1e3, 3) +
            "</td><td class=\"num\">" + Fixed(c.local_cpu_s_per_sample * 1e3, 3) + "</td><td>" +
