@@ -1,6 +1,5 @@
 // `goldminer report`: loads runs and profiles from runs.db into report models and
 // writes them as one HTML page, a terminal summary or JSON (reports/report.h).
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -27,12 +26,6 @@ struct ReportFlags {
   std::string format = "html";
   std::string out;      // empty: report.html for html, stdout otherwise; "-": stdout
 };
-
-std::optional<double> UtcSeconds(const std::string& s) {
-  struct tm t {};
-  if (strptime(s.c_str(), "%Y-%m-%dT%H:%M:%SZ", &t) == nullptr) return std::nullopt;
-  return static_cast<double>(timegm(&t));
-}
 
 Result<reports::RunModel> LoadRun(SqliteRunStore& store, const RunRecord& run,
                                   const std::vector<EventRecord>& events) {

@@ -210,6 +210,13 @@ Result<std::string> StoredProfileJson(const Profile& profile) {
   return text;
 }
 
+std::optional<double> UtcSeconds(const std::string& utc) {
+  std::tm tm{};
+  const char* end = strptime(utc.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  return static_cast<double>(timegm(&tm));
+}
+
 std::string SystemUtcNow() {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};

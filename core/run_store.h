@@ -35,6 +35,8 @@ inline constexpr int kRunStoreSchemaVersion = 2;
 using UtcClock = std::function<std::string()>;
 // The system clock, "YYYY-MM-DDTHH:MM:SSZ".
 std::string SystemUtcNow();
+// Seconds since the Unix epoch of such a time; nullopt for anything else.
+std::optional<double> UtcSeconds(const std::string& utc);
 
 // A row of the profiles table: the figures a listing shows. Optional figures are
 // absent when the profile had no such part (no pipeline, no trainer, no GPU).

@@ -1,8 +1,6 @@
 // The report as one self-contained HTML page: inline CSS, inline SVG charts, no
 // script and nothing fetched, so it reads offline and can be attached to a ticket.
 // Hover shows each autoscaler decision's reason (SVG <title>).
-#include <time.h>
-
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -37,13 +35,6 @@ code{font:12px ui-monospace,monospace;background:#eef1f5;padding:0 3px}
 
 std::string E(const std::string& s) { return EscapeHtml(s); }
 std::string Pct(double f) { return Fixed(100 * f, 0) + "%"; }
-
-// Seconds since the epoch of "YYYY-MM-DDTHH:MM:SSZ"; nullopt for anything else.
-std::optional<double> UtcSeconds(const std::string& s) {
-  struct tm t {};
-  if (s.size() < 20 || strptime(s.c_str(), "%Y-%m-%dT%H:%M:%SZ", &t) == nullptr) return std::nullopt;
-  return static_cast<double>(timegm(&t));
-}
 
 // A round number >= v for an axis' top.
 double NiceTop(double v) {

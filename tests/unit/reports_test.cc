@@ -87,6 +87,14 @@ TEST(ReportsTest, GivenARunThenTheSummaryIsTimeWeighted) {
   EXPECT_EQ(Summarize(failed).outcome, "failed (exit 3)");
 }
 
+TEST(ReportsTest, GivenRecordedTimesThenTheyAreReadAsSecondsAndJunkIsRefused) {
+  EXPECT_EQ(*UtcSeconds("2026-11-30T10:00:04Z") - *UtcSeconds("2026-11-30T10:00:00Z"), 4);
+  EXPECT_EQ(*UtcSeconds("1970-01-01T00:01:00Z"), 60);
+  for (const char* bad : {"", "2026-11-30", "2026-11-30T10:00:04Zjunk", "yesterday"}) {
+    EXPECT_FALSE(UtcSeconds(bad).has_value()) << bad;
+  }
+}
+
 TEST(ReportsTest, GivenALongSeriesThenDownsamplingBoundsItAndKeepsThePeaks) {
   std::vector<Point> points;
   for (int i = 0; i < 100000; ++i) points.push_back({i * 0.1, (i % 1000) * 0.01});
