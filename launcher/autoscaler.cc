@@ -1,5 +1,6 @@
 #include "launcher/autoscaler.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/text_format.h"
@@ -49,11 +50,12 @@ std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers)
   // A removal undone leaves the trainer catching up on what the drained worker
   // handed back: two periods settle, so its wait is not read as a need for more.
   if (d) settle_until_ = r.t_s + o_.period_s * (undo_ ? 2 : 1);
-  // Only an experiment is checked; undoing one is not. A removal is checked over
-  // two periods: what a drained worker handed back may be waited for a while later.
+  // Only an experiment is checked; undoing one is not. A removal is checked over the
+  // hold's periods: what a drained worker handed back may be waited for a while
+  // later, and a wait then is the removal's cost, not a need for more workers.
   if (d && probe_) {
     pending_ = d->delta;
-    removal_checks_ = d->delta < 0 ? 2 : 0;
+    removal_checks_ = d->delta < 0 ? std::max(1, o_.hold_periods) : 0;
   } else if (!d && pending_ == -1 && --removal_checks_ > 0) {
     // still checking the removal
   } else {

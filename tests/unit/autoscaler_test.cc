@@ -153,7 +153,7 @@ TEST(AutoscalerTest, ARemovalAfterWhichTheTrainerWaitsIsUndoneNotFollowedByAnAdd
   Feed f(Options());
   f.workers = 2;
   ASSERT_EQ(f.Until(50, 0.0)->delta, -1);  // trainer-bound: try one fewer
-  EXPECT_FALSE(f.Until(50, 0.0, 6).has_value());  // settle, then a calm period
+  EXPECT_FALSE(f.Until(50, 0.0, 9).has_value());  // settle, then two calm periods
   auto d = f.Until(50, 0.2);  // the period after: the trainer waited, the rate held
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->delta, +1);
