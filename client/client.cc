@@ -20,6 +20,7 @@
 #include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 #include "dataplane/reorder.h"
+#include "dataplane/shm.h"
 
 namespace gm {
 namespace {
@@ -83,17 +84,76 @@ Result<EpochPlan> ToEpochPlan(const PlanMsg& msg, uint64_t epoch) {
 
 // One data connection to a worker. `socket` is used for sending by the trainer's
 // thread and for receiving by `thread`; the counters are guarded by Impl::mu.
+// Segment ids the trainer is done with, to return with the next CREDIT. Shared
+// with the batches' owners, which may be freed on any thread, after the
+// connection is gone too.
+struct ReleaseQueue {
+  std::mutex mu;
+  std::vector<uint64_t> ids;  // guarded by mu
+};
+
+// A received batch's hold on its segment: keeps the mapping, and returns the id
+// when the last view of the batch is dropped.
+struct SegmentUse {
+  std::shared_ptr<Segment> segment;
+  uint64_t id = 0;
+  std::shared_ptr<ReleaseQueue> queue;
+  ~SegmentUse() {
+    if (!queue) return;
+    std::lock_guard lock(queue->mu);
+    queue->ids.push_back(id);
+  }
+};
+
 struct WorkerConn {
   uint64_t id = 0;
   std::string address;
   Socket socket;
   std::thread thread;
+  bool same_host = false;  // connected on the worker's same-host socket (dataplane/shm.h)
+  std::vector<std::shared_ptr<Segment>> segments;  // by id; the receiver thread's
+  std::shared_ptr<ReleaseQueue> released = std::make_shared<ReleaseQueue>();
   uint64_t granted = 0;   // credit sent
   uint64_t received = 0;  // batches received
   uint64_t owed = 0;      // credit to send at the next chance
   bool dead = false;
   bool closing = false;
 };
+
+namespace {
+
+// A BATCH whose data is in a segment (dataplane/shm.h): maps the segment the
+// frame passes (fd: true) or finds the one it names, and views it without a copy.
+// Corrupt for a segment on a TCP connection, an id out of range or never passed,
+// a descriptor that is missing or not a sealed memfd of a fitting size.
+Result<Batch> DecodeSegmentBatch(WorkerConn& conn, const Frame& frame, const FrameLimits& limits) {
+  const nlohmann::json& shm = frame.meta["shm"];
+  if (!conn.same_host) return Status::Corrupt("sent a segment over TCP");
+  if (!shm.is_object() || !shm.contains("id") || !shm["id"].is_number_unsigned() ||
+      shm["id"].get<uint64_t>() >= kMaxSegments || !shm.contains("fd") || !shm["fd"].is_boolean()) {
+    return Status::Corrupt("BATCH: $.shm: expected {\"id\": 0.." + std::to_string(kMaxSegments - 1) +
+                           ", \"fd\": true|false}");
+  }
+  const auto id = shm["id"].get<uint64_t>();
+  if (conn.segments.size() <= id) conn.segments.resize(id + 1);
+  if (shm["fd"].get<bool>()) {
+    const int fd = conn.socket.TakeFd();
+    if (fd < 0) return Status::Corrupt("BATCH: $.shm.fd is true but no descriptor came with it");
+    auto bytes = frame.meta.find("data_bytes");
+    const uint64_t need = bytes != frame.meta.end() && bytes->is_number_unsigned()
+                              ? bytes->get<uint64_t>() : 0;
+    GM_ASSIGN_OR_RETURN(conn.segments[id], Segment::Map(fd, need, limits.max_payload_bytes));
+  }
+  const std::shared_ptr<Segment>& segment = conn.segments[id];
+  if (!segment) return Status::Corrupt("BATCH names segment " + std::to_string(id) + ", never passed");
+  auto use = std::make_shared<SegmentUse>();
+  use->segment = segment;
+  use->id = id;
+  use->queue = conn.released;
+  return DecodeBatch(frame, Batch::External{segment->data(), segment->size(), std::move(use)});
+}
+
+}  // namespace
 
 struct Client::Impl {
   ClientOptions options;
@@ -104,7 +164,9 @@ struct Client::Impl {
   uint64_t session = 0;  // this rank's session at the coordinator (SUBSCRIBED)
   std::string ticket;    // its key for the data ports (dataplane/auth.h)
   std::string order;     // what the run's batch order derives from (SUBSCRIBED)
+  std::string device_stages = "[]";  // SUBSCRIBED device_stages, as JSON text
   int64_t seed = 0;
+  const bool same_host_ = SameHostEnabled();  // try workers' same-host sockets
 
   // Sends on the coordinator connection come from the trainer's thread and from
   // the heartbeat thread, which says HEARTBEAT when nothing else was sent for
@@ -207,19 +269,25 @@ Status Client::Impl::FlushAcks() {
 // Sends the credit owed to each live connection. The trainer's thread is the only
 // sender and the only one that destroys connections, so `conn` stays valid.
 void Client::Impl::FlushCredits() {
-  std::vector<std::pair<WorkerConn*, uint64_t>> grants;
+  std::vector<std::pair<WorkerConn*, CreditMsg>> grants;
   {
     std::lock_guard lock(mu);
     for (auto& [id, conn] : conns) {
-      if (conn->dead || conn->owed == 0) continue;
-      const uint64_t n = std::min(conn->owed, kMaxCredit);  // the rest at the next chance
-      grants.emplace_back(conn.get(), n);
-      conn->granted += n;
-      conn->owed -= n;
+      if (conn->dead) continue;
+      CreditMsg credit;
+      {
+        std::lock_guard released(conn->released->mu);
+        credit.release.swap(conn->released->ids);
+      }
+      if (conn->owed == 0 && credit.release.empty()) continue;
+      credit.n = std::min(conn->owed, kMaxCredit);  // the rest at the next chance
+      conn->granted += credit.n;
+      conn->owed -= credit.n;
+      grants.emplace_back(conn.get(), std::move(credit));
     }
   }
-  for (auto [conn, n] : grants) {
-    Status sent = SendFrame(conn->socket, MsgType::kCredit, CreditMsg{n}.Encode(),
+  for (auto& [conn, credit] : grants) {
+    Status sent = SendFrame(conn->socket, MsgType::kCredit, credit.Encode(),
                             Deadline::After(options.connect_timeout_s));
     if (!sent.ok()) {
       LogWarning("client: worker " + conn->address + ": " + sent.message());
@@ -245,7 +313,12 @@ void Client::Impl::Receive(WorkerConn* conn) {
     auto count = frame.meta.find("split_batches");
     if (count != frame.meta.end() && count->is_number_unsigned())
       split_batches = count->get<uint64_t>();
-    auto batch = DecodeBatch(std::move(frame));
+    Result<Batch> batch = frame.meta.contains("shm") ? DecodeSegmentBatch(*conn, frame, limits)
+                                                     : DecodeBatch(std::move(frame));
+    if (const int stray = conn->socket.TakeFd(); stray >= 0) {
+      ::close(stray);
+      batch = Status::Corrupt("passed a descriptor that no frame claimed");
+    }
     frame = Frame{};
     if (!batch.ok()) {
       status = batch.status();
@@ -258,6 +331,7 @@ void Client::Impl::Receive(WorkerConn* conn) {
       break;
     }
     ++conn->received;
+    if (batch->external) ++stats.same_host_batches;
     last_arrival = MonotonicSeconds();
     std::string why;
     ReorderBuffer::Outcome outcome =
@@ -287,15 +361,32 @@ void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
       });
       if (known) continue;
     }
-    auto socket = Dial(address, ticket, TicketRole(options.rank, session), options.connect_timeout_s,
-                       "worker");
+    // The worker's same-host socket first (dataplane/shm.h): it exists only when
+    // the worker shares this host and network namespace. A refusal there (none,
+    // or a handshake that fails: not our worker) falls back to TCP.
+    Result<Socket> socket = Status::Unavailable("no same-host path");
+    bool same_host = false;
+    if (same_host_) {
+      socket = Dial("unix:" + SameHostName(address), ticket, TicketRole(options.rank, session),
+                    options.connect_timeout_s, "worker");
+      same_host = socket.ok();
+      if (!socket.ok() && socket.status().code() != Code::kUnavailable) {
+        LogWarning("client: worker " + address + ": same-host socket refused (" +
+                   socket.status().message() + "); using TCP");
+      }
+    }
+    if (!same_host) {
+      socket = Dial(address, ticket, TicketRole(options.rank, session), options.connect_timeout_s,
+                    "worker");
+    }
     Deadline deadline = Deadline::After(options.connect_timeout_s);
     Status status = socket.status();
-    if (status.ok())
-      status = SendFrame(*socket, MsgType::kSubscribe, SubscribeMsg{options.rank}.Encode(), deadline);
+    SubscribeMsg subscribe{options.rank, -1, same_host};
+    if (status.ok()) status = SendFrame(*socket, MsgType::kSubscribe, subscribe.Encode(), deadline);
     if (status.ok()) {
-      status = SendFrame(*socket, MsgType::kCredit,
-                         CreditMsg{static_cast<uint64_t>(options.prefetch)}.Encode(), deadline);
+      CreditMsg credit;
+      credit.n = static_cast<uint64_t>(options.prefetch);
+      status = SendFrame(*socket, MsgType::kCredit, credit.Encode(), deadline);
     }
     if (!status.ok()) {
       LogWarning("client: cannot connect to worker " + address + ": " + status.message());
@@ -305,6 +396,8 @@ void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
     conn->id = next_conn_id++;
     conn->address = address;
     conn->socket = std::move(*socket);
+    conn->same_host = same_host;
+    if (same_host) conn->socket.AcceptFds();
     conn->granted = static_cast<uint64_t>(options.prefetch);
     WorkerConn* raw = conn.get();
     std::lock_guard lock(mu);
@@ -422,7 +515,7 @@ std::optional<Batch> Client::Impl::TakeLocked(std::unique_lock<std::mutex>& lock
   Batch& batch = next->first;
   ++stats.batches;
   stats.samples += batch.size();
-  stats.bytes += batch.data.bytes.size() + batch.labels.bytes.size();
+  stats.bytes += batch.data_size() + batch.labels.bytes.size();
   acks.emplace_back(batch.split, batch.split_batch);
   return std::move(batch);
 }
@@ -515,6 +608,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& given) {
   impl->session = subscribed->session;
   impl->ticket = subscribed->ticket;
   impl->order = subscribed->order;
+  impl->device_stages = subscribed->device_stages.dump();
   impl->seed = subscribed->seed;
   impl->step_log = StepLogWriter::FromEnvironment("goldminer");
   Impl* raw = impl.get();
@@ -601,6 +695,9 @@ ClientStats Client::stats() const {
   out.duplicates_dropped = impl_->reorder.dropped();
   out.workers_connected = static_cast<uint64_t>(std::count_if(
       impl_->conns.begin(), impl_->conns.end(), [](const auto& c) { return !c.second->dead; }));
+  out.same_host_connections = static_cast<uint64_t>(
+      std::count_if(impl_->conns.begin(), impl_->conns.end(),
+                    [](const auto& c) { return !c.second->dead && c.second->same_host; }));
   return out;
 }
 
@@ -616,6 +713,8 @@ ResumeState Client::state() const {
   out.rank = impl_->options.rank;
   return out;
 }
+
+const std::string& Client::device_stages() const { return impl_->device_stages; }
 
 int Client::rank() const { return impl_->options.rank; }
 int Client::world_size() const { return impl_->options.world_size; }

@@ -56,6 +56,10 @@ struct ClientStats {
   uint64_t duplicates_dropped = 0;  // copies of consumed batches and batches past the share
   uint64_t workers_connected = 0;   // worker connections open now
   uint64_t connections_lost = 0;    // worker connections that broke
+  // The same-host path (dataplane/shm.h): worker connections open on it now, and
+  // batches received whose data came in shared memory.
+  uint64_t same_host_connections = 0;
+  uint64_t same_host_batches = 0;
 };
 
 // Where a rank stands: batches of `epoch` consumed so far, and what that
@@ -120,6 +124,9 @@ class Client {
 
   ClientStats stats() const;
   ResumeState state() const;
+  // The pipeline's stages "on": "device" as a JSON array ("[]" for none): the
+  // trainer applies them to each batch (the Python package does).
+  const std::string& device_stages() const;
   int rank() const;
   int world_size() const;
 

@@ -163,10 +163,25 @@ GM_API int gm_client_resume_from(gm_client* client, const gm_resume_state* state
   });
 }
 
+GM_API const char* gm_client_device_stages(const gm_client* client) {
+  return client == nullptr ? nullptr : client->client->device_stages().c_str();
+}
+
+GM_API int gm_client_same_host_stats(const gm_client* client, uint64_t* connections,
+                                     uint64_t* batches) {
+  if (client == nullptr || connections == nullptr || batches == nullptr) {
+    return FailArg("gm_client_same_host_stats: client, connections or batches is NULL");
+  }
+  const gm::ClientStats s = client->client->stats();
+  *connections = s.same_host_connections;
+  *batches = s.same_host_batches;
+  return 0;
+}
+
 GM_API void gm_client_close(gm_client* client) { delete client; }
 
-GM_API const void* gm_batch_data(const gm_batch* b) { return b->batch.data.bytes.data(); }
-GM_API size_t gm_batch_data_bytes(const gm_batch* b) { return b->batch.data.bytes.size(); }
+GM_API const void* gm_batch_data(const gm_batch* b) { return b->batch.data_ptr(); }
+GM_API size_t gm_batch_data_bytes(const gm_batch* b) { return b->batch.data_size(); }
 GM_API int gm_batch_dtype(const gm_batch* b) { return static_cast<int>(b->batch.data.dtype); }
 GM_API int gm_batch_layout(const gm_batch* b) { return static_cast<int>(b->batch.layout); }
 GM_API int gm_batch_ndim(const gm_batch* b) { return static_cast<int>(b->batch.data.shape.size()); }

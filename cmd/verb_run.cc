@@ -101,8 +101,8 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
   if (!plan.cut.runnable) {
     return Status::InvalidArgument(
         f.plan + ": the plan cuts the pipeline after stage " + std::to_string(plan.cut.after_stage) +
-        ", leaving stages to the trainer's client, which this goldminer's run does not execute; "
-        "plan again without --all-cuts");
+        ", which is not the cut pipeline.json makes (run follows the file: mark the stages after "
+        "the cut \"on\": \"device\", or plan again without --all-cuts)");
   }
   if (sub.count("--pipeline") == 0) {
     f.spec.pipeline = plan.run.pipeline;

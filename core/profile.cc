@@ -45,7 +45,8 @@ json ToJson(const CutPoint& c) {
           {"bytes_per_sample", c.bytes_per_sample},
           {"remote_cpu_s_per_sample", c.remote_cpu_s_per_sample},
           {"local_cpu_s_per_sample", c.local_cpu_s_per_sample},
-          {"reason", c.reason}};
+          {"reason", c.reason},
+          {"pipeline_cut", c.pipeline_cut}};
 }
 
 json ToJson(const PipelineRun& r) {
@@ -154,6 +155,7 @@ Status Convert(const JsonNode& n, CutPoint& out) {
   f.Required("remote_cpu_s_per_sample", out.remote_cpu_s_per_sample);
   f.Required("local_cpu_s_per_sample", out.local_cpu_s_per_sample);
   f.Optional("reason", out.reason);
+  f.Optional("pipeline_cut", out.pipeline_cut);
   return f.status();
 }
 

@@ -50,6 +50,9 @@ struct CutPoint {
   double remote_cpu_s_per_sample = 0;  // stage CPU on the worker side
   double local_cpu_s_per_sample = 0;   // stage CPU left for the trainer's node
   std::string reason;                  // why not allowed, when !allowed
+  // The cut pipeline.json makes: the stages after it are "on": "device" (the
+  // trainer applies them). At most one cut of a profile has it.
+  bool pipeline_cut = false;
 
   bool operator==(const CutPoint&) const = default;  // field by field (tests, round trips)
 };

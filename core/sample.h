@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -113,7 +114,21 @@ struct Batch {
   Tensor labels;
   std::vector<std::string> keys;
   std::vector<uint64_t> sample_indices;
+  // Set when the data tensor's bytes live in memory the batch does not own (a
+  // shared-memory segment the client mapped: dataplane/shm.h): data.bytes is then
+  // empty while data.dtype and data.shape describe `external`. Dropping the last
+  // copy of `owner` gives the memory back to the sender.
+  struct External {
+    uint8_t* data = nullptr;
+    size_t size = 0;
+    std::shared_ptr<void> owner;
+  };
+  std::optional<External> external;
   size_t size() const { return keys.size(); }
+  // The data tensor's bytes, wherever they live.
+  uint8_t* data_ptr() { return external ? external->data : data.bytes.data(); }
+  const uint8_t* data_ptr() const { return external ? external->data : data.bytes.data(); }
+  size_t data_size() const { return external ? external->size : data.bytes.size(); }
 };
 
 }  // namespace gm

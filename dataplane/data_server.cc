@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
 #include "dataplane/protocol.h"
+#include "dataplane/shm.h"
 
 namespace gm {
 namespace {
@@ -36,6 +38,9 @@ struct DataServer::Conn {
   uint64_t session = 0;  // the ticket's session at the coordinator
   uint64_t gate_id = 0;  // in DataServer::gate_
   uint64_t credit = 0;  // guarded by DataServer::mu_
+  bool same_host = false;  // accepted on the same-host socket
+  bool shm = false;        // ... and its client asked for segments (set before Attach)
+  SegmentPool segments;    // lent to the client with batches (dataplane/shm.h)
 };
 
 DataServer::DataServer(Listener listener, std::string secret)
@@ -48,20 +53,27 @@ Result<std::unique_ptr<DataServer>> DataServer::Start(const std::string& host, i
                                                       std::string secret) {
   GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenTcp(host, port));
   std::unique_ptr<DataServer> server(new DataServer(std::move(listener), std::move(secret)));
-  server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(s->listener_, false); });
   return server;
+}
+
+Status DataServer::ListenSameHost(const std::string& advertised) {
+  GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenUnix(SameHostName(advertised)));
+  same_host_listener_ = std::move(listener);
+  same_host_thread_ = std::thread([this] { AcceptLoop(same_host_listener_, true); });
+  return Status::Ok();
 }
 
 DataServer::~DataServer() { Shutdown(); }
 
-void DataServer::AcceptLoop() {
+void DataServer::AcceptLoop(Listener& listener, bool same_host) {
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
     }
     ReapFinished();
-    Result<Socket> socket = listener_.Accept(kAcceptSliceS);
+    Result<Socket> socket = listener.Accept(kAcceptSliceS);
     if (!socket.ok()) {
       if (socket.status().code() == Code::kUnavailable) continue;  // no one came
       if (uint64_t held = 0; accept_warnings_.Allow(&held)) {
@@ -76,6 +88,7 @@ void DataServer::AcceptLoop() {
     if (!gate_id) continue;  // too many connections: this one closes (counted by the gate)
     auto conn = std::make_shared<Conn>(std::move(*socket));
     conn->gate_id = *gate_id;
+    conn->same_host = same_host;
     auto done = std::make_shared<std::atomic<bool>>(false);
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return;
@@ -152,6 +165,7 @@ Status DataServer::Subscribe(Conn& conn) {
     return Status::InvalidArgument("SUBSCRIBE: $.rank: " + std::to_string(sub.rank) +
                                    ", but its ticket is for rank " + std::to_string(conn.rank));
   }
+  conn.shm = conn.same_host && sub.shm;  // over TCP the client gets bytes, whatever it asks
   return Status::Ok();
 }
 
@@ -217,8 +231,13 @@ void DataServer::ReadCredit(const std::shared_ptr<Conn>& conn) {
                                    : Result<CreditMsg>(Status::Corrupt(
                                          "sent " + std::string(MsgTypeName(frame->type)) +
                                          " where CREDIT was expected"));
-    if (!credit.ok()) {
-      LogWarning("data port " + address_ + ": dropped " + who + ": " + credit.status().message());
+    Status released = credit.ok() ? Status::Ok() : credit.status();
+    for (size_t i = 0; released.ok() && i < credit->release.size(); ++i) {
+      released = conn->shm ? conn->segments.Release(credit->release[i])
+                           : Status::Corrupt("released a segment on a connection without segments");
+    }
+    if (!released.ok()) {
+      LogWarning("data port " + address_ + ": dropped " + who + ": " + released.message());
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -257,8 +276,23 @@ Status DataServer::SendToRank(int64_t rank, const Batch& batch, const nlohmann::
   const std::array<iovec, 2> payload = BatchPayload(batch);
   for (;;) {
     GM_ASSIGN_OR_RETURN(std::shared_ptr<Conn> conn, TakeCredit(rank));
-    Status st = SendFrame(conn->socket, MsgType::kBatch, meta, payload,
-                          Deadline::After(kBatchSendTimeoutS));
+    // Same host: the data goes into a segment the client maps (one copy, none
+    // through the kernel); with no segment free, inline as over TCP.
+    std::optional<SegmentPool::Lease> lease;
+    if (conn->shm && batch.data.bytes.size() > 0) lease = conn->segments.Acquire(batch.data.bytes.size());
+    Status st;
+    if (lease) {
+      std::memcpy(lease->segment->data(), batch.data.bytes.data(), batch.data.bytes.size());
+      nlohmann::json shm_meta = meta;
+      shm_meta["shm"] = {{"id", lease->id}, {"fd", lease->fresh}};
+      const iovec labels = payload[1];
+      st = SendFrame(conn->socket, MsgType::kBatch, shm_meta, std::span<const iovec>(&labels, 1),
+                     Deadline::After(kBatchSendTimeoutS), lease->fresh ? lease->segment->fd() : -1);
+      if (st.ok()) shm_batches_sent_.fetch_add(1);
+    } else {
+      st = SendFrame(conn->socket, MsgType::kBatch, meta, payload,
+                     Deadline::After(kBatchSendTimeoutS));
+    }
     if (st.ok()) {
       batches_sent_.fetch_add(1);
       return Status::Ok();
@@ -285,6 +319,7 @@ void DataServer::Shutdown() {
     cv_.notify_all();
   }
   if (accept_thread_.joinable()) accept_thread_.join();
+  if (same_host_thread_.joinable()) same_host_thread_.join();
   std::list<ConnThread> conns;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -294,6 +329,7 @@ void DataServer::Shutdown() {
   }
   for (ConnThread& c : conns) c.thread.join();
   listener_.Close();
+  same_host_listener_.Close();
 }
 
 }  // namespace gm

@@ -55,6 +55,12 @@ class DataServer {
   int port() const { return port_; }
   const std::string& address() const { return address_; }
 
+  // Also listens on the same-host socket of `advertised` (the "HOST:PORT" clients
+  // are told; dataplane/shm.h): clients on this host connect there and get batch
+  // data in shared memory. Unavailable when the name is taken (another process
+  // holds it: the TCP port still serves). Call once, before clients connect.
+  Status ListenSameHost(const std::string& advertised);
+
   // Sends `batch` as a BATCH frame (EncodeBatchMeta + {rank} + `extra`) on `rank`'s
   // connection once it has credit, waiting as long as it takes for a client of
   // that rank to connect or grant credit. OK once the frame was handed to the
@@ -71,6 +77,8 @@ class DataServer {
 
   // Batches handed to the kernel so far.
   uint64_t batches_sent() const { return batches_sent_.load(); }
+  // Of them, batches whose data went in a shared-memory segment.
+  uint64_t shm_batches_sent() const { return shm_batches_sent_.load(); }
 
  private:
   struct Conn;
@@ -81,7 +89,7 @@ class DataServer {
   };
 
   DataServer(Listener listener, std::string secret);
-  void AcceptLoop();
+  void AcceptLoop(Listener& listener, bool same_host);
   void ReapFinished();
   void Serve(const std::shared_ptr<Conn>& conn);
   Status Subscribe(Conn& conn);
@@ -95,7 +103,10 @@ class DataServer {
   const int port_;
   const std::string address_;
   std::atomic<uint64_t> batches_sent_{0};
+  std::atomic<uint64_t> shm_batches_sent_{0};
   std::thread accept_thread_;
+  Listener same_host_listener_;  // "@goldminer-data/HOST:PORT" once ListenSameHost ran
+  std::thread same_host_thread_;
 
   std::mutex mu_;
   std::condition_variable cv_;

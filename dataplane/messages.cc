@@ -110,6 +110,7 @@ Result<SplitDoneMsg> SplitDoneMsg::Decode(const nlohmann::json& meta) {
 nlohmann::json SubscribeMsg::Encode() const {
   nlohmann::json j = {{"rank", rank}};
   if (world_size >= 0) j["world_size"] = world_size;
+  if (shm) j["shm"] = true;
   return j;
 }
 
@@ -121,6 +122,7 @@ Result<SubscribeMsg> SubscribeMsg::Decode(const nlohmann::json& meta, bool need_
     if (need_world_size) {
       GM_ASSIGN_OR_RETURN(r.world_size, Int(m, "world_size", 1, 65536));
     }
+    GM_ASSIGN_OR_RETURN(r.shm, m.BoolOr("shm", false));
     return r;
   }());
 }
@@ -192,13 +194,32 @@ Result<ResumeMsg> ResumeMsg::Decode(const nlohmann::json& meta) {
   }());
 }
 
-nlohmann::json CreditMsg::Encode() const { return {{"n", n}}; }
+nlohmann::json CreditMsg::Encode() const {
+  nlohmann::json j = {{"n", n}};
+  if (!release.empty()) j["release"] = release;
+  return j;
+}
 
 Result<CreditMsg> CreditMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<CreditMsg> {
+    const JsonNode m(meta, "CREDIT");
     CreditMsg r;
-    GM_ASSIGN_OR_RETURN(int64_t n,
-                        Int(JsonNode(meta, "CREDIT"), "n", 1, static_cast<int64_t>(kMaxCredit)));
+    if (m.has("release")) {
+      GM_ASSIGN_OR_RETURN(JsonNode ids, m.Get("release"));
+      const nlohmann::json& j = ids.json();
+      bool ok = j.is_array() && j.size() <= kMaxCreditReleases;
+      for (size_t i = 0; ok && i < j.size(); ++i) {
+        ok = j[i].is_number_unsigned() && j[i].get<uint64_t>() < kMaxCreditReleases;
+        if (ok) r.release.push_back(j[i].get<uint64_t>());
+      }
+      if (!ok) {
+        return ids.Expected("an array of at most " + std::to_string(kMaxCreditReleases) +
+                            " segment ids below " + std::to_string(kMaxCreditReleases));
+      }
+    }
+    // n may be 0 only in a CREDIT that releases segments.
+    GM_ASSIGN_OR_RETURN(int64_t n, Int(m, "n", r.release.empty() ? 1 : 0,
+                                       static_cast<int64_t>(kMaxCredit)));
     r.n = static_cast<uint64_t>(n);
     return r;
   }());
@@ -239,7 +260,7 @@ Result<std::vector<std::string>> Addresses(const JsonNode& m) {
 nlohmann::json SubscribedMsg::Encode() const {
   return {{"run_id", run_id},   {"batch_size", batch_size}, {"world_size", world_size},
           {"epochs", epochs},   {"session", session},       {"ticket", ticket},
-          {"order", order},     {"seed", seed}};
+          {"order", order},     {"seed", seed},             {"device_stages", device_stages}};
 }
 
 Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
@@ -265,6 +286,19 @@ Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
     }
     if (m.has("seed")) {
       GM_ASSIGN_OR_RETURN(r.seed, Int(m, "seed", 0, std::numeric_limits<int64_t>::max()));
+    }
+    if (m.has("device_stages")) {
+      GM_ASSIGN_OR_RETURN(JsonNode stages, m.Get("device_stages"));
+      const nlohmann::json& j = stages.json();
+      bool ok = j.is_array() && j.size() <= kMaxDeviceStages;
+      for (size_t i = 0; ok && i < j.size(); ++i) {
+        ok = j[i].is_object() && j[i].contains("op") && j[i]["op"].is_string();
+      }
+      if (!ok) {
+        return stages.Expected("an array of at most " + std::to_string(kMaxDeviceStages) +
+                               " stage objects with an \"op\"");
+      }
+      r.device_stages = j;
     }
     return r;
   }());

@@ -29,7 +29,7 @@
 // 2. client (one per trainer rank) -> coordinator (control). Request/response.
 //      K->C SUBSCRIBE   {rank, world_size}
 //      C->K SUBSCRIBED  {run_id, batch_size, world_size, epochs, session, ticket,
-//                       order, seed}
+//                       order, seed, device_stages}
 //                       session: this rank's session number (each SUBSCRIBE gets
 //                       a higher one); ticket: the key for the data ports
 //                       (dataplane/auth.h)
@@ -61,9 +61,13 @@
 // 3. client -> worker (data). The worker streams, the client grants credit. The
 //    client authenticates with its ticket as role "client:RANK:SESSION"; a newer
 //    session of a rank replaces an older one's connection, an older one is refused.
-//      K->W SUBSCRIBE   {rank}  (must be the ticket's rank)
-//      K->W CREDIT      {n}   (n more batches may be sent on this connection)
-//      W->K BATCH       EncodeBatchMeta + {rank, split_batches} ; payload data + labels
+//      K->W SUBSCRIBE   {rank, shm}  (rank: the ticket's; shm: true asks for
+//                       segments, honoured on the same-host socket only)
+//      K->W CREDIT      {n, release}   (n more batches may be sent on this
+//                       connection; release: segment ids the trainer is done with)
+//      W->K BATCH       EncodeBatchMeta + {rank, split_batches, shm: {id, fd}} ;
+//                       payload data + labels, or labels only with shm (the data
+//                       is in the segment: dataplane/shm.h)
 //    split_batches is present only on the split's LAST batch (a worker that makes
 //    the split to its end holds each batch back until it knows whether another
 //    follows) and is the split's batch count; the client uses it to move on to
@@ -108,7 +112,9 @@ inline constexpr uint64_t kMaxSplitId = uint64_t{1} << 32;
 inline constexpr size_t kMaxAckBatches = 4096;         // [split, batch] pairs per ACK
 inline constexpr size_t kMaxReportedStages = 256;      // entries of a "stages" report
 inline constexpr size_t kMaxAddressBytes = 256;        // "HOST:PORT"
-inline constexpr uint64_t kMaxCredit = 1024;           // batches one CREDIT may grant
+inline constexpr uint64_t kMaxCredit = 1024;
+inline constexpr size_t kMaxDeviceStages = 16;
+inline constexpr uint64_t kMaxCreditReleases = 16;  // = kMaxSegments (dataplane/shm.h)       // entries of SUBSCRIBED device_stages           // batches one CREDIT may grant
 
 // W->C REGISTER {data_addr, ...}.
 // Optional, for the run's record: host (the worker's node), tag (what its launcher
@@ -141,6 +147,7 @@ Result<nlohmann::json> DecodeStagesReport(const nlohmann::json& meta, const char
 struct SubscribeMsg {
   int64_t rank = 0;         // 0 .. 65535
   int64_t world_size = -1;  // 1 .. 65536, or -1 when not sent
+  bool shm = false;         // K->W: send batch data in segments (dataplane/shm.h)
   nlohmann::json Encode() const;
   static Result<SubscribeMsg> Decode(const nlohmann::json& meta, bool need_world_size);
 };
@@ -173,7 +180,10 @@ struct ResumeMsg {
 
 // K->W CREDIT {n}.
 struct CreditMsg {
-  uint64_t n = 0;  // 1 .. kMaxCredit more batches
+  uint64_t n = 0;  // 1 .. kMaxCredit more batches (0 allowed with releases)
+  // Segments the trainer is done with (dataplane/shm.h): ids below
+  // kMaxCreditReleases, at most that many.
+  std::vector<uint64_t> release;
   nlohmann::json Encode() const;
   static Result<CreditMsg> Decode(const nlohmann::json& meta);
 };
@@ -190,6 +200,9 @@ struct SubscribedMsg {
   // split size, and the pipeline's seed. Empty from a peer that does not say.
   std::string order;
   int64_t seed = 0;  // 0 .. 2^63-1
+  // The pipeline's stages "on": "device" (worker/pipeline.h), which the trainer's
+  // client applies to each batch: at most kMaxDeviceStages objects with an "op".
+  nlohmann::json device_stages = nlohmann::json::array();
   nlohmann::json Encode() const;
   static Result<SubscribedMsg> Decode(const nlohmann::json& meta);
 };

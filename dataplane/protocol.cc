@@ -236,7 +236,7 @@ Result<std::string> EncodeFrame(MsgType type, const nlohmann::json& meta,
 }
 
 Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta,
-                 std::span<const iovec> payload, Deadline deadline) {
+                 std::span<const iovec> payload, Deadline deadline, int pass_fd) {
   GM_ASSIGN_OR_RETURN(std::string text, DumpMeta(meta, type));
   FrameHeader h;
   h.type = type;
@@ -255,7 +255,7 @@ Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta,
     iov.push_back({mac.data(), mac.size()});
   }
   iov.insert(iov.end(), payload.begin(), payload.end());
-  return socket.SendAll(iov, deadline, std::string(MsgTypeName(type)) + " frame");
+  return socket.SendAll(iov, deadline, std::string(MsgTypeName(type)) + " frame", pass_fd);
 }
 
 Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta, Deadline deadline) {
@@ -422,7 +422,7 @@ Result<uint64_t> ParseShape(const nlohmann::json& meta, uint64_t n, DType dtype,
 }
 
 // Everything but the tensors' bytes; checks that the sizes agree with `payload_size`.
-Result<Batch> DecodeBatchFields(const Frame& frame) {
+Result<Batch> DecodeBatchFields(const Frame& frame, const Batch::External* external = nullptr) {
   if (frame.type != MsgType::kBatch) {
     return Status::Corrupt("expected a BATCH frame, got " + std::string(MsgTypeName(frame.type)));
   }
@@ -455,16 +455,23 @@ Result<Batch> DecodeBatchFields(const Frame& frame) {
     return BatchError("\"labels_bytes\" is " + std::to_string(labels_bytes) +
                       ", expected n * 8 = " + std::to_string(n * 8));
   }
-  if (data_bytes + labels_bytes != frame.payload.size()) {
-    return BatchError("data_bytes + labels_bytes = " + std::to_string(data_bytes + labels_bytes) +
-                      " but the payload has " + std::to_string(frame.payload.size()) + " bytes");
+  const uint64_t inline_bytes = external == nullptr ? data_bytes : 0;
+  if (inline_bytes + labels_bytes != frame.payload.size()) {
+    return BatchError((external == nullptr ? "data_bytes + labels_bytes = " : "labels_bytes = ") +
+                      std::to_string(inline_bytes + labels_bytes) + " but the payload has " +
+                      std::to_string(frame.payload.size()) + " bytes");
+  }
+  if (external != nullptr && external->size < data_bytes) {
+    return BatchError("\"data_bytes\" is " + std::to_string(data_bytes) + " but its segment has " +
+                      std::to_string(external->size));
   }
   for (const auto& k : *keys) b.keys.push_back(k.get<std::string>());
   for (const auto& i : *indices) b.sample_indices.push_back(i.get<uint64_t>());
   if (n > 0) b.labels.Reset(DType::kInt64, {static_cast<int64_t>(n)});
   if (labels_bytes > 0) {
-    std::memcpy(b.labels.bytes.data(), frame.payload.data() + data_bytes, labels_bytes);
+    std::memcpy(b.labels.bytes.data(), frame.payload.data() + inline_bytes, labels_bytes);
   }
+  if (external != nullptr) b.external = Batch::External{external->data, data_bytes, external->owner};
   return b;
 }
 
@@ -531,6 +538,10 @@ Result<Batch> DecodeBatch(const Frame& frame) {
   const size_t data_bytes = frame.payload.size() - b.labels.bytes.size();
   b.data.bytes.assign(frame.payload.begin(), frame.payload.begin() + data_bytes);
   return b;
+}
+
+Result<Batch> DecodeBatch(const Frame& frame, const Batch::External& external) {
+  return DecodeBatchFields(frame, &external);
 }
 
 Result<Batch> DecodeBatch(Frame&& frame) {

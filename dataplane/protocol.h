@@ -150,8 +150,10 @@ Result<std::string> EncodeFrame(MsgType type, const nlohmann::json& meta,
 // kernel allows. The buffers must stay
 // valid until it returns. InvalidArgument for bad meta; Unavailable/IoError from
 // the socket (the connection is then unusable).
+// `pass_fd` >= 0 travels with the header (SCM_RIGHTS; Unix sockets): see
+// dataplane/shm.h.
 Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta,
-                 std::span<const iovec> payload, Deadline deadline);
+                 std::span<const iovec> payload, Deadline deadline, int pass_fd = -1);
 Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta, Deadline deadline);
 
 // Receives one frame. Corrupt for an invalid frame, and on a socket with a
@@ -197,5 +199,9 @@ Status SendBatch(Socket& socket, const Batch& batch, Deadline deadline);
 // payload into the data tensor instead of copying it.
 Result<Batch> DecodeBatch(const Frame& frame);
 Result<Batch> DecodeBatch(Frame&& frame);
+// A BATCH whose data is in `external` (a segment, dataplane/shm.h) and whose
+// payload holds the labels only: the batch views external.data (data_bytes of
+// it; Corrupt when the segment is smaller) and shares its owner.
+Result<Batch> DecodeBatch(const Frame& frame, const Batch::External& external);
 
 }  // namespace gm

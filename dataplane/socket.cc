@@ -54,16 +54,27 @@ std::string PeerName(const sockaddr_storage& addr, socklen_t len, const std::str
   return HostPort(host, std::atoi(serv));
 }
 
-Result<sockaddr_un> UnixAddress(const std::string& path) {
+// A path starting with '@' names a socket in the abstract namespace (Linux): no
+// file, gone with its listener, private to the network namespace.
+struct UnixAddr {
   sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.empty() || path.size() >= sizeof addr.sun_path) {
+  socklen_t len = sizeof(sockaddr_un);
+};
+
+Result<UnixAddr> UnixAddress(const std::string& path) {
+  UnixAddr a;
+  a.addr.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof a.addr.sun_path) {
     return Status::InvalidArgument("unix:" + path + ": a socket path must be 1 to " +
-                                   std::to_string(sizeof addr.sun_path - 1) +
+                                   std::to_string(sizeof a.addr.sun_path - 1) +
                                    " bytes long (choose a shorter directory)");
   }
-  std::memcpy(addr.sun_path, path.data(), path.size());
-  return addr;
+  std::memcpy(a.addr.sun_path, path.data(), path.size());
+  if (path[0] == '@') {
+    a.addr.sun_path[0] = '\0';
+    a.len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size());
+  }
+  return a;
 }
 
 // Waits for a non-blocking connect() on `fd` to finish; returns 0 or an errno.
@@ -129,7 +140,11 @@ Socket::~Socket() { Close(); }
 Socket::Socket(Socket&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)),
       peer_(std::move(other.peer_)),
-      session_(std::move(other.session_)) {}
+      session_(std::move(other.session_)),
+      accept_fds_(other.accept_fds_),
+      fds_(std::move(other.fds_)) {
+  other.fds_.clear();
+}
 
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
@@ -137,6 +152,9 @@ Socket& Socket::operator=(Socket&& other) noexcept {
     fd_ = std::exchange(other.fd_, -1);
     peer_ = std::move(other.peer_);
     session_ = std::move(other.session_);
+    accept_fds_ = other.accept_fds_;
+    fds_ = std::move(other.fds_);
+    other.fds_.clear();
   }
   return *this;
 }
@@ -144,6 +162,7 @@ Socket& Socket::operator=(Socket&& other) noexcept {
 void Socket::Close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  CloseFds();
 }
 
 void Socket::ShutdownWrite() {
@@ -184,8 +203,8 @@ Result<Socket> Socket::ConnectTcp(const std::string& host, int port, double time
 }
 
 Result<Socket> Socket::ConnectUnix(const std::string& path, double timeout_s) {
-  GM_ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path));
-  int fd = ConnectOne(AF_UNIX, reinterpret_cast<const sockaddr*>(&addr), sizeof addr,
+  GM_ASSIGN_OR_RETURN(UnixAddr addr, UnixAddress(path));
+  int fd = ConnectOne(AF_UNIX, reinterpret_cast<const sockaddr*>(&addr.addr), addr.len,
                       Deadline::After(timeout_s));
   if (fd < 0) return Status::Unavailable("unix:" + path + ": cannot connect: " + Errno(-fd));
   return Socket(fd, "unix:" + path);
@@ -204,18 +223,31 @@ Status Socket::WaitFor(short events, Deadline deadline, std::string_view what) {
   }
 }
 
-Status Socket::SendAll(std::span<const iovec> iov, Deadline deadline, std::string_view what) {
+Status Socket::SendAll(std::span<const iovec> iov, Deadline deadline, std::string_view what,
+                       int pass_fd) {
   if (fd_ < 0) return Status::Internal("send on a closed socket (" + std::string(what) + ")");
   std::vector<iovec> left;
   for (const iovec& v : iov) {
     if (v.iov_len > 0) left.push_back(v);
   }
+  if (pass_fd >= 0 && left.empty()) return Status::Internal("a descriptor needs a byte to travel with");
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   size_t first = 0;
   while (first < left.size()) {
     msghdr msg{};
     msg.msg_iov = left.data() + first;
     msg.msg_iovlen = std::min<size_t>(left.size() - first, IOV_MAX);
+    if (pass_fd >= 0) {  // with the first bytes only; the receiver takes it with them
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+    }
     ssize_t n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (n > 0) pass_fd = -1;
     if (n < 0) {
       int err = errno;
       if (err == EINTR) continue;
@@ -245,7 +277,20 @@ Status Socket::RecvExact(void* buf, size_t size, Deadline deadline, std::string_
   char* out = static_cast<char*>(buf);
   size_t got = 0;
   while (got < size) {
-    ssize_t n = ::recv(fd_, out + got, size - got, 0);
+    ssize_t n;
+    if (accept_fds_) {
+      iovec v{out + got, size - got};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPendingFds)];
+      msghdr msg{};
+      msg.msg_iov = &v;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      n = ::recvmsg(fd_, &msg, MSG_CMSG_CLOEXEC);
+      if (n >= 0) GM_RETURN_IF_ERROR(KeepFds(msg));
+    } else {
+      n = ::recv(fd_, out + got, size - got, 0);
+    }
     if (n > 0) {
       got += static_cast<size_t>(n);
       continue;
@@ -270,19 +315,59 @@ Status Socket::RecvExact(void* buf, size_t size, Deadline deadline, std::string_
   return Status::Ok();
 }
 
+// Keeps the descriptors a recvmsg brought (SCM_RIGHTS), at most kMaxPendingFds
+// waiting at a time; any beyond that, or a truncated batch of them, is closed and
+// the peer is Corrupt (it sent descriptors no frame claimed).
+Status Socket::KeepFds(msghdr& msg) {
+  bool too_many = (msg.msg_flags & MSG_CTRUNC) != 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (fds_.size() < kMaxPendingFds) {
+        fds_.push_back(fd);
+      } else {
+        ::close(fd);
+        too_many = true;
+      }
+    }
+  }
+  if (too_many) {
+    return Status::Corrupt(peer_ + ": sent more than " + std::to_string(kMaxPendingFds) +
+                           " descriptors that no frame claimed");
+  }
+  return Status::Ok();
+}
+
+int Socket::TakeFd() {
+  if (fds_.empty()) return -1;
+  const int fd = fds_.front();
+  fds_.erase(fds_.begin());
+  return fd;
+}
+
+void Socket::CloseFds() {
+  for (int fd : fds_) ::close(fd);
+  fds_.clear();
+}
+
 // ---- Listener ----
 
 Listener::~Listener() { Close(); }
 
 Listener::Listener(Listener&& other) noexcept
     : fd_(std::exchange(other.fd_, -1)), port_(other.port_), is_unix_(other.is_unix_),
-      address_(std::move(other.address_)), unix_path_(std::move(other.unix_path_)) {}
+      abstract_(other.abstract_), address_(std::move(other.address_)),
+      unix_path_(std::move(other.unix_path_)) {}
 
 Listener& Listener::operator=(Listener&& other) noexcept {
   if (this != &other) {
     Close();
     fd_ = std::exchange(other.fd_, -1);
     port_ = other.port_;
+    abstract_ = other.abstract_;
     is_unix_ = other.is_unix_;
     address_ = std::move(other.address_);
     unix_path_ = std::move(other.unix_path_);
@@ -294,7 +379,7 @@ void Listener::Close() {
   if (fd_ < 0) return;
   ::close(fd_);
   fd_ = -1;
-  if (is_unix_) ::unlink(unix_path_.c_str());
+  if (is_unix_ && !abstract_) ::unlink(unix_path_.c_str());
 }
 
 Result<Listener> Listener::ListenTcp(const std::string& host, int port) {
@@ -336,9 +421,10 @@ Result<Listener> Listener::ListenTcp(const std::string& host, int port) {
 }
 
 Result<Listener> Listener::ListenUnix(const std::string& path) {
-  GM_ASSIGN_OR_RETURN(sockaddr_un addr, UnixAddress(path));
+  GM_ASSIGN_OR_RETURN(UnixAddr addr, UnixAddress(path));
+  const bool abstract = path[0] == '@';
   struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0) {
+  if (!abstract && ::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
       return Status::InvalidArgument("unix:" + path + ": exists and is not a socket");
     }
@@ -349,7 +435,7 @@ Result<Listener> Listener::ListenUnix(const std::string& path) {
   }
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::IoError("unix:" + path + ": socket: " + Errno(errno));
-  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr.addr), addr.len) != 0 ||
       ::listen(fd, SOMAXCONN) != 0) {
     int err = errno;
     ::close(fd);
@@ -359,6 +445,7 @@ Result<Listener> Listener::ListenUnix(const std::string& path) {
   l.fd_ = fd;
   l.is_unix_ = true;
   l.unix_path_ = path;
+  l.abstract_ = abstract;
   l.address_ = "unix:" + path;
   return l;
 }

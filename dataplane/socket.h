@@ -17,6 +17,7 @@
 // directions share nothing but the descriptor. Deadline is a plain value.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <cstddef>
@@ -26,6 +27,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "dataplane/session.h"
@@ -87,10 +89,21 @@ class Socket {
   // Sends every byte of `iov` in order (one sendmsg per call when the kernel takes
   // it all; partial writes resume where they stopped). `what` names the data in
   // errors, e.g. "BATCH frame".
-  Status SendAll(std::span<const iovec> iov, Deadline deadline, std::string_view what);
+  // `pass_fd` >= 0: a descriptor sent with the first bytes (SCM_RIGHTS, Unix
+  // sockets only); the receiver gets a copy, ours stays open.
+  Status SendAll(std::span<const iovec> iov, Deadline deadline, std::string_view what,
+                 int pass_fd = -1);
   // Receives exactly `size` bytes into `buf`. A peer that closes before the first
   // byte and one that closes midway are both Unavailable; `what` names the data.
   Status RecvExact(void* buf, size_t size, Deadline deadline, std::string_view what);
+  // Unix sockets: from now on receives also take descriptors the peer passes
+  // (SCM_RIGHTS, close-on-exec), kept until TakeFd, at most kMaxPendingFds at a
+  // time (more is Corrupt: they are closed). Off by default: a descriptor sent to
+  // a socket that does not accept them is closed by the kernel.
+  void AcceptFds() { accept_fds_ = true; }
+  // The oldest descriptor received and not taken yet (the caller owns it), or -1.
+  int TakeFd();
+  static constexpr size_t kMaxPendingFds = 2;
 
   // Sets SO_SNDBUF (bytes; the kernel doubles it and caps it at wmem_max), which
   // turns send-side autotuning off. For tests and deliberate tuning only.
@@ -102,9 +115,13 @@ class Socket {
 
  private:
   Status WaitFor(short events, Deadline deadline, std::string_view what);
+  Status KeepFds(msghdr& msg);
+  void CloseFds();
   int fd_ = -1;
   std::string peer_;
   std::unique_ptr<FrameSession> session_;
+  bool accept_fds_ = false;
+  std::vector<int> fds_;  // received, not taken yet
 };
 
 // A listening socket. A Unix listener removes its socket file when destroyed.
@@ -139,6 +156,7 @@ class Listener {
   int fd_ = -1;
   int port_ = 0;
   bool is_unix_ = false;
+  bool abstract_ = false;  // "@name": nothing to remove
   std::string address_;
   std::string unix_path_;
 };

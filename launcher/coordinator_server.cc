@@ -489,6 +489,7 @@ Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank, uint64
   subscribed.ticket = TicketKey(RoleKey(config_.secret, kWorkerRole), rank, session);
   subscribed.order = order_;
   subscribed.seed = pipeline_.seed();
+  subscribed.device_stages = pipeline_.device_stages();
   GM_RETURN_IF_ERROR(
       SendFrame(socket, MsgType::kSubscribed, subscribed.Encode(), Deadline::After(kSendTimeoutS)));
   bool done = false;

@@ -260,8 +260,9 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
 }
 
 // The cuts the model may choose from (allowed ones), with whether `run` executes
-// them: this goldminer's client runs no stages, so only the cut after the last
-// stage is runnable.
+// them: `run` follows pipeline.json, so the runnable cut is the file's own: after
+// the last worker stage when stages are "on": "device" (the trainer's client
+// applies those), else after the last stage.
 std::vector<std::pair<CutPoint, bool>> Candidates(const PipelineProfile& pipe) {
   std::vector<CutPoint> cuts = pipe.cuts;
   int last = -1;
@@ -275,8 +276,10 @@ std::vector<std::pair<CutPoint, bool>> Candidates(const PipelineProfile& pipe) {
     cuts.push_back(c);
   }
   std::vector<std::pair<CutPoint, bool>> out;
+  const bool file_cut = std::any_of(cuts.begin(), cuts.end(),
+                                    [](const CutPoint& c) { return c.pipeline_cut; });
   for (const CutPoint& c : cuts) {
-    if (c.allowed) out.emplace_back(c, c.after_stage >= last);
+    if (c.allowed) out.emplace_back(c, file_cut ? c.pipeline_cut : c.after_stage >= last);
   }
   return out;
 }

@@ -117,6 +117,7 @@ Result<PipelineProfile> ProfilePipeline(const PipelineProfileOptions& o) {
   const int cores = o.cores > 0 ? o.cores : UsableCores();
   PipelineOptions po;
   po.threads = cores;
+  po.with_device_stages = true;  // every stage is measured, the device tail on the CPU
   GM_ASSIGN_OR_RETURN(Pipeline p, Pipeline::Load(o.path, po));
   GM_ASSIGN_OR_RETURN(std::string bytes, ReadFile(o.path));
   Sha256 sha;
@@ -186,6 +187,9 @@ Result<PipelineProfile> ProfilePipeline(const PipelineProfileOptions& o) {
   prof.instrumentation_overhead = Median(overheads);
   const double source_bytes = prof.stages.empty() ? 0 : prof.stages.front().bytes_in_per_sample;
   prof.cuts = CutPoints(prof.stages, source_bytes);
+  for (CutPoint& c : prof.cuts) {
+    c.pipeline_cut = p.device_from() >= 0 && c.after_stage == p.device_from() - 1;
+  }
   return prof;
 }
 

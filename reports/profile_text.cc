@@ -44,9 +44,10 @@ std::string PipelineText(const PipelineProfile& p) {
     if (!c.allowed) continue;
     const std::string where = c.after_stage < 0 ? "before stage 0 (raw records)"
                                                 : "after stage " + std::to_string(c.after_stage);
-    out += Format("  cut %-30s %9s KB/sample on the wire, worker CPU %s ms, trainer CPU %s ms\n",
+    out += Format("  cut %-30s %9s KB/sample on the wire, worker CPU %s ms, trainer CPU %s ms%s\n",
                   where.c_str(), Kb(c.bytes_per_sample).c_str(),
-                  Ms(c.remote_cpu_s_per_sample).c_str(), Ms(c.local_cpu_s_per_sample).c_str());
+                  Ms(c.remote_cpu_s_per_sample).c_str(), Ms(c.local_cpu_s_per_sample).c_str(),
+                  c.pipeline_cut ? " (the pipeline's cut: the rest on the device)" : "");
   }
   out += "  peak memory " + Format("%.1f MB", static_cast<double>(p.peak_rss_bytes) / 1e6) +
          "; stage timing overhead " + Pct(p.instrumentation_overhead) +

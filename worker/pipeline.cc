@@ -63,7 +63,8 @@ Result<Pipeline> Pipeline::FromJson(const nlohmann::json& doc, const std::string
   p.layout_ = SplitLayout::Make(*p.source_, p.shuffle_, p.shuffle_shards_);
 
   GM_ASSIGN_OR_RETURN(JsonNode stages, root.Get("stages"));
-  GM_RETURN_IF_ERROR(p.ParseStages(stages, OpEnv{base_dir, options.threads}, options.fuse));
+  GM_RETURN_IF_ERROR(p.ParseStages(stages, OpEnv{base_dir, options.threads}, options.fuse,
+                                    options.with_device_stages));
   return p;
 }
 
@@ -115,19 +116,54 @@ std::string Pipeline::OrderNotice() const {
   return "";
 }
 
-Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse) {
+// "on": "worker" (the default) or "device". Device stages must be a tail of the
+// list, of ops in kDeviceOps, and leave at least one stage to the workers (they
+// decode); the ops are built either way, so their fields are checked here.
+Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse,
+                             bool with_device) {
   GM_ASSIGN_OR_RETURN(std::vector<JsonNode> elements, stages.Elements());
   std::vector<std::unique_ptr<Op>> built;
   for (size_t i = 0; i < elements.size(); ++i) {
-    GM_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, OpRegistry::BuiltIn().Make(elements[i], env));
+    nlohmann::json stage = elements[i].json();
+    bool on_device = false;
+    if (elements[i].has("on")) {
+      GM_ASSIGN_OR_RETURN(JsonNode on_node, elements[i].Get("on"));
+      Result<std::string> on = on_node.AsString();
+      if (!on.ok() || (*on != "worker" && *on != "device")) {
+        return on_node.Expected("\"worker\" or \"device\"");
+      }
+      on_device = *on == "device";
+      stage.erase("on");
+    }
+    const JsonNode node(stage, elements[i].origin(), elements[i].path());
+    GM_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, OpRegistry::BuiltIn().Make(node, env));
     op->set_stage(i);
-    built.push_back(std::move(op));
+    if (on_device) {
+      const std::string name = op->name();
+      if (std::find(std::begin(kDeviceOps), std::end(kDeviceOps), name) == std::end(kDeviceOps)) {
+        return elements[i].Error("op \"" + name + "\" cannot run \"on\": \"device\" (only " +
+                                 "to_tensor and normalize can; run it on the workers)");
+      }
+      if (i == 0) {
+        return elements[i].Error("the first stage cannot run \"on\": \"device\": the workers "
+                                 "must make a tensor first (e.g. decode_jpeg)");
+      }
+      if (device_from_ < 0) device_from_ = static_cast<int>(i);
+      device_stages_.push_back(stage);
+    } else if (device_from_ >= 0) {
+      return elements[i].Error("a stage on the workers cannot follow a stage \"on\": \"device\" "
+                               "(stage " + std::to_string(device_from_) +
+                               "): the device stages must be the last ones");
+    }
+    if (!on_device || with_device) built.push_back(std::move(op));
   }
   // Fuse decode with the crop/resize that follows it, so only the needed pixels
   // are decoded (the fused op keeps the crop's stage number for its randomness),
   // and normalize with the to_tensor after it (one pass instead of two).
   for (size_t i = 0; i < built.size(); ++i) {
-    if (fuse && i + 1 < built.size()) {
+    // Never across the device cut: the profiler measures each side on its own.
+    if (fuse && i + 1 < built.size() &&
+        static_cast<int>(built[i + 1]->stage()) != device_from_) {
       std::unique_ptr<Op> fused = FuseDecode(built[i], built[i + 1]);
       if (!fused) fused = FuseNormalize(built[i], built[i + 1]);
       if (fused) {

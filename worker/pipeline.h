@@ -31,7 +31,17 @@ struct PipelineOptions {
   bool fuse = true;               // allow fused decode (decode_jpeg "fast": true)
   HttpClient* http = nullptr;     // not owned; nullptr: the pipeline makes a libcurl client
   size_t samples_per_split = 256;  // rounded up to a multiple of the batch size
+  // Build the stages marked "on": "device" too, as ordinary CPU stages (the
+  // profiler measures every stage); by default a pipeline holds only the stages
+  // its workers run and keeps the device tail as JSON (device_stages()).
+  bool with_device_stages = false;
 };
+
+// Ops a pipeline may leave to the trainer's device ("on": "device"): elementwise
+// casts and affine maps of a whole batch, which the trainer's client applies
+// (python/goldminer/_tail.py; on the GPU in goldminer.torch.DeviceLoader) to the
+// uint8 batch it receives.
+inline constexpr std::string_view kDeviceOps[] = {"to_tensor", "normalize"};
 
 class Pipeline {
  public:
@@ -67,10 +77,16 @@ class Pipeline {
   std::string OrderNotice() const;
   uint64_t seed() const { return seed_; }
   OnError on_error() const { return on_error_; }
+  // The stages marked "on": "device" (a tail of the list), as written minus the
+  // "on" key: what the trainer's client applies after the workers' stages. An
+  // empty array when every stage runs on the workers.
+  const nlohmann::json& device_stages() const { return device_stages_; }
+  // Index in pipeline.json of the first device stage; -1 when there is none.
+  int device_from() const { return device_from_; }
 
  private:
   Pipeline() = default;
-  Status ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse);
+  Status ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse, bool with_device);
   Status ParseShuffle(const JsonNode& shuffle);
 
   std::string origin_;
@@ -86,6 +102,8 @@ class Pipeline {
   SplitLayout layout_;
   uint64_t seed_ = 0;
   OnError on_error_ = OnError::kSkip;
+  nlohmann::json device_stages_ = nlohmann::json::array();
+  int device_from_ = -1;
 };
 
 }  // namespace gm

@@ -19,6 +19,7 @@
 #include "dataplane/auth.h"
 #include "worker/engine.h"
 #include "dataplane/messages.h"
+#include "dataplane/shm.h"
 
 namespace gm {
 namespace {
@@ -105,6 +106,13 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
     host = wildcard ? ReachableHostName() : listen.first;
   }
   service->data_addr_ = JoinHostPort(host, service->data_->port());
+  if (SameHostEnabled()) {  // trainers on this host get batches in shared memory
+    Status same_host = service->data_->ListenSameHost(service->data_addr_);
+    if (!same_host.ok()) {
+      LogWarning("worker " + service->data_addr_ + ": no same-host path (" + same_host.message() +
+                 "); clients on this host use TCP");
+    }
+  }
   GM_RETURN_IF_ERROR(service->Register());
   return service;
 }

@@ -118,6 +118,16 @@ int gm_client_resume_state_get(const gm_client* client, gm_resume_state* out);
  * differ from this run's; the coordinator's reason when it refuses the state. */
 int gm_client_resume_from(gm_client* client, const gm_resume_state* state);
 
+/* The pipeline's stages "on": "device", which the trainer applies to each batch
+ * (the workers stop before them), as a JSON array of stage objects: "[]" when
+ * there are none. Valid until gm_client_close. NULL for a NULL client. */
+const char* gm_client_device_stages(const gm_client* client);
+
+/* The same-host path (batches in shared memory, used automatically when a data
+ * worker shares the trainer's host; GOLDMINER_SAME_HOST=off turns it off):
+ * worker connections open on it now, and batches received through it. */
+int gm_client_same_host_stats(const gm_client* client, uint64_t* connections, uint64_t* batches);
+
 /* Says goodbye to the coordinator, closes every connection, frees the client.
  * NULL is allowed. Batches already handed out stay valid. */
 void gm_client_close(gm_client* client);

@@ -7,7 +7,10 @@
 
 A batch is a dict: "image" (numpy array [n, ...], a zero-copy view of the batch the
 client library received), "label" (int64 numpy array [n]; -1: none) and "key" (list
-of n sample keys), plus "epoch" (int). The arrays share one buffer that is freed when the last array
+of n sample keys), plus "epoch" (int) and "layout" ("HWC", "CHW" or "none": of each
+sample in "image"). When the pipeline leaves stages to the trainer ("on": "device"),
+the Loader applies them with numpy (a new array; see goldminer._tail) unless made
+with tail=False; goldminer.torch.DeviceLoader applies them on the GPU instead. The arrays share one buffer that is freed when the last array
 viewing it is garbage (so keep or copy what must outlive the batch; writing into
 them is allowed and changes nothing elsewhere).
 
@@ -22,11 +25,16 @@ import glob
 import os
 import weakref
 
+import json
+
 import numpy as np
+
+from goldminer._tail import Tail
 
 __all__ = ["Loader", "ClientError", "library_path"]
 
 _DTYPES = ["|u1", "<i4", "<i8", "<f4"]  # by gm_dtype code
+_LAYOUTS = ["none", "HWC", "CHW"]  # by gm_layout code
 _LIB_NAME = "libgoldminer_client.so"
 
 
@@ -125,10 +133,13 @@ def _declare(lib):
         "gm_client_resume": (c.c_int, [p, u64, u64]),
         "gm_client_resume_state_get": (c.c_int, [p, c.POINTER(_ResumeState)]),
         "gm_client_resume_from": (c.c_int, [p, c.POINTER(_ResumeState)]),
+        "gm_client_device_stages": (c.c_char_p, [p]),
+        "gm_client_same_host_stats": (c.c_int, [p, c.POINTER(u64), c.POINTER(u64)]),
         "gm_client_close": (None, [p]),
         "gm_batch_data": (p, [p]),
         "gm_batch_data_bytes": (c.c_size_t, [p]),
         "gm_batch_dtype": (c.c_int, [p]),
+        "gm_batch_layout": (c.c_int, [p]),
         "gm_batch_ndim": (c.c_int, [p]),
         "gm_batch_shape": (i64p, [p]),
         "gm_batch_size": (c.c_size_t, [p]),
@@ -181,7 +192,9 @@ def _to_dict(lib, handle):
         image = np.asarray(_View(owner, lib.gm_batch_data(handle), shape, typestr))
         labels = np.asarray(_View(owner, lib.gm_batch_labels(handle), [n], "<i8"))
     keys = [lib.gm_batch_key(handle, i).decode("utf-8", "surrogateescape") for i in range(n)]
-    return {"image": image, "label": labels, "key": keys, "epoch": lib.gm_batch_epoch(handle)}
+    layout = lib.gm_batch_layout(handle)
+    return {"image": image, "label": labels, "key": keys, "epoch": lib.gm_batch_epoch(handle),
+            "layout": _LAYOUTS[layout] if 0 <= layout < len(_LAYOUTS) else "none"}
 
 
 class Loader:
@@ -193,8 +206,10 @@ class Loader:
     ClientError with the library's message.
     """
 
-    def __init__(self, epochs=1, coordinator=None, rank=None, world_size=None):
+    def __init__(self, epochs=1, coordinator=None, rank=None, world_size=None, tail=True):
         self.epochs = int(epochs)
+        self._apply_tail = bool(tail)
+        self._tail = None
         self._coordinator = coordinator
         self._rank = -1 if rank is None else int(rank)
         self._world_size = -1 if world_size is None else int(world_size)
@@ -211,7 +226,20 @@ class Loader:
             _check(lib, lib.gm_client_open(address, self._rank, self._world_size, ctypes.byref(handle)))
             self._lib, self._client = lib, handle
             self._close = weakref.finalize(self, lib.gm_client_close, handle)
+            self._tail = Tail(json.loads(lib.gm_client_device_stages(handle).decode()))
         return self._lib, self._client
+
+    @property
+    def device_stages(self):
+        """The pipeline's stages "on": "device" (list of stage dicts; [] for none)."""
+        lib, client = self._open()
+        return json.loads(lib.gm_client_device_stages(client).decode())
+
+    @property
+    def tail(self):
+        """The device stages as a goldminer._tail.Tail (connects on first use)."""
+        self._open()
+        return self._tail
 
     def __iter__(self):
         lib, client = self._open()
@@ -231,15 +259,26 @@ class Loader:
                 _check(lib, lib.gm_client_next(client, ctypes.byref(batch)))
                 if not batch.value:
                     break
-                yield _to_dict(lib, batch)
+                out = _to_dict(lib, batch)
+                if self._apply_tail and not self._tail.empty:
+                    out["image"] = self._tail.numpy(out["image"], out["layout"])
+                    out["layout"] = self._tail.layout_after(out["layout"])
+                yield out
 
     def stats(self):
         """{data_wait_s, batches, samples, bytes, duplicates_dropped,
-        workers_connected, connections_lost} of this process's client."""
+        workers_connected, connections_lost, same_host_connections,
+        same_host_batches} of this process's client. The last two count the
+        same-host path: worker connections on it now, and batches whose data came
+        in shared memory (received, not copied)."""
         lib, client = self._open()
         out = _Stats()
         _check(lib, lib.gm_client_stats_get(client, ctypes.byref(out)))
-        return {name: getattr(out, name) for name, _ in _Stats._fields_}
+        stats = {name: getattr(out, name) for name, _ in _Stats._fields_}
+        conns, batches = ctypes.c_uint64(), ctypes.c_uint64()
+        _check(lib, lib.gm_client_same_host_stats(client, ctypes.byref(conns), ctypes.byref(batches)))
+        stats["same_host_connections"], stats["same_host_batches"] = conns.value, batches.value
+        return stats
 
     def state_dict(self):
         """Where this rank stands, for a checkpoint: {"epoch", "position",

@@ -9,14 +9,25 @@ Batches come already formed by the data workers, so give DataLoader batch_size=N
 (or iterate the dataset directly) and no worker processes: the pre-processing
 happens in goldminer's data workers, not in the trainer. Importing this module
 imports torch; `import goldminer` alone does not.
+
+To keep a GPU busy, use DeviceLoader instead: it copies each batch to the device
+on a side stream while the previous step computes, and applies the pipeline's
+stages "on": "device" (uint8 -> float, normalize) there, so only uint8 crosses
+the wire and the host:
+
+    from goldminer.torch import DeviceLoader
+    for batch in DeviceLoader(device="cuda", prefetch=2, channels_last=True, epochs=3):
+        batch["image"], batch["label"]   # tensors on the device
 """
+
+import collections
 
 import torch
 from torch.utils.data import IterableDataset
 
 from goldminer.loader import Loader
 
-__all__ = ["GoldminerDataset", "to_torch"]
+__all__ = ["DeviceLoader", "GoldminerDataset", "to_torch"]
 
 
 def to_torch(batch):
@@ -43,6 +54,115 @@ class GoldminerDataset(IterableDataset):
         return self.loader.stats()
 
     def state_dict(self):
+        return self.loader.state_dict()
+
+    def load_state_dict(self, state):
+        self.loader.load_state_dict(state)
+
+
+class DeviceLoader:
+    """Yields this rank's batches as dicts of tensors on `device`: "image" (the
+    pipeline's device stages applied there), "label" (int64), "key", "epoch".
+
+    device: "cuda", "cuda:N", a torch.device, or "cpu" (no CUDA: the tail runs on
+    the CPU with torch; what CI tests). prefetch: batches copied ahead (on CUDA,
+    host-to-device copies of the next batches run on a side stream, overlapped
+    with the trainer's compute; each is staged once in page-locked memory, a ring
+    of prefetch + 1 buffers per batch shape). channels_last: an image batch in CHW
+    comes in torch.channels_last memory format (free when the workers send HWC).
+    Other arguments as for goldminer.Loader, or an existing `loader` (made with
+    tail=False). A batch yielded stays valid while the caller holds it; on CUDA
+    it is ready on the current stream when yielded (the copy is waited for there).
+    """
+
+    def __init__(self, device="cuda", prefetch=2, channels_last=False, epochs=1,
+                 coordinator=None, rank=None, world_size=None, loader=None):
+        self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError(f"DeviceLoader: device {device!r} asked for, but torch sees no "
+                               "CUDA device; use device=\"cpu\"")
+        if int(prefetch) < 1:
+            raise ValueError(f"DeviceLoader: prefetch must be at least 1, not {prefetch!r}")
+        self.prefetch = int(prefetch)
+        self.channels_last = bool(channels_last)
+        self.loader = loader if loader is not None else Loader(
+            epochs=epochs, coordinator=coordinator, rank=rank, world_size=world_size, tail=False)
+        if getattr(self.loader, "_apply_tail", False):
+            raise ValueError("DeviceLoader: pass a Loader made with tail=False (the device "
+                             "loader applies the device stages itself)")
+        self._pinned = collections.defaultdict(list)  # (shape, dtype) -> [(tensor, event)]
+        self._turn = collections.Counter()
+
+    def _stage(self, array):
+        """A page-locked copy of `array` from this shape's ring: the buffer is
+        reused only once the copy that last read it has finished."""
+        key = (tuple(array.shape), str(array.dtype))
+        ring, i = self._pinned[key], self._turn[key] % (self.prefetch + 1)
+        self._turn[key] += 1
+        if i == len(ring):
+            ring.append([torch.empty(array.shape, dtype=torch.from_numpy(array[:0]).dtype,
+                                     pin_memory=True), None])
+        buf, event = ring[i]
+        if event is not None:
+            event.synchronize()
+        buf.copy_(torch.from_numpy(array))
+        return ring[i]
+
+    def _to_device(self, batch, stream):
+        tail = self.loader.tail
+        if self.device.type != "cuda":
+            image = torch.from_numpy(batch["image"])
+            label = torch.from_numpy(batch["label"])
+            if not tail.empty:
+                image = tail.torch(image, batch["layout"], self.channels_last)
+            elif self.channels_last and image.dim() == 4 and batch["layout"] == "CHW":
+                image = image.contiguous(memory_format=torch.channels_last)
+            return image, label.to(self.device), None
+        image_slot = self._stage(batch["image"])
+        label_slot = self._stage(batch["label"])
+        with torch.cuda.stream(stream):
+            image = image_slot[0].to(self.device, non_blocking=True)
+            label = label_slot[0].to(self.device, non_blocking=True)
+            if not tail.empty:
+                image = tail.torch(image, batch["layout"], self.channels_last)
+            elif self.channels_last and image.dim() == 4 and batch["layout"] == "CHW":
+                image = image.contiguous(memory_format=torch.channels_last)
+            done = torch.cuda.Event()
+            done.record(stream)
+        image_slot[1] = label_slot[1] = done
+        return image, label, done
+
+    def __iter__(self):
+        stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        ahead = collections.deque()
+        source = iter(self.loader)
+        exhausted = False
+        while True:
+            while not exhausted and len(ahead) < self.prefetch:
+                try:
+                    batch = next(source)
+                except StopIteration:
+                    exhausted = True
+                    break
+                image, label, done = self._to_device(batch, stream)
+                ahead.append((batch, image, label, done))
+            if not ahead:
+                return
+            batch, image, label, done = ahead.popleft()
+            if done is not None:
+                current = torch.cuda.current_stream(self.device)
+                current.wait_event(done)
+                image.record_stream(current)
+                label.record_stream(current)
+            yield {"image": image, "label": label, "key": batch["key"], "epoch": batch["epoch"]}
+
+    def stats(self):
+        return self.loader.stats()
+
+    def state_dict(self):
+        """The Loader's state. Batches prefetched but not yet yielded count as
+        consumed by the client; take the state between epochs, or with
+        prefetch=1 when a step-exact checkpoint matters."""
         return self.loader.state_dict()
 
     def load_state_dict(self, state):

@@ -10,6 +10,10 @@ counted over the whole run):
   GM_TEST_KILL_AFTER=N    kill -9 one of the run's workers
   GM_TEST_TERM_AFTER=N    SIGTERM one worker (it drains: finishes and exits)
   GM_TEST_ADD_AFTER=N     start one more `goldminer worker` that joins the run
+                          (GM_TEST_ADD_REMOTE=1: with GOLDMINER_SAME_HOST=off, so
+                          batches come from it over TCP, as from another host)
+  GM_TEST_DIE_AFTER=N     kill -9 the trainer itself, holding the batches it got
+                          (segments in flight and in use)
   GM_TEST_STEP_S=S        sleep S seconds after each batch (a slow step)
   GM_TEST_RESUME_AFTER=N  save the loader's state, drop the loader, and continue
                           with a new loader restored from that state
@@ -49,6 +53,8 @@ def act(n, spawned):
     env = os.environ
     if env.get("GM_TEST_STEP_S"):  # a step that takes time, for tests that act meanwhile
         time.sleep(float(env["GM_TEST_STEP_S"]))
+    if env.get("GM_TEST_DIE_AFTER") == str(n):
+        os.kill(os.getpid(), signal.SIGKILL)
     if env.get("GM_TEST_KILL_AFTER") == str(n):
         os.kill(workers()[0], signal.SIGKILL)
     if env.get("GM_TEST_TERM_AFTER") == str(n):
@@ -58,6 +64,8 @@ def act(n, spawned):
         # trainer goes on once it has registered (its debug log says so), so the run
         # cannot end before the worker joined, however fast the epoch is.
         worker_env = dict(env, GOLDMINER_SECRET_FILE=os.path.join(env["GOLDMINER_RUN_DIR"], "worker.key"))
+        if env.get("GM_TEST_ADD_REMOTE") == "1":  # it offers no same-host path: "another host"
+            worker_env["GOLDMINER_SAME_HOST"] = "off"
         log = tempfile.NamedTemporaryFile(prefix="added-worker-", suffix=".log", delete=False)
         spawned.append(subprocess.Popen(
             [env["GM_TEST_GOLDMINER"], "-v", "worker", "--coordinator", env["GOLDMINER_ADDR"],
@@ -137,6 +145,8 @@ def main():
         digests[epoch].update(batch["label"].tobytes())
         batches[epoch].append(hashlib.sha256(image + batch["label"].tobytes()).hexdigest()[:16])
         n += 1
+        if os.environ.get("GM_TEST_DIE_AFTER"):
+            spawned.append(batch)  # held (its segment stays in use) until the trainer dies
         act(n, spawned)
         if state_file and os.environ.get("GM_TEST_CHECKPOINT") == "1":
             save_checkpoint(state_file, loader, seen, labels, batches)

@@ -114,16 +114,18 @@ def serve_worker(batches):
 ORDER = "ab" * 32  # the fake run's batch order
 
 
-def serve_coordinator(worker_address, log, count=-1):
+def serve_coordinator(worker_address, log, count=-1, device_stages=None):
     def serve(sock):
         while True:
             msg_type, meta, _ = recv_frame(sock)
             log.append((msg_type, meta))
             if msg_type == SUBSCRIBE:
-                send_frame(sock, SUBSCRIBED, {"run_id": "t", "batch_size": 2, "world_size": 1, "epochs": 1,
-                                              "session": SESSION,
-                                              "ticket": ticket_key(WORKER_KEY, 0, SESSION),
-                                              "order": ORDER, "seed": 11})
+                subscribed = {"run_id": "t", "batch_size": 2, "world_size": 1, "epochs": 1,
+                              "session": SESSION, "ticket": ticket_key(WORKER_KEY, 0, SESSION),
+                              "order": ORDER, "seed": 11}
+                if device_stages is not None:
+                    subscribed["device_stages"] = device_stages
+                send_frame(sock, SUBSCRIBED, subscribed)
             elif msg_type in (GET_PLAN, RESUME):  # RESUME is answered with the epoch's PLAN
                 send_frame(sock, PLAN, {"epoch": meta["epoch"], "splits": [[7, count], [3, count]],
                                         "workers": [worker_address]})
@@ -257,6 +259,103 @@ class LoaderTest(unittest.TestCase):
         self.assertEqual(got[2]["label"].tolist(), self.batches[2]["label"].tolist())
         self.assertTrue(torch.equal(got[1]["image"], torch.from_numpy(self.batches[1]["image"])))
         dataset.loader.close()
+
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+TAIL = [{"op": "normalize", "mean": MEAN, "std": STD},
+        {"op": "to_tensor", "layout": "CHW", "dtype": "float32"}]
+
+
+def reference_tail(image):
+    """What the workers' normalize + to_tensor (CHW float32) make of a uint8 HWC
+    batch, element by element in float32 as worker/image_ops.cc computes it."""
+    out = np.empty((image.shape[0], 3, image.shape[1], image.shape[2]), np.float32)
+    for c in range(3):
+        scale = np.float32(1.0 / (255.0 * STD[c]))
+        offset = np.float32(-MEAN[c] / STD[c])
+        out[:, c] = image[..., c].astype(np.float32) * scale + offset
+    return out
+
+
+class DeviceTailTest(unittest.TestCase):
+    """A run whose pipeline leaves normalize and to_tensor "on": "device"."""
+
+    def setUp(self):
+        os.environ["GOLDMINER_SECRET"] = CLIENT_KEY
+        self.batches = make_batches()
+        self.worker = FakeServer("worker", serve_worker(self.batches))
+        self.log = []
+        self.coordinator = FakeServer("coordinator", serve_coordinator(
+            self.worker.address, self.log, device_stages=TAIL))
+
+    def tearDown(self):
+        self.coordinator.close()
+        self.worker.close()
+
+    def test_given_device_stages_then_the_loader_applies_them_with_numpy(self):
+        loader = goldminer.Loader(epochs=1, coordinator=self.coordinator.address, rank=0, world_size=1)
+        self.assertEqual(loader.device_stages, TAIL)
+        got = list(loader)
+        self.assertEqual([b["key"] for b in got], [b["key"] for b in self.batches])
+        for mine, want in zip(got, self.batches):
+            self.assertEqual((mine["image"].dtype, mine["image"].shape, mine["layout"]),
+                             (np.float32, (2, 3, 4, 4), "CHW"))
+            np.testing.assert_allclose(mine["image"], reference_tail(want["image"]), rtol=0, atol=1e-6)
+            np.testing.assert_array_equal(mine["label"], want["label"])
+        loader.close()
+
+    def test_given_device_stages_then_the_device_loader_on_cpu_matches_the_cpu_pipeline(self):
+        import torch
+        from goldminer.torch import DeviceLoader
+        loader = DeviceLoader(device="cpu", prefetch=2, channels_last=True, epochs=1,
+                              coordinator=self.coordinator.address, rank=0, world_size=1)
+        got = list(loader)
+        self.assertEqual([b["key"] for b in got], [b["key"] for b in self.batches])
+        for mine, want in zip(got, self.batches):
+            image = mine["image"]
+            self.assertEqual((image.dtype, tuple(image.shape), image.device.type),
+                             (torch.float32, (2, 3, 4, 4), "cpu"))
+            self.assertTrue(image.is_contiguous(memory_format=torch.channels_last))
+            np.testing.assert_allclose(image.numpy(), reference_tail(want["image"]), rtol=0, atol=1e-6)
+            self.assertEqual(mine["label"].tolist(), want["label"].tolist())
+        self.assertEqual(loader.stats()["batches"], 4)
+        loader.loader.close()
+
+    def test_given_a_device_loader_then_it_refuses_what_it_cannot_do(self):
+        from goldminer.torch import DeviceLoader
+        with self.assertRaises(ValueError) as caught:
+            DeviceLoader(device="cpu", prefetch=0)
+        self.assertIn("prefetch must be at least 1", str(caught.exception))
+        with self.assertRaises(ValueError) as caught:
+            DeviceLoader(device="cpu", loader=goldminer.Loader(coordinator=self.coordinator.address))
+        self.assertIn("tail=False", str(caught.exception))
+
+
+class TailTest(unittest.TestCase):
+    def test_given_stages_in_either_order_then_the_values_agree(self):
+        from goldminer._tail import Tail
+        image = np.arange(2 * 5 * 3 * 3, dtype=np.uint8).reshape(2, 5, 3, 3) * 3
+        a = Tail(TAIL).numpy(image, "HWC")
+        b = Tail(list(reversed(TAIL))).numpy(image, "HWC")  # to_tensor first: x/255, then 1/std
+        np.testing.assert_allclose(a, reference_tail(image), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(b, a, rtol=0, atol=1e-5)
+        hwc = Tail([{"op": "to_tensor", "layout": "HWC", "dtype": "float32"}]).numpy(image, "HWC")
+        np.testing.assert_array_equal(hwc, image.astype(np.float32) / np.float32(255))
+
+    def test_given_a_stage_it_cannot_apply_then_the_error_names_it(self):
+        from goldminer._tail import Tail, TailError
+        for stages, why in [([{"op": "flip", "p": 0.5}], 'op "flip" cannot run'),
+                            ([{"op": "normalize", "mean": [0, 0], "std": [1, 1, 1]}], "3 numbers"),
+                            ([{"op": "to_tensor", "layout": "CWH"}], 'layout must be'),
+                            ([{"kind": "x"}], 'with an "op"'),
+                            ({"op": "normalize"}, "must be a list")]:
+            with self.assertRaises(TailError) as caught:
+                Tail(stages)
+            self.assertIn(why, str(caught.exception))
+        twice = Tail([TAIL[0], TAIL[0]])
+        with self.assertRaises(TailError) as caught:
+            twice.numpy(np.zeros((1, 2, 2, 3), np.uint8), "HWC")
+        self.assertIn("already normalized", str(caught.exception))
 
 
 if __name__ == "__main__":

@@ -106,6 +106,38 @@ TEST_F(EngineTest, GivenAnyThreadCountWhenRunThenBatchesAreBitIdenticalInTheSame
   }
 }
 
+TEST_F(EngineTest, GivenDeviceStagesThenWorkersStopBeforeThemAndTheTailIsKept) {
+  MakeCorpus(3);
+  nlohmann::json spec = Spec();
+  spec["stages"][4]["on"] = "device";
+  spec["stages"][5]["on"] = "device";
+  PipelineOptions po;
+  auto p = Pipeline::FromJson(spec, "test.json", dir_.path(), po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->device_from(), 4);
+  nlohmann::json tail = nlohmann::json::array({spec["stages"][4], spec["stages"][5]});
+  for (auto& stage : tail) stage.erase("on");
+  EXPECT_EQ(p->device_stages(), tail);
+  ASSERT_EQ(p->stages().size(), 3u);  // decode+crop, flip, color_jitter
+  EXPECT_EQ(p->stages().back()->name(), "color_jitter");
+  auto out = Run(spec, 2);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->shapes.front(), (std::vector<int64_t>{8, 32, 48, 3}));  // uint8 HWC on the wire
+  // The profiler builds every stage; the cut is not fused across.
+  po.with_device_stages = true;
+  auto all = Pipeline::FromJson(spec, "test.json", dir_.path(), po);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  ASSERT_EQ(all->stages().size(), 4u);
+  EXPECT_EQ(all->stages().back()->name(), "normalize+to_tensor");
+  // "on": "worker" is the default written out.
+  spec["stages"][4]["on"] = "worker";
+  spec["stages"][5]["on"] = "worker";
+  auto none = Pipeline::FromJson(spec, "test.json", dir_.path(), PipelineOptions{});
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(none->device_from(), -1);
+  EXPECT_TRUE(none->device_stages().empty());
+}
+
 TEST_F(EngineTest, GivenAnEpochThenEverySampleIsDeliveredExactlyOnceInFullBatches) {
   MakeCorpus(5);  // 30 images
   RunStats stats;

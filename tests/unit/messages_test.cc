@@ -31,10 +31,24 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
   auto a = AckMsg::Decode(ack.Encode());
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->batches, ack.batches);
-  auto s = SubscribeMsg::Decode(SubscribeMsg{1, 4}.Encode(), true);
+  auto s = SubscribeMsg::Decode(SubscribeMsg{1, 4, false}.Encode(), true);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->world_size, 4);
-  EXPECT_EQ(CreditMsg::Decode(CreditMsg{7}.Encode())->n, 7u);
+  EXPECT_FALSE(s->shm);
+  EXPECT_TRUE(SubscribeMsg::Decode(SubscribeMsg{1, -1, true}.Encode(), false)->shm);
+  EXPECT_NE(Refusal(SubscribeMsg::Decode({{"rank", 1}, {"shm", 1}}, false)).find("$.shm"),
+            std::string::npos);
+  EXPECT_EQ(CreditMsg::Decode(CreditMsg{7, {}}.Encode())->n, 7u);
+  // A CREDIT may return segments (dataplane/shm.h), then with n = 0 too.
+  auto released = CreditMsg::Decode(CreditMsg{0, {3, 0}}.Encode());
+  ASSERT_TRUE(released.ok()) << released.status().message();
+  EXPECT_EQ(released->release, (std::vector<uint64_t>{3, 0}));
+  EXPECT_NE(Refusal(CreditMsg::Decode({{"n", 0}})).find("$.n"), std::string::npos);
+  for (const json& bad : {json("x"), json::array({-1}), json::array({kMaxCreditReleases}),
+                          json(std::vector<int>(kMaxCreditReleases + 1, 0))}) {
+    EXPECT_NE(Refusal(CreditMsg::Decode({{"n", 1}, {"release", bad}})).find("$.release"),
+              std::string::npos) << bad;
+  }
   ResumeMsg resume;
   resume.epoch = 1;
   resume.position = 9;
@@ -122,6 +136,15 @@ TEST(MessagesTest, GivenTheCoordinatorsRepliesWhenDecodedThenTheyRoundTripAndBad
   json session0 = sub.Encode();
   session0["session"] = 0;
   EXPECT_NE(Refusal(SubscribedMsg::Decode(session0)).find("$.session"), std::string::npos);
+  EXPECT_EQ(s->device_stages, json::array());
+  sub.device_stages = json::array({{{"op", "normalize"}, {"mean", {0, 0, 0}}}});
+  EXPECT_EQ(SubscribedMsg::Decode(sub.Encode())->device_stages, sub.device_stages);
+  for (const json& bad : {json("x"), json::array({1}), json::array({{{"kind", "x"}}}),
+                          json(std::vector<json>(kMaxDeviceStages + 1, {{"op", "x"}}))}) {
+    json m = sub.Encode();
+    m["device_stages"] = bad;
+    EXPECT_NE(Refusal(SubscribedMsg::Decode(m)).find("$.device_stages"), std::string::npos) << bad;
+  }
 
   RegisteredMsg reg;
   reg.worker_id = 4;

@@ -241,6 +241,19 @@ TEST(PlannerTest, TheTrainerNodesCpusBindTheClientsTail) {
   EXPECT_EQ(plan->trainer_nodes[0].cpus, 8);
 }
 
+TEST(PlannerTest, ThePipelinesDeviceCutIsTheRunnableOne) {
+  // pipeline.json leaves the stage after stage 0 "on": "device": run executes
+  // that cut, not the one after the last stage.
+  Profile p = TestProfile(5000);
+  p.pipeline->cuts[1].pipeline_cut = true;
+  ASSERT_EQ(p.pipeline->cuts[1].after_stage, 0);
+  auto plan = MakePlan(p, TestCluster(), Fast());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->cut.after_stage, 0);
+  EXPECT_TRUE(plan->cut.runnable);
+  for (const PlanCutOption& c : plan->cuts) EXPECT_EQ(c.runnable, c.after_stage == 0);
+}
+
 TEST(PlannerTest, NoRunnableCutIsAnError) {
   auto plan = MakePlan(StatefulTail(), TestCluster(), Fast());
   ASSERT_FALSE(plan.ok());

@@ -1,0 +1,257 @@
+// The same-host transport (dataplane/shm.h): segments, descriptors on Unix
+// sockets, the worker's pool, and a worker's data port against clients that
+// misbehave (written as attacks first).
+#include "dataplane/shm.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "dataplane/auth.h"
+#include "dataplane/data_server.h"
+#include "dataplane/messages.h"
+#include "dataplane/protocol.h"
+
+namespace gm {
+namespace {
+
+constexpr double kWaitS = 20;  // bounds a broken test only
+
+struct UnixPair {
+  Socket a, b;
+};
+
+UnixPair Pair() {
+  int fds[2];
+  EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+  return {Socket(fds[0], "unix:a"), Socket(fds[1], "unix:b")};
+}
+
+// Sends a frame with `fd` attached, as a worker passes a segment.
+Status SendWithFd(Socket& s, int fd) {
+  const std::string payload = "x";
+  const iovec v{const_cast<char*>(payload.data()), payload.size()};
+  return SendFrame(s, MsgType::kBatch, {{"fd", fd >= 0}}, std::span<const iovec>(&v, 1),
+                   Deadline::After(kWaitS), fd);
+}
+
+TEST(ShmTest, GivenASegmentPassedOverAUnixSocketThenThePeerMapsTheSameBytes) {
+  auto seg = Segment::Create(4096);
+  ASSERT_TRUE(seg.ok()) << seg.status().message();
+  std::memcpy((*seg)->data(), "goldminer", 9);
+  UnixPair p = Pair();
+  p.b.AcceptFds();
+  ASSERT_TRUE(SendWithFd(p.a, (*seg)->fd()).ok());
+  auto frame = RecvFrame(p.b, FrameLimits{}, Deadline::After(kWaitS));
+  ASSERT_TRUE(frame.ok()) << frame.status().message();
+  const int fd = p.b.TakeFd();
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(p.b.TakeFd(), -1);
+  auto mapped = Segment::Map(fd, 9, 1 << 20);
+  ASSERT_TRUE(mapped.ok()) << mapped.status().message();
+  EXPECT_EQ(std::string(reinterpret_cast<char*>((*mapped)->data()), 9), "goldminer");
+  (*mapped)->data()[0] = 'G';  // shared both ways: the worker rewrites it for the next batch
+  EXPECT_EQ((*seg)->data()[0], 'G');
+}
+
+TEST(ShmTest, GivenADescriptorThatIsNotASealedSegmentOfTheRightSizeThenMapRefusesIt) {
+  // An unsealed memfd could be shrunk under the mapping (SIGBUS in the trainer).
+  const int unsealed = ::memfd_create("attack", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(::ftruncate(unsealed, 4096), 0);
+  auto r = Segment::Map(unsealed, 1, 1 << 20);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not a memfd sealed"), std::string::npos);
+  // A regular file cannot be sealed at all.
+  char path[] = "/tmp/gm-shm-test-XXXXXX";
+  const int file = ::mkstemp(path);
+  ASSERT_GE(file, 0);
+  ::unlink(path);
+  ASSERT_EQ(::ftruncate(file, 4096), 0);
+  EXPECT_FALSE(Segment::Map(file, 1, 1 << 20).ok());
+  // Sealed, but smaller than the frame says, or larger than the limit.
+  auto small = Segment::Create(100);
+  ASSERT_TRUE(small.ok());
+  auto r2 = Segment::Map(::dup((*small)->fd()), 101, 1 << 20);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.status().message().find("needs 101"), std::string::npos);
+  EXPECT_FALSE(Segment::Map(::dup((*small)->fd()), 1, 99).ok());
+  EXPECT_TRUE(Segment::Map(::dup((*small)->fd()), 100, 100).ok());
+}
+
+TEST(ShmTest, GivenAPeerThatPassesDescriptorsNoFrameClaimsThenTheReceiverBoundsThem) {
+  UnixPair p = Pair();
+  p.b.AcceptFds();
+  auto seg = Segment::Create(64);
+  ASSERT_TRUE(seg.ok());
+  Status last;
+  for (size_t i = 0; i <= Socket::kMaxPendingFds; ++i) {
+    ASSERT_TRUE(SendWithFd(p.a, (*seg)->fd()).ok());
+    last = RecvFrame(p.b, FrameLimits{}, Deadline::After(kWaitS)).status();
+  }
+  EXPECT_EQ(last.code(), Code::kCorrupt) << last.message();
+  EXPECT_NE(last.message().find("descriptors that no frame claimed"), std::string::npos);
+  // A socket that does not take descriptors never keeps one (the kernel closes it).
+  UnixPair q = Pair();
+  ASSERT_TRUE(SendWithFd(q.a, (*seg)->fd()).ok());
+  ASSERT_TRUE(RecvFrame(q.b, FrameLimits{}, Deadline::After(kWaitS)).ok());
+  EXPECT_EQ(q.b.TakeFd(), -1);
+}
+
+TEST(ShmTest, GivenAPoolThenSegmentsAreBoundedReusedAndReleasedOnlyWhenLent) {
+  SegmentPool pool(2);
+  auto a = pool.Acquire(1000);
+  auto b = pool.Acquire(1000);
+  ASSERT_TRUE(a && b);
+  EXPECT_TRUE(a->fresh && b->fresh);
+  EXPECT_NE(a->id, b->id);
+  EXPECT_FALSE(pool.Acquire(10));  // full: the caller sends inline
+  EXPECT_EQ(pool.lent(), 2u);
+  EXPECT_TRUE(pool.Release(a->id).ok());
+  Status twice = pool.Release(a->id);
+  EXPECT_EQ(twice.code(), Code::kCorrupt);
+  EXPECT_EQ(pool.Release(7).code(), Code::kCorrupt);
+  auto again = pool.Acquire(500);  // fits the free one: same segment, fd already passed
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->id, a->id);
+  EXPECT_FALSE(again->fresh);
+  ASSERT_TRUE(pool.Release(again->id).ok());
+  auto bigger = pool.Acquire(5000);  // too small: replaced under the same id, passed anew
+  ASSERT_TRUE(bigger);
+  EXPECT_EQ(bigger->id, a->id);
+  EXPECT_TRUE(bigger->fresh);
+  EXPECT_GE(bigger->segment->size(), 5000u);
+}
+
+// A worker's data port with its same-host socket, and a raw client on it.
+class SameHostPortTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto server = DataServer::Start("127.0.0.1", 0, worker_key_);
+    ASSERT_TRUE(server.ok()) << server.status().message();
+    server_ = std::move(*server);
+    ASSERT_TRUE(server_->ListenSameHost(server_->address()).ok());
+  }
+
+  Socket Connect(bool shm) {
+    auto s = Socket::ConnectUnix(SameHostName(server_->address()), kWaitS);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    EXPECT_TRUE(ClientHandshake(*s, TicketKey(worker_key_, 0, 1), TicketRole(0, 1),
+                                Deadline::After(kWaitS), nullptr)
+                    .ok());
+    s->AcceptFds();
+    EXPECT_TRUE(SendFrame(*s, MsgType::kSubscribe, SubscribeMsg{0, -1, shm}.Encode(),
+                          Deadline::After(kWaitS))
+                    .ok());
+    return std::move(*s);
+  }
+
+  static Batch MakeBatch(uint64_t i) {
+    Batch b;
+    b.split_batch = i;
+    b.data.Reset(DType::kUInt8, {1, 1000});
+    std::memset(b.data.bytes.data(), static_cast<int>(i), 1000);
+    b.labels.Reset(DType::kInt64, {1});
+    b.labels.data<int64_t>()[0] = static_cast<int64_t>(i);
+    b.keys = {"k" + std::to_string(i)};
+    b.sample_indices = {i};
+    b.layout = Layout::kNone;
+    return b;
+  }
+
+  const std::string worker_key_ = std::string(64, 'a');
+  std::unique_ptr<DataServer> server_;
+};
+
+TEST_F(SameHostPortTest, GivenAClientThatNeverReleasesThenBatchesGoInlineOnceTheSegmentsAreLent) {
+  Socket s = Connect(true);
+  const uint64_t n = kMaxSegments + 3;
+  CreditMsg credit;
+  credit.n = n;
+  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  std::thread sender([&] {
+    for (uint64_t i = 0; i < n; ++i) EXPECT_TRUE(server_->SendToRank(0, MakeBatch(i)).ok());
+  });
+  std::vector<std::shared_ptr<Segment>> mapped(kMaxSegments);
+  for (uint64_t i = 0; i < n; ++i) {
+    auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    const bool in_segment = f->meta.contains("shm");
+    EXPECT_EQ(in_segment, i < kMaxSegments) << "batch " << i;
+    if (in_segment) {
+      const uint64_t id = f->meta["shm"]["id"].get<uint64_t>();
+      ASSERT_TRUE(f->meta["shm"]["fd"].get<bool>());
+      auto seg = Segment::Map(s.TakeFd(), 1000, 1 << 20);
+      ASSERT_TRUE(seg.ok()) << seg.status().message();
+      mapped[id] = *seg;
+      auto b = DecodeBatch(*f, Batch::External{mapped[id]->data(), mapped[id]->size(), nullptr});
+      ASSERT_TRUE(b.ok()) << b.status().message();
+      EXPECT_EQ(b->data_ptr()[999], static_cast<uint8_t>(i));
+      EXPECT_EQ(f->payload.size(), 8u);  // the labels only
+    } else {
+      auto b = DecodeBatch(std::move(*f));
+      ASSERT_TRUE(b.ok()) << b.status().message();
+      EXPECT_EQ(b->data.bytes[999], static_cast<uint8_t>(i));
+    }
+  }
+  sender.join();
+  EXPECT_EQ(server_->shm_batches_sent(), kMaxSegments);
+  EXPECT_EQ(server_->batches_sent(), n);
+}
+
+TEST_F(SameHostPortTest, GivenAClientThatReleasesASegmentItWasNotLentThenItIsDropped) {
+  Socket s = Connect(true);
+  CreditMsg credit;
+  credit.n = 1;
+  credit.release = {3};
+  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  // The port hangs up: the client's next receive sees the connection closed.
+  auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), Code::kUnavailable) << f.status().message();
+}
+
+TEST_F(SameHostPortTest, GivenAReleasedSegmentThenTheNextBatchReusesItWithoutPassingItAgain) {
+  Socket s = Connect(true);
+  CreditMsg credit;
+  credit.n = 1;
+  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  ASSERT_TRUE(server_->SendToRank(0, MakeBatch(1)).ok());
+  auto first = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
+  ASSERT_TRUE(first.ok());
+  const int fd = s.TakeFd();
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  credit.release = {first->meta["shm"]["id"].get<uint64_t>()};
+  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  // The release travels with the credit, so the port has both before the next send.
+  std::thread sender([&] { EXPECT_TRUE(server_->SendToRank(0, MakeBatch(2)).ok()); });
+  auto second = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
+  sender.join();
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(second->meta["shm"]["id"], first->meta["shm"]["id"]);
+  EXPECT_FALSE(second->meta["shm"]["fd"].get<bool>());
+  EXPECT_EQ(s.TakeFd(), -1);
+}
+
+TEST_F(SameHostPortTest, GivenAClientThatDoesNotAskForSegmentsThenBatchesComeInline) {
+  Socket s = Connect(false);
+  CreditMsg credit;
+  credit.n = 1;
+  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  ASSERT_TRUE(server_->SendToRank(0, MakeBatch(4)).ok());
+  auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
+  ASSERT_TRUE(f.ok());
+  EXPECT_FALSE(f->meta.contains("shm"));
+  EXPECT_EQ(server_->shm_batches_sent(), 0u);
+}
+
+}  // namespace
+}  // namespace gm
