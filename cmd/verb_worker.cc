@@ -11,11 +11,13 @@
 #include <iostream>
 #include <mutex>
 #include <optional>
+#include <cstdlib>
 #include <thread>
 
 #include "cmd/cli.h"
 #include "cmd/run_stats_render.h"
 #include "core/clock.h"
+#include "core/host.h"
 #include "core/log.h"
 #include "dataplane/auth.h"
 #include "worker/engine.h"
@@ -40,7 +42,24 @@ struct WorkerFlags {
   size_t samples_per_split = 256;
   std::string listen = "127.0.0.1:0";
   std::string advertise;
+  std::string cpus;  // --cpus, else $GOLDMINER_WORKER_CPUS
 };
+
+// Pins the worker to --cpus (or $GOLDMINER_WORKER_CPUS, which `goldminer run`'s
+// local workers inherit), before any thread starts; the default stage threads
+// are then one per CPU of the list.
+Status ApplyCpus(WorkerFlags& f) {
+  if (f.cpus.empty()) {
+    const char* env = std::getenv("GOLDMINER_WORKER_CPUS");
+    if (env == nullptr || *env == '\0') return Status::Ok();
+    f.cpus = env;
+  }
+  const std::string what = "worker --cpus";
+  GM_ASSIGN_OR_RETURN(std::vector<int> cpus, ParseCpuList(f.cpus, what));
+  GM_RETURN_IF_ERROR(PinToCpus(cpus, what));
+  if (f.threads == 0) f.threads = static_cast<int>(cpus.size());
+  return Status::Ok();
+}
 
 // Exit status of a worker whose coordinator went away (dataplane/messages.h).
 constexpr int kExitCoordinatorGone = 3;
@@ -235,10 +254,16 @@ Verb WorkerVerb() {
         sub.add_option("--listen", f->listen,
                        "HOST:PORT of the data port trainer clients connect to (port 0: any)")
             ->capture_default_str();
+        sub.add_option("--cpus", f->cpus,
+                       "Run on these CPUs only (a list as taskset writes it: 0-3,8; default: "
+                       "$GOLDMINER_WORKER_CPUS, else any); without --threads, one stage "
+                       "thread per CPU of the list")
+            ->type_name("LIST");
         sub.add_option("--advertise", f->advertise,
                        "Host name or address clients should use for the data port "
                        "(default: the --listen host, or this machine's name on 0.0.0.0)");
         return std::function<Result<int>()>([f]() -> Result<int> {
+          GM_RETURN_IF_ERROR(ApplyCpus(*f));
           if (!f->local) {
             if (f->coordinator.empty()) {
               LogError("worker needs --coordinator HOST:PORT (or --local --pipeline FILE)");

@@ -33,6 +33,17 @@ expect_in() {
 
 done_suite() { echo "$checks passed, 0 failed"; }
 
+# suite_pgrep PATTERN: "PID COMMAND" of the processes matching PATTERN (pgrep -f)
+# that this suite started: they inherit TMPDIR=$T (Slurm steps too: sbatch exports
+# the environment). Other suites may run meanwhile with processes of their own.
+suite_pgrep() {
+  local pid
+  for pid in $(pgrep -f "$1"); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "TMPDIR=$T" &&
+      echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
+  done
+}
+
 # photo_corpus DIR: 36 small real photos (six of tests/data/engine, six copies each),
 # in DIR/a and DIR/b by the photo's parity (two labels).
 photo_corpus() {

@@ -269,8 +269,8 @@ done
 ok "scancel of the whole job: recorded as cancelled, every worker's end recorded"
 sleep 1
 [[ $(squeue -s -h -o "%i %j" | grep -c goldminer-worker) == 0 ]] || fail "steps left: $(squeue -s -h)"
-! pgrep -f "cancelled.json|goldminer worker --coordinator" >/dev/null ||
-  fail "processes left: $(pgrep -af "cancelled.json|goldminer worker --coordinator")"
+left=$(suite_pgrep "cancelled.json|goldminer worker --coordinator")
+[[ -z $left ]] || fail "processes left: $left"
 ok "no step and no worker or trainer process is left"
 
 # 7. Bad input: a run asking for more workers than its allocation holds is refused

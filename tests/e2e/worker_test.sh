@@ -104,4 +104,29 @@ sed 's/"seed": 7/"sead": 7/' "$T/pipeline.json" >"$T/typo.json"
 expect_rc 1 "a misspelt key" -- "$GM" worker --local --pipeline "$T/typo.json"
 expect_in "$T/err" 'unknown key "sead"' "the typo is named"
 
+# --cpus: the worker runs on those CPUs only; a CPU it may not use, or a list that
+# is not one, is refused naming it. `goldminer run`'s workers take the list from
+# GOLDMINER_WORKER_CPUS (so they stay off the trainer's cores).
+expect_rc 0 "worker --local --cpus 0" -- "$GM" worker --local --pipeline "$T/pipeline.json" --cpus 0 --no-progress
+expect_rc 1 "a CPU this process may not use" -- "$GM" worker --local --pipeline "$T/pipeline.json" --cpus 4095
+expect_in "$T/err" "CPU(s) 4095 are not available to this process" "the CPU is named, with the usable ones"
+expect_rc 1 "a list that is not one" -- "$GM" worker --local --pipeline "$T/pipeline.json" --cpus 3-1
+expect_in "$T/err" '"3-1" runs backwards' "the bad entry is named"
+photo_corpus "$T/cpus/corpus"
+small_pipeline "$T/cpus/p.json"
+cat >"$T/cpus/aff.py" <<'PY'
+import os
+import goldminer
+run_dir = os.environ["GOLDMINER_RUN_DIR"]
+for pid in open(os.path.join(run_dir, "workers")).read().split():
+    status = open(f"/proc/{pid}/status").read().splitlines()
+    print("worker cpus", [l.split()[1] for l in status if l.startswith("Cpus_allowed_list")][0])
+for _ in goldminer.Loader(epochs=1):
+    pass
+PY
+GOLDMINER_WORKER_CPUS=0 expect_rc 0 "a run with GOLDMINER_WORKER_CPUS=0" -- \
+  "$GM" run --backend local --pipeline "$T/cpus/p.json" --workers 2 --epochs 1 --no-db -- $PY "$T/cpus/aff.py"
+[[ $(grep -c "^worker cpus 0$" "$T/out") == 2 ]] || { cat "$T/out" >&2; fail "the run's workers are not on CPU 0 only"; }
+ok "the run's two workers run on CPU 0 only (/proc/PID/status)"
+
 done_suite
