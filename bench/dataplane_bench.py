@@ -5,7 +5,8 @@
     over loopback TCP (bench/wire_bench.cc), beside iperf3 single-stream TCP on the
     same machine. Target: at least 80% of iperf3.
 (b) Service cost: images/s a trainer receives from N local worker processes under
-    `goldminer run` (bench/consume.py through goldminer.Loader), beside the same
+    `goldminer run` (bench/consume.py through goldminer.Loader; with the same-host
+    shared-memory path, and with it off: loopback TCP), beside the same
     pipeline in-process with N threads (`goldminer worker --local`). Target: the
     service costs under 10%.
 Rounds alternate the runs; medians are printed.
@@ -75,7 +76,7 @@ def main():
     with open(pipeline, "w") as f:
         json.dump(spec, f, indent=1)
 
-    runs = {"wire": [], "iperf3": [], "service": [], "inproc": []}
+    runs = {"wire": [], "iperf3": [], "service": [], "service_tcp": [], "inproc": []}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr)
         wire = subprocess.run([args.wire_bench or os.path.join(args.build, "bench", "wire_bench"),
@@ -88,6 +89,13 @@ def main():
                               os.path.join(HERE, "consume.py")],
                              check=True, stdout=subprocess.PIPE, text=True).stdout
         runs["service"].append(last_json(out)["images_per_s"])
+        # The same with the same-host path off: batches over loopback TCP.
+        out = subprocess.run([gm, "-q", "run", "--no-db", "--pipeline", pipeline, "--workers",
+                              str(args.workers), "--", "/usr/bin/python3",
+                              os.path.join(HERE, "consume.py")],
+                             check=True, stdout=subprocess.PIPE, text=True,
+                             env=dict(os.environ, GOLDMINER_SAME_HOST="off")).stdout
+        runs["service_tcp"].append(last_json(out)["images_per_s"])
         out = subprocess.run([gm, "worker", "--local", "--pipeline", pipeline, "--threads",
                               str(args.workers), "--json", "--no-progress"],
                              check=True, stdout=subprocess.PIPE, text=True).stdout
@@ -98,9 +106,13 @@ def main():
     print(f"    goldminer worker -> client: {med['wire']:.2f} GB/s; iperf3 single stream: "
           f"{med['iperf3']:.2f} GB/s; ratio {med['wire'] / med['iperf3']:.2f}")
     print(f"(b) ImageNet pipeline, {args.images} images, {args.workers} workers/threads, medians")
-    print(f"    via the service (goldminer run + Loader): {med['service']:.1f} images/s; "
-          f"in-process (worker --local): {med['inproc']:.1f} images/s; "
-          f"service cost {100 * (1 - med['service'] / med['inproc']):.1f}%")
+    print(f"    via the service (goldminer run + Loader), same-host path: {med['service']:.1f} "
+          f"images/s ({med['service'] / med['inproc']:.2f} of in-process); over TCP "
+          f"(GOLDMINER_SAME_HOST=off): {med['service_tcp']:.1f} images/s "
+          f"({med['service_tcp'] / med['inproc']:.2f}); in-process (worker --local): "
+          f"{med['inproc']:.1f} images/s")
+    print("    per round: " + "; ".join(f"{k} {', '.join(f'{x:.0f}' for x in v)}"
+                                        for k, v in runs.items() if k in ("service", "service_tcp", "inproc")))
 
 
 if __name__ == "__main__":
