@@ -240,13 +240,17 @@ class FlipOp : public Op {
  public:
   explicit FlipOp(double p) : p_(p) {}
   std::string name() const override { return "flip"; }
+  // Whether `s` is flipped: the draw Apply makes.
+  bool Draw(const Sample& s, const RunContext& run) const {
+    Rng rng = MakeRng(s, run);
+    return rng.Uniform() < p_;
+  }
   Status Apply(Sample& s, const RunContext& run) const override {
     Tensor& t = s.tensor;
     if (s.layout != Layout::kHWC || t.shape.size() != 3) {
       return Status::InvalidArgument("flip needs an HWC image, got " + ShapeString(t.shape));
     }
-    Rng rng = MakeRng(s, run);
-    if (!(rng.Uniform() < p_)) return Status::Ok();
+    if (!Draw(s, run)) return Status::Ok();
     FlipHorizontal(t.bytes.data(), static_cast<int>(t.shape[1]), static_cast<int>(t.shape[0]),
                    static_cast<int>(t.shape[2] * static_cast<int64_t>(DTypeSize(t.dtype))));
     return Status::Ok();
@@ -396,36 +400,41 @@ Status ToTensorOp::Apply(Sample& s, const RunContext& /*run*/) const {
 // normalized float32 CHW instead of two passes and an intermediate image. Same
 // arithmetic as the two ops in turn, so the result is bit-identical; inputs the
 // fast path does not cover go through the two ops.
+//
+// A flip right before it is folded in too ("flip+normalize+to_tensor"): the flip's
+// draw (its own stage's randomness) decides whether each row is read mirrored, so
+// the image is not flipped in place first. Same values as the three ops in turn.
 class NormalizeToTensorOp : public Op {
  public:
   NormalizeToTensorOp(std::unique_ptr<Op> normalize, std::unique_ptr<Op> to_tensor)
       : normalize_(std::move(normalize)), to_tensor_(std::move(to_tensor)) {
     set_stage(normalize_->stage());
   }
-  std::string name() const override { return normalize_->name() + "+" + to_tensor_->name(); }
+  std::string name() const override {
+    return (flip_ ? flip_->name() + "+" : "") + normalize_->name() + "+" + to_tensor_->name();
+  }
+  // Folds `flip` (a FlipOp) in before the normalize; the op then numbers as the flip.
+  void FoldFlip(std::unique_ptr<Op> flip) {
+    flip_ = std::move(flip);
+    set_stage(flip_->stage());
+  }
 
   Status Apply(Sample& s, const RunContext& run) const override {
     const Tensor& t = s.tensor;
     if (s.layout != Layout::kHWC || t.dtype != DType::kUInt8 || t.shape.size() != 3 ||
         t.shape[2] != 3 || s.normalized) {
+      if (flip_) GM_RETURN_IF_ERROR(flip_->Apply(s, run));
       GM_RETURN_IF_ERROR(normalize_->Apply(s, run));
       return to_tensor_->Apply(s, run);
     }
+    const bool mirror = flip_ && static_cast<const FlipOp&>(*flip_).Draw(s, run);
     float scale[3], offset[3];
     static_cast<const NormalizeOp&>(*normalize_).Coefficients(true, scale, offset);
     const int64_t h = t.shape[0], w = t.shape[1];
-    const size_t px = static_cast<size_t>(h * w);
     Tensor out;
     out.Reset(DType::kFloat32, {3, h, w});
-    const uint8_t* in = t.data<uint8_t>();
-    float* r = out.data<float>();
-    float* g = r + px;
-    float* b = g + px;
-    for (size_t i = 0; i < px; ++i) {
-      r[i] = static_cast<float>(in[3 * i]) * scale[0] + offset[0];
-      g[i] = static_cast<float>(in[3 * i + 1]) * scale[1] + offset[1];
-      b[i] = static_cast<float>(in[3 * i + 2]) * scale[2] + offset[2];
-    }
+    NormalizeHwcToChw(t.data<uint8_t>(), static_cast<int>(h), static_cast<int>(w), mirror, scale,
+                      offset, out.data<float>());
     s.tensor = std::move(out);
     s.layout = Layout::kCHW;
     s.normalized = true;
@@ -433,6 +442,7 @@ class NormalizeToTensorOp : public Op {
   }
 
  private:
+  std::unique_ptr<Op> flip_;  // null unless folded in
   std::unique_ptr<Op> normalize_;
   std::unique_ptr<Op> to_tensor_;
 };
@@ -587,6 +597,13 @@ std::unique_ptr<Op> FuseNormalize(std::unique_ptr<Op>& normalize, std::unique_pt
     return nullptr;
   }
   return std::make_unique<NormalizeToTensorOp>(std::move(normalize), std::move(next));
+}
+
+std::unique_ptr<Op> FuseFlip(std::unique_ptr<Op>& flip, std::unique_ptr<Op>& next) {
+  auto* nt = dynamic_cast<NormalizeToTensorOp*>(next.get());
+  if (dynamic_cast<const FlipOp*>(flip.get()) == nullptr || nt == nullptr) return nullptr;
+  nt->FoldFlip(std::move(flip));
+  return std::move(next);
 }
 
 }  // namespace gm

@@ -96,5 +96,8 @@ void RegisterExecOps(OpRegistry& registry);   // worker/exec_op.cc
 std::unique_ptr<Op> FuseDecode(std::unique_ptr<Op>& decode, std::unique_ptr<Op>& next);
 // Same for normalize followed by to_tensor to CHW float32 (one pass, same values).
 std::unique_ptr<Op> FuseNormalize(std::unique_ptr<Op>& normalize, std::unique_ptr<Op>& next);
+// A flip followed by a fused normalize+to_tensor: the flip folded into it (rows
+// read mirrored); `next` itself, moved out, or nullptr when they do not fuse.
+std::unique_ptr<Op> FuseFlip(std::unique_ptr<Op>& flip, std::unique_ptr<Op>& next);
 
 }  // namespace gm

@@ -174,6 +174,14 @@ Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse
     }
     stages_.push_back(std::move(built[i]));
   }
+  // Then a flip into the normalize+to_tensor after it (rows read mirrored).
+  for (size_t i = 0; fuse && i + 1 < stages_.size(); ++i) {
+    if (static_cast<int>(stages_[i + 1]->stage()) == device_from_) continue;
+    if (std::unique_ptr<Op> fused = FuseFlip(stages_[i], stages_[i + 1])) {
+      stages_[i] = std::move(fused);
+      stages_.erase(stages_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    }
+  }
   return Status::Ok();
 }
 

@@ -57,4 +57,12 @@ void ScaleChannels(const uint8_t* in, size_t pixels, bool interleaved, const flo
 void ScaleChannels(const float* in, size_t pixels, bool interleaved, const float scale[3],
                    const float offset[3], float* out);
 
+// uint8 HWC RGB (h rows of w pixels) to float32 CHW: out[c][y][x] =
+// float(in[y][x'][c]) * scale[c] + offset[c], with x' = w - 1 - x when `mirror`
+// (a horizontal flip folded in) else x. The same two float operations (no fused
+// multiply-add) in the SIMD and scalar versions, so results are bit-identical to
+// ScaleChannels on the (flipped) image followed by a move to CHW.
+void NormalizeHwcToChw(const uint8_t* in, int h, int w, bool mirror, const float scale[3],
+                       const float offset[3], float* out);
+
 }  // namespace gm

@@ -202,6 +202,47 @@ TEST(ImageOpsTest, GivenFlipWithPOneWhenAppliedThenRowsMirrored) {
             (std::vector<uint8_t>{7, 8, 9, 4, 5, 6, 1, 2, 3, 16, 17, 18, 13, 14, 15, 10, 11, 12}));
 }
 
+TEST(ImageOpsTest, GivenFlipNormalizeToTensorWhenFusedThenBitIdenticalToTheThreeOps) {
+  // Widths around the 8-pixel SIMD blocks, both flip outcomes (p 0.5 over many
+  // sample indices), one fused op against flip, normalize and to_tensor in turn.
+  const char* kNormalize = R"({"op": "normalize", "mean": [0.485, 0.456, 0.406],
+                               "std": [0.229, 0.224, 0.225]})";
+  const char* kToTensor = R"({"op": "to_tensor", "layout": "CHW", "dtype": "float32"})";
+  std::unique_ptr<Op> flip = MakeOp(R"({"op": "flip", "p": 0.5})", 2);
+  std::unique_ptr<Op> normalize = MakeOp(kNormalize, 3), to_tensor = MakeOp(kToTensor, 4);
+  std::unique_ptr<Op> fused = FuseNormalize(normalize, to_tensor);
+  ASSERT_NE(fused, nullptr);
+  std::unique_ptr<Op> flip_part = MakeOp(R"({"op": "flip", "p": 0.5})", 2);
+  fused = FuseFlip(flip_part, fused);
+  ASSERT_NE(fused, nullptr);
+  EXPECT_EQ(fused->name(), "flip+normalize+to_tensor");
+  EXPECT_EQ(fused->stage(), 2u);
+  auto n_op = MakeOp(kNormalize, 3), t_op = MakeOp(kToTensor, 4);
+  int mirrored = 0;
+  for (int w : {1, 7, 8, 9, 16, 23, 224}) {
+    for (uint64_t index = 0; index < 6; ++index) {
+      std::vector<uint8_t> px(static_cast<size_t>(3 * 5 * w));
+      for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 37 + index * 11 + w);
+      Sample a = RgbSample(5, w, px, index), b = RgbSample(5, w, px, index);
+      const RunContext run{7, 1};
+      ASSERT_TRUE(flip->Apply(a, run).ok());
+      ASSERT_TRUE(n_op->Apply(a, run).ok());
+      ASSERT_TRUE(t_op->Apply(a, run).ok());
+      ASSERT_TRUE(fused->Apply(b, run).ok());
+      EXPECT_EQ(a.tensor.shape, b.tensor.shape);
+      EXPECT_EQ(a.layout, b.layout);
+      EXPECT_TRUE(b.normalized);
+      EXPECT_EQ(a.tensor.bytes, std::vector<uint8_t>(b.tensor.bytes.begin(), b.tensor.bytes.end()))
+          << "width " << w << ", sample " << index;
+      Sample c = RgbSample(5, w, px, index);  // was this one flipped?
+      ASSERT_TRUE(flip->Apply(c, run).ok());
+      mirrored += w > 1 && !(c.tensor.bytes == px) ? 1 : 0;
+    }
+  }
+  EXPECT_GT(mirrored, 0);   // both outcomes were exercised
+  EXPECT_LT(mirrored, 36);
+}
+
 TEST(ImageOpsTest, GivenFlipWithPZeroWhenAppliedThenUnchanged) {
   auto op = MakeOp(R"({"op": "flip", "p": 0})");
   Sample s = RgbSample(1, 2, {1, 2, 3, 4, 5, 6});
