@@ -76,7 +76,8 @@ def main():
     with open(pipeline, "w") as f:
         json.dump(spec, f, indent=1)
 
-    runs = {"wire": [], "iperf3": [], "service": [], "service_tcp": [], "inproc": []}
+    runs = {"wire": [], "iperf3": [], "service": [], "service_tcp": [], "inproc": [],
+            "cpu_ms": [], "cpu_ms_tcp": []}
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr)
         wire = subprocess.run([args.wire_bench or os.path.join(args.build, "bench", "wire_bench"),
@@ -89,6 +90,7 @@ def main():
                               os.path.join(HERE, "consume.py")],
                              check=True, stdout=subprocess.PIPE, text=True).stdout
         runs["service"].append(last_json(out)["images_per_s"])
+        runs["cpu_ms"].append(1e3 * last_json(out)["cpu_s"] / max(1, last_json(out)["batches"]))
         # The same with the same-host path off: batches over loopback TCP.
         out = subprocess.run([gm, "-q", "run", "--no-db", "--pipeline", pipeline, "--workers",
                               str(args.workers), "--", "/usr/bin/python3",
@@ -96,6 +98,7 @@ def main():
                              check=True, stdout=subprocess.PIPE, text=True,
                              env=dict(os.environ, GOLDMINER_SAME_HOST="off")).stdout
         runs["service_tcp"].append(last_json(out)["images_per_s"])
+        runs["cpu_ms_tcp"].append(1e3 * last_json(out)["cpu_s"] / max(1, last_json(out)["batches"]))
         out = subprocess.run([gm, "worker", "--local", "--pipeline", pipeline, "--threads",
                               str(args.workers), "--json", "--no-progress"],
                              check=True, stdout=subprocess.PIPE, text=True).stdout
@@ -111,8 +114,11 @@ def main():
           f"(GOLDMINER_SAME_HOST=off): {med['service_tcp']:.1f} images/s "
           f"({med['service_tcp'] / med['inproc']:.2f}); in-process (worker --local): "
           f"{med['inproc']:.1f} images/s")
-    print("    per round: " + "; ".join(f"{k} {', '.join(f'{x:.0f}' for x in v)}"
-                                        for k, v in runs.items() if k in ("service", "service_tcp", "inproc")))
+    print(f"    the trainer process's CPU per batch (client threads included): same host "
+          f"{med['cpu_ms']:.2f} ms, TCP {med['cpu_ms_tcp']:.2f} ms")
+    print("    per round: " + "; ".join(f"{k} {', '.join(f'{x:.2f}' if k.startswith('cpu') else f'{x:.0f}' for x in v)}"
+                                        for k, v in runs.items() if k in ("service", "service_tcp", "inproc",
+                                                                 "cpu_ms", "cpu_ms_tcp")))
 
 
 if __name__ == "__main__":
