@@ -21,6 +21,8 @@ the wire and the host:
 """
 
 import collections
+import queue
+import threading
 
 import torch
 from torch.utils.data import IterableDataset
@@ -60,6 +62,14 @@ class GoldminerDataset(IterableDataset):
         self.loader.load_state_dict(state)
 
 
+_END = object()  # the background thread's last item
+
+
+class _Failed:
+    def __init__(self, error):
+        self.error = error
+
+
 class DeviceLoader:
     """Yields this rank's batches as dicts of tensors on `device`: "image" (the
     pipeline's device stages applied there), "label" (int64), "key", "epoch".
@@ -70,13 +80,17 @@ class DeviceLoader:
     with the trainer's compute; each is staged once in page-locked memory, a ring
     of prefetch + 1 buffers per batch shape). channels_last: an image batch in CHW
     comes in torch.channels_last memory format (free when the workers send HWC).
-    Other arguments as for goldminer.Loader, or an existing `loader` (made with
-    tail=False). A batch yielded stays valid while the caller holds it; on CUDA
-    it is ready on the current stream when yielded (the copy is waited for there).
+    thread: receive, stage and copy in a background thread, so the trainer's
+    thread only takes ready batches (default: on CUDA yes, else no); the Loader
+    is then used from that thread only. Errors of the Loader are raised in the
+    trainer's thread. Other arguments as for goldminer.Loader, or an existing
+    `loader` (made with tail=False). A batch yielded stays valid while the caller
+    holds it; on CUDA it is ready on the current stream when yielded (the copy is
+    waited for there).
     """
 
     def __init__(self, device="cuda", prefetch=2, channels_last=False, epochs=1,
-                 coordinator=None, rank=None, world_size=None, loader=None):
+                 coordinator=None, rank=None, world_size=None, loader=None, thread=None):
         self.device = torch.device(device)
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"DeviceLoader: device {device!r} asked for, but torch sees no "
@@ -84,6 +98,8 @@ class DeviceLoader:
         if int(prefetch) < 1:
             raise ValueError(f"DeviceLoader: prefetch must be at least 1, not {prefetch!r}")
         self.prefetch = int(prefetch)
+        # A background thread feeds by default on CUDA (see _iter_threaded).
+        self.thread = self.device.type == "cuda" if thread is None else bool(thread)
         self.channels_last = bool(channels_last)
         self.loader = loader if loader is not None else Loader(
             epochs=epochs, coordinator=coordinator, rank=rank, world_size=world_size, tail=False)
@@ -133,6 +149,9 @@ class DeviceLoader:
         return image, label, done
 
     def __iter__(self):
+        if self.thread:
+            yield from self._iter_threaded()
+            return
         stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         ahead = collections.deque()
         source = iter(self.loader)
@@ -144,25 +163,68 @@ class DeviceLoader:
                 except StopIteration:
                     exhausted = True
                     break
-                image, label, done = self._to_device(batch, stream)
-                ahead.append((batch, image, label, done))
+                ahead.append((batch,) + self._to_device(batch, stream))
             if not ahead:
                 return
-            batch, image, label, done = ahead.popleft()
-            if done is not None:
-                current = torch.cuda.current_stream(self.device)
-                current.wait_event(done)
-                image.record_stream(current)
-                label.record_stream(current)
-            yield {"image": image, "label": label, "key": batch["key"], "epoch": batch["epoch"]}
+            yield self._ready(*ahead.popleft())
+
+    def _ready(self, batch, image, label, done):
+        """The batch as yielded: on CUDA, the current stream waits for its copy."""
+        if done is not None:
+            current = torch.cuda.current_stream(self.device)
+            current.wait_event(done)
+            image.record_stream(current)
+            label.record_stream(current)
+        return {"image": image, "label": label, "key": batch["key"], "epoch": batch["epoch"]}
+
+    def _iter_threaded(self):
+        """A background thread receives, stages and issues the copies (the
+        client, the page-locked copy and the tail's kernels run there, outside
+        the trainer's thread); the trainer's thread only takes ready batches."""
+        ready = queue.Queue(maxsize=self.prefetch)
+        stop = threading.Event()
+
+        def put(item):
+            while not stop.is_set():
+                try:
+                    ready.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def produce():
+            try:
+                stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+                for batch in self.loader:
+                    if not put((batch,) + self._to_device(batch, stream)):
+                        return
+                put(_END)
+            except BaseException as e:  # handed to the trainer's thread, raised there
+                put(_Failed(e))
+
+        worker = threading.Thread(target=produce, name="goldminer-device-loader", daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = ready.get()
+                if item is _END:
+                    return
+                if isinstance(item, _Failed):
+                    raise item.error
+                yield self._ready(*item)
+        finally:
+            stop.set()
+            worker.join()
 
     def stats(self):
         return self.loader.stats()
 
     def state_dict(self):
-        """The Loader's state. Batches prefetched but not yet yielded count as
-        consumed by the client; take the state between epochs, or with
-        prefetch=1 when a step-exact checkpoint matters."""
+        """The Loader's state. Batches prefetched but not yet yielded (up to
+        `prefetch`, and one more in the background thread) count as consumed by
+        the client; take the state between epochs, or with prefetch=1 and
+        thread=False when a step-exact checkpoint matters."""
         return self.loader.state_dict()
 
     def load_state_dict(self, state):

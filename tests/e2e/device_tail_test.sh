@@ -2,7 +2,7 @@
 # End-to-end: a pipeline that leaves normalize and to_tensor to the trainer's device
 # ("on": "device"). Through `goldminer run` on real photos, the workers send uint8
 # (a quarter of the bytes) and the trainer's goldminer.Loader (numpy) and
-# goldminer.torch.DeviceLoader (device "cpu": torch) make the same float32 CHW
+# goldminer.torch.DeviceLoader (device "cpu": torch, in its background thread) make the same float32 CHW
 # batches as the pipeline run wholly on the workers: same keys in the same order,
 # same labels, values within float32 rounding. `profile` names the pipeline's cut,
 # and bad device stages are refused naming the stage.
@@ -37,7 +37,7 @@ import goldminer
 out, kind = sys.argv[1], sys.argv[2]
 if kind == "device":
     from goldminer.torch import DeviceLoader
-    loader = DeviceLoader(device="cpu", prefetch=2, channels_last=True, epochs=2)
+    loader = DeviceLoader(device="cpu", prefetch=2, channels_last=True, epochs=2, thread=True)
     convert = lambda t: t.contiguous().numpy()
     stages = loader.loader.device_stages
 else:

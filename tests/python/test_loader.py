@@ -321,6 +321,27 @@ class DeviceTailTest(unittest.TestCase):
         self.assertEqual(loader.stats()["batches"], 4)
         loader.loader.close()
 
+    def test_given_a_background_thread_then_the_same_batches_arrive_in_order(self):
+        import torch
+        from goldminer.torch import DeviceLoader
+        loader = DeviceLoader(device="cpu", prefetch=1, epochs=1, thread=True,
+                              coordinator=self.coordinator.address, rank=0, world_size=1)
+        got = list(loader)
+        self.assertEqual([b["key"] for b in got], [b["key"] for b in self.batches])
+        for mine, want in zip(got, self.batches):
+            self.assertEqual(mine["image"].dtype, torch.float32)
+            np.testing.assert_allclose(mine["image"].numpy(), reference_tail(want["image"]),
+                                       rtol=0, atol=1e-6)
+        loader.loader.close()
+
+    def test_given_a_failing_loader_in_the_background_then_the_trainer_gets_its_error(self):
+        from goldminer.torch import DeviceLoader
+        loader = DeviceLoader(device="cpu", thread=True, coordinator="127.0.0.1:1", rank=0,
+                              world_size=1)
+        with self.assertRaises(goldminer.ClientError) as caught:
+            next(iter(loader))
+        self.assertIn("127.0.0.1:1", str(caught.exception))
+
     def test_given_a_device_loader_then_it_refuses_what_it_cannot_do(self):
         from goldminer.torch import DeviceLoader
         with self.assertRaises(ValueError) as caught:
