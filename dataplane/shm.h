@@ -20,7 +20,7 @@
 // when the trainer drops the batch, returns the id with its next CREDIT
 // {"release": [ids]}; only then may the worker write into that segment again.
 //
-// Bounds, whoever misbehaves: a worker holds at most kMaxSegments segments of at
+// Bounds, whoever misbehaves: a worker holds at most kLentSegments segments of at
 // most FrameLimits::max_payload_bytes each per connection; with none free (a
 // trainer that keeps its batches) a batch goes inline in the frame as over TCP,
 // so nothing waits on the trainer. A client accepts only sealed memfds of the size
@@ -46,8 +46,12 @@
 
 namespace gm {
 
-// Segments per connection (worker side: created; client side: mapped ids).
+// Segment ids a client maps per connection (the protocol's bound).
 inline constexpr size_t kMaxSegments = 16;
+// Segments a worker lends per connection: the client's credit (4 batches by
+// default) plus the batches a trainer holds while it computes. Each is the size
+// of a batch, so this bounds the memory a client can make a worker hold.
+inline constexpr size_t kLentSegments = 8;
 // The environment variable that turns the same-host path off ("off"; anything
 // else or unset: on), in a worker (it offers none) and in a client (it asks for
 // none): for a host whose processes should not share memory, and for tests that
@@ -90,7 +94,7 @@ class Segment {
 // free again once the client releases its id.
 class SegmentPool {
  public:
-  explicit SegmentPool(size_t max_segments = kMaxSegments) : max_(max_segments) {}
+  explicit SegmentPool(size_t max_segments = kLentSegments) : max_(max_segments) {}
 
   struct Lease {
     uint64_t id = 0;

@@ -172,7 +172,7 @@ class SameHostPortTest : public ::testing::Test {
 
 TEST_F(SameHostPortTest, GivenAClientThatNeverReleasesThenBatchesGoInlineOnceTheSegmentsAreLent) {
   Socket s = Connect(true);
-  const uint64_t n = kMaxSegments + 3;
+  const uint64_t n = kLentSegments + 3;
   CreditMsg credit;
   credit.n = n;
   ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
@@ -184,7 +184,7 @@ TEST_F(SameHostPortTest, GivenAClientThatNeverReleasesThenBatchesGoInlineOnceThe
     auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
     ASSERT_TRUE(f.ok()) << f.status().message();
     const bool in_segment = f->meta.contains("shm");
-    EXPECT_EQ(in_segment, i < kMaxSegments) << "batch " << i;
+    EXPECT_EQ(in_segment, i < kLentSegments) << "batch " << i;
     if (in_segment) {
       const uint64_t id = f->meta["shm"]["id"].get<uint64_t>();
       ASSERT_TRUE(f->meta["shm"]["fd"].get<bool>());
@@ -202,7 +202,7 @@ TEST_F(SameHostPortTest, GivenAClientThatNeverReleasesThenBatchesGoInlineOnceThe
     }
   }
   sender.join();
-  EXPECT_EQ(server_->shm_batches_sent(), kMaxSegments);
+  EXPECT_EQ(server_->shm_batches_sent(), kLentSegments);
   EXPECT_EQ(server_->batches_sent(), n);
 }
 
