@@ -14,6 +14,7 @@
 #include "core/log.h"
 #include "core/rng.h"
 #include "worker/http.h"
+#include "worker/resize.h"
 
 namespace gm {
 namespace {
@@ -387,7 +388,7 @@ Batch Collate(std::vector<Sample>& samples, uint64_t epoch, uint64_t index) {
   b.labels.Reset(DType::kInt64, {static_cast<int64_t>(samples.size())});
   const size_t stride = first.bytes.size();
   for (size_t i = 0; i < samples.size(); ++i) {
-    if (stride) std::memcpy(b.data.bytes.data() + i * stride, samples[i].tensor.bytes.data(), stride);
+    if (stride) CopyStreaming(b.data.bytes.data() + i * stride, samples[i].tensor.bytes.data(), stride);
     b.labels.data<int64_t>()[i] = samples[i].label;
     b.keys.push_back(std::move(samples[i].key));
     b.sample_indices.push_back(samples[i].index);

@@ -407,4 +407,41 @@ void NormalizeHwcToChw(const uint8_t* in, int h, int w, bool mirror, const float
   }
 }
 
+namespace {
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void CopyStreamingAvx2(uint8_t* dst, const uint8_t* src,
+                                                       size_t bytes) {
+  // Up to the first 32-byte boundary of dst with memcpy, then aligned streaming
+  // stores, then the tail.
+  const size_t head = std::min(bytes, (32 - reinterpret_cast<uintptr_t>(dst) % 32) % 32);
+  std::memcpy(dst, src, head);
+  size_t i = head;
+  for (; i + 128 <= bytes; i += 128) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 64));
+    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 96));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 32), b);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 64), c);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 96), d);
+  }
+  _mm_sfence();
+  std::memcpy(dst + i, src + i, bytes - i);
+}
+#endif
+
+}  // namespace
+
+void CopyStreaming(void* dst, const void* src, size_t bytes) {
+#if defined(__x86_64__)
+  if (bytes >= 4096 && __builtin_cpu_supports("avx2")) {
+    CopyStreamingAvx2(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), bytes);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
+
 }  // namespace gm
