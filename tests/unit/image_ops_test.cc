@@ -243,6 +243,24 @@ TEST(ImageOpsTest, GivenFlipNormalizeToTensorWhenFusedThenBitIdenticalToTheThree
   EXPECT_LT(mirrored, 36);
 }
 
+TEST(ResizeTest, GivenAnySizeAndAlignmentWhenCopiedStreamingThenBytesEqualMemcpy) {
+  std::vector<uint8_t> src(300000), dst(300000 + 64);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{31}, size_t{4095}, size_t{4096},
+                       size_t{4097}, size_t{150528}, size_t{150528 + 77}}) {
+    for (size_t misalign : {size_t{0}, size_t{1}, size_t{17}, size_t{31}}) {
+      std::fill(dst.begin(), dst.end(), uint8_t{0xAB});
+      CopyStreaming(dst.data() + misalign, src.data() + 3, bytes);
+      ASSERT_TRUE(std::equal(src.begin() + 3, src.begin() + 3 + static_cast<ptrdiff_t>(bytes),
+                             dst.begin() + static_cast<ptrdiff_t>(misalign)))
+          << bytes << " bytes at +" << misalign;
+      // Nothing written around the range.
+      for (size_t i = 0; i < misalign; ++i) ASSERT_EQ(dst[i], 0xAB);
+      ASSERT_EQ(dst[misalign + bytes], 0xAB) << bytes << " bytes at +" << misalign;
+    }
+  }
+}
+
 TEST(ImageOpsTest, GivenFlipWithPZeroWhenAppliedThenUnchanged) {
   auto op = MakeOp(R"({"op": "flip", "p": 0})");
   Sample s = RgbSample(1, 2, {1, 2, 3, 4, 5, 6});
