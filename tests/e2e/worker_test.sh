@@ -46,7 +46,7 @@ for k in ("samples", "skipped", "seconds", "samples_per_s", "threads", "stages",
     assert k in j, k
 assert j["samples"] == 18 and j["skipped"] == 0 and j["threads"] == 1, j
 names = [s["name"] for s in j["stages"]]
-assert names == ["decode_jpeg+random_resized_crop", "flip", "normalize+to_tensor"], names
+assert names == ["decode_jpeg+random_resized_crop", "flip+normalize+to_tensor"], names
 for s in j["stages"]:
     for k in ("cpu_s_per_sample", "wall_s_per_sample", "bytes_in_per_sample", "bytes_out_per_sample"):
         assert s[k] >= 0, (s, k)
