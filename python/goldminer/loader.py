@@ -210,6 +210,7 @@ class Loader:
         self.epochs = int(epochs)
         self._apply_tail = bool(tail)
         self._tail = None
+        self._device_stages = None  # SUBSCRIBED's device_stages, read once at connect
         self._coordinator = coordinator
         self._rank = -1 if rank is None else int(rank)
         self._world_size = -1 if world_size is None else int(world_size)
@@ -226,14 +227,15 @@ class Loader:
             _check(lib, lib.gm_client_open(address, self._rank, self._world_size, ctypes.byref(handle)))
             self._lib, self._client = lib, handle
             self._close = weakref.finalize(self, lib.gm_client_close, handle)
-            self._tail = Tail(json.loads(lib.gm_client_device_stages(handle).decode()))
+            self._device_stages = json.loads(lib.gm_client_device_stages(handle).decode())
+            self._tail = Tail(self._device_stages)
         return self._lib, self._client
 
     @property
     def device_stages(self):
         """The pipeline's stages "on": "device" (list of stage dicts; [] for none)."""
-        lib, client = self._open()
-        return json.loads(lib.gm_client_device_stages(client).decode())
+        self._open()
+        return [dict(stage) for stage in self._device_stages]
 
     @property
     def tail(self):

@@ -124,25 +124,26 @@ class DeviceLoader:
         buf.copy_(torch.from_numpy(array))
         return ring[i]
 
-    def _to_device(self, batch, stream):
+    def _finish(self, image, layout):
+        """The device stages applied to `image` (on its device), or, without
+        any, the channels_last format asked for a CHW batch."""
         tail = self.loader.tail
+        if not tail.empty:
+            return tail.torch(image, layout, self.channels_last)
+        if self.channels_last and image.dim() == 4 and layout == "CHW":
+            return image.contiguous(memory_format=torch.channels_last)
+        return image
+
+    def _to_device(self, batch, stream):
         if self.device.type != "cuda":
-            image = torch.from_numpy(batch["image"])
-            label = torch.from_numpy(batch["label"])
-            if not tail.empty:
-                image = tail.torch(image, batch["layout"], self.channels_last)
-            elif self.channels_last and image.dim() == 4 and batch["layout"] == "CHW":
-                image = image.contiguous(memory_format=torch.channels_last)
-            return image, label.to(self.device), None
+            image = self._finish(torch.from_numpy(batch["image"]), batch["layout"])
+            return image, torch.from_numpy(batch["label"]).to(self.device), None
         image_slot = self._stage(batch["image"])
         label_slot = self._stage(batch["label"])
         with torch.cuda.stream(stream):
             image = image_slot[0].to(self.device, non_blocking=True)
             label = label_slot[0].to(self.device, non_blocking=True)
-            if not tail.empty:
-                image = tail.torch(image, batch["layout"], self.channels_last)
-            elif self.channels_last and image.dim() == 4 and batch["layout"] == "CHW":
-                image = image.contiguous(memory_format=torch.channels_last)
+            image = self._finish(image, batch["layout"])
             done = torch.cuda.Event()
             done.record(stream)
         image_slot[1] = label_slot[1] = done

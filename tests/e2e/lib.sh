@@ -33,14 +33,16 @@ expect_in() {
 
 done_suite() { echo "$checks passed, 0 failed"; }
 
-# suite_pgrep PATTERN: "PID COMMAND" of the processes matching PATTERN (pgrep -f)
-# that this suite started: they inherit TMPDIR=$T (Slurm steps too: sbatch exports
-# the environment). Other suites may run meanwhile with processes of their own.
+# ours PID: true when this suite started the process: it inherits TMPDIR=$T (Slurm
+# steps too: sbatch exports the environment). Other suites may run meanwhile with
+# processes of their own.
+ours() { tr '\0' '\n' <"/proc/$1/environ" 2>/dev/null | grep -qx "TMPDIR=$T"; }
+
+# suite_pgrep PATTERN: "PID COMMAND" of this suite's processes matching PATTERN (pgrep -f).
 suite_pgrep() {
   local pid
   for pid in $(pgrep -f "$1"); do
-    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "TMPDIR=$T" &&
-      echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
+    ours "$pid" && echo "$pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
   done
 }
 

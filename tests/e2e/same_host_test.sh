@@ -62,11 +62,10 @@ run died 2 GM_TEST_DIE_AFTER=4 GM_TEST_STEP_S=0.05
 rc=$?
 [[ $rc != 0 ]] || fail "a run whose trainer was killed succeeded"
 ok "a trainer killed with SIGKILL holding its batches: the run ends with exit $rc"
-# Processes of this suite (they inherit TMPDIR=$T; other suites may run meanwhile).
 holders=""
 for maps in $(grep -l "goldminer-batch" /proc/[0-9]*/maps 2>/dev/null); do
   pid=${maps#/proc/}; pid=${pid%/maps}
-  tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "TMPDIR=$T" && holders+="$pid "
+  ours "$pid" && holders+="$pid "
 done
 [[ -z $holders ]] || fail "segments still mapped after the runs ended, by: $holders"
 ok "no process maps a goldminer segment after the runs"
