@@ -45,6 +45,22 @@ struct DataServer::Conn {
   SegmentPool segments;    // lent to the client with batches (dataplane/shm.h)
 };
 
+// A segment lent for one batch before its send (ReserveSegment). Dropped
+// unsent, it goes back to its connection's pool; the deleter's type tells
+// SendToRank that a batch's memory is such a segment (std::get_deleter).
+struct DataServer::Reservation {
+  std::weak_ptr<Conn> conn;
+  SegmentPool::Lease lease;
+  bool sent = false;
+};
+
+void DataServer::ReservationDeleter::operator()(Reservation* r) const {
+  if (!r->sent) {
+    if (std::shared_ptr<Conn> conn = r->conn.lock()) conn->segments.Abandon(r->lease);
+  }
+  delete r;
+}
+
 DataServer::DataServer(Listener listener, std::string secret)
     : listener_(std::move(listener)),
       secret_(std::move(secret)),
@@ -276,21 +292,38 @@ Status DataServer::SendToRank(int64_t rank, const Batch& batch, const nlohmann::
   meta["rank"] = rank;
   meta.update(extra);
   const std::array<iovec, 2> payload = BatchPayload(batch);
+  // Collated into a segment of ReserveSegment's?
+  Reservation* reserved = nullptr;
+  if (batch.external && std::get_deleter<ReservationDeleter>(batch.external->owner) != nullptr) {
+    reserved = static_cast<Reservation*>(batch.external->owner.get());
+  }
   for (;;) {
     GM_ASSIGN_OR_RETURN(std::shared_ptr<Conn> conn, TakeCredit(rank));
-    // Same host: the data goes into a segment the client maps (one copy, none
-    // through the kernel); with no segment free, inline as over TCP.
+    // Same host: the data is in a segment the client maps, written there by the
+    // batcher (reserved) or copied once here; none passes through the kernel.
+    // With no segment free, inline as over TCP.
     std::optional<SegmentPool::Lease> lease;
-    if (conn->shm && batch.data.bytes.size() > 0) lease = conn->segments.Acquire(batch.data.bytes.size());
+    const bool in_place = reserved != nullptr && reserved->conn.lock() == conn;
+    if (in_place) {
+      lease = reserved->lease;
+    } else if (conn->shm && batch.data_size() > 0) {
+      lease = conn->segments.Acquire(batch.data_size());
+      if (lease) std::memcpy(lease->segment->data(), batch.data_ptr(), batch.data_size());
+    }
     Status st;
     if (lease) {
-      std::memcpy(lease->segment->data(), batch.data.bytes.data(), batch.data.bytes.size());
       nlohmann::json shm_meta = meta;
       shm_meta["shm"] = {{"id", lease->id}, {"fd", lease->fresh}};
       const iovec labels = payload[1];
       st = SendFrame(conn->socket, MsgType::kBatch, shm_meta, std::span<const iovec>(&labels, 1),
                      Deadline::After(kBatchSendTimeoutS), lease->fresh ? lease->segment->fd() : -1);
-      if (st.ok()) shm_batches_sent_.fetch_add(1);
+      if (st.ok()) {
+        shm_batches_sent_.fetch_add(1);
+        if (in_place) {
+          reserved->sent = true;  // lent to the client now, until it releases it
+          in_place_batches_sent_.fetch_add(1);
+        }
+      }
     } else {
       st = SendFrame(conn->socket, MsgType::kBatch, meta, payload,
                      Deadline::After(kBatchSendTimeoutS));
@@ -305,6 +338,22 @@ Status DataServer::SendToRank(int64_t rank, const Batch& batch, const nlohmann::
                "; it is sent again when the client reconnects");
     Detach(conn);
   }
+}
+
+std::optional<Batch::External> DataServer::ReserveSegment(int64_t rank, size_t bytes) {
+  std::shared_ptr<Conn> conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = ranks_.find(rank);
+    if (it == ranks_.end()) return std::nullopt;
+    conn = it->second;
+  }
+  if (!conn->shm || bytes == 0) return std::nullopt;  // shm is set before the rank is
+  std::optional<SegmentPool::Lease> lease = conn->segments.Acquire(bytes);
+  if (!lease) return std::nullopt;
+  uint8_t* data = lease->segment->data();
+  std::shared_ptr<void> owner(new Reservation{conn, std::move(*lease)}, ReservationDeleter{});
+  return Batch::External{data, bytes, std::move(owner)};
 }
 
 void DataServer::Interrupt(Status why) {

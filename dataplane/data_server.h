@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -69,6 +70,13 @@ class DataServer {
   Status SendToRank(int64_t rank, const Batch& batch,
                     const nlohmann::json& extra = nlohmann::json::object());
 
+  // A segment of `rank`'s current same-host connection to collate a batch of
+  // `bytes` into (BatchSink::Reserve): SendToRank then sends that batch without
+  // copying its data, when the connection is still the rank's. nullopt when the
+  // rank has no connection that takes segments, or none is free. A batch
+  // dropped unsent gives its segment back.
+  std::optional<Batch::External> ReserveSegment(int64_t rank, size_t bytes);
+
   // Makes every current and later SendToRank wait return `why` (not OK). Final.
   void Interrupt(Status why);
 
@@ -77,11 +85,17 @@ class DataServer {
 
   // Batches handed to the kernel so far.
   uint64_t batches_sent() const { return batches_sent_.load(); }
-  // Of them, batches whose data went in a shared-memory segment.
+  // Of them, batches whose data went in a shared-memory segment, and of those,
+  // batches collated in their segment (ReserveSegment: no copy here).
   uint64_t shm_batches_sent() const { return shm_batches_sent_.load(); }
+  uint64_t in_place_batches_sent() const { return in_place_batches_sent_.load(); }
 
  private:
   struct Conn;
+  struct Reservation;
+  struct ReservationDeleter {
+    void operator()(Reservation* r) const;
+  };
   struct ConnThread {
     std::thread thread;
     std::shared_ptr<Conn> conn;
@@ -104,6 +118,7 @@ class DataServer {
   const std::string address_;
   std::atomic<uint64_t> batches_sent_{0};
   std::atomic<uint64_t> shm_batches_sent_{0};
+  std::atomic<uint64_t> in_place_batches_sent_{0};
   std::thread accept_thread_;
   Listener same_host_listener_;  // "@goldminer-data/HOST:PORT" once ListenSameHost ran
   std::thread same_host_thread_;

@@ -490,13 +490,13 @@ nlohmann::json EncodeBatchMeta(const Batch& batch) {
           {"n", batch.keys.size()},
           {"keys", std::move(keys)},
           {"sample_indices", batch.sample_indices},
-          {"data_bytes", batch.data.bytes.size()},
+          {"data_bytes", batch.data_size()},
           {"labels_bytes", batch.labels.bytes.size()}};
 }
 
 std::array<iovec, 2> BatchPayload(const Batch& batch) {
   // iovec points at const data only for sending; sendmsg never writes through it.
-  return {iovec{const_cast<uint8_t*>(batch.data.bytes.data()), batch.data.bytes.size()},
+  return {iovec{const_cast<uint8_t*>(batch.data_ptr()), batch.data_size()},
           iovec{const_cast<uint8_t*>(batch.labels.bytes.data()), batch.labels.bytes.size()}};
 }
 
@@ -513,8 +513,8 @@ Status CheckBatch(const Batch& batch) {
     if (d < 0)
       return Status::InvalidArgument(where + "negative dimension in " + ShapeString(shape));
   }
-  if (batch.data.bytes.size() != batch.data.num_elements() * DTypeSize(batch.data.dtype)) {
-    return Status::InvalidArgument(where + "data holds " + std::to_string(batch.data.bytes.size()) +
+  if (batch.data_size() != batch.data.num_elements() * DTypeSize(batch.data.dtype)) {
+    return Status::InvalidArgument(where + "data holds " + std::to_string(batch.data_size()) +
                                    " bytes, which does not match its shape " + ShapeString(shape));
   }
   if (batch.labels.bytes.size() != n * 8 || (n > 0 && batch.labels.dtype != DType::kInt64)) {

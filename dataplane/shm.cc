@@ -113,9 +113,11 @@ Status SegmentPool::Release(uint64_t id) {
   return Status::Ok();
 }
 
-void SegmentPool::Abandon(uint64_t id) {
+void SegmentPool::Abandon(const Lease& lease) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (id < slots_.size()) slots_[id].lent = false;
+  if (lease.id >= slots_.size() || slots_[lease.id].segment != lease.segment) return;
+  slots_[lease.id].lent = false;
+  if (lease.fresh) slots_[lease.id].seen = false;
 }
 
 size_t SegmentPool::lent() const {

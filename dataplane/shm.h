@@ -11,9 +11,12 @@
 //
 // On such a connection a BATCH's data travels in a segment: a memfd the worker
 // created, sized, and sealed against shrinking and growing (F_SEAL_SHRINK |
-// F_SEAL_GROW | F_SEAL_SEAL), so a mapping of it can never fault. The worker copies
-// the batch into the segment once and sends the BATCH frame with
-// meta "shm": {"id", "fd"}; the payload holds only the labels. The first time a
+// F_SEAL_GROW | F_SEAL_SEAL), so a mapping of it can never fault. The worker's
+// batcher collates the batch straight into a segment it reserves from the
+// rank's connection (DataServer::ReserveSegment; a batch made before the client
+// connected, or for a connection that has since been replaced, is copied into
+// one when sent), and sends the BATCH frame with meta "shm": {"id", "fd"}; the
+// payload holds only the labels. The first time a
 // segment is used (fd: true) its descriptor travels with the frame (SCM_RIGHTS);
 // later batches name its id only. The client maps the segment once, hands the
 // batch to the trainer without copying (numpy and torch view the mapping), and
@@ -108,8 +111,10 @@ class SegmentPool {
   std::optional<Lease> Acquire(size_t bytes);
   // Gives back a lent segment. Corrupt, naming the id, when it is not lent.
   Status Release(uint64_t id);
-  // Gives back the lease of a batch that was never delivered (its send failed).
-  void Abandon(uint64_t id);
+  // Gives back a lease whose batch was never sent (dropped before its send):
+  // the segment is free again and, when the lease was fresh, its descriptor is
+  // passed with the next batch that uses it.
+  void Abandon(const Lease& lease);
   size_t lent() const;
 
  private:

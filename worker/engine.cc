@@ -276,7 +276,9 @@ class Batcher {
       pending_.clear();
       return Status::Ok();
     }
-    Batch batch = Collate(pending_, epoch, batch_index_++);
+    const size_t bytes = pending_.size() * pending_.front().tensor.bytes.size();
+    Batch batch = Collate(pending_, epoch, batch_index_++,
+                          bytes > 0 ? sink_.Reserve(bytes) : std::nullopt);
     batch.split = split_;
     batch.split_batch = split_batch;
     batch.last_of_split = last;
@@ -375,7 +377,8 @@ Status CheckCollatable(const Sample& first, const Sample& next) {
       " (add a resize/crop or pad stage so every sample has one shape)");
 }
 
-Batch Collate(std::vector<Sample>& samples, uint64_t epoch, uint64_t index) {
+Batch Collate(std::vector<Sample>& samples, uint64_t epoch, uint64_t index,
+              std::optional<Batch::External> into) {
   Batch b;
   b.epoch = epoch;
   b.index = index;
@@ -383,12 +386,19 @@ Batch Collate(std::vector<Sample>& samples, uint64_t epoch, uint64_t index) {
   const Tensor& first = samples.front().tensor;
   std::vector<int64_t> shape = first.shape;
   shape.insert(shape.begin(), static_cast<int64_t>(samples.size()));
-  b.data.Reset(first.dtype, shape);
+  const size_t stride = first.bytes.size();
+  if (into && into->data != nullptr && into->size == stride * samples.size()) {
+    b.data.dtype = first.dtype;  // the bytes live in `into`
+    b.data.shape = std::move(shape);
+    b.external = std::move(into);
+  } else {
+    b.data.Reset(first.dtype, std::move(shape));
+  }
   b.layout = samples.front().layout;
   b.labels.Reset(DType::kInt64, {static_cast<int64_t>(samples.size())});
-  const size_t stride = first.bytes.size();
+  uint8_t* data = b.data_ptr();
   for (size_t i = 0; i < samples.size(); ++i) {
-    if (stride) CopyStreaming(b.data.bytes.data() + i * stride, samples[i].tensor.bytes.data(), stride);
+    if (stride) CopyStreaming(data + i * stride, samples[i].tensor.bytes.data(), stride);
     b.labels.data<int64_t>()[i] = samples[i].label;
     b.keys.push_back(std::move(samples[i].key));
     b.sample_indices.push_back(samples[i].index);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstddef>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,15 @@ class BatchSink {
   virtual ~BatchSink() = default;
   // A non-OK status stops the run and is returned by RunPipeline.
   virtual Status Consume(const Batch& batch) = 0;
+  // Memory for the data of the next batch, `bytes` long, which the batcher
+  // collates into instead of a buffer of its own (Batch::external is then set):
+  // a worker's data port lends a shared-memory segment of the client's, so the
+  // batch is written once, in place. nullopt (the default): the batch gets its
+  // own buffer.
+  virtual std::optional<Batch::External> Reserve(size_t bytes) {
+    (void)bytes;
+    return std::nullopt;
+  }
 };
 
 // One stage applied to one sample, for traces (EngineOptions::spans).
@@ -137,6 +147,9 @@ Result<RunStats> RunSplit(const Pipeline& pipeline, const EngineOptions& options
 // the first (a sample without a tensor contributes its raw bytes as uint8 [n]).
 // Returns InvalidArgument naming the offending sample's key otherwise.
 Status CheckCollatable(const Sample& first, const Sample& next);
-Batch Collate(std::vector<Sample>& samples, uint64_t epoch, uint64_t index);
+// Collate writes the data into `into` when it is given and exactly the batch's
+// size (BatchSink::Reserve), else into the batch's own buffer.
+Batch Collate(std::vector<Sample>& samples, uint64_t epoch, uint64_t index,
+              std::optional<Batch::External> into = std::nullopt);
 
 }  // namespace gm

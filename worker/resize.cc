@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/sample.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -127,27 +129,73 @@ __attribute__((target("sse4.1"))) void HorizontalRowSse41(const uint8_t* in, con
   }
 }
 
-// With AVX2: two output pixels per step, 8 lanes; taps past a pixel's count have
-// zero weight (the table is zero-padded to ksize, and `in` is padded to match).
+// AVX2 coefficients for HorizontalRowAvx2: for each pair of output pixels (2i,
+// 2i + 1) and each pair of taps (2j, 2j + 1), 16 int16 lanes laid out as the
+// pixel lanes HorizontalRowAvx2 builds: [ka(2j) ka(2j+1)] x 3 channels, 0, 0 for
+// pixel 2i, then the same for pixel 2i + 1. A 22-bit coefficient k is split into
+// k >> 11 (`hi`) and k & 2047 (`lo`); sum(p * k) == (sum(p * hi) << 11) +
+// sum(p * lo) exactly, so two 16-bit multiply-adds give Pillow's 32-bit sums.
+struct PairTaps {
+  int pairs = 0;                // tap pairs per pixel pair (the table's stride)
+  std::vector<int> used;        // tap pairs pixel pair i needs
+  std::vector<int16_t> hi, lo;  // [(i * pairs + j) * 16 + lane]
+};
+
+// Returns false when a coefficient does not fit the split (negative or above
+// 2^22: never for the triangle filter, whose weights are in [0, 1]).
+bool MakePairTaps(const Taps& taps, int out_w, PairTaps* pt) {
+  pt->pairs = (taps.ksize + 1) / 2;
+  const int npix = out_w / 2;
+  pt->used.assign(npix, 0);
+  pt->hi.assign(static_cast<size_t>(npix) * pt->pairs * 16, 0);
+  pt->lo.assign(pt->hi.size(), 0);
+  for (int i = 0; i < npix; ++i) {
+    for (int half = 0; half < 2; ++half) {
+      const int xx = 2 * i + half;
+      const int32_t* k = &taps.k[static_cast<size_t>(xx) * taps.ksize];
+      pt->used[i] = std::max(pt->used[i], (taps.count[xx] + 1) / 2);
+      for (int t = 0; t < taps.count[xx]; ++t) {
+        if (k[t] < 0 || k[t] > (1 << kPrecisionBits)) return false;
+        const size_t at = (static_cast<size_t>(i) * pt->pairs + t / 2) * 16 + half * 8 + t % 2;
+        for (int c = 0; c < 3; ++c) {
+          pt->hi[at + 2 * c] = static_cast<int16_t>(k[t] >> 11);
+          pt->lo[at + 2 * c] = static_cast<int16_t>(k[t] & 2047);
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// With AVX2: two output pixels per step, one per 128-bit lane; each 16-bit
+// multiply-add takes two taps of all three channels ([R R G G B B 0 0] times the
+// taps' coefficients). Taps past a pixel's count have zero weight (the tables are
+// zero-padded), and `in` is padded for the 16-byte reads.
 __attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, const Taps& taps,
-                                                       int x_begin, int x_end, uint8_t* out) {
+                                                       const PairTaps& pt, int x_begin,
+                                                       int out_w, uint8_t* out) {
+  const __m256i pick = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+                                        0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
   const __m256i half = _mm256_set1_epi32(kHalf);
-  int xx = x_begin;
-  for (; xx + 1 < x_end; xx += 2) {
-    const int32_t* ka = &taps.k[static_cast<size_t>(xx) * taps.ksize];
-    const int32_t* kb = ka + taps.ksize;
+  int xx = x_begin;  // even
+  for (; xx + 1 < out_w; xx += 2) {
+    const int i = xx / 2;
     const uint8_t* pa = in + taps.first[xx] * 3;
     const uint8_t* pb = in + taps.first[xx + 1] * 3;
-    __m256i acc = half;
-    for (int t = 0, n = std::max(taps.count[xx], taps.count[xx + 1]); t < n; ++t) {
-      int32_t a, b;
-      std::memcpy(&a, pa + 3 * t, 4);
-      std::memcpy(&b, pb + 3 * t, 4);
-      __m256i px =
-          _mm256_cvtepu8_epi32(_mm_unpacklo_epi32(_mm_cvtsi32_si128(a), _mm_cvtsi32_si128(b)));
-      __m256i k = _mm256_setr_m128i(_mm_set1_epi32(ka[t]), _mm_set1_epi32(kb[t]));
-      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(px, k));
+    const int16_t* kh = &pt.hi[static_cast<size_t>(i) * pt.pairs * 16];
+    const int16_t* kl = &pt.lo[static_cast<size_t>(i) * pt.pairs * 16];
+    __m256i sh = _mm256_setzero_si256(), sl = _mm256_setzero_si256();
+    for (int j = 0, n = pt.used[i]; j < n; ++j) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pa + 6 * j));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 6 * j));
+      const __m256i px = _mm256_shuffle_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1),
+                                             pick);
+      sh = _mm256_add_epi32(
+          sh, _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kh + 16 * j))));
+      sl = _mm256_add_epi32(
+          sl, _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kl + 16 * j))));
     }
+    __m256i acc = _mm256_add_epi32(_mm256_add_epi32(half, _mm256_slli_epi32(sh, 11)), sl);
     acc = _mm256_srai_epi32(acc, kPrecisionBits);
     __m128i lo = _mm256_castsi256_si128(acc), hi = _mm256_extracti128_si256(acc, 1);
     __m128i packed = _mm_packus_epi16(_mm_packus_epi32(lo, hi), lo);
@@ -155,28 +203,110 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, const 
     std::memcpy(out + 3 * xx, &va, 4);
     std::memcpy(out + 3 * xx + 3, &vb, 4);
   }
-  HorizontalRowSse41(in, taps, xx, x_end, out);
+  HorizontalRowSse41(in, taps, xx, out_w, out);
 }
+
+// With AVX-512BW: the same with four output pixels per step, one per 128-bit
+// lane (pixel pairs i and i + 1 of the AVX2 tables), and a masked 12-byte store.
+// GCC 12's _mm512_inserti64x4 passes an undefined vector to its builtin and
+// then warns about it; nothing here reads an undefined lane.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void HorizontalRowAvx512(
+    const uint8_t* in, const Taps& taps, const PairTaps& pt, int out_w, uint8_t* out) {
+  alignas(64) static constexpr int8_t kPick[64] = {
+      0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+      0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+      0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
+      0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1};
+  const __m512i pick = _mm512_load_si512(kPick);
+  // [R G B 0] x 4 to 12 packed bytes.
+  const __m128i squeeze = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  const __m512i half = _mm512_set1_epi32(kHalf);
+  const size_t stride = static_cast<size_t>(pt.pairs) * 16;
+  int xx = 0;
+  for (; xx + 3 < out_w; xx += 4) {
+    const int i = xx / 2;
+    const uint8_t* p0 = in + taps.first[xx] * 3;
+    const uint8_t* p1 = in + taps.first[xx + 1] * 3;
+    const uint8_t* p2 = in + taps.first[xx + 2] * 3;
+    const uint8_t* p3 = in + taps.first[xx + 3] * 3;
+    const int16_t* kh0 = &pt.hi[static_cast<size_t>(i) * stride];
+    const int16_t* kl0 = &pt.lo[static_cast<size_t>(i) * stride];
+    __m512i sh = _mm512_setzero_si512(), sl = _mm512_setzero_si512();
+    for (int j = 0, n = std::max(pt.used[i], pt.used[i + 1]); j < n; ++j) {
+      __m512i px = _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + 6 * j)));
+      px = _mm512_inserti32x4(px, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + 6 * j)), 1);
+      px = _mm512_inserti32x4(px, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p2 + 6 * j)), 2);
+      px = _mm512_inserti32x4(px, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p3 + 6 * j)), 3);
+      px = _mm512_shuffle_epi8(px, pick);
+      // Tap pair j of pixel pairs i and i + 1 (zero past a pair's own taps).
+      const __m512i kh = _mm512_inserti64x4(
+          _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kh0 + 16 * j))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kh0 + stride + 16 * j)), 1);
+      const __m512i kl = _mm512_inserti64x4(
+          _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kl0 + 16 * j))),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kl0 + stride + 16 * j)), 1);
+      sh = _mm512_add_epi32(sh, _mm512_madd_epi16(px, kh));
+      sl = _mm512_add_epi32(sl, _mm512_madd_epi16(px, kl));
+    }
+    __m512i acc = _mm512_add_epi32(_mm512_add_epi32(half, _mm512_slli_epi32(sh, 11)), sl);
+    acc = _mm512_srai_epi32(acc, kPrecisionBits);
+    // Sums are never negative (coefficients are not), so unsigned saturation
+    // is Clip8.
+    const __m128i bytes = _mm_shuffle_epi8(_mm512_cvtusepi32_epi8(acc), squeeze);
+    _mm_mask_storeu_epi8(out + 3 * xx, 0x0FFF, bytes);
+  }
+  // The last pixels: the AVX2 kernel on the remaining pairs, then single pixels.
+  if (xx < out_w) {
+    HorizontalRowAvx2(in, taps, pt, xx, out_w, out);
+  }
+}
+#pragma GCC diagnostic pop
 #endif
 
 // Resamples rows [row0, row0 + rows) of `src` horizontally into `dst` (packed,
-// with one spare byte at the end).
-void Horizontal(const RgbView& src, int row0, int rows, const Taps& taps, int out_w, uint8_t* dst) {
-  auto* row_fn = &HorizontalRowScalar;
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2")) {
-    row_fn = &HorizontalRowAvx2;
-  } else if (__builtin_cpu_supports("sse4.1")) {
-    row_fn = &HorizontalRowSse41;
-  }
-#endif
+// with one spare byte at the end), with the best kernel `isa` allows.
+void Horizontal(const RgbView& src, int row0, int rows, const Taps& taps, int out_w,
+                ResizeIsa isa, uint8_t* dst) {
   const size_t row_bytes = static_cast<size_t>(src.width) * 3;
-  // Padding for the 4-byte reads and the AVX2 version's zero-weight taps.
-  std::vector<uint8_t> row(row_bytes + (static_cast<size_t>(taps.ksize) + 1) * 3 + 1, 0);
-  for (int r = 0; r < rows; ++r) {
-    std::memcpy(row.data(), src.data + (row0 + r) * src.stride, row_bytes);
-    row_fn(row.data(), taps, 0, out_w, dst + static_cast<size_t>(r) * out_w * 3);
+  // The SIMD kernels read up to `pad` bytes past a row's last pixel (16 bytes
+  // from a pixel, zero-weight taps up to ksize). A row followed by that much of
+  // the view is read in place; the last ones are copied into a padded buffer.
+  const size_t pad = (static_cast<size_t>(taps.ksize) + 2) * 3 + 16;
+  const uint8_t* view_end = src.data + (src.height - 1) * src.stride + row_bytes;
+  std::vector<uint8_t> padded(row_bytes + pad, 0);
+  const auto each_row = [&](auto&& row_fn) {
+    for (int r = 0; r < rows; ++r) {
+      const uint8_t* in = src.data + (row0 + r) * src.stride;
+      if (in + row_bytes + pad > view_end) {
+        std::memcpy(padded.data(), in, row_bytes);
+        in = padded.data();
+      }
+      row_fn(in, dst + static_cast<size_t>(r) * out_w * 3);
+    }
+  };
+#if defined(__x86_64__)
+  PairTaps pt;
+  const bool simd = isa != ResizeIsa::kScalar;
+  if (simd && __builtin_cpu_supports("avx2") && MakePairTaps(taps, out_w, &pt)) {
+    if (isa == ResizeIsa::kBest && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl")) {
+      each_row([&](const uint8_t* in, uint8_t* out) { HorizontalRowAvx512(in, taps, pt, out_w, out); });
+    } else {
+      each_row([&](const uint8_t* in, uint8_t* out) { HorizontalRowAvx2(in, taps, pt, 0, out_w, out); });
+    }
+    return;
   }
+  if (simd && __builtin_cpu_supports("sse4.1")) {
+    each_row([&](const uint8_t* in, uint8_t* out) { HorizontalRowSse41(in, taps, 0, out_w, out); });
+    return;
+  }
+#else
+  (void)isa;
+#endif
+  each_row([&](const uint8_t* in, uint8_t* out) { HorizontalRowScalar(in, taps, 0, out_w, out); });
 }
 
 // Resamples `src` (whose rows are the taps' rows, starting at row `row0`)
@@ -212,7 +342,8 @@ GM_KERNEL void Vertical(const RgbView& src, int row0, const Taps& taps, int out_
 
 }  // namespace
 
-void ResizeBilinear(const RgbView& src, const SourceBox& box, int out_w, int out_h, uint8_t* dst) {
+void ResizeBilinear(const RgbView& src, const SourceBox& box, int out_w, int out_h, uint8_t* dst,
+                    ResizeIsa isa) {
   const int lx = std::max(0, static_cast<int>(std::floor(box.x0)));
   const int ly = std::max(0, static_cast<int>(std::floor(box.y0)));
   const int nx = std::min(src.width, static_cast<int>(std::ceil(box.x1))) - lx;
@@ -230,13 +361,13 @@ void ResizeBilinear(const RgbView& src, const SourceBox& box, int out_w, int out
     row0 = vt.first[0];
     rows = vt.first[out_h - 1] + vt.count[out_h - 1] - row0;
   }
-  std::vector<uint8_t> tmp;
+  Bytes tmp;  // every byte Vertical reads is written first: no zero fill
   RgbView mid{src.data + row0 * src.stride + lx * 3, nx, rows, src.stride};
   if (need_h) {
     Taps ht = Precompute(0, nx, bx0, bx1, out_w);
     tmp.resize(static_cast<size_t>(out_w) * rows * 3 + 1);
     RgbView shifted{src.data + lx * 3, nx, src.height, src.stride};
-    Horizontal(shifted, row0, rows, ht, out_w, tmp.data());
+    Horizontal(shifted, row0, rows, ht, out_w, isa, tmp.data());
     mid = RgbView{tmp.data(), out_w, rows, static_cast<ptrdiff_t>(out_w) * 3};
   }
   if (need_v) {

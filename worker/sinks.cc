@@ -7,7 +7,7 @@
 namespace gm {
 
 Status DigestSink::Consume(const Batch& batch) {
-  sha_.Update(batch.data.bytes.data(), batch.data.bytes.size());
+  sha_.Update(batch.data_ptr(), batch.data_size());
   sha_.Update(batch.labels.bytes.data(), batch.labels.bytes.size());
   return Status::Ok();
 }

@@ -37,6 +37,11 @@ class RankSink : public BatchSink {
     if (batch.last_of_split) extra["split_batches"] = batch.split_batch + 1;
     return data_.SendToRank(rank_, batch, extra);
   }
+  // On the same host the batch is collated straight into a segment the
+  // client maps.
+  std::optional<Batch::External> Reserve(size_t bytes) override {
+    return data_.ReserveSegment(rank_, bytes);
+  }
 
  private:
   DataServer& data_;
@@ -226,6 +231,9 @@ void WorkerService::Stop() {
 }
 
 Status WorkerService::Bye() {
+  LogInfo("worker " + data_addr_ + ": sent " + std::to_string(data_->batches_sent()) +
+          " batches, " + std::to_string(data_->shm_batches_sent()) + " in shared memory (" +
+          std::to_string(data_->in_place_batches_sent()) + " collated in place)");
   Status st = SendControl(MsgType::kBye, nlohmann::json::object());
   if (!st.ok()) LogWarning("worker: BYE to coordinator " + coordinator_ + " failed: " + st.message());
   return Status::Ok();

@@ -26,8 +26,24 @@ class RecordingSink : public BatchSink {
     shapes.push_back(batch.data.shape);
     for (uint64_t index : batch.sample_indices) split_of_sample.emplace_back(batch.split, index);
     EXPECT_EQ(batch.labels.shape, std::vector<int64_t>{static_cast<int64_t>(batch.size())});
+    if (batch.external) {
+      ++external_batches;
+      EXPECT_TRUE(batch.data.bytes.empty());  // no buffer of its own
+      EXPECT_EQ(batch.data_size(), batch.data.num_elements() * DTypeSize(batch.data.dtype));
+    }
     return digest.Consume(batch);
   }
+  // With reserve_every = n > 0, offers memory for each batch: of the right size
+  // every n-th time, one byte too large otherwise (which must not be used).
+  std::optional<Batch::External> Reserve(size_t bytes) override {
+    if (reserve_every == 0) return std::nullopt;
+    const bool right = ++reserves % reserve_every == 0;
+    auto buffer = std::make_shared<std::vector<uint8_t>>(bytes + (right ? 0 : 1), 0xEE);
+    return Batch::External{buffer->data(), buffer->size(), buffer};
+  }
+  int reserve_every = 0;
+  int reserves = 0;
+  int external_batches = 0;
   std::vector<size_t> sizes;
   std::vector<std::string> keys;
   std::vector<std::vector<int64_t>> shapes;
@@ -75,7 +91,8 @@ class EngineTest : public ::testing::Test {
   }
 
   Result<RecordingSink> Run(const nlohmann::json& spec, int threads, int epochs = 1,
-                            int64_t limit = -1, RunStats* stats_out = nullptr) {
+                            int64_t limit = -1, RunStats* stats_out = nullptr,
+                            int reserve_every = 0) {
     PipelineOptions po;
     po.threads = threads;
     po.samples_per_split = 5;  // many small splits: exercises the split order shuffle
@@ -85,6 +102,7 @@ class EngineTest : public ::testing::Test {
     eo.epochs = epochs;
     eo.limit = limit;
     RecordingSink sink;
+    sink.reserve_every = reserve_every;
     GM_ASSIGN_OR_RETURN(RunStats stats, RunPipeline(p, eo, sink));
     if (stats_out) *stats_out = stats;
     return sink;
@@ -160,6 +178,19 @@ TEST_F(EngineTest, GivenAnEpochThenEverySampleIsDeliveredExactlyOnceInFullBatche
   }
   // float32 CHW 3x32x48 out of the last stage.
   EXPECT_EQ(stats.stages.back().bytes_out, 30u * 3 * 32 * 48 * 4);
+}
+
+TEST_F(EngineTest, GivenASinkThatLendsMemoryThenBatchesAreCollatedThereWithTheSameBytes) {
+  MakeCorpus(5);  // 30 images, 4 batches
+  auto own = Run(Spec(8), 2);
+  ASSERT_TRUE(own.ok()) << own.status().message();
+  EXPECT_EQ(own->external_batches, 0);
+  auto lent = Run(Spec(8), 2, 1, -1, nullptr, /*reserve_every=*/2);
+  ASSERT_TRUE(lent.ok()) << lent.status().message();
+  EXPECT_EQ(lent->reserves, 4);
+  EXPECT_EQ(lent->external_batches, 2);  // the memory of the wrong size was not used
+  EXPECT_EQ(lent->keys, own->keys);
+  EXPECT_EQ(lent->digest.FinishHex(), own->digest.FinishHex());
 }
 
 TEST_F(EngineTest, GivenDropLastThenThePartialBatchIsDropped) {

@@ -243,6 +243,44 @@ TEST(ImageOpsTest, GivenFlipNormalizeToTensorWhenFusedThenBitIdenticalToTheThree
   EXPECT_LT(mirrored, 36);
 }
 
+TEST(ResizeTest, GivenAnyBoxAndScaleWhenResizedWithAvx512OrAvx2ThenBytesEqualScalarKernels) {
+  // Random images, fractional boxes (as after a DCT scale), down- and upscales,
+  // odd and even output widths: the SIMD kernels must give the scalar bytes.
+  uint64_t state = 12345;
+  const auto next = [&](uint64_t bound) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % bound;
+  };
+  int compared = 0;
+  for (int round = 0; round < 300; ++round) {
+    const int w = 1 + static_cast<int>(next(round < 100 ? 40 : 700));
+    const int h = 1 + static_cast<int>(next(round < 100 ? 40 : 120));
+    const ptrdiff_t stride = static_cast<ptrdiff_t>(w) * 3 + static_cast<ptrdiff_t>(next(9));
+    std::vector<uint8_t> px(static_cast<size_t>(stride) * h);
+    // Extremes (0 and 255) are common so that rounding and saturation are reached.
+    for (auto& b : px) b = next(4) == 0 ? static_cast<uint8_t>(255 * next(2)) : static_cast<uint8_t>(next(256));
+    const double x0 = static_cast<double>(next(static_cast<uint64_t>(w) * 8)) / 16.0;
+    const double y0 = static_cast<double>(next(static_cast<uint64_t>(h) * 8)) / 16.0;
+    const double x1 = std::min<double>(w, x0 + 0.5 + static_cast<double>(next(static_cast<uint64_t>(w) * 16)) / 16.0);
+    const double y1 = std::min<double>(h, y0 + 0.5 + static_cast<double>(next(static_cast<uint64_t>(h) * 16)) / 16.0);
+    const int out_w = 1 + static_cast<int>(next(round % 3 == 0 ? 500 : 230));
+    const int out_h = 1 + static_cast<int>(next(60));
+    const RgbView view{px.data(), w, h, stride};
+    const SourceBox box{x0, y0, x1, y1};
+    std::vector<uint8_t> best(static_cast<size_t>(out_w) * out_h * 3), avx2(best.size()),
+        scalar(best.size());
+    ResizeBilinear(view, box, out_w, out_h, best.data(), ResizeIsa::kBest);
+    ResizeBilinear(view, box, out_w, out_h, avx2.data(), ResizeIsa::kAvx2);
+    ResizeBilinear(view, box, out_w, out_h, scalar.data(), ResizeIsa::kScalar);
+    ASSERT_EQ(best, scalar) << w << "x" << h << " box " << x0 << "," << y0 << "," << x1 << ","
+                            << y1 << " to " << out_w << "x" << out_h;
+    ASSERT_EQ(avx2, scalar) << w << "x" << h << " box " << x0 << "," << y0 << "," << x1 << ","
+                            << y1 << " to " << out_w << "x" << out_h;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 300);
+}
+
 TEST(ResizeTest, GivenAnySizeAndAlignmentWhenCopiedStreamingThenBytesEqualMemcpy) {
   std::vector<uint8_t> src(300000), dst(300000 + 64);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -140,10 +141,10 @@ class SameHostPortTest : public ::testing::Test {
     ASSERT_TRUE(server_->ListenSameHost(server_->address()).ok());
   }
 
-  Socket Connect(bool shm) {
+  Socket Connect(bool shm, uint64_t session = 1) {
     auto s = Socket::ConnectUnix(SameHostName(server_->address()), kWaitS);
     EXPECT_TRUE(s.ok()) << s.status().message();
-    EXPECT_TRUE(ClientHandshake(*s, TicketKey(worker_key_, 0, 1), TicketRole(0, 1),
+    EXPECT_TRUE(ClientHandshake(*s, TicketKey(worker_key_, 0, session), TicketRole(0, session),
                                 Deadline::After(kWaitS), nullptr)
                     .ok());
     s->AcceptFds();
@@ -163,6 +164,25 @@ class SameHostPortTest : public ::testing::Test {
     b.keys = {"k" + std::to_string(i)};
     b.sample_indices = {i};
     b.layout = Layout::kNone;
+    return b;
+  }
+
+  // A segment for batch `i` (MakeBatch's bytes written into it, as the batcher
+  // collates), once the port has attached the rank's connection.
+  std::optional<Batch::External> ReserveFor(uint64_t i) {
+    std::optional<Batch::External> into;
+    for (int tries = 0; !into && tries < 500; ++tries) {
+      into = server_->ReserveSegment(0, 1000);
+      if (!into) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (into) std::memset(into->data, static_cast<int>(i), 1000);
+    return into;
+  }
+
+  static Batch InSegment(uint64_t i, Batch::External into) {
+    Batch b = MakeBatch(i);
+    b.data.bytes.clear();
+    b.external = std::move(into);
     return b;
   }
 
@@ -251,6 +271,82 @@ TEST_F(SameHostPortTest, GivenAClientThatDoesNotAskForSegmentsThenBatchesComeInl
   ASSERT_TRUE(f.ok());
   EXPECT_FALSE(f->meta.contains("shm"));
   EXPECT_EQ(server_->shm_batches_sent(), 0u);
+}
+
+TEST_F(SameHostPortTest, GivenABatchCollatedInAReservedSegmentThenItIsSentInPlaceWithItsBytes) {
+  Socket s = Connect(true);
+  std::optional<Batch::External> into = ReserveFor(7);
+  ASSERT_TRUE(into);
+  CreditMsg credit;
+  credit.n = 1;
+  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  ASSERT_TRUE(server_->SendToRank(0, InSegment(7, *into)).ok());
+  auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  ASSERT_TRUE(f->meta.contains("shm"));
+  EXPECT_TRUE(f->meta["shm"]["fd"].get<bool>());
+  auto seg = Segment::Map(s.TakeFd(), 1000, 1 << 20);
+  ASSERT_TRUE(seg.ok()) << seg.status().message();
+  auto b = DecodeBatch(*f, Batch::External{(*seg)->data(), (*seg)->size(), nullptr});
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(b->data_ptr()[0], 7);
+  EXPECT_EQ(b->data_ptr()[999], 7);
+  EXPECT_EQ(server_->in_place_batches_sent(), 1u);
+  EXPECT_EQ(server_->shm_batches_sent(), 1u);
+}
+
+TEST_F(SameHostPortTest, GivenAReservationDroppedUnsentThenItsSegmentAndDescriptorGoWithTheNextBatch) {
+  Socket s = Connect(true);
+  {
+    std::optional<Batch::External> into = ReserveFor(1);  // segment 0, never sent
+    ASSERT_TRUE(into);
+  }
+  CreditMsg credit;
+  credit.n = 1;
+  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  ASSERT_TRUE(server_->SendToRank(0, MakeBatch(2)).ok());
+  auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  ASSERT_TRUE(f->meta.contains("shm"));
+  EXPECT_EQ(f->meta["shm"]["id"].get<uint64_t>(), 0u);  // the dropped one, free again
+  // The client never saw that segment: its descriptor comes with this batch.
+  EXPECT_TRUE(f->meta["shm"]["fd"].get<bool>());
+  const int fd = s.TakeFd();
+  EXPECT_GE(fd, 0);
+  if (fd >= 0) ::close(fd);
+  EXPECT_EQ(server_->in_place_batches_sent(), 0u);
+}
+
+TEST_F(SameHostPortTest, GivenNoSegmentClientOrNoClientThenNothingIsReserved) {
+  EXPECT_FALSE(server_->ReserveSegment(0, 1000));  // no connection for the rank yet
+  Socket s = Connect(false);
+  CreditMsg credit;
+  credit.n = 1;
+  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  ASSERT_TRUE(server_->SendToRank(0, MakeBatch(3)).ok());  // the rank is attached now
+  EXPECT_FALSE(server_->ReserveSegment(0, 1000));          // it asked for bytes
+  ASSERT_TRUE(RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS)).ok());
+}
+
+TEST_F(SameHostPortTest, GivenTheRanksConnectionReplacedAfterReservingThenTheNewOneGetsTheBytes) {
+  Socket old_conn = Connect(true, 1);
+  std::optional<Batch::External> into = ReserveFor(9);
+  ASSERT_TRUE(into);
+  // A newer session of the rank takes over; the reserved segment was the old one's.
+  Socket s = Connect(true, 2);
+  CreditMsg credit;
+  credit.n = 1;
+  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  ASSERT_TRUE(server_->SendToRank(0, InSegment(9, *into)).ok());
+  auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  ASSERT_TRUE(f->meta.contains("shm"));
+  auto seg = Segment::Map(s.TakeFd(), 1000, 1 << 20);
+  ASSERT_TRUE(seg.ok()) << seg.status().message();
+  auto b = DecodeBatch(*f, Batch::External{(*seg)->data(), (*seg)->size(), nullptr});
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(b->data_ptr()[500], 9);
+  EXPECT_EQ(server_->in_place_batches_sent(), 0u);  // copied into the new connection's segment
 }
 
 }  // namespace
