@@ -23,6 +23,9 @@ namespace gm {
 
 inline constexpr int kPlanVersion = 1;
 inline constexpr const char* kPlanSchema = "goldminer.plan";
+// Shared-memory segments, one batch each, that a worker on the trainer's host
+// lends its client (dataplane/shm.h, kLentSegments): memory a plan counts for it.
+inline constexpr int kSameHostSegmentsPerWorker = 8;
 
 // Where the plan's inputs came from.
 struct PlanSources {

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
@@ -71,6 +73,8 @@ struct Tensor {
 
 std::string ShapeString(const std::vector<int64_t>& shape);  // "[224, 224, 3]"
 
+class BatchArena;
+
 struct Sample {
   // Stable position of the sample in its source (files: index in the sorted list;
   // tar: shard << 32 | position in shard; jsonl: line number; range: the index).
@@ -96,8 +100,25 @@ struct Sample {
   // child processes). The engine adds it to the stage's CPU time and resets it.
   double extra_cpu_s = 0;
 
+  // Lent by the engine to the last stage: the sample's slot in the buffer of the
+  // batch it is expected to join. NewTensor() puts a new tensor there when it
+  // fits; the tensor then has its dtype and shape but no bytes of its own, and
+  // `in_arena` points at them.
+  std::shared_ptr<BatchArena> arena;
+  size_t arena_slot = 0;
+  uint8_t* in_arena = nullptr;
+
+  // Replaces `tensor` with an uninitialised one of `dtype` and `shape`, in the
+  // arena slot when one is lent, fits and does not hold the tensor being
+  // replaced, and returns its bytes to write. To keep reading the old tensor,
+  // take tensor_data() and move `tensor` out first.
+  uint8_t* NewTensor(DType dtype, std::vector<int64_t> shape);
+  // The tensor's bytes, wherever they are.
+  const uint8_t* tensor_data() const { return in_arena ? in_arena : tensor.bytes.data(); }
+  size_t tensor_size() const;
+
   // Bytes the sample carries now: the tensor if there is one, else `data`.
-  size_t payload_bytes() const { return tensor.empty() ? data.size() : tensor.bytes.size(); }
+  size_t payload_bytes() const { return tensor.empty() ? data.size() : tensor_size(); }
 };
 
 // A batch in delivery order. data: [B, ...sample shape], labels: int64 [B].
@@ -129,6 +150,37 @@ struct Batch {
   uint8_t* data_ptr() { return external ? external->data : data.bytes.data(); }
   const uint8_t* data_ptr() const { return external ? external->data : data.bytes.data(); }
   size_t data_size() const { return external ? external->size : data.bytes.size(); }
+};
+
+// `bytes` of uninitialised heap memory as a batch's data (Batch::External): what a
+// sink that takes batches in memory of its own lends when it has nothing better.
+// The memory is recycled: up to 4 buffers come back for later batches.
+Batch::External HeapMemory(size_t bytes);
+
+// The data buffer of a batch still being made (worker/engine.cc): each of its
+// samples' last stage writes its tensor straight into the sample's slot
+// (Sample::NewTensor), so collating the batch copies nothing. Thread-safe: the
+// stage threads of one batch share it.
+class BatchArena {
+ public:
+  // Memory for the buffer: `slots` x the first tensor's size (BatchSink::Reserve).
+  using Allocate = std::function<std::optional<Batch::External>(size_t bytes)>;
+  BatchArena(size_t slots, Allocate allocate) : slots_(slots), allocate_(std::move(allocate)) {}
+
+  // Slot `slot`'s memory for a tensor of `bytes`. The buffer is made on the first
+  // call, for tensors of that size; nullptr when it could not be made, for another
+  // size, or for a slot past the end.
+  uint8_t* Slot(size_t slot, size_t bytes);
+  // The buffer's first `slots` slots as a batch's data; nullopt if none was made.
+  std::optional<Batch::External> Take(size_t slots);
+
+ private:
+  const size_t slots_;
+  const Allocate allocate_;
+  std::mutex mu_;
+  bool made_ = false;                      // guarded by mu_: allocation tried
+  size_t stride_ = 0;                      // guarded by mu_
+  std::optional<Batch::External> memory_;  // guarded by mu_
 };
 
 }  // namespace gm

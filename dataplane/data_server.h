@@ -86,7 +86,7 @@ class DataServer {
   // Batches handed to the kernel so far.
   uint64_t batches_sent() const { return batches_sent_.load(); }
   // Of them, batches whose data went in a shared-memory segment, and of those,
-  // batches collated in their segment (ReserveSegment: no copy here).
+  // batches made in their segment (ReserveSegment: no copy here).
   uint64_t shm_batches_sent() const { return shm_batches_sent_.load(); }
   uint64_t in_place_batches_sent() const { return in_place_batches_sent_.load(); }
 

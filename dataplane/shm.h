@@ -11,12 +11,14 @@
 //
 // On such a connection a BATCH's data travels in a segment: a memfd the worker
 // created, sized, and sealed against shrinking and growing (F_SEAL_SHRINK |
-// F_SEAL_GROW | F_SEAL_SEAL), so a mapping of it can never fault. The worker's
-// batcher collates the batch straight into a segment it reserves from the
-// rank's connection (DataServer::ReserveSegment; a batch made before the client
-// connected, or for a connection that has since been replaced, is copied into
-// one when sent), and sends the BATCH frame with meta "shm": {"id", "fd"}; the
-// payload holds only the labels. The first time a
+// F_SEAL_GROW | F_SEAL_SEAL), so a mapping of it can never fault. The worker
+// reserves a segment of the rank's connection for each batch it makes
+// (DataServer::ReserveSegment), and each sample's last stage writes its tensor
+// straight into its slot there (BatchArena, core/sample.h): the batch's data is
+// written once, where the trainer reads it. (A batch made before the client
+// connected, or for a connection since replaced, is copied into a segment when
+// sent.) The BATCH frame has meta "shm": {"id", "fd"}; the payload holds only
+// the labels. The first time a
 // segment is used (fd: true) its descriptor travels with the frame (SCM_RIGHTS);
 // later batches name its id only. The client maps the segment once, hands the
 // batch to the trainer without copying (numpy and torch view the mapping), and
@@ -45,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "core/plan.h"
 #include "core/status.h"
 
 namespace gm {
@@ -54,7 +57,7 @@ inline constexpr size_t kMaxSegments = 16;
 // Segments a worker lends per connection: the client's credit (4 batches by
 // default) plus the batches a trainer holds while it computes. Each is the size
 // of a batch, so this bounds the memory a client can make a worker hold.
-inline constexpr size_t kLentSegments = 8;
+inline constexpr size_t kLentSegments = kSameHostSegmentsPerWorker;
 // The environment variable that turns the same-host path off ("off"; anything
 // else or unset: on), in a worker (it offers none) and in a client (it asks for
 // none): for a host whose processes should not share memory, and for tests that

@@ -111,6 +111,12 @@ Attempt PlaceAt(const Setup& s, const CutPoint& cut, double rate, double c_w) {
   for (const NodeUse& n : trainer) ingress_cap += n.nic_bytes_per_s;
   double ingress_used = 0;
   const double bytes = std::max(0.0, cut.bytes_per_sample);
+  // A worker on the trainer's node also holds the shared-memory segments it
+  // lends its clients (dataplane/shm.h): one batch each at this cut's bytes.
+  const double segments = s.memory_per_worker > 0 && s.profile->pipeline
+                              ? double(kSameHostSegmentsPerWorker) *
+                                    std::max(0, s.profile->pipeline->batch_size) * bytes
+                              : 0;
   std::vector<NodeUse> others = s.others;
   auto place_on = [&](NodeUse& n, bool on_trainer, const std::string& partition) {
     while (remaining > 1e-9 * std::max(1.0, rate)) {
@@ -128,7 +134,8 @@ Attempt PlaceAt(const Setup& s, const CutPoint& cut, double rate, double c_w) {
         size = n.free_cpus >= o.cpus_per_worker ? o.cpus_per_worker : 0;
       }
       if (size < 1) return;
-      if (s.memory_per_worker > 0 && n.free_memory_bytes < double(s.memory_per_worker)) {
+      const double memory = double(s.memory_per_worker) + (on_trainer ? segments : 0);
+      if (s.memory_per_worker > 0 && n.free_memory_bytes < memory) {
         a.memory_blocked = true;
         return;
       }
@@ -148,12 +155,12 @@ Attempt PlaceAt(const Setup& s, const CutPoint& cut, double rate, double c_w) {
       w.node = n.node->name;
       w.partition = partition;
       w.cpus = size;
-      w.memory_bytes = s.memory_per_worker;
+      w.memory_bytes = static_cast<uint64_t>(memory);
       w.on_trainer_node = on_trainer;
       w.samples_per_s = delivered;
       p.workers.push_back(w);
       n.free_cpus -= size;
-      n.free_memory_bytes -= double(s.memory_per_worker);
+      n.free_memory_bytes -= memory;
       if (!on_trainer) {
         n.nic_used += delivered * bytes;
         ingress_used += delivered * bytes;
@@ -245,7 +252,10 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
   } else if (at_goal.memory_blocked) {
     p.limit = "memory";
     p.detail = "nodes with free CPUs lack the memory for another worker (" +
-               Num(double(s.memory_per_worker) / kMiB, 0) + " MiB each, the profile's peak RSS); " +
+               Num(double(s.memory_per_worker) / kMiB, 0) +
+               " MiB each, the profile's peak RSS, and on the trainer's node(s) " +
+               std::to_string(kSameHostSegmentsPerWorker) +
+               " batches of shared memory more); " +
                std::to_string(p.workers.size()) + " worker(s) fit";
   } else {
     p.limit = "cpus";

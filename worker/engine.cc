@@ -117,11 +117,22 @@ class EpochState {
   bool stop_ = false;                // guarded by mu_
 };
 
+// Where the samples' last stage writes: slots in the buffer of the batch each
+// sample is expected to join (BatchArena). A split's k-th good sample goes to
+// slot k % B of its batch k / B; a sample the batcher skips (a failed stage, an
+// odd shape) shifts the later ones, whose batches are then copied as before.
+struct ArenaPlan {
+  BatchArena::Allocate allocate;  // empty: no arenas
+  uint64_t window_start = 0;      // batches of a split that are delivered
+  uint64_t window_end = UINT64_MAX;
+};
+
 // Reads the splits in `order` into `state`. Each split is read in its epoch's
 // order (SplitLayout) and its samples pass through their own shuffle buffer, so a
 // split's batches depend only on (seed, epoch, split): any worker can make them.
 void ReadSplits(const Pipeline& p, uint64_t epoch, const std::vector<size_t>& order,
-                int64_t limit, EpochState& state) {
+                int64_t limit, const ArenaPlan& arenas, EpochState& state) {
+  const uint64_t batch = static_cast<uint64_t>(p.batch_size());
   // A permuted split is already a random subset in random order: no buffer.
   const size_t buffer_size = p.layout().mode() == SplitMode::kPermuted ? 0 : p.shuffle_buffer();
   int64_t read = 0;
@@ -131,10 +142,24 @@ void ReadSplits(const Pipeline& p, uint64_t epoch, const std::vector<size_t>& or
     if (!running || full()) break;
     Rng buffer_rng = Rng::ForSample(p.seed(), epoch, id, kShuffleBufferStream);
     std::vector<Item> buffer;
+    uint64_t good = 0;  // samples of this split pushed for the stages
+    std::shared_ptr<BatchArena> arena;
     auto pop_random = [&] {
       size_t j = buffer_rng.Below(buffer.size());
       std::swap(buffer[j], buffer.back());
-      running = state.Push(std::move(buffer.back())) && running;
+      Item& item = buffer.back();
+      if (arenas.allocate && item.status.ok()) {
+        const uint64_t k = good / batch;
+        if (good % batch == 0) {
+          arena = k >= arenas.window_start && k < arenas.window_end
+                      ? std::make_shared<BatchArena>(batch, arenas.allocate)
+                      : nullptr;
+        }
+        item.sample.arena = arena;
+        item.sample.arena_slot = good % batch;
+        ++good;
+      }
+      running = state.Push(std::move(item)) && running;
       buffer.pop_back();
     };
     auto emit = [&](Sample&& sample, const Status& status) -> bool {
@@ -169,8 +194,11 @@ Status ProcessSample(const Pipeline& p, const RunContext& run, const EngineOptio
                      Sample& s, StageThreadStats& acc) {
   const auto& stages = p.stages();
   const bool keep_span = o.spans != nullptr && acc.spans.size() < o.spans->max_per_thread();
+  // Only the last stage's tensor goes into the batch: only it sees the arena.
+  std::shared_ptr<BatchArena> arena = std::move(s.arena);
   for (size_t i = 0; i < stages.size(); ++i) {
     StageStats& st = acc.stages[i];
+    if (i + 1 == stages.size()) s.arena = std::move(arena);
     const uint64_t in = s.payload_bytes();
     double w0 = 0, c0 = 0;
     if (o.time_stages) w0 = MonotonicSeconds(), c0 = ThreadCpuSeconds();
@@ -222,6 +250,13 @@ class Batcher {
   void SetWindow(uint64_t start, uint64_t end) {
     window_start_ = start;
     window_end_ = end;
+  }
+
+  // Arenas for the batches this batcher delivers, in memory the sink lends
+  // (BatchSink::Reserve, called from the stage threads).
+  ArenaPlan Arenas() {
+    return ArenaPlan{[this](size_t bytes) { return sink_.Reserve(bytes); }, window_start_,
+                     window_end_};
   }
 
   Status Add(Item item, uint64_t epoch) {
@@ -276,9 +311,19 @@ class Batcher {
       pending_.clear();
       return Status::Ok();
     }
-    const size_t bytes = pending_.size() * pending_.front().tensor.bytes.size();
-    Batch batch = Collate(pending_, epoch, batch_index_++,
-                          bytes > 0 ? sink_.Reserve(bytes) : std::nullopt);
+    const size_t bytes = pending_.size() * pending_.front().tensor_size();
+    // The samples' last stage wrote them into their slots of one arena, in
+    // order: that buffer is the batch's, nothing to copy. Else a buffer from the
+    // sink, or the batch's own.
+    BatchArena* arena = pending_.front().arena.get();
+    for (size_t i = 0; i < pending_.size() && arena != nullptr; ++i) {
+      const Sample& s = pending_[i];
+      if (s.arena.get() != arena || s.arena_slot != i || s.in_arena == nullptr) arena = nullptr;
+    }
+    std::optional<Batch::External> into;
+    if (arena != nullptr) into = arena->Take(pending_.size());
+    if (!into && bytes > 0) into = sink_.Reserve(bytes);
+    Batch batch = Collate(pending_, epoch, batch_index_++, std::move(into));
     batch.split = split_;
     batch.split_batch = split_batch;
     batch.last_of_split = last;
@@ -320,6 +365,7 @@ std::vector<size_t> SplitOrder(const Pipeline& p, uint64_t epoch) {
 // adding stage costs and thread CPU to `stats`.
 Status RunSplits(const Pipeline& p, const EngineOptions& o, uint64_t epoch,
                  const std::vector<size_t>& order, Batcher& batcher, RunStats& stats) {
+  const ArenaPlan arenas = batcher.Arenas();
   const size_t inflight = o.inflight
                               ? o.inflight
                               : static_cast<size_t>(4 * o.threads + 2 * p.batch_size());
@@ -330,7 +376,7 @@ Status RunSplits(const Pipeline& p, const EngineOptions& o, uint64_t epoch,
   double reader_cpu = 0;
   std::vector<std::thread> threads;
   std::thread reader([&] {
-    ReadSplits(p, epoch, order, o.limit, state);
+    ReadSplits(p, epoch, order, o.limit, arenas, state);
     reader_cpu = ThreadCpuSeconds();
   });
   for (size_t t = 0; t < per_thread.size(); ++t) {
@@ -386,7 +432,7 @@ Batch Collate(std::vector<Sample>& samples, uint64_t epoch, uint64_t index,
   const Tensor& first = samples.front().tensor;
   std::vector<int64_t> shape = first.shape;
   shape.insert(shape.begin(), static_cast<int64_t>(samples.size()));
-  const size_t stride = first.bytes.size();
+  const size_t stride = samples.front().tensor_size();
   if (into && into->data != nullptr && into->size == stride * samples.size()) {
     b.data.dtype = first.dtype;  // the bytes live in `into`
     b.data.shape = std::move(shape);
@@ -398,7 +444,9 @@ Batch Collate(std::vector<Sample>& samples, uint64_t epoch, uint64_t index,
   b.labels.Reset(DType::kInt64, {static_cast<int64_t>(samples.size())});
   uint8_t* data = b.data_ptr();
   for (size_t i = 0; i < samples.size(); ++i) {
-    if (stride) CopyStreaming(data + i * stride, samples[i].tensor.bytes.data(), stride);
+    // A sample already in its slot (Sample::in_arena) stays where it is.
+    const uint8_t* from = samples[i].tensor_data();
+    if (stride && from != data + i * stride) CopyStreaming(data + i * stride, from, stride);
     b.labels.data<int64_t>()[i] = samples[i].label;
     b.keys.push_back(std::move(samples[i].key));
     b.sample_indices.push_back(samples[i].index);

@@ -31,11 +31,12 @@ class BatchSink {
   virtual ~BatchSink() = default;
   // A non-OK status stops the run and is returned by RunPipeline.
   virtual Status Consume(const Batch& batch) = 0;
-  // Memory for the data of the next batch, `bytes` long, which the batcher
-  // collates into instead of a buffer of its own (Batch::external is then set):
-  // a worker's data port lends a shared-memory segment of the client's, so the
-  // batch is written once, in place. nullopt (the default): the batch gets its
-  // own buffer.
+  // Memory for the data of a batch, `bytes` long, into which the samples' last
+  // stage writes their tensors (BatchArena) or the batcher collates them, instead
+  // of a buffer of the batch's own; Batch::external then points at it. A worker's
+  // data port lends a shared-memory segment of the client's, so the batch is
+  // written once, in place. nullopt (the default): the batch gets its own buffer
+  // and Consume sees data.bytes. Called from any of the engine's threads.
   virtual std::optional<Batch::External> Reserve(size_t bytes) {
     (void)bytes;
     return std::nullopt;

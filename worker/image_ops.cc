@@ -227,8 +227,8 @@ Status FusedDecodeOp::Apply(Sample& s, const RunContext& run) const {
   RgbView view{r.pixels.data(), r.width, r.height, static_cast<ptrdiff_t>(r.width) * 3};
   SourceBox box{bx0 - r.x, by0 - r.y, std::min(bx1 - r.x, double(r.width)),
                 std::min(by1 - r.y, double(r.height))};
-  s.tensor.Reset(DType::kUInt8, {p.out_h, p.out_w, 3});
-  ResizeBilinear(view, box, p.out_w, p.out_h, s.tensor.data<uint8_t>());
+  // Straight into the batch's buffer when this is the last stage (Sample::arena).
+  ResizeBilinear(view, box, p.out_w, p.out_h, s.NewTensor(DType::kUInt8, {p.out_h, p.out_w, 3}));
   s.layout = Layout::kHWC;
   s.normalized = false;
   return Status::Ok();
@@ -375,23 +375,26 @@ Status ToTensorOp::Apply(Sample& s, const RunContext& /*run*/) const {
   const int64_t h = t.shape[from_hwc ? 0 : 1], w = t.shape[from_hwc ? 1 : 2],
                 c = t.shape[from_hwc ? 2 : 0];
   const size_t px = static_cast<size_t>(h * w), ch = static_cast<size_t>(c);
-  Tensor out;
-  out.Reset(dtype_, to_hwc ? std::vector<int64_t>{h, w, c} : std::vector<int64_t>{c, h, w});
-  if (t.dtype == DType::kUInt8 && dtype_ == DType::kFloat32) {
-    Relayout(t.data<uint8_t>(), px, ch, from_hwc, to_hwc, out.data<float>(),
+  const DType from = t.dtype;
+  const uint8_t* src = s.tensor_data();
+  const Tensor in = std::move(s.tensor);  // keeps `src` alive
+  // Straight into the batch's buffer when this is the last stage (Sample::arena).
+  uint8_t* dst =
+      s.NewTensor(dtype_, to_hwc ? std::vector<int64_t>{h, w, c} : std::vector<int64_t>{c, h, w});
+  const auto* src_f = reinterpret_cast<const float*>(src);
+  auto* dst_f = reinterpret_cast<float*>(dst);
+  if (from == DType::kUInt8 && dtype_ == DType::kFloat32) {
+    Relayout(src, px, ch, from_hwc, to_hwc, dst_f,
              [](uint8_t v) { return static_cast<float>(v) / 255.0f; });
-  } else if (t.dtype == DType::kFloat32 && dtype_ == DType::kUInt8) {
-    Relayout(t.data<float>(), px, ch, from_hwc, to_hwc, out.data<uint8_t>(), [](float v) {
+  } else if (from == DType::kFloat32 && dtype_ == DType::kUInt8) {
+    Relayout(src_f, px, ch, from_hwc, to_hwc, dst, [](float v) {
       return static_cast<uint8_t>(std::nearbyint(std::clamp(v * 255.0f, 0.0f, 255.0f)));
     });
-  } else if (t.dtype == DType::kUInt8) {
-    Relayout(t.data<uint8_t>(), px, ch, from_hwc, to_hwc, out.data<uint8_t>(),
-             [](uint8_t v) { return v; });
+  } else if (from == DType::kUInt8) {
+    Relayout(src, px, ch, from_hwc, to_hwc, dst, [](uint8_t v) { return v; });
   } else {
-    Relayout(t.data<float>(), px, ch, from_hwc, to_hwc, out.data<float>(),
-             [](float v) { return v; });
+    Relayout(src_f, px, ch, from_hwc, to_hwc, dst_f, [](float v) { return v; });
   }
-  t = std::move(out);
   s.layout = layout_;
   return Status::Ok();
 }
@@ -431,11 +434,12 @@ class NormalizeToTensorOp : public Op {
     float scale[3], offset[3];
     static_cast<const NormalizeOp&>(*normalize_).Coefficients(true, scale, offset);
     const int64_t h = t.shape[0], w = t.shape[1];
-    Tensor out;
-    out.Reset(DType::kFloat32, {3, h, w});
-    NormalizeHwcToChw(t.data<uint8_t>(), static_cast<int>(h), static_cast<int>(w), mirror, scale,
-                      offset, out.data<float>());
-    s.tensor = std::move(out);
+    const uint8_t* src = s.tensor_data();
+    const Tensor in = std::move(s.tensor);  // keeps `src` alive
+    // Straight into the batch's buffer when this is the last stage (Sample::arena).
+    float* out = reinterpret_cast<float*>(s.NewTensor(DType::kFloat32, {3, h, w}));
+    NormalizeHwcToChw(src, static_cast<int>(h), static_cast<int>(w), mirror, scale, offset, out,
+                      /*streaming=*/s.in_arena != nullptr);
     s.layout = Layout::kCHW;
     s.normalized = true;
     return Status::Ok();

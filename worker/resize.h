@@ -65,9 +65,11 @@ void ScaleChannels(const float* in, size_t pixels, bool interleaved, const float
 // float(in[y][x'][c]) * scale[c] + offset[c], with x' = w - 1 - x when `mirror`
 // (a horizontal flip folded in) else x. The same two float operations (no fused
 // multiply-add) in the SIMD and scalar versions, so results are bit-identical to
-// ScaleChannels on the (flipped) image followed by a move to CHW.
+// ScaleChannels on the (flipped) image followed by a move to CHW. `streaming`:
+// `out` is not read again soon (a batch's slot): where its rows are 32-byte
+// aligned, stores bypass the cache. Same values either way.
 void NormalizeHwcToChw(const uint8_t* in, int h, int w, bool mirror, const float scale[3],
-                       const float offset[3], float* out);
+                       const float offset[3], float* out, bool streaming = false);
 
 // memcpy for a destination that is not read again soon (a batch being
 // collated): on x86-64 with AVX2, stores that bypass the cache (no read of the

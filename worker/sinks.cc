@@ -12,7 +12,9 @@ Status DigestSink::Consume(const Batch& batch) {
   return Status::Ok();
 }
 
-std::string EncodeNpy(const Tensor& t) {
+std::string EncodeNpy(const Tensor& t) { return EncodeNpy(t, t.bytes.data(), t.bytes.size()); }
+
+std::string EncodeNpy(const Tensor& t, const uint8_t* data, size_t size) {
   std::string shape = "(";
   for (size_t i = 0; i < t.shape.size(); ++i) {
     shape += std::to_string(t.shape[i]);
@@ -30,7 +32,7 @@ std::string EncodeNpy(const Tensor& t) {
   out += static_cast<char>(header.size() & 0xff);
   out += static_cast<char>(header.size() >> 8);
   out += header;
-  out.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+  out.append(reinterpret_cast<const char*>(data), size);
   return out;
 }
 
@@ -46,7 +48,7 @@ Status NpyDirSink::Consume(const Batch& batch) {
   char name[64];
   std::snprintf(name, sizeof name, "e%llu-b%06llu", static_cast<unsigned long long>(batch.epoch),
                 static_cast<unsigned long long>(batch.index));
-  GM_RETURN_IF_ERROR(WriteFileAtomic(dir_ + "/" + name + ".npy", EncodeNpy(batch.data)));
+  GM_RETURN_IF_ERROR(WriteFileAtomic(dir_ + "/" + name + ".npy", EncodeNpy(batch.data, batch.data_ptr(), batch.data_size())));
   GM_RETURN_IF_ERROR(WriteFileAtomic(dir_ + "/" + name + ".labels.npy", EncodeNpy(batch.labels)));
   for (const auto& key : batch.keys) {
     keys_ << batch.epoch << '\t' << batch.index << '\t' << key << '\t' << batch.split << '\n';
@@ -55,6 +57,8 @@ Status NpyDirSink::Consume(const Batch& batch) {
   if (!keys_) return Status::IoError(dir_ + "/keys.tsv: write failed");
   return Status::Ok();
 }
+
+std::optional<Batch::External> FanOutSink::Reserve(size_t bytes) { return HeapMemory(bytes); }
 
 Status FanOutSink::Consume(const Batch& batch) {
   for (BatchSink* s : sinks_) GM_RETURN_IF_ERROR(s->Consume(batch));

@@ -23,8 +23,10 @@ class DigestSink : public BatchSink {
   Sha256 sha_;
 };
 
-// Encodes a tensor as a NumPy .npy (format 1.0) file image.
+// Encodes a tensor as a NumPy .npy (format 1.0) file image; the second form with
+// the tensor's bytes elsewhere (t.dtype and t.shape describe them).
 std::string EncodeNpy(const Tensor& t);
+std::string EncodeNpy(const Tensor& t, const uint8_t* data, size_t size);
 
 // Writes e<epoch>-b<batch>.npy (data), e<epoch>-b<batch>.labels.npy and appends
 // "epoch<TAB>batch<TAB>key" lines to keys.tsv under `dir` (created if missing).
@@ -39,11 +41,14 @@ class NpyDirSink : public BatchSink {
   std::ofstream keys_;  // keys.tsv, flushed after every batch
 };
 
-// Passes each batch to every sink in order; stops at the first error.
+// Passes each batch to every sink in order; stops at the first error. Its sinks
+// must read the batch's data through data_ptr() and data_size(): the batches'
+// memory is lent (Reserve), so the samples' last stage writes them in place.
 class FanOutSink : public BatchSink {
  public:
   void Add(BatchSink* sink) { sinks_.push_back(sink); }
   Status Consume(const Batch& batch) override;
+  std::optional<Batch::External> Reserve(size_t bytes) override;
 
  private:
   std::vector<BatchSink*> sinks_;  // not owned

@@ -37,10 +37,11 @@ class RankSink : public BatchSink {
     if (batch.last_of_split) extra["split_batches"] = batch.split_batch + 1;
     return data_.SendToRank(rank_, batch, extra);
   }
-  // On the same host the batch is collated straight into a segment the
-  // client maps.
+  // On the same host the samples go straight into a segment the client maps;
+  // else into memory of the batch's own that is sent as it is.
   std::optional<Batch::External> Reserve(size_t bytes) override {
-    return data_.ReserveSegment(rank_, bytes);
+    std::optional<Batch::External> segment = data_.ReserveSegment(rank_, bytes);
+    return segment ? segment : HeapMemory(bytes);
   }
 
  private:
@@ -233,7 +234,7 @@ void WorkerService::Stop() {
 Status WorkerService::Bye() {
   LogInfo("worker " + data_addr_ + ": sent " + std::to_string(data_->batches_sent()) +
           " batches, " + std::to_string(data_->shm_batches_sent()) + " in shared memory (" +
-          std::to_string(data_->in_place_batches_sent()) + " collated in place)");
+          std::to_string(data_->in_place_batches_sent()) + " written in place)");
   Status st = SendControl(MsgType::kBye, nlohmann::json::object());
   if (!st.ok()) LogWarning("worker: BYE to coordinator " + coordinator_ + " failed: " + st.message());
   return Status::Ok();

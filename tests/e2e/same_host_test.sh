@@ -42,12 +42,13 @@ run shm 2 || { cat "$T/shm.err" >&2; fail "the same-host run"; }
 read -r total shm < <(check shm tcp "same host") || fail "the same-host run's batches"
 [[ $shm == "$total" ]] || fail "same host: only $shm of $total batches came in shared memory"
 ok "same host: all $total batches in shared memory, exactly the TCP run's samples, order and pixels"
-# The workers collate each batch straight into its segment (no copy in the data
-# port) once their client is connected: their exit lines count those batches.
-in_place=$(sed -n 's/.*in shared memory (\([0-9]*\) collated in place).*/\1/p' "$T/shm.err" |
+# Once their client is connected, the workers' samples are written by their last
+# stage straight into the batch's segment (no copy in the worker): their exit
+# lines count those batches.
+in_place=$(sed -n 's/.*in shared memory (\([0-9]*\) written in place).*/\1/p' "$T/shm.err" |
   awk '{n += $1} END {print n + 0}')
-(( in_place > 0 )) || { cat "$T/shm.err" >&2; fail "same host: no batch was collated in its segment"; }
-ok "same host: $in_place of $total batches collated in place, in the segment the trainer maps"
+(( in_place > 0 )) || { cat "$T/shm.err" >&2; fail "same host: no batch was written in its segment"; }
+ok "same host: $in_place of $total batches written in place: each sample by its last stage, into the segment the trainer maps"
 
 # One worker here, one that looks remote (it offers no same-host path): both in one run.
 run mixed 1 GM_TEST_ADD_AFTER=2 GM_TEST_ADD_REMOTE=1 GM_TEST_STEP_S=0.05 \

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <set>
 
@@ -33,16 +34,17 @@ class RecordingSink : public BatchSink {
     }
     return digest.Consume(batch);
   }
-  // With reserve_every = n > 0, offers memory for each batch: of the right size
-  // every n-th time, one byte too large otherwise (which must not be used).
+  // Lends memory when `lend` is kLend (the size asked for) or kTooSmall (one
+  // byte short, which must not be used). Called from the stage threads.
+  enum Lend { kNone, kLend, kTooSmall };
   std::optional<Batch::External> Reserve(size_t bytes) override {
-    if (reserve_every == 0) return std::nullopt;
-    const bool right = ++reserves % reserve_every == 0;
-    auto buffer = std::make_shared<std::vector<uint8_t>>(bytes + (right ? 0 : 1), 0xEE);
+    if (lend == kNone) return std::nullopt;
+    reserves->fetch_add(1);
+    auto buffer = std::make_shared<std::vector<uint8_t>>(bytes - (lend == kTooSmall ? 1 : 0), 0xEE);
     return Batch::External{buffer->data(), buffer->size(), buffer};
   }
-  int reserve_every = 0;
-  int reserves = 0;
+  Lend lend = kNone;
+  std::shared_ptr<std::atomic<int>> reserves = std::make_shared<std::atomic<int>>(0);
   int external_batches = 0;
   std::vector<size_t> sizes;
   std::vector<std::string> keys;
@@ -92,7 +94,7 @@ class EngineTest : public ::testing::Test {
 
   Result<RecordingSink> Run(const nlohmann::json& spec, int threads, int epochs = 1,
                             int64_t limit = -1, RunStats* stats_out = nullptr,
-                            int reserve_every = 0) {
+                            RecordingSink::Lend lend = RecordingSink::kNone) {
     PipelineOptions po;
     po.threads = threads;
     po.samples_per_split = 5;  // many small splits: exercises the split order shuffle
@@ -102,7 +104,7 @@ class EngineTest : public ::testing::Test {
     eo.epochs = epochs;
     eo.limit = limit;
     RecordingSink sink;
-    sink.reserve_every = reserve_every;
+    sink.lend = lend;
     GM_ASSIGN_OR_RETURN(RunStats stats, RunPipeline(p, eo, sink));
     if (stats_out) *stats_out = stats;
     return sink;
@@ -180,17 +182,42 @@ TEST_F(EngineTest, GivenAnEpochThenEverySampleIsDeliveredExactlyOnceInFullBatche
   EXPECT_EQ(stats.stages.back().bytes_out, 30u * 3 * 32 * 48 * 4);
 }
 
-TEST_F(EngineTest, GivenASinkThatLendsMemoryThenBatchesAreCollatedThereWithTheSameBytes) {
+TEST_F(EngineTest, GivenASinkThatLendsMemoryThenSamplesAreWrittenInPlaceWithTheSameBytes) {
   MakeCorpus(5);  // 30 images, 4 batches
   auto own = Run(Spec(8), 2);
   ASSERT_TRUE(own.ok()) << own.status().message();
   EXPECT_EQ(own->external_batches, 0);
-  auto lent = Run(Spec(8), 2, 1, -1, nullptr, /*reserve_every=*/2);
+  const std::string own_digest = own->digest.FinishHex();
+  auto lent = Run(Spec(8), 2, 1, -1, nullptr, RecordingSink::kLend);
   ASSERT_TRUE(lent.ok()) << lent.status().message();
-  EXPECT_EQ(lent->reserves, 4);
-  EXPECT_EQ(lent->external_batches, 2);  // the memory of the wrong size was not used
+  EXPECT_EQ(lent->external_batches, 4);
+  // One loan per batch: each sample's last stage wrote into its slot of the
+  // batch's buffer, so no batch needed a second one to be collated into.
+  EXPECT_EQ(lent->reserves->load(), 4);
+  EXPECT_EQ(lent->keys, own->keys);
+  EXPECT_EQ(lent->digest.FinishHex(), own_digest);
+  // Memory too small for the batch is not used: the batches have their own.
+  auto small = Run(Spec(8), 2, 1, -1, nullptr, RecordingSink::kTooSmall);
+  ASSERT_TRUE(small.ok()) << small.status().message();
+  EXPECT_EQ(small->external_batches, 0);
+  EXPECT_EQ(small->digest.FinishHex(), own_digest);
+}
+
+TEST_F(EngineTest, GivenSkippedSamplesThenBatchesAfterThemAreCopiedAndStillTheSame) {
+  MakeCorpus(5, /*with_bad=*/true);  // bad files fail at the decode, after their slots were given
+  auto spec = Spec(8);
+  spec["on_error"] = "skip";
+  auto own = Run(spec, 2);
+  ASSERT_TRUE(own.ok()) << own.status().message();
+  auto lent = Run(spec, 2, 1, -1, nullptr, RecordingSink::kLend);
+  ASSERT_TRUE(lent.ok()) << lent.status().message();
+  EXPECT_EQ(lent->keys.size(), 30u);
   EXPECT_EQ(lent->keys, own->keys);
   EXPECT_EQ(lent->digest.FinishHex(), own->digest.FinishHex());
+  EXPECT_EQ(lent->external_batches, static_cast<int>(lent->sizes.size()));
+  // A skipped sample moved the later ones off their slots: those batches
+  // borrowed a second buffer to be copied into.
+  EXPECT_GT(lent->reserves->load(), static_cast<int>(lent->sizes.size()));
 }
 
 TEST_F(EngineTest, GivenDropLastThenThePartialBatchIsDropped) {

@@ -604,6 +604,61 @@ TEST(FusedNormalizeTest, GivenUint8ImageThenOnePassEqualsNormalizeThenToTensorBi
   EXPECT_EQ(b.tensor.bytes, a.tensor.bytes);
 }
 
+TEST(FusedNormalizeTest, GivenASlotInABatchBufferThenTheTensorIsWrittenThereWithTheSameBytes) {
+  auto stages = nlohmann::json::parse(R"([
+      {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
+      {"op": "to_tensor", "layout": "CHW", "dtype": "float32"}])");
+  JsonNode root(stages, "test.json");
+  auto make = [&](size_t i) { return *OpRegistry::BuiltIn().Make(*root.At(i), OpEnv{}); };
+  std::unique_ptr<Op> normalize = make(0), to_tensor = make(1);
+  std::unique_ptr<Op> fused = FuseNormalize(normalize, to_tensor);
+  ASSERT_NE(fused, nullptr);
+  // Widths whose rows are 32-byte aligned in the slot (streaming stores) and not.
+  for (int w : {224, 16, 13}) {
+    Sample own = RgbSample(5, w, [&] {
+      std::vector<uint8_t> px(static_cast<size_t>(5) * w * 3);
+      for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 37 + 11);
+      return px;
+    }());
+    own.layout = Layout::kHWC;
+    Sample lent = own;
+    lent.arena = std::make_shared<BatchArena>(3, [](size_t bytes) { return HeapMemory(bytes); });
+    lent.arena_slot = 1;
+    ASSERT_TRUE(fused->Apply(own, RunContext{}).ok());
+    ASSERT_TRUE(fused->Apply(lent, RunContext{}).ok());
+    ASSERT_NE(lent.in_arena, nullptr) << w;
+    EXPECT_TRUE(lent.tensor.bytes.empty());
+    EXPECT_EQ(lent.tensor.shape, own.tensor.shape);
+    ASSERT_EQ(lent.tensor_size(), own.tensor.bytes.size());
+    EXPECT_TRUE(std::equal(own.tensor.bytes.begin(), own.tensor.bytes.end(), lent.tensor_data()))
+        << "width " << w;
+    // Slot 1 of the arena's buffer.
+    auto whole = lent.arena->Take(3);
+    ASSERT_TRUE(whole);
+    EXPECT_EQ(lent.in_arena, whole->data + own.tensor.bytes.size());
+  }
+}
+
+TEST(ImageOpsTest, GivenASlotInABatchBufferThenToTensorWritesThereWithTheSameBytes) {
+  std::unique_ptr<Op> to_tensor = MakeOp(R"({"op": "to_tensor", "layout": "CHW", "dtype": "uint8"})");
+  ASSERT_NE(to_tensor, nullptr);
+  Sample own = RgbSample(5, 7, Pattern7x5());
+  Sample lent = own;
+  lent.arena = std::make_shared<BatchArena>(2, [](size_t bytes) { return HeapMemory(bytes); });
+  ASSERT_TRUE(to_tensor->Apply(own, RunContext{}).ok());
+  ASSERT_TRUE(to_tensor->Apply(lent, RunContext{}).ok());
+  ASSERT_NE(lent.in_arena, nullptr);
+  EXPECT_EQ(lent.tensor.shape, (std::vector<int64_t>{3, 5, 7}));
+  ASSERT_EQ(lent.tensor_size(), own.tensor.bytes.size());
+  EXPECT_TRUE(std::equal(own.tensor.bytes.begin(), own.tensor.bytes.end(), lent.tensor_data()));
+  // A second new tensor does not take the slot its input is in.
+  const uint8_t* slot = lent.in_arena;
+  uint8_t* next = lent.NewTensor(DType::kUInt8, {3, 5, 7});
+  EXPECT_NE(next, slot);
+  EXPECT_EQ(lent.in_arena, nullptr);
+  EXPECT_EQ(lent.tensor.bytes.size(), 105u);
+}
+
 TEST(FusedNormalizeTest, GivenToTensorToHwcOrUint8ThenNoFusion) {
   auto stages = nlohmann::json::parse(R"([
       {"op": "normalize", "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]},

@@ -192,6 +192,28 @@ TEST(PlannerTest, MemoryBinds) {
   EXPECT_EQ(plan->workers.size(), 6u);
 }
 
+TEST(PlannerTest, WorkersOnTheTrainersNodeCountTheSegmentsTheyLend) {
+  auto plan = MakePlan(TestProfile(5000), TestCluster(), Fast());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  // 8 batches of 32 samples at the cut's bytes per sample, on gpu1 only.
+  const uint64_t segments = static_cast<uint64_t>(8 * 32 * plan->cut.bytes_per_sample);
+  ASSERT_GT(segments, 0u);
+  int on_trainer = 0;
+  for (const PlanWorker& w : plan->workers) {
+    EXPECT_EQ(w.memory_bytes, (1ull << 30) + (w.on_trainer_node ? segments : 0)) << w.node;
+    on_trainer += w.on_trainer_node ? 1 : 0;
+  }
+  EXPECT_EQ(on_trainer, 2);
+  // gpu1 with memory for one worker's peak RSS but not its segments too: no
+  // worker there; the CPU nodes still take theirs.
+  Cluster tight = TestCluster();
+  tight.nodes[0].memory_mb = 1030;  // 1 GiB fits, 1 GiB + 8 batches does not
+  auto squeezed = MakePlan(TestProfile(5000), tight, Fast());
+  ASSERT_TRUE(squeezed.ok()) << squeezed.status().message();
+  for (const PlanWorker& w : squeezed->workers) EXPECT_FALSE(w.on_trainer_node) << w.node;
+  EXPECT_FALSE(squeezed->workers.empty());
+}
+
 TEST(PlannerTest, MaxWorkersBinds) {
   PlanOptions o = Fast();
   o.max_workers = 3;  // gpu1: 4 + 3 CPUs, then one 4-CPU worker on cpu1: 11 CPUs = 880/s
