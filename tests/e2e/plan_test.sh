@@ -138,7 +138,10 @@ want = [("gpu1", "gpu", 4, True, 320), ("gpu1", "gpu", 3, True, 260),
         ("cpu1", "cpu", 4, False, 320), ("cpu1", "cpu", 4, False, 320),
         ("cpu2", "cpu", 4, False, 280)]
 assert got == want, got
-assert all(w["memory_bytes"] == 1073741824 for w in p["workers"]), p["workers"]
+# Workers on gpu1 also hold the 8 shared-memory batches they lend the trainer
+# (8 x 4 samples x 100 kB at the cut).
+assert all(w["memory_bytes"] == 1073741824 + (8 * 4 * 100000 if w["on_trainer_node"] else 0)
+           for w in p["workers"]), p["workers"]
 assert approx(pr["samples_per_s"], 1500), pr
 assert pr["limit"] == "none" and approx(pr["shortfall_samples_per_s"], 0), pr
 assert pr["worker_cpus"] == 19, pr
