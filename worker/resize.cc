@@ -129,16 +129,27 @@ __attribute__((target("sse4.1"))) void HorizontalRowSse41(const uint8_t* in, con
   }
 }
 
-// AVX2 coefficients for HorizontalRowAvx2: for each pair of output pixels (2i,
-// 2i + 1) and each pair of taps (2j, 2j + 1), 16 int16 lanes laid out as the
-// pixel lanes HorizontalRowAvx2 builds: [ka(2j) ka(2j+1)] x 3 channels, 0, 0 for
-// pixel 2i, then the same for pixel 2i + 1. A 22-bit coefficient k is split into
+// Coefficients for the SIMD kernels: for each pair of output pixels (2i, 2i + 1)
+// and each pair of taps (2j, 2j + 1), 16 int16 lanes laid out as the pixel lanes
+// the kernels build: [ka(2j) ka(2j+1)] x 3 channels, 0, 0 for pixel 2i, then the
+// same for pixel 2i + 1; pairs 2g and 2g + 1 are side by side (32 lanes), so the
+// AVX-512 kernel loads four pixels' at once. A 22-bit coefficient k is split into
 // k >> 11 (`hi`) and k & 2047 (`lo`); sum(p * k) == (sum(p * hi) << 11) +
 // sum(p * lo) exactly, so two 16-bit multiply-adds give Pillow's 32-bit sums.
 struct PairTaps {
-  int pairs = 0;                // tap pairs per pixel pair (the table's stride)
+  int pairs = 0;                // tap pairs per pixel pair
   std::vector<int> used;        // tap pairs pixel pair i needs
-  std::vector<int16_t> hi, lo;  // [(i * pairs + j) * 16 + lane]
+  std::vector<int16_t> hi, lo;  // [((i / 2) * pairs + j) * 32 + (i % 2) * 16 + lane]
+  // For each group of four pixels (4g..4g+3) whose taps start within 19 pixels
+  // of the first's: the byte permutation that builds the four pixels' lanes out
+  // of 64 bytes read at the first pixel's taps (AVX-512 VBMI). Empty `gather`: no
+  // such permutation (the kernel reads each pixel's bytes on its own).
+  std::vector<uint8_t> gather;  // per group
+  std::vector<uint8_t> perm;    // [g * 64 + byte]
+
+  const int16_t* hi_at(int i) const { return &hi[Offset(i)]; }
+  const int16_t* lo_at(int i) const { return &lo[Offset(i)]; }
+  size_t Offset(int i) const { return static_cast<size_t>(i / 2) * pairs * 32 + (i % 2) * 16; }
 };
 
 // Returns false when a coefficient does not fit the split (negative or above
@@ -146,8 +157,9 @@ struct PairTaps {
 bool MakePairTaps(const Taps& taps, int out_w, PairTaps* pt) {
   pt->pairs = (taps.ksize + 1) / 2;
   const int npix = out_w / 2;
+  const int groups = (npix + 1) / 2;
   pt->used.assign(npix, 0);
-  pt->hi.assign(static_cast<size_t>(npix) * pt->pairs * 16, 0);
+  pt->hi.assign(static_cast<size_t>(groups) * pt->pairs * 32, 0);
   pt->lo.assign(pt->hi.size(), 0);
   for (int i = 0; i < npix; ++i) {
     for (int half = 0; half < 2; ++half) {
@@ -156,12 +168,26 @@ bool MakePairTaps(const Taps& taps, int out_w, PairTaps* pt) {
       pt->used[i] = std::max(pt->used[i], (taps.count[xx] + 1) / 2);
       for (int t = 0; t < taps.count[xx]; ++t) {
         if (k[t] < 0 || k[t] > (1 << kPrecisionBits)) return false;
-        const size_t at = (static_cast<size_t>(i) * pt->pairs + t / 2) * 16 + half * 8 + t % 2;
+        const size_t at = pt->Offset(i) + static_cast<size_t>(t / 2) * 32 + half * 8 + t % 2;
         for (int c = 0; c < 3; ++c) {
           pt->hi[at + 2 * c] = static_cast<int16_t>(k[t] >> 11);
           pt->lo[at + 2 * c] = static_cast<int16_t>(k[t] & 2047);
         }
       }
+    }
+  }
+  // Lane byte b of pixel q reads byte kPick[b] of its pixel's taps: R, G and B
+  // of taps 2j and 2j + 1 into the low bytes of int16 lanes 0-5.
+  static constexpr int kPick[6] = {0, 3, 1, 4, 2, 5};
+  pt->gather.assign(static_cast<size_t>(out_w / 4), 0);
+  pt->perm.assign(pt->gather.size() * 64, 0);
+  for (size_t g = 0; g < pt->gather.size(); ++g) {
+    const int base = taps.first[4 * g];
+    if (taps.first[4 * g + 3] - base > 19) continue;  // 3 * 19 + 5 < 64
+    pt->gather[g] = 1;
+    for (int q = 0; q < 4; ++q) {
+      const int from = (taps.first[4 * g + q] - base) * 3;
+      for (int b = 0; b < 6; ++b) pt->perm[g * 64 + q * 16 + 2 * b] = static_cast<uint8_t>(from + kPick[b]);
     }
   }
   return true;
@@ -182,8 +208,8 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, const 
     const int i = xx / 2;
     const uint8_t* pa = in + taps.first[xx] * 3;
     const uint8_t* pb = in + taps.first[xx + 1] * 3;
-    const int16_t* kh = &pt.hi[static_cast<size_t>(i) * pt.pairs * 16];
-    const int16_t* kl = &pt.lo[static_cast<size_t>(i) * pt.pairs * 16];
+    const int16_t* kh = pt.hi_at(i);
+    const int16_t* kl = pt.lo_at(i);
     __m256i sh = _mm256_setzero_si256(), sl = _mm256_setzero_si256();
     for (int j = 0, n = pt.used[i]; j < n; ++j) {
       const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pa + 6 * j));
@@ -191,9 +217,9 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, const 
       const __m256i px = _mm256_shuffle_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1),
                                              pick);
       sh = _mm256_add_epi32(
-          sh, _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kh + 16 * j))));
+          sh, _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kh + 32 * j))));
       sl = _mm256_add_epi32(
-          sl, _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kl + 16 * j))));
+          sl, _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kl + 32 * j))));
     }
     __m256i acc = _mm256_add_epi32(_mm256_add_epi32(half, _mm256_slli_epi32(sh, 11)), sl);
     acc = _mm256_srai_epi32(acc, kPrecisionBits);
@@ -207,61 +233,88 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, const 
 }
 
 // With AVX-512BW: the same with four output pixels per step, one per 128-bit
-// lane (pixel pairs i and i + 1 of the AVX2 tables), and a masked 12-byte store.
-// GCC 12's _mm512_inserti64x4 passes an undefined vector to its builtin and
+// lane (pixel pairs 2g and 2g + 1), and a masked 12-byte store. With VBMI too,
+// the four pixels' bytes come from one 64-byte read and one byte permutation
+// (PairTaps::perm) instead of four reads and a shuffle, where the group's taps
+// are close enough.
+//
+// GCC 12's _mm512_inserti32x4 passes an undefined vector to its builtin and
 // then warns about it; nothing here reads an undefined lane.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void HorizontalRowAvx512(
-    const uint8_t* in, const Taps& taps, const PairTaps& pt, int out_w, uint8_t* out) {
+
+// Adds tap pair j of the group's coefficients times its pixel lanes `px`.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void Accumulate4(
+    __m512i px, const int16_t* kh, const int16_t* kl, int j, __m512i& sh, __m512i& sl) {
+  sh = _mm512_add_epi32(sh, _mm512_madd_epi16(px, _mm512_loadu_si512(kh + 32 * j)));
+  sl = _mm512_add_epi32(sl, _mm512_madd_epi16(px, _mm512_loadu_si512(kl + 32 * j)));
+}
+
+// Rounds, clips and stores the group's four pixels.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void Finish4(
+    __m512i sh, __m512i sl, uint8_t* out) {
+  __m512i acc = _mm512_add_epi32(_mm512_add_epi32(_mm512_set1_epi32(kHalf), _mm512_slli_epi32(sh, 11)), sl);
+  acc = _mm512_srai_epi32(acc, kPrecisionBits);
+  // [R G B 0] x 4 to 12 packed bytes. Sums are never negative (coefficients
+  // are not), so unsigned saturation is Clip8.
+  const __m128i squeeze = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+  _mm_mask_storeu_epi8(out, 0x0FFF, _mm_shuffle_epi8(_mm512_cvtusepi32_epi8(acc), squeeze));
+}
+
+// The group of output pixels xx..xx+3, each pixel's bytes read on their own.
+__attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void Group4(
+    const uint8_t* in, const Taps& taps, const PairTaps& pt, int xx, uint8_t* out) {
   alignas(64) static constexpr int8_t kPick[64] = {
       0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
       0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
       0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
       0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1};
   const __m512i pick = _mm512_load_si512(kPick);
-  // [R G B 0] x 4 to 12 packed bytes.
-  const __m128i squeeze = _mm_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
-  const __m512i half = _mm512_set1_epi32(kHalf);
-  const size_t stride = static_cast<size_t>(pt.pairs) * 16;
+  const uint8_t* p[4];
+  for (int q = 0; q < 4; ++q) p[q] = in + taps.first[xx + q] * 3;
+  const int i = xx / 2;
+  __m512i sh = _mm512_setzero_si512(), sl = _mm512_setzero_si512();
+  for (int j = 0, n = std::max(pt.used[i], pt.used[i + 1]); j < n; ++j) {
+    __m512i px = _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[0] + 6 * j)));
+    px = _mm512_inserti32x4(px, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[1] + 6 * j)), 1);
+    px = _mm512_inserti32x4(px, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[2] + 6 * j)), 2);
+    px = _mm512_inserti32x4(px, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[3] + 6 * j)), 3);
+    Accumulate4(_mm512_shuffle_epi8(px, pick), pt.hi_at(i), pt.lo_at(i), j, sh, sl);
+  }
+  Finish4(sh, sl, out + 3 * xx);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void HorizontalRowAvx512(
+    const uint8_t* in, const Taps& taps, const PairTaps& pt, int out_w, uint8_t* out) {
+  int xx = 0;
+  for (; xx + 3 < out_w; xx += 4) Group4(in, taps, pt, xx, out);
+  // The last pixels: the AVX2 kernel on the remaining pair, then a single pixel.
+  if (xx < out_w) HorizontalRowAvx2(in, taps, pt, xx, out_w, out);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void HorizontalRowAvx512Vbmi(
+    const uint8_t* in, const Taps& taps, const PairTaps& pt, int out_w, uint8_t* out) {
+  // Zero the high byte of each int16 lane and lanes 6-7 of each pixel.
+  constexpr __mmask64 kLowBytes = 0x0555055505550555ULL;
   int xx = 0;
   for (; xx + 3 < out_w; xx += 4) {
-    const int i = xx / 2;
+    const size_t g = static_cast<size_t>(xx / 4);
+    if (!pt.gather[g]) {
+      Group4(in, taps, pt, xx, out);
+      continue;
+    }
+    const __m512i perm = _mm512_loadu_si512(&pt.perm[g * 64]);
     const uint8_t* p0 = in + taps.first[xx] * 3;
-    const uint8_t* p1 = in + taps.first[xx + 1] * 3;
-    const uint8_t* p2 = in + taps.first[xx + 2] * 3;
-    const uint8_t* p3 = in + taps.first[xx + 3] * 3;
-    const int16_t* kh0 = &pt.hi[static_cast<size_t>(i) * stride];
-    const int16_t* kl0 = &pt.lo[static_cast<size_t>(i) * stride];
+    const int i = xx / 2;
     __m512i sh = _mm512_setzero_si512(), sl = _mm512_setzero_si512();
     for (int j = 0, n = std::max(pt.used[i], pt.used[i + 1]); j < n; ++j) {
-      __m512i px = _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p0 + 6 * j)));
-      px = _mm512_inserti32x4(px, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p1 + 6 * j)), 1);
-      px = _mm512_inserti32x4(px, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p2 + 6 * j)), 2);
-      px = _mm512_inserti32x4(px, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p3 + 6 * j)), 3);
-      px = _mm512_shuffle_epi8(px, pick);
-      // Tap pair j of pixel pairs i and i + 1 (zero past a pair's own taps).
-      const __m512i kh = _mm512_inserti64x4(
-          _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kh0 + 16 * j))),
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kh0 + stride + 16 * j)), 1);
-      const __m512i kl = _mm512_inserti64x4(
-          _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kl0 + 16 * j))),
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kl0 + stride + 16 * j)), 1);
-      sh = _mm512_add_epi32(sh, _mm512_madd_epi16(px, kh));
-      sl = _mm512_add_epi32(sl, _mm512_madd_epi16(px, kl));
+      const __m512i px = _mm512_maskz_permutexvar_epi8(kLowBytes, perm, _mm512_loadu_si512(p0 + 6 * j));
+      Accumulate4(px, pt.hi_at(i), pt.lo_at(i), j, sh, sl);
     }
-    __m512i acc = _mm512_add_epi32(_mm512_add_epi32(half, _mm512_slli_epi32(sh, 11)), sl);
-    acc = _mm512_srai_epi32(acc, kPrecisionBits);
-    // Sums are never negative (coefficients are not), so unsigned saturation
-    // is Clip8.
-    const __m128i bytes = _mm_shuffle_epi8(_mm512_cvtusepi32_epi8(acc), squeeze);
-    _mm_mask_storeu_epi8(out + 3 * xx, 0x0FFF, bytes);
+    Finish4(sh, sl, out + 3 * xx);
   }
-  // The last pixels: the AVX2 kernel on the remaining pairs, then single pixels.
-  if (xx < out_w) {
-    HorizontalRowAvx2(in, taps, pt, xx, out_w, out);
-  }
+  if (xx < out_w) HorizontalRowAvx2(in, taps, pt, xx, out_w, out);
 }
 #pragma GCC diagnostic pop
 #endif
@@ -271,10 +324,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void HorizontalRowAvx512(
 void Horizontal(const RgbView& src, int row0, int rows, const Taps& taps, int out_w,
                 ResizeIsa isa, uint8_t* dst) {
   const size_t row_bytes = static_cast<size_t>(src.width) * 3;
-  // The SIMD kernels read up to `pad` bytes past a row's last pixel (16 bytes
+  // The SIMD kernels read up to `pad` bytes past a row's last pixel (64 bytes
   // from a pixel, zero-weight taps up to ksize). A row followed by that much of
   // the view is read in place; the last ones are copied into a padded buffer.
-  const size_t pad = (static_cast<size_t>(taps.ksize) + 2) * 3 + 16;
+  const size_t pad = (static_cast<size_t>(taps.ksize) + 2) * 3 + 64;
   const uint8_t* view_end = src.data + (src.height - 1) * src.stride + row_bytes;
   std::vector<uint8_t> padded(row_bytes + pad, 0);
   const auto each_row = [&](auto&& row_fn) {
@@ -291,8 +344,11 @@ void Horizontal(const RgbView& src, int row0, int rows, const Taps& taps, int ou
   PairTaps pt;
   const bool simd = isa != ResizeIsa::kScalar;
   if (simd && __builtin_cpu_supports("avx2") && MakePairTaps(taps, out_w, &pt)) {
-    if (isa == ResizeIsa::kBest && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl")) {
+    const bool avx512 = (isa == ResizeIsa::kBest || isa == ResizeIsa::kAvx512) &&
+                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+    if (avx512 && isa == ResizeIsa::kBest && __builtin_cpu_supports("avx512vbmi")) {
+      each_row([&](const uint8_t* in, uint8_t* out) { HorizontalRowAvx512Vbmi(in, taps, pt, out_w, out); });
+    } else if (avx512) {
       each_row([&](const uint8_t* in, uint8_t* out) { HorizontalRowAvx512(in, taps, pt, out_w, out); });
     } else {
       each_row([&](const uint8_t* in, uint8_t* out) { HorizontalRowAvx2(in, taps, pt, 0, out_w, out); });

@@ -34,10 +34,10 @@ struct SourceBox {
 
 // Resamples `box` of `src` to out_w x out_h pixels into `dst` (out_h rows of
 // out_w * 3 bytes, tightly packed). Requires out_w, out_h > 0 and a non-empty box
-// inside the view. `isa` caps the instruction set of the kernels (AVX-512BW,
-// AVX2, SSE4.1 or none, whichever the CPU has); every level gives the same
-// bytes, and the tests compare them.
-enum class ResizeIsa { kBest, kAvx2, kScalar };
+// inside the view. `isa` caps the instruction set of the kernels (AVX-512 VBMI,
+// AVX-512BW, AVX2, SSE4.1 or none, whichever the CPU has); every level gives
+// the same bytes, and the tests compare them.
+enum class ResizeIsa { kBest, kAvx512, kAvx2, kScalar };
 void ResizeBilinear(const RgbView& src, const SourceBox& box, int out_w, int out_h, uint8_t* dst,
                     ResizeIsa isa = ResizeIsa::kBest);
 
