@@ -578,13 +578,19 @@ TEST(FusedDecodeTest, GivenATruncatedJpegThenEveryCropReportsItCorrupt) {
 namespace gm {
 namespace {
 
-TEST(FusedNormalizeTest, GivenUint8ImageThenOnePassEqualsNormalizeThenToTensorBitForBit) {
-  auto stages = nlohmann::json::parse(R"([
+// normalize (ImageNet's mean and std) then to_tensor (CHW float32), as a pipeline
+// file has them.
+std::pair<std::unique_ptr<Op>, std::unique_ptr<Op>> NormalizeThenToTensor() {
+  const auto stages = nlohmann::json::parse(R"([
       {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
       {"op": "to_tensor", "layout": "CHW", "dtype": "float32"}])");
   JsonNode root(stages, "test.json");
   auto make = [&](size_t i) { return *OpRegistry::BuiltIn().Make(*root.At(i), OpEnv{}); };
-  std::unique_ptr<Op> normalize = make(0), to_tensor = make(1);
+  return {make(0), make(1)};
+}
+
+TEST(FusedNormalizeTest, GivenUint8ImageThenOnePassEqualsNormalizeThenToTensorBitForBit) {
+  auto [normalize, to_tensor] = NormalizeThenToTensor();
   Sample a;
   ASSERT_TRUE(DecodeJpeg(testing::ReadAll(testing::SourcePath("tests/data/engine/photo1.jpg")),
                          a.tensor)
@@ -593,7 +599,7 @@ TEST(FusedNormalizeTest, GivenUint8ImageThenOnePassEqualsNormalizeThenToTensorBi
   Sample b = a;
   ASSERT_TRUE(normalize->Apply(a, RunContext{}).ok());
   ASSERT_TRUE(to_tensor->Apply(a, RunContext{}).ok());
-  std::unique_ptr<Op> n2 = make(0), t2 = make(1);
+  auto [n2, t2] = NormalizeThenToTensor();
   std::unique_ptr<Op> fused = FuseNormalize(n2, t2);
   ASSERT_NE(fused, nullptr);
   EXPECT_EQ(fused->name(), "normalize+to_tensor");
@@ -605,12 +611,7 @@ TEST(FusedNormalizeTest, GivenUint8ImageThenOnePassEqualsNormalizeThenToTensorBi
 }
 
 TEST(FusedNormalizeTest, GivenASlotInABatchBufferThenTheTensorIsWrittenThereWithTheSameBytes) {
-  auto stages = nlohmann::json::parse(R"([
-      {"op": "normalize", "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]},
-      {"op": "to_tensor", "layout": "CHW", "dtype": "float32"}])");
-  JsonNode root(stages, "test.json");
-  auto make = [&](size_t i) { return *OpRegistry::BuiltIn().Make(*root.At(i), OpEnv{}); };
-  std::unique_ptr<Op> normalize = make(0), to_tensor = make(1);
+  auto [normalize, to_tensor] = NormalizeThenToTensor();
   std::unique_ptr<Op> fused = FuseNormalize(normalize, to_tensor);
   ASSERT_NE(fused, nullptr);
   // Widths whose rows are 32-byte aligned in the slot (streaming stores) and not.

@@ -179,6 +179,32 @@ class SameHostPortTest : public ::testing::Test {
     return into;
   }
 
+  // Grants one credit, sends `batch` and receives it, which must come in a fresh
+  // segment (its descriptor passed); returns the first byte of the batch's data
+  // as the client maps it, -1 on any failure (reported).
+  int SendAndReceiveInSegment(Socket& s, const Batch& batch) {
+    CreditMsg credit;
+    credit.n = 1;
+    Status sent = SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS));
+    if (sent.ok()) sent = server_->SendToRank(0, batch);
+    EXPECT_TRUE(sent.ok()) << sent.message();
+    if (!sent.ok()) return -1;
+    auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
+    EXPECT_TRUE(f.ok()) << f.status().message();
+    if (!f.ok() || !f->meta.contains("shm") || !f->meta["shm"]["fd"].get<bool>()) {
+      ADD_FAILURE() << "the batch did not come in a fresh segment";
+      return -1;
+    }
+    auto seg = Segment::Map(s.TakeFd(), 1000, 1 << 20);
+    EXPECT_TRUE(seg.ok()) << seg.status().message();
+    if (!seg.ok()) return -1;
+    auto b = DecodeBatch(*f, Batch::External{(*seg)->data(), (*seg)->size(), nullptr});
+    EXPECT_TRUE(b.ok()) << b.status().message();
+    if (!b.ok()) return -1;
+    EXPECT_EQ(b->data_ptr()[999], b->data_ptr()[0]);
+    return b->data_ptr()[0];
+  }
+
   static Batch InSegment(uint64_t i, Batch::External into) {
     Batch b = MakeBatch(i);
     b.data.bytes.clear();
@@ -277,20 +303,7 @@ TEST_F(SameHostPortTest, GivenABatchCollatedInAReservedSegmentThenItIsSentInPlac
   Socket s = Connect(true);
   std::optional<Batch::External> into = ReserveFor(7);
   ASSERT_TRUE(into);
-  CreditMsg credit;
-  credit.n = 1;
-  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
-  ASSERT_TRUE(server_->SendToRank(0, InSegment(7, *into)).ok());
-  auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
-  ASSERT_TRUE(f.ok()) << f.status().message();
-  ASSERT_TRUE(f->meta.contains("shm"));
-  EXPECT_TRUE(f->meta["shm"]["fd"].get<bool>());
-  auto seg = Segment::Map(s.TakeFd(), 1000, 1 << 20);
-  ASSERT_TRUE(seg.ok()) << seg.status().message();
-  auto b = DecodeBatch(*f, Batch::External{(*seg)->data(), (*seg)->size(), nullptr});
-  ASSERT_TRUE(b.ok()) << b.status().message();
-  EXPECT_EQ(b->data_ptr()[0], 7);
-  EXPECT_EQ(b->data_ptr()[999], 7);
+  EXPECT_EQ(SendAndReceiveInSegment(s, InSegment(7, *into)), 7);
   EXPECT_EQ(server_->in_place_batches_sent(), 1u);
   EXPECT_EQ(server_->shm_batches_sent(), 1u);
 }
@@ -334,18 +347,7 @@ TEST_F(SameHostPortTest, GivenTheRanksConnectionReplacedAfterReservingThenTheNew
   ASSERT_TRUE(into);
   // A newer session of the rank takes over; the reserved segment was the old one's.
   Socket s = Connect(true, 2);
-  CreditMsg credit;
-  credit.n = 1;
-  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
-  ASSERT_TRUE(server_->SendToRank(0, InSegment(9, *into)).ok());
-  auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
-  ASSERT_TRUE(f.ok()) << f.status().message();
-  ASSERT_TRUE(f->meta.contains("shm"));
-  auto seg = Segment::Map(s.TakeFd(), 1000, 1 << 20);
-  ASSERT_TRUE(seg.ok()) << seg.status().message();
-  auto b = DecodeBatch(*f, Batch::External{(*seg)->data(), (*seg)->size(), nullptr});
-  ASSERT_TRUE(b.ok()) << b.status().message();
-  EXPECT_EQ(b->data_ptr()[500], 9);
+  EXPECT_EQ(SendAndReceiveInSegment(s, InSegment(9, *into)), 9);
   EXPECT_EQ(server_->in_place_batches_sent(), 0u);  // copied into the new connection's segment
 }
 
