@@ -108,6 +108,15 @@ class DeviceLoader:
                              "loader applies the device stages itself)")
         self._pinned = collections.defaultdict(list)  # (shape, dtype) -> [(tensor, event)]
         self._turn = collections.Counter()
+        # The Loader's state just after the last batch yielded to the trainer was
+        # received (None before the first): what state_dict() reports, so that the
+        # batches prefetched beyond it are not counted as consumed.
+        self._state = None
+
+    def _receive(self, batch, stream):
+        """What travels from receipt to _ready: the batch, its device tensors and
+        copy event, and the Loader's state right after the batch was received."""
+        return (batch,) + self._to_device(batch, stream) + (self.loader.state_dict(),)
 
     def _stage(self, array):
         """A page-locked copy of `array` from this shape's ring: the buffer is
@@ -164,13 +173,14 @@ class DeviceLoader:
                 except StopIteration:
                     exhausted = True
                     break
-                ahead.append((batch,) + self._to_device(batch, stream))
+                ahead.append(self._receive(batch, stream))
             if not ahead:
                 return
             yield self._ready(*ahead.popleft())
 
-    def _ready(self, batch, image, label, done):
+    def _ready(self, batch, image, label, done, state):
         """The batch as yielded: on CUDA, the current stream waits for its copy."""
+        self._state = state
         if done is not None:
             current = torch.cuda.current_stream(self.device)
             current.wait_event(done)
@@ -198,7 +208,7 @@ class DeviceLoader:
             try:
                 stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
                 for batch in self.loader:
-                    if not put((batch,) + self._to_device(batch, stream)):
+                    if not put(self._receive(batch, stream)):
                         return
                 put(_END)
             except BaseException as e:  # handed to the trainer's thread, raised there
@@ -222,11 +232,15 @@ class DeviceLoader:
         return self.loader.stats()
 
     def state_dict(self):
-        """The Loader's state. Batches prefetched but not yet yielded (up to
-        `prefetch`, and one more in the background thread) count as consumed by
-        the client; take the state between epochs, or with prefetch=1 and
-        thread=False when a step-exact checkpoint matters."""
+        """Where the trainer stands, for a checkpoint: the Loader's state as it was
+        just after the last batch this loader yielded was received, so batches
+        prefetched but not yet yielded come again after a resume (the same
+        dict as goldminer.Loader.state_dict()). Take it from the trainer's thread,
+        between steps."""
+        if self._state is not None:
+            return dict(self._state)
         return self.loader.state_dict()
 
     def load_state_dict(self, state):
+        self._state = None
         self.loader.load_state_dict(state)

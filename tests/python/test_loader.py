@@ -334,6 +334,28 @@ class DeviceTailTest(unittest.TestCase):
                                        rtol=0, atol=1e-6)
         loader.loader.close()
 
+    def check_state_after_two_batches(self, thread):
+        from goldminer.torch import DeviceLoader
+        loader = DeviceLoader(device="cpu", prefetch=3, epochs=1, thread=thread,
+                              coordinator=self.coordinator.address, rank=0, world_size=1)
+        it = iter(loader)
+        keys = [next(it)["key"] for _ in range(2)]
+        self.assertEqual(keys, [b["key"] for b in self.batches[:2]])
+        state = loader.state_dict()
+        if not thread:  # (the background thread's Loader is its own to ask)
+            # The client has received more than 2 (prefetched), the trainer only 2.
+            self.assertGreater(loader.loader.state_dict()["position"], 2)
+        self.assertEqual((state["epoch"], state["position"], state["split_index"],
+                          state["split_batch"]), (0, 2, 1, 0))
+        del it
+        loader.loader.close()
+
+    def test_given_prefetched_batches_then_the_device_loaders_state_counts_only_those_yielded(self):
+        self.check_state_after_two_batches(thread=False)
+
+    def test_given_a_background_thread_then_the_state_counts_only_batches_yielded(self):
+        self.check_state_after_two_batches(thread=True)
+
     def test_given_a_failing_loader_in_the_background_then_the_trainer_gets_its_error(self):
         from goldminer.torch import DeviceLoader
         loader = DeviceLoader(device="cpu", thread=True, coordinator="127.0.0.1:1", rank=0,
