@@ -153,8 +153,9 @@ struct PairTaps {
 };
 
 // Returns false when a coefficient does not fit the split (negative or above
-// 2^22: never for the triangle filter, whose weights are in [0, 1]).
-bool MakePairTaps(const Taps& taps, int out_w, PairTaps* pt) {
+// 2^22: never for the triangle filter, whose weights are in [0, 1]). The VBMI
+// permutations (gather, perm) only `with_gather`.
+bool MakePairTaps(const Taps& taps, int out_w, bool with_gather, PairTaps* pt) {
   pt->pairs = (taps.ksize + 1) / 2;
   const int npix = out_w / 2;
   const int groups = (npix + 1) / 2;
@@ -176,6 +177,7 @@ bool MakePairTaps(const Taps& taps, int out_w, PairTaps* pt) {
       }
     }
   }
+  if (!with_gather) return true;
   // Lane byte b of pixel q reads byte kPick[b] of its pixel's taps: R, G and B
   // of taps 2j and 2j + 1 into the low bytes of int16 lanes 0-5.
   static constexpr int kPick[6] = {0, 3, 1, 4, 2, 5};
@@ -343,10 +345,11 @@ void Horizontal(const RgbView& src, int row0, int rows, const Taps& taps, int ou
 #if defined(__x86_64__)
   PairTaps pt;
   const bool simd = isa != ResizeIsa::kScalar;
-  if (simd && __builtin_cpu_supports("avx2") && MakePairTaps(taps, out_w, &pt)) {
-    const bool avx512 = (isa == ResizeIsa::kBest || isa == ResizeIsa::kAvx512) &&
-                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-    if (avx512 && isa == ResizeIsa::kBest && __builtin_cpu_supports("avx512vbmi")) {
+  const bool avx512 = (isa == ResizeIsa::kBest || isa == ResizeIsa::kAvx512) &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  const bool vbmi = avx512 && isa == ResizeIsa::kBest && __builtin_cpu_supports("avx512vbmi");
+  if (simd && __builtin_cpu_supports("avx2") && MakePairTaps(taps, out_w, vbmi, &pt)) {
+    if (vbmi) {
       each_row([&](const uint8_t* in, uint8_t* out) { HorizontalRowAvx512Vbmi(in, taps, pt, out_w, out); });
     } else if (avx512) {
       each_row([&](const uint8_t* in, uint8_t* out) { HorizontalRowAvx512(in, taps, pt, out_w, out); });
