@@ -35,29 +35,21 @@
 # Exit status: 0 when every check passed, 1 otherwise.
 set -uo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=$(cd "${BUILD:-$REPO/build}" 2>/dev/null && pwd || echo "${BUILD:-$REPO/build}")
+# shellcheck source=scripts/device_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"  # REPO, BUILD, pack_build, start_output
 
 # --pack DIR: goldminer, the client library (as real files, no links) and the
 # injection library, stripped, in BUILD's layout.
 if [[ ${1:-} == --pack ]]; then
   dir=${2:?usage: gpu_check.sh --pack DIR}
-  mkdir -p "$dir/cmd" "$dir/client" "$dir/profiler/cupti" || exit 1
-  strip -o "$dir/cmd/goldminer" "$BUILD/cmd/goldminer" || exit 1
-  for name in libgoldminer_client.so libgoldminer_client.so.1; do
-    strip --strip-unneeded -o "$dir/client/$name" "$(readlink -f "$BUILD/client/$name")" || exit 1
-  done
+  pack_build "$dir"
+  mkdir -p "$dir/profiler/cupti" || exit 1
   cupti=$BUILD/profiler/cupti/libgoldminer_cupti.so
   [[ -f $cupti ]] && strip --strip-unneeded -o "$dir/profiler/cupti/libgoldminer_cupti.so" "$cupti"
   du -sh "$dir"
   exit 0
 fi
-OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-XXXXXX")}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check-work-XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-exec > >(tee -a "$OUT/gpu_check.log") 2>&1
+start_output gpu_check
 
 passes=0
 fails=0

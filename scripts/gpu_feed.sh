@@ -30,8 +30,8 @@
 # Exit status: 0 when the benchmark completed (whatever the targets), 1 otherwise.
 set -uo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-BUILD=$(cd "${BUILD:-$REPO/build}" 2>/dev/null && pwd || echo "${BUILD:-$REPO/build}")
+# shellcheck source=scripts/device_lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device_lib.sh"  # REPO, BUILD, pack_build, start_output
 
 # --pack DIR: what the GPU machine needs and may lack, in BUILD's layout.
 if [[ ${1:-} == --pack ]]; then
@@ -40,11 +40,8 @@ if [[ ${1:-} == --pack ]]; then
     echo "gpu_feed.sh --pack: needs patchelf (apt-get install -y patchelf)"
     exit 1
   fi
-  mkdir -p "$dir/cmd" "$dir/client" "$dir/lib" || exit 1
-  strip -o "$dir/cmd/goldminer" "$BUILD/cmd/goldminer" || exit 1
-  for name in libgoldminer_client.so libgoldminer_client.so.1; do
-    strip --strip-unneeded -o "$dir/client/$name" "$(readlink -f "$BUILD/client/$name")" || exit 1
-  done
+  pack_build "$dir"
+  mkdir -p "$dir/lib" || exit 1
   # Every shared library ldd resolves for them, but glibc's and the compiler's
   # runtime (any Linux has those, and a second copy in one process would clash).
   libs=$(ldd "$BUILD/cmd/goldminer" "$BUILD/client/libgoldminer_client.so" |
@@ -80,12 +77,7 @@ if [[ ${1:-} == --pack ]]; then
   exit 0
 fi
 
-OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/gpu-feed-XXXXXX")}
-mkdir -p "$OUT"
-OUT=$(cd "$OUT" && pwd)
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpu-feed-work-XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
-exec > >(tee -a "$OUT/gpu_feed.log") 2>&1
+start_output gpu_feed
 BUDGET=290  # seconds for everything below; each step gets at most what is left
 left() { echo $((BUDGET - SECONDS > 10 ? BUDGET - SECONDS : 10)); }
 fail() { echo "FAIL: $*" | tee -a "$OUT/summary.txt"; exit 1; }
