@@ -159,17 +159,26 @@ class LibraryTest(unittest.TestCase):
         self.assertIn("HOST:PORT", str(caught.exception))
 
 
-class LoaderTest(unittest.TestCase):
+class FakeRunTest(unittest.TestCase):
+    """A fake worker serving make_batches() and a fake coordinator pointing at it
+    (serve_coordinator with COORDINATOR's options), made for each test."""
+
+    COORDINATOR = {}
+
     def setUp(self):
         os.environ["GOLDMINER_SECRET"] = CLIENT_KEY
         self.batches = make_batches()
         self.worker = FakeServer("worker", serve_worker(self.batches))
         self.log = []
-        self.coordinator = FakeServer("coordinator", serve_coordinator(self.worker.address, self.log))
+        self.coordinator = FakeServer("coordinator", serve_coordinator(
+            self.worker.address, self.log, **self.COORDINATOR))
 
     def tearDown(self):
         self.coordinator.close()
         self.worker.close()
+
+
+class LoaderTest(FakeRunTest):
 
     def test_given_a_run_when_iterated_then_batches_arrive_in_order_as_zero_copy_arrays(self):
         loader = goldminer.Loader(epochs=1, coordinator=self.coordinator.address, rank=0, world_size=1)
@@ -277,20 +286,10 @@ def reference_tail(image):
     return out
 
 
-class DeviceTailTest(unittest.TestCase):
+class DeviceTailTest(FakeRunTest):
     """A run whose pipeline leaves normalize and to_tensor "on": "device"."""
 
-    def setUp(self):
-        os.environ["GOLDMINER_SECRET"] = CLIENT_KEY
-        self.batches = make_batches()
-        self.worker = FakeServer("worker", serve_worker(self.batches))
-        self.log = []
-        self.coordinator = FakeServer("coordinator", serve_coordinator(
-            self.worker.address, self.log, device_stages=TAIL))
-
-    def tearDown(self):
-        self.coordinator.close()
-        self.worker.close()
+    COORDINATOR = {"device_stages": TAIL}
 
     def test_given_device_stages_then_the_loader_applies_them_with_numpy(self):
         loader = goldminer.Loader(epochs=1, coordinator=self.coordinator.address, rank=0, world_size=1)

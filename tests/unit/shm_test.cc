@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "dataplane/auth.h"
 #include "dataplane/data_server.h"
@@ -179,17 +180,26 @@ class SameHostPortTest : public ::testing::Test {
     return into;
   }
 
-  // Grants one credit, sends `batch` and receives it, which must come in a fresh
-  // segment (its descriptor passed); returns the first byte of the batch's data
-  // as the client maps it, -1 on any failure (reported).
-  int SendAndReceiveInSegment(Socket& s, const Batch& batch) {
+  // Sends CREDIT {n, release} as the client.
+  static Status GrantCredit(Socket& s, uint64_t n, std::vector<uint64_t> release = {}) {
     CreditMsg credit;
-    credit.n = 1;
-    Status sent = SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS));
-    if (sent.ok()) sent = server_->SendToRank(0, batch);
-    EXPECT_TRUE(sent.ok()) << sent.message();
-    if (!sent.ok()) return -1;
-    auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
+    credit.n = n;
+    credit.release = std::move(release);
+    return SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS));
+  }
+
+  // Grants one credit, sends `batch` to rank 0 and receives its frame.
+  Result<Frame> SendOne(Socket& s, const Batch& batch) {
+    GM_RETURN_IF_ERROR(GrantCredit(s, 1));
+    GM_RETURN_IF_ERROR(server_->SendToRank(0, batch));
+    return RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
+  }
+
+  // SendOne, and the batch must come in a fresh segment (its descriptor
+  // passed); returns the first byte of the batch's data as the client maps it,
+  // -1 on any failure (reported).
+  int SendAndReceiveInSegment(Socket& s, const Batch& batch) {
+    auto f = SendOne(s, batch);
     EXPECT_TRUE(f.ok()) << f.status().message();
     if (!f.ok() || !f->meta.contains("shm") || !f->meta["shm"]["fd"].get<bool>()) {
       ADD_FAILURE() << "the batch did not come in a fresh segment";
@@ -219,9 +229,7 @@ class SameHostPortTest : public ::testing::Test {
 TEST_F(SameHostPortTest, GivenAClientThatNeverReleasesThenBatchesGoInlineOnceTheSegmentsAreLent) {
   Socket s = Connect(true);
   const uint64_t n = kLentSegments + 3;
-  CreditMsg credit;
-  credit.n = n;
-  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  ASSERT_TRUE(GrantCredit(s, n).ok());
   std::thread sender([&] {
     for (uint64_t i = 0; i < n; ++i) EXPECT_TRUE(server_->SendToRank(0, MakeBatch(i)).ok());
   });
@@ -254,10 +262,7 @@ TEST_F(SameHostPortTest, GivenAClientThatNeverReleasesThenBatchesGoInlineOnceThe
 
 TEST_F(SameHostPortTest, GivenAClientThatReleasesASegmentItWasNotLentThenItIsDropped) {
   Socket s = Connect(true);
-  CreditMsg credit;
-  credit.n = 1;
-  credit.release = {3};
-  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  ASSERT_TRUE(GrantCredit(s, 1, {3}).ok());
   // The port hangs up: the client's next receive sees the connection closed.
   auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
   ASSERT_FALSE(f.ok());
@@ -266,17 +271,12 @@ TEST_F(SameHostPortTest, GivenAClientThatReleasesASegmentItWasNotLentThenItIsDro
 
 TEST_F(SameHostPortTest, GivenAReleasedSegmentThenTheNextBatchReusesItWithoutPassingItAgain) {
   Socket s = Connect(true);
-  CreditMsg credit;
-  credit.n = 1;
-  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
-  ASSERT_TRUE(server_->SendToRank(0, MakeBatch(1)).ok());
-  auto first = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
-  ASSERT_TRUE(first.ok());
+  auto first = SendOne(s, MakeBatch(1));
+  ASSERT_TRUE(first.ok()) << first.status().message();
   const int fd = s.TakeFd();
   ASSERT_GE(fd, 0);
   ::close(fd);
-  credit.release = {first->meta["shm"]["id"].get<uint64_t>()};
-  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  ASSERT_TRUE(GrantCredit(s, 1, {first->meta["shm"]["id"].get<uint64_t>()}).ok());
   // The release travels with the credit, so the port has both before the next send.
   std::thread sender([&] { EXPECT_TRUE(server_->SendToRank(0, MakeBatch(2)).ok()); });
   auto second = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
@@ -289,12 +289,8 @@ TEST_F(SameHostPortTest, GivenAReleasedSegmentThenTheNextBatchReusesItWithoutPas
 
 TEST_F(SameHostPortTest, GivenAClientThatDoesNotAskForSegmentsThenBatchesComeInline) {
   Socket s = Connect(false);
-  CreditMsg credit;
-  credit.n = 1;
-  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
-  ASSERT_TRUE(server_->SendToRank(0, MakeBatch(4)).ok());
-  auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
-  ASSERT_TRUE(f.ok());
+  auto f = SendOne(s, MakeBatch(4));
+  ASSERT_TRUE(f.ok()) << f.status().message();
   EXPECT_FALSE(f->meta.contains("shm"));
   EXPECT_EQ(server_->shm_batches_sent(), 0u);
 }
@@ -314,11 +310,7 @@ TEST_F(SameHostPortTest, GivenAReservationDroppedUnsentThenItsSegmentAndDescript
     std::optional<Batch::External> into = ReserveFor(1);  // segment 0, never sent
     ASSERT_TRUE(into);
   }
-  CreditMsg credit;
-  credit.n = 1;
-  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
-  ASSERT_TRUE(server_->SendToRank(0, MakeBatch(2)).ok());
-  auto f = RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS));
+  auto f = SendOne(s, MakeBatch(2));
   ASSERT_TRUE(f.ok()) << f.status().message();
   ASSERT_TRUE(f->meta.contains("shm"));
   EXPECT_EQ(f->meta["shm"]["id"].get<uint64_t>(), 0u);  // the dropped one, free again
@@ -333,9 +325,7 @@ TEST_F(SameHostPortTest, GivenAReservationDroppedUnsentThenItsSegmentAndDescript
 TEST_F(SameHostPortTest, GivenNoSegmentClientOrNoClientThenNothingIsReserved) {
   EXPECT_FALSE(server_->ReserveSegment(0, 1000));  // no connection for the rank yet
   Socket s = Connect(false);
-  CreditMsg credit;
-  credit.n = 1;
-  ASSERT_TRUE(SendFrame(s, MsgType::kCredit, credit.Encode(), Deadline::After(kWaitS)).ok());
+  ASSERT_TRUE(GrantCredit(s, 1).ok());
   ASSERT_TRUE(server_->SendToRank(0, MakeBatch(3)).ok());  // the rank is attached now
   EXPECT_FALSE(server_->ReserveSegment(0, 1000));          // it asked for bytes
   ASSERT_TRUE(RecvFrame(s, FrameLimits{}, Deadline::After(kWaitS)).ok());
