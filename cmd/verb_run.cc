@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <thread>
 
@@ -47,7 +48,45 @@ struct RunFlags {
   int min_workers = 1;
   int max_workers = 0;  // 0: max(workers, this machine's CPUs)
   double scale_period_s = 10;
+  std::string trainer_cpus;  // --trainer-cpus LIST
 };
+
+// --trainer-cpus: the trainer on those CPUs, and the workers started here on the
+// others this process may use, unless $GOLDMINER_WORKER_CPUS places them (the
+// workers pin themselves to it; an overlap is only warned about). Local backend
+// only: under Slurm, worker steps get their own CPUs (srun --exact).
+Status ApplyTrainerCpus(const RunFlags& f, LocalRunConfig& c) {
+  if (f.trainer_cpus.empty()) return Status::Ok();
+  const std::string what = "--trainer-cpus";
+  if (f.backend != "local") {
+    return Status::InvalidArgument(what + " is for --backend local: under Slurm each worker is a "
+                                   "job step with CPUs of its own (srun --exact), and the "
+                                   "trainer has the batch step's");
+  }
+  GM_ASSIGN_OR_RETURN(c.trainer_cpus, ParseCpuList(f.trainer_cpus, what));
+  GM_RETURN_IF_ERROR(CheckCpusAllowed(c.trainer_cpus, what));
+  if (const char* env = std::getenv("GOLDMINER_WORKER_CPUS"); env != nullptr && *env != '\0') {
+    GM_ASSIGN_OR_RETURN(std::vector<int> workers, ParseCpuList(env, "GOLDMINER_WORKER_CPUS"));
+    std::vector<int> shared;
+    std::set_intersection(workers.begin(), workers.end(), c.trainer_cpus.begin(),
+                          c.trainer_cpus.end(), std::back_inserter(shared));
+    if (!shared.empty()) {
+      LogWarning("run: GOLDMINER_WORKER_CPUS=" + std::string(env) + " shares CPU(s) " +
+                 FormatCpuList(shared) + " with " + what + " " + f.trainer_cpus);
+    }
+    return Status::Ok();
+  }
+  GM_ASSIGN_OR_RETURN(std::vector<int> allowed, AllowedCpus());
+  std::set_difference(allowed.begin(), allowed.end(), c.trainer_cpus.begin(), c.trainer_cpus.end(),
+                      std::back_inserter(c.worker_cpus));
+  if (c.worker_cpus.empty()) {
+    return Status::InvalidArgument(what + " " + f.trainer_cpus + " leaves no CPU for the workers "
+                                   "(this process may use " + FormatCpuList(allowed) +
+                                   "); keep at least one out of the list, or set "
+                                   "GOLDMINER_WORKER_CPUS to say where the workers run");
+  }
+  return Status::Ok();
+}
 
 // auto: slurm inside a job (SLURM_JOB_ID), else local. The Slurm backend listens on
 // every interface unless --bind says otherwise: workers on other nodes connect.
@@ -246,6 +285,7 @@ Result<int> RunLocalBackend(const RunFlags& f) {
   c.run_name = f.name;
   c.sample_interval_s = f.sample_interval_s;
   c.progress = !f.no_progress;
+  GM_RETURN_IF_ERROR(ApplyTrainerCpus(f, c));
   if (f.autoscale == "on") {
     AutoscalerOptions a;
     a.min_workers = f.min_workers;
@@ -364,6 +404,11 @@ Verb RunVerb() {
                        "With --autoscale on: seconds of figures behind each decision")
             ->capture_default_str()
             ->check(CLI::Range(0.5, 3600.0));
+        sub.add_option("--trainer-cpus", f->trainer_cpus,
+                       "Run the trainer on these CPUs (a list as taskset writes it: 0-3) and "
+                       "the workers on the others, so they do not compete; "
+                       "$GOLDMINER_WORKER_CPUS, when set, places the workers instead "
+                       "(--backend local only)");
         return std::function<Result<int>()>([f, app]() -> Result<int> {
           if (Status st = ResolveBackend(*f, *app); !st.ok()) return RecordRefused(*f, st);
           if (!f->plan.empty()) GM_RETURN_IF_ERROR(ApplyPlan(*f, *app));

@@ -79,7 +79,9 @@ namespace {
 
 constexpr int kMaxCpu = 4096;
 
-std::string CpuListText(const std::vector<int>& cpus) {
+}  // namespace
+
+std::string FormatCpuList(const std::vector<int>& cpus) {
   std::string out;
   for (size_t i = 0; i < cpus.size();) {
     size_t j = i;
@@ -90,8 +92,6 @@ std::string CpuListText(const std::vector<int>& cpus) {
   }
   return out;
 }
-
-}  // namespace
 
 Result<std::vector<int>> ParseCpuList(const std::string& text, const std::string& what) {
   auto bad = [&](const std::string& why) {
@@ -124,30 +124,40 @@ Result<std::vector<int>> ParseCpuList(const std::string& text, const std::string
   return cpus;
 }
 
-Status PinToCpus(const std::vector<int>& cpus, const std::string& what) {
+Result<std::vector<int>> AllowedCpus() {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
-    return Status::IoError(what + ": sched_getaffinity: " + std::strerror(errno));
+    return Status::IoError(std::string("sched_getaffinity: ") + std::strerror(errno));
   }
-  std::vector<int> missing, usable;
-  cpu_set_t set;
-  CPU_ZERO(&set);
+  std::vector<int> usable;
   for (int c = 0; c < CPU_SETSIZE; ++c) {
     if (CPU_ISSET(c, &allowed)) usable.push_back(c);
   }
+  return usable;
+}
+
+Status CheckCpusAllowed(const std::vector<int>& cpus, const std::string& what) {
+  Result<std::vector<int>> usable = AllowedCpus();
+  if (!usable.ok()) return Status::IoError(what + ": " + usable.status().message());
+  std::vector<int> missing;
   for (int c : cpus) {
-    if (c >= CPU_SETSIZE || !CPU_ISSET(c, &allowed)) {
-      missing.push_back(c);
-    } else {
-      CPU_SET(c, &set);
-    }
+    if (!std::binary_search(usable->begin(), usable->end(), c)) missing.push_back(c);
   }
-  if (!missing.empty() || cpus.empty()) {
-    return Status::InvalidArgument(what + ": CPU(s) " + CpuListText(missing) +
+  if (cpus.empty()) return Status::InvalidArgument(what + ": no CPU given");
+  if (!missing.empty()) {
+    return Status::InvalidArgument(what + ": CPU(s) " + FormatCpuList(missing) +
                                    " are not available to this process (it may use " +
-                                   CpuListText(usable) + ")");
+                                   FormatCpuList(*usable) + ")");
   }
+  return Status::Ok();
+}
+
+Status PinToCpus(const std::vector<int>& cpus, const std::string& what) {
+  GM_RETURN_IF_ERROR(CheckCpusAllowed(cpus, what));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
   if (::sched_setaffinity(0, sizeof set, &set) != 0) {
     return Status::IoError(what + ": sched_setaffinity: " + std::strerror(errno));
   }

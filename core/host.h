@@ -28,6 +28,16 @@ bool IsWildcardHost(const std::string& host);
 // one (empty, a bad number or range, a CPU of 4096 or more).
 Result<std::vector<int>> ParseCpuList(const std::string& text, const std::string& what);
 
+// The CPU list as taskset writes it: sorted runs as ranges ("0-3,8").
+std::string FormatCpuList(const std::vector<int>& cpus);
+
+// The CPUs the calling thread may run on (sched_getaffinity), sorted.
+Result<std::vector<int>> AllowedCpus();
+
+// InvalidArgument naming `what`, the CPUs this process may not use and the ones it
+// may, when some of `cpus` are outside its allowed set (or `cpus` is empty).
+Status CheckCpusAllowed(const std::vector<int>& cpus, const std::string& what);
+
 // Restricts this process (the threads it starts from now on, and its children) to
 // `cpus`. InvalidArgument naming the CPUs this process may not use, and the ones
 // it may, when some are outside its allowed set.

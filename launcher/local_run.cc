@@ -143,6 +143,7 @@ class LocalRun {
     r.argv = {exe, "worker", "--coordinator", coordinator_.address(), "--threads",
               std::to_string(r.threads), "--listen", JoinHostPort(c_.bind, 0)};
     r.env = {"GOLDMINER_SECRET_FILE=" + dir_.path() + "/worker.key", "GOLDMINER_RUN_ID=" + run_id_};
+    r.cpus = c_.worker_cpus;
     GM_ASSIGN_OR_RETURN(pid_t pid, supervisor_.Start(r));
     return Started(pid, slot, r.threads);
   }
@@ -238,6 +239,7 @@ class LocalRun {
     r.argv = c_.spec.command;
     r.env = std::move(env);
     r.slot = rank;
+    r.cpus = c_.trainer_cpus;
     GM_ASSIGN_OR_RETURN(pid_t pid, supervisor_.Start(r));
     (void)pid;
     return Status::Ok();
@@ -406,6 +408,15 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
   recorder.Event("run", "run started: " + std::to_string(c.spec.workers) + " worker(s), " +
                             std::to_string(c.spec.world_size) + " trainer rank(s), coordinator at " +
                             coordinator->address());
+  if (!c.trainer_cpus.empty() || !c.worker_cpus.empty()) {
+    const auto cpus = [](const std::vector<int>& list) {
+      return list.empty() ? std::string("any CPU") : "CPU(s) " + FormatCpuList(list);
+    };
+    const std::string where = "the trainer on " + cpus(c.trainer_cpus) + ", workers started here on " +
+                              cpus(c.worker_cpus);
+    LogInfo("run: " + where);
+    recorder.Event("run", where);
+  }
   std::string steps_dir;
   if (auto from_env = StepDirFromEnv(c.trainer_env)) {
     steps_dir = *from_env;

@@ -35,6 +35,10 @@ struct LocalRunConfig {
   double liveness_timeout_s = 10;
   int max_restarts = 3;  // crashed workers replaced at most this many times (supervisor)
   std::vector<std::string> trainer_env;  // "NAME=value" added to each trainer's environment
+  // CPUs the trainer processes, and the workers started as children here, run on
+  // (their mask from the first instruction); empty: this process's.
+  std::vector<int> trainer_cpus;
+  std::vector<int> worker_cpus;
   std::string worker_exe;                // the goldminer binary for workers; empty: this executable
   // Where the processes start (launcher/process_launcher.h); null: children of this
   // process. The supervisor (launcher/supervisor.h) starts, replaces and stops them.

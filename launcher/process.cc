@@ -1,6 +1,7 @@
 #include "launcher/process.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/syscall.h>
@@ -11,9 +12,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <set>
 
 #include "core/clock.h"
+#include "core/host.h"
 #include "worker/subprocess.h"  // DescribeExit
 
 extern char** environ;
@@ -126,9 +129,45 @@ ProcessGroup::~ProcessGroup() {
   }
 }
 
+namespace {
+
+// Sets the calling thread's CPU mask for the life of the object, and restores
+// it: a child spawned meanwhile inherits the mask.
+class ThreadCpus {
+ public:
+  static Result<std::unique_ptr<ThreadCpus>> Set(const std::vector<int>& cpus,
+                                                 const std::string& what) {
+    GM_RETURN_IF_ERROR(CheckCpusAllowed(cpus, what));
+    auto t = std::unique_ptr<ThreadCpus>(new ThreadCpus);
+    CPU_ZERO(&t->saved_);
+    if (::sched_getaffinity(0, sizeof t->saved_, &t->saved_) != 0) {
+      return Status::IoError(what + ": sched_getaffinity: " + std::strerror(errno));
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : cpus) CPU_SET(c, &set);
+    if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+      return Status::IoError(what + ": sched_setaffinity: " + std::strerror(errno));
+    }
+    return t;
+  }
+  ~ThreadCpus() { (void)::sched_setaffinity(0, sizeof saved_, &saved_); }
+
+ private:
+  ThreadCpus() = default;
+  cpu_set_t saved_;
+};
+
+}  // namespace
+
 Result<pid_t> ProcessGroup::Spawn(const std::vector<std::string>& argv,
-                                  const std::vector<std::string>& env) {
+                                  const std::vector<std::string>& env,
+                                  const std::vector<int>& cpus) {
   if (argv.empty()) return Status::InvalidArgument("no command to start");
+  std::unique_ptr<ThreadCpus> pinned;
+  if (!cpus.empty()) {
+    GM_ASSIGN_OR_RETURN(pinned, ThreadCpus::Set(cpus, argv[0] + ": CPUs"));
+  }
   std::vector<std::string> envs = MergedEnvironment(env);
   std::vector<char*> cargv, cenv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
@@ -137,6 +176,7 @@ Result<pid_t> ProcessGroup::Spawn(const std::vector<std::string>& argv,
   cenv.push_back(nullptr);
   pid_t pid = 0;
   int rc = posix_spawnp(&pid, argv[0].c_str(), nullptr, nullptr, cargv.data(), cenv.data());
+  pinned.reset();
   if (rc != 0) {
     std::string msg = argv[0] + ": cannot start: " + std::strerror(rc);
     return rc == ENOENT ? Status::NotFound(msg) : Status::IoError(msg);

@@ -47,8 +47,11 @@ class ProcessGroup {
 
   // Starts argv (argv[0] searched in PATH when it has no '/') with our
   // environment plus `env` ("NAME=value", overriding). NotFound/IoError name the
-  // program when it cannot start.
-  Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+  // program when it cannot start. With `cpus`, the child runs on those CPUs only
+  // from its first instruction (it inherits the mask; so do its threads and
+  // children); InvalidArgument when this process may not use them all.
+  Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                      const std::vector<int>& cpus = {});
   // Sends `sig` to a running child; OK if it already exited.
   void Signal(pid_t pid, int sig);
   // Waits up to timeout_s for any child to exit and reaps it; nullopt on timeout.

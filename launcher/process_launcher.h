@@ -28,6 +28,7 @@ struct LaunchRequest {
   std::vector<std::string> env;  // "NAME=value", added to this process's environment
   int slot = 0;                   // a worker's slot: its size and placement
   int threads = 1;                // a worker's CPUs (stage threads)
+  std::vector<int> cpus;          // run on these CPUs only (empty: ours); local children only
 };
 
 class ProcessLauncher {
