@@ -48,6 +48,8 @@ Flags:
   --threads T         stage threads per goldminer worker (default: min(3, cpus-1))
   --goldminer PATH    the binary ($GOLDMINER, else build/cmd/goldminer)
   --cpu-tail          to_tensor + normalize on the workers (no "on" keys)
+  --trainer-cpus L    goldminer run --trainer-cpus for (c): a CPU list, "none", or
+                      "auto" (default): the CPUs the workers' threads leave, at least one
   --json OUT          write every figure to OUT
   --feed-timeout S    seconds one `goldminer run` may take (900)
 Exit status: 0 when the run completed; 3 when the build rejects "on" (rerun with
@@ -246,7 +248,10 @@ def feed_goldminer(args, gm, pipeline, epochs, env, work):
     """(c): one `goldminer run`; the child's figures (its JSON line on stdout)."""
     cmd = [gm, "-q", "run", "--no-db", "--no-progress", "--pipeline", pipeline,
            "--workers", str(args.workers), "--threads-per-worker", str(args.threads),
-           "--epochs", str(epochs), "--",
+           "--epochs", str(epochs)]
+    if args.trainer_cpus != "none":
+        cmd += ["--trainer-cpus", args.trainer_cpus]
+    cmd += ["--",
            sys.executable, os.path.abspath(__file__), "--feed-child",
            "--child-epochs", str(epochs), "--device", args.device, "--model", args.model,
            "--batch", str(args.batch), "--steps", str(args.steps), "--warmup", str(args.warmup)]
@@ -406,6 +411,9 @@ def main():
     ap.add_argument("--goldminer", default=os.environ.get("GOLDMINER") or
                     os.path.join(ROOT, "build", "cmd", "goldminer"))
     ap.add_argument("--cpu-tail", action="store_true")
+    ap.add_argument("--trainer-cpus", default="auto",
+                    help="goldminer run --trainer-cpus for (c): a CPU list, 'none', or "
+                         "'auto': the CPUs the workers' threads leave (at least one)")
     ap.add_argument("--json")
     ap.add_argument("--feed-timeout", type=float, default=900,
                     help="seconds one `goldminer run` may take")
@@ -420,6 +428,11 @@ def main():
         return feed_child(args)
 
     args.workers = args.workers or max(1, (cpus - 1) // args.threads)
+    if args.trainer_cpus == "auto":
+        allowed = sorted(os.sched_getaffinity(0))
+        keep = max(1, len(allowed) - args.workers * args.threads)
+        args.trainer_cpus = (",".join(str(c) for c in allowed[:keep])
+                             if keep < len(allowed) else "none")
     args.torch_workers = sorted({min(int(w), max(1, cpus - 1))
                                  for w in args.torch_workers.split(",")})
     gm = os.path.abspath(args.goldminer)
@@ -456,7 +469,8 @@ def run(args, gm, device, cpus, work):
           f"batch {args.batch}, {args.image_size}px, corpus {base} ({distinct} images"
           f"{f', linked to {len(ds)} files for one epoch' if corpus != base else ''}), "
           f"{args.warmup}+{args.steps} steps, {args.rounds} rounds, {cpus} cpus; goldminer "
-          f"{args.workers} workers x {args.threads} threads, {tail} (to_tensor+normalize); "
+          f"{args.workers} workers x {args.threads} threads, trainer on CPUs "
+          f"{args.trainer_cpus}, {tail} (to_tensor+normalize); "
           f"torch workers {args.torch_workers}", flush=True)
 
     runs = {"a": [], "c": [], **{f"b{w}": [] for w in args.torch_workers}}
