@@ -57,7 +57,7 @@ std::string PlanText(const Plan& p) {
   if (p.workers.empty()) s += "    (none)\n";
   s += "  cut:        " + CutName(p.cut.after_stage) + ", " + Bytes(p.cut.bytes_per_sample) +
        " per sample on the wire, " + Fixed(pr.network_bytes_per_s * 8 / 1e9, 2) +
-       " Gb/s across NICs" + (p.cut.runnable ? "" : " (NOT runnable by this goldminer's run)") +
+       " Gb/s across NICs" + (p.cut.runnable ? "" : " (not pipeline.json's cut: see the note)") +
        "\n";
   s += "  model:      " + Fixed(m.worker_cpu_s_per_sample * 1e3, 3) +
        " ms worker CPU per sample, scaling efficiency " + Fixed(m.scaling_efficiency, 2) +
@@ -78,7 +78,7 @@ std::string PlanText(const Plan& p) {
       std::snprintf(line, sizeof line, "    %s %-30s %10s  %12s  limit %s%s\n", c.chosen ? "*" : " ",
                     CutName(c.after_stage).c_str(), Bytes(c.bytes_per_sample).c_str(),
                     Rate(c.samples_per_s).c_str(), c.limit.c_str(),
-                    c.runnable ? "" : " (not runnable yet)");
+                    c.runnable ? "" : " (not pipeline.json's cut)");
       s += line;
     }
   }

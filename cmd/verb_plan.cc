@@ -306,8 +306,9 @@ Verb PlanVerb() {
                        "Samples per epoch, for the CPU-hours per epoch prediction")
             ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 50));
         sub.add_flag("--all-cuts", f->all_cuts,
-                     "Also choose cuts that leave stages to the trainer's client (this "
-                     "goldminer's run cannot execute them yet; for comparison)");
+                     "Also choose cuts other than the one pipeline.json makes (run follows "
+                     "the file: mark the stages after the cut \"on\": \"device\" to run one; "
+                     "for comparison until then)");
         sub.add_flag("--best-effort", f->best_effort,
                      "With --target-rate: write the best plan even when the target cannot be met");
         sub.add_option("-o,--output", f->out, "Where to write plan.json")->capture_default_str();

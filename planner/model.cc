@@ -633,8 +633,11 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
     plan.notes.push_back("the profile has no peak RSS: memory was not checked");
   }
   if (!plan.cut.runnable) {
-    plan.notes.push_back("the chosen cut leaves stages to the trainer's client, which this "
-                         "goldminer's run does not execute yet: this plan is for comparison");
+    plan.notes.push_back("the chosen cut (after stage " + std::to_string(plan.cut.after_stage) +
+                         ") is not the one pipeline.json makes, and run follows the file: mark "
+                         "the stages after it \"on\": \"device\" (possible when they are "
+                         "to_tensor and normalize) and profile again; until then this plan is "
+                         "for comparison and run --plan refuses it");
   }
   if (plan.run.command.empty()) {
     plan.notes.push_back("no trainer command (the profile has none): give one after -- to run it");

@@ -121,6 +121,7 @@ Result<PipelineProfile> ProfilePipeline(const PipelineProfileOptions& o) {
   PipelineOptions po;
   po.threads = cores;
   po.with_device_stages = true;  // every stage is measured, the device tail on the CPU
+  po.keep_device_cut = true;     // and the cut before a tail that could be on the device
   GM_ASSIGN_OR_RETURN(Pipeline p, Pipeline::Load(o.path, po));
   GM_ASSIGN_OR_RETURN(std::string bytes, ReadFile(o.path));
   Sha256 sha;

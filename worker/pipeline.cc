@@ -63,8 +63,7 @@ Result<Pipeline> Pipeline::FromJson(const nlohmann::json& doc, const std::string
   p.layout_ = SplitLayout::Make(*p.source_, p.shuffle_, p.shuffle_shards_);
 
   GM_ASSIGN_OR_RETURN(JsonNode stages, root.Get("stages"));
-  GM_RETURN_IF_ERROR(p.ParseStages(stages, OpEnv{base_dir, options.threads}, options.fuse,
-                                    options.with_device_stages));
+  GM_RETURN_IF_ERROR(p.ParseStages(stages, OpEnv{base_dir, options.threads}, options));
   return p;
 }
 
@@ -119,10 +118,14 @@ std::string Pipeline::OrderNotice() const {
 // "on": "worker" (the default) or "device". Device stages must be a tail of the
 // list, of ops in kDeviceOps, and leave at least one stage to the workers (they
 // decode); the ops are built either way, so their fields are checked here.
-Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse,
-                             bool with_device) {
+Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env,
+                             const PipelineOptions& options) {
+  const bool fuse = options.fuse;
+  const bool with_device = options.with_device_stages;
   GM_ASSIGN_OR_RETURN(std::vector<JsonNode> elements, stages.Elements());
   std::vector<std::unique_ptr<Op>> built;
+  // Whether every stage from index i on could run "on": "device".
+  std::vector<bool> device_capable_from(elements.size() + 1, true);
   for (size_t i = 0; i < elements.size(); ++i) {
     nlohmann::json stage = elements[i].json();
     bool on_device = false;
@@ -138,9 +141,12 @@ Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse
     const JsonNode node(stage, elements[i].origin(), elements[i].path());
     GM_ASSIGN_OR_RETURN(std::unique_ptr<Op> op, OpRegistry::BuiltIn().Make(node, env));
     op->set_stage(i);
+    const bool device_op =
+        std::find(std::begin(kDeviceOps), std::end(kDeviceOps), op->name()) != std::end(kDeviceOps);
+    device_capable_from[i] = device_op;
     if (on_device) {
       const std::string name = op->name();
-      if (std::find(std::begin(kDeviceOps), std::end(kDeviceOps), name) == std::end(kDeviceOps)) {
+      if (!device_op) {
         return elements[i].Error("op \"" + name + "\" cannot run \"on\": \"device\" (only " +
                                  "to_tensor and normalize can; run it on the workers)");
       }
@@ -156,6 +162,9 @@ Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse
                                "): the device stages must be the last ones");
     }
     if (!on_device || with_device) built.push_back(std::move(op));
+  }
+  for (size_t i = elements.size(); i-- > 0;) {
+    device_capable_from[i] = device_capable_from[i] && device_capable_from[i + 1];
   }
   // Fuse decode with the crop/resize that follows it, so only the needed pixels
   // are decoded (the fused op keeps the crop's stage number for its randomness),
@@ -177,6 +186,7 @@ Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse
   // Then a flip into the normalize+to_tensor after it (rows read mirrored).
   for (size_t i = 0; fuse && i + 1 < stages_.size(); ++i) {
     if (static_cast<int>(stages_[i + 1]->stage()) == device_from_) continue;
+    if (options.keep_device_cut && device_capable_from[stages_[i + 1]->stage()]) continue;
     if (std::unique_ptr<Op> fused = FuseFlip(stages_[i], stages_[i + 1])) {
       stages_[i] = std::move(fused);
       stages_.erase(stages_.begin() + static_cast<std::ptrdiff_t>(i) + 1);

@@ -35,6 +35,11 @@ struct PipelineOptions {
   // profiler measures every stage); by default a pipeline holds only the stages
   // its workers run and keeps the device tail as JSON (device_stages()).
   bool with_device_stages = false;
+  // Keep a flip on its own when every stage after it could run "on": "device"
+  // (instead of folding it into the normalize+to_tensor after it), so the cut
+  // before those stages (uint8 on the wire) is a stage boundary: the profiler
+  // measures the cuts a pipeline could have, not only the one its file makes.
+  bool keep_device_cut = false;
 };
 
 // Ops a pipeline may leave to the trainer's device ("on": "device"): elementwise
@@ -86,7 +91,7 @@ class Pipeline {
 
  private:
   Pipeline() = default;
-  Status ParseStages(const JsonNode& stages, const OpEnv& env, bool fuse, bool with_device);
+  Status ParseStages(const JsonNode& stages, const OpEnv& env, const PipelineOptions& options);
   Status ParseShuffle(const JsonNode& shuffle);
 
   std::string origin_;

@@ -92,8 +92,9 @@ expect_in "$T/out" "decode_jpeg+random_resized_crop" "the table names the fused 
 expect_in "$T/out" "verdict: unknown" "no trainer: no verdict"
 check "$T/pipe.json" "p['schema'] == 'goldminer.profile' and p['version'] == 1" "versioned schema"
 check "$T/pipe.json" "all(s['cpu_s_per_sample'] > 0 for s in p['pipeline']['stages'])" "stage costs positive"
-check "$T/pipe.json" "[s['index'] for s in p['pipeline']['stages']] == [0, 2] and p['pipeline']['stages'][1]['name'] == 'flip+normalize+to_tensor'" "2 stages (decode+crop; flip+normalize+to_tensor), at their pipeline.json positions"
-check "$T/pipe.json" "[c['after_stage'] for c in p['pipeline']['cuts']] == [-1, 1, 4]" "cuts before, and after each op (never inside a fused op)"
+check "$T/pipe.json" "[(s['index'], s['name']) for s in p['pipeline']['stages']] == [(0, 'decode_jpeg+random_resized_crop'), (2, 'flip'), (3, 'normalize+to_tensor')]" "3 stages (decode+crop; flip; normalize+to_tensor), at their pipeline.json positions"
+check "$T/pipe.json" "[c['after_stage'] for c in p['pipeline']['cuts']] == [-1, 1, 2, 4]" "cuts before, and after each op (never inside a fused op)"
+check "$T/pipe.json" "[(c['after_stage'], c['bytes_per_sample']) for c in p['pipeline']['cuts'] if c['after_stage'] in (2, 4)] == [(2, 64 * 64 * 3), (4, 64 * 64 * 3 * 4)]" "the cut before normalize (the flip kept apart) sends uint8: a quarter of float32's bytes"
 check "$T/pipe.json" "abs(p['pipeline']['stage_cpu_s_per_sample'] + p['pipeline']['queue_cpu_s_per_sample'] + p['pipeline']['reader_cpu_s_per_sample'] + p['pipeline']['batcher_cpu_s_per_sample'] - p['pipeline']['cpu_s_per_sample']) < 0.1 * p['pipeline']['cpu_s_per_sample']" "stage, hand-off, reader and batcher CPU add up to the process CPU"
 check "$T/pipe.json" "'trainer' not in p and p['verdict'] == 'unknown'" "no trainer section"
 check "$T/pipe_trace.json" "len([e for e in p['traceEvents'] if e['ph'] == 'X']) > 0" "trace has stage spans"
@@ -103,9 +104,9 @@ db = sqlite3.connect(sys.argv[1])
 assert db.execute("PRAGMA user_version").fetchone()[0] >= 1
 n, = db.execute("SELECT count(*) FROM profiles").fetchone()
 s, = db.execute("SELECT count(*) FROM stage_costs").fetchone()
-assert (n, s) == (1, 2), (n, s)
+assert (n, s) == (1, 3), (n, s)
 PY
-ok "runs.db holds the profile and its 2 stage costs"
+ok "runs.db holds the profile and its 3 stage costs"
 
 # --- demand: a Python trainer fed faster than it consumes (40 ms steps, batch 8) -----
 expect_rc 0 "profile a Python trainer fed fast" -- "$GM" profile --pipeline "$T/fast.json" \

@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -200,6 +202,38 @@ TEST(ImageOpsTest, GivenFlipWithPOneWhenAppliedThenRowsMirrored) {
 
   EXPECT_EQ(s.tensor.bytes,
             (std::vector<uint8_t>{7, 8, 9, 4, 5, 6, 1, 2, 3, 16, 17, 18, 13, 14, 15, 10, 11, 12}));
+}
+
+// The row kernels (a 16-byte shuffle from each end of RGB rows, fixed-size swaps
+// for other pixel sizes) against a plain mirror, for every width around their
+// block boundaries, on the last rows of a buffer with nothing after it.
+TEST(ImageOpsTest, GivenAnyWidthAndPixelSizeWhenFlippedThenEachRowIsMirrored) {
+  uint32_t seed = 7;
+  for (int pixel_bytes : {1, 2, 3, 4, 5}) {
+    for (int width = 0; width <= 70; ++width) {
+      for (int height : {1, 3}) {
+        const size_t n = static_cast<size_t>(width) * height * pixel_bytes;
+        std::vector<uint8_t> in(n);
+        for (uint8_t& v : in) v = static_cast<uint8_t>((seed = seed * 1103515245u + 12345u) >> 24);
+        std::vector<uint8_t> want(n);
+        for (int r = 0; r < height; ++r) {
+          for (int x = 0; x < width; ++x) {
+            for (int c = 0; c < pixel_bytes; ++c) {
+              want[(static_cast<size_t>(r) * width + x) * pixel_bytes + c] =
+                  in[(static_cast<size_t>(r) * width + (width - 1 - x)) * pixel_bytes + c];
+            }
+          }
+        }
+        // Exactly n bytes on the heap: under AddressSanitizer, a read or write
+        // past the image fails the test.
+        std::unique_ptr<uint8_t[]> got(new uint8_t[std::max<size_t>(n, 1)]);
+        std::copy(in.begin(), in.end(), got.get());
+        FlipHorizontal(got.get(), width, height, pixel_bytes);
+        ASSERT_TRUE(std::equal(want.begin(), want.end(), got.get()))
+            << "width " << width << ", height " << height << ", " << pixel_bytes << " bytes per pixel";
+      }
+    }
+  }
 }
 
 TEST(ImageOpsTest, GivenFlipNormalizeToTensorWhenFusedThenBitIdenticalToTheThreeOps) {

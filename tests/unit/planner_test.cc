@@ -6,6 +6,7 @@
 // made 80 samples/s: the same efficiency, so worker size does not matter here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/plan.h"
@@ -261,6 +262,12 @@ TEST(PlannerTest, TheTrainerNodesCpusBindTheClientsTail) {
   EXPECT_NEAR(plan->cuts[0].samples_per_s, 700, 0.01);
   EXPECT_TRUE(plan->cuts[1].chosen);
   EXPECT_EQ(plan->trainer_nodes[0].cpus, 8);
+  // The plan says how to make its cut the file's.
+  const bool says = std::any_of(plan->notes.begin(), plan->notes.end(), [](const std::string& n) {
+    return n.find("the chosen cut (after stage 0) is not the one pipeline.json makes") != std::string::npos &&
+           n.find("mark the stages after it \"on\": \"device\"") != std::string::npos;
+  });
+  EXPECT_TRUE(says) << "no note on how to run the chosen cut";
 }
 
 TEST(PlannerTest, ThePipelinesDeviceCutIsTheRunnableOne) {
