@@ -322,6 +322,7 @@ class Batcher {
     }
     std::optional<Batch::External> into;
     if (arena != nullptr) into = arena->Take(pending_.size());
+    if (into) ++stats_.batches_in_place;
     if (!into && bytes > 0) into = sink_.Reserve(bytes);
     Batch batch = Collate(pending_, epoch, batch_index_++, std::move(into));
     batch.split = split_;

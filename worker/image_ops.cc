@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "worker/jpeg.h"
@@ -250,9 +251,23 @@ class FlipOp : public Op {
     if (s.layout != Layout::kHWC || t.shape.size() != 3) {
       return Status::InvalidArgument("flip needs an HWC image, got " + ShapeString(t.shape));
     }
-    if (!Draw(s, run)) return Status::Ok();
-    FlipHorizontal(t.bytes.data(), static_cast<int>(t.shape[1]), static_cast<int>(t.shape[0]),
-                   static_cast<int>(t.shape[2] * static_cast<int64_t>(DTypeSize(t.dtype))));
+    const bool flip = Draw(s, run);
+    const int w = static_cast<int>(t.shape[1]), h = static_cast<int>(t.shape[0]);
+    const int pixel_bytes = static_cast<int>(t.shape[2] * static_cast<int64_t>(DTypeSize(t.dtype)));
+    if (s.arena != nullptr && s.in_arena == nullptr) {
+      // The last stage, lent the sample's slot of its batch (Sample::arena): the
+      // rows go there, mirrored or not, instead of being collated later.
+      const Tensor in = std::move(s.tensor);
+      uint8_t* dst = s.NewTensor(in.dtype, in.shape);
+      if (flip) {
+        FlipHorizontalCopy(in.bytes.data(), dst, w, h, pixel_bytes);
+      } else {
+        std::memcpy(dst, in.bytes.data(), in.bytes.size());
+      }
+      return Status::Ok();
+    }
+    if (!flip) return Status::Ok();
+    FlipHorizontal(s.in_arena != nullptr ? s.in_arena : t.bytes.data(), w, h, pixel_bytes);
     return Status::Ok();
   }
 

@@ -564,6 +564,19 @@ __attribute__((target("ssse3"))) void FlipRgbRowSsse3(uint8_t* row, int width) {
   }
   ReversePixels<3>(row, a, b);
 }
+
+// Mirrors an RGB row of `src` into `dst` (another buffer), five pixels at a time:
+// 16 bytes read ending at the source block's end, 15 written.
+__attribute__((target("ssse3"))) void FlipRgbRowCopySsse3(const uint8_t* src, uint8_t* dst,
+                                                         int width) {
+  const __m128i reverse = _mm_setr_epi8(13, 14, 15, 10, 11, 12, 7, 8, 9, 4, 5, 6, 1, 2, 3, -1);
+  int x = 0;
+  for (; width - x >= 6; x += 5) {  // the read starts a byte before the block
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 3 * (width - x) - 16));
+    Store15(dst + 3 * x, _mm_shuffle_epi8(v, reverse));
+  }
+  for (; x < width; ++x) std::memcpy(dst + 3 * x, src + 3 * (width - 1 - x), 3);
+}
 #endif
 
 }  // namespace
@@ -588,6 +601,28 @@ void FlipHorizontal(uint8_t* data, int width, int height, int pixel_bytes) {
         for (int a = 0, b = width - 1; a < b; ++a, --b) {
           std::swap_ranges(row + a * pixel_bytes, row + (a + 1) * pixel_bytes, row + b * pixel_bytes);
         }
+    }
+  }
+}
+
+void FlipHorizontalCopy(const uint8_t* src, uint8_t* dst, int width, int height,
+                        int pixel_bytes) {
+  const size_t row_bytes = static_cast<size_t>(width) * pixel_bytes;
+#if defined(__x86_64__)
+  const bool ssse3 = pixel_bytes == 3 && __builtin_cpu_supports("ssse3");
+#endif
+  for (int r = 0; r < height; ++r) {
+    const uint8_t* in = src + r * row_bytes;
+    uint8_t* out = dst + r * row_bytes;
+#if defined(__x86_64__)
+    if (ssse3) {
+      FlipRgbRowCopySsse3(in, out, width);
+      continue;
+    }
+#endif
+    for (int x = 0; x < width; ++x) {
+      std::memcpy(out + static_cast<size_t>(x) * pixel_bytes,
+                  in + static_cast<size_t>(width - 1 - x) * pixel_bytes, pixel_bytes);
     }
   }
 }

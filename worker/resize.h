@@ -46,6 +46,8 @@ void CropRgb(const RgbView& src, int x, int y, int w, int h, uint8_t* dst);
 
 // Mirrors each row of a packed HWC image in place (pixel_bytes per pixel).
 void FlipHorizontal(uint8_t* data, int width, int height, int pixel_bytes);
+// The same from `src` into `dst` (another buffer of the same size).
+void FlipHorizontalCopy(const uint8_t* src, uint8_t* dst, int width, int height, int pixel_bytes);
 
 // torchvision's brightness, contrast and saturation adjustments, in that order,
 // on `pixels` packed RGB pixels in place; a factor of 1 is the identity. Each is

@@ -88,6 +88,13 @@ for name in ("tail", "dev"):
 print("equal within 1e-5; bytes received", ref_meta["stats"]["bytes"], "->", wire)
 PY
 ok "same keys, order, labels and values (within 1e-5) as the CPU pipeline; 4x fewer bytes received"
+# The workers' last stage is the flip: once the client is connected, it writes
+# each uint8 crop (mirrored or not) into the batch's segment, so those batches
+# are not collated (batches made before are copied into a segment when sent).
+in_place=$(sed -n 's/.*in shared memory (\([0-9]*\) written in place).*/\1/p' "$T/dev.err" |
+  awk '{n += $1} END {print n + 0}')
+(( in_place > 0 )) || { cat "$T/dev.err" >&2; fail "device tail: no batch was written in its segment by the flip"; }
+ok "device tail: $in_place batches written in place by the flip, into the segment the trainer maps"
 
 # profile names the cut the file makes; the device tail is measured on the CPU.
 "$GM" profile --pipeline "$T/tail.json" --samples 16 -o "$T/profile.json" --no-db >"$T/out" 2>"$T/err" \

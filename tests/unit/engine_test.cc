@@ -188,9 +188,11 @@ TEST_F(EngineTest, GivenASinkThatLendsMemoryThenSamplesAreWrittenInPlaceWithTheS
   ASSERT_TRUE(own.ok()) << own.status().message();
   EXPECT_EQ(own->external_batches, 0);
   const std::string own_digest = own->digest.FinishHex();
-  auto lent = Run(Spec(8), 2, 1, -1, nullptr, RecordingSink::kLend);
+  RunStats stats;
+  auto lent = Run(Spec(8), 2, 1, -1, &stats, RecordingSink::kLend);
   ASSERT_TRUE(lent.ok()) << lent.status().message();
   EXPECT_EQ(lent->external_batches, 4);
+  EXPECT_EQ(stats.batches_in_place, 4u);
   // One loan per batch: each sample's last stage wrote into its slot of the
   // batch's buffer, so no batch needed a second one to be collated into.
   EXPECT_EQ(lent->reserves->load(), 4);
@@ -201,6 +203,28 @@ TEST_F(EngineTest, GivenASinkThatLendsMemoryThenSamplesAreWrittenInPlaceWithTheS
   ASSERT_TRUE(small.ok()) << small.status().message();
   EXPECT_EQ(small->external_batches, 0);
   EXPECT_EQ(small->digest.FinishHex(), own_digest);
+}
+
+TEST_F(EngineTest, GivenAFlipLastWhenMemoryIsLentThenItWritesTheRowsIntoTheSlots) {
+  // The pipeline of a device tail: uint8 HWC crops, flipped or not, are the
+  // workers' last stage. The flip mirrors (or copies) each crop into its slot.
+  MakeCorpus(5);
+  auto spec = Spec(8);
+  spec["stages"] = nlohmann::json::parse(R"([{"op": "decode_jpeg"},
+      {"op": "random_resized_crop", "size": [32, 48]}, {"op": "flip", "p": 0.5},
+      {"op": "to_tensor", "layout": "CHW", "dtype": "float32", "on": "device"}])");
+  auto own = Run(spec, 2);
+  ASSERT_TRUE(own.ok()) << own.status().message();
+  RunStats stats;
+  auto lent = Run(spec, 2, 1, -1, &stats, RecordingSink::kLend);
+  ASSERT_TRUE(lent.ok()) << lent.status().message();
+  EXPECT_EQ(lent->external_batches, 4);
+  EXPECT_EQ(lent->reserves->load(), 4);
+  EXPECT_EQ(stats.batches_in_place, 4u) << "the flip did not write the rows into the slots";
+  EXPECT_EQ(lent->keys, own->keys);
+  EXPECT_EQ(lent->digest.FinishHex(), own->digest.FinishHex());
+  ASSERT_FALSE(lent->shapes.empty());
+  EXPECT_EQ(lent->shapes.front(), (std::vector<int64_t>{8, 32, 48, 3}));
 }
 
 TEST_F(EngineTest, GivenSkippedSamplesThenBatchesAfterThemAreCopiedAndStillTheSame) {

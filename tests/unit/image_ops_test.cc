@@ -204,10 +204,10 @@ TEST(ImageOpsTest, GivenFlipWithPOneWhenAppliedThenRowsMirrored) {
             (std::vector<uint8_t>{7, 8, 9, 4, 5, 6, 1, 2, 3, 16, 17, 18, 13, 14, 15, 10, 11, 12}));
 }
 
-// The row kernels (a 16-byte shuffle from each end of RGB rows, fixed-size swaps
-// for other pixel sizes) against a plain mirror, for every width around their
+// The row kernels (16-byte shuffles of RGB rows, fixed-size swaps for other
+// pixel sizes), in place and into another buffer, against a plain mirror, for every width around their
 // block boundaries, on the last rows of a buffer with nothing after it.
-TEST(ImageOpsTest, GivenAnyWidthAndPixelSizeWhenFlippedThenEachRowIsMirrored) {
+TEST(ImageOpsTest, GivenAnyWidthAndPixelSizeWhenFlippedInPlaceOrIntoACopyThenEachRowIsMirrored) {
   uint32_t seed = 7;
   for (int pixel_bytes : {1, 2, 3, 4, 5}) {
     for (int width = 0; width <= 70; ++width) {
@@ -231,6 +231,13 @@ TEST(ImageOpsTest, GivenAnyWidthAndPixelSizeWhenFlippedThenEachRowIsMirrored) {
         FlipHorizontal(got.get(), width, height, pixel_bytes);
         ASSERT_TRUE(std::equal(want.begin(), want.end(), got.get()))
             << "width " << width << ", height " << height << ", " << pixel_bytes << " bytes per pixel";
+        // Into another buffer, from one of exactly n bytes.
+        std::unique_ptr<uint8_t[]> from(new uint8_t[std::max<size_t>(n, 1)]);
+        std::copy(in.begin(), in.end(), from.get());
+        std::vector<uint8_t> copy(n, 0xEE);
+        FlipHorizontalCopy(from.get(), copy.data(), width, height, pixel_bytes);
+        ASSERT_EQ(copy, want) << "copy: width " << width << ", height " << height << ", "
+                              << pixel_bytes << " bytes per pixel";
       }
     }
   }
