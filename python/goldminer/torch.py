@@ -65,6 +65,36 @@ class GoldminerDataset(IterableDataset):
 _END = object()  # the background thread's last item
 
 
+class _Cuda:
+    """The CUDA calls DeviceLoader makes, in one place: what it does on a GPU is
+    these one-line forwards plus the order it calls them in, which the unit tests
+    check with a fake of this class on machines without one."""
+
+    def __init__(self, device):
+        self.device = device
+
+    def stream(self):
+        return torch.cuda.Stream(self.device)
+
+    def use(self, stream):
+        return torch.cuda.stream(stream)
+
+    def event(self):
+        return torch.cuda.Event()
+
+    def current_stream(self):
+        return torch.cuda.current_stream(self.device)
+
+    def pinned(self, shape, dtype):
+        return torch.empty(shape, dtype=dtype, pin_memory=True)
+
+    def to_device(self, tensor):
+        return tensor.to(self.device, non_blocking=True)
+
+    def record(self, tensor, stream):
+        tensor.record_stream(stream)
+
+
 class _Failed:
     def __init__(self, error):
         self.error = error
@@ -98,6 +128,7 @@ class DeviceLoader:
         if int(prefetch) < 1:
             raise ValueError(f"DeviceLoader: prefetch must be at least 1, not {prefetch!r}")
         self.prefetch = int(prefetch)
+        self._cuda = _Cuda(self.device) if self.device.type == "cuda" else None
         # A background thread feeds by default on CUDA (see _iter_threaded).
         self.thread = self.device.type == "cuda" if thread is None else bool(thread)
         self.channels_last = bool(channels_last)
@@ -125,8 +156,7 @@ class DeviceLoader:
         ring, i = self._pinned[key], self._turn[key] % (self.prefetch + 1)
         self._turn[key] += 1
         if i == len(ring):
-            ring.append([torch.empty(array.shape, dtype=torch.from_numpy(array[:0]).dtype,
-                                     pin_memory=True), None])
+            ring.append([self._cuda.pinned(array.shape, torch.from_numpy(array[:0]).dtype), None])
         buf, event = ring[i]
         if event is not None:
             event.synchronize()
@@ -144,16 +174,16 @@ class DeviceLoader:
         return image
 
     def _to_device(self, batch, stream):
-        if self.device.type != "cuda":
+        if self._cuda is None:
             image = self._finish(torch.from_numpy(batch["image"]), batch["layout"])
             return image, torch.from_numpy(batch["label"]).to(self.device), None
         image_slot = self._stage(batch["image"])
         label_slot = self._stage(batch["label"])
-        with torch.cuda.stream(stream):
-            image = image_slot[0].to(self.device, non_blocking=True)
-            label = label_slot[0].to(self.device, non_blocking=True)
+        with self._cuda.use(stream):
+            image = self._cuda.to_device(image_slot[0])
+            label = self._cuda.to_device(label_slot[0])
             image = self._finish(image, batch["layout"])
-            done = torch.cuda.Event()
+            done = self._cuda.event()
             done.record(stream)
         image_slot[1] = label_slot[1] = done
         return image, label, done
@@ -162,7 +192,7 @@ class DeviceLoader:
         if self.thread:
             yield from self._iter_threaded()
             return
-        stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        stream = self._cuda.stream() if self._cuda is not None else None
         ahead = collections.deque()
         source = iter(self.loader)
         exhausted = False
@@ -182,10 +212,10 @@ class DeviceLoader:
         """The batch as yielded: on CUDA, the current stream waits for its copy."""
         self._state = state
         if done is not None:
-            current = torch.cuda.current_stream(self.device)
+            current = self._cuda.current_stream()
             current.wait_event(done)
-            image.record_stream(current)
-            label.record_stream(current)
+            self._cuda.record(image, current)
+            self._cuda.record(label, current)
         return {"image": image, "label": label, "key": batch["key"], "epoch": batch["epoch"]}
 
     def _iter_threaded(self):
@@ -206,7 +236,7 @@ class DeviceLoader:
 
         def produce():
             try:
-                stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+                stream = self._cuda.stream() if self._cuda is not None else None
                 for batch in self.loader:
                     if not put(self._receive(batch, stream)):
                         return

@@ -286,6 +286,97 @@ def reference_tail(image):
     return out
 
 
+class FakeStream:
+    def __init__(self, name):
+        self.name = name
+        self.waited = []    # events this stream waited for, in order
+        self.recorded = []  # ids of the tensors recorded on it, in order
+
+    def wait_event(self, event):
+        self.waited.append(event)
+
+
+class FakeEvent:
+    def __init__(self, cuda):
+        self.cuda = cuda
+        self.done = False
+        self.reads = []
+
+    def record(self, stream):
+        if stream is not self.cuda.active:
+            self.cuda.errors.append("an event recorded outside the side stream")
+        # The copies issued since the last event are what this one marks.
+        self.reads, self.cuda.pending = self.cuda.pending, []
+        for ptr in self.reads:
+            self.cuda.last_copy[ptr] = self
+        for t in self.cuda.outputs:
+            self.cuda.copy_of[t] = self
+        self.cuda.outputs = []
+
+    def synchronize(self):
+        self.done = True
+
+
+class FakeCuda:
+    """goldminer.torch._Cuda's calls on the CPU, checking the order they come in."""
+
+    def __init__(self):
+        self.main = FakeStream("main")
+        self.active = None      # the stream in use (use())
+        self.buffers = set()    # data_ptr of each page-locked buffer made
+        self.last_copy = {}     # buffer -> the event of the copy that last read it
+        self.copy_of = {}       # id of a copied (device) tensor -> its copy's event
+        self.pending, self.outputs = [], []
+        self.reuses = 0
+        self.errors = []
+
+    def stream(self):
+        return FakeStream("side")
+
+    def use(self, stream):
+        import contextlib
+
+        @contextlib.contextmanager
+        def using():
+            self.active = stream
+            try:
+                yield
+            finally:
+                self.active = None
+        return using()
+
+    def event(self):
+        return FakeEvent(self)
+
+    def current_stream(self):
+        return self.main
+
+    def pinned(self, shape, dtype):
+        import torch
+        t = torch.empty(shape, dtype=dtype)
+        self.buffers.add(t.data_ptr())
+        return t
+
+    def to_device(self, tensor):
+        ptr = tensor.data_ptr()
+        if ptr not in self.buffers:
+            self.errors.append("a copy from memory that is not page-locked")
+        if self.active is None or self.active is self.main:
+            self.errors.append("a copy outside the side stream")
+        before = self.last_copy.get(ptr)
+        if before is not None:
+            self.reuses += 1
+            if not before.done:
+                self.errors.append("a buffer refilled before the copy that read it finished")
+        self.pending.append(ptr)
+        out = tensor.clone()  # the "device" copy
+        self.outputs.append(id(out))
+        return out
+
+    def record(self, tensor, stream):
+        stream.recorded.append(id(tensor))
+
+
 class DeviceTailTest(FakeRunTest):
     """A run whose pipeline leaves normalize and to_tensor "on": "device"."""
 
@@ -362,6 +453,48 @@ class DeviceTailTest(FakeRunTest):
         with self.assertRaises(goldminer.ClientError) as caught:
             next(iter(loader))
         self.assertIn("127.0.0.1:1", str(caught.exception))
+
+    def check_cuda_path(self, thread, prefetch):
+        """The CUDA path's orchestration, with a fake of goldminer.torch._Cuda: the
+        copies read page-locked buffers only, on the side stream; a buffer is
+        refilled only after the copy that last read it has finished; the ring is
+        bounded; each batch yielded makes the trainer's stream wait for its copy
+        and records its tensors on that stream; values as the CPU pipeline's."""
+        import torch
+        from goldminer.torch import DeviceLoader
+        fake = FakeCuda()
+        loader = DeviceLoader(device="cpu", prefetch=prefetch, epochs=1, thread=thread,
+                              coordinator=self.coordinator.address, rank=0, world_size=1)
+        loader._cuda = fake
+        got = []
+        for batch in loader:
+            # Ready when yielded: the trainer's stream waited for this batch's copy.
+            self.assertIs(fake.main.waited[-1], fake.copy_of[id(batch["label"])])
+            self.assertEqual(fake.main.recorded[-2:], [id(batch["image"]), id(batch["label"])])
+            got.append(batch)
+        self.assertEqual([b["key"] for b in got], [b["key"] for b in self.batches])
+        for mine, want in zip(got, self.batches):
+            np.testing.assert_allclose(mine["image"].numpy(), reference_tail(want["image"]),
+                                       rtol=0, atol=1e-6)
+            self.assertEqual(mine["label"].tolist(), want["label"].tolist())
+        self.assertEqual(len(fake.main.waited), len(self.batches))
+        self.assertEqual(len(set(map(id, fake.main.waited))), len(self.batches))
+        # Two shapes (images, labels), each a ring of prefetch + 1 buffers at most;
+        # with 4 batches and prefetch 1 the buffers are reused (and waited for).
+        self.assertLessEqual(len(fake.buffers), 2 * (prefetch + 1))
+        if prefetch + 1 < len(self.batches):
+            self.assertGreater(fake.reuses, 0)
+        self.assertEqual(fake.errors, [])
+        loader.loader.close()
+
+    def test_given_cuda_then_copies_come_from_page_locked_buffers_on_a_side_stream(self):
+        self.check_cuda_path(thread=False, prefetch=1)
+
+    def test_given_cuda_and_a_background_thread_then_the_same_order_of_events(self):
+        self.check_cuda_path(thread=True, prefetch=1)
+
+    def test_given_cuda_and_a_deep_prefetch_then_the_ring_holds_every_batch_ahead(self):
+        self.check_cuda_path(thread=True, prefetch=3)
 
     def test_given_a_device_loader_then_it_refuses_what_it_cannot_do(self):
         from goldminer.torch import DeviceLoader
