@@ -51,12 +51,12 @@ struct RunFlags {
   std::string trainer_cpus;  // --trainer-cpus LIST
 };
 
-// --trainer-cpus: the trainer on those CPUs, and the workers started here on the
-// others this process may use, unless $GOLDMINER_WORKER_CPUS places them (the
+// --trainer-cpus (from the flag, or a plan's kept CPUs; "none": no pinning): the
+// trainer on those CPUs, and the workers started here on the others this process may use, unless $GOLDMINER_WORKER_CPUS places them (the
 // workers pin themselves to it; an overlap is only warned about). Local backend
 // only: under Slurm, worker steps get their own CPUs (srun --exact).
 Status ApplyTrainerCpus(const RunFlags& f, LocalRunConfig& c) {
-  if (f.trainer_cpus.empty()) return Status::Ok();
+  if (f.trainer_cpus.empty() || f.trainer_cpus == "none") return Status::Ok();
   const std::string what = "--trainer-cpus";
   if (f.backend != "local") {
     return Status::InvalidArgument(what + " is for --backend local: under Slurm each worker is a "
@@ -171,6 +171,22 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
     LogWarning("run: the plan puts " + std::to_string(elsewhere) +
                " worker(s) on other nodes; the local backend starts every worker on this "
                "machine");
+  }
+  if (f.backend == "local" && sub.count("--trainer-cpus") == 0) {
+    // Everything runs here: the trainer on the CPUs the plan keeps for it (the
+    // first this process may use), the workers on the others, as the plan's
+    // division assumes.
+    int kept = 0;
+    for (const PlanTrainerNode& t : plan.trainer_nodes) kept += t.cpus;
+    GM_ASSIGN_OR_RETURN(std::vector<int> allowed, AllowedCpus());
+    if (kept > 0 && static_cast<size_t>(kept) < allowed.size()) {
+      f.trainer_cpus = FormatCpuList({allowed.begin(), allowed.begin() + kept});
+      LogInfo("run: the plan keeps " + std::to_string(kept) + " CPU(s) for the trainer: "
+              "--trainer-cpus " + f.trainer_cpus + " (--trainer-cpus none: no pinning)");
+    } else if (kept > 0) {
+      LogInfo("run: the plan keeps " + std::to_string(kept) + " CPU(s) for the trainer, and "
+              "this process may use " + std::to_string(allowed.size()) + ": no pinning");
+    }
   }
   if (sub.count("--world-size") == 0) f.spec.world_size = plan.run.world_size;
   if (f.spec.command.empty()) f.spec.command = plan.run.command;
@@ -408,7 +424,8 @@ Verb RunVerb() {
                        "Run the trainer on these CPUs (a list as taskset writes it: 0-3) and "
                        "the workers on the others, so they do not compete; "
                        "$GOLDMINER_WORKER_CPUS, when set, places the workers instead "
-                       "(--backend local only)");
+                       "(--backend local only; default with --plan: the first CPUs, as many "
+                       "as the plan keeps for the trainer; none: no pinning)");
         return std::function<Result<int>()>([f, app]() -> Result<int> {
           if (Status st = ResolveBackend(*f, *app); !st.ok()) return RecordRefused(*f, st);
           if (!f->plan.empty()) GM_RETURN_IF_ERROR(ApplyPlan(*f, *app));

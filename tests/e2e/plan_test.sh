@@ -436,4 +436,22 @@ keys = json.load(open(sys.argv[1]))["epochs"][0]
 assert len(keys) == 36 and len(set(keys)) == 36, keys
 PY
 
+# A plan that keeps a CPU for the trainer: on the local backend, run pins the trainer
+# to the first CPU this process may use and the workers to the others.
+read -r FIRST REST < <($PY -c 'import os; c = sorted(os.sched_getaffinity(0)); print(c[0], len(c) - 1)')
+(( REST >= 1 )) || fail "this check needs 2 CPUs"
+expect_rc 0 "plan keeping 1 CPU for the trainer" -- \
+  "$GM" plan --profile "$P" --cluster "$T/local-cluster.json" --trainer-cpus 1 --cpus-per-worker 1 \
+  --target-rate 100 -o "$T/plan-kept.json" --no-db
+expect_rc 0 "run --plan keeping 1 CPU exits 0" -- timeout 60 \
+  "$GM" run --plan "$T/plan-kept.json" -- "${TRAINER[@]}" "$T/kept-trainer.json" 1
+expect_in "$T/err" "run: the plan keeps 1 CPU(s) for the trainer: --trainer-cpus $FIRST" \
+  "run --plan takes the trainer's CPUs from the plan"
+expect_in "$T/err" "run: the trainer on CPU(s) $FIRST, workers started here on CPU(s)" \
+  "run --plan pins the trainer and the workers apart"
+expect_rc 0 "run --plan --trainer-cpus none exits 0" -- timeout 60 \
+  "$GM" run --plan "$T/plan-kept.json" --trainer-cpus none -- "${TRAINER[@]}" "$T/kept-trainer.json" 1
+grep -q "the trainer on CPU" "$T/err" && fail "--trainer-cpus none still pinned"
+ok "--trainer-cpus none: no pinning"
+
 done_suite
