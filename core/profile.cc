@@ -46,7 +46,8 @@ json ToJson(const CutPoint& c) {
           {"remote_cpu_s_per_sample", c.remote_cpu_s_per_sample},
           {"local_cpu_s_per_sample", c.local_cpu_s_per_sample},
           {"reason", c.reason},
-          {"pipeline_cut", c.pipeline_cut}};
+          {"pipeline_cut", c.pipeline_cut},
+          {"device_tail", c.device_tail}};
 }
 
 json ToJson(const PipelineRun& r) {
@@ -156,6 +157,7 @@ Status Convert(const JsonNode& n, CutPoint& out) {
   f.Required("local_cpu_s_per_sample", out.local_cpu_s_per_sample);
   f.Optional("reason", out.reason);
   f.Optional("pipeline_cut", out.pipeline_cut);
+  f.Optional("device_tail", out.device_tail);
   return f.status();
 }
 

@@ -53,6 +53,10 @@ struct CutPoint {
   // The cut pipeline.json makes: the stages after it are "on": "device" (the
   // trainer applies them). At most one cut of a profile has it.
   bool pipeline_cut = false;
+  // Every stage after the cut could run "on": "device" (to_tensor, normalize):
+  // with a GPU, the trainer's device loader applies them there, and the plan
+  // counts no CPU of the trainer's node for them.
+  bool device_tail = false;
 
   bool operator==(const CutPoint&) const = default;  // field by field (tests, round trips)
 };

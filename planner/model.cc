@@ -76,6 +76,15 @@ struct Attempt {
   int spare_total = 0;
 };
 
+// CPU seconds per sample the client's stages after `cut` take on the trainer's
+// node(s): none when they could all run on the device and the trainer has GPUs
+// (goldminer.torch.DeviceLoader applies them there), else what the profile measured.
+double ClientCpuPerSample(const Setup& s, const CutPoint& cut) {
+  const bool gpus = std::any_of(s.trainer.begin(), s.trainer.end(),
+                                [](const NodeUse& n) { return n.gpus > 0; });
+  return cut.device_tail && gpus ? 0.0 : std::max(0.0, cut.local_cpu_s_per_sample);
+}
+
 // Samples/s of a worker of `cpus` CPUs at a cut whose worker CPU per sample is c_w.
 double WorkerRate(const Setup& s, int cpus, double c_w) {
   return cpus * s.rate.efficiency(cpus) / c_w;
@@ -86,7 +95,7 @@ Attempt PlaceAt(const Setup& s, const CutPoint& cut, double rate, double c_w) {
   Attempt a;
   Placement& p = a.p;
   const double e = s.rate.efficiency(1);  // the client's stages run on one thread
-  const double local = std::max(0.0, cut.local_cpu_s_per_sample);
+  const double local = ClientCpuPerSample(s, cut);
   std::vector<NodeUse> trainer = s.trainer;
   for (NodeUse& n : trainer) {
     n.free_cpus = std::max(0, n.free_cpus - o.trainer_cpus * n.ranks);
@@ -233,7 +242,7 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
   } else if (at_goal.tail_short) {
     p.limit = "trainer-node-cpus";
     p.detail = "the client's stages after stage " + std::to_string(cut.after_stage) + " need " +
-               Num(goal * local / e, 1) + " CPUs on the trainer's node(s) for " + Rate(goal) +
+               Num(goal * ClientCpuPerSample(s, cut) / e, 1) + " CPUs on the trainer's node(s) for " + Rate(goal) +
                "; they have " + std::to_string(at_goal.spare_total) + " spare";
   } else if (at_goal.hit_max) {
     p.limit = "max-workers";
@@ -631,6 +640,12 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
                        std::to_string(cut.after_stage));
   if (s.memory_per_worker == 0) {
     plan.notes.push_back("the profile has no peak RSS: memory was not checked");
+  }
+  if (cut.device_tail && cut.local_cpu_s_per_sample > 0 && ClientCpuPerSample(s, cut) == 0) {
+    plan.notes.push_back("the stages after stage " + std::to_string(cut.after_stage) +
+                         " run on the trainer's GPU (goldminer.torch.DeviceLoader): no CPU of "
+                         "its node is counted for them (" +
+                         Num(cut.local_cpu_s_per_sample * 1e3, 3) + " ms per sample on a CPU)");
   }
   if (!plan.cut.runnable) {
     plan.notes.push_back("the chosen cut (after stage " + std::to_string(plan.cut.after_stage) +

@@ -4,6 +4,8 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <iterator>
+#include <string_view>
 
 #include "core/digest.h"
 #include "core/file_util.h"
@@ -68,6 +70,25 @@ std::vector<StageProfile> StageProfiles(const Pipeline& p, const std::vector<Sta
     out.push_back(sp);
   }
   return out;
+}
+
+// Whether there are stages after `after_stage` and each could run "on": "device"
+// (every op of a fused stage in kDeviceOps).
+bool DeviceTail(const std::vector<StageProfile>& stages, int after_stage) {
+  bool any = false;
+  for (const StageProfile& s : stages) {
+    if (s.index <= after_stage) continue;
+    any = true;
+    for (size_t at = 0; at <= s.name.size();) {
+      const size_t plus = std::min(s.name.find('+', at), s.name.size());
+      const std::string_view op(s.name.data() + at, plus - at);
+      if (std::find(std::begin(kDeviceOps), std::end(kDeviceOps), op) == std::end(kDeviceOps)) {
+        return false;
+      }
+      at = plus + 1;
+    }
+  }
+  return any;
 }
 
 uint64_t PeakRssBytes() {
@@ -193,6 +214,7 @@ Result<PipelineProfile> ProfilePipeline(const PipelineProfileOptions& o) {
   prof.cuts = CutPoints(prof.stages, source_bytes);
   for (CutPoint& c : prof.cuts) {
     c.pipeline_cut = p.device_from() >= 0 && c.after_stage == p.device_from() - 1;
+    c.device_tail = DeviceTail(prof.stages, c.after_stage);
   }
   return prof;
 }

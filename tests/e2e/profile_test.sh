@@ -95,6 +95,7 @@ check "$T/pipe.json" "all(s['cpu_s_per_sample'] > 0 for s in p['pipeline']['stag
 check "$T/pipe.json" "[(s['index'], s['name']) for s in p['pipeline']['stages']] == [(0, 'decode_jpeg+random_resized_crop'), (2, 'flip'), (3, 'normalize+to_tensor')]" "3 stages (decode+crop; flip; normalize+to_tensor), at their pipeline.json positions"
 check "$T/pipe.json" "[c['after_stage'] for c in p['pipeline']['cuts']] == [-1, 1, 2, 4]" "cuts before, and after each op (never inside a fused op)"
 check "$T/pipe.json" "[(c['after_stage'], c['bytes_per_sample']) for c in p['pipeline']['cuts'] if c['after_stage'] in (2, 4)] == [(2, 64 * 64 * 3), (4, 64 * 64 * 3 * 4)]" "the cut before normalize (the flip kept apart) sends uint8: a quarter of float32's bytes"
+check "$T/pipe.json" "[c['device_tail'] for c in p['pipeline']['cuts']] == [False, False, True, False]" "only the cut before normalize+to_tensor leaves a tail the device could run"
 check "$T/pipe.json" "abs(p['pipeline']['stage_cpu_s_per_sample'] + p['pipeline']['queue_cpu_s_per_sample'] + p['pipeline']['reader_cpu_s_per_sample'] + p['pipeline']['batcher_cpu_s_per_sample'] - p['pipeline']['cpu_s_per_sample']) < 0.1 * p['pipeline']['cpu_s_per_sample']" "stage, hand-off, reader and batcher CPU add up to the process CPU"
 check "$T/pipe.json" "'trainer' not in p and p['verdict'] == 'unknown'" "no trainer section"
 check "$T/pipe_trace.json" "len([e for e in p['traceEvents'] if e['ph'] == 'X']) > 0" "trace has stage spans"
