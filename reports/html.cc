@@ -346,7 +346,11 @@ std::string ProfileSection(const ProfileModel& pm) {
       for (const StageProfile& st : p.pipeline->stages) {
         if (st.index == c.after_stage) after += " (" + st.name + ")";
       }
-      if (c.pipeline_cut) after += ", the pipeline's cut: the rest on the trainer's device";
+      if (c.pipeline_cut) {
+        after += ", the pipeline's cut: the rest on the trainer's device";
+      } else if (c.device_tail) {
+        after += ", the rest could run on the trainer's device (mark it \"on\": \"device\")";
+      }
       h += "<tr><td>" + E(after) + "</td><td class=\"num\">" + Fixed(c.bytes_per_sample, 0) +
            "</td><td class=\"num\">" + Fixed(c.remote_cpu_s_per_sample * 1e3, 3) +
            "</td><td class=\"num\">" + Fixed(c.local_cpu_s_per_sample * 1e3, 3) + "</td><td>" +

@@ -47,7 +47,9 @@ std::string PipelineText(const PipelineProfile& p) {
     out += Format("  cut %-30s %9s KB/sample on the wire, worker CPU %s ms, trainer CPU %s ms%s\n",
                   where.c_str(), Kb(c.bytes_per_sample).c_str(),
                   Ms(c.remote_cpu_s_per_sample).c_str(), Ms(c.local_cpu_s_per_sample).c_str(),
-                  c.pipeline_cut ? " (the pipeline's cut: the rest on the device)" : "");
+                  c.pipeline_cut  ? " (the pipeline's cut: the rest on the device)"
+                  : c.device_tail ? " (the rest could run on the device)"
+                                  : "");
   }
   out += "  peak memory " + Format("%.1f MB", static_cast<double>(p.peak_rss_bytes) / 1e6) +
          "; stage timing overhead " + Pct(p.instrumentation_overhead) +
