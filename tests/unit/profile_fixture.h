@@ -33,6 +33,7 @@ inline CutPoint FullCut(int after_stage, bool allowed) {
   c.local_cpu_s_per_sample = 0.0003 + after_stage;
   c.reason = allowed ? "ok" : "stage 1 (shuffle_state) is stateful";
   c.pipeline_cut = after_stage == 0;  // the file's own cut (stages after it "on": "device")
+  c.device_tail = after_stage == 0;   // and those stages could run there
   return c;
 }
 
