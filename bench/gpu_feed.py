@@ -44,8 +44,10 @@ Flags:
   --images N          corpus size, built once in build/bench/corpus-N (2000)
   --corpus DIR        use this corpus as it is (e.g. one packed for the GPU machine)
   --torch-workers L   DataLoader worker counts to try ("8,15", each at most cpus-1)
-  --workers W         goldminer workers (default: (cpus-1) // T, at least 1)
-  --threads T         stage threads per goldminer worker (default: min(3, cpus-1))
+  --workers W         goldminer workers (default: (cpus-K) // T, at least 1, where K,
+                      the CPUs the trainer keeps, is 2 on 8 or more CPUs, else 1)
+  --threads T         stage threads per goldminer worker (default: min(2, cpus-1);
+                      7 x 2 was the best uint8 configuration on the 16-core box)
   --goldminer PATH    the binary ($GOLDMINER, else build/cmd/goldminer)
   --cpu-tail          to_tensor + normalize on the workers (no "on" keys)
   --trainer-cpus L    goldminer run --trainer-cpus for (c): a CPU list, "none", or
@@ -406,7 +408,7 @@ def main():
     ap.add_argument("--images", type=int, default=2000)
     ap.add_argument("--corpus")
     ap.add_argument("--torch-workers", default="8,15")
-    ap.add_argument("--threads", type=int, default=min(3, max(1, cpus - 1)))
+    ap.add_argument("--threads", type=int, default=min(2, max(1, cpus - 1)))
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--goldminer", default=os.environ.get("GOLDMINER") or
                     os.path.join(ROOT, "build", "cmd", "goldminer"))
@@ -427,7 +429,10 @@ def main():
     if args.feed_child:
         return feed_child(args)
 
-    args.workers = args.workers or max(1, (cpus - 1) // args.threads)
+    # The trainer keeps two CPUs on a GPU box (its own thread, and the device
+    # loader's thread that receives, stages and issues the copies), one on a small one.
+    keep = 2 if cpus >= 8 else 1
+    args.workers = args.workers or max(1, (cpus - keep) // args.threads)
     if args.trainer_cpus == "auto":
         allowed = sorted(os.sched_getaffinity(0))
         keep = max(1, len(allowed) - args.workers * args.threads)
