@@ -51,6 +51,20 @@ std::string PipelineText(const PipelineProfile& p) {
                   : c.device_tail ? " (the rest could run on the device)"
                                   : "");
   }
+  // A tail the device could run, while the file runs it on the workers: what
+  // marking it would save on the wire (the last cut is what crosses it today).
+  bool file_cut = false;
+  for (const CutPoint& c : p.cuts) file_cut = file_cut || c.pipeline_cut;
+  for (const CutPoint& c : p.cuts) {
+    if (file_cut || !c.allowed || !c.device_tail || p.cuts.empty()) continue;
+    const double now = p.cuts.back().bytes_per_sample;
+    if (c.bytes_per_sample >= now) continue;
+    out += Format("  hint: the stages after stage %d could run on the trainer's GPU: mark them "
+                  "\"on\": \"device\" and read with goldminer.torch.DeviceLoader to send %s "
+                  "instead of %s KB per sample (goldminer-pipeline(5), DEVICE STAGES)\n",
+                  c.after_stage, Kb(c.bytes_per_sample).c_str(), Kb(now).c_str());
+    break;
+  }
   out += "  peak memory " + Format("%.1f MB", static_cast<double>(p.peak_rss_bytes) / 1e6) +
          "; stage timing overhead " + Pct(p.instrumentation_overhead) +
          " (timed vs untimed runs, median)\n";

@@ -106,6 +106,8 @@ cuts = [c["after_stage"] for c in p["cuts"] if c.get("pipeline_cut")]
 assert cuts == [2], p["cuts"]
 PY
 expect_in "$T/out" "the pipeline's cut" "profile prints the pipeline's cut among the cut points"
+grep -q "hint: the stages after" "$T/out" && fail "profile suggests a device tail the file already has"
+ok "no hint to mark what the file already marks"
 
 # Bad device stages are refused before anything runs, naming the stage.
 bad() {  # bad NAME STAGES WANT: the CPU pipeline with STAGES (JSON) instead of its own

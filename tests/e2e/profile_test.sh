@@ -93,6 +93,8 @@ expect_in "$T/out" "cut after stage 2" "the table lists the cut after the flip"
 grep "cut after stage 2" "$T/out" | grep -qF "(the rest could run on the device)" \
   || fail "the cut after the flip is not marked as one the device could take"
 ok "the table marks the cut the device could take the rest from"
+expect_in "$T/out" "hint: the stages after stage 2 could run on the trainer's GPU" \
+  "profile suggests the device tail (uint8 on the wire)"
 expect_in "$T/out" "verdict: unknown" "no trainer: no verdict"
 check "$T/pipe.json" "p['schema'] == 'goldminer.profile' and p['version'] == 1" "versioned schema"
 check "$T/pipe.json" "all(s['cpu_s_per_sample'] > 0 for s in p['pipeline']['stages'])" "stage costs positive"
