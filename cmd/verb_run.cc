@@ -52,9 +52,10 @@ struct RunFlags {
 };
 
 // --trainer-cpus (from the flag, or a plan's kept CPUs; "none": no pinning): the
-// trainer on those CPUs, and the workers started here on the others this process may use, unless $GOLDMINER_WORKER_CPUS places them (the
-// workers pin themselves to it; an overlap is only warned about). Local backend
-// only: under Slurm, worker steps get their own CPUs (srun --exact).
+// trainer on those CPUs, and the workers started here on the others this process
+// may use, unless $GOLDMINER_WORKER_CPUS places them (the workers pin themselves
+// to it; an overlap is only warned about). Local backend only: under Slurm, worker
+// steps get their own CPUs (srun --exact).
 Status ApplyTrainerCpus(const RunFlags& f, LocalRunConfig& c) {
   if (f.trainer_cpus.empty() || f.trainer_cpus == "none") return Status::Ok();
   const std::string what = "--trainer-cpus";

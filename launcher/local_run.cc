@@ -412,8 +412,8 @@ Result<LocalRunResult> RunLocal(const LocalRunConfig& c) {
     const auto cpus = [](const std::vector<int>& list) {
       return list.empty() ? std::string("any CPU") : "CPU(s) " + FormatCpuList(list);
     };
-    const std::string where = "the trainer on " + cpus(c.trainer_cpus) + ", workers started here on " +
-                              cpus(c.worker_cpus);
+    const std::string where = "the trainer on " + cpus(c.trainer_cpus) +
+                              ", workers started here on " + cpus(c.worker_cpus);
     LogInfo("run: " + where);
     recorder.Event("run", where);
   }

@@ -12,7 +12,9 @@ class LocalLauncher : public ProcessLauncher {
       : worker_prefix_(std::move(worker_prefix)), name_(std::move(name)) {}
 
   Result<pid_t> Start(const LaunchRequest& r) override {
-    if (r.role != ProcessRole::kWorker || !worker_prefix_) return group_.Spawn(r.argv, r.env, r.cpus);
+    if (r.role != ProcessRole::kWorker || !worker_prefix_) {
+      return group_.Spawn(r.argv, r.env, r.cpus);
+    }
     std::vector<std::string> argv = worker_prefix_(r.slot, r.threads);
     std::vector<std::string> env = r.env;
     // A step does not learn its heterogeneous job component from Slurm; the worker

@@ -242,8 +242,9 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
   } else if (at_goal.tail_short) {
     p.limit = "trainer-node-cpus";
     p.detail = "the client's stages after stage " + std::to_string(cut.after_stage) + " need " +
-               Num(goal * ClientCpuPerSample(s, cut) / e, 1) + " CPUs on the trainer's node(s) for " + Rate(goal) +
-               "; they have " + std::to_string(at_goal.spare_total) + " spare";
+               Num(goal * ClientCpuPerSample(s, cut) / e, 1) +
+               " CPUs on the trainer's node(s) for " + Rate(goal) + "; they have " +
+               std::to_string(at_goal.spare_total) + " spare";
   } else if (at_goal.hit_max) {
     p.limit = "max-workers";
     p.detail = "--max-workers " + std::to_string(o.max_workers) + " is reached; the target of " +

@@ -103,7 +103,8 @@ struct RunStats {
   uint64_t skipped = 0;    // unreadable or failed samples (on_error: skip)
   uint64_t batches = 0;
   uint64_t split_batches = 0;  // batches formed, delivered or not (RunSplit: the split's count)
-  uint64_t batches_in_place = 0;  // delivered batches their samples' last stage wrote (no collation copy)
+  // Delivered batches their samples' last stage wrote in place (no collation copy).
+  uint64_t batches_in_place = 0;
   double seconds = 0;      // wall time of the whole run
   double cpu_s = 0;        // process CPU seconds during the run
   double reader_cpu_s = 0;  // CPU of the source-reading thread

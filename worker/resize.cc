@@ -599,7 +599,8 @@ void FlipHorizontal(uint8_t* data, int width, int height, int pixel_bytes) {
       case 4: ReversePixels<4>(row, 0, width); break;
       default:
         for (int a = 0, b = width - 1; a < b; ++a, --b) {
-          std::swap_ranges(row + a * pixel_bytes, row + (a + 1) * pixel_bytes, row + b * pixel_bytes);
+          std::swap_ranges(row + a * pixel_bytes, row + (a + 1) * pixel_bytes,
+                           row + b * pixel_bytes);
         }
     }
   }

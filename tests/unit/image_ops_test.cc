@@ -205,8 +205,9 @@ TEST(ImageOpsTest, GivenFlipWithPOneWhenAppliedThenRowsMirrored) {
 }
 
 // The row kernels (16-byte shuffles of RGB rows, fixed-size swaps for other
-// pixel sizes), in place and into another buffer, against a plain mirror, for every width around their
-// block boundaries, on the last rows of a buffer with nothing after it.
+// pixel sizes), in place and into another buffer, against a plain mirror, for
+// every width around their block boundaries, on the last rows of a buffer with
+// nothing after it.
 TEST(ImageOpsTest, GivenAnyWidthAndPixelSizeWhenFlippedInPlaceOrIntoACopyThenEachRowIsMirrored) {
   uint32_t seed = 7;
   for (int pixel_bytes : {1, 2, 3, 4, 5}) {
@@ -230,7 +231,8 @@ TEST(ImageOpsTest, GivenAnyWidthAndPixelSizeWhenFlippedInPlaceOrIntoACopyThenEac
         std::copy(in.begin(), in.end(), got.get());
         FlipHorizontal(got.get(), width, height, pixel_bytes);
         ASSERT_TRUE(std::equal(want.begin(), want.end(), got.get()))
-            << "width " << width << ", height " << height << ", " << pixel_bytes << " bytes per pixel";
+            << "width " << width << ", height " << height << ", " << pixel_bytes
+            << " bytes per pixel";
         // Into another buffer, from one of exactly n bytes.
         std::unique_ptr<uint8_t[]> from(new uint8_t[std::max<size_t>(n, 1)]);
         std::copy(in.begin(), in.end(), from.get());

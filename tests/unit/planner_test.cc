@@ -264,7 +264,8 @@ TEST(PlannerTest, TheTrainerNodesCpusBindTheClientsTail) {
   EXPECT_EQ(plan->trainer_nodes[0].cpus, 8);
   // The plan says how to make its cut the file's.
   const bool says = std::any_of(plan->notes.begin(), plan->notes.end(), [](const std::string& n) {
-    return n.find("the chosen cut (after stage 0) is not the one pipeline.json makes") != std::string::npos &&
+    return n.find("the chosen cut (after stage 0) is not the one pipeline.json makes") !=
+               std::string::npos &&
            n.find("mark the stages after it \"on\": \"device\"") != std::string::npos;
   });
   EXPECT_TRUE(says) << "no note on how to run the chosen cut";
