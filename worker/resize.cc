@@ -544,13 +544,16 @@ __attribute__((target("ssse3"), always_inline)) inline void Store15(uint8_t* p, 
   _mm_storel_epi64(reinterpret_cast<__m128i*>(p + 7), _mm_srli_si128(v, 7));
 }
 
+// The five RGB pixels in bytes 1-15 of `v`, in reverse order, in bytes 0-14.
+__attribute__((target("ssse3"), always_inline)) inline __m128i ReverseFiveRgb(__m128i v) {
+  return _mm_shuffle_epi8(v, _mm_setr_epi8(13, 14, 15, 10, 11, 12, 7, 8, 9, 4, 5, 6, 1, 2, 3, -1));
+}
+
 // An RGB row five pixels (15 bytes) at a time from each end: a 16-byte read at
 // the left block's start and one ending at the right block's end, each block's
 // pixels reversed into the other's place with one shuffle and written as 15
 // bytes. The ends stay at least 10 pixels apart, so the blocks never overlap.
 __attribute__((target("ssse3"))) void FlipRgbRowSsse3(uint8_t* row, int width) {
-  // to the left block: the right block's pixels (lanes 1-15 of its read), reversed
-  const __m128i to_left = _mm_setr_epi8(13, 14, 15, 10, 11, 12, 7, 8, 9, 4, 5, 6, 1, 2, 3, -1);
   // to the right block: the left block's (lanes 0-14), reversed
   const __m128i to_right = _mm_setr_epi8(12, 13, 14, 9, 10, 11, 6, 7, 8, 3, 4, 5, 0, 1, 2, -1);
   int a = 0, b = width;
@@ -559,7 +562,7 @@ __attribute__((target("ssse3"))) void FlipRgbRowSsse3(uint8_t* row, int width) {
     uint8_t* r = row + 3 * b - 15;
     const __m128i lv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(l));
     const __m128i rv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r - 1));
-    Store15(l, _mm_shuffle_epi8(rv, to_left));
+    Store15(l, ReverseFiveRgb(rv));  // the right block's pixels, lanes 1-15 of its read
     Store15(r, _mm_shuffle_epi8(lv, to_right));
   }
   ReversePixels<3>(row, a, b);
@@ -569,11 +572,10 @@ __attribute__((target("ssse3"))) void FlipRgbRowSsse3(uint8_t* row, int width) {
 // 16 bytes read ending at the source block's end, 15 written.
 __attribute__((target("ssse3"))) void FlipRgbRowCopySsse3(const uint8_t* src, uint8_t* dst,
                                                          int width) {
-  const __m128i reverse = _mm_setr_epi8(13, 14, 15, 10, 11, 12, 7, 8, 9, 4, 5, 6, 1, 2, 3, -1);
   int x = 0;
   for (; width - x >= 6; x += 5) {  // the read starts a byte before the block
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 3 * (width - x) - 16));
-    Store15(dst + 3 * x, _mm_shuffle_epi8(v, reverse));
+    const uint8_t* end = src + 3 * (width - x);
+    Store15(dst + 3 * x, ReverseFiveRgb(_mm_loadu_si128(reinterpret_cast<const __m128i*>(end - 16))));
   }
   for (; x < width; ++x) std::memcpy(dst + 3 * x, src + 3 * (width - 1 - x), 3);
 }
