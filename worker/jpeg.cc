@@ -10,6 +10,8 @@
 // jerror.h after jpeglib.h: it needs the J_MESSAGE_CODE context.
 #include <jerror.h>
 
+#include "worker/jpeg_entropy.h"
+
 namespace gm {
 namespace {
 
@@ -59,6 +61,7 @@ struct JpegDecoder::State {
   ErrorManager err;
   jpeg_progress_mgr progress;
   bool created = false;
+  FastEntropyPtr entropy;  // the Huffman decoder libjpeg calls, when it is ours
 };
 
 namespace {
@@ -179,6 +182,8 @@ JpegDecoder::~JpegDecoder() {
   if (state_->created) jpeg_destroy_decompress(&state_->cinfo);
 }
 
+bool JpegDecoder::fast_entropy() const { return state_->entropy != nullptr; }
+
 Status JpegDecoder::ReadHeader() {
   GM_RETURN_IF_ERROR(CheckJpegSignature(data_));
   State* s = state_.get();
@@ -210,6 +215,7 @@ Status JpegDecoder::DecodeRegion(int scale_num, int x, int y, int w, int h, Deco
   c.scale_num = static_cast<unsigned>(std::clamp(scale_num, 1, 8));
   c.scale_denom = 8;
   if (!TryStart(s)) return ErrorStatus(*s);
+  s->entropy = InstallFastEntropyDecoder(&c);
 
   out.scaled_width = static_cast<int>(c.output_width);
   out.scaled_height = static_cast<int>(c.output_height);

@@ -1,5 +1,7 @@
 // JPEG decoding to 8-bit RGB with libjpeg-turbo: full images, and regions of an
-// image at a reduced DCT scale (the fast path of fused decode + crop).
+// image at a reduced DCT scale (the fast path of fused decode + crop). The
+// Huffman data of baseline images is decoded by goldminer's own decoder inside
+// libjpeg (worker/jpeg_entropy.h): the same pixels, faster.
 //
 // Every libjpeg error AND warning (corrupt data, premature end of data) becomes a
 // Status::Corrupt with a readable reason; nothing throws or aborts. Grayscale
@@ -59,6 +61,10 @@ class JpegDecoder {
   // start left of x (libjpeg aligns the left edge to an iMCU column) and covers
   // at least the requested box. Call at most once, after ReadHeader().
   Status DecodeRegion(int scale_num, int x, int y, int w, int h, DecodedRegion& out);
+
+  // Whether DecodeRegion() decoded the scan with goldminer's Huffman decoder
+  // (worker/jpeg_entropy.h) rather than libjpeg's.
+  bool fast_entropy() const;
 
   // Size of the image scaled by scale_num / 8, as libjpeg rounds it (up).
   static int ScaledSize(int size, int scale_num) { return (size * scale_num + 7) / 8; }

@@ -1,5 +1,10 @@
 // libFuzzer target: JPEG decoding, whole-image and fused with a random crop.
 // Any input must end in a Status (OK or Corrupt), never a crash, hang or leak.
+// Whole images are decoded with goldminer's Huffman decoder and with
+// libjpeg-turbo's: an error of libjpeg's must be one of ours too, and where both
+// decode, the pixels must be equal (worker/jpeg_entropy.h; the three cases where
+// goldminer's decoder is stricter are those tests/unit/jpeg_entropy_test.cc
+// names).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -8,6 +13,7 @@
 
 #include "core/json.h"
 #include "worker/jpeg.h"
+#include "worker/jpeg_entropy.h"
 #include "worker/op.h"
 
 namespace {
@@ -41,8 +47,22 @@ void CheckStatus(const gm::Status& s) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
-  gm::Tensor full;
-  CheckStatus(gm::DecodeJpeg(bytes, full));
+  gm::Tensor full, reference;
+  gm::SetJpegEntropy(gm::JpegEntropy::kFast);
+  gm::Status ours = gm::DecodeJpeg(bytes, full);
+  CheckStatus(ours);
+  gm::SetJpegEntropy(gm::JpegEntropy::kLibjpeg);
+  gm::Status libjpeg = gm::DecodeJpeg(bytes, reference);
+  gm::SetJpegEntropy(gm::JpegEntropy::kFast);
+  CheckStatus(libjpeg);
+  if (!libjpeg.ok() && ours.ok()) std::abort();
+  if (libjpeg.ok() && ours.ok() && full.bytes != reference.bytes) std::abort();
+  if (libjpeg.ok() && !ours.ok() &&
+      ours.message().find("bad Huffman code") == std::string::npos &&
+      ours.message().find("extraneous bytes before marker") == std::string::npos &&
+      ours.message().find("fill bytes (FF FF) before a stuffed zero") == std::string::npos) {
+    std::abort();
+  }
 
   gm::Sample sample;
   sample.index = size;
