@@ -445,18 +445,21 @@ JpegEntropy GetJpegEntropy() {
   int v = g_entropy.load(std::memory_order_relaxed);
   if (v < 0) {
     const char* env = std::getenv("GOLDMINER_JPEG_ENTROPY");
-    v = env != nullptr && std::strcmp(env, "libjpeg") == 0 ? 1 : 0;
+    v = static_cast<int>(env != nullptr && std::strcmp(env, "libjpeg") == 0
+                             ? JpegEntropy::kLibjpeg
+                             : JpegEntropy::kFast);
     g_entropy.store(v, std::memory_order_relaxed);
   }
-  return v == 1 ? JpegEntropy::kLibjpeg : JpegEntropy::kFast;
+  return static_cast<JpegEntropy>(v);
 }
 
 void SetJpegEntropy(JpegEntropy which) {
-  g_entropy.store(which == JpegEntropy::kLibjpeg ? 1 : 0, std::memory_order_relaxed);
+  g_entropy.store(static_cast<int>(which), std::memory_order_relaxed);
 }
 
 FastEntropyPtr InstallFastEntropyDecoder(jpeg_decompress_struct* cinfo) {
-  if (GetJpegEntropy() != JpegEntropy::kFast) return nullptr;
+  const JpegEntropy which = GetJpegEntropy();
+  if (which == JpegEntropy::kLibjpeg) return nullptr;
   if (cinfo->progressive_mode || cinfo->arith_code || cinfo->data_precision != 8 ||
       cinfo->comps_in_scan != cinfo->num_components || cinfo->Ss != 0 ||
       cinfo->Se != DCTSIZE2 - 1 || cinfo->Ah != 0 || cinfo->Al != 0 ||
@@ -505,7 +508,9 @@ FastEntropyPtr InstallFastEntropyDecoder(jpeg_decompress_struct* cinfo) {
   d->pub.start_pass = StartPass;
   d->pub.decode_mcu = DecodeMcu;
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("bmi2")) d->pub.decode_mcu = DecodeMcuBmi2;
+  if (which == JpegEntropy::kFast && __builtin_cpu_supports("bmi2")) {
+    d->pub.decode_mcu = DecodeMcuBmi2;
+  }
 #endif
   d->pub.insufficient_data = FALSE;
   cinfo->entropy = &d->pub;

@@ -38,8 +38,9 @@ namespace gm {
 
 // Which entropy decoder JPEG decodes use. kFast unless the environment variable
 // GOLDMINER_JPEG_ENTROPY is "libjpeg" (read once per process); tests and
-// benchmarks set it directly.
-enum class JpegEntropy { kFast, kLibjpeg };
+// benchmarks set it directly. kFastPortable is kFast without the BMI2 build,
+// which kFast uses where the CPU has BMI2 (tests run both).
+enum class JpegEntropy { kFast, kLibjpeg, kFastPortable };
 JpegEntropy GetJpegEntropy();
 void SetJpegEntropy(JpegEntropy which);
 

@@ -53,8 +53,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckStatus(ours);
   gm::SetJpegEntropy(gm::JpegEntropy::kLibjpeg);
   gm::Status libjpeg = gm::DecodeJpeg(bytes, reference);
+  gm::Tensor portable;
+  gm::SetJpegEntropy(gm::JpegEntropy::kFastPortable);  // the build without BMI2
+  gm::Status ours_portable = gm::DecodeJpeg(bytes, portable);
   gm::SetJpegEntropy(gm::JpegEntropy::kFast);
   CheckStatus(libjpeg);
+  if (ours_portable.ok() != ours.ok() || (ours.ok() && portable.bytes != full.bytes)) std::abort();
   if (!libjpeg.ok() && ours.ok()) std::abort();
   if (libjpeg.ok() && ours.ok() && full.bytes != reference.bytes) std::abort();
   if (libjpeg.ok() && !ours.ok() &&
