@@ -194,8 +194,8 @@ inline void SetFastLimit(FastEntropyDecoder* d) {
 }
 
 // Fills d's buffer byte by byte to more than 56 bits, undoing byte stuffing
-// (FF 00 is a data byte FF; like libjpeg, any number of FF before the 00), up to
-// a marker: then, as libjpeg does, the marker is consumed, left in
+// (FF 00 is a data byte FF), up to a marker (FF, any more FF fill bytes, then
+// the marker's code): then, as libjpeg does, the marker is consumed, left in
 // cinfo->unread_marker, and zeros follow in the buffer.
 [[gnu::noinline]] void RefillSlow(FastEntropyDecoder* d) {
   if (d->at_marker) return;
