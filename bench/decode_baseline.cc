@@ -7,32 +7,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/jpeg_corpus.h"
+
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: decode_baseline DIR [--rounds N]\n");
-    return 2;
+  JpegCorpus corpus;
+  if (int status = LoadJpegCorpus(argc, argv, "decode_baseline", 3, &corpus); status >= 0) {
+    return status;
   }
-  int rounds = 3;
-  if (argc >= 4 && std::string(argv[2]) == "--rounds") rounds = std::max(1, std::atoi(argv[3]));
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(argv[1])) {
-    if (e.is_regular_file() && e.path().extension() == ".jpg") {
-      std::ifstream in(e.path(), std::ios::binary);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      files.push_back(ss.str());
-    }
-  }
-  if (files.empty()) {
-    std::fprintf(stderr, "decode_baseline: no .jpg files under %s\n", argv[1]);
-    return 1;
-  }
+  const std::vector<std::string>& files = corpus.files;
+  const int rounds = corpus.rounds;
   tjhandle tj = tjInitDecompress();
   std::vector<unsigned char> out;
   std::vector<double> rates;

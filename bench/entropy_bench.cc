@@ -12,13 +12,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench/jpeg_corpus.h"
 #include "worker/jpeg.h"
 #include "worker/jpeg_entropy.h"
 
@@ -40,25 +37,12 @@ double ImagesPerSecond(const std::vector<std::string>& files, F decode) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: entropy_bench DIR [--rounds N]\n");
-    return 2;
+  JpegCorpus corpus;
+  if (int status = LoadJpegCorpus(argc, argv, "entropy_bench", 5, &corpus); status >= 0) {
+    return status;
   }
-  int rounds = 5;
-  if (argc >= 4 && std::string(argv[2]) == "--rounds") rounds = std::max(1, std::atoi(argv[3]));
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(argv[1])) {
-    if (e.is_regular_file() && e.path().extension() == ".jpg") {
-      std::ifstream in(e.path(), std::ios::binary);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      files.push_back(ss.str());
-    }
-  }
-  if (files.empty()) {
-    std::fprintf(stderr, "entropy_bench: no .jpg files under %s\n", argv[1]);
-    return 1;
-  }
+  const std::vector<std::string>& files = corpus.files;
+  const int rounds = corpus.rounds;
 
   // The two Huffman decoders must give the same pixels.
   size_t mismatches = 0, failures = 0;
