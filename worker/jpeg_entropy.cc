@@ -319,7 +319,9 @@ struct Bits {
     if (reinterpret_cast<uintptr_t>(next) <= limit) [[likely]] {
       uint64_t v;
       std::memcpy(&v, next, 8);
-      v = __builtin_bswap64(v);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      v = __builtin_bswap64(v);  // the stream's first byte to the top
+#endif
       if (!HasFFByte(v)) [[likely]] {
         buf |= v >> count;
         next += (63 - count) >> 3;
