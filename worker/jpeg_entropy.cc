@@ -268,20 +268,11 @@ inline bool HasFFByte(uint64_t v) {
   return t->huffval[(static_cast<int32_t>(code) + t->valoffset[l]) & 0xFF];
 }
 
-// Consumes, from d's buffer, the symbol whose lookup entry `e` has a kSlowFlags
-// flag, and its value; returns the entry it would have had without the flags.
-[[gnu::noinline]] uint32_t DecodeSlow(FastEntropyDecoder* d, const Table* t, uint32_t e) {
-  int size, run;
-  if (e & kLongCode) {
-    int rs = DecodeLong(d, t);
-    run = rs >> 4;
-    size = rs & 15;
-  } else {
-    d->buf <<= e & 63;
-    d->count -= static_cast<int>(e & 63);
-    run = static_cast<int>((e >> 8) & 0xFF) - 1;
-    size = static_cast<int>(e >> 16) & 15;
-  }
+// Consumes, from d's buffer, a symbol whose code is longer than kLook bits, and
+// its value; returns the lookup entry it would have had (without the length).
+[[gnu::noinline]] uint32_t DecodeLongSymbol(FastEntropyDecoder* d, const Table* t) {
+  const int rs = DecodeLong(d, t);
+  const int run = rs >> 4, size = rs & 15;
   int v = 0;
   if (size != 0) {
     v = Extend(static_cast<uint32_t>(d->buf >> (64 - size)), size);
@@ -343,7 +334,7 @@ struct Bits {
     if (e & kSlowFlags) [[unlikely]] {
       if (e & kLongCode) {
         Spill();
-        e = DecodeSlow(d, t, e);
+        e = DecodeLongSymbol(d, t);
         Load();
         return e;
       }
