@@ -24,13 +24,7 @@ int main(int argc, char** argv) {
   std::vector<double> rates;
   for (int r = 0; r < rounds; ++r) {
     auto t0 = std::chrono::steady_clock::now();
-    for (const auto& f : files) {
-      int w = 0, h = 0, sub = 0, cs = 0;
-      auto* buf = reinterpret_cast<const unsigned char*>(f.data());
-      if (tjDecompressHeader3(tj, buf, f.size(), &w, &h, &sub, &cs) != 0) continue;
-      out.resize(static_cast<size_t>(w) * h * 3);
-      tjDecompress2(tj, buf, f.size(), out.data(), w, 0, h, TJPF_RGB, 0);
-    }
+    for (const auto& f : files) TurboDecodeRgb(tj, f, out);
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     rates.push_back(files.size() / dt);
   }

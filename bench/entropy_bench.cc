@@ -60,13 +60,8 @@ int main(int argc, char** argv) {
   std::vector<unsigned char> out;
   std::vector<double> turbo, libjpeg, fast;
   for (int r = 0; r < rounds; ++r) {
-    turbo.push_back(ImagesPerSecond(files, [&](const std::string& f) {
-      int w = 0, h = 0, sub = 0, cs = 0;
-      auto* buf = reinterpret_cast<const unsigned char*>(f.data());
-      if (tjDecompressHeader3(tj, buf, f.size(), &w, &h, &sub, &cs) != 0) return;
-      out.resize(static_cast<size_t>(w) * h * 3);
-      tjDecompress2(tj, buf, f.size(), out.data(), w, 0, h, TJPF_RGB, 0);
-    }));
+    turbo.push_back(
+        ImagesPerSecond(files, [&](const std::string& f) { TurboDecodeRgb(tj, f, out); }));
     for (auto [which, rates] : {std::pair{gm::JpegEntropy::kLibjpeg, &libjpeg},
                                 std::pair{gm::JpegEntropy::kFast, &fast}}) {
       gm::SetJpegEntropy(which);

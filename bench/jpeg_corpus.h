@@ -1,7 +1,9 @@
 // The command line and the files of the JPEG decode benchmarks
 // (decode_baseline, entropy_bench): PROGRAM DIR [--rounds N], every .jpg under
-// DIR read into memory.
+// DIR read into memory; and their peer, TurboJPEG's whole decode to RGB.
 #pragma once
+
+#include <turbojpeg.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -41,4 +43,14 @@ inline int LoadJpegCorpus(int argc, char** argv, const char* program, int defaul
     return 1;
   }
   return -1;
+}
+
+// Decodes one file whole to RGB with TurboJPEG (tjDecompress2, default flags)
+// into `out`; a file whose header it cannot read is left out.
+inline void TurboDecodeRgb(tjhandle tj, const std::string& file, std::vector<unsigned char>& out) {
+  int w = 0, h = 0, sub = 0, cs = 0;
+  auto* buf = reinterpret_cast<const unsigned char*>(file.data());
+  if (tjDecompressHeader3(tj, buf, file.size(), &w, &h, &sub, &cs) != 0) return;
+  out.resize(static_cast<size_t>(w) * h * 3);
+  tjDecompress2(tj, buf, file.size(), out.data(), w, 0, h, TJPF_RGB, 0);
 }
