@@ -20,10 +20,9 @@
 #include "core/log.h"
 #include "core/plan.h"
 #include "core/run_store.h"
-#include "launcher/local_run.h"
-#include "launcher/process.h"
 #include "launcher/process_launcher.h"
 #include "launcher/slurm_job.h"
+#include "launcher/training_run.h"
 
 namespace gm::cli {
 namespace {
@@ -49,6 +48,7 @@ struct RunFlags {
   int max_workers = 0;  // 0: max(workers, this machine's CPUs)
   double scale_period_s = 10;
   std::string trainer_cpus;  // --trainer-cpus LIST
+  std::optional<SlurmJob> job;  // the Slurm job we run in, read once (none outside one)
 };
 
 // --trainer-cpus (from the flag, or a plan's kept CPUs; "none": no pinning): the
@@ -56,7 +56,7 @@ struct RunFlags {
 // may use, unless $GOLDMINER_WORKER_CPUS places them (the workers pin themselves
 // to it; an overlap is only warned about). Local backend only: under Slurm, worker
 // steps get their own CPUs (srun --exact).
-Status ApplyTrainerCpus(const RunFlags& f, LocalRunConfig& c) {
+Status ApplyTrainerCpus(const RunFlags& f, RunConfig& c) {
   if (f.trainer_cpus.empty() || f.trainer_cpus == "none") return Status::Ok();
   const std::string what = "--trainer-cpus";
   if (f.backend != "local") {
@@ -92,11 +92,10 @@ Status ApplyTrainerCpus(const RunFlags& f, LocalRunConfig& c) {
 // auto: slurm inside a job (SLURM_JOB_ID), else local. The Slurm backend listens on
 // every interface unless --bind says otherwise: workers on other nodes connect.
 Status ResolveBackend(RunFlags& f, const CLI::App& sub) {
-  const char* job = std::getenv("SLURM_JOB_ID");
-  const bool in_job = job != nullptr && *job != '\0';
-  if (f.backend == "auto") f.backend = in_job ? "slurm" : "local";
+  f.job = SlurmJob::FromEnvironment();
+  if (f.backend == "auto") f.backend = f.job ? "slurm" : "local";
   if (f.backend != "slurm") return Status::Ok();
-  if (!in_job) {
+  if (!f.job) {
     return Status::InvalidArgument(
         "--backend slurm: SLURM_JOB_ID is not set, so there is no allocation to start "
         "workers in; run inside a job (sbatch job.sbatch, as `goldminer plan --sbatch` "
@@ -122,7 +121,7 @@ Status RecordRefused(const RunFlags& f, const Status& why) {
   run.world_size = f.spec.world_size;
   run.host = HostName();
   run.pid = ::getpid();
-  if (const char* job = std::getenv("SLURM_JOB_ID"); job != nullptr) run.job_id = job;
+  if (f.job) run.job_id = f.job->job_id;
   if ((*store)->BeginRun(run).ok()) {
     EventRecord e;
     e.run_id = run.id;
@@ -201,49 +200,6 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
   return Status::Ok();
 }
 
-// `srun` arguments that make worker `slot` its own job step of the allocation we
-// run in: one task of `threads` CPUs on one node (--exact: only those CPUs, so
-// steps can be added and cancelled one by one), in the heterogeneous job's
-// component 1 when the plan put it off the trainer's node (component 0 otherwise).
-std::vector<std::string> SrunPrefix(const RunSpec& spec, bool het, int slot, int threads) {
-  std::vector<std::string> a = {"srun", "--exact", "--nodes=1", "--ntasks=1",
-                                "--cpus-per-task=" + std::to_string(threads),
-                                "--job-name=goldminer-worker", "--quiet"};
-  if (het) a.push_back(std::string("--het-group=") + (spec.RemoteOf(slot) ? "1" : "0"));
-  if (const uint64_t mem = spec.MemoryOf(slot); mem > 0) {
-    a.push_back("--mem=" + std::to_string((mem + (1 << 20) - 1) >> 20) + "M");
-  }
-  return a;
-}
-
-bool HetJob() {
-  const char* size = std::getenv("SLURM_HET_SIZE");
-  return size != nullptr && std::atoi(size) >= 2;
-}
-
-// Checks that `workers` workers (slots 0..workers-1, sized and placed as SrunPrefix
-// does) fit in the allocation's CPUs, component by component. Ok when Slurm's
-// environment does not say (nothing to check against).
-Status CheckAllocation(const RunFlags& f, int workers) {
-  const bool het = HetJob();
-  std::map<int, std::vector<int>> by_group;  // het group (0 without one) -> worker CPUs
-  for (int slot = 0; slot < workers; ++slot) {
-    by_group[het && f.spec.RemoteOf(slot) ? 1 : 0].push_back(f.spec.ThreadsOf(slot));
-  }
-  const std::string job = std::getenv("SLURM_JOB_ID") ? std::getenv("SLURM_JOB_ID") : "?";
-  for (const auto& [group, cpus] : by_group) {
-    const std::string var = het ? "SLURM_JOB_CPUS_PER_NODE_HET_GROUP_" + std::to_string(group)
-                                : std::string("SLURM_JOB_CPUS_PER_NODE");
-    const char* text = std::getenv(var.c_str());
-    if (text == nullptr || *text == '\0') continue;
-    GM_ASSIGN_OR_RETURN(std::vector<int> nodes, ParseCpusPerNode(text));
-    const std::string what = (het ? "component " + std::to_string(group) + " of job " : "job ") +
-                             job + " (" + var + "=" + text + ")";
-    GM_RETURN_IF_ERROR(CheckWorkersFit(cpus, nodes, what));
-  }
-  return Status::Ok();
-}
-
 // The trainer's program exists: a path that is an executable file, or a name found
 // in PATH. Checked before anything starts, so a typo costs no worker step.
 Status CheckTrainerCommand(const std::vector<std::string>& command) {
@@ -270,18 +226,7 @@ Status CheckTrainerCommand(const std::vector<std::string>& command) {
                           "; give the program after --, e.g. -- python3 train.py");
 }
 
-// Why Slurm is stopping the job we run in, asked when SIGTERM arrives.
-std::string AskSlurmStopCause() {
-  const char* job = std::getenv("SLURM_JOB_ID");
-  if (job == nullptr) return "";
-  Result<CommandOutput> out = CaptureOutput({"scontrol", "show", "job", "--oneliner", job}, 5,
-                                            1 << 20);
-  if (!out.ok() || out->exit.exit_code() != 0) return "";
-  const char* restarts = std::getenv("SLURM_RESTART_COUNT");
-  return SlurmStopCause(out->out, restarts != nullptr ? std::atoi(restarts) : 0);
-}
-
-Result<int> RunLocalBackend(const RunFlags& f) {
+Result<int> RunWithFlags(const RunFlags& f) {
   if (f.spec.pipeline.empty()) {  // a usage error: exit 2
     LogError("run needs --pipeline FILE or --plan plan.json, e.g. goldminer run --pipeline "
              "p.json -- python3 train.py");
@@ -292,7 +237,7 @@ Result<int> RunLocalBackend(const RunFlags& f) {
                                    "goldminer run --pipeline p.json -- python3 train.py");
   }
   GM_RETURN_IF_ERROR(f.spec.Validate());
-  LocalRunConfig c;
+  RunConfig c;
   c.spec = f.spec;
   c.bind = f.bind;
   c.port = f.port;
@@ -316,10 +261,10 @@ Result<int> RunLocalBackend(const RunFlags& f) {
                                      std::to_string(f.spec.workers) + ") <= --max-workers (" +
                                      std::to_string(a.max_workers) + ")");
     }
-    if (f.backend == "slurm" && !CheckAllocation(f, a.max_workers).ok()) {
+    if (f.backend == "slurm" && !f.job->CheckWorkersFit(f.spec, a.max_workers).ok()) {
       // Never more workers than the allocation holds: a step beyond it would wait.
       int fit = f.spec.workers;
-      while (fit < a.max_workers && CheckAllocation(f, fit + 1).ok()) ++fit;
+      while (fit < a.max_workers && f.job->CheckWorkersFit(f.spec, fit + 1).ok()) ++fit;
       LogInfo("run: --autoscale: at most " + std::to_string(fit) + " worker(s) fit in the "
               "allocation (--max-workers " + std::to_string(a.max_workers) + ")");
       a.max_workers = fit;
@@ -328,15 +273,13 @@ Result<int> RunLocalBackend(const RunFlags& f) {
   }
   std::unique_ptr<ProcessLauncher> launcher;
   if (f.backend == "slurm") {
-    launcher = MakeSlurmLauncher([spec = f.spec, het = HetJob()](int slot, int threads) {
-      return SrunPrefix(spec, het, slot, threads);
-    });
-    c.stop_cause = AskSlurmStopCause;
+    launcher = MakeSlurmStepLauncher(*f.job);
+    c.stop_cause = [job = *f.job] { return AskStopCause(job); };
+    c.job_id = f.job->job_id;
   } else {
-    launcher = MakeLocalLauncher();
+    launcher = MakeChildLauncher();
   }
   c.launcher = launcher.get();
-  c.backend = launcher->name();
   std::unique_ptr<SqliteRunStore> store;
   if (!f.no_db) {
     GM_RETURN_IF_ERROR(CheckWritable(f.db, "--db"));
@@ -348,7 +291,7 @@ Result<int> RunLocalBackend(const RunFlags& f) {
   sa.sa_handler = OnRunSignal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
-  GM_ASSIGN_OR_RETURN(LocalRunResult r, RunLocal(c));
+  GM_ASSIGN_OR_RETURN(RunResult r, RunTraining(c));
   const CoordinatorSummary& s = r.summary;
   LogInfo("run " + r.run_id + " " + r.status + (store ? " (recorded in " + f.db + ")" : "") +
           ": " + std::to_string(s.epochs_done) + " epoch(s) delivered, " +
@@ -432,9 +375,10 @@ Verb RunVerb() {
           if (!f->plan.empty()) GM_RETURN_IF_ERROR(ApplyPlan(*f, *app));
           if (Status st = CheckTrainerCommand(f->spec.command); !st.ok()) return RecordRefused(*f, st);
           if (f->backend == "slurm") {
-            if (Status st = CheckAllocation(*f, f->spec.workers); !st.ok()) return RecordRefused(*f, st);
+            Status st = f->job->CheckWorkersFit(f->spec, f->spec.workers);
+            if (!st.ok()) return RecordRefused(*f, st);
           }
-          return RunLocalBackend(*f);
+          return RunWithFlags(*f);
         });
       }};
 }

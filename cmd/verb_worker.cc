@@ -43,6 +43,7 @@ struct WorkerFlags {
   std::string listen = "127.0.0.1:0";
   std::string advertise;
   std::string cpus;  // --cpus, else $GOLDMINER_WORKER_CPUS
+  std::string step_name;
 };
 
 // Pins the worker to --cpus (or $GOLDMINER_WORKER_CPUS, which `goldminer run`'s
@@ -207,6 +208,8 @@ Result<int> RunWithCoordinator(const WorkerFlags& f) {
   options.advertise_host = f.advertise;
   options.threads = DefaultThreads(f.threads);
   options.secret = *secret;
+  if (const char* tag = std::getenv("GOLDMINER_WORKER_TAG")) options.tag = tag;
+  options.step_name = f.step_name;
   StopOnSignal signals;  // before Start(), so the service's threads inherit the mask
   Result<std::unique_ptr<WorkerService>> service = WorkerService::Start(options);
   Status st = service.ok() ? Status::Ok() : service.status();
@@ -262,6 +265,12 @@ Verb WorkerVerb() {
         sub.add_option("--advertise", f->advertise,
                        "Host name or address clients should use for the data port "
                        "(default: the --listen host, or this machine's name on 0.0.0.0)");
+        sub.add_option("--step-name", f->step_name,
+                       "The name this worker's launcher knows it by, recorded with the run "
+                       "(`goldminer run` under Slurm gives each worker step's JOB.STEP)")
+            ->check([](const std::string& s) {
+              return s.size() <= 128 ? std::string() : std::string("at most 128 characters");
+            });
         return std::function<Result<int>()>([f]() -> Result<int> {
           GM_RETURN_IF_ERROR(ApplyCpus(*f));
           if (!f->local) {

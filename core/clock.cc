@@ -1,6 +1,9 @@
 #include "core/clock.h"
 
-#include <ctime>
+#include <time.h>
+
+#include <algorithm>
+#include <cmath>
 
 namespace gm {
 namespace {
@@ -9,10 +12,45 @@ double Read(clockid_t id) {
   clock_gettime(id, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
+
+class MonotonicClock : public Clock {
+ public:
+  double Now() const override { return MonotonicSeconds(); }
+  void SleepUntil(double t) override {
+    // clock_nanosleep with TIMER_ABSTIME: no drift from wake-up latency, and an
+    // interrupted sleep (a signal) is resumed towards the same target.
+    if (!std::isfinite(t)) return;
+    timespec ts{};
+    ts.tv_sec = static_cast<time_t>(std::floor(t));
+    ts.tv_nsec = static_cast<long>((t - std::floor(t)) * 1e9);
+    while (Now() < t && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) != 0) {
+    }
+  }
+};
 }  // namespace
 
 double MonotonicSeconds() { return Read(CLOCK_MONOTONIC); }
 double ThreadCpuSeconds() { return Read(CLOCK_THREAD_CPUTIME_ID); }
 double ProcessCpuSeconds() { return Read(CLOCK_PROCESS_CPUTIME_ID); }
+
+Clock& SystemClock() {
+  static MonotonicClock* clock = new MonotonicClock();  // never destroyed: used at exit
+  return *clock;
+}
+
+double FakeClock::Now() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return now_;
+}
+
+void FakeClock::SleepUntil(double t) {
+  std::lock_guard<std::mutex> lock(mu_);
+  now_ = std::max(now_, t);
+}
+
+void FakeClock::Advance(double seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  now_ += std::max(0.0, seconds);
+}
 
 }  // namespace gm

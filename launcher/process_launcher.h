@@ -1,5 +1,6 @@
 // Where a run's processes start: children of this process on this machine, or, for
-// data workers, Slurm job steps of the allocation this process runs in. A launcher
+// data workers, Slurm job steps of the allocation this process runs in
+// (launcher/slurm_job.h). A launcher
 // only starts, signals and reaps; what to start, when to replace and how to stop is
 // the supervisor's (launcher/supervisor.h), the same for every launcher, for `run`
 // and for `profile`. Unit tests drive the supervisor with a fake launcher.
@@ -9,7 +10,7 @@
 
 #include <sys/types.h>
 
-#include <functional>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,8 @@ struct LaunchRequest {
   std::vector<std::string> env;  // "NAME=value", added to this process's environment
   int slot = 0;                   // a worker's slot: its size and placement
   int threads = 1;                // a worker's CPUs (stage threads)
+  bool off_trainer_node = false;  // a worker the plan put on another node than the trainer's
+  uint64_t memory_bytes = 0;      // a worker's memory (0: not said)
   std::vector<int> cpus;          // run on these CPUs only (empty: ours); local children only
 };
 
@@ -48,13 +51,8 @@ class ProcessLauncher {
   virtual std::string name() const = 0;
 };
 
-// Children of this process (launcher/process.h's ProcessGroup).
-std::unique_ptr<ProcessLauncher> MakeLocalLauncher();
-
-// Workers as Slurm job steps: their argv is prefixed with srun_prefix(slot, threads)
-// (`srun --exact --nodes=1 --ntasks=1 --cpus-per-task=T ...`, cmd/verb_run.cc);
-// trainers start as children here, in the batch step, with the allocation's GPUs.
-std::unique_ptr<ProcessLauncher> MakeSlurmLauncher(
-    std::function<std::vector<std::string>(int slot, int threads)> srun_prefix);
+// Children of this process (launcher/process.h's ProcessGroup), workers and
+// trainers alike. Its name() is "local". Slurm job steps: launcher/slurm_job.h.
+std::unique_ptr<ProcessLauncher> MakeChildLauncher();
 
 }  // namespace gm

@@ -1,10 +1,13 @@
 #include "launcher/slurm_job.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <charconv>
 #include <numeric>
 
 #include "core/scontrol.h"
+#include "launcher/process.h"
 
 namespace gm {
 namespace {
@@ -124,6 +127,116 @@ std::string SlurmStopCause(const std::string& scontrol_job, int restart_count) {
   const long long ran = SlurmSeconds(run_time);
   if (limit > 0 && ran >= limit) return "time limit";
   return "";
+}
+
+std::optional<SlurmJob> SlurmJob::FromEnvironment(
+    const std::function<const char*(const char*)>& getenv) {
+  const auto var = [&getenv](const std::string& name) {
+    const char* v = getenv(name.c_str());
+    return std::string(v != nullptr ? v : "");
+  };
+  SlurmJob job;
+  job.job_id = var("SLURM_JOB_ID");
+  if (job.job_id.empty()) return std::nullopt;
+  long long restarts = 0;
+  if (ParseInt(var("SLURM_RESTART_COUNT"), &restarts) && restarts >= 0 && restarts < 1 << 30) {
+    job.restart_count = static_cast<int>(restarts);
+  }
+  long long het_size = 0;
+  if (!ParseInt(var("SLURM_HET_SIZE"), &het_size) || het_size < 2 || het_size > 64) {
+    job.components.push_back(
+        {0, job.job_id, "SLURM_JOB_CPUS_PER_NODE", var("SLURM_JOB_CPUS_PER_NODE")});
+    return job;
+  }
+  for (int g = 0; g < het_size; ++g) {
+    const std::string n = std::to_string(g);
+    std::string id = var("SLURM_JOB_ID_HET_GROUP_" + n);
+    if (id.empty()) id = job.job_id;
+    const std::string cpus = "SLURM_JOB_CPUS_PER_NODE_HET_GROUP_" + n;
+    job.components.push_back({g, id, cpus, var(cpus)});
+  }
+  return job;
+}
+
+std::optional<SlurmJob> SlurmJob::FromEnvironment() {
+  return FromEnvironment([](const char* name) { return std::getenv(name); });
+}
+
+int SlurmJob::GroupOf(bool off_trainer_node) const {
+  return heterogeneous() && off_trainer_node ? 1 : 0;
+}
+
+Status SlurmJob::CheckWorkersFit(const RunSpec& spec, int workers) const {
+  std::map<int, std::vector<int>> by_group;  // het group -> its workers' CPUs
+  for (int slot = 0; slot < workers; ++slot) {
+    by_group[GroupOf(spec.RemoteOf(slot))].push_back(spec.ThreadsOf(slot));
+  }
+  for (const auto& [group, cpus] : by_group) {
+    if (static_cast<size_t>(group) >= components.size()) continue;
+    const SlurmComponent& c = components[static_cast<size_t>(group)];
+    if (c.cpus_text.empty()) continue;
+    GM_ASSIGN_OR_RETURN(std::vector<int> nodes, ParseCpusPerNode(c.cpus_text));
+    const std::string what =
+        (heterogeneous() ? "component " + std::to_string(group) + " of job " : "job ") + job_id +
+        " (" + c.cpus_var + "=" + c.cpus_text + ")";
+    GM_RETURN_IF_ERROR(gm::CheckWorkersFit(cpus, nodes, what));
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> SrunArgv(const SlurmJob& job, const LaunchRequest& r) {
+  std::vector<std::string> a = {"srun", "--exact", "--nodes=1", "--ntasks=1",
+                                "--cpus-per-task=" + std::to_string(r.threads),
+                                "--job-name=goldminer-worker", "--quiet"};
+  const int group = job.GroupOf(r.off_trainer_node);
+  if (job.heterogeneous()) a.push_back("--het-group=" + std::to_string(group));
+  if (r.memory_bytes > 0) {
+    a.push_back("--mem=" + std::to_string((r.memory_bytes + (1 << 20) - 1) >> 20) + "M");
+  }
+  // Inside the step, the shell names it as squeue -s and scancel do (a het
+  // component's own job id) and execs the worker with that name: the step's task
+  // is the worker itself, and the worker reads no Slurm variable.
+  const std::string id = job.heterogeneous()
+                             ? "${SLURM_JOB_ID_HET_GROUP_" + std::to_string(group) +
+                                   ":-$SLURM_JOB_ID}"
+                             : std::string("$SLURM_JOB_ID");
+  a.insert(a.end(), {"/bin/sh", "-c", "exec \"$@\" --step-name \"" + id + ".$SLURM_STEP_ID\"",
+                     "sh"});
+  a.insert(a.end(), r.argv.begin(), r.argv.end());
+  return a;
+}
+
+namespace {
+
+// Workers as srun steps; trainers (and anything else) as plain children.
+class SlurmStepLauncher : public ProcessLauncher {
+ public:
+  explicit SlurmStepLauncher(SlurmJob job) : job_(std::move(job)) {}
+  Result<pid_t> Start(const LaunchRequest& r) override {
+    if (r.role != ProcessRole::kWorker) return group_.Spawn(r.argv, r.env, r.cpus);
+    return group_.Spawn(SrunArgv(job_, r), r.env);
+  }
+  void Signal(pid_t pid, int sig) override { group_.Signal(pid, sig); }
+  std::optional<ChildExit> Wait(double timeout_s) override { return group_.WaitAny(timeout_s); }
+  std::vector<ChildExit> KillAll() override { return group_.TerminateAll(0); }
+  std::string name() const override { return "slurm"; }
+
+ private:
+  const SlurmJob job_;
+  ProcessGroup group_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProcessLauncher> MakeSlurmStepLauncher(SlurmJob job) {
+  return std::make_unique<SlurmStepLauncher>(std::move(job));
+}
+
+std::string AskStopCause(const SlurmJob& job) {
+  Result<CommandOutput> out =
+      CaptureOutput({"scontrol", "show", "job", "--oneliner", job.job_id}, 5, 1 << 20);
+  if (!out.ok() || out->exit.exit_code() != 0) return "";
+  return SlurmStopCause(out->out, job.restart_count);
 }
 
 }  // namespace gm

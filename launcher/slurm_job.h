@@ -1,17 +1,73 @@
-// What `run` learns about the Slurm job it runs in: the CPUs of its allocation
-// (to refuse a plan that cannot fit before any step waits forever for CPUs) and why
-// the job is being stopped (to record a requeue or a time limit as "preempted",
-// not as a user's cancel). Pure: it parses the environment's and scontrol's text;
-// cmd/verb_run.cc runs the commands.
+// The one seam between goldminer and Slurm at run time. `run` reads the job it runs
+// in once from the environment (SlurmJob::FromEnvironment: its id, heterogeneous
+// components and their CPUs per node, the restart count), checks that its workers
+// fit the allocation before any step waits forever for CPUs, starts each worker as
+// a job step of the right component (MakeSlurmStepLauncher: it builds the srun argv
+// from a request's typed facts and gives the worker its step's name), and asks why
+// the job is being stopped (to record a requeue or a time limit as "preempted", not
+// as a user's cancel). No other module reads a SLURM_* variable or builds srun
+// arguments (the client still reads a rank from SLURM_PROCID, as torch launchers do).
+//
+// The parsers are pure; AskStopCause runs scontrol. Values are thread-compatible.
 #pragma once
 
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "core/run_spec.h"
 #include "core/status.h"
+#include "launcher/process_launcher.h"
 
 namespace gm {
+
+// One component of the allocation: the whole job, or a heterogeneous job's group.
+struct SlurmComponent {
+  int group = 0;            // the het group (0 without a heterogeneous job)
+  std::string job_id;       // its own job id, as squeue and scancel name its steps
+  std::string cpus_var;     // the variable its CPUs came from, for messages
+  std::string cpus_text;    // its value ("8(x2),4"); empty: Slurm did not say
+};
+
+struct SlurmJob {
+  std::string job_id;                     // SLURM_JOB_ID
+  std::vector<SlurmComponent> components;  // one per het group; one without them
+  int restart_count = 0;                  // SLURM_RESTART_COUNT (0 when unset)
+
+  // Reads the job from an environment (`getenv`: the process's, or a test's map).
+  // nullopt outside a job (SLURM_JOB_ID unset or empty).
+  static std::optional<SlurmJob> FromEnvironment(
+      const std::function<const char*(const char*)>& getenv);
+  // The same from this process's environment.
+  static std::optional<SlurmJob> FromEnvironment();
+
+  bool heterogeneous() const { return components.size() >= 2; }
+  // The het group a worker's step goes to: 1 for a worker the plan put off the
+  // trainer's node in a heterogeneous job, else 0.
+  int GroupOf(bool off_trainer_node) const;
+  // Checks that the workers of slots 0..workers-1 (sized and placed by `spec`) fit
+  // in the CPUs of their components, node by node. Ok when Slurm's environment does
+  // not say (nothing to check against). InvalidArgument naming the variable.
+  Status CheckWorkersFit(const RunSpec& spec, int workers) const;
+};
+
+// The srun argv that makes a worker its own job step of `job`: one task of
+// request.threads CPUs on one node (--exact: only those CPUs, so steps can be added
+// and cancelled one by one), in the component GroupOf gives, with its memory; the
+// worker's own argv follows, with `--step-name JOB.STEP` added inside the step (the
+// component's job id, as squeue -s and scancel name it).
+std::vector<std::string> SrunArgv(const SlurmJob& job, const LaunchRequest& request);
+
+// Workers as job steps of `job` (SrunArgv); trainers start as children here, in the
+// batch step, with the allocation's GPUs. Its name() is "slurm".
+std::unique_ptr<ProcessLauncher> MakeSlurmStepLauncher(SlurmJob job);
+
+// Why Slurm is stopping `job`, from `scontrol show job` asked now (SlurmStopCause);
+// "" when it cannot be asked.
+std::string AskStopCause(const SlurmJob& job);
 
 // SLURM_JOB_CPUS_PER_NODE ("8(x2),4": two nodes of 8 CPUs, one of 4): the CPUs of
 // each node, in order. InvalidArgument naming the text when it is not that form.

@@ -15,7 +15,7 @@ Supervisor::Supervisor(ProcessLauncher& launcher, SupervisorOptions options)
 
 Supervisor::~Supervisor() { launcher_.KillAll(); }
 
-double Supervisor::Now() const { return options_.clock ? options_.clock() : MonotonicSeconds(); }
+double Supervisor::Now() const { return (options_.clock ? *options_.clock : SystemClock()).Now(); }
 
 Result<pid_t> Supervisor::Start(const LaunchRequest& request) {
   LaunchRequest r = request;

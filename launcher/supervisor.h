@@ -6,8 +6,8 @@
 // period, and at the end stops everything. It holds no other policy: the caller
 // decides what to start and when, and is told what ended (Poll).
 //
-// Time is read from a clock the caller passes (MonotonicSeconds in production), so
-// a test drives backoff and grace periods without sleeping.
+// Time is read from a clock the caller passes (core/clock.h; the system's by
+// default), so a test drives backoff and grace periods on a FakeClock.
 //
 // Thread-compatible: one thread (the run's loop).
 #pragma once
@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/status.h"
 #include "launcher/process_launcher.h"
 
@@ -33,7 +34,7 @@ struct SupervisorOptions {
   double max_backoff_s = 8;      // the delay's ceiling
   double stop_grace_s = 5;       // SIGTERM, then SIGKILL after this long (Stop)
   double end_grace_s = 10;       // the same at the end of the run (StopAll)
-  std::function<double()> clock; // seconds, monotonic; empty: MonotonicSeconds
+  Clock* clock = nullptr;        // null: SystemClock()
   // Called on each request just before it starts (replacements included), e.g. to
   // give each process a name of its own. May be empty.
   std::function<void(LaunchRequest&)> prepare;

@@ -10,7 +10,7 @@
 #include "core/file_util.h"
 #include "core/log.h"
 #include "core/paths.h"
-#include "launcher/local_run.h"
+#include "launcher/training_run.h"
 #include "launcher/process_launcher.h"
 #include "launcher/supervisor.h"
 #include "launcher/process.h"
@@ -117,7 +117,7 @@ Status RunTorchProgram(const TrainerRunOptions& o, std::vector<std::string> env,
                 (old && *old ? ":" + std::string(old) : ""));
   // The same supervisor as `run`'s: SIGTERM when the rule says stop, SIGKILL after
   // the grace period.
-  std::unique_ptr<ProcessLauncher> launcher = MakeLocalLauncher();
+  std::unique_ptr<ProcessLauncher> launcher = MakeChildLauncher();
   SupervisorOptions options;
   options.stop_grace_s = kStopGraceS;
   Supervisor supervisor(*launcher, options);
@@ -141,13 +141,13 @@ Status RunTorchProgram(const TrainerRunOptions& o, std::vector<std::string> env,
 
 Status RunWithWorkers(const TrainerRunOptions& o, std::vector<std::string> env, StopRule& rule,
                       TrainerRunOutcome& out) {
-  LocalRunConfig c;
+  RunConfig c;
   c.spec = o.spec;
   c.trainer_env = std::move(env);
   c.stop_grace_s = kStopGraceS;
   c.order_notice = false;  // ProfilePipeline has said it
   c.should_stop = [&rule] { return rule.ShouldStop(); };
-  GM_ASSIGN_OR_RETURN(LocalRunResult r, RunLocal(c));
+  GM_ASSIGN_OR_RETURN(RunResult r, RunTraining(c));
   out.stopped_by_profile = r.stopped;
   out.exit_code = r.exit_code;
   out.exit = r.exit;

@@ -2,7 +2,7 @@
 // bounded number of steps or seconds and measures how long it waited for data.
 //
 // Two sources of batches:
-//  - with a pipeline, the trainer is fed by local data workers (launcher/local_run.h)
+//  - with a pipeline, the trainer is fed by local data workers (launcher/training_run.h)
 //    and the goldminer client records each batch request (core/step_log.h);
 //  - without one, the program runs unchanged with its own torch DataLoader, and an
 //    import hook (python/goldminer/_profile_hook, put first on its PYTHONPATH)

@@ -136,18 +136,8 @@ Status WorkerService::Register() {
   msg.data_addr = data_addr_;
   // For the run's record: where this worker runs, and the name its launcher gave it.
   msg.host = HostName();
-  if (const char* tag = std::getenv("GOLDMINER_WORKER_TAG")) msg.tag = tag;
-  // The step as squeue and scancel name it: in a heterogeneous job, the job id of
-  // the step's component (GOLDMINER_HET_GROUP, set by `run`'s Slurm launcher).
-  const char* job = std::getenv("SLURM_JOB_ID");
-  const char* step = std::getenv("SLURM_STEP_ID");
-  if (const char* group = std::getenv("GOLDMINER_HET_GROUP")) {
-    const char* component = std::getenv(("SLURM_JOB_ID_HET_GROUP_" + std::string(group)).c_str());
-    if (component != nullptr && *component != '\0') job = component;
-  }
-  if (job != nullptr && step != nullptr && *job != '\0' && *step != '\0') {
-    msg.step = std::string(job) + "." + step;
-  }
+  msg.tag = options_.tag;
+  msg.step = options_.step_name;
   nlohmann::json registration = msg.Encode();
   // For people reading logs and traces.
   registration.update({{"pid", static_cast<int64_t>(::getpid())}, {"threads", options_.threads}});

@@ -50,6 +50,11 @@ struct WorkerServiceOptions {
   int threads = 1;                     // engine threads (>= 1)
   std::string secret;                  // the worker key (dataplane/auth.h; LoadSecret())
   double connect_timeout_s = 10;       // connecting, and waiting for REGISTERED
+  // For the run's record, sent in REGISTER: the name the run gave this worker
+  // ($GOLDMINER_WORKER_TAG) and the name its launcher knows it by (a Slurm step's
+  // JOB.STEP, as squeue -s and scancel write it). Either may be empty.
+  std::string tag;
+  std::string step_name;
 };
 
 // Splits "HOST:PORT" or "[IPV6]:PORT". InvalidArgument naming `what` (e.g.

@@ -31,22 +31,21 @@ for keys in j["epochs"]:
 PY
 ok "every sample of the 6 epochs arrived exactly once"
 
-# 2. Trainer-bound: 0.5 s per batch of 10 (20 samples/s), one worker makes 100, a
-#    5x margin (the suite also runs alone: tests/CMakeLists.txt). After a worker is
-#    drained or added, the trainer may wait once for up to a split's making (40
-#    samples, 0.4 s) while the splits change hands; with 1 s periods that read as
-#    data wait above 10% in about one run of three. Periods of 5 s keep such a wait
-#    under it, and two epochs (40 s) leave the autoscaler several periods.
+# 2. Trainer-bound: 0.5 s per batch of 10 (20 samples/s), one worker makes 100: a
+#    smoke case of the real drain (SIGTERM, the worker's splits handed back, the
+#    record). The autoscaler's rules (that nothing is added here, the settle and
+#    hold periods, undoing a costly removal) are unit-tested on a fake clock
+#    (tests/unit/run_loop_test.cc); nothing here depends on this machine's speed
+#    beyond a 5x margin.
 GM_TEST_STEP_S=0.5 expect_rc 0 "an autoscaled run, trainer-bound" -- "$GM" run \
   --pipeline "$T/pipeline.json" --workers 2 --autoscale on --min-workers 1 --max-workers 3 \
   --scale-period 5 --sample-interval 0.25 --samples-per-split 40 --db "$DB" --name down -- \
   $PY "$SRC/tests/e2e/trainer.py" "$T/down.json" 2
-[[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'down' AND kind = 'scale' AND message LIKE '%above%'") == 0 ]] ||
-  fail "it added a worker to a trainer-bound run: $(sqlite3 "$DB" "SELECT message FROM events WHERE run_id = 'down'")"
-ok "no worker added while the trainer is the bottleneck"
 [[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'down' AND kind = 'scale' AND message LIKE '2 -> 1 workers: data wait %below 2%%'") -ge 1 ]] ||
   fail "no removal: $(sqlite3 "$DB" "SELECT message FROM events WHERE run_id = 'down'")"
-ok "a worker that cost nothing was drained (2 -> 1)"
+[[ $(sqlite3 "$DB" "SELECT count(*) FROM workers WHERE run_id = 'down' AND exit LIKE 'drained: %'") -ge 1 ]] ||
+  fail "no worker recorded as drained: $(sqlite3 "$DB" "SELECT * FROM workers WHERE run_id = 'down'")"
+ok "a worker that cost nothing was drained (2 -> 1) and recorded so"
 $PY - "$T/down.json" <<'PY' || fail "samples lost or repeated while draining"
 import json, sys
 epochs = json.load(open(sys.argv[1]))["epochs"]

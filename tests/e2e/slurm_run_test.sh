@@ -165,17 +165,16 @@ for keys in json.load(open(sys.argv[1]))["epochs"]:
     assert len(keys) == 400 and len(set(keys)) == 400, (len(keys), len(set(keys)))
 PY
 ok "every sample of the 4 epochs arrived exactly once"
-# 36 s, periods of 5 s: several periods to find the trainer binds (3x margin). After
-# a worker is drained or added the trainer may wait once for up to a split's making
-# (0.4 s) while the splits change hands; 1 s periods read that as a need for more
-# workers in some runs, 5 s periods do not (autoscale_test.sh has the same case).
+# A smoke case of the real edge (a step drained with SIGTERM through scancel, not
+# replaced); the autoscaler's rules themselves are unit-tested on a fake clock
+# (tests/unit/run_loop_test.cc), so nothing here depends on how fast this machine
+# is beyond a 3x margin: the trainer takes 33 samples/s, one worker makes 100.
 scaled_job down 2 3 0.3 5
 [[ $(sqlite3 "$DB" "SELECT count(*) FROM workers WHERE run_id = 'down' AND exit LIKE 'drained: %'") -ge 1 ]] ||
   fail "no step drained: $(sqlite3 "$DB" "SELECT * FROM workers WHERE run_id = 'down'"; sqlite3 "$DB" "SELECT message FROM events WHERE run_id = 'down'")"
-[[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'down' AND message LIKE '%above%'") == 0 &&
-   $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'down' AND message LIKE '%starting another%'") == 0 ]] ||
-  fail "a trainer-bound job got workers: $(sqlite3 "$DB" "SELECT message FROM events WHERE run_id = 'down'")"
-ok "a trainer-bound job drained a worker step, replaced it with nothing and added none"
+[[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'down' AND message LIKE '%starting another%'") == 0 ]] ||
+  fail "a drained step was replaced: $(sqlite3 "$DB" "SELECT message FROM events WHERE run_id = 'down'")"
+ok "a trainer-bound job drained a worker step and did not replace it"
 $PY - "$T/down.json" <<'PY' || fail "samples lost or repeated while draining"
 import json, sys
 epochs = json.load(open(sys.argv[1]))["epochs"]

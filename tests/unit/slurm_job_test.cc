@@ -3,7 +3,12 @@
 #include "launcher/slurm_job.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <algorithm>
+#include "launcher/process.h"
+
+#include <map>
 #include <string>
 #include <vector>
 
@@ -66,6 +71,116 @@ TEST(SlurmJobTest, GivenWorkersAndAnAllocationThenTheyFitOrTheReasonIsGiven) {
   Status split = CheckWorkersFit({3, 3, 2}, {4, 4}, "job 1");  // 8 CPUs, but 3+3 need two nodes
   ASSERT_FALSE(split.ok());
   EXPECT_NE(split.message().find("cannot be placed whole"), std::string::npos);
+}
+
+// A fake environment: Slurm's variables as a test gives them.
+struct Env {
+  std::map<std::string, std::string> vars;
+  std::optional<SlurmJob> Read() const {
+    return SlurmJob::FromEnvironment([this](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    });
+  }
+};
+
+TEST(SlurmJobTest, GivenNoJobIdThenThereIsNoJob) {
+  EXPECT_FALSE(Env{}.Read().has_value());
+  EXPECT_FALSE((Env{{{"SLURM_JOB_ID", ""}}}.Read().has_value()));
+}
+
+TEST(SlurmJobTest, GivenAPlainJobThenItHasOneComponentWithItsCpus) {
+  const std::optional<SlurmJob> job =
+      Env{{{"SLURM_JOB_ID", "12"}, {"SLURM_JOB_CPUS_PER_NODE", "4(x2)"},
+           {"SLURM_RESTART_COUNT", "2"}}}
+          .Read();
+  ASSERT_TRUE(job.has_value());
+  EXPECT_EQ(job->job_id, "12");
+  EXPECT_EQ(job->restart_count, 2);
+  EXPECT_FALSE(job->heterogeneous());
+  ASSERT_EQ(job->components.size(), 1u);
+  EXPECT_EQ(job->components[0].job_id, "12");
+  EXPECT_EQ(job->components[0].cpus_text, "4(x2)");
+  EXPECT_EQ(job->GroupOf(true), 0) << "no het group to go to";
+}
+
+TEST(SlurmJobTest, GivenAHeterogeneousJobThenEachComponentHasItsIdAndCpus) {
+  const std::optional<SlurmJob> job =
+      Env{{{"SLURM_JOB_ID", "20"}, {"SLURM_HET_SIZE", "2"}, {"SLURM_JOB_ID_HET_GROUP_0", "20"},
+           {"SLURM_JOB_ID_HET_GROUP_1", "21"}, {"SLURM_JOB_CPUS_PER_NODE_HET_GROUP_0", "2"},
+           {"SLURM_JOB_CPUS_PER_NODE_HET_GROUP_1", "4(x2)"}, {"SLURM_RESTART_COUNT", "junk"}}}
+          .Read();
+  ASSERT_TRUE(job.has_value());
+  EXPECT_TRUE(job->heterogeneous());
+  EXPECT_EQ(job->restart_count, 0) << "junk reads as no restart";
+  ASSERT_EQ(job->components.size(), 2u);
+  EXPECT_EQ(job->components[1].job_id, "21");
+  EXPECT_EQ(job->components[1].cpus_var, "SLURM_JOB_CPUS_PER_NODE_HET_GROUP_1");
+  EXPECT_EQ(job->GroupOf(true), 1);
+  EXPECT_EQ(job->GroupOf(false), 0);
+
+  RunSpec spec;
+  spec.threads_per_worker = 2;
+  spec.worker_threads = {2, 4, 4};
+  spec.worker_remote = {false, true, true};
+  EXPECT_TRUE(job->CheckWorkersFit(spec, 3).ok()) << "2 CPUs on the trainer's node, 4+4 elsewhere";
+  spec.worker_threads = {4, 4, 4};
+  const Status st = job->CheckWorkersFit(spec, 3);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("component 0 of job 20 (SLURM_JOB_CPUS_PER_NODE_HET_GROUP_0=2)"),
+            std::string::npos)
+      << st.message();
+}
+
+TEST(SlurmJobTest, GivenAWorkerRequestThenSrunMakesItAStepOfItsComponentAndNamesIt) {
+  const std::optional<SlurmJob> job =
+      Env{{{"SLURM_JOB_ID", "20"}, {"SLURM_HET_SIZE", "2"}}}.Read();
+  ASSERT_TRUE(job.has_value());
+  LaunchRequest r;
+  r.role = ProcessRole::kWorker;
+  r.threads = 3;
+  r.off_trainer_node = true;
+  r.memory_bytes = (5u << 20) + 1;
+  r.argv = {"/opt/goldminer", "worker", "--coordinator", "h:1"};
+  const std::vector<std::string> argv = SrunArgv(*job, r);
+  const std::vector<std::string> want = {
+      "srun", "--exact", "--nodes=1", "--ntasks=1", "--cpus-per-task=3",
+      "--job-name=goldminer-worker", "--quiet", "--het-group=1", "--mem=6M", "/bin/sh", "-c",
+      "exec \"$@\" --step-name \"${SLURM_JOB_ID_HET_GROUP_1:-$SLURM_JOB_ID}.$SLURM_STEP_ID\"",
+      "sh", "/opt/goldminer", "worker", "--coordinator", "h:1"};
+  EXPECT_EQ(argv, want);
+  r.off_trainer_node = false;
+  r.memory_bytes = 0;
+  const std::vector<std::string> plain = SrunArgv(*Env{{{"SLURM_JOB_ID", "7"}}}.Read(), r);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "--het-group=0"), 0);
+  EXPECT_EQ(plain[8], "-c");
+  EXPECT_EQ(plain[9], "exec \"$@\" --step-name \"$SLURM_JOB_ID.$SLURM_STEP_ID\"");
+}
+
+TEST(SlurmJobTest, GivenTheStepsShellThenTheWorkerGetsItsArgumentsAndTheStepName) {
+  // What srun runs inside the step, run here with a step's variables: the worker's
+  // arguments arrive whole (spaces and quotes included), then --step-name.
+  LaunchRequest r;
+  r.role = ProcessRole::kWorker;
+  r.off_trainer_node = true;
+  r.argv = {"printf", "[%s]", "a b", "c\"d"};
+  std::optional<SlurmJob> job = Env{{{"SLURM_JOB_ID", "20"}, {"SLURM_HET_SIZE", "2"}}}.Read();
+  std::vector<std::string> argv = SrunArgv(*job, r);
+  argv.erase(argv.begin(), std::find(argv.begin(), argv.end(), "/bin/sh"));
+  ::setenv("SLURM_JOB_ID", "20", 1);
+  ::setenv("SLURM_JOB_ID_HET_GROUP_1", "21", 1);
+  ::setenv("SLURM_STEP_ID", "4", 1);
+  Result<CommandOutput> out = CaptureOutput(argv, 10);
+  ::unsetenv("SLURM_JOB_ID_HET_GROUP_1");
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->out, "[a b][c\"d][--step-name][21.4]");
+  argv = SrunArgv(*Env{{{"SLURM_JOB_ID", "20"}}}.Read(), r);
+  argv.erase(argv.begin(), std::find(argv.begin(), argv.end(), "/bin/sh"));
+  out = CaptureOutput(argv, 10);
+  ::unsetenv("SLURM_JOB_ID");
+  ::unsetenv("SLURM_STEP_ID");
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->out, "[a b][c\"d][--step-name][20.4]");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // period then SIGKILL, and the end of a run. Time is a number the test moves.
 #include "launcher/supervisor.h"
 
+#include "tests/unit/fake_launcher.h"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -15,72 +17,6 @@
 namespace gm {
 namespace {
 
-// Processes are numbers; the test decides when and how they end. Wait() advances
-// the clock by its timeout when nothing ends (as a real wait would take that long).
-class FakeLauncher : public ProcessLauncher {
- public:
-  explicit FakeLauncher(double* now) : now_(now) {}
-
-  Result<pid_t> Start(const LaunchRequest& r) override {
-    if (fail_starts > 0) {
-      --fail_starts;
-      return Status::NotFound(r.argv.empty() ? "?" : r.argv[0] + ": cannot start");
-    }
-    const pid_t pid = next_++;
-    running_[pid] = r;
-    started.push_back({pid, r});
-    return pid;
-  }
-  void Signal(pid_t pid, int sig) override {
-    if (!running_.count(pid)) return;
-    signals.push_back({pid, sig});
-    if (sig == SIGKILL || (sig == SIGTERM && obey_term)) End(pid, 128 + sig, sig);
-  }
-  std::optional<ChildExit> Wait(double timeout_s) override {
-    if (ended_.empty()) {
-      *now_ += timeout_s;
-      return std::nullopt;
-    }
-    ChildExit e = ended_.front();
-    ended_.pop_front();
-    return e;
-  }
-  std::vector<ChildExit> KillAll() override {
-    std::vector<ChildExit> out(ended_.begin(), ended_.end());
-    ended_.clear();
-    for (const auto& [pid, r] : running_) out.push_back(Exit(pid, 128 + SIGKILL, SIGKILL));
-    running_.clear();
-    return out;
-  }
-  std::string name() const override { return "fake"; }
-
-  // The process ends with `code` (or the signal `sig`, when non-zero).
-  void End(pid_t pid, int code, int sig = 0) {
-    if (!running_.erase(pid)) return;
-    ended_.push_back(Exit(pid, code, sig));
-  }
-  static ChildExit Exit(pid_t pid, int code, int sig) {
-    ChildExit e;
-    e.pid = pid;
-    e.wait_status = sig != 0 ? sig : (code << 8);
-    e.describe = sig != 0 ? "was killed by signal " + std::to_string(sig)
-                          : "exited with status " + std::to_string(code);
-    return e;
-  }
-  size_t alive() const { return running_.size(); }
-
-  std::vector<std::pair<pid_t, LaunchRequest>> started;
-  std::vector<std::pair<pid_t, int>> signals;
-  bool obey_term = true;  // SIGTERM ends the process at once
-  int fail_starts = 0;    // the next starts fail
-
- private:
-  double* now_;
-  pid_t next_ = 100;
-  std::map<pid_t, LaunchRequest> running_;
-  std::deque<ChildExit> ended_;
-};
-
 class SupervisorTest : public testing::Test {
  protected:
   SupervisorOptions Options() {
@@ -90,7 +26,7 @@ class SupervisorTest : public testing::Test {
     o.max_backoff_s = 3;
     o.stop_grace_s = 5;
     o.end_grace_s = 10;
-    o.clock = [this] { return now_; };
+    o.clock = &clock_;
     return o;
   }
   static LaunchRequest Worker(int slot) {
@@ -101,8 +37,8 @@ class SupervisorTest : public testing::Test {
     r.threads = slot + 1;
     return r;
   }
-  double now_ = 0;
-  FakeLauncher launcher_{&now_};
+  FakeClock clock_{0};
+  FakeLauncher launcher_{&clock_};
 };
 
 TEST_F(SupervisorTest, GivenACrashedWorkerThenItIsReplacedInItsSlotAtOnceThenAfterAGrowingDelayUpToTheBound) {
@@ -122,9 +58,9 @@ TEST_F(SupervisorTest, GivenACrashedWorkerThenItIsReplacedInItsSlotAtOnceThenAft
     }
     ASSERT_TRUE(e->will_replace);
     delays.push_back(e->delay_s);
-    const double crashed_at = now_;
+    const double crashed_at = clock_.Now();
     while (replaced.empty()) s.Poll(0.1, &replaced);
-    EXPECT_GE(now_ - crashed_at, e->delay_s - 1e-9);  // not before its delay
+    EXPECT_GE(clock_.Now() - crashed_at, e->delay_s - 1e-9);  // not before its delay
     ASSERT_EQ(replaced.size(), 1u);
     EXPECT_EQ(replaced[0].slot, 1);
     w = replaced[0].pid;
@@ -182,11 +118,11 @@ TEST_F(SupervisorTest, GivenAStoppedProcessThatIgnoresSigtermThenItIsKilledAfter
   launcher_.obey_term = false;
   s.Stop(t);
   std::optional<ProcessEnded> e;
-  while (!(e = s.Poll(0.5, nullptr))) ASSERT_LT(now_, 100) << "never killed";
+  while (!(e = s.Poll(0.5, nullptr))) ASSERT_LT(clock_.Now(), 100) << "never killed";
   EXPECT_TRUE(e->stopped);
   EXPECT_EQ(e->role, ProcessRole::kTrainer);
   EXPECT_EQ(e->exit.exit_code(), 128 + SIGKILL);
-  EXPECT_GE(now_, 5.0);  // not before the grace period
+  EXPECT_GE(clock_.Now(), 5.0);  // not before the grace period
   EXPECT_EQ(launcher_.signals,
             (std::vector<std::pair<pid_t, int>>{{t, SIGTERM}, {t, SIGKILL}}));
 }

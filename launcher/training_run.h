@@ -1,10 +1,13 @@
-// The local backend of a training run: the coordinator in this process, N
-// `goldminer worker --coordinator` processes and the trainer command (one process
-// per rank) on this machine. Crashed workers are restarted (up to max_restarts);
-// the run ends when every trainer process has exited. Used by `goldminer run
-// --backend local` and by `goldminer profile` (which stops the trainer itself).
+// A training run, on either backend: the coordinator in this process, N `goldminer
+// worker --coordinator` processes (children here, or Slurm job steps: the launcher
+// decides) and the trainer command (one process per rank, here). Crashed workers
+// are restarted (up to max_restarts); the run ends when every trainer process has
+// exited. Used by `goldminer run` and by `goldminer profile` (which stops the
+// trainer itself). The loop itself is launcher/run_loop.h; this file wires it to
+// the real edges (the coordinator, the trainers' step logs, /proc, the system clock)
+// and keeps the run's record.
 //
-// Threads: RunLocal blocks the calling thread until the run ends; should_stop is
+// Threads: RunTraining blocks the calling thread until the run ends; should_stop is
 // called on that thread.
 #pragma once
 
@@ -14,16 +17,17 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
-#include "core/run_store.h"
-#include "launcher/autoscaler.h"
+#include "core/clock.h"
 #include "core/run_spec.h"
+#include "core/run_store.h"
+#include "core/status.h"
+#include "launcher/autoscaler.h"
 #include "launcher/coordinator_server.h"
 #include "launcher/process_launcher.h"
 
 namespace gm {
 
-struct LocalRunConfig {
+struct RunConfig {
   // What to run: the pipeline, the workers and their sizes, epochs, world size,
   // split size and the trainer command (core/run_spec.h).
   RunSpec spec;
@@ -63,7 +67,7 @@ struct LocalRunConfig {
   RunStore* store = nullptr;
   std::string run_name;
   std::string plan_path;
-  std::string backend = "local";  // as recorded; launcher->name() when a launcher is given
+  std::string job_id;              // the batch system's job id, as recorded ("": none)
   double sample_interval_s = 2;
   // A status line (rate, data wait, workers, epoch) every sample: rewritten in place
   // on a terminal (stderr), else a log line every 30 s.
@@ -72,15 +76,17 @@ struct LocalRunConfig {
   // the sampled figures; each decision is logged and recorded as a "scale" event.
   // Absent: the worker count stays.
   std::optional<AutoscalerOptions> autoscale;
+  // The clock of periods, grace and backoff; null: SystemClock().
+  Clock* clock = nullptr;
 };
 
-struct LocalRunResult {
+struct RunResult {
   std::string run_id;
   int exit_code = 0;     // the first failing trainer's exit code (128+signal), else 0
   std::string exit;      // "exited with status 0", "was killed by signal 9 (Killed)", ...
   bool stopped = false;  // should_stop or a signal ended the trainers
   std::string status;    // as recorded: "succeeded", "failed", "cancelled" or "preempted"
-  std::string stop_cause;  // when preempted: why (LocalRunConfig::stop_cause)
+  std::string stop_cause;  // when preempted: why (RunConfig::stop_cause)
   CoordinatorSummary summary;
 };
 
@@ -91,6 +97,6 @@ std::string NewRunId();
 // listen, the run's name is taken in the store, a process cannot be started (naming
 // the program; the run is then recorded as failed). A trainer that fails is not an
 // error: its exit code is in the result.
-Result<LocalRunResult> RunLocal(const LocalRunConfig& config);
+Result<RunResult> RunTraining(const RunConfig& config);
 
 }  // namespace gm

@@ -1,0 +1,293 @@
+#include "launcher/run_loop.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <utility>
+
+#include "core/file_util.h"
+#include "core/host.h"
+#include "core/log.h"
+#include "core/paths.h"
+#include "dataplane/socket.h"
+
+namespace gm {
+
+RunLoop::RunLoop(RunLoopOptions options, RunLoopEdges edges, std::string run_id,
+                 RunRecorder& recorder)
+    : o_(std::move(options)), edges_(std::move(edges)), run_id_(std::move(run_id)),
+      recorder_(recorder), start_(edges_.clock->Now()),
+      supervisor_(*edges_.launcher,
+                  SupervisorOptions{o_.max_restarts, 0.25, 8, o_.stop_grace_s, 10, edges_.clock,
+                                    [this](LaunchRequest& r) { Tag(r); }}) {
+  if (o_.autoscale) autoscaler_.emplace(*o_.autoscale);
+  next_slot_ = o_.spec.workers;
+}
+
+RunLoop::~RunLoop() { StopAll(); }
+
+Result<RunLoopOutcome> RunLoop::Execute() {
+  RunLoopOutcome out;
+  Sample();  // the baseline
+  for (int i = 0; i < o_.spec.workers; ++i) GM_RETURN_IF_ERROR(StartWorker(i));
+  for (int rank = 0; rank < o_.spec.world_size; ++rank) GM_RETURN_IF_ERROR(StartTrainer(rank));
+  double next_sample = start_ + o_.sample_interval_s;
+  while (supervisor_.running(ProcessRole::kTrainer) > 0) {
+    if (edges_.clock->Now() >= next_sample) {
+      Sample();
+      next_sample += o_.sample_interval_s;
+    }
+    if (!out.stopped && StopRequested()) BeginStop(out);
+    std::vector<ProcessReplaced> replaced;
+    std::optional<ProcessEnded> e = supervisor_.Poll(0.2, &replaced);
+    for (const ProcessReplaced& r : replaced) GM_RETURN_IF_ERROR(OnReplaced(r));
+    if (!e) continue;
+    if (e->role == ProcessRole::kTrainer) {
+      OnTrainerEnded(*e, out);
+    } else {
+      GM_RETURN_IF_ERROR(OnWorkerEnded(*e));
+    }
+  }
+  // The signal may have reached the trainers too (Slurm signals every process of
+  // the job) and ended them before this loop saw it: the run was still stopped.
+  if (!out.stopped && StopRequested()) {
+    out.stopped = true;
+    if (signalled_ && o_.stop_cause) out.stop_cause = o_.stop_cause();
+  }
+  stopped_ = true;  // the trainers are done: no more scaling
+  Sample();         // the last point, with the workers still running
+  StopAll();
+  return out;
+}
+
+void RunLoop::BeginStop(RunLoopOutcome& out) {
+  out.stopped = true;
+  if (signalled_ && o_.stop_cause) out.stop_cause = o_.stop_cause();
+  // Said before stopping anything: if the system kills us before the end, the
+  // record still tells why the run stopped.
+  recorder_.Event("run", out.stop_cause.empty()
+                             ? std::string("stopping: a signal asked the run to stop")
+                             : "stopping: the job was preempted (" + out.stop_cause +
+                                   "); the trainer resumes from its checkpoint in a new run");
+  // SIGTERM now, SIGKILL after the grace period (the supervisor's).
+  for (pid_t t : supervisor_.pids(ProcessRole::kTrainer)) supervisor_.Stop(t);
+}
+
+void RunLoop::OnTrainerEnded(const ProcessEnded& e, RunLoopOutcome& out) {
+  if (e.exit.exit_code() == 0 || out.exit_code != 0) return;
+  if (!out.stopped) {
+    LogWarning("run: trainer (pid " + std::to_string(e.exit.pid) + ") " + e.exit.describe);
+  }
+  out.exit_code = e.exit.exit_code();
+  out.exit = e.exit.describe;
+}
+
+void RunLoop::StopAll() {
+  stopped_ = true;  // no more scaling
+  if (!workers_.empty()) PlaceWorkers(edges_.summary());
+  for (const ProcessEnded& e : supervisor_.StopAll()) {
+    if (e.exit.exit_code() != 0 && e.exit.exit_code() != 128 + SIGTERM) {
+      LogDebug("run: process " + std::to_string(e.exit.pid) + " " + e.exit.describe);
+    }
+    auto w = workers_.find(e.exit.pid);
+    if (w == workers_.end()) continue;
+    recorder_.WorkerEnded(w->second.id, "stopped at the end of the run: " + e.exit.describe);
+    Forget(e.exit.pid);
+  }
+}
+
+bool RunLoop::StopRequested() {
+  if (o_.signal != nullptr) {
+    if (int sig = o_.signal->exchange(0)) {
+      LogWarning("run: signal " + std::to_string(sig) + ": stopping the trainer and workers");
+      signalled_ = true;
+      return true;
+    }
+  }
+  return o_.should_stop && o_.should_stop();
+}
+
+// Starts the worker of `slot` (0 .. workers-1; a replacement keeps its slot).
+Status RunLoop::StartWorker(int slot) {
+  std::string exe = o_.worker_exe.empty() ? ExecutablePath() : o_.worker_exe;
+  if (exe.empty()) exe = "goldminer";
+  LaunchRequest r;
+  r.role = ProcessRole::kWorker;
+  r.slot = slot;
+  r.threads = o_.spec.ThreadsOf(slot);
+  r.off_trainer_node = o_.spec.RemoteOf(slot);
+  r.memory_bytes = o_.spec.MemoryOf(slot);
+  r.argv = {exe, "worker", "--coordinator", edges_.coordinator_address, "--threads",
+            std::to_string(r.threads), "--listen", JoinHostPort(o_.bind, 0)};
+  r.env = {"GOLDMINER_SECRET_FILE=" + o_.run_dir + "/worker.key", "GOLDMINER_RUN_ID=" + run_id_};
+  r.cpus = o_.worker_cpus;
+  GM_ASSIGN_OR_RETURN(pid_t pid, supervisor_.Start(r));
+  return Started(pid, slot, r.threads);
+}
+
+// Names a worker by the id its record will have (Started gives the next id): it
+// tells the coordinator, which tells us where it runs (PlaceWorkers).
+void RunLoop::Tag(LaunchRequest& r) {
+  if (r.role == ProcessRole::kWorker) {
+    r.env.push_back("GOLDMINER_WORKER_TAG=" + std::to_string(next_worker_id_));
+  }
+}
+
+// Records where workers run once they said so at registration (node, Slurm step).
+void RunLoop::PlaceWorkers(const CoordinatorSummary& summary) {
+  for (auto& [pid, w] : workers_) {
+    if (w.placed) continue;
+    auto it = summary.places.find(std::to_string(w.id));
+    if (it == summary.places.end()) continue;
+    recorder_.WorkerPlaced(w.id, it->second.host, it->second.step);
+    w.placed = true;
+  }
+}
+
+// Records a worker that started (a new one, or a replacement).
+Status RunLoop::Started(pid_t pid, int slot, int threads) {
+  const int64_t id = next_worker_id_++;
+  workers_[pid] = Worker{slot, id};
+  // A local worker runs here; a Slurm step's node is known once it registers.
+  recorder_.WorkerStarted(id, pid, supervisor_.backend() == "local" ? HostName() : "");
+  recorder_.Event("worker", "worker " + std::to_string(id) + " started (pid " +
+                                std::to_string(pid) + ", " + std::to_string(threads) +
+                                " thread(s))");
+  return WritePids();
+}
+
+Status RunLoop::OnReplaced(const ProcessReplaced& r) {
+  if (!r.error.empty()) {
+    LogWarning("run: cannot start a replacement worker: " + r.error);
+    recorder_.Event("worker", "replacement of slot " + std::to_string(r.slot) +
+                                  " could not start: " + r.error);
+    return Status::Ok();
+  }
+  return Started(r.pid, r.slot, o_.spec.ThreadsOf(r.slot));
+}
+
+// A worker ended: recorded; a crash was answered by the supervisor (a replacement
+// after a delay, until --max-restarts); a drained worker is not replaced.
+Status RunLoop::OnWorkerEnded(const ProcessEnded& e) {
+  auto w = workers_.find(e.exit.pid);
+  if (w == workers_.end()) return Status::Ok();
+  PlaceWorkers(edges_.summary());  // a short-lived worker: where it ran
+  recorder_.WorkerEnded(w->second.id, (e.drained ? "drained: " : "") + e.exit.describe);
+  Forget(e.exit.pid);
+  const std::string who = "worker (pid " + std::to_string(e.exit.pid) + ") " + e.exit.describe;
+  if (e.will_replace) {
+    LogWarning("run: " + who + "; starting another");
+    recorder_.Event("worker", who + "; starting another");
+  } else if (e.restarts_exhausted) {
+    LogWarning("run: " + who + "; not replaced (--max-restarts " +
+               std::to_string(o_.max_restarts) + " reached)");
+    recorder_.Event("worker", who + "; not replaced (max restarts reached)");
+  } else if (!e.drained) {
+    recorder_.Event("worker", who);
+  }
+  return WritePids();
+}
+
+void RunLoop::Forget(pid_t pid) {
+  cpu_of_exited_ += cpu_seen_[pid];
+  cpu_seen_.erase(pid);
+  draining_.erase(pid);
+  workers_.erase(pid);
+}
+
+Status RunLoop::StartTrainer(int rank) {
+  LaunchRequest r;
+  r.role = ProcessRole::kTrainer;
+  r.argv = o_.spec.command;
+  r.env = {"GOLDMINER_ADDR=" + edges_.coordinator_address,
+           "GOLDMINER_SECRET_FILE=" + o_.run_dir + "/client.key",
+           "GOLDMINER_RUN_ID=" + run_id_,
+           "GOLDMINER_RUN_DIR=" + o_.run_dir,
+           "RANK=" + std::to_string(rank),
+           "LOCAL_RANK=" + std::to_string(rank),
+           "WORLD_SIZE=" + std::to_string(o_.spec.world_size)};
+  r.env.insert(r.env.end(), o_.trainer_env.begin(), o_.trainer_env.end());
+  r.slot = rank;
+  r.cpus = o_.trainer_cpus;
+  return supervisor_.Start(r).status();
+}
+
+// The running workers' PIDs, one a line, in the run's directory (tests and people
+// find the workers of a run there).
+Status RunLoop::WritePids() {
+  std::string text;
+  for (const auto& [p, w] : workers_) text += std::to_string(p) + "\n";
+  return WriteFileAtomic(o_.run_dir + "/workers", text);
+}
+
+// A point of the run's time series (launcher/run_recorder.h).
+void RunLoop::Sample() {
+  if (!recorder_.enabled() && !o_.progress && !autoscaler_) return;
+  const StepCounter::Totals t = edges_.trainers();
+  RunSample s;
+  s.t_s = edges_.clock->Now() - start_;
+  s.samples = t.samples;
+  s.wait_ns = t.wait_ns;
+  s.workers = static_cast<int>(workers_.size());
+  s.worker_cpu_s = cpu_of_exited_;
+  for (const auto& [pid, w] : workers_) {
+    if (auto cpu = edges_.cpu_seconds(pid)) cpu_seen_[pid] = *cpu;
+    s.worker_cpu_s += cpu_seen_[pid];
+  }
+  const CoordinatorSummary summary = edges_.summary();
+  PlaceWorkers(summary);
+  s.workers_ready = static_cast<int>(summary.workers_live);
+  s.epoch = summary.state.epoch;
+  std::vector<nlohmann::json> reports;
+  for (const auto& [id, report] : summary.worker_stages) reports.push_back(report);
+  recorder_.StageCosts(reports);
+  const std::optional<RunRates> rates = recorder_.Sample(s);
+  if (rates && autoscaler_ && !stopped_) Scale(*rates);
+  if (rates && o_.progress) ShowProgress(*rates);
+}
+
+// The status line: rewritten in place on a terminal (stderr), else logged every 30 s.
+void RunLoop::ShowProgress(const RunRates& rates) {
+  const std::string line = "run " + run_id_ + ": " + RatesLine(rates);
+  if (::isatty(2)) {
+    std::fprintf(stderr, "\r%-100s", line.c_str());
+    status_line_shown_ = true;
+  } else if (rates.t_s >= next_progress_log_) {
+    LogInfo(line);
+    next_progress_log_ = rates.t_s + 30;
+  }
+}
+
+// Applies the autoscaler's decision for this sample, if any.
+void RunLoop::Scale(const RunRates& rates) {
+  const int running = static_cast<int>(workers_.size() - draining_.size());
+  std::optional<ScaleDecision> d = autoscaler_->Observe(rates, running);
+  if (!d) return;
+  EndStatusLine();
+  LogInfo("run: autoscaler: " + d->reason);
+  recorder_.Event("scale", std::to_string(running) + " -> " + std::to_string(running + d->delta) +
+                               " workers: " + d->reason);
+  if (d->delta > 0) {
+    Status st = StartWorker(next_slot_++);
+    if (!st.ok()) LogWarning("run: autoscaler: cannot add a worker: " + st.message());
+    return;
+  }
+  // Drain the newest worker not draining yet: SIGTERM (it finishes what it holds
+  // and exits 0; the coordinator takes back what it did not deliver).
+  pid_t newest = 0;
+  int64_t newest_id = -1;
+  for (const auto& [pid, w] : workers_) {
+    if (!draining_.count(pid) && w.id > newest_id) newest = pid, newest_id = w.id;
+  }
+  if (newest == 0) return;
+  draining_.insert(newest);
+  supervisor_.Drain(newest);
+}
+
+void RunLoop::EndStatusLine() {
+  if (status_line_shown_) std::fputc('\n', stderr);
+  status_line_shown_ = false;
+}
+
+}  // namespace gm

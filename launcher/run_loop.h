@@ -1,0 +1,133 @@
+// The loop of a training run, on both backends: it starts the data workers and
+// the trainer ranks through a launcher (under the supervisor), samples the run's
+// figures on a clock, feeds them to the autoscaler and applies its decisions,
+// records workers and events, and stops everything when the trainers are done or a
+// stop is asked for. Everything it touches outside itself comes in through
+// RunLoopEdges, so a unit test runs it on a fake launcher, a fake rate source and
+// a FakeClock (tests/unit/run_loop_test.cc); launcher/training_run.h wires the real
+// ones (processes, the coordinator, the trainers' step logs, /proc).
+//
+// Threads: Execute and StopAll run on the calling thread; the edges are called on it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/run_spec.h"
+#include "core/status.h"
+#include "core/step_log.h"
+#include "launcher/autoscaler.h"
+#include "launcher/coordinator_server.h"
+#include "launcher/process_launcher.h"
+#include "launcher/run_recorder.h"
+#include "launcher/supervisor.h"
+
+namespace gm {
+
+// What the loop needs of the world. Every member is required.
+struct RunLoopEdges {
+  Clock* clock = nullptr;             // periods, grace and backoff
+  ProcessLauncher* launcher = nullptr;  // where workers and trainers start
+  std::string coordinator_address;    // given to workers and trainers
+  std::function<CoordinatorSummary()> summary;    // the coordinator's view, now
+  std::function<StepCounter::Totals()> trainers;  // samples and data wait so far
+  // CPU seconds a running worker has used (nullopt: not known now).
+  std::function<std::optional<double>(pid_t)> cpu_seconds;
+};
+
+// What the loop is told to run; a part of launcher/training_run.h's RunConfig.
+struct RunLoopOptions {
+  RunSpec spec;
+  std::string bind = "127.0.0.1";  // the workers' data ports listen here
+  std::string run_dir;             // private (0700): role keys, the worker PID list
+  std::string worker_exe;          // the goldminer binary; empty: this executable
+  std::vector<std::string> trainer_env;  // what every rank gets ("NAME=value")
+  std::vector<int> trainer_cpus, worker_cpus;  // masks of local children (empty: ours)
+  int max_restarts = 3;
+  double stop_grace_s = 5;
+  double sample_interval_s = 2;
+  bool progress = false;  // a status line every sample (launcher/training_run.h)
+  std::optional<AutoscalerOptions> autoscale;
+  std::function<bool()> should_stop;  // polled every loop turn; may be empty
+  std::atomic<int>* signal = nullptr;  // set by a signal handler; may be null
+  std::function<std::string()> stop_cause;  // asked once when a signal stops the run
+};
+
+// How the trainers ended, as the loop saw it.
+struct RunLoopOutcome {
+  int exit_code = 0;     // the first failing trainer's exit code (128+signal), else 0
+  std::string exit = "exited with status 0";
+  bool stopped = false;  // should_stop or a signal ended the trainers
+  std::string stop_cause;
+};
+
+class RunLoop {
+ public:
+  // `recorder` and everything the edges point at must outlive the loop.
+  RunLoop(RunLoopOptions options, RunLoopEdges edges, std::string run_id, RunRecorder& recorder);
+  ~RunLoop();
+  RunLoop(const RunLoop&) = delete;
+  RunLoop& operator=(const RunLoop&) = delete;
+
+  // Starts the workers and the ranks and runs until every rank has exited. An error
+  // when a process cannot be started (naming the program) or the PID list cannot
+  // be written; a trainer that fails is not an error (it is in the outcome).
+  Result<RunLoopOutcome> Execute();
+  // Stops every process still running and records how each worker ended (the last
+  // point of the time series first). Safe to call again.
+  void StopAll();
+  // Ends the status line on a terminal, so what follows starts on a line of its own.
+  void EndStatusLine();
+
+ private:
+  struct Worker {
+    int slot = 0;         // 0 .. workers-1: its size, kept by a replacement
+    int64_t id = 0;       // in the run's record; a replacement gets a new one
+    bool placed = false;  // its node and step are recorded
+  };
+
+  bool StopRequested();
+  void BeginStop(RunLoopOutcome& out);
+  void OnTrainerEnded(const ProcessEnded& e, RunLoopOutcome& out);
+  Status StartWorker(int slot);
+  Status StartTrainer(int rank);
+  void Tag(LaunchRequest& r);
+  void PlaceWorkers(const CoordinatorSummary& summary);
+  Status Started(pid_t pid, int slot, int threads);
+  Status OnReplaced(const ProcessReplaced& r);
+  Status OnWorkerEnded(const ProcessEnded& e);
+  void Forget(pid_t pid);
+  Status WritePids();
+  void Sample();
+  void ShowProgress(const RunRates& rates);
+  void Scale(const RunRates& rates);
+
+  const RunLoopOptions o_;
+  const RunLoopEdges edges_;
+  const std::string run_id_;
+  RunRecorder& recorder_;
+  const double start_;
+  Supervisor supervisor_;            // starts, replaces, drains and stops the processes
+  std::map<pid_t, Worker> workers_;  // running workers
+  int64_t next_worker_id_ = 0;
+  std::map<pid_t, double> cpu_seen_;  // running workers' CPU seconds, last read
+  double cpu_of_exited_ = 0;          // CPU seconds of workers that have exited
+  bool status_line_shown_ = false;    // a status line is on the terminal, without '\n'
+  double next_progress_log_ = 0;
+  std::optional<Autoscaler> autoscaler_;
+  bool signalled_ = false;    // a signal (not should_stop) stopped the run
+  std::set<pid_t> draining_;  // workers told to drain (SIGTERM), still running
+  int next_slot_ = 0;         // the slot of the next worker the autoscaler adds
+  bool stopped_ = false;      // the trainers are done, or StopAll ran: no more scaling
+};
+
+}  // namespace gm

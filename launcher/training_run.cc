@@ -1,0 +1,191 @@
+#include "launcher/training_run.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/clock.h"
+#include "core/file_util.h"
+#include "core/json.h"
+#include "core/host.h"
+#include "core/log.h"
+#include "core/paths.h"
+#include "core/step_log.h"
+#include "launcher/process_launcher.h"
+#include "launcher/run_loop.h"
+#include "launcher/run_recorder.h"
+#include "dataplane/auth.h"
+
+namespace gm {
+namespace {
+
+// The step-log directory a trainer environment sets (GOLDMINER_PROFILE_DIR=...).
+std::optional<std::string> StepDirFromEnv(const std::vector<std::string>& env) {
+  const std::string prefix = std::string(kProfileDirEnv) + "=";
+  for (const std::string& kv : env) {
+    if (kv.rfind(prefix, 0) == 0) return kv.substr(prefix.size());
+  }
+  return std::nullopt;
+}
+
+// What every rank's environment adds to ours: the Python package and the client
+// library, the step-log folder, and what the run's configuration adds (it wins).
+std::vector<std::string> TrainerEnv(const RunConfig& c, const std::string& steps_dir) {
+  const char* old = std::getenv("PYTHONPATH");
+  std::vector<std::string> env = {
+      "PYTHONPATH=" + PythonPackageDir() + (old && *old ? ":" + std::string(old) : ""),
+      "GOLDMINER_CLIENT_LIB=" + ClientLibraryPath()};
+  env.insert(env.end(), c.trainer_env.begin(), c.trainer_env.end());
+  if (!StepDirFromEnv(c.trainer_env)) env.push_back(std::string(kProfileDirEnv) + "=" + steps_dir);
+  return env;
+}
+
+// The run loop on the real edges: the coordinator, the trainers' step logs, /proc
+// and the configured clock and launcher. Everything it started is stopped when it
+// returns, whatever happened.
+Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordinator,
+                                   const std::string& run_id, const std::string& run_dir,
+                                   const std::string& steps_dir, RunRecorder& recorder) {
+  std::unique_ptr<ProcessLauncher> own_launcher;
+  if (c.launcher == nullptr) own_launcher = MakeChildLauncher();
+  auto steps = std::make_shared<StepCounter>(steps_dir);
+  RunLoopEdges edges;
+  edges.clock = c.clock != nullptr ? c.clock : &SystemClock();
+  edges.launcher = c.launcher != nullptr ? c.launcher : own_launcher.get();
+  edges.coordinator_address = coordinator.address();
+  edges.summary = [&coordinator] { return coordinator.Summary(); };
+  edges.trainers = [steps] {
+    steps->Update();
+    return steps->totals();
+  };
+  edges.cpu_seconds = [](pid_t pid) { return ProcessCpuSeconds(pid); };
+  RunLoopOptions o;
+  o.spec = c.spec;
+  o.bind = c.bind;
+  o.run_dir = run_dir;
+  o.worker_exe = c.worker_exe;
+  o.trainer_env = TrainerEnv(c, steps_dir);
+  o.trainer_cpus = c.trainer_cpus;
+  o.worker_cpus = c.worker_cpus;
+  o.max_restarts = c.max_restarts;
+  o.stop_grace_s = c.stop_grace_s;
+  o.sample_interval_s = c.sample_interval_s;
+  o.progress = c.progress;
+  o.autoscale = c.autoscale;
+  o.should_stop = c.should_stop;
+  o.signal = c.signal;
+  o.stop_cause = c.stop_cause;
+  RunLoop loop(std::move(o), std::move(edges), run_id, recorder);
+  Result<RunLoopOutcome> outcome = loop.Execute();
+  loop.StopAll();  // after a failure, what was started
+  loop.EndStatusLine();
+  return outcome;
+}
+
+}  // namespace
+
+std::string NewRunId() {
+  return "run-" + std::to_string(::time(nullptr)) + "-" + std::to_string(::getpid());
+}
+
+Result<RunResult> RunTraining(const RunConfig& c) {
+  if (c.spec.command.empty()) {
+    return Status::InvalidArgument(
+        "a trainer command is needed after --, e.g. "
+        "-- python3 train.py");
+  }
+  GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(c.spec.pipeline));
+  const std::string origin = std::filesystem::absolute(c.spec.pipeline).string();
+  GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make("goldminer-run-"));
+  GM_ASSIGN_OR_RETURN(std::string secret, NewSecret());
+  // The secret stays in this process (the coordinator); workers and trainers get
+  // their role's key only (dataplane/auth.h).
+  GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/worker.key", RoleKey(secret, kWorkerRole)));
+  GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/client.key", RoleKey(secret, kClientRole)));
+  const std::string run_id =
+      !c.run_name.empty() ? c.run_name : NewRunId();
+
+  CoordinatorConfig cc;
+  cc.host = c.bind;
+  cc.port = c.port;
+  cc.secret = secret;
+  cc.pipeline_doc = doc;
+  cc.pipeline_origin = origin;
+  cc.base_dir = std::filesystem::path(origin).parent_path().string();
+  cc.samples_per_split = c.spec.samples_per_split;
+  cc.world_size = c.spec.world_size;
+  cc.epochs = c.spec.epochs;
+  cc.liveness_timeout_s = c.liveness_timeout_s;
+  cc.run_id = run_id;
+  GM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator, CoordinatorServer::Start(cc));
+  LogInfo("run " + run_id + ": coordinator at " + coordinator->address() + ", " +
+          std::to_string(c.spec.workers) + " workers, " + std::to_string(c.spec.world_size) +
+          " trainer rank(s)");
+  if (const std::string notice = coordinator->pipeline().OrderNotice();
+      c.order_notice && !notice.empty()) {
+    LogInfo("run: " + notice);
+  }
+  RunRecorder recorder(c.store, run_id, c.spec.world_size);
+  RunRecord record;
+  record.id = run_id;
+  record.backend = c.launcher != nullptr ? c.launcher->name() : "local";
+  record.pipeline_path = origin;
+  record.plan_path = c.plan_path;
+  record.command = c.spec.command;
+  record.world_size = c.spec.world_size;
+  if (!c.job_id.empty()) record.job_id = c.job_id;
+  record.host = HostName();
+  record.pid = ::getpid();
+  GM_RETURN_IF_ERROR(recorder.Begin(record));
+  recorder.Event("run", "run started: " + std::to_string(c.spec.workers) + " worker(s), " +
+                            std::to_string(c.spec.world_size) + " trainer rank(s), coordinator at " +
+                            coordinator->address());
+  if (!c.trainer_cpus.empty() || !c.worker_cpus.empty()) {
+    const auto cpus = [](const std::vector<int>& list) {
+      return list.empty() ? std::string("any CPU") : "CPU(s) " + FormatCpuList(list);
+    };
+    const std::string where = "the trainer on " + cpus(c.trainer_cpus) +
+                              ", workers started here on " + cpus(c.worker_cpus);
+    LogInfo("run: " + where);
+    recorder.Event("run", where);
+  }
+  std::string steps_dir;
+  if (auto from_env = StepDirFromEnv(c.trainer_env)) {
+    steps_dir = *from_env;
+  } else {
+    steps_dir = dir.path() + "/steps";
+    GM_RETURN_IF_ERROR(MakeDirs(steps_dir));
+  }
+  Result<RunLoopOutcome> outcome = RunWithLoop(c, *coordinator, run_id, dir.path(), steps_dir,
+                                                recorder);
+  coordinator->Stop();
+  if (!outcome.ok()) {
+    recorder.Event("run", "run failed: " + outcome.status().message());
+    recorder.End("failed", 1);
+    return outcome.status();
+  }
+  RunResult result;
+  result.run_id = run_id;
+  result.exit_code = outcome->exit_code;
+  result.exit = outcome->exit;
+  result.stopped = outcome->stopped;
+  result.stop_cause = outcome->stop_cause;
+  result.summary = coordinator->Summary();
+  result.status = !result.stopped             ? (result.exit_code == 0 ? "succeeded" : "failed")
+                  : result.stop_cause.empty() ? "cancelled"
+                                              : "preempted";
+  recorder.Event("run", "run " + result.status +
+                            (result.stop_cause.empty() ? "" : " (" + result.stop_cause + ")") +
+                            ": the trainer " + result.exit);
+  recorder.End(result.status, result.exit_code);
+  return result;
+}
+
+}  // namespace gm

@@ -1,0 +1,277 @@
+// The run loop (launcher/run_loop.h) on a fake launcher, a fake rate source and a
+// FakeClock: every autoscaler rule the end-to-end suites used to check in real time
+// (input-bound adds, trainer-bound drains, an addition that does not pay sets a
+// ceiling that lifts when the workload moves, a removal that costs is undone, the
+// settle and hold periods, a drained worker never replaced), with the decisions as
+// the run records them. No test waits: the clock moves when the loop waits.
+#include "launcher/run_loop.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/file_util.h"
+#include "core/run_store_fake.h"
+#include "tests/unit/fake_launcher.h"
+
+namespace gm {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The world the loop runs in. Workers are fake processes; together they make
+// min(per_worker x workers, pipeline_cap) samples/s, and the trainer takes at most
+// trainer_rate, waiting for data the rest of the time. The trainer exits at
+// `end_s`; workers take `start_s` to register. Rates may change mid-run (`at`).
+class World {
+ public:
+  double per_worker = 100;   // samples/s one worker makes
+  double pipeline_cap = kInf;  // what all workers together can make (a shared limit)
+  double trainer_rate = 1000;  // samples/s the trainer can take
+  double start_s = 0;          // seconds a new worker takes to register
+  double end_s = 300;          // when the trainer exits (0)
+  std::function<void(World&, double)> at;  // called with the run's time at each sample
+
+  FakeClock clock{0};
+  FakeLauncher launcher{&clock};
+  MemoryRunStore store;
+
+  int Workers() const { return Count(ProcessRole::kWorker, false); }
+  int ReadyWorkers() const { return Count(ProcessRole::kWorker, true); }
+
+  // The trainers' totals so far (the loop's rate source), integrated since the
+  // last call at the rate the world gives now.
+  StepCounter::Totals Trainers() {
+    const double now = clock.Now();
+    if (at) at(*this, now);
+    const double dt = now - last_;
+    last_ = now;
+    const double make = std::min(per_worker * ReadyWorkers(), pipeline_cap);
+    const double rate = std::min(make, trainer_rate);
+    samples_ += rate * dt;
+    wait_s_ += (1 - rate / trainer_rate) * dt;
+    if (now >= end_s) EndTrainers();
+    StepCounter::Totals t;
+    t.samples = static_cast<uint64_t>(samples_);
+    t.wait_ns = static_cast<uint64_t>(wait_s_ * 1e9);
+    return t;
+  }
+
+  CoordinatorSummary Summary() const {
+    CoordinatorSummary s;
+    s.workers_live = static_cast<size_t>(ReadyWorkers());
+    return s;
+  }
+
+  // Runs the loop to its end; the scale events it recorded, in order.
+  std::vector<std::string> Run(int workers, AutoscalerOptions a) {
+    Result<TempDir> dir = TempDir::Make("gm-run-loop-test-");
+    EXPECT_TRUE(dir.ok());
+    RunLoopOptions o;
+    o.spec.workers = workers;
+    o.spec.command = {"train"};
+    o.run_dir = dir->path();
+    o.worker_exe = "goldminer";
+    o.sample_interval_s = 1;
+    o.autoscale = a;
+    RunLoopEdges e;
+    e.clock = &clock;
+    e.launcher = &launcher;
+    e.coordinator_address = "127.0.0.1:1";
+    e.summary = [this] { return Summary(); };
+    e.trainers = [this] { return Trainers(); };
+    e.cpu_seconds = [](pid_t) { return std::optional<double>(); };
+    RunRecorder recorder(&store, "r", 1);
+    RunRecord record;
+    record.id = "r";
+    EXPECT_TRUE(recorder.Begin(record).ok());
+    RunLoop loop(std::move(o), std::move(e), "r", recorder);
+    Result<RunLoopOutcome> out = loop.Execute();
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    if (out.ok()) {
+      EXPECT_EQ(out->exit_code, 0);
+    }
+    Result<std::vector<EventRecord>> events = store.ListEvents();
+    EXPECT_TRUE(events.ok());
+    std::vector<std::string> scale;
+    if (!events.ok()) return scale;
+    for (const EventRecord& ev : *events) {
+      if (ev.kind == "scale") scale.push_back(ev.message);
+    }
+    return scale;
+  }
+
+  // The start time of each worker process, in order (replacements included).
+  std::vector<double> WorkerStarts() const {
+    std::vector<double> out;
+    for (size_t i = 0; i < launcher.started.size(); ++i) {
+      if (launcher.started[i].second.role == ProcessRole::kWorker) {
+        out.push_back(launcher.started_at[i]);
+      }
+    }
+    return out;
+  }
+
+  // How each worker's record says it ended.
+  std::vector<std::string> WorkerExits() {
+    Result<std::vector<WorkerRecord>> workers = store.ListWorkers("r");
+    EXPECT_TRUE(workers.ok());
+    std::vector<std::string> out;
+    if (!workers.ok()) return out;
+    for (const WorkerRecord& w : *workers) out.push_back(w.exit.value_or(""));
+    return out;
+  }
+
+ private:
+  int Count(ProcessRole role, bool ready) const {
+    int n = 0;
+    for (const auto& [pid, r] : launcher.running()) {
+      if (r.role != role) continue;
+      auto it = std::find_if(launcher.started.begin(), launcher.started.end(),
+                             [pid = pid](const auto& s) { return s.first == pid; });
+      const double since = launcher.started_at[static_cast<size_t>(it - launcher.started.begin())];
+      if (!ready || clock.Now() - since >= start_s) ++n;
+    }
+    return n;
+  }
+  void EndTrainers() {
+    for (const auto& [pid, r] : std::map<pid_t, LaunchRequest>(launcher.running())) {
+      if (r.role == ProcessRole::kTrainer) launcher.End(pid, 0);
+    }
+  }
+
+  double last_ = 0;
+  double samples_ = 0;
+  double wait_s_ = 0;
+};
+
+AutoscalerOptions Options(int min_workers, int max_workers) {
+  AutoscalerOptions a;
+  a.min_workers = min_workers;
+  a.max_workers = max_workers;
+  a.period_s = 5;
+  a.hold_periods = 3;
+  return a;
+}
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+int CountPrefix(const std::vector<std::string>& events, const std::string& prefix) {
+  return static_cast<int>(std::count_if(events.begin(), events.end(),
+                                        [&](const std::string& e) { return StartsWith(e, prefix); }));
+}
+
+TEST(RunLoopTest, GivenAnInputBoundRunThenWorkersAreAddedUpToTheMostAllowed) {
+  World w;  // 100 samples/s a worker, a trainer that takes 1000
+  w.end_s = 120;
+  const std::vector<std::string> scale = w.Run(1, Options(1, 3));
+  ASSERT_EQ(scale.size(), 2u) << ::testing::PrintToString(scale);
+  EXPECT_TRUE(StartsWith(scale[0], "1 -> 2 workers: data wait 90% above 10%")) << scale[0];
+  EXPECT_TRUE(StartsWith(scale[1], "2 -> 3 workers: data wait 80% above 10%")) << scale[1];
+  EXPECT_EQ(w.WorkerStarts().size(), 3u) << "never more than --max-workers";
+  EXPECT_EQ(w.launcher.signals.size(), 3u) << "nothing drained: the three stopped at the end";
+}
+
+TEST(RunLoopTest, GivenATrainerBoundRunThenAWorkerIsDrainedNotReplacedAndNoneAdded) {
+  World w;
+  w.trainer_rate = 20;  // one worker makes 100
+  w.end_s = 120;
+  const std::vector<std::string> scale = w.Run(2, Options(1, 3));
+  ASSERT_EQ(scale.size(), 1u) << ::testing::PrintToString(scale);
+  EXPECT_TRUE(StartsWith(scale[0], "2 -> 1 workers: data wait 0% below 2%")) << scale[0];
+  EXPECT_EQ(w.WorkerStarts().size(), 2u) << "the drained worker is not replaced";
+  const std::vector<std::string> exits = w.WorkerExits();
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_TRUE(StartsWith(exits[1], "drained: ")) << "the newest is drained: " << exits[1];
+  EXPECT_TRUE(StartsWith(exits[0], "stopped at the end of the run")) << exits[0];
+}
+
+TEST(RunLoopTest, GivenAnAdditionThatDoesNotPayThenItIsDrainedAndACeilingHoldsUntilTheWorkloadMoves) {
+  World w;
+  w.pipeline_cap = 100;  // a limit no worker count lifts (a shared disk, say)
+  w.end_s = 200;
+  double lifted_at = 0;
+  w.at = [&lifted_at](World& world, double t) {
+    if (t >= 100 && lifted_at == 0) {  // the limit goes, and each worker makes more
+      world.pipeline_cap = kInf;
+      world.per_worker = 300;
+      lifted_at = t;
+    }
+  };
+  const std::vector<std::string> scale = w.Run(1, Options(1, 3));
+  ASSERT_GE(scale.size(), 3u) << ::testing::PrintToString(scale);
+  EXPECT_TRUE(StartsWith(scale[0], "1 -> 2 workers: data wait 90% above 10%")) << scale[0];
+  EXPECT_TRUE(StartsWith(scale[1], "2 -> 1 workers: the worker added did not pay off")) << scale[1];
+  EXPECT_NE(scale[1].find("no more than 1 workers while the rate holds"), std::string::npos);
+  // Until the limit goes, the trainer waits 90% and still nothing is added.
+  const std::vector<double> starts = w.WorkerStarts();
+  ASSERT_GE(starts.size(), 3u);
+  EXPECT_GT(starts[2], lifted_at) << "no addition past the ceiling while the rate held";
+  EXPECT_TRUE(StartsWith(scale[2], "1 -> 2 workers: data wait")) << scale[2];
+  EXPECT_LT(starts[2], lifted_at + 15) << "the ceiling lifts within the periods after the change";
+}
+
+TEST(RunLoopTest, GivenARemovalThatCostsThenTheWorkerIsAddedBackAndRemovalsWaitTheHold) {
+  World w;
+  w.trainer_rate = 100;
+  w.per_worker = 60;  // two make 120, more than the trainer takes; one makes 60
+  w.end_s = 150;
+  const std::vector<std::string> scale = w.Run(2, Options(1, 3));
+  ASSERT_GE(scale.size(), 2u) << ::testing::PrintToString(scale);
+  EXPECT_TRUE(StartsWith(scale[0], "2 -> 1 workers: data wait 0% below 2%")) << scale[0];
+  EXPECT_TRUE(StartsWith(scale[1], "1 -> 2 workers: removing a worker cost 40%")) << scale[1];
+  EXPECT_NE(scale[1].find("no change for 3 periods"), std::string::npos) << scale[1];
+  // The cycle may repeat after the hold, never faster: each removal is at least the
+  // hold's periods (3 x 5 s) plus the settle after the last change after the one before.
+  const std::vector<double> starts = w.WorkerStarts();
+  ASSERT_GE(starts.size(), 3u);
+  for (size_t i = 3; i < starts.size(); ++i) {
+    EXPECT_GE(starts[i] - starts[i - 1], 15) << "removals wait the hold's periods";
+  }
+  EXPECT_EQ(CountPrefix(scale, "1 -> 2 workers: data wait"), 0)
+      << "an undone removal is not followed by an addition";
+}
+
+TEST(RunLoopTest, GivenWorkersThatStartSlowlyThenNothingIsDecidedUntilTheyAreReadyAndAPeriodPassed) {
+  World w;
+  w.start_s = 20;  // a slow start (a Slurm step, an interpreter)
+  w.end_s = 80;
+  const std::vector<std::string> scale = w.Run(1, Options(1, 2));
+  ASSERT_EQ(scale.size(), 1u) << ::testing::PrintToString(scale);
+  const std::vector<double> starts = w.WorkerStarts();
+  ASSERT_EQ(starts.size(), 2u);
+  // Data from t=20; that period settles (to 25), then a period of figures (to 30).
+  EXPECT_GE(starts[1], 30) << "decided on figures from after the start-up";
+  EXPECT_LE(starts[1], 32) << "and not later than a period after it";
+}
+
+TEST(RunLoopTest, GivenACrashedWorkerThenItIsReplacedInItsSlotAndRecorded) {
+  World w;
+  w.trainer_rate = 150;
+  w.end_s = 30;
+  bool crashed = false;
+  w.at = [&crashed](World& world, double t) {
+    if (t < 10 || crashed) return;
+    crashed = true;
+    for (const auto& [pid, r] : world.launcher.running()) {
+      if (r.role == ProcessRole::kWorker) {
+        world.launcher.End(pid, 0, 9);  // kill -9
+        break;
+      }
+    }
+  };
+  w.Run(2, Options(2, 2));
+  ASSERT_EQ(w.WorkerStarts().size(), 3u) << "one replacement";
+  EXPECT_EQ(w.launcher.started[2].second.slot, w.launcher.started[0].second.slot);
+  const std::vector<std::string> exits = w.WorkerExits();
+  ASSERT_EQ(exits.size(), 3u);
+  EXPECT_EQ(exits[0], "was killed by signal 9");
+}
+
+}  // namespace
+}  // namespace gm
