@@ -18,7 +18,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/paths.h"
-#include "core/run_store.h"
+#include "core/sqlite_run_store.h"
 #include "launcher/process.h"
 #include "planner/cluster.h"
 #include "planner/divide.h"
@@ -125,18 +125,12 @@ Result<planner::Cluster> ReadCluster(const PlanFlags& f) {
   return LocalCluster();
 }
 
-// The id of the recorded profile with the same measurement (time, host, pipeline).
-std::optional<int64_t> RecordedProfileId(RunStore& store, const Profile& profile) {
-  Result<std::vector<ProfileSummary>> list = store.ListProfiles();
-  if (!list.ok()) return std::nullopt;
-  for (auto it = list->rbegin(); it != list->rend(); ++it) {
-    if (it->created_utc == profile.created_utc && it->host == profile.host &&
-        it->pipeline_sha256 == (profile.pipeline ? std::optional(profile.pipeline->sha256)
-                                                 : std::nullopt)) {
-      return it->id;
-    }
-  }
-  return std::nullopt;
+// The row of the profile a plan came from, by the profile's digest (the plan names
+// it in sources.profile_sha256); none when that profile was not recorded here.
+std::optional<int64_t> RecordedProfileId(RunStore& store, const Plan& plan) {
+  if (plan.sources.profile_sha256.empty()) return std::nullopt;
+  Result<std::optional<int64_t>> id = store.FindProfile(plan.sources.profile_sha256);
+  return id.ok() ? *id : std::nullopt;
 }
 
 Result<int> RunJobs(const PlanFlags& f) {
@@ -244,7 +238,7 @@ Result<int> RunPlan(const PlanFlags& f) {
   }
   if (!f.no_db) {
     GM_ASSIGN_OR_RETURN(std::unique_ptr<SqliteRunStore> store, SqliteRunStore::Open(f.db));
-    const std::optional<int64_t> profile_id = RecordedProfileId(*store, profile);
+    const std::optional<int64_t> profile_id = RecordedProfileId(*store, plan);
     GM_ASSIGN_OR_RETURN(int64_t id, store->AddPlan(plan, profile_id));
     Say("recorded as plan " + std::to_string(id) + " in " + f.db +
         (profile_id ? " (from profile " + std::to_string(*profile_id) + ")" : ""));

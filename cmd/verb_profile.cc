@@ -17,7 +17,7 @@
 #include "core/file_util.h"
 #include "core/host.h"
 #include "core/log.h"
-#include "core/run_store.h"
+#include "core/sqlite_run_store.h"
 #include "profiler/measure.h"
 #include "reports/profile_text.h"
 #include "profiler/trace.h"

@@ -8,8 +8,9 @@
 #include "cmd/cli.h"
 #include "core/file_util.h"
 #include "core/log.h"
+#include "core/json.h"
 #include "core/plan.h"
-#include "core/run_store.h"
+#include "core/sqlite_run_store.h"
 #include "reports/report.h"
 
 namespace gm::cli {
@@ -27,6 +28,29 @@ struct ReportFlags {
   std::string out;      // empty: report.html for html, stdout otherwise; "-": stdout
 };
 
+// The plan a run ran, from its row in runs.db (the report reads no plan.json: the
+// file may have moved or changed since). A run recorded before schema 3 has no
+// plan row: the page says so.
+Status LoadRunPlan(SqliteRunStore& store, const RunRecord& run, reports::RunModel& m) {
+  if (!run.plan_id) {
+    if (!run.plan_path.empty()) {
+      m.plan_problem = "the run was recorded before runs.db kept the plan it ran (schema 3); "
+                       "its file was " + run.plan_path;
+    }
+    return Status::Ok();
+  }
+  GM_ASSIGN_OR_RETURN(PlanRecord row, store.GetPlan(*run.plan_id));
+  const std::string origin = store.path() + ": plan " + std::to_string(row.id);
+  Result<nlohmann::json> doc = ParseJson(row.json, origin);
+  Result<Plan> plan = doc.ok() ? PlanFromJson(*doc, origin) : doc.status();
+  if (plan.ok()) {
+    m.plan = std::move(*plan);
+  } else {
+    m.plan_problem = "the plan it ran cannot be read: " + plan.status().message();
+  }
+  return Status::Ok();
+}
+
 Result<reports::RunModel> LoadRun(SqliteRunStore& store, const RunRecord& run,
                                   const std::vector<EventRecord>& events) {
   reports::RunModel m;
@@ -38,14 +62,7 @@ Result<reports::RunModel> LoadRun(SqliteRunStore& store, const RunRecord& run,
   for (const EventRecord& e : events) {
     if (e.run_id == run.id) m.events.push_back(e);
   }
-  if (!run.plan_path.empty()) {
-    Result<Plan> plan = LoadPlan(run.plan_path);
-    if (plan.ok()) {
-      m.plan = std::move(*plan);
-    } else {
-      m.plan_problem = "the plan it ran cannot be read now: " + plan.status().message();
-    }
-  }
+  GM_RETURN_IF_ERROR(LoadRunPlan(store, run, m));
   if (run.status == "running") {
     const auto last = UtcSeconds(run.heartbeat_utc.value_or(run.started_utc));
     const auto now = UtcSeconds(SystemUtcNow());

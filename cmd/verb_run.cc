@@ -19,7 +19,7 @@
 #include "core/host.h"
 #include "core/log.h"
 #include "core/plan.h"
-#include "core/run_store.h"
+#include "core/sqlite_run_store.h"
 #include "launcher/process_launcher.h"
 #include "launcher/slurm_job.h"
 #include "launcher/training_run.h"
@@ -49,6 +49,7 @@ struct RunFlags {
   double scale_period_s = 10;
   std::string trainer_cpus;  // --trainer-cpus LIST
   std::optional<SlurmJob> job;  // the Slurm job we run in, read once (none outside one)
+  std::optional<Plan> plan_doc;  // --plan's plan, as read
 };
 
 // --trainer-cpus (from the flag, or a plan's kept CPUs; "none": no pinning): the
@@ -137,6 +138,7 @@ Status RecordRefused(const RunFlags& f, const Status& why) {
 // after --) the trainer command from plan.json. Flags given explicitly win.
 Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
   GM_ASSIGN_OR_RETURN(Plan plan, LoadPlan(f.plan));
+  f.plan_doc = plan;
   if (!plan.cut.runnable) {
     return Status::InvalidArgument(
         f.plan + ": the plan cuts the pipeline after stage " + std::to_string(plan.cut.after_stage) +
@@ -226,6 +228,23 @@ Status CheckTrainerCommand(const std::vector<std::string>& command) {
                           "; give the program after --, e.g. -- python3 train.py");
 }
 
+// The row of the plan a run runs, by its digest: the newest recorded with the same
+// content, or a new one (a plan made elsewhere, or with --no-db), linked to its
+// profile when that is recorded here. The run's record points at it, so the report
+// needs no plan.json.
+Result<int64_t> PlanRow(RunStore& store, const Plan& plan, const std::string& path) {
+  GM_ASSIGN_OR_RETURN(std::optional<int64_t> found, store.FindPlan(PlanDigest(plan)));
+  if (found) return *found;
+  std::optional<int64_t> profile_id;
+  if (!plan.sources.profile_sha256.empty()) {
+    GM_ASSIGN_OR_RETURN(profile_id, store.FindProfile(plan.sources.profile_sha256));
+  }
+  GM_ASSIGN_OR_RETURN(int64_t id, store.AddPlan(plan, profile_id));
+  LogInfo("run: " + path + " was not recorded in runs.db: recorded it as plan " +
+          std::to_string(id));
+  return id;
+}
+
 Result<int> RunWithFlags(const RunFlags& f) {
   if (f.spec.pipeline.empty()) {  // a usage error: exit 2
     LogError("run needs --pipeline FILE or --plan plan.json, e.g. goldminer run --pipeline "
@@ -285,6 +304,9 @@ Result<int> RunWithFlags(const RunFlags& f) {
     GM_RETURN_IF_ERROR(CheckWritable(f.db, "--db"));
     GM_ASSIGN_OR_RETURN(store, SqliteRunStore::Open(f.db));
     c.store = store.get();
+    if (f.plan_doc) {
+      GM_ASSIGN_OR_RETURN(c.plan_id, PlanRow(*store, *f.plan_doc, f.plan));
+    }
   }
   c.signal = &g_signal;
   struct sigaction sa {};

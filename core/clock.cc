@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <ctime>
 #include <cmath>
 
 namespace gm {
@@ -51,6 +52,22 @@ void FakeClock::SleepUntil(double t) {
 void FakeClock::Advance(double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   now_ += std::max(0.0, seconds);
+}
+
+std::optional<double> UtcSeconds(const std::string& utc) {
+  std::tm tm{};
+  const char* end = strptime(utc.c_str(), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  if (end == nullptr || *end != '\0') return std::nullopt;
+  return static_cast<double>(timegm(&tm));
+}
+
+std::string SystemUtcNow() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace gm

@@ -4,7 +4,10 @@
 // unit test drives it with a FakeClock instead of waiting in real time.
 #pragma once
 
+#include <functional>
 #include <mutex>
+#include <optional>
+#include <string>
 
 namespace gm {
 
@@ -42,5 +45,14 @@ class FakeClock : public Clock {
   mutable std::mutex mu_;
   double now_;  // guarded by mu_
 };
+
+// Wall-clock time for records, as ISO 8601 UTC text ("2026-11-29T20:31:07Z").
+// Returns the current time as ISO 8601 UTC text; a store stamps events with it
+// (a test gives a fixed one).
+using UtcClock = std::function<std::string()>;
+// The system clock, "YYYY-MM-DDTHH:MM:SSZ".
+std::string SystemUtcNow();
+// Seconds since the Unix epoch of such a time; nullopt for anything else.
+std::optional<double> UtcSeconds(const std::string& utc);
 
 }  // namespace gm

@@ -24,7 +24,8 @@ void PutIfSet(json& j, const char* key, const std::optional<T>& v) {
 
 json ToJson(const PlanSources& s) {
   return {{"profile_path", s.profile_path},       {"profile_created_utc", s.profile_created_utc},
-          {"profile_host", s.profile_host},       {"pipeline_path", s.pipeline_path},
+          {"profile_host", s.profile_host},       {"profile_sha256", s.profile_sha256},
+          {"pipeline_path", s.pipeline_path},
           {"pipeline_sha256", s.pipeline_sha256}, {"cluster", s.cluster},
           {"gpu_partition", s.gpu_partition},     {"partition", s.partition}};
 }
@@ -101,6 +102,7 @@ Status Convert(const JsonNode& n, PlanSources& out) {
   f.Optional("profile_path", out.profile_path);
   f.Optional("profile_created_utc", out.profile_created_utc);
   f.Optional("profile_host", out.profile_host);
+  f.Optional("profile_sha256", out.profile_sha256);
   f.Optional("pipeline_path", out.pipeline_path);
   f.Optional("pipeline_sha256", out.pipeline_sha256);
   f.Optional("cluster", out.cluster);

@@ -32,6 +32,7 @@ struct PlanSources {
   std::string profile_path;         // profile.json as given
   std::string profile_created_utc;  // identifies the measurement
   std::string profile_host;
+  std::string profile_sha256;   // the profile's digest (core/run_records.h ProfileDigest)
   std::string pipeline_path;    // the profiled pipeline.json (what the workers run)
   std::string pipeline_sha256;  // of its bytes when profiled
   std::string cluster;          // "slurm", "file:<path>" or "local:<host>"

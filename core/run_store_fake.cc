@@ -29,6 +29,7 @@ Result<int64_t> MemoryRunStore::AddProfile(const Profile& profile) {
   const int64_t id = static_cast<int64_t>(profiles_.size()) + 1;
   ProfileSummary summary = SummarizeProfile(profile);
   summary.id = id;
+  summary.sha256 = ProfileDigest(profile);
   profiles_.push_back(StoredProfile{std::move(summary), std::move(json)});
   if (profile.pipeline) stage_cost_rows_ += profile.pipeline->stages.size();
   EventRecord event;
@@ -68,7 +69,8 @@ Result<int64_t> MemoryRunStore::AddPlan(const Plan& plan, std::optional<int64_t>
   r.id = static_cast<int64_t>(plans_.size()) + 1;
   r.created_utc = clock_();
   r.profile_id = profile_id;
-  r.json = PlanToJson(plan).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  r.json = StoredPlanJson(plan);
+  r.sha256 = PlanDigest(plan);
   plans_.push_back(r);
   EventRecord event;
   event.profile_id = profile_id;
@@ -81,6 +83,30 @@ Result<int64_t> MemoryRunStore::AddPlan(const Plan& plan, std::optional<int64_t>
 Result<std::vector<PlanRecord>> MemoryRunStore::ListPlans() {
   std::lock_guard lock(mu_);
   return plans_;
+}
+
+Result<PlanRecord> MemoryRunStore::GetPlan(int64_t id) {
+  std::lock_guard lock(mu_);
+  if (id < 1 || id > static_cast<int64_t>(plans_.size())) {
+    return Status::NotFound(std::string(kName) + ": no plan with id " + std::to_string(id));
+  }
+  return plans_[static_cast<size_t>(id - 1)];
+}
+
+Result<std::optional<int64_t>> MemoryRunStore::FindPlan(const std::string& sha256) {
+  std::lock_guard lock(mu_);
+  for (auto it = plans_.rbegin(); it != plans_.rend(); ++it) {
+    if (it->sha256 == sha256) return std::optional<int64_t>(it->id);
+  }
+  return std::optional<int64_t>();
+}
+
+Result<std::optional<int64_t>> MemoryRunStore::FindProfile(const std::string& sha256) {
+  std::lock_guard lock(mu_);
+  for (auto it = profiles_.rbegin(); it != profiles_.rend(); ++it) {
+    if (it->summary.sha256 == sha256) return std::optional<int64_t>(it->summary.id);
+  }
+  return std::optional<int64_t>();
 }
 
 Status MemoryRunStore::InsertEvent(const EventRecord& event) {
@@ -117,6 +143,10 @@ Status MemoryRunStore::BeginRun(const RunRecord& run) {
   if (runs_.count(run.id) > 0) {
     return Status::InvalidArgument(std::string(kName) + ": a run with id \"" + run.id +
                                    "\" is already recorded");
+  }
+  if (run.plan_id && (*run.plan_id < 1 || *run.plan_id > static_cast<int64_t>(plans_.size()))) {
+    return Status::NotFound(std::string(kName) + ": cannot record run \"" + run.id +
+                            "\": plan " + std::to_string(*run.plan_id) + " is not recorded");
   }
   RunRecord r = run;
   if (r.started_utc.empty()) r.started_utc = clock_();

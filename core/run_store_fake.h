@@ -28,9 +28,12 @@ class MemoryRunStore final : public RunStore {
 
   Result<int64_t> AddProfile(const Profile& profile) override;
   Result<std::vector<ProfileSummary>> ListProfiles() override;
+  Result<std::optional<int64_t>> FindProfile(const std::string& sha256) override;
   Result<Profile> GetProfile(int64_t id) override;
   Result<int64_t> AddPlan(const Plan& plan, std::optional<int64_t> profile_id) override;
   Result<std::vector<PlanRecord>> ListPlans() override;
+  Result<PlanRecord> GetPlan(int64_t id) override;
+  Result<std::optional<int64_t>> FindPlan(const std::string& sha256) override;
   Status AddEvent(const EventRecord& event) override;
   Result<std::vector<EventRecord>> ListEvents() override;
   Status BeginRun(const RunRecord& run) override;

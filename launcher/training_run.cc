@@ -138,6 +138,7 @@ Result<RunResult> RunTraining(const RunConfig& c) {
   record.backend = c.launcher != nullptr ? c.launcher->name() : "local";
   record.pipeline_path = origin;
   record.plan_path = c.plan_path;
+  record.plan_id = c.plan_id;
   record.command = c.spec.command;
   record.world_size = c.spec.world_size;
   if (!c.job_id.empty()) record.job_id = c.job_id;

@@ -67,6 +67,7 @@ struct RunConfig {
   RunStore* store = nullptr;
   std::string run_name;
   std::string plan_path;
+  std::optional<int64_t> plan_id;  // the plan's row in `store` (core/run_records.h)
   std::string job_id;              // the batch system's job id, as recorded ("": none)
   double sample_interval_s = 2;
   // A status line (rate, data wait, workers, epoch) every sample: rewritten in place

@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "core/run_records.h"
 #include "core/text_format.h"
 
 namespace gm::planner {
@@ -575,6 +576,7 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
   plan.goldminer_version = o.goldminer_version;
   plan.sources.profile_path = o.profile_path;
   plan.sources.profile_created_utc = profile.created_utc;
+  plan.sources.profile_sha256 = ProfileDigest(profile);
   plan.sources.profile_host = profile.host;
   plan.sources.pipeline_path = pipe.path;
   plan.sources.pipeline_sha256 = pipe.sha256;

@@ -17,7 +17,8 @@
 
 #include "core/plan.h"
 #include "core/profile.h"
-#include "core/run_store.h"
+#include "core/clock.h"
+#include "core/run_records.h"
 
 namespace gm::reports {
 

@@ -429,12 +429,33 @@ assert approx(p["model"]["samples_per_s_per_cpu"], 100) and approx(p["model"]["c
 assert p["run"]["workers"] == 3 and p["run"]["threads_per_worker"] == 1 and p["run"]["world_size"] == 1, p["run"]
 PY
 expect_rc 0 "run --plan (local backend) with a quick trainer exits 0" -- timeout 60 \
-  "$GM" run --plan "$T/plan-local.json" -- "${TRAINER[@]}" "$T/local-trainer.json" 1
+  "$GM" run --plan "$T/plan-local.json" --db "$T/local.db" --name planned -- \
+  "${TRAINER[@]}" "$T/local-trainer.json" 1
 expect_in "$T/err" ", 3 workers, 1 trainer rank(s)" "run --plan started the planned 3 workers"
+expect_in "$T/err" "plan-local.json was not recorded in runs.db: recorded it as plan 1" \
+  "run --plan records a plan made with --no-db"
 check_py "the local run's trainer got the 36 samples once" "$T/local-trainer.json" <<'PY'
 keys = json.load(open(sys.argv[1]))["epochs"][0]
 assert len(keys) == 36 and len(set(keys)) == 36, keys
 PY
+[[ $(sqlite3 "$T/local.db" "SELECT plan_id FROM runs WHERE id = 'planned'") == 1 ]] ||
+  fail "the run does not point at its plan: $(sqlite3 "$T/local.db" 'SELECT id, plan_id FROM runs')"
+ok "runs.db: the run points at its plan's row"
+# The report reads the plan from runs.db, not from the file: it still shows it when
+# plan.json is gone.
+mv "$T/plan-local.json" "$T/plan-local.moved"
+expect_rc 0 "report of the run --plan run, plan.json moved away" -- \
+  "$GM" report --db "$T/local.db" --run planned --format text -o "$T/planned.txt"
+expect_in "$T/planned.txt" "plan       250 samples/s predicted" "the report shows the plan's prediction"
+mv "$T/plan-local.moved" "$T/plan-local.json"
+expect_rc 0 "the same plan run again" -- timeout 60 \
+  "$GM" run --plan "$T/plan-local.json" --db "$T/local.db" --name planned-again -- \
+  "${TRAINER[@]}" "$T/local-trainer.json" 1
+grep -q "was not recorded in runs.db" "$T/err" && fail "the same plan was recorded twice"
+[[ $(sqlite3 "$T/local.db" "SELECT count(*) FROM plans") == 1 &&
+   $(sqlite3 "$T/local.db" "SELECT plan_id FROM runs WHERE id = 'planned-again'") == 1 ]] ||
+  fail "the second run does not share the plan's row: $(sqlite3 "$T/local.db" 'SELECT id, plan_id FROM runs')"
+ok "a plan run twice has one row, which both runs point at"
 
 # A plan that keeps a CPU for the trainer: on the local backend, run pins the trainer
 # to the first CPU this process may use and the workers to the others.

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/plan.h"
-#include "core/run_store.h"
+#include "core/sqlite_run_store.h"
 #include "core/run_store_fake.h"
 #include "planner/cluster.h"
 #include "planner/divide.h"
@@ -591,6 +591,24 @@ void ChecksPlansAreRecorded(Store& store) {
   EXPECT_EQ((*list)[0].profile_id, *profile_id);
   auto doc = nlohmann::json::parse((*list)[0].json);
   EXPECT_EQ(*PlanFromJson(doc, "stored"), *plan);
+  // Records point at each other by digest: the plan at its profile, a run at its plan.
+  EXPECT_EQ(plan->sources.profile_sha256, ProfileDigest(TestProfile(400)));
+  EXPECT_EQ(*store.FindProfile(plan->sources.profile_sha256), std::optional<int64_t>(*profile_id));
+  EXPECT_EQ((*list)[0].sha256, PlanDigest(*plan));
+  EXPECT_EQ(PlanDigest(*PlanFromJson(doc, "stored")), PlanDigest(*plan)) << "read back, same digest";
+  EXPECT_EQ(*store.FindPlan(PlanDigest(*plan)), std::optional<int64_t>(*id));
+  EXPECT_EQ(*store.FindPlan("0000"), std::nullopt);
+  EXPECT_EQ(store.GetPlan(*id)->json, (*list)[0].json);
+  EXPECT_EQ(store.GetPlan(99).status().code(), Code::kNotFound);
+  RunRecord run;
+  run.id = "with-plan";
+  run.command = {"true"};
+  run.plan_id = *id;
+  ASSERT_TRUE(store.BeginRun(run).ok());
+  EXPECT_EQ(store.GetRun("with-plan")->plan_id, std::optional<int64_t>(*id));
+  run.id = "unknown-plan";
+  run.plan_id = 99;
+  EXPECT_EQ(store.BeginRun(run).code(), Code::kNotFound);
   auto events = store.ListEvents();
   ASSERT_TRUE(events.ok());
   EXPECT_EQ(events->back().kind, "plan");

@@ -1,6 +1,7 @@
 // The run store: SqliteRunStore on real SQLite files in a per-test directory, and
 // the same contract run on both SqliteRunStore and the MemoryRunStore fake.
-#include "core/run_store.h"
+#include "core/sqlite_run_store.h"
+#include "core/run_schema.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -70,6 +71,15 @@ Profile SecondProfile() {
   return p;
 }
 
+Plan APlan() {
+  Plan p;
+  p.run.pipeline = "pipeline.json";
+  p.run.workers = 2;
+  p.prediction.samples_per_s = 812.5;
+  p.sources.profile_sha256 = ProfileDigest(FullProfile());
+  return p;
+}
+
 // ---- SqliteRunStore on real files ------------------------------------------------
 
 TEST(SqliteRunStoreTest, ProfilesSurviveAReopen) {
@@ -91,8 +101,10 @@ TEST(SqliteRunStoreTest, ProfilesSurviveAReopen) {
   ASSERT_EQ(list->size(), 2u);
   ProfileSummary first = SummarizeProfile(FullProfile());
   first.id = 1;
+  first.sha256 = ProfileDigest(FullProfile());
   ProfileSummary second = SummarizeProfile(SecondProfile());
   second.id = 2;
+  second.sha256 = ProfileDigest(SecondProfile());
   EXPECT_EQ((*list)[0], first);
   EXPECT_EQ((*list)[1], second);
   EXPECT_EQ(*store->GetProfile(1), FullProfile());
@@ -148,7 +160,7 @@ TEST(SqliteRunStoreTest, UsesSchemaVersion2AndWal) {
   const std::string path = dir.path() + "/runs.db";
   ASSERT_NE(OpenOrDie(path), nullptr);
   RawDb raw(path);
-  EXPECT_EQ(raw.Query("PRAGMA user_version"), "2");
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), "3");
   EXPECT_EQ(raw.Query("PRAGMA journal_mode"), "wal");
   for (const char* table :
        {"runs", "profiles", "stage_costs", "plans", "workers", "metrics", "events"}) {
@@ -162,43 +174,56 @@ TEST(SqliteRunStoreTest, UsesSchemaVersion2AndWal) {
   EXPECT_EQ(raw.Query("SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
                       "WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name)"),
             "events_profile_id events_run_id metrics_run_id_name_t_s plans_profile_id "
-            "stage_costs_profile_id stage_costs_run_id");
+            "plans_sha256 profiles_sha256 stage_costs_profile_id stage_costs_run_id");
   EXPECT_EQ(raw.Query("PRAGMA foreign_keys"), "0") << "a per-connection setting, off by default";
 }
 
 TEST(SqliteRunStoreTest, AVersion1FileIsMigratedForwardKeepingItsRuns) {
   TempDir dir;
   const std::string path = dir.path() + "/runs.db";
-  {
-    auto store = OpenOrDie(path);
-    ASSERT_NE(store, nullptr);
-    RunRecord run;
-    run.id = "old";
-    run.started_utc = "2026-11-01T00:00:00Z";
-    run.backend = "local";
-    run.command = {"true"};
-    ASSERT_TRUE(store->BeginRun(run).ok());
-    ASSERT_TRUE(store->EndRun("old", "succeeded", 0).ok());
-  }
-  {  // Back to what version 1 wrote.
+  {  // What version 1 wrote.
     RawDb raw(path);
-    raw.Exec("ALTER TABLE runs DROP COLUMN job_id; ALTER TABLE runs DROP COLUMN host; "
-             "ALTER TABLE runs DROP COLUMN pid; ALTER TABLE runs DROP COLUMN heartbeat_utc; "
-             "ALTER TABLE workers DROP COLUMN step_id; PRAGMA user_version = 1");
+    raw.Exec(SchemaSqlUpTo(1) +
+             "INSERT INTO runs (id, started_utc, ended_utc, backend, pipeline_path, plan_path, "
+             "command, world_size, status, exit_code) VALUES ('old', '2026-11-01T00:00:00Z', "
+             "'2026-11-01T00:01:00Z', 'local', 'p.json', '', '[\"true\"]', 1, 'succeeded', 0);"
+             "PRAGMA user_version = 1");
   }
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "2");
+  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "3");
   RunRecord old = *store->GetRun("old");
   EXPECT_EQ(old.status, "succeeded");
   EXPECT_EQ(old.host, "");
   EXPECT_FALSE(old.heartbeat_utc.has_value());
+  EXPECT_FALSE(old.plan_id.has_value());
   WorkerRecord w;
   w.worker_id = 0;
   w.host = "h";
   w.step_id = "1.0";
   ASSERT_TRUE(store->AddWorker("old", w).ok());
   EXPECT_EQ(store->ListWorkers("old")->at(0).step_id, "1.0");
+}
+
+TEST(SqliteRunStoreTest, AVersion2FileGetsTheDigestsOfItsProfilesAndPlans) {
+  TempDir dir;
+  const std::string path = dir.path() + "/runs.db";
+  const std::string profile = *StoredProfileJson(FullProfile());
+  const std::string plan = StoredPlanJson(APlan());
+  {  // What version 2 wrote: a profile and a plan from it, without digests.
+    RawDb raw(path);
+    raw.Exec(SchemaSqlUpTo(2) + "PRAGMA user_version = 2");
+    raw.Exec("INSERT INTO profiles (created_utc, host, verdict, input_bound_fraction, json) "
+             "VALUES ('2026-11-01T00:00:00Z', 'h', 'input-bound', 0.5, '" + profile + "')");
+    raw.Exec("INSERT INTO plans (created_utc, profile_id, json) VALUES "
+             "('2026-11-01T00:00:01Z', 1, '" + plan + "')");
+  }
+  auto store = OpenOrDie(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->ListProfiles()->at(0).sha256, ProfileDigest(FullProfile()));
+  EXPECT_EQ(store->ListPlans()->at(0).sha256, PlanDigest(APlan()));
+  EXPECT_EQ(*store->FindProfile(ProfileDigest(FullProfile())), std::optional<int64_t>(1));
+  EXPECT_EQ(*store->FindPlan(PlanDigest(APlan())), std::optional<int64_t>(1));
 }
 
 TEST(SqliteRunStoreTest, AFileThatIsNotADatabaseIsCorrupt) {
@@ -224,7 +249,7 @@ TEST(SqliteRunStoreTest, AFileFromANewerGoldminerIsRefused) {
   EXPECT_EQ(store.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(store.status().message(),
             path +
-                " was written by a newer goldminer (schema 7; this one reads up to 2): "
+                " was written by a newer goldminer (schema 7; this one reads up to 3): "
                 "use that goldminer, or another runs.db");
   EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "7") << "left as it was";
 }
@@ -249,7 +274,7 @@ TEST(SqliteRunStoreTest, AnotherProgramsDatabaseAtVersion0GetsTheSchemaBesideIts
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(*store->AddProfile(FullProfile()), 1);
   RawDb raw(path);
-  EXPECT_EQ(raw.Query("PRAGMA user_version"), "2");
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), "3");
   EXPECT_EQ(raw.Query("SELECT text FROM notes"), "keep me");
 }
 
