@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/sample.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -18,7 +19,7 @@ class BufferPool {
 
   // A buffer with capacity if one is pooled, else an empty one. Contents unspecified.
   Bytes Take() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (free_.empty()) return Bytes();
     Bytes b = std::move(free_.back());
     free_.pop_back();
@@ -28,14 +29,14 @@ class BufferPool {
   // Returns a buffer for reuse (dropped when the pool is full or it has no capacity).
   void Give(Bytes&& buffer) {
     if (buffer.capacity() == 0) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (free_.size() < max_buffers_) free_.push_back(std::move(buffer));
   }
 
  private:
   const size_t max_buffers_;
-  std::mutex mu_;
-  std::vector<Bytes> free_;  // guarded by mu_
+  Mutex mu_;
+  std::vector<Bytes> free_ GUARDED_BY(mu_);
 };
 
 }  // namespace gm

@@ -21,6 +21,7 @@
 #include "dataplane/protocol.h"
 #include "dataplane/reorder.h"
 #include "dataplane/shm.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -88,8 +89,8 @@ Result<EpochPlan> ToEpochPlan(const PlanMsg& msg, uint64_t epoch) {
 // with the batches' owners, which may be freed on any thread, after the
 // connection is gone too.
 struct ReleaseQueue {
-  std::mutex mu;
-  std::vector<uint64_t> ids;  // guarded by mu
+  Mutex mu;
+  std::vector<uint64_t> ids GUARDED_BY(mu);
 };
 
 // A received batch's hold on its segment: keeps the mapping, and returns the id
@@ -100,7 +101,7 @@ struct SegmentUse {
   std::shared_ptr<ReleaseQueue> queue;
   ~SegmentUse() {
     if (!queue) return;
-    std::lock_guard lock(queue->mu);
+    MutexLock lock(queue->mu);
     queue->ids.push_back(id);
   }
 };
@@ -171,20 +172,19 @@ struct Client::Impl {
   // Sends on the coordinator connection come from the trainer's thread and from
   // the heartbeat thread, which says HEARTBEAT when nothing else was sent for
   // kClientHeartbeatS (the coordinator closes connections silent for kClientIdleS).
-  std::mutex send_mu;
-  double last_send = 0;  // MonotonicSeconds(); guarded by send_mu
+  Mutex send_mu;
+  double last_send GUARDED_BY(send_mu) = 0;  // MonotonicSeconds()
   std::thread heartbeat;
   std::condition_variable heartbeat_cv;  // with mu; its own, so batches do not wake it
-  bool heartbeat_stop = false;           // guarded by mu
+  bool heartbeat_stop GUARDED_BY(mu) = false;
 
-  mutable std::mutex mu;
+  mutable Mutex mu;
   std::condition_variable cv;
-  // Guarded by mu.
-  ReorderBuffer reorder;
-  std::map<uint64_t, std::unique_ptr<WorkerConn>> conns;
-  ClientStats stats;
-  double last_arrival = 0;  // MonotonicSeconds() of the latest batch received
-  uint64_t events = 0;      // bumped with every notify, so a waiter misses none
+  ReorderBuffer reorder GUARDED_BY(mu);
+  std::map<uint64_t, std::unique_ptr<WorkerConn>> conns GUARDED_BY(mu);
+  ClientStats stats GUARDED_BY(mu);
+  double last_arrival GUARDED_BY(mu) = 0;  // MonotonicSeconds() of the latest batch received
+  uint64_t events GUARDED_BY(mu) = 0;      // bumped with every notify, so a waiter misses none
 
   // Used by the trainer's thread only.
   uint64_t next_conn_id = 1;
@@ -209,25 +209,25 @@ struct Client::Impl {
   Status LoadPlan(const PlanMsg& answer, uint64_t epoch, uint64_t position,
                   std::optional<SequenceKey> at);
   Status CheckState(const ResumeState& state) const;
-  std::optional<Batch> TakeLocked(std::unique_lock<std::mutex>& lock);
+  std::optional<Batch> TakeLocked(MutexLock& lock) REQUIRES(mu);
   Result<std::optional<Batch>> Wait();
 };
 
 Status Client::Impl::SendToCoordinator(MsgType type, const nlohmann::json& meta,
                                        Deadline deadline) {
-  std::lock_guard lock(send_mu);
+  MutexLock lock(send_mu);
   last_send = MonotonicSeconds();
   return SendFrame(coordinator, type, meta, deadline);
 }
 
 void Client::Impl::HeartbeatLoop() {
-  std::unique_lock lock(mu);
+  MutexLock lock(mu);
   const double every = options.heartbeat_s;
-  while (!heartbeat_cv.wait_for(lock, std::chrono::duration<double>(every / 4),
-                                [&] { return heartbeat_stop; })) {
-    lock.unlock();
+  while (!lock.WaitFor(heartbeat_cv, every / 4,
+                                [&]() REQUIRES(mu) { return heartbeat_stop; })) {
+    lock.Unlock();
     {
-      std::lock_guard send_lock(send_mu);
+      MutexLock send_lock(send_mu);
       if (MonotonicSeconds() - last_send >= every) {
         last_send = MonotonicSeconds();
         // A failure shows at the trainer's next request; nothing to do here.
@@ -235,7 +235,7 @@ void Client::Impl::HeartbeatLoop() {
                         Deadline::After(every));
       }
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -271,12 +271,12 @@ Status Client::Impl::FlushAcks() {
 void Client::Impl::FlushCredits() {
   std::vector<std::pair<WorkerConn*, CreditMsg>> grants;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     for (auto& [id, conn] : conns) {
       if (conn->dead) continue;
       CreditMsg credit;
       {
-        std::lock_guard released(conn->released->mu);
+        MutexLock released(conn->released->mu);
         credit.release.swap(conn->released->ids);
       }
       if (conn->owed == 0 && credit.release.empty()) continue;
@@ -324,7 +324,7 @@ void Client::Impl::Receive(WorkerConn* conn) {
       status = batch.status();
       break;
     }
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     if (conn->received >= conn->granted) {  // a worker sends one batch per credit
       status = Status::Corrupt("sent batch " + std::to_string(conn->received + 1) + " with only " +
                                std::to_string(conn->granted) + " granted");
@@ -342,7 +342,7 @@ void Client::Impl::Receive(WorkerConn* conn) {
     ++events;
     cv.notify_all();
   }
-  std::lock_guard lock(mu);
+  MutexLock lock(mu);
   if (!conn->closing) {
     LogWarning("client: dropping worker " + conn->address + ": " + status.message());
     ++stats.connections_lost;
@@ -355,7 +355,7 @@ void Client::Impl::Receive(WorkerConn* conn) {
 void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
   for (const std::string& address : addresses) {
     {
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       bool known = std::any_of(conns.begin(), conns.end(), [&](const auto& c) {
         return !c.second->dead && c.second->address == address;
       });
@@ -400,7 +400,7 @@ void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
     if (same_host) conn->socket.AcceptFds();
     conn->granted = static_cast<uint64_t>(options.prefetch);
     WorkerConn* raw = conn.get();
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     conns.emplace(raw->id, std::move(conn));
     raw->thread = std::thread([this, raw] { Receive(raw); });
   }
@@ -409,7 +409,7 @@ void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
 void Client::Impl::ReapDead() {
   std::vector<std::unique_ptr<WorkerConn>> dead;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     for (auto it = conns.begin(); it != conns.end();) {
       if (it->second->dead) {
         dead.push_back(std::move(it->second));
@@ -466,14 +466,14 @@ Status Client::Impl::Refresh() {
   bool need_counts = false;
   uint64_t epoch = 0;
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     need_counts = reorder.WaitingForCount();
     epoch = reorder.epoch();
   }
   if (need_counts) {
     GM_ASSIGN_OR_RETURN(PlanMsg counts, GetPlan(epoch));
     GM_ASSIGN_OR_RETURN(EpochPlan plan, ToEpochPlan(counts, epoch));
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     for (const PlanSplit& s : plan.splits) {
       if (s.batch_count == kUnknownCount) continue;
       Status counted = reorder.SetBatchCount(epoch, s.split, s.batch_count);
@@ -495,7 +495,7 @@ Status Client::Impl::LoadPlan(const PlanMsg& answer, uint64_t epoch, uint64_t po
                               std::optional<SequenceKey> at) {
   GM_ASSIGN_OR_RETURN(EpochPlan plan, ToEpochPlan(answer, epoch));
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     GM_RETURN_IF_ERROR(reorder.StartEpoch(plan, options.world_size, options.rank, position, at));
     stats.duplicates_dropped = reorder.dropped();
   }
@@ -506,7 +506,7 @@ Status Client::Impl::LoadPlan(const PlanMsg& answer, uint64_t epoch, uint64_t po
 }
 
 // The next batch when it is buffered: advances the sequence and owes its credit.
-std::optional<Batch> Client::Impl::TakeLocked(std::unique_lock<std::mutex>& lock) {
+std::optional<Batch> Client::Impl::TakeLocked(MutexLock& lock) {
   (void)lock;
   auto next = reorder.TakeNext();
   if (!next) return std::nullopt;
@@ -523,7 +523,7 @@ std::optional<Batch> Client::Impl::TakeLocked(std::unique_lock<std::mutex>& lock
 Result<std::optional<Batch>> Client::Impl::Wait() {
   const double started = MonotonicSeconds();
   double next_refresh = started + kClientRefreshS;
-  std::unique_lock lock(mu);
+  MutexLock lock(mu);
   last_arrival = std::max(last_arrival, started);
   while (true) {
     const uint64_t seen = events;
@@ -545,7 +545,7 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
           " s while waiting for " + reorder.Awaited() + " (rank " + std::to_string(options.rank) +
           ", " + std::to_string(conns.size()) + " worker connection(s))");
     }
-    lock.unlock();
+    lock.Unlock();
     GM_RETURN_IF_ERROR(FlushAcks());
     FlushCredits();
     ReapDead();
@@ -553,16 +553,16 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
       GM_RETURN_IF_ERROR(Refresh());
       next_refresh = MonotonicSeconds() + kClientRefreshS;
     }
-    lock.lock();
+    lock.Lock();
     double until = std::min(next_refresh, last_arrival + options.timeout_s);
-    cv.wait_for(lock, std::chrono::duration<double>(std::max(0.0, until - MonotonicSeconds())),
-                [&] { return events != seen; });
+    lock.WaitFor(cv, std::max(0.0, until - MonotonicSeconds()),
+                [&]() REQUIRES(mu) { return events != seen; });
   }
 }
 
 Client::Impl::~Impl() {
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     heartbeat_stop = true;
     heartbeat_cv.notify_all();
   }
@@ -572,7 +572,7 @@ Client::Impl::~Impl() {
     (void)SendToCoordinator(MsgType::kBye, nlohmann::json::object(), Deadline::After(1.0));
   }
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     for (auto& [id, conn] : conns) {
       conn->closing = true;
       ::shutdown(conn->socket.fd(), SHUT_RDWR);
@@ -667,7 +667,7 @@ Result<std::optional<Batch>> Client::Next() {
   const double started = MonotonicSeconds();
   bool started_epoch = false;
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     started_epoch = impl_->reorder.started();
   }
   Status status = started_epoch ? Status::Ok() : StartEpoch(0);
@@ -675,7 +675,7 @@ Result<std::optional<Batch>> Client::Next() {
       status.ok() ? impl_->Wait() : Result<std::optional<Batch>>(status);
   bool done = false;
   {
-    std::lock_guard lock(impl_->mu);
+    MutexLock lock(impl_->mu);
     impl_->stats.data_wait_s += MonotonicSeconds() - started;
     done = impl_->reorder.done();
   }
@@ -690,7 +690,7 @@ Result<std::optional<Batch>> Client::Next() {
 }
 
 ClientStats Client::stats() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   ClientStats out = impl_->stats;
   out.duplicates_dropped = impl_->reorder.dropped();
   out.workers_connected = static_cast<uint64_t>(std::count_if(
@@ -702,7 +702,7 @@ ClientStats Client::stats() const {
 }
 
 ResumeState Client::state() const {
-  std::lock_guard lock(impl_->mu);
+  MutexLock lock(impl_->mu);
   ResumeState out;
   out.epoch = impl_->reorder.epoch();
   out.position = impl_->reorder.position();

@@ -24,6 +24,7 @@
 #include "worker/pipeline.h"
 #include "worker/sinks.h"
 #include "worker/worker_service.h"
+#include "core/thread_annotations.h"
 
 namespace gm::cli {
 namespace {
@@ -74,7 +75,7 @@ class ProgressLine {
   }
   ~ProgressLine() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       done_ = true;
     }
     cv_.notify_all();
@@ -84,8 +85,8 @@ class ProgressLine {
 
  private:
   void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::milliseconds(250), [this] { return done_; })) {
+    MutexLock lock(mu_);
+    while (!lock.WaitFor(cv_, 0.25, [this]() REQUIRES(mu_) { return done_; })) {
       const double dt = std::max(1e-9, MonotonicSeconds() - t0_);
       const uint64_t n = progress_.samples.load();
       std::string total = total_ ? "/" + std::to_string(total_) : "";
@@ -100,9 +101,9 @@ class ProgressLine {
   const EngineProgress& progress_;
   const uint64_t total_;
   const double t0_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;  // guarded by mu_
+  bool done_ GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

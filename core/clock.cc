@@ -1,4 +1,5 @@
 #include "core/clock.h"
+#include "core/thread_annotations.h"
 
 #include <time.h>
 
@@ -40,17 +41,17 @@ Clock& SystemClock() {
 }
 
 double FakeClock::Now() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return now_;
 }
 
 void FakeClock::SleepUntil(double t) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   now_ = std::max(now_, t);
 }
 
 void FakeClock::Advance(double seconds) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   now_ += std::max(0.0, seconds);
 }
 

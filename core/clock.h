@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -42,8 +43,8 @@ class FakeClock : public Clock {
   void Advance(double seconds);
 
  private:
-  mutable std::mutex mu_;
-  double now_;  // guarded by mu_
+  mutable Mutex mu_;
+  double now_ GUARDED_BY(mu_);
 };
 
 // Wall-clock time for records, as ISO 8601 UTC text ("2026-11-29T20:31:07Z").

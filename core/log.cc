@@ -1,6 +1,7 @@
 #include "core/log.h"
 
 #include "core/clock.h"
+#include "core/thread_annotations.h"
 
 #include <atomic>
 #include <cstdio>
@@ -10,7 +11,7 @@
 namespace gm {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
-std::mutex g_mu;
+Mutex g_mu;
 }  // namespace
 
 namespace {
@@ -41,7 +42,7 @@ std::string PeerText(std::string_view text, size_t max_bytes) {
 }
 
 bool RateLimit::Allow(uint64_t* held_back) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   const double now = MonotonicSeconds();
   if (now < next_s_) {
     ++held_back_;
@@ -76,7 +77,7 @@ void Log(LogLevel level, std::string_view message) {
     }
   }
   line += '\n';
-  std::lock_guard<std::mutex> lock(g_mu);
+  MutexLock lock(g_mu);
   std::fwrite(line.data(), 1, line.size(), stderr);
 }
 

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -39,9 +40,9 @@ class RateLimit {
 
  private:
   const double interval_s_;
-  std::mutex mu_;
-  double next_s_ = 0;       // guarded by mu_
-  uint64_t held_back_ = 0;  // guarded by mu_
+  Mutex mu_;
+  double next_s_ GUARDED_BY(mu_) = 0;
+  uint64_t held_back_ GUARDED_BY(mu_) = 0;
 };
 
 inline void LogDebug(std::string_view m) { Log(LogLevel::kDebug, m); }

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "core/json.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -13,17 +14,17 @@ constexpr const char* kName = "memory run store";
 }  // namespace
 
 void MemoryRunStore::FailWrites(Status status) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   write_error_ = std::move(status);
 }
 
 size_t MemoryRunStore::stage_cost_rows() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return stage_cost_rows_;
 }
 
 Result<int64_t> MemoryRunStore::AddProfile(const Profile& profile) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);
   GM_ASSIGN_OR_RETURN(std::string json, StoredProfileJson(profile));
   const int64_t id = static_cast<int64_t>(profiles_.size()) + 1;
@@ -41,14 +42,14 @@ Result<int64_t> MemoryRunStore::AddProfile(const Profile& profile) {
 }
 
 Result<std::vector<ProfileSummary>> MemoryRunStore::ListProfiles() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<ProfileSummary> out;
   for (const StoredProfile& p : profiles_) out.push_back(p.summary);
   return out;
 }
 
 Result<Profile> MemoryRunStore::GetProfile(int64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (id < 1 || id > static_cast<int64_t>(profiles_.size())) {
     return Status::NotFound(std::string(kName) + ": no profile with id " + std::to_string(id));
   }
@@ -59,7 +60,7 @@ Result<Profile> MemoryRunStore::GetProfile(int64_t id) {
 }
 
 Result<int64_t> MemoryRunStore::AddPlan(const Plan& plan, std::optional<int64_t> profile_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);
   if (profile_id && (*profile_id < 1 || *profile_id > static_cast<int64_t>(profiles_.size()))) {
     return Status::NotFound(std::string(kName) + ": no profile with id " +
@@ -81,12 +82,12 @@ Result<int64_t> MemoryRunStore::AddPlan(const Plan& plan, std::optional<int64_t>
 }
 
 Result<std::vector<PlanRecord>> MemoryRunStore::ListPlans() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return plans_;
 }
 
 Result<PlanRecord> MemoryRunStore::GetPlan(int64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (id < 1 || id > static_cast<int64_t>(plans_.size())) {
     return Status::NotFound(std::string(kName) + ": no plan with id " + std::to_string(id));
   }
@@ -94,7 +95,7 @@ Result<PlanRecord> MemoryRunStore::GetPlan(int64_t id) {
 }
 
 Result<std::optional<int64_t>> MemoryRunStore::FindPlan(const std::string& sha256) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = plans_.rbegin(); it != plans_.rend(); ++it) {
     if (it->sha256 == sha256) return std::optional<int64_t>(it->id);
   }
@@ -102,7 +103,7 @@ Result<std::optional<int64_t>> MemoryRunStore::FindPlan(const std::string& sha25
 }
 
 Result<std::optional<int64_t>> MemoryRunStore::FindProfile(const std::string& sha256) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (auto it = profiles_.rbegin(); it != profiles_.rend(); ++it) {
     if (it->summary.sha256 == sha256) return std::optional<int64_t>(it->summary.id);
   }
@@ -127,18 +128,18 @@ Status MemoryRunStore::InsertEvent(const EventRecord& event) {
 }
 
 Status MemoryRunStore::AddEvent(const EventRecord& event) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);
   return InsertEvent(event);
 }
 
 Result<std::vector<EventRecord>> MemoryRunStore::ListEvents() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return events_;
 }
 
 Status MemoryRunStore::BeginRun(const RunRecord& run) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);
   if (runs_.count(run.id) > 0) {
     return Status::InvalidArgument(std::string(kName) + ": a run with id \"" + run.id +
@@ -159,7 +160,7 @@ Status MemoryRunStore::BeginRun(const RunRecord& run) {
 }
 
 Status MemoryRunStore::EndRun(const std::string& run_id, const std::string& status, int exit_code) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);
   auto it = runs_.find(run_id);
   if (it == runs_.end()) {
@@ -172,7 +173,7 @@ Status MemoryRunStore::EndRun(const std::string& run_id, const std::string& stat
 }
 
 Result<RunRecord> MemoryRunStore::GetRun(const std::string& run_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = runs_.find(run_id);
   if (it == runs_.end()) {
     return Status::NotFound(std::string(kName) + ": no run with id \"" + run_id + "\"");
@@ -181,14 +182,14 @@ Result<RunRecord> MemoryRunStore::GetRun(const std::string& run_id) {
 }
 
 Result<std::vector<RunRecord>> MemoryRunStore::ListRuns() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<RunRecord> out;
   for (const std::string& id : run_order_) out.push_back(runs_.at(id));
   return out;
 }
 
 Status MemoryRunStore::Heartbeat(const std::string& run_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);
   auto it = runs_.find(run_id);
   if (it == runs_.end()) {
@@ -199,7 +200,7 @@ Status MemoryRunStore::Heartbeat(const std::string& run_id) {
 }
 
 Status MemoryRunStore::AddWorker(const std::string& run_id, const WorkerRecord& worker) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);
   if (runs_.count(run_id) == 0) {
     return Status::NotFound(std::string(kName) + ": no run with id \"" + run_id + "\"");
@@ -229,7 +230,7 @@ Result<WorkerRecord*> MemoryRunStore::FindWorker(const std::string& run_id, int6
 
 Status MemoryRunStore::EndWorker(const std::string& run_id, int64_t worker_id,
                                  const std::string& exit) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);
   GM_ASSIGN_OR_RETURN(WorkerRecord * w, FindWorker(run_id, worker_id));
   w->ended_utc = clock_();
@@ -239,7 +240,7 @@ Status MemoryRunStore::EndWorker(const std::string& run_id, int64_t worker_id,
 
 Status MemoryRunStore::PlaceWorker(const std::string& run_id, int64_t worker_id,
                                    const std::string& host, const std::string& step_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);
   GM_ASSIGN_OR_RETURN(WorkerRecord * w, FindWorker(run_id, worker_id));
   w->host = host;
@@ -248,7 +249,7 @@ Status MemoryRunStore::PlaceWorker(const std::string& run_id, int64_t worker_id,
 }
 
 Result<std::vector<WorkerRecord>> MemoryRunStore::ListWorkers(const std::string& run_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::vector<WorkerRecord> out;
   auto run = workers_.find(run_id);
   if (run == workers_.end()) return out;
@@ -258,7 +259,7 @@ Result<std::vector<WorkerRecord>> MemoryRunStore::ListWorkers(const std::string&
 
 Status MemoryRunStore::SetRunStageCosts(const std::string& run_id,
                                         const std::vector<StageProfile>& stages) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);
   if (runs_.count(run_id) == 0) {
     return Status::NotFound(std::string(kName) + ": no run with id \"" + run_id + "\"");
@@ -280,13 +281,13 @@ Status MemoryRunStore::SetRunStageCosts(const std::string& run_id,
 }
 
 Result<std::vector<StageProfile>> MemoryRunStore::ListRunStageCosts(const std::string& run_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = run_stages_.find(run_id);
   return it == run_stages_.end() ? std::vector<StageProfile>{} : it->second;
 }
 
 Status MemoryRunStore::AddMetric(const std::string& run_id, const MetricPoint& point) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_RETURN_IF_ERROR(write_error_);
   if (runs_.count(run_id) == 0) {
     return Status::NotFound(std::string(kName) + ": no run with id \"" + run_id + "\"");
@@ -296,7 +297,7 @@ Status MemoryRunStore::AddMetric(const std::string& run_id, const MetricPoint& p
 }
 
 Result<std::vector<MetricPoint>> MemoryRunStore::ListMetrics(const std::string& run_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto it = metrics_.find(run_id);
   if (it == metrics_.end()) return std::vector<MetricPoint>{};
   return it->second;

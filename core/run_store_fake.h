@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/run_store.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -57,22 +58,21 @@ class MemoryRunStore final : public RunStore {
     ProfileSummary summary;
     std::string json;
   };
-  Status InsertEvent(const EventRecord& event);  // mu_ held
-  Result<WorkerRecord*> FindWorker(const std::string& run_id, int64_t worker_id);  // mu_ held
+  Status InsertEvent(const EventRecord& event) REQUIRES(mu_);
+  Result<WorkerRecord*> FindWorker(const std::string& run_id, int64_t worker_id) REQUIRES(mu_);
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   const UtcClock clock_;
-  // All guarded by mu_.
-  Status write_error_;
-  std::vector<StoredProfile> profiles_;  // id = index + 1
-  size_t stage_cost_rows_ = 0;
-  std::vector<EventRecord> events_;  // id = index + 1
-  std::vector<PlanRecord> plans_;    // id = index + 1
-  std::map<std::string, RunRecord> runs_;
-  std::vector<std::string> run_order_;  // ids in the order begun
-  std::map<std::string, std::map<int64_t, WorkerRecord>> workers_;
-  std::map<std::string, std::vector<StageProfile>> run_stages_;
-  std::map<std::string, std::vector<MetricPoint>> metrics_;
+  Status write_error_ GUARDED_BY(mu_);
+  std::vector<StoredProfile> profiles_ GUARDED_BY(mu_);  // id = index + 1
+  size_t stage_cost_rows_ GUARDED_BY(mu_) = 0;
+  std::vector<EventRecord> events_ GUARDED_BY(mu_);  // id = index + 1
+  std::vector<PlanRecord> plans_ GUARDED_BY(mu_);    // id = index + 1
+  std::map<std::string, RunRecord> runs_ GUARDED_BY(mu_);
+  std::vector<std::string> run_order_ GUARDED_BY(mu_);  // ids in the order begun
+  std::map<std::string, std::map<int64_t, WorkerRecord>> workers_ GUARDED_BY(mu_);
+  std::map<std::string, std::vector<StageProfile>> run_stages_ GUARDED_BY(mu_);
+  std::map<std::string, std::vector<MetricPoint>> metrics_ GUARDED_BY(mu_);
 };
 
 }  // namespace gm

@@ -1,4 +1,5 @@
 #include "core/sample.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -90,7 +91,7 @@ class BufferCache {
   std::shared_ptr<Bytes> Take(size_t bytes) {
     std::unique_ptr<Bytes> buffer;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       // The smallest kept buffer that fits, not more than twice the size.
       auto best = free_.end();
       for (auto it = free_.begin(); it != free_.end(); ++it) {
@@ -111,12 +112,12 @@ class BufferCache {
  private:
   void Give(Bytes* b) {
     std::unique_ptr<Bytes> buffer(b);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (free_.size() < kKeep) free_.push_back(std::move(buffer));
   }
 
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Bytes>> free_;  // guarded by mu_
+  Mutex mu_;
+  std::vector<std::unique_ptr<Bytes>> free_ GUARDED_BY(mu_);
 };
 
 // Never destroyed: batches may be dropped during static destruction.
@@ -136,7 +137,7 @@ Batch::External HeapMemory(size_t bytes) {
 }
 
 uint8_t* BatchArena::Slot(size_t slot, size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!made_) {
     made_ = true;
     stride_ = bytes;
@@ -148,7 +149,7 @@ uint8_t* BatchArena::Slot(size_t slot, size_t bytes) {
 }
 
 std::optional<Batch::External> BatchArena::Take(size_t slots) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!memory_ || slots > slots_) return std::nullopt;
   Batch::External out = *memory_;
   out.size = slots * stride_;

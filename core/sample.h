@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -177,10 +178,10 @@ class BatchArena {
  private:
   const size_t slots_;
   const Allocate allocate_;
-  std::mutex mu_;
-  bool made_ = false;                      // guarded by mu_: allocation tried
-  size_t stride_ = 0;                      // guarded by mu_
-  std::optional<Batch::External> memory_;  // guarded by mu_
+  Mutex mu_;
+  bool made_ GUARDED_BY(mu_) = false;  // allocation tried
+  size_t stride_ GUARDED_BY(mu_) = 0;
+  std::optional<Batch::External> memory_ GUARDED_BY(mu_);
 };
 
 }  // namespace gm

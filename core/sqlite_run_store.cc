@@ -6,6 +6,7 @@
 #include "core/digest.h"
 #include "core/json.h"
 #include "core/run_schema.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -51,7 +52,7 @@ Result<std::unique_ptr<SqliteRunStore>> SqliteRunStore::OpenExisting(const std::
 // ---- Profiles --------------------------------------------------------------------
 
 Result<int64_t> SqliteRunStore::AddProfile(const Profile& profile) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const ProfileSummary s = SummarizeProfile(profile);
   GM_ASSIGN_OR_RETURN(std::string json, StoredProfileJson(profile));
   GM_ASSIGN_OR_RETURN(sqlite::Transaction tx, sqlite::Transaction::Begin(db_));
@@ -94,7 +95,7 @@ Status SqliteRunStore::InsertStageCosts(int64_t profile_id, const PipelineProfil
 
 Status SqliteRunStore::SetRunStageCosts(const std::string& run_id,
                                         const std::vector<StageProfile>& stages) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Transaction tx, sqlite::Transaction::Begin(db_));
   {
     GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare("SELECT count(*) FROM runs WHERE id = ?"));
@@ -121,7 +122,7 @@ Status SqliteRunStore::SetRunStageCosts(const std::string& run_id,
 }
 
 Result<std::vector<StageProfile>> SqliteRunStore::ListRunStageCosts(const std::string& run_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
       SELECT stage_index, name, stateless, cpu_s_per_sample, wall_s_per_sample,
         bytes_in_per_sample, bytes_out_per_sample
@@ -145,7 +146,7 @@ Result<std::vector<StageProfile>> SqliteRunStore::ListRunStageCosts(const std::s
 }
 
 Result<std::vector<ProfileSummary>> SqliteRunStore::ListProfiles() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
       SELECT id, created_utc, host, pipeline_path, pipeline_sha256, verdict,
         input_bound_fraction, samples_per_s_1_thread, samples_per_s_all_cores,
@@ -178,7 +179,7 @@ Result<std::vector<ProfileSummary>> SqliteRunStore::ListProfiles() {
 }
 
 Result<Profile> SqliteRunStore::GetProfile(int64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare("SELECT json FROM profiles WHERE id = ?"));
   GM_RETURN_IF_ERROR(st.Bind(1, id));
   GM_ASSIGN_OR_RETURN(bool row, st.Step());
@@ -208,7 +209,7 @@ Status SqliteRunStore::InsertEvent(const EventRecord& event) {
 }
 
 Result<int64_t> SqliteRunStore::AddPlan(const Plan& plan, std::optional<int64_t> profile_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const std::string json = StoredPlanJson(plan);
   GM_ASSIGN_OR_RETURN(sqlite::Transaction tx, sqlite::Transaction::Begin(db_));
   GM_ASSIGN_OR_RETURN(sqlite::Statement st,
@@ -248,7 +249,7 @@ PlanRecord PlanFromRow(const sqlite::Statement& st) {
 }  // namespace
 
 Result<std::vector<PlanRecord>> SqliteRunStore::ListPlans() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(std::string("SELECT ") + kPlanColumns +
                                                         " FROM plans ORDER BY id"));
   std::vector<PlanRecord> out;
@@ -261,7 +262,7 @@ Result<std::vector<PlanRecord>> SqliteRunStore::ListPlans() {
 }
 
 Result<PlanRecord> SqliteRunStore::GetPlan(int64_t id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(std::string("SELECT ") + kPlanColumns +
                                                         " FROM plans WHERE id = ?"));
   GM_RETURN_IF_ERROR(st.Bind(1, id));
@@ -280,7 +281,7 @@ Result<std::optional<int64_t>> SqliteRunStore::FindProfile(const std::string& sh
 
 Result<std::optional<int64_t>> SqliteRunStore::FindByDigest(const char* table,
                                                             const std::string& sha256) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st,
                       db_.Prepare(std::string("SELECT max(id) FROM ") + table +
                                   " WHERE sha256 = ?"));
@@ -291,12 +292,12 @@ Result<std::optional<int64_t>> SqliteRunStore::FindByDigest(const char* table,
 }
 
 Status SqliteRunStore::AddEvent(const EventRecord& event) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return InsertEvent(event);
 }
 
 Result<std::vector<EventRecord>> SqliteRunStore::ListEvents() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(
       sqlite::Statement st,
       db_.Prepare("SELECT id, run_id, profile_id, t_utc, kind, message FROM events ORDER BY id"));
@@ -319,7 +320,7 @@ Result<std::vector<EventRecord>> SqliteRunStore::ListEvents() {
 // ---- Runs and metrics --------------------------------------------------------------
 
 Status SqliteRunStore::BeginRun(const RunRecord& run) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
       INSERT INTO runs (id, started_utc, backend, pipeline_path, plan_path, command,
         world_size, status, job_id, host, pid, heartbeat_utc, plan_id)
@@ -343,7 +344,7 @@ Status SqliteRunStore::BeginRun(const RunRecord& run) {
 }
 
 Status SqliteRunStore::EndRun(const std::string& run_id, const std::string& status, int exit_code) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(
       sqlite::Statement st,
       db_.Prepare("UPDATE runs SET ended_utc = ?, status = ?, exit_code = ? WHERE id = ?"));
@@ -384,7 +385,7 @@ Result<RunRecord> RunFromRow(const sqlite::Statement& st, const std::string& db_
 }  // namespace
 
 Result<RunRecord> SqliteRunStore::GetRun(const std::string& run_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st,
                       db_.Prepare(std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?"));
   GM_RETURN_IF_ERROR(st.Bind(1, run_id));
@@ -394,7 +395,7 @@ Result<RunRecord> SqliteRunStore::GetRun(const std::string& run_id) {
 }
 
 Result<std::vector<RunRecord>> SqliteRunStore::ListRuns() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(std::string("SELECT ") + kRunColumns +
                                                         " FROM runs ORDER BY rowid"));
   std::vector<RunRecord> out;
@@ -408,7 +409,7 @@ Result<std::vector<RunRecord>> SqliteRunStore::ListRuns() {
 }
 
 Status SqliteRunStore::Heartbeat(const std::string& run_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st,
                       db_.Prepare("UPDATE runs SET heartbeat_utc = ? WHERE id = ?"));
   GM_RETURN_IF_ERROR(st.BindAll(clock_(), run_id));
@@ -418,7 +419,7 @@ Status SqliteRunStore::Heartbeat(const std::string& run_id) {
 }
 
 Status SqliteRunStore::AddWorker(const std::string& run_id, const WorkerRecord& w) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
       INSERT INTO workers (run_id, worker_id, host, pid, started_utc, step_id)
       VALUES (?, ?, ?, ?, ?, ?))sql"));
@@ -437,7 +438,7 @@ Status SqliteRunStore::AddWorker(const std::string& run_id, const WorkerRecord& 
 
 Status SqliteRunStore::EndWorker(const std::string& run_id, int64_t worker_id,
                                  const std::string& exit) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(
       sqlite::Statement st,
       db_.Prepare("UPDATE workers SET ended_utc = ?, exit = ? WHERE run_id = ? AND worker_id = ?"));
@@ -452,7 +453,7 @@ Status SqliteRunStore::EndWorker(const std::string& run_id, int64_t worker_id,
 
 Status SqliteRunStore::PlaceWorker(const std::string& run_id, int64_t worker_id,
                                    const std::string& host, const std::string& step_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(
       sqlite::Statement st,
       db_.Prepare("UPDATE workers SET host = ?, step_id = NULLIF(?, '') "
@@ -467,7 +468,7 @@ Status SqliteRunStore::PlaceWorker(const std::string& run_id, int64_t worker_id,
 }
 
 Result<std::vector<WorkerRecord>> SqliteRunStore::ListWorkers(const std::string& run_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
       SELECT worker_id, host, pid, step_id, started_utc, ended_utc, exit
       FROM workers WHERE run_id = ? ORDER BY worker_id)sql"));
@@ -490,7 +491,7 @@ Result<std::vector<WorkerRecord>> SqliteRunStore::ListWorkers(const std::string&
 }
 
 Status SqliteRunStore::AddMetric(const std::string& run_id, const MetricPoint& point) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(
       sqlite::Statement st,
       db_.Prepare("INSERT INTO metrics (run_id, t_s, name, value) VALUES (?, ?, ?, ?)"));
@@ -503,7 +504,7 @@ Status SqliteRunStore::AddMetric(const std::string& run_id, const MetricPoint& p
 }
 
 Result<std::vector<MetricPoint>> SqliteRunStore::ListMetrics(const std::string& run_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(
       sqlite::Statement st,
       db_.Prepare("SELECT t_s, name, value FROM metrics WHERE run_id = ? ORDER BY rowid"));

@@ -12,6 +12,7 @@
 
 #include "core/run_store.h"
 #include "core/sqlite_db.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -31,7 +32,7 @@ class SqliteRunStore final : public RunStore {
   static Result<std::unique_ptr<SqliteRunStore>> OpenExisting(const std::string& path,
                                                               UtcClock clock = SystemUtcNow);
 
-  const std::string& path() const { return db_.path(); }
+  const std::string& path() const { return path_; }
 
   Result<int64_t> AddProfile(const Profile& profile) override;
   Result<std::vector<ProfileSummary>> ListProfiles() override;
@@ -61,13 +62,15 @@ class SqliteRunStore final : public RunStore {
 
  private:
   SqliteRunStore(sqlite::Database db, UtcClock clock)
-      : db_(std::move(db)), clock_(std::move(clock)) {}
-  Status InsertEvent(const EventRecord& event);                                  // mu_ held
-  Result<std::optional<int64_t>> FindByDigest(const char* table, const std::string& sha256);
-  Status InsertStageCosts(int64_t profile_id, const PipelineProfile& pipeline);  // mu_ held
+      : path_(db.path()), db_(std::move(db)), clock_(std::move(clock)) {}
+  Status InsertEvent(const EventRecord& event) REQUIRES(mu_);
+  Result<std::optional<int64_t>> FindByDigest(const char* table, const std::string& sha256)
+      EXCLUDES(mu_);
+  Status InsertStageCosts(int64_t profile_id, const PipelineProfile& pipeline) REQUIRES(mu_);
 
-  std::mutex mu_;
-  sqlite::Database db_;  // guarded by mu_
+  const std::string path_;  // db_'s, readable without the lock
+  Mutex mu_;
+  sqlite::Database db_ GUARDED_BY(mu_);
   const UtcClock clock_;
 };
 

@@ -13,6 +13,7 @@
 #include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 #include "dataplane/shm.h"
+#include "core/thread_annotations.h"
 
 static_assert(gm::kMaxCreditReleases >= gm::kMaxSegments, "a CREDIT can return every segment");
 
@@ -39,7 +40,8 @@ struct DataServer::Conn {
   int64_t rank = -1;    // the ticket's rank; SUBSCRIBE must name the same
   uint64_t session = 0;  // the ticket's session at the coordinator
   uint64_t gate_id = 0;  // in DataServer::gate_
-  uint64_t credit = 0;  // guarded by DataServer::mu_
+  // Guarded by DataServer::mu_ (a member of another object: not annotated).
+  uint64_t credit = 0;
   bool same_host = false;  // accepted on the same-host socket
   bool shm = false;        // ... and its client asked for segments (set before Attach)
   SegmentPool segments;    // lent to the client with batches (dataplane/shm.h)
@@ -87,7 +89,7 @@ DataServer::~DataServer() { Shutdown(); }
 void DataServer::AcceptLoop(Listener& listener, bool same_host) {
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) return;
     }
     ReapFinished();
@@ -98,8 +100,8 @@ void DataServer::AcceptLoop(Listener& listener, bool same_host) {
         LogWarning("data port " + address_ + ": " + socket.status().message() + " (" +
                    std::to_string(held) + " such warnings held back)");
       }
-      std::unique_lock<std::mutex> lock(mu_);  // e.g. out of descriptors: back off
-      cv_.wait_for(lock, std::chrono::duration<double>(kAcceptSliceS), [&] { return stopping_; });
+      MutexLock lock(mu_);  // e.g. out of descriptors: back off
+      lock.WaitFor(cv_, kAcceptSliceS, [&]() REQUIRES(mu_) { return stopping_; });
       continue;
     }
     const std::optional<uint64_t> gate_id = gate_.Admit(socket->fd(), socket->peer());
@@ -108,7 +110,7 @@ void DataServer::AcceptLoop(Listener& listener, bool same_host) {
     conn->gate_id = *gate_id;
     conn->same_host = same_host;
     auto done = std::make_shared<std::atomic<bool>>(false);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     try {
       conns_.push_back(ConnThread{std::thread([this, conn, done] {
@@ -127,7 +129,7 @@ void DataServer::AcceptLoop(Listener& listener, bool same_host) {
 void DataServer::ReapFinished() {
   std::list<ConnThread> finished;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto it = conns_.begin(); it != conns_.end();) {
       auto next = std::next(it);
       if (it->done->load()) finished.splice(finished.end(), conns_, it);
@@ -154,7 +156,7 @@ void DataServer::Serve(const std::shared_ptr<Conn>& conn) {
   if (!st.ok()) {
     bool stopping;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stopping = stopping_;
     }
     if (uint64_t held = 0; !stopping && refused_warnings_.Allow(&held)) {
@@ -194,17 +196,24 @@ Status DataServer::Subscribe(Conn& conn) {
 // reconnecting) waits a little for the first to go, then is refused. Never
 // silently swapped in: a newcomer would take the rank's batches from the trainer.
 Status DataServer::Attach(const std::shared_ptr<Conn>& conn) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto refuse = [&](const std::string& why) {
-    lock.unlock();
-    (void)SendFrame(conn->socket, MsgType::kError, ErrorMsg{why}.Encode(), Deadline::After(1));
-    return Status::InvalidArgument(why);
-  };
+  std::string why;
+  {
+    MutexLock lock(mu_);
+    why = Admit(conn, lock);
+  }
+  if (why.empty()) return Status::Ok();
+  (void)SendFrame(conn->socket, MsgType::kError, ErrorMsg{why}.Encode(), Deadline::After(1));
+  return Status::InvalidArgument(why);
+}
+
+// Attach's decision, under the lock: "" when the connection now serves its rank,
+// else why it is refused.
+std::string DataServer::Admit(const std::shared_ptr<Conn>& conn, MutexLock& lock) {
   const std::string rank = "rank " + std::to_string(conn->rank);
   uint64_t& newest = newest_session_[conn->rank];
   if (conn->session < newest) {
-    return refuse(rank + " session " + std::to_string(conn->session) + " was replaced by session " +
-                  std::to_string(newest));
+    return rank + " session " + std::to_string(conn->session) + " was replaced by session " +
+           std::to_string(newest);
   }
   if (conn->session > newest) {
     newest = conn->session;
@@ -217,19 +226,19 @@ Status DataServer::Attach(const std::shared_ptr<Conn>& conn) {
       ranks_.erase(old);
     }
   }
-  cv_.wait_for(lock, std::chrono::duration<double>(kRankHandoverS), [&] {
+  lock.WaitFor(cv_, kRankHandoverS, [&]() REQUIRES(mu_) {
     return stopping_ || newest != conn->session || !ranks_.contains(conn->rank);
   });
   if (newest != conn->session) {
-    return refuse(rank + " session " + std::to_string(conn->session) + " was replaced by session " +
-                  std::to_string(newest));
+    return rank + " session " + std::to_string(conn->session) + " was replaced by session " +
+           std::to_string(newest);
   }
   auto [it, fresh] = ranks_.emplace(conn->rank, conn);
-  if (!fresh) return refuse(rank + " is already connected from " + it->second->peer);
+  if (!fresh) return rank + " is already connected from " + it->second->peer;
   LogDebug("data port " + address_ + ": rank " + std::to_string(conn->rank) + " connected from " +
            conn->peer);
   cv_.notify_all();
-  return Status::Ok();
+  return "";
 }
 
 void DataServer::ReadCredit(const std::shared_ptr<Conn>& conn) {
@@ -258,14 +267,14 @@ void DataServer::ReadCredit(const std::shared_ptr<Conn>& conn) {
       LogWarning("data port " + address_ + ": dropped " + who + ": " + released.message());
       return;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     conn->credit += credit->n;
     cv_.notify_all();
   }
 }
 
 void DataServer::Detach(const std::shared_ptr<Conn>& conn) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   auto it = ranks_.find(conn->rank);
   if (it != ranks_.end() && it->second == conn) ranks_.erase(it);
   conn->credit = 0;
@@ -274,8 +283,8 @@ void DataServer::Detach(const std::shared_ptr<Conn>& conn) {
 }
 
 Result<std::shared_ptr<DataServer::Conn>> DataServer::TakeCredit(int64_t rank) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] {
+  MutexLock lock(mu_);
+  lock.Wait(cv_, [&]() REQUIRES(mu_) {
     if (!interrupt_.ok()) return true;
     auto it = ranks_.find(rank);
     return it != ranks_.end() && it->second->credit > 0;
@@ -343,7 +352,7 @@ Status DataServer::SendToRank(int64_t rank, const Batch& batch, const nlohmann::
 std::optional<Batch::External> DataServer::ReserveSegment(int64_t rank, size_t bytes) {
   std::shared_ptr<Conn> conn;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = ranks_.find(rank);
     if (it == ranks_.end()) return std::nullopt;
     conn = it->second;
@@ -357,14 +366,14 @@ std::optional<Batch::External> DataServer::ReserveSegment(int64_t rank, size_t b
 }
 
 void DataServer::Interrupt(Status why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (interrupt_.ok()) interrupt_ = std::move(why);
   cv_.notify_all();
 }
 
 void DataServer::Shutdown() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
     if (interrupt_.ok()) interrupt_ = Status::Cancelled("the data port " + address_ + " shut down");
     cv_.notify_all();
@@ -373,7 +382,7 @@ void DataServer::Shutdown() {
   if (same_host_thread_.joinable()) same_host_thread_.join();
   std::list<ConnThread> conns;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     conns.swap(conns_);
     ranks_.clear();
     for (ConnThread& c : conns) c.conn->Hangup();

@@ -35,6 +35,7 @@
 #include "core/sample.h"
 #include "dataplane/handshake_gate.h"
 #include "dataplane/socket.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -108,6 +109,7 @@ class DataServer {
   void Serve(const std::shared_ptr<Conn>& conn);
   Status Subscribe(Conn& conn);
   Status Attach(const std::shared_ptr<Conn>& conn);
+  std::string Admit(const std::shared_ptr<Conn>& conn, MutexLock& lock) REQUIRES(mu_);
   void ReadCredit(const std::shared_ptr<Conn>& conn);
   void Detach(const std::shared_ptr<Conn>& conn);
   Result<std::shared_ptr<Conn>> TakeCredit(int64_t rank);
@@ -123,16 +125,16 @@ class DataServer {
   Listener same_host_listener_;  // "@goldminer-data/HOST:PORT" once ListenSameHost ran
   std::thread same_host_thread_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;                              // guarded by mu_
-  Status interrupt_;                                   // guarded by mu_
+  bool stopping_ GUARDED_BY(mu_) = false;
+  Status interrupt_ GUARDED_BY(mu_);
   HandshakeGate gate_;  // bounds connections and pending handshakes
   RateLimit refused_warnings_{kPeerWarningIntervalS};  // "dropped connection"
   RateLimit accept_warnings_{kPeerWarningIntervalS};   // accept failing (out of descriptors)
-  std::map<int64_t, std::shared_ptr<Conn>> ranks_;     // guarded by mu_
-  std::map<int64_t, uint64_t> newest_session_;         // guarded by mu_; per rank
-  std::list<ConnThread> conns_;                        // guarded by mu_
+  std::map<int64_t, std::shared_ptr<Conn>> ranks_ GUARDED_BY(mu_);
+  std::map<int64_t, uint64_t> newest_session_ GUARDED_BY(mu_);  // per rank
+  std::list<ConnThread> conns_ GUARDED_BY(mu_);
 };
 
 }  // namespace gm

@@ -1,4 +1,5 @@
 #include "dataplane/handshake_gate.h"
+#include "core/thread_annotations.h"
 
 #include <sys/socket.h>
 
@@ -13,7 +14,7 @@ std::string HostOfPeer(const std::string& peer) {
 
 std::optional<uint64_t> HandshakeGate::Admit(int fd, const std::string& peer) {
   const std::string host = HostOfPeer(peer);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (entries_.size() >= limits_.max_connections) {
     ++dropped_;
     return std::nullopt;
@@ -43,24 +44,24 @@ std::optional<uint64_t> HandshakeGate::Admit(int fd, const std::string& peer) {
 }
 
 void HandshakeGate::Authenticated(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (Entry& e : entries_) {
     if (e.id == id) e.pending = false;
   }
 }
 
 void HandshakeGate::Closed(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   entries_.remove_if([id](const Entry& e) { return e.id == id; });
 }
 
 uint64_t HandshakeGate::dropped() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return dropped_;
 }
 
 size_t HandshakeGate::open() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return entries_.size();
 }
 

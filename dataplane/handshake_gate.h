@@ -18,6 +18,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -49,10 +50,10 @@ class HandshakeGate {
   };
 
   const HandshakeLimits limits_;
-  mutable std::mutex mu_;
-  std::list<Entry> entries_;  // guarded by mu_; in accept order
-  uint64_t next_id_ = 1;      // guarded by mu_
-  uint64_t dropped_ = 0;      // guarded by mu_
+  mutable Mutex mu_;
+  std::list<Entry> entries_ GUARDED_BY(mu_);  // in accept order
+  uint64_t next_id_ GUARDED_BY(mu_) = 1;
+  uint64_t dropped_ GUARDED_BY(mu_) = 0;
 };
 
 // "HOST" of "HOST:PORT" or "[V6]:PORT".

@@ -184,11 +184,11 @@ Result<ResumeMsg> ResumeMsg::Decode(const nlohmann::json& meta) {
     GM_ASSIGN_OR_RETURN(r.epoch, Count(m, "epoch", kMaxEpochs));
     GM_ASSIGN_OR_RETURN(r.position, Count(m, "position", kMaxSplitId * kMaxSplitBatches));
     if (m.has("split_index") || m.has("split_batch")) {
-      SequenceKey at;
+      SequenceKey key;
       GM_ASSIGN_OR_RETURN(uint64_t index, Count(m, "split_index", kMaxSplitId));
-      at.index = static_cast<size_t>(index);
-      GM_ASSIGN_OR_RETURN(at.batch, Count(m, "split_batch", kMaxSplitBatches));
-      r.at = at;
+      key.index = static_cast<size_t>(index);
+      GM_ASSIGN_OR_RETURN(key.batch, Count(m, "split_batch", kMaxSplitBatches));
+      r.at = key;
     }
     return r;
   }());
@@ -218,9 +218,9 @@ Result<CreditMsg> CreditMsg::Decode(const nlohmann::json& meta) {
       }
     }
     // n may be 0 only in a CREDIT that releases segments.
-    GM_ASSIGN_OR_RETURN(int64_t n, Int(m, "n", r.release.empty() ? 1 : 0,
-                                       static_cast<int64_t>(kMaxCredit)));
-    r.n = static_cast<uint64_t>(n);
+    GM_ASSIGN_OR_RETURN(int64_t credit, Int(m, "n", r.release.empty() ? 1 : 0,
+                                            static_cast<int64_t>(kMaxCredit)));
+    r.n = static_cast<uint64_t>(credit);
     return r;
   }());
 }
@@ -274,8 +274,8 @@ Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
     GM_ASSIGN_OR_RETURN(r.batch_size, Int(m, "batch_size", 1, int64_t{1} << 24));
     GM_ASSIGN_OR_RETURN(r.world_size, Int(m, "world_size", 1, 65536));
     GM_ASSIGN_OR_RETURN(r.epochs, Int(m, "epochs", 0, static_cast<int64_t>(kMaxEpochs)));
-    GM_ASSIGN_OR_RETURN(int64_t session, Int(m, "session", 1, int64_t{1} << 62));
-    r.session = static_cast<uint64_t>(session);
+    GM_ASSIGN_OR_RETURN(int64_t number, Int(m, "session", 1, int64_t{1} << 62));
+    r.session = static_cast<uint64_t>(number);
     GM_ASSIGN_OR_RETURN(r.ticket, m.String("ticket"));
     if (!CheckSecret(r.ticket, "ticket").ok()) {  // a key, written like the run's secret
       return (*m.Get("ticket")).Expected("64 lower-case hex characters");
@@ -361,10 +361,10 @@ Result<AssignMsg> AssignMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<AssignMsg> {
     const JsonNode m(meta, "ASSIGN");
     AssignMsg r;
-    GM_ASSIGN_OR_RETURN(std::string kind, m.String("kind"));
+    GM_ASSIGN_OR_RETURN(std::string kind_text, m.String("kind"));
     bool known = false;
     for (const auto& [k, n] : kAssignKinds) {
-      if (n == kind) {
+      if (n == kind_text) {
         r.kind = k;
         known = true;
       }

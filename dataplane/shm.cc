@@ -1,4 +1,5 @@
 #include "dataplane/shm.h"
+#include "core/thread_annotations.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -74,7 +75,7 @@ Segment::~Segment() {
 }
 
 std::optional<SegmentPool::Lease> SegmentPool::Acquire(size_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   // The smallest free segment that fits; else a free one to replace; else a new id.
   std::optional<size_t> fit, replace;
   for (size_t i = 0; i < slots_.size(); ++i) {
@@ -105,7 +106,7 @@ std::optional<SegmentPool::Lease> SegmentPool::Acquire(size_t bytes) {
 }
 
 Status SegmentPool::Release(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (id >= slots_.size() || !slots_[id].lent) {
     return Status::Corrupt("released segment " + std::to_string(id) + ", which is not lent");
   }
@@ -114,14 +115,14 @@ Status SegmentPool::Release(uint64_t id) {
 }
 
 void SegmentPool::Abandon(const Lease& lease) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (lease.id >= slots_.size() || slots_[lease.id].segment != lease.segment) return;
   slots_[lease.id].lent = false;
   if (lease.fresh) slots_[lease.id].seen = false;
 }
 
 size_t SegmentPool::lent() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   size_t n = 0;
   for (const Slot& s : slots_) n += s.lent ? 1 : 0;
   return n;

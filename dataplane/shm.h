@@ -49,6 +49,7 @@
 
 #include "core/plan.h"
 #include "core/status.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -127,8 +128,8 @@ class SegmentPool {
     bool seen = false;  // its fd went to the client
   };
   const size_t max_;
-  mutable std::mutex mu_;
-  std::vector<Slot> slots_;  // guarded by mu_; index = id
+  mutable Mutex mu_;
+  std::vector<Slot> slots_ GUARDED_BY(mu_);  // index = id
 };
 
 }  // namespace gm

@@ -11,6 +11,7 @@
 #include "dataplane/auth.h"
 #include "worker/engine.h"
 #include "dataplane/messages.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -48,7 +49,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   std::unique_ptr<CoordinatorServer> server(
       new CoordinatorServer(config, std::move(pipeline), std::move(state), std::move(listener)));
   {
-    std::lock_guard<std::mutex> lock(server->mu_);
+    MutexLock lock(server->mu_);
     GM_ASSIGN_OR_RETURN(EpochPlan plan, server->PlanFor(0));
     GM_RETURN_IF_ERROR(server->state_.StartEpoch(plan).WithContext("epoch 0"));
   }
@@ -84,14 +85,14 @@ std::string CoordinatorServer::address() const {
 }
 
 bool CoordinatorServer::WaitFinished(double timeout_s) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
-                      [&] { return finished_ || stopping_; }) &&
+  MutexLock lock(mu_);
+  return lock.WaitFor(cv_, timeout_s,
+                      [&]() REQUIRES(mu_) { return finished_ || stopping_; }) &&
          finished_;
 }
 
 CoordinatorSummary CoordinatorServer::Summary() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   CoordinatorSummary s;
   s.state = state_.Stats();
   s.epochs_done = epochs_done_;
@@ -107,7 +108,7 @@ CoordinatorSummary CoordinatorServer::Summary() const {
 
 void CoordinatorServer::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_ && connections_.empty() && !accept_thread_.joinable()) return;
     stopping_ = true;
     for (Connection& c : connections_) {
@@ -119,7 +120,7 @@ void CoordinatorServer::Stop() {
   if (tick_thread_.joinable()) tick_thread_.join();
   std::list<Connection> connections;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     connections.swap(connections_);
   }
   for (Connection& c : connections) c.thread.join();
@@ -216,7 +217,7 @@ void CoordinatorServer::AcceptLoop() {
   for (;;) {
     ReapFinished();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (stopping_) return;
     }
     Result<Socket> socket = listener_.Accept(kAcceptPollS);
@@ -227,21 +228,21 @@ void CoordinatorServer::AcceptLoop() {
     if (socket.status().code() == Code::kUnavailable) continue;  // timeout: look again
     // Out of descriptors or memory: accept fails at once until something is
     // closed, so wait rather than spin, and say so now and then.
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++accept_failures_;
     if (uint64_t held = 0; drop_warnings_.Allow(&held)) {
       LogWarning("coordinator: " + socket.status().message() + " (retrying; " +
                  std::to_string(connections_.size()) + " connections open; " +
                  std::to_string(held) + " such warnings held back)");
     }
-    cv_.wait_for(lock, std::chrono::duration<double>(kAcceptBackoffS), [&] { return stopping_; });
+    lock.WaitFor(cv_, kAcceptBackoffS, [&]() REQUIRES(mu_) { return stopping_; });
   }
 }
 
 void CoordinatorServer::ReapFinished() {
   std::list<Connection> finished;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (auto it = connections_.begin(); it != connections_.end();) {
       auto next = std::next(it);
       if (it->done) finished.splice(finished.end(), connections_, it);
@@ -252,7 +253,7 @@ void CoordinatorServer::ReapFinished() {
 }
 
 void CoordinatorServer::Admit(Socket socket) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return;
   const std::optional<uint64_t> gate_id = gate_.Admit(socket.fd(), socket.peer());
   if (!gate_id) {
@@ -271,7 +272,7 @@ void CoordinatorServer::Admit(Socket socket) {
       Serve(*s, c.gate_id);
       gate_.Closed(c.gate_id);  // before the descriptor closes, so it is never reused under it
       s.reset();
-      std::lock_guard<std::mutex> inner(mu_);
+      MutexLock inner(mu_);
       c.done = true;
     });
   } catch (const std::system_error& e) {  // no thread to serve it: drop this one only
@@ -282,8 +283,8 @@ void CoordinatorServer::Admit(Socket socket) {
 }
 
 void CoordinatorServer::TickLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!cv_.wait_for(lock, std::chrono::duration<double>(kTickS), [&] { return stopping_; })) {
+  MutexLock lock(mu_);
+  while (!lock.WaitFor(cv_, kTickS, [&]() REQUIRES(mu_) { return stopping_; })) {
     for (WorkerId lost : state_.Tick(MonotonicSeconds())) {
       LogWarning("coordinator: worker " + std::to_string(lost) + " (" + data_addr_[lost] +
                  ") silent for " + std::to_string(config_.liveness_timeout_s) +
@@ -317,7 +318,7 @@ void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id) {
     (void)SendFrame(socket, MsgType::kError, {{"message", st.message()}}, Deadline::After(1));
   }
   if (!st.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stopping_) return;
     ++refused_;
     // A trainer that ends closes its connection: not worth a warning. Others are,
@@ -344,7 +345,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   GM_ASSIGN_OR_RETURN(RegisterMsg registration, RegisterMsg::Decode(reg.meta));
   WorkerId id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     id = state_.RegisterWorker(MonotonicSeconds());
     data_addr_[id] = registration.data_addr;
     ++workers_registered_;
@@ -378,7 +379,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
         RecvFrame(socket, kControlLimits, Deadline::After(config_.liveness_timeout_s));
     st = frame.ok() ? HandleWorkerFrame(socket, id, *frame, &done) : frame.status();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   (void)state_.WorkerExited(id);  // its unfinished splits go back to the queue
   data_addr_.erase(id);
   if (!st.ok() && !stopping_) {
@@ -390,7 +391,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
 
 Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame,
                                             bool* done) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return Status::Cancelled("coordinator stopping");
   GM_RETURN_IF_ERROR(state_.Heartbeat(id, MonotonicSeconds()));
   GM_ASSIGN_OR_RETURN(nlohmann::json stages,
@@ -412,7 +413,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       reply.rank = a.rank;
       reply.start_batch = a.start_batch;
       reply.end_batch = CountOrMinusOne(a.end_batch);
-      lock.unlock();
+      lock.Unlock();
       return SendFrame(socket, MsgType::kAssign, reply.Encode(), Deadline::After(kSendTimeoutS));
     }
     case MsgType::kSplitDone: {
@@ -459,9 +460,9 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
   // older one (whose batches and acknowledgements stop there), never the reverse.
   uint64_t session = 0;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::duration<double>(kSessionHandoverS),
-                 [&] { return stopping_ || !rank_peers_.contains(rank); });
+    MutexLock lock(mu_);
+    lock.WaitFor(cv_, kSessionHandoverS,
+                 [&]() REQUIRES(mu_) { return stopping_ || !rank_peers_.contains(rank); });
     auto [it, fresh] = rank_peers_.emplace(rank, socket.peer());
     if (!fresh) {
       std::string why = "rank " + std::to_string(rank) + " is already subscribed from " +
@@ -473,7 +474,7 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
     session = ++sessions_;
   }
   Status st = ServeSubscribedClient(socket, rank, session);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   rank_peers_.erase(rank);
   cv_.notify_all();
   return st;
@@ -505,7 +506,7 @@ Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank, uint64
 
 Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Frame& frame,
                                             bool* done) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (stopping_) return Status::Cancelled("coordinator stopping");
   nlohmann::json reply;
   MsgType reply_type = MsgType::kPlan;
@@ -522,8 +523,8 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
         break;
       }
       // A later epoch starts when every rank has finished this one.
-      cv_.wait_for(lock, std::chrono::duration<double>(kPlanWaitS),
-                   [&] { return stopping_ || finished_ || state_.epoch() >= epoch; });
+      lock.WaitFor(cv_, kPlanWaitS,
+                   [&]() REQUIRES(mu_) { return stopping_ || finished_ || state_.epoch() >= epoch; });
       if (state_.epoch() < epoch) {
         answer.kind = PlanMsg::Kind::kWait;
         reply = answer.Encode();
@@ -555,7 +556,7 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
       GM_ASSIGN_OR_RETURN(ResumeMsg resume, ResumeMsg::Decode(frame.meta));
       if (Status st = ResumeRank(rank, resume); !st.ok()) {
         // The trainer learns why; the session ends (its state is not this run's).
-        lock.unlock();
+        lock.Unlock();
         (void)SendFrame(socket, MsgType::kError, {{"message", st.message()}}, Deadline::After(1));
         return st;
       }
@@ -568,7 +569,7 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
       return Status::Corrupt(std::string("unexpected ") + std::string(MsgTypeName(frame.type)) +
                              " from a client");
   }
-  lock.unlock();
+  lock.Unlock();
   return SendFrame(socket, reply_type, reply, Deadline::After(kSendTimeoutS));
 }
 

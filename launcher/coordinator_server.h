@@ -27,6 +27,7 @@
 #include "dataplane/handshake_gate.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -112,32 +113,32 @@ class CoordinatorServer {
   Status HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame, bool* done);
   Status HandleClientFrame(Socket& socket, int rank, const Frame& frame, bool* done);
   Result<EpochPlan> PlanFor(uint64_t epoch) const;
-  Status ResumeRank(int rank, const ResumeMsg& resume);  // under mu_
-  nlohmann::json PlanMessage(uint64_t epoch);  // under mu_
-  void AdvanceEpochIfDone();                    // under mu_
+  Status ResumeRank(int rank, const ResumeMsg& resume) REQUIRES(mu_);
+  nlohmann::json PlanMessage(uint64_t epoch) REQUIRES(mu_);
+  void AdvanceEpochIfDone() REQUIRES(mu_);
 
   const CoordinatorConfig config_;
   const Pipeline pipeline_;
   const std::string order_;  // digest of what the batch order derives from (SUBSCRIBED)
   Listener listener_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;                 // epoch changes, finish, stop
-  CoordinatorState state_;                     // guarded by mu_
-  std::map<WorkerId, std::string> data_addr_;  // guarded by mu_; live workers
-  std::map<int, std::string> rank_peers_;      // guarded by mu_; subscribed ranks -> peer
-  uint64_t sessions_ = 0;  // guarded by mu_; client sessions issued (the last one's number)
-  uint64_t epochs_done_ = 0;                   // guarded by mu_
-  bool finished_ = false;                      // guarded by mu_
-  bool stopping_ = false;                      // guarded by mu_
-  uint64_t workers_registered_ = 0;            // guarded by mu_
-  uint64_t refused_ = 0;                       // guarded by mu_
-  std::map<WorkerId, nlohmann::json> worker_stages_;  // guarded by mu_
-  std::map<std::string, CoordinatorSummary::Place> places_;  // guarded by mu_; by tag
-  std::vector<std::string> place_order_;                     // guarded by mu_; oldest first
-  std::list<Connection> connections_;          // guarded by mu_; live and not yet reaped
+  CoordinatorState state_ GUARDED_BY(mu_);
+  std::map<WorkerId, std::string> data_addr_ GUARDED_BY(mu_);  // live workers
+  std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);  // subscribed ranks -> peer
+  uint64_t sessions_ GUARDED_BY(mu_) = 0;  // client sessions issued (the last one's number)
+  uint64_t epochs_done_ GUARDED_BY(mu_) = 0;
+  bool finished_ GUARDED_BY(mu_) = false;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  uint64_t workers_registered_ GUARDED_BY(mu_) = 0;
+  uint64_t refused_ GUARDED_BY(mu_) = 0;
+  std::map<WorkerId, nlohmann::json> worker_stages_ GUARDED_BY(mu_);
+  std::map<std::string, CoordinatorSummary::Place> places_ GUARDED_BY(mu_);  // by tag
+  std::vector<std::string> place_order_ GUARDED_BY(mu_);  // oldest first
+  std::list<Connection> connections_ GUARDED_BY(mu_);  // live and not yet reaped
   HandshakeGate gate_;                         // bounds connections and pending handshakes
-  uint64_t accept_failures_ = 0;               // guarded by mu_
+  uint64_t accept_failures_ GUARDED_BY(mu_) = 0;
   RateLimit drop_warnings_{kPeerWarningIntervalS};     // connections closed at accept
   RateLimit refused_warnings_{kPeerWarningIntervalS};  // connections that failed
   RateLimit worker_warnings_{kPeerWarningIntervalS};   // SPLIT_DONE a worker got wrong

@@ -15,6 +15,7 @@
 #include "core/rng.h"
 #include "worker/http.h"
 #include "worker/resize.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -39,8 +40,8 @@ class EpochState {
   // Reader side: numbers `item` and queues it (straight to `done_` when it failed
   // at the source). Blocks while `inflight_` items are unconsumed. False: stopping.
   bool Push(Item item) {
-    std::unique_lock<std::mutex> lock(mu_);
-    space_cv_.wait(lock, [&] { return stop_ || next_seq_ - consumed_ < inflight_; });
+    MutexLock lock(mu_);
+    lock.Wait(space_cv_, [&]() REQUIRES(mu_) { return stop_ || next_seq_ - consumed_ < inflight_; });
     if (stop_) return false;
     item.seq = next_seq_++;
     if (item.status.ok() && !item.split_end) {
@@ -54,7 +55,7 @@ class EpochState {
   }
 
   void ReaderDone() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     reader_done_ = true;
     work_cv_.notify_all();
     done_cv_.notify_all();
@@ -62,8 +63,8 @@ class EpochState {
 
   // Stage thread side: the next item to process, or false when there is no more.
   bool TakeWork(Item& out) {
-    std::unique_lock<std::mutex> lock(mu_);
-    work_cv_.wait(lock, [&] { return stop_ || !work_.empty() || reader_done_; });
+    MutexLock lock(mu_);
+    lock.Wait(work_cv_, [&]() REQUIRES(mu_) { return stop_ || !work_.empty() || reader_done_; });
     if (stop_ || work_.empty()) return false;
     out = std::move(work_.front());
     work_.pop_front();
@@ -71,7 +72,7 @@ class EpochState {
   }
 
   void Finish(Item item) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     uint64_t seq = item.seq;
     done_.emplace(seq, std::move(item));
     if (seq == consumed_) done_cv_.notify_all();
@@ -79,8 +80,8 @@ class EpochState {
 
   // Batcher side: the next item in sequence order, or false at the end of the epoch.
   bool TakeNext(Item& out) {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, [&] {
+    MutexLock lock(mu_);
+    lock.Wait(done_cv_, [&]() REQUIRES(mu_) {
       return stop_ || done_.count(consumed_) || (reader_done_ && consumed_ == next_seq_);
     });
     auto it = done_.find(consumed_);
@@ -93,7 +94,7 @@ class EpochState {
   }
 
   void Stop() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
     work_cv_.notify_all();
     done_cv_.notify_all();
@@ -101,20 +102,20 @@ class EpochState {
   }
 
   bool stopped() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return stop_;
   }
 
  private:
   const size_t inflight_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable work_cv_, done_cv_, space_cv_;
-  std::deque<Item> work_;            // guarded by mu_
-  std::map<uint64_t, Item> done_;    // guarded by mu_; finished, keyed by seq
-  uint64_t next_seq_ = 0;            // guarded by mu_
-  uint64_t consumed_ = 0;            // guarded by mu_
-  bool reader_done_ = false;         // guarded by mu_
-  bool stop_ = false;                // guarded by mu_
+  std::deque<Item> work_ GUARDED_BY(mu_);
+  std::map<uint64_t, Item> done_ GUARDED_BY(mu_);  // finished, keyed by seq
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
+  uint64_t consumed_ GUARDED_BY(mu_) = 0;
+  bool reader_done_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
 };
 
 // Where the samples' last stage writes: slots in the buffer of the batch each
@@ -520,12 +521,12 @@ void MergeStageStats(std::vector<StageStats>& into, const std::vector<StageStats
 }
 
 void SpanRecorder::Append(std::vector<StageSpan> spans) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   spans_.insert(spans_.end(), spans.begin(), spans.end());
 }
 
 std::vector<StageSpan> SpanRecorder::Take() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return std::exchange(spans_, {});
 }
 

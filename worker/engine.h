@@ -22,6 +22,7 @@
 #include "core/status.h"
 #include "worker/pipeline.h"
 #include "core/sample.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -63,8 +64,8 @@ class SpanRecorder {
 
  private:
   const size_t max_per_thread_;
-  std::mutex mu_;
-  std::vector<StageSpan> spans_;  // guarded by mu_
+  Mutex mu_;
+  std::vector<StageSpan> spans_ GUARDED_BY(mu_);
 };
 
 struct EngineOptions {

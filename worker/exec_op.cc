@@ -10,6 +10,7 @@
 #include "dataplane/auth.h"
 #include "dataplane/sample_frame.h"
 #include "worker/subprocess.h"
+#include "core/thread_annotations.h"
 
 extern char** environ;
 
@@ -28,8 +29,8 @@ class ChildPool {
   // An idle child, or a non-running Subprocess when the caller may start a new
   // one (its slot is then reserved). Blocks while `max` children are busy.
   Subprocess Acquire() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return !idle_.empty() || live_ < max_; });
+    MutexLock lock(mu_);
+    lock.Wait(cv_, [&]() REQUIRES(mu_) { return !idle_.empty() || live_ < max_; });
     if (!idle_.empty()) {
       Subprocess child = std::move(idle_.back());
       idle_.pop_back();
@@ -42,7 +43,7 @@ class ChildPool {
   // Returns a healthy child for the next sample.
   void Release(Subprocess child) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       idle_.push_back(std::move(child));
     }
     cv_.notify_one();
@@ -51,14 +52,14 @@ class ChildPool {
   // Frees the slot of a child that died, was killed or never started.
   void Discard() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       --live_;
     }
     cv_.notify_one();
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
   std::vector<Subprocess> idle_;
   int live_ = 0;

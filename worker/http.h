@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -45,18 +46,18 @@ std::unique_ptr<HttpClient> MakeCurlHttpClient(const HttpOptions& options = {});
 class FakeHttpClient : public HttpClient {
  public:
   void Put(const std::string& url, std::string body) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     pages_[url] = std::move(body);
   }
   Result<std::string> Get(const std::string& url) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = pages_.find(url);
     if (it == pages_.end()) return Status::NotFound(url + ": HTTP 404");
     return it->second;
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::map<std::string, std::string> pages_;
 };
 

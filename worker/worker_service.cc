@@ -20,6 +20,7 @@
 #include "worker/engine.h"
 #include "dataplane/messages.h"
 #include "dataplane/shm.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -83,7 +84,7 @@ WorkerService::WorkerService(const WorkerServiceOptions& options, std::unique_pt
 
 WorkerService::~WorkerService() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     heartbeat_done_ = true;
     cv_.notify_all();
   }
@@ -172,7 +173,7 @@ Status WorkerService::Register() {
 }
 
 Status WorkerService::SendControl(MsgType type, const nlohmann::json& meta) {
-  std::lock_guard<std::mutex> lock(send_mu_);
+  MutexLock lock(send_mu_);
   Status st = SendFrame(control_, type, meta, Deadline::After(liveness_timeout_s_));
   if (st.ok()) last_send_.store(MonotonicSeconds());
   return st;
@@ -202,7 +203,7 @@ Status WorkerService::Run() {
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
   Status st = Serve();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     heartbeat_done_ = true;
     cv_.notify_all();
   }
@@ -214,7 +215,7 @@ Status WorkerService::Run() {
 
 void WorkerService::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
     cv_.notify_all();
   }
@@ -233,7 +234,7 @@ Status WorkerService::Bye() {
 Status WorkerService::Serve() {
   for (;;) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!lost_.ok()) return Gone(lost_);
       if (stop_) break;
     }
@@ -277,7 +278,7 @@ Status WorkerService::RunAssignment(const AssignMsg& assign) {
   SetMaking(false);
   if (stats.ok()) AddStageTotals(stats->stages);
   if (!stats.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!lost_.ok()) return Gone(lost_);
     if (stop_) return Status::Ok();  // Serve() says BYE; the split is made elsewhere
     return stats.status().WithContext(what);
@@ -291,24 +292,24 @@ Status WorkerService::RunAssignment(const AssignMsg& assign) {
 
 void WorkerService::WaitRetry(double retry_s) {
   retry_s = std::min(std::max(retry_s, 0.0), liveness_timeout_s_);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::duration<double>(retry_s), [&] { return stop_ || !lost_.ok(); });
+  MutexLock lock(mu_);
+  lock.WaitFor(cv_, retry_s, [&]() REQUIRES(mu_) { return stop_ || !lost_.ok(); });
 }
 
 void WorkerService::HeartbeatLoop() {
   // Checking four times per heartbeat_s keeps the gap between frames under
   // 1.25 * heartbeat_s and notices a closed connection within heartbeat_s / 4.
-  const auto tick = std::chrono::duration<double>(heartbeat_s_ / 4);
-  std::unique_lock<std::mutex> lock(mu_);
+  const double tick = heartbeat_s_ / 4;
+  MutexLock lock(mu_);
   while (!heartbeat_done_) {
-    if (cv_.wait_for(lock, tick, [&] { return heartbeat_done_; })) return;
-    lock.unlock();
+    if (lock.WaitFor(cv_, tick, [&]() REQUIRES(mu_) { return heartbeat_done_; })) return;
+    lock.Unlock();
     Status st = CheckControl();
-    lock.lock();
+    lock.Lock();
     if (!st.ok()) {
       lost_ = st;
       cv_.notify_all();
-      lock.unlock();
+      lock.Unlock();
       data_->Interrupt(Gone(st));
       return;
     }
@@ -325,7 +326,7 @@ Status WorkerService::CheckControl() {
   if (MonotonicSeconds() - last_send_.load() < heartbeat_s_) return Status::Ok();
   bool making;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     making = making_split_;
   }
   return SendControl(MsgType::kHeartbeat, {{"batches_sent", data_->batches_sent()},
@@ -336,17 +337,17 @@ Status WorkerService::CheckControl() {
 }
 
 void WorkerService::SetMaking(bool making) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   making_split_ = making;
 }
 
 void WorkerService::AddStageTotals(const std::vector<StageStats>& stages) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   MergeStageStats(stage_totals_, stages);
 }
 
 nlohmann::json WorkerService::StageTotalsJson() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   nlohmann::json out = nlohmann::json::array();
   for (const StageStats& s : stage_totals_) {
     out.push_back({{"name", s.name}, {"count", s.count}, {"cpu_s", s.cpu_s}, {"wall_s", s.wall_s},

@@ -40,6 +40,7 @@
 #include "worker/pipeline.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -121,16 +122,16 @@ class WorkerService {
   double liveness_timeout_s_ = 10;
   std::atomic<uint64_t> splits_done_{0};
 
-  std::mutex send_mu_;             // one sender on control_ at a time
+  Mutex send_mu_;             // one sender on control_ at a time
   std::atomic<double> last_send_{0};  // MonotonicSeconds() of the last control frame sent
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  bool stop_ = false;            // guarded by mu_: Stop() was called
-  bool heartbeat_done_ = false;  // guarded by mu_: the heartbeat thread must end
-  Status lost_;                  // guarded by mu_: why the coordinator is gone
-  std::vector<StageStats> stage_totals_;  // guarded by mu_: all splits made so far
-  bool making_split_ = false;             // guarded by mu_: a split is being made
+  bool stop_ GUARDED_BY(mu_) = false;  // Stop() was called
+  bool heartbeat_done_ GUARDED_BY(mu_) = false;  // the heartbeat thread must end
+  Status lost_ GUARDED_BY(mu_);  // why the coordinator is gone
+  std::vector<StageStats> stage_totals_ GUARDED_BY(mu_);  // all splits made so far
+  bool making_split_ GUARDED_BY(mu_) = false;  // a split is being made
   std::thread heartbeat_thread_;
 };
 

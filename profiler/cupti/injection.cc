@@ -40,6 +40,7 @@
 #include <thread>
 
 #include "profiler/cupti/record_format.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -58,7 +59,7 @@ class Injection {
 
   // Appends `text` to the log; a failed write is reported once on stderr.
   void Write(std::string_view text) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     while (!text.empty()) {
       ssize_t n = ::write(fd_, text.data(), text.size());
       if (n < 0 && errno == EINTR) continue;
@@ -82,7 +83,7 @@ class Injection {
   // Runs `flush` the first time only; a later caller waits until it has finished.
   template <typename F>
   void FinishOnce(F flush) {
-    std::lock_guard<std::mutex> lock(finish_mu_);
+    MutexLock lock(finish_mu_);
     if (finished_) return;
     finished_ = true;
     flush();
@@ -94,11 +95,11 @@ class Injection {
  private:
   const int fd_;
   const pid_t pid_;
-  std::mutex mu_;
-  bool write_failed_ = false;  // guarded by mu_
+  Mutex mu_;
+  bool write_failed_ GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> untimed_{0};
-  std::mutex finish_mu_;
-  bool finished_ = false;  // guarded by finish_mu_
+  Mutex finish_mu_;
+  bool finished_ GUARDED_BY(finish_mu_) = false;
 };
 
 Injection* g_injection = nullptr;  // set once by InitializeInjection, never freed

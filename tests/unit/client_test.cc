@@ -23,6 +23,7 @@
 #include "worker/engine.h"
 #include "worker/pipeline.h"
 #include "dataplane/protocol.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -79,32 +80,32 @@ class FakeCoordinator {
   std::string address() const { return server_.address(); }
 
   void SetPlan(std::vector<std::pair<uint64_t, int64_t>> splits, std::vector<std::string> workers) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     splits_ = std::move(splits);
     workers_ = std::move(workers);
   }
   // Waits until `n` acks arrived; returns them (split, split_batch) in arrival order.
   std::vector<std::pair<uint64_t, uint64_t>> WaitAcks(size_t n) {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, std::chrono::duration<double>(kTestTimeoutS),
-                 [&] { return acks_.size() >= n; });
+    MutexLock lock(mu_);
+    lock.WaitFor(cv_, kTestTimeoutS,
+                 [&]() REQUIRES(mu_) { return acks_.size() >= n; });
     return acks_;
   }
   // Waits until the client asked for the worker list (it only does so while blocked).
   bool WaitGetWorkers() {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, std::chrono::duration<double>(kTestTimeoutS),
-                        [&] { return get_workers_ > 0; });
+    MutexLock lock(mu_);
+    return lock.WaitFor(cv_, kTestTimeoutS,
+                        [&]() REQUIRES(mu_) { return get_workers_ > 0; });
   }
   nlohmann::json resume() {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return resume_;
   }
   // Waits until `n` HEARTBEAT frames arrived; false if they did not within the limit.
   bool WaitHeartbeats(int n) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, std::chrono::duration<double>(kTestTimeoutS),
-                        [&] { return heartbeats_ >= n; });
+    MutexLock lock(mu_);
+    return lock.WaitFor(cv_, kTestTimeoutS,
+                        [&]() REQUIRES(mu_) { return heartbeats_ >= n; });
   }
   bool close_after_plan = false;
   std::string refuse_resume;  // non-empty: RESUME is answered ERROR with this message
@@ -115,7 +116,7 @@ class FakeCoordinator {
     while (true) {
       auto frame = RecvFrame(s, FrameLimits{}, Deadline::After(kTestTimeoutS));
       if (!frame.ok()) return;
-      std::unique_lock lock(mu_);
+      MutexLock lock(mu_);
       nlohmann::json workers = workers_;
       if (frame->type == MsgType::kSubscribe) {
         (void)SendFrame(s, MsgType::kSubscribed,
@@ -162,7 +163,7 @@ class FakeCoordinator {
     }
   }
   const std::string ticket_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
   std::vector<std::pair<uint64_t, int64_t>> splits_;
   std::vector<std::string> workers_;

@@ -19,6 +19,7 @@
 #include "worker/engine.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -48,26 +49,26 @@ class FakeCoordinator {
 
   // Waits (up to kWait) until the connection has ended; false if it has not.
   bool WaitEnded() {
-    std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::duration<double>(kWait), [&] { return ended_; });
+    MutexLock lock(mu_);
+    return lock.WaitFor(cv_, kWait, [&]() REQUIRES(mu_) { return ended_; });
   }
   std::vector<nlohmann::json> split_dones() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return split_dones_;
   }
   bool bye() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return bye_;
   }
   nlohmann::json register_meta() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return register_;
   }
 
  private:
   void Serve() {
     Converse();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ended_ = true;
     cv_.notify_all();
   }
@@ -81,14 +82,14 @@ class FakeCoordinator {
     auto reg = RecvFrame(*socket, FrameLimits{}, Deadline::After(kWait));
     ASSERT_TRUE(reg.ok() && reg->type == MsgType::kRegister);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       register_ = reg->meta;
     }
     ASSERT_TRUE(SendFrame(*socket, MsgType::kRegistered, registered_, Deadline::After(kWait)).ok());
     for (;;) {
       auto frame = RecvFrame(*socket, FrameLimits{}, Deadline::After(kWait));
       if (!frame.ok()) return;
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (frame->type == MsgType::kSplitDone) split_dones_.push_back(frame->meta);
       if (frame->type == MsgType::kBye) {
         bye_ = true;
@@ -110,13 +111,13 @@ class FakeCoordinator {
   const nlohmann::json registered_;
   Listener listener_;
   std::thread thread_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::deque<nlohmann::json> script_;       // guarded by mu_
-  std::vector<nlohmann::json> split_dones_;  // guarded by mu_
-  nlohmann::json register_;                  // guarded by mu_
-  bool bye_ = false;                         // guarded by mu_
-  bool ended_ = false;                       // guarded by mu_
+  std::deque<nlohmann::json> script_ GUARDED_BY(mu_);
+  std::vector<nlohmann::json> split_dones_ GUARDED_BY(mu_);
+  nlohmann::json register_ GUARDED_BY(mu_);
+  bool bye_ GUARDED_BY(mu_) = false;
+  bool ended_ GUARDED_BY(mu_) = false;
 };
 
 nlohmann::json Assign(uint64_t split, uint64_t start = 0, int64_t end = -1) {
