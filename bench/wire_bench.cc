@@ -53,14 +53,16 @@ int main(int argc, char** argv) {
   std::memset(batch.labels.bytes.data(), 0, batch.labels.bytes.size());
   for (int64_t i = 0; i < n; ++i) batch.keys.push_back("k" + std::to_string(i));
   batch.sample_indices.assign(static_cast<size_t>(n), 0);
-  const double bytes_per_batch = static_cast<double>(batch.data.bytes.size() + batch.labels.bytes.size());
+  const double bytes_per_batch =
+      static_cast<double>(batch.data.bytes.size() + batch.labels.bytes.size());
 
   auto sock = gm::Socket::ConnectTcp("127.0.0.1", (*server)->port(), 10);
   if (!sock.ok()) return Fail(sock.status());
   // A client of rank 0 in coordinator session 1, with the ticket for it.
   gm::Status st = gm::ClientHandshake(*sock, gm::TicketKey(*secret, 0, 1), gm::TicketRole(0, 1),
                                       gm::Deadline::After(10), nullptr);
-  if (st.ok()) st = gm::SendFrame(*sock, gm::MsgType::kSubscribe, {{"rank", 0}}, gm::Deadline::After(10));
+  if (st.ok())
+    st = gm::SendFrame(*sock, gm::MsgType::kSubscribe, {{"rank", 0}}, gm::Deadline::After(10));
   if (st.ok()) st = gm::SendFrame(*sock, gm::MsgType::kCredit, {{"n", 4}}, gm::Deadline::After(10));
   if (!st.ok()) return Fail(st);
 
@@ -76,15 +78,17 @@ int main(int argc, char** argv) {
     const double t0 = gm::MonotonicSeconds();
     for (int i = 0; i < batches && st.ok(); ++i) {
       st = gm::RecvFrameInto(*sock, gm::FrameLimits{}, gm::Deadline::After(30), frame);
-      if (st.ok()) st = gm::SendFrame(*sock, gm::MsgType::kCredit, {{"n", 1}}, gm::Deadline::After(10));
+      if (st.ok())
+        st = gm::SendFrame(*sock, gm::MsgType::kCredit, {{"n", 1}}, gm::Deadline::After(10));
     }
     rates.push_back(batches * bytes_per_batch / (gm::MonotonicSeconds() - t0) / 1e9);
   }
   sender.join();
   if (!st.ok()) return Fail(st);
   std::sort(rates.begin(), rates.end());
-  std::printf("{\"batch_mb\": %.1f, \"rounds\": %d, \"batches_per_round\": %d, \"median_gb_s\": %.3f}\n",
-              bytes_per_batch / 1e6, rounds, batches, rates[rates.size() / 2]);
+  std::printf(
+      "{\"batch_mb\": %.1f, \"rounds\": %d, \"batches_per_round\": %d, \"median_gb_s\": %.3f}\n",
+      bytes_per_batch / 1e6, rounds, batches, rates[rates.size() / 2]);
   (*server)->Shutdown();
   return 0;
 }

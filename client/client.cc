@@ -16,12 +16,12 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/step_log.h"
+#include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 #include "dataplane/reorder.h"
 #include "dataplane/shm.h"
-#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -132,8 +132,8 @@ Result<Batch> DecodeSegmentBatch(WorkerConn& conn, const Frame& frame, const Fra
   if (!conn.same_host) return Status::Corrupt("sent a segment over TCP");
   if (!shm.is_object() || !shm.contains("id") || !shm["id"].is_number_unsigned() ||
       shm["id"].get<uint64_t>() >= kMaxSegments || !shm.contains("fd") || !shm["fd"].is_boolean()) {
-    return Status::Corrupt("BATCH: $.shm: expected {\"id\": 0.." + std::to_string(kMaxSegments - 1) +
-                           ", \"fd\": true|false}");
+    return Status::Corrupt("BATCH: $.shm: expected {\"id\": 0.." +
+                           std::to_string(kMaxSegments - 1) + ", \"fd\": true|false}");
   }
   const auto id = shm["id"].get<uint64_t>();
   if (conn.segments.size() <= id) conn.segments.resize(id + 1);
@@ -141,12 +141,13 @@ Result<Batch> DecodeSegmentBatch(WorkerConn& conn, const Frame& frame, const Fra
     const int fd = conn.socket.TakeFd();
     if (fd < 0) return Status::Corrupt("BATCH: $.shm.fd is true but no descriptor came with it");
     auto bytes = frame.meta.find("data_bytes");
-    const uint64_t need = bytes != frame.meta.end() && bytes->is_number_unsigned()
-                              ? bytes->get<uint64_t>() : 0;
+    const uint64_t need =
+        bytes != frame.meta.end() && bytes->is_number_unsigned() ? bytes->get<uint64_t>() : 0;
     GM_ASSIGN_OR_RETURN(conn.segments[id], Segment::Map(fd, need, limits.max_payload_bytes));
   }
   const std::shared_ptr<Segment>& segment = conn.segments[id];
-  if (!segment) return Status::Corrupt("BATCH names segment " + std::to_string(id) + ", never passed");
+  if (!segment)
+    return Status::Corrupt("BATCH names segment " + std::to_string(id) + ", never passed");
   auto use = std::make_shared<SegmentUse>();
   use->segment = segment;
   use->id = id;
@@ -161,7 +162,7 @@ struct Client::Impl {
   // Buffers of batches the trainer is done with (Client::Recycle, gm_batch_free).
   std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(16);
   std::string coordinator_name;
-  Socket coordinator;  // the trainer's thread receives; sends go through SendToCoordinator
+  Socket coordinator;    // the trainer's thread receives; sends go through SendToCoordinator
   uint64_t session = 0;  // this rank's session at the coordinator (SUBSCRIBED)
   std::string ticket;    // its key for the data ports (dataplane/auth.h)
   std::string order;     // what the run's batch order derives from (SUBSCRIBED)
@@ -223,8 +224,7 @@ Status Client::Impl::SendToCoordinator(MsgType type, const nlohmann::json& meta,
 void Client::Impl::HeartbeatLoop() {
   MutexLock lock(mu);
   const double every = options.heartbeat_s;
-  while (!lock.WaitFor(heartbeat_cv, every / 4,
-                                [&]() REQUIRES(mu) { return heartbeat_stop; })) {
+  while (!lock.WaitFor(heartbeat_cv, every / 4, [&]() REQUIRES(mu) { return heartbeat_stop; })) {
     lock.Unlock();
     {
       MutexLock send_lock(send_mu);
@@ -434,16 +434,21 @@ Result<PlanMsg> Client::Impl::GetPlan(uint64_t epoch) {
     Result<PlanMsg> plan = PlanMsg::Decode(answer.meta);
     if (!plan.ok()) return plan.status().WithContext(coordinator_name);
     switch (plan->kind) {
-      case PlanMsg::Kind::kPlan: return plan;
+      case PlanMsg::Kind::kPlan:
+        return plan;
       case PlanMsg::Kind::kEnd:
         return Status::InvalidArgument(
             "epoch " + e + " (counting from 0) was asked for, but the run serves only " +
-            std::to_string(plan->epochs) + " epoch(s): start `goldminer run` or `goldminer "
-            "profile` with --epochs " + std::to_string(epoch + 1) + " or more");
+            std::to_string(plan->epochs) +
+            " epoch(s): start `goldminer run` or `goldminer "
+            "profile` with --epochs " +
+            std::to_string(epoch + 1) + " or more");
       case PlanMsg::Kind::kDone:
-        return Status::InvalidArgument("epoch " + e + " was asked for, but every rank has already "
+        return Status::InvalidArgument("epoch " + e +
+                                       " was asked for, but every rank has already "
                                        "finished it");
-      case PlanMsg::Kind::kWait: break;
+      case PlanMsg::Kind::kWait:
+        break;
     }
     if (MonotonicSeconds() > deadline) {
       return Status::Unavailable("epoch " + e + " did not start within " +
@@ -556,7 +561,7 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
     lock.Lock();
     double until = std::min(next_refresh, last_arrival + options.timeout_s);
     lock.WaitFor(cv, std::max(0.0, until - MonotonicSeconds()),
-                [&]() REQUIRES(mu) { return events != seen; });
+                 [&]() REQUIRES(mu) { return events != seen; });
   }
 }
 
@@ -593,10 +598,10 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& given) {
                      "coordinator");
   if (!socket.ok()) return socket.status().WithContext(impl->coordinator_name);
   impl->coordinator = std::move(*socket);
-  GM_ASSIGN_OR_RETURN(Frame answer,
-                      impl->Request(MsgType::kSubscribe,
-                                    SubscribeMsg{options.rank, options.world_size}.Encode(),
-                                    MsgType::kSubscribed));
+  GM_ASSIGN_OR_RETURN(
+      Frame answer,
+      impl->Request(MsgType::kSubscribe, SubscribeMsg{options.rank, options.world_size}.Encode(),
+                    MsgType::kSubscribed));
   Result<SubscribedMsg> subscribed = SubscribedMsg::Decode(answer.meta);
   if (!subscribed.ok()) return subscribed.status().WithContext(impl->coordinator_name);
   const int64_t world = subscribed->world_size;
@@ -623,9 +628,9 @@ Status Client::Impl::CheckState(const ResumeState& state) const {
                           ", batch " + std::to_string(state.position) + "): ";
   if (!state.order.empty() && !order.empty() && state.order != order) {
     return Status::InvalidArgument(
-        why + "it belongs to another pipeline (order " + state.order.substr(0, 12) +
-        ", seed " + std::to_string(state.seed) + "), and this run's is order " +
-        order.substr(0, 12) + ", seed " + std::to_string(seed) +
+        why + "it belongs to another pipeline (order " + state.order.substr(0, 12) + ", seed " +
+        std::to_string(state.seed) + "), and this run's is order " + order.substr(0, 12) +
+        ", seed " + std::to_string(seed) +
         ": the batch order depends on the pipeline file, its seed and --samples-per-split; "
         "resume with the run's original settings");
   }
@@ -636,8 +641,7 @@ Status Client::Impl::CheckState(const ResumeState& state) const {
   }
   if (state.rank >= 0 && state.rank != options.rank) {
     return Status::InvalidArgument(why + "it is rank " + std::to_string(state.rank) +
-                                   "'s, and this trainer is rank " +
-                                   std::to_string(options.rank) +
+                                   "'s, and this trainer is rank " + std::to_string(options.rank) +
                                    ": each rank resumes its own state");
   }
   return Status::Ok();

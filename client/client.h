@@ -17,10 +17,10 @@
 #include <optional>
 #include <string>
 
-#include "core/status.h"
-#include "dataplane/messages.h"
 #include "client/buffer_pool.h"
 #include "core/sample.h"
+#include "core/status.h"
+#include "dataplane/messages.h"
 
 namespace gm {
 
@@ -76,8 +76,8 @@ struct ResumeState {
   std::optional<SequenceKey> at;
   // What the batch order belongs to (SUBSCRIBED): empty/-1 when not known; a
   // state whose fields differ from the run's is refused.
-  std::string order;     // 64 hex: the pipeline document and split size
-  int64_t seed = -1;     // the pipeline's seed
+  std::string order;  // 64 hex: the pipeline document and split size
+  int64_t seed = -1;  // the pipeline's seed
   int world_size = -1;
   int rank = -1;
 };

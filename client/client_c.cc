@@ -9,8 +9,8 @@
 #include <string>
 #include <utility>
 
-#include "include/goldminer/client.h"
 #include "client/client.h"
+#include "include/goldminer/client.h"
 
 #define GM_API extern "C" __attribute__((visibility("default")))
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
+#include "client/client.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
-#include "client/client.h"
 
 namespace gm {
 namespace {
@@ -64,9 +64,10 @@ Result<ClientOptions> ResolveClientOptions(ClientOptions options) {
                                    std::to_string(options.world_size) + ")");
   }
   if (!(options.heartbeat_s > 0) || options.heartbeat_s >= kClientIdleS) {
-    return Status::InvalidArgument("the client heartbeat interval must be above 0 and below the "
-                                   "coordinator's idle limit of " +
-                                   std::to_string(static_cast<int>(kClientIdleS)) + " s");
+    return Status::InvalidArgument(
+        "the client heartbeat interval must be above 0 and below the "
+        "coordinator's idle limit of " +
+        std::to_string(static_cast<int>(kClientIdleS)) + " s");
   }
   // A CREDIT grants 1..kMaxCredit batches.
   options.prefetch = std::clamp(options.prefetch, 1, static_cast<int>(kMaxCredit));

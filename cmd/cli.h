@@ -3,13 +3,12 @@
 // a message on stderr and an exit code. Not thread-safe (called once from main).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -17,8 +16,8 @@ namespace gm::cli {
 
 // Exit codes shared by every verb.
 inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;     // the work failed (bad input, I/O, ...)
-inline constexpr int kExitUsage = 2;       // bad flags, or a verb not built yet
+inline constexpr int kExitFailure = 1;  // the work failed (bad input, I/O, ...)
+inline constexpr int kExitUsage = 2;    // bad flags, or a verb not built yet
 
 struct Verb {
   std::string name;

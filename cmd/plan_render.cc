@@ -17,7 +17,8 @@ std::string Bytes(double v) {
 }
 
 std::string CutName(int after_stage) {
-  return after_stage < 0 ? "before stage 0 (raw records)" : "after stage " + std::to_string(after_stage);
+  return after_stage < 0 ? "before stage 0 (raw records)"
+                         : "after stage " + std::to_string(after_stage);
 }
 
 }  // namespace
@@ -49,9 +50,10 @@ std::string PlanText(const Plan& p) {
   std::map<std::string, std::pair<int, double>> per_node;
   for (const PlanWorker& w : p.workers) {
     char line[256];
-    std::snprintf(line, sizeof line, "    %-16s %3d CPU(s)  %-22s %10s\n", w.node.c_str(), w.cpus,
-                  w.on_trainer_node ? "on the trainer's node" : ("partition " + w.partition).c_str(),
-                  Rate(w.samples_per_s).c_str());
+    std::snprintf(
+        line, sizeof line, "    %-16s %3d CPU(s)  %-22s %10s\n", w.node.c_str(), w.cpus,
+        w.on_trainer_node ? "on the trainer's node" : ("partition " + w.partition).c_str(),
+        Rate(w.samples_per_s).c_str());
     s += line;
   }
   if (p.workers.empty()) s += "    (none)\n";
@@ -60,8 +62,8 @@ std::string PlanText(const Plan& p) {
        " Gb/s across NICs" + (p.cut.runnable ? "" : " (not pipeline.json's cut: see the note)") +
        "\n";
   s += "  model:      " + Fixed(m.worker_cpu_s_per_sample * 1e3, 3) +
-       " ms worker CPU per sample, scaling efficiency " + Fixed(m.scaling_efficiency, 2) +
-       " -> " + Rate(m.samples_per_s_per_cpu) + " per worker CPU; the target needs " +
+       " ms worker CPU per sample, scaling efficiency " + Fixed(m.scaling_efficiency, 2) + " -> " +
+       Rate(m.samples_per_s_per_cpu) + " per worker CPU; the target needs " +
        Fixed(m.cpus_needed, 1) + " CPUs\n";
   s += "  prediction: " + Rate(pr.samples_per_s);
   if (pr.stall_fraction) s += ", trainer stall " + Fixed(100 * *pr.stall_fraction, 0) + "%";
@@ -75,10 +77,10 @@ std::string PlanText(const Plan& p) {
     s += "  cuts:\n";
     for (const PlanCutOption& c : p.cuts) {
       char line[256];
-      std::snprintf(line, sizeof line, "    %s %-30s %10s  %12s  limit %s%s\n", c.chosen ? "*" : " ",
-                    CutName(c.after_stage).c_str(), Bytes(c.bytes_per_sample).c_str(),
-                    Rate(c.samples_per_s).c_str(), c.limit.c_str(),
-                    c.runnable ? "" : " (not pipeline.json's cut)");
+      std::snprintf(line, sizeof line, "    %s %-30s %10s  %12s  limit %s%s\n",
+                    c.chosen ? "*" : " ", CutName(c.after_stage).c_str(),
+                    Bytes(c.bytes_per_sample).c_str(), Rate(c.samples_per_s).c_str(),
+                    c.limit.c_str(), c.runnable ? "" : " (not pipeline.json's cut)");
       s += line;
     }
   }
@@ -87,7 +89,8 @@ std::string PlanText(const Plan& p) {
 }
 
 std::string DivisionText(const planner::Division& d, int cpus) {
-  std::string s = "division of " + std::to_string(cpus) + " CPU(s) by marginal gain in normalised "
+  std::string s = "division of " + std::to_string(cpus) +
+                  " CPU(s) by marginal gain in normalised "
                   "throughput:\n";
   char line[512];
   std::snprintf(line, sizeof line, "  %-28s %5s %8s %14s %7s %14s %8s\n", "job", "CPUs", "workers",

@@ -2,9 +2,8 @@
 // place onto a RunSpec (core/run_spec.h), with the RunSpec's limits.
 #pragma once
 
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "core/run_spec.h"
 

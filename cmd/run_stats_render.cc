@@ -13,13 +13,13 @@ double PerSample(double total, uint64_t count) { return count ? total / count : 
 nlohmann::json RunStatsJson(const RunStats& s, const std::string& digest) {
   nlohmann::json stages = nlohmann::json::array();
   for (const auto& st : s.stages) {
-    stages.push_back({{"name", st.name},
-                      {"count", st.count},
-                      {"cpu_s_per_sample", PerSample(st.cpu_s, st.count)},
-                      {"wall_s_per_sample", PerSample(st.wall_s, st.count)},
-                      {"bytes_in_per_sample", PerSample(static_cast<double>(st.bytes_in), st.count)},
-                      {"bytes_out_per_sample",
-                       PerSample(static_cast<double>(st.bytes_out), st.count)}});
+    stages.push_back(
+        {{"name", st.name},
+         {"count", st.count},
+         {"cpu_s_per_sample", PerSample(st.cpu_s, st.count)},
+         {"wall_s_per_sample", PerSample(st.wall_s, st.count)},
+         {"bytes_in_per_sample", PerSample(static_cast<double>(st.bytes_in), st.count)},
+         {"bytes_out_per_sample", PerSample(static_cast<double>(st.bytes_out), st.count)}});
   }
   nlohmann::json j = {{"samples", s.samples},
                       {"skipped", s.skipped},
@@ -47,12 +47,12 @@ std::string RunStatsTable(const RunStats& s, const std::string& digest) {
   out += line;
   size_t width = 5;
   for (const auto& st : s.stages) width = std::max(width, st.name.size());
-  std::snprintf(line, sizeof line, "%-*s %12s %12s %12s %12s\n", static_cast<int>(width),
-                "stage", "cpu ms/smp", "wall ms/smp", "KB in/smp", "KB out/smp");
+  std::snprintf(line, sizeof line, "%-*s %12s %12s %12s %12s\n", static_cast<int>(width), "stage",
+                "cpu ms/smp", "wall ms/smp", "KB in/smp", "KB out/smp");
   out += line;
   for (const auto& st : s.stages) {
-    std::snprintf(line, sizeof line, "%-*s %12.3f %12.3f %12.1f %12.1f\n",
-                  static_cast<int>(width), st.name.c_str(), 1e3 * PerSample(st.cpu_s, st.count),
+    std::snprintf(line, sizeof line, "%-*s %12.3f %12.3f %12.1f %12.1f\n", static_cast<int>(width),
+                  st.name.c_str(), 1e3 * PerSample(st.cpu_s, st.count),
                   1e3 * PerSample(st.wall_s, st.count),
                   PerSample(static_cast<double>(st.bytes_in), st.count) / 1024.0,
                   PerSample(static_cast<double>(st.bytes_out), st.count) / 1024.0);

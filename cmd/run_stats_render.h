@@ -2,9 +2,8 @@
 // The JSON field names are a stable interface (goldminer-worker(1)).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "worker/engine.h"
 

@@ -143,16 +143,20 @@ Result<int> RunJobs(const PlanFlags& f) {
     GM_ASSIGN_OR_RETURN(Profile p, LoadProfile(path));
     GM_ASSIGN_OR_RETURN(planner::CpuRate rate, planner::MeasuredCpuRate(p, path));
     if (!p.trainer || !(p.trainer->demand_samples_per_s > 0)) {
-      return Status::InvalidArgument(path + " has no trainer part, so its demand is unknown; "
-                                            "--jobs needs profiles made with a trainer command");
+      return Status::InvalidArgument(path +
+                                     " has no trainer part, so its demand is unknown; "
+                                     "--jobs needs profiles made with a trainer command");
     }
-    jobs.push_back({path, p.trainer->demand_samples_per_s,
-                    rate.samples_per_s_per_cpu(f.cpus_per_worker)});
+    jobs.push_back(
+        {path, p.trainer->demand_samples_per_s, rate.samples_per_s_per_cpu(f.cpus_per_worker)});
   }
   GM_ASSIGN_OR_RETURN(planner::Division d, planner::DivideCpus(jobs, f.cpus, f.cpus_per_worker));
   if (f.json) {
-    nlohmann::json j = {{"schema", "goldminer.division"}, {"version", 1}, {"cpus", f.cpus},
-                        {"cpus_per_worker", f.cpus_per_worker}, {"cpus_unused", d.cpus_unused},
+    nlohmann::json j = {{"schema", "goldminer.division"},
+                        {"version", 1},
+                        {"cpus", f.cpus},
+                        {"cpus_per_worker", f.cpus_per_worker},
+                        {"cpus_unused", d.cpus_unused},
                         {"normalized_sum", d.normalized_sum},
                         {"equal_normalized_sum", d.equal_normalized_sum}};
     j["jobs"] = nlohmann::json::array();
@@ -213,8 +217,7 @@ Result<int> RunPlan(const PlanFlags& f) {
   }
   if (plan.workers.empty()) {
     return Status::InvalidArgument("no worker fits in the cluster (" + cluster.source +
-                                   "): " + plan.prediction.limit_detail +
-                                   ". Nothing was written");
+                                   "): " + plan.prediction.limit_detail + ". Nothing was written");
   }
 
   std::string script;

@@ -19,9 +19,9 @@
 #include "core/log.h"
 #include "core/sqlite_run_store.h"
 #include "profiler/measure.h"
-#include "reports/profile_text.h"
 #include "profiler/trace.h"
 #include "profiler/trainer_profile.h"
+#include "reports/profile_text.h"
 #include "worker/pipeline.h"
 
 namespace gm::cli {
@@ -45,7 +45,6 @@ struct ProfileFlags {
 };
 
 void Say(const std::string& line) { LogInfo("profile: " + line); }
-
 
 // Writes profile.json, the runs.db rows and the trace. The first failure is
 // returned, after trying the others (nothing measured is thrown away).
@@ -133,8 +132,9 @@ Verb ProfileVerb() {
         auto f = std::make_shared<ProfileFlags>();
         RunSpecHelp help;
         help.pipeline = "pipeline.json: profile its stages here and feed the trainer from it";
-        help.epochs = "Epochs the workers serve the trainer (its own loop decides how many it "
-                      "asks for)";
+        help.epochs =
+            "Epochs the workers serve the trainer (its own loop decides how many it "
+            "asks for)";
         AddRunSpecFlags(sub, f->spec, help);
         sub.add_option("--samples", f->samples, "Samples per measured pipeline run")
             ->capture_default_str()

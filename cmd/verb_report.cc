@@ -7,8 +7,8 @@
 
 #include "cmd/cli.h"
 #include "core/file_util.h"
-#include "core/log.h"
 #include "core/json.h"
+#include "core/log.h"
 #include "core/plan.h"
 #include "core/sqlite_run_store.h"
 #include "reports/report.h"
@@ -25,7 +25,7 @@ struct ReportFlags {
   std::string run;      // an id, "latest" or "all"; empty: latest unless --profile
   std::string profile;  // an id or "latest"
   std::string format = "html";
-  std::string out;      // empty: report.html for html, stdout otherwise; "-": stdout
+  std::string out;  // empty: report.html for html, stdout otherwise; "-": stdout
 };
 
 // The plan a run ran, from its row in runs.db (the report reads no plan.json: the
@@ -34,8 +34,10 @@ struct ReportFlags {
 Status LoadRunPlan(SqliteRunStore& store, const RunRecord& run, reports::RunModel& m) {
   if (!run.plan_id) {
     if (!run.plan_path.empty()) {
-      m.plan_problem = "the run was recorded before runs.db kept the plan it ran (schema 3); "
-                       "its file was " + run.plan_path;
+      m.plan_problem =
+          "the run was recorded before runs.db kept the plan it ran (schema 3); "
+          "its file was " +
+          run.plan_path;
     }
     return Status::Ok();
   }
@@ -97,13 +99,14 @@ Result<reports::ReportModel> Load(const ReportFlags& f) {
         if (r.id == which) chosen.push_back(r);
       }
       if (chosen.empty()) {
-        return Status::NotFound(f.db + " has no run \"" + which + "\"" +
-                                (runs.empty() ? std::string(" (it has no runs)")
-                                              : "; its runs: " + RunIds(runs)));
+        return Status::NotFound(
+            f.db + " has no run \"" + which + "\"" +
+            (runs.empty() ? std::string(" (it has no runs)") : "; its runs: " + RunIds(runs)));
       }
     }
     if (chosen.empty() && f.profile.empty()) {
-      return Status::NotFound(f.db + " has no runs yet: `goldminer run` records one; "
+      return Status::NotFound(f.db +
+                              " has no runs yet: `goldminer run` records one; "
                               "for a profile, use --profile latest");
     }
     for (const RunRecord& r : chosen) {
@@ -123,15 +126,18 @@ Result<reports::ReportModel> Load(const ReportFlags& f) {
         id = std::stoll(f.profile, &used);
         if (used != f.profile.size()) throw std::invalid_argument("junk");
       } catch (const std::exception&) {
-        return Status::InvalidArgument("--profile " + f.profile + ": expected a profile id or latest");
+        return Status::InvalidArgument("--profile " + f.profile +
+                                       ": expected a profile id or latest");
       }
     }
     Result<Profile> profile = store->GetProfile(id);
     if (!profile.ok()) {
       std::string ids;
-      for (const ProfileSummary& p : profiles) ids += (ids.empty() ? "" : ", ") + std::to_string(p.id);
-      return Status::NotFound(f.db + " has no profile " + std::to_string(id) +
-                              (ids.empty() ? std::string(" (it has none)") : "; its profiles: " + ids));
+      for (const ProfileSummary& p : profiles)
+        ids += (ids.empty() ? "" : ", ") + std::to_string(p.id);
+      return Status::NotFound(
+          f.db + " has no profile " + std::to_string(id) +
+          (ids.empty() ? std::string(" (it has none)") : "; its profiles: " + ids));
     }
     model.profile = reports::ProfileModel{id, std::move(*profile)};
   }

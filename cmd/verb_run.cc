@@ -47,8 +47,8 @@ struct RunFlags {
   int min_workers = 1;
   int max_workers = 0;  // 0: max(workers, this machine's CPUs)
   double scale_period_s = 10;
-  std::string trainer_cpus;  // --trainer-cpus LIST
-  std::optional<SlurmJob> job;  // the Slurm job we run in, read once (none outside one)
+  std::string trainer_cpus;      // --trainer-cpus LIST
+  std::optional<SlurmJob> job;   // the Slurm job we run in, read once (none outside one)
   std::optional<Plan> plan_doc;  // --plan's plan, as read
 };
 
@@ -61,7 +61,8 @@ Status ApplyTrainerCpus(const RunFlags& f, RunConfig& c) {
   if (f.trainer_cpus.empty() || f.trainer_cpus == "none") return Status::Ok();
   const std::string what = "--trainer-cpus";
   if (f.backend != "local") {
-    return Status::InvalidArgument(what + " is for --backend local: under Slurm each worker is a "
+    return Status::InvalidArgument(what +
+                                   " is for --backend local: under Slurm each worker is a "
                                    "job step with CPUs of its own (srun --exact), and the "
                                    "trainer has the batch step's");
   }
@@ -82,8 +83,10 @@ Status ApplyTrainerCpus(const RunFlags& f, RunConfig& c) {
   std::set_difference(allowed.begin(), allowed.end(), c.trainer_cpus.begin(), c.trainer_cpus.end(),
                       std::back_inserter(c.worker_cpus));
   if (c.worker_cpus.empty()) {
-    return Status::InvalidArgument(what + " " + f.trainer_cpus + " leaves no CPU for the workers "
-                                   "(this process may use " + FormatCpuList(allowed) +
+    return Status::InvalidArgument(what + " " + f.trainer_cpus +
+                                   " leaves no CPU for the workers "
+                                   "(this process may use " +
+                                   FormatCpuList(allowed) +
                                    "); keep at least one out of the list, or set "
                                    "GOLDMINER_WORKER_CPUS to say where the workers run");
   }
@@ -141,7 +144,8 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
   f.plan_doc = plan;
   if (!plan.cut.runnable) {
     return Status::InvalidArgument(
-        f.plan + ": the plan cuts the pipeline after stage " + std::to_string(plan.cut.after_stage) +
+        f.plan + ": the plan cuts the pipeline after stage " +
+        std::to_string(plan.cut.after_stage) +
         ", which is not the cut pipeline.json makes (run follows the file: mark the stages after "
         "the cut \"on\": \"device\", or plan again without --all-cuts)");
   }
@@ -183,11 +187,15 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
     GM_ASSIGN_OR_RETURN(std::vector<int> allowed, AllowedCpus());
     if (kept > 0 && static_cast<size_t>(kept) < allowed.size()) {
       f.trainer_cpus = FormatCpuList({allowed.begin(), allowed.begin() + kept});
-      LogInfo("run: the plan keeps " + std::to_string(kept) + " CPU(s) for the trainer: "
-              "--trainer-cpus " + f.trainer_cpus + " (--trainer-cpus none: no pinning)");
+      LogInfo("run: the plan keeps " + std::to_string(kept) +
+              " CPU(s) for the trainer: "
+              "--trainer-cpus " +
+              f.trainer_cpus + " (--trainer-cpus none: no pinning)");
     } else if (kept > 0) {
-      LogInfo("run: the plan keeps " + std::to_string(kept) + " CPU(s) for the trainer, and "
-              "this process may use " + std::to_string(allowed.size()) + ": no pinning");
+      LogInfo("run: the plan keeps " + std::to_string(kept) +
+              " CPU(s) for the trainer, and "
+              "this process may use " +
+              std::to_string(allowed.size()) + ": no pinning");
     }
   }
   if (sub.count("--world-size") == 0) f.spec.world_size = plan.run.world_size;
@@ -195,9 +203,9 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
   std::string threads;
   for (int t : f.spec.worker_threads) threads += (threads.empty() ? "" : "+") + std::to_string(t);
   LogInfo("run: plan " + f.plan + ": " + std::to_string(f.spec.workers) + " worker(s), " +
-          (threads.empty() ? std::to_string(f.spec.threads_per_worker) + " thread(s) each" : threads + " thread(s)") +
-          ", predicted " +
-          std::to_string(static_cast<long long>(plan.prediction.samples_per_s)) +
+          (threads.empty() ? std::to_string(f.spec.threads_per_worker) + " thread(s) each"
+                           : threads + " thread(s)") +
+          ", predicted " + std::to_string(static_cast<long long>(plan.prediction.samples_per_s)) +
           " samples/s (limit: " + plan.prediction.limit + ")");
   return Status::Ok();
 }
@@ -222,9 +230,8 @@ Status CheckTrainerCommand(const std::vector<std::string>& command) {
     }
   }
   return Status::NotFound("the trainer command '" + program + "' " +
-                          (program.find('/') != std::string::npos
-                               ? "is not an executable file"
-                               : "was not found in PATH") +
+                          (program.find('/') != std::string::npos ? "is not an executable file"
+                                                                  : "was not found in PATH") +
                           "; give the program after --, e.g. -- python3 train.py");
 }
 
@@ -247,13 +254,15 @@ Result<int64_t> PlanRow(RunStore& store, const Plan& plan, const std::string& pa
 
 Result<int> RunWithFlags(const RunFlags& f) {
   if (f.spec.pipeline.empty()) {  // a usage error: exit 2
-    LogError("run needs --pipeline FILE or --plan plan.json, e.g. goldminer run --pipeline "
-             "p.json -- python3 train.py");
+    LogError(
+        "run needs --pipeline FILE or --plan plan.json, e.g. goldminer run --pipeline "
+        "p.json -- python3 train.py");
     return kExitUsage;
   }
   if (f.spec.command.empty()) {
-    return Status::InvalidArgument("run needs a trainer command after --, e.g. "
-                                   "goldminer run --pipeline p.json -- python3 train.py");
+    return Status::InvalidArgument(
+        "run needs a trainer command after --, e.g. "
+        "goldminer run --pipeline p.json -- python3 train.py");
   }
   GM_RETURN_IF_ERROR(f.spec.Validate());
   RunConfig c;
@@ -270,11 +279,13 @@ Result<int> RunWithFlags(const RunFlags& f) {
   if (f.autoscale == "on") {
     AutoscalerOptions a;
     a.min_workers = f.min_workers;
-    a.max_workers = f.max_workers > 0
-                        ? f.max_workers
-                        : std::max(f.spec.workers, static_cast<int>(std::thread::hardware_concurrency()));
+    a.max_workers =
+        f.max_workers > 0
+            ? f.max_workers
+            : std::max(f.spec.workers, static_cast<int>(std::thread::hardware_concurrency()));
     a.period_s = f.scale_period_s;
-    if (a.min_workers > a.max_workers || f.spec.workers < a.min_workers || f.spec.workers > a.max_workers) {
+    if (a.min_workers > a.max_workers || f.spec.workers < a.min_workers ||
+        f.spec.workers > a.max_workers) {
       return Status::InvalidArgument("--autoscale on: need --min-workers (" +
                                      std::to_string(a.min_workers) + ") <= --workers (" +
                                      std::to_string(f.spec.workers) + ") <= --max-workers (" +
@@ -284,8 +295,10 @@ Result<int> RunWithFlags(const RunFlags& f) {
       // Never more workers than the allocation holds: a step beyond it would wait.
       int fit = f.spec.workers;
       while (fit < a.max_workers && f.job->CheckWorkersFit(f.spec, fit + 1).ok()) ++fit;
-      LogInfo("run: --autoscale: at most " + std::to_string(fit) + " worker(s) fit in the "
-              "allocation (--max-workers " + std::to_string(a.max_workers) + ")");
+      LogInfo("run: --autoscale: at most " + std::to_string(fit) +
+              " worker(s) fit in the "
+              "allocation (--max-workers " +
+              std::to_string(a.max_workers) + ")");
       a.max_workers = fit;
     }
     c.autoscale = a;
@@ -315,12 +328,11 @@ Result<int> RunWithFlags(const RunFlags& f) {
   sigaction(SIGINT, &sa, nullptr);
   GM_ASSIGN_OR_RETURN(RunResult r, RunTraining(c));
   const CoordinatorSummary& s = r.summary;
-  LogInfo("run " + r.run_id + " " + r.status + (store ? " (recorded in " + f.db + ")" : "") +
-          ": " + std::to_string(s.epochs_done) + " epoch(s) delivered, " +
-          std::to_string(s.state.acks) + " batches acknowledged, " +
-          std::to_string(s.workers_registered) + " worker registrations, " +
-          std::to_string(s.state.reassignments) + " splits reassigned, " +
-          std::to_string(s.state.duplicate_acks) + " duplicate acks");
+  LogInfo("run " + r.run_id + " " + r.status + (store ? " (recorded in " + f.db + ")" : "") + ": " +
+          std::to_string(s.epochs_done) + " epoch(s) delivered, " + std::to_string(s.state.acks) +
+          " batches acknowledged, " + std::to_string(s.workers_registered) +
+          " worker registrations, " + std::to_string(s.state.reassignments) +
+          " splits reassigned, " + std::to_string(s.state.duplicate_acks) + " duplicate acks");
   return r.exit_code;
 }
 
@@ -395,7 +407,8 @@ Verb RunVerb() {
         return std::function<Result<int>()>([f, app]() -> Result<int> {
           if (Status st = ResolveBackend(*f, *app); !st.ok()) return RecordRefused(*f, st);
           if (!f->plan.empty()) GM_RETURN_IF_ERROR(ApplyPlan(*f, *app));
-          if (Status st = CheckTrainerCommand(f->spec.command); !st.ok()) return RecordRefused(*f, st);
+          if (Status st = CheckTrainerCommand(f->spec.command); !st.ok())
+            return RecordRefused(*f, st);
           if (f->backend == "slurm") {
             Status st = f->job->CheckWorkersFit(f->spec, f->spec.workers);
             if (!st.ok()) return RecordRefused(*f, st);

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <mutex>
 #include <optional>
-#include <cstdlib>
 #include <thread>
 
 #include "cmd/cli.h"
@@ -19,12 +19,12 @@
 #include "core/clock.h"
 #include "core/host.h"
 #include "core/log.h"
+#include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "worker/engine.h"
 #include "worker/pipeline.h"
 #include "worker/sinks.h"
 #include "worker/worker_service.h"
-#include "core/thread_annotations.h"
 
 namespace gm::cli {
 namespace {
@@ -236,7 +236,8 @@ Verb WorkerVerb() {
         sub.add_flag("--local", f->local,
                      "Run the pipeline on this machine without a trainer and print "
                      "samples/s and a per-stage table");
-        sub.add_option("--pipeline", f->pipeline, "pipeline.json to run (see goldminer-pipeline(5))")
+        sub.add_option("--pipeline", f->pipeline,
+                       "pipeline.json to run (see goldminer-pipeline(5))")
             ->check(CLI::ExistingFile);
         sub.add_option("--threads", f->threads, "Stage threads (default: all cores)")
             ->check(CLI::Range(1, 4096));

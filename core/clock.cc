@@ -1,11 +1,12 @@
 #include "core/clock.h"
-#include "core/thread_annotations.h"
 
 #include <time.h>
 
 #include <algorithm>
-#include <ctime>
 #include <cmath>
+#include <ctime>
+
+#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+
 #include "core/thread_annotations.h"
 
 namespace gm {

@@ -1,14 +1,14 @@
 #include "core/file_util.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 namespace gm {
 
@@ -39,7 +39,8 @@ Result<std::string> ReadFile(const std::string& path) {
 Status WriteFileAtomic(const std::string& path, std::string_view data) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    return Status::InvalidArgument(path + ": is a symbolic link; refusing to replace it (give the "
+    return Status::InvalidArgument(path +
+                                   ": is a symbolic link; refusing to replace it (give the "
                                    "path of the file itself)");
   }
   std::string tmp = path + ".tmp." + std::to_string(::getpid());

@@ -1,16 +1,16 @@
 #include "core/host.h"
 
 #include <arpa/inet.h>
-#include <sched.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 namespace gm {
@@ -109,8 +109,9 @@ Result<std::vector<int>> ParseCpuList(const std::string& text, const std::string
       auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
       return !t.empty() && ec == std::errc() && end == t.data() + t.size() && v >= 0;
     };
-    if (dash == std::string::npos ? !num(part, lo)
-                                  : !num(part.substr(0, dash), lo) || !num(part.substr(dash + 1), hi)) {
+    if (dash == std::string::npos
+            ? !num(part, lo)
+            : !num(part.substr(0, dash), lo) || !num(part.substr(dash + 1), hi)) {
       return bad(part.empty() ? "an empty entry" : "\"" + part + "\" is not N or N-M");
     }
     if (hi < 0) hi = lo;

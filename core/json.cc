@@ -58,9 +58,7 @@ Result<nlohmann::json> LoadJsonFile(const std::string& path) {
   return ParseJson(text, path);
 }
 
-bool JsonNode::has(std::string_view key) const {
-  return j_->is_object() && j_->contains(key);
-}
+bool JsonNode::has(std::string_view key) const { return j_->is_object() && j_->contains(key); }
 
 Status JsonNode::Error(std::string_view what) const {
   return Status::InvalidArgument(*origin_ + ": " + path_ + ": " + std::string(what));
@@ -125,7 +123,8 @@ Result<bool> JsonNode::AsBool() const {
 }
 
 Result<std::vector<double>> JsonNode::AsNumbers(std::optional<size_t> size) const {
-  std::string want = size ? "an array of " + std::to_string(*size) + " numbers" : "an array of numbers";
+  std::string want =
+      size ? "an array of " + std::to_string(*size) + " numbers" : "an array of numbers";
   if (!j_->is_array() || (size && j_->size() != *size)) return Expected(want);
   std::vector<double> out;
   for (const auto& e : *j_) {
@@ -206,10 +205,9 @@ Status CheckSchemaAndVersion(const JsonNode& root, std::string_view schema, int 
   GM_ASSIGN_OR_RETURN(JsonNode version_node, root.Get("version"));
   GM_ASSIGN_OR_RETURN(int64_t v, version_node.AsInt());
   if (v != version) {
-    return version_node.Error("this is " + std::string(schema) + " version " +
-                              std::to_string(v) + "; this goldminer reads version " +
-                              std::to_string(version) + " (" + std::string(redo) +
-                              ", or use the goldminer that wrote it)");
+    return version_node.Error("this is " + std::string(schema) + " version " + std::to_string(v) +
+                              "; this goldminer reads version " + std::to_string(version) + " (" +
+                              std::string(redo) + ", or use the goldminer that wrote it)");
   }
   return Status::Ok();
 }

@@ -9,12 +9,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -29,7 +28,8 @@ Result<nlohmann::json> LoadJsonFile(const std::string& path);
 class JsonNode {
  public:
   JsonNode(const nlohmann::json& j, std::string origin, std::string path = "$")
-      : j_(&j), origin_(std::make_shared<const std::string>(std::move(origin))),
+      : j_(&j),
+        origin_(std::make_shared<const std::string>(std::move(origin))),
         path_(std::move(path)) {}
 
   const nlohmann::json& json() const { return *j_; }

@@ -1,12 +1,12 @@
 #include "core/log.h"
 
-#include "core/clock.h"
-#include "core/thread_annotations.h"
-
 #include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <string>
+
+#include "core/clock.h"
+#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -61,11 +61,20 @@ void Log(LogLevel level, std::string_view message) {
   if (static_cast<int>(level) < g_level.load()) return;
   const char* tag = "";
   switch (level) {
-    case LogLevel::kDebug: tag = "debug: "; break;
-    case LogLevel::kInfo: tag = ""; break;
-    case LogLevel::kWarning: tag = "warning: "; break;
-    case LogLevel::kError: tag = "error: "; break;
-    case LogLevel::kQuiet: return;
+    case LogLevel::kDebug:
+      tag = "debug: ";
+      break;
+    case LogLevel::kInfo:
+      tag = "";
+      break;
+    case LogLevel::kWarning:
+      tag = "warning: ";
+      break;
+    case LogLevel::kError:
+      tag = "error: ";
+      break;
+    case LogLevel::kQuiet:
+      return;
   }
   std::string line = "goldminer: ";
   line += tag;

@@ -29,7 +29,7 @@ class IndexPermutation {
 
   static constexpr int kRounds = 8;
   uint64_t n_ = 0;
-  int half_bits_ = 0;     // width of each Feistel half
+  int half_bits_ = 0;  // width of each Feistel half
   uint64_t half_mask_ = 0;
   std::array<uint64_t, kRounds> keys_{};
 };

@@ -23,11 +23,15 @@ void PutIfSet(json& j, const char* key, const std::optional<T>& v) {
 // (core/json_fields.h) find them by argument-dependent lookup.
 
 json ToJson(const PlanSources& s) {
-  return {{"profile_path", s.profile_path},       {"profile_created_utc", s.profile_created_utc},
-          {"profile_host", s.profile_host},       {"profile_sha256", s.profile_sha256},
+  return {{"profile_path", s.profile_path},
+          {"profile_created_utc", s.profile_created_utc},
+          {"profile_host", s.profile_host},
+          {"profile_sha256", s.profile_sha256},
           {"pipeline_path", s.pipeline_path},
-          {"pipeline_sha256", s.pipeline_sha256}, {"cluster", s.cluster},
-          {"gpu_partition", s.gpu_partition},     {"partition", s.partition}};
+          {"pipeline_sha256", s.pipeline_sha256},
+          {"cluster", s.cluster},
+          {"gpu_partition", s.gpu_partition},
+          {"partition", s.partition}};
 }
 
 json ToJson(const PlanModel& m) {
@@ -56,9 +60,9 @@ json ToJson(const PlanCut& c) {
 }
 
 json ToJson(const PlanCutOption& c) {
-  return {{"after_stage", c.after_stage}, {"bytes_per_sample", c.bytes_per_sample},
+  return {{"after_stage", c.after_stage},     {"bytes_per_sample", c.bytes_per_sample},
           {"samples_per_s", c.samples_per_s}, {"limit", c.limit},
-          {"runnable", c.runnable},         {"chosen", c.chosen}};
+          {"runnable", c.runnable},           {"chosen", c.chosen}};
 }
 
 json ToJson(const PlanTrainerNode& n) {
@@ -199,8 +203,8 @@ Status Convert(const JsonNode& n, PlanRun& out) {
   f.Check(out.workers >= 1 && out.workers <= kMaxRunWorkers, "workers", workers.c_str());
   f.Check(out.threads_per_worker >= 1 && out.threads_per_worker <= kMaxWorkerThreads,
           "threads_per_worker", ("an integer from 1 to " + threads).c_str());
-  bool threads_ok = out.worker_threads.empty() ||
-                    out.worker_threads.size() == static_cast<size_t>(out.workers);
+  bool threads_ok =
+      out.worker_threads.empty() || out.worker_threads.size() == static_cast<size_t>(out.workers);
   for (int t : out.worker_threads) threads_ok = threads_ok && t >= 1 && t <= kMaxWorkerThreads;
   f.Check(threads_ok, "worker_threads",
           ("one integer from 1 to " + threads + " per worker (as many as run.workers)").c_str());

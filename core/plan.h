@@ -10,11 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/run_spec.h"
 #include "core/status.h"
@@ -44,20 +43,20 @@ struct PlanSources {
 
 // The figures the model computed from, and the knobs it was given.
 struct PlanModel {
-  double target_samples_per_s = 0;  // what the plan aims to deliver to the trainer
-  std::string target_source;        // "--target-rate" or "trainer demand"
+  double target_samples_per_s = 0;             // what the plan aims to deliver to the trainer
+  std::string target_source;                   // "--target-rate" or "trainer demand"
   std::optional<double> demand_samples_per_s;  // the trainer's (all ranks); absent: unknown
   int gpus = 0;                                // GPUs (trainer ranks) the trainer uses
-  double cpu_s_per_sample = 0;         // the pipeline's CPU per sample, 1 stage thread
-  double scaling_efficiency = 0;       // 0..1, measured (see goldminer-plan(1))
-  double worker_cpu_s_per_sample = 0;  // at the chosen cut, before efficiency
-  double samples_per_s_per_cpu = 0;    // one worker CPU, efficiency applied
-  double cpus_needed = 0;              // worker CPUs the target needs
-  uint64_t memory_per_worker_bytes = 0;  // peak RSS from the profile; 0: not checked
+  double cpu_s_per_sample = 0;                 // the pipeline's CPU per sample, 1 stage thread
+  double scaling_efficiency = 0;               // 0..1, measured (see goldminer-plan(1))
+  double worker_cpu_s_per_sample = 0;          // at the chosen cut, before efficiency
+  double samples_per_s_per_cpu = 0;            // one worker CPU, efficiency applied
+  double cpus_needed = 0;                      // worker CPUs the target needs
+  uint64_t memory_per_worker_bytes = 0;        // peak RSS from the profile; 0: not checked
   int cpus_per_worker = 0;
   int max_workers = 0;
-  int trainer_cpus = 0;       // CPUs kept for each trainer process
-  double nic_gbps = 0;        // for nodes whose NIC speed the cluster does not say
+  int trainer_cpus = 0;  // CPUs kept for each trainer process
+  double nic_gbps = 0;   // for nodes whose NIC speed the cluster does not say
 
   bool operator==(const PlanModel&) const = default;
 };
@@ -66,9 +65,9 @@ struct PlanModel {
 // client.
 struct PlanCut {
   int after_stage = -1;
-  double bytes_per_sample = 0;           // what crosses the network
-  double local_cpu_s_per_sample = 0;     // stage CPU left on the trainer's node
-  bool runnable = true;                  // this goldminer's `run` executes it
+  double bytes_per_sample = 0;        // what crosses the network
+  double local_cpu_s_per_sample = 0;  // stage CPU left on the trainer's node
+  bool runnable = true;               // this goldminer's `run` executes it
 
   bool operator==(const PlanCut&) const = default;
 };
@@ -88,8 +87,8 @@ struct PlanCutOption {
 // A node that holds (part of) the trainer.
 struct PlanTrainerNode {
   std::string name;
-  int gpus = 0;       // GPUs (trainer ranks) on it
-  int cpus = 0;       // CPUs kept for the trainer processes and the client's tail stages
+  int gpus = 0;  // GPUs (trainer ranks) on it
+  int cpus = 0;  // CPUs kept for the trainer processes and the client's tail stages
   bool operator==(const PlanTrainerNode&) const = default;
 };
 

@@ -89,13 +89,13 @@ struct RunRecord {
   std::optional<std::string> ended_utc;  // absent while it runs
   std::string backend;                   // "local" or "slurm"
   std::string pipeline_path;
-  std::string plan_path;             // empty when run without a plan
-  std::optional<int64_t> plan_id;    // the plan's row in the store (absent: none, or a
-                                     // run recorded before runs.db schema 3)
-  std::vector<std::string> command;  // the trainer's argv
-  int world_size = 1;                // trainer processes
-  std::string status = "running";    // "running", then what EndRun says
-  std::optional<int> exit_code;      // absent while it runs
+  std::string plan_path;              // empty when run without a plan
+  std::optional<int64_t> plan_id;     // the plan's row in the store (absent: none, or a
+                                      // run recorded before runs.db schema 3)
+  std::vector<std::string> command;   // the trainer's argv
+  int world_size = 1;                 // trainer processes
+  std::string status = "running";     // "running", then what EndRun says
+  std::optional<int> exit_code;       // absent while it runs
   std::optional<std::string> job_id;  // SLURM_JOB_ID when run inside a Slurm job
   std::string host;                   // where `goldminer run` ran
   std::optional<int64_t> pid;         // its process id
@@ -111,8 +111,8 @@ struct WorkerRecord {
   int64_t worker_id = 0;  // 0, 1, ... within the run (a replacement gets a new one)
   std::string host;
   std::optional<int64_t> pid;
-  std::optional<std::string> step_id;   // Slurm "JOB.STEP"; absent on the local backend
-  std::string started_utc;              // empty: AddWorker stamps it
+  std::optional<std::string> step_id;    // Slurm "JOB.STEP"; absent on the local backend
+  std::string started_utc;               // empty: AddWorker stamps it
   std::optional<std::string> ended_utc;  // absent while it runs
   std::optional<std::string> exit;       // "exited with status 0", "drained", ...
 

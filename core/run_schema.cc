@@ -141,8 +141,8 @@ Status BackfillDigests(sqlite::Database& db) {
   for (const char* table : {"profiles", "plans"}) {
     GM_ASSIGN_OR_RETURN(sqlite::Statement read,
                         db.Prepare(std::string("SELECT id, json FROM ") + table));
-    GM_ASSIGN_OR_RETURN(sqlite::Statement write,
-                        db.Prepare(std::string("UPDATE ") + table + " SET sha256 = ? WHERE id = ?"));
+    GM_ASSIGN_OR_RETURN(sqlite::Statement write, db.Prepare(std::string("UPDATE ") + table +
+                                                            " SET sha256 = ? WHERE id = ?"));
     for (;;) {
       GM_ASSIGN_OR_RETURN(bool row, read.Step());
       if (!row) break;

@@ -30,7 +30,8 @@ uint64_t RunSpec::MemoryOf(int slot) const {
 Status RunSpec::Validate() const {
   GM_RETURN_IF_ERROR(Range("workers", workers, 1, kMaxRunWorkers));
   GM_RETURN_IF_ERROR(Range("threads per worker", threads_per_worker, 1, kMaxWorkerThreads));
-  for (int t : worker_threads) GM_RETURN_IF_ERROR(Range("a worker's threads", t, 1, kMaxWorkerThreads));
+  for (int t : worker_threads)
+    GM_RETURN_IF_ERROR(Range("a worker's threads", t, 1, kMaxWorkerThreads));
   GM_RETURN_IF_ERROR(Range("epochs", epochs, 0, kMaxRunEpochs));
   GM_RETURN_IF_ERROR(Range("world size", world_size, 1, kMaxWorldSize));
   GM_RETURN_IF_ERROR(Range("samples per split", static_cast<long long>(samples_per_split), 1,

@@ -77,8 +77,8 @@ class RunStore {
                            const std::string& exit) = 0;
   // Records where a worker runs, once it says so (its node, and its Slurm step
   // "JOB.STEP" or empty); NotFound for an unknown run or worker.
-  virtual Status PlaceWorker(const std::string& run_id, int64_t worker_id,
-                             const std::string& host, const std::string& step_id) = 0;
+  virtual Status PlaceWorker(const std::string& run_id, int64_t worker_id, const std::string& host,
+                             const std::string& step_id) = 0;
   // A run's workers in id order; empty for an unknown run.
   virtual Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) = 0;
 

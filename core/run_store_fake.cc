@@ -146,8 +146,8 @@ Status MemoryRunStore::BeginRun(const RunRecord& run) {
                                    "\" is already recorded");
   }
   if (run.plan_id && (*run.plan_id < 1 || *run.plan_id > static_cast<int64_t>(plans_.size()))) {
-    return Status::NotFound(std::string(kName) + ": cannot record run \"" + run.id +
-                            "\": plan " + std::to_string(*run.plan_id) + " is not recorded");
+    return Status::NotFound(std::string(kName) + ": cannot record run \"" + run.id + "\": plan " +
+                            std::to_string(*run.plan_id) + " is not recorded");
   }
   RunRecord r = run;
   if (r.started_utc.empty()) r.started_utc = clock_();

@@ -1,34 +1,47 @@
 #include "core/sample.h"
+
 #include "core/thread_annotations.h"
 
 namespace gm {
 
 size_t DTypeSize(DType d) {
   switch (d) {
-    case DType::kUInt8: return 1;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kFloat32: return 4;
+    case DType::kUInt8:
+      return 1;
+    case DType::kInt32:
+      return 4;
+    case DType::kInt64:
+      return 8;
+    case DType::kFloat32:
+      return 4;
   }
   return 1;
 }
 
 std::string_view DTypeName(DType d) {
   switch (d) {
-    case DType::kUInt8: return "uint8";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kFloat32: return "float32";
+    case DType::kUInt8:
+      return "uint8";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kFloat32:
+      return "float32";
   }
   return "?";
 }
 
 std::string_view NumpyDescr(DType d) {
   switch (d) {
-    case DType::kUInt8: return "|u1";
-    case DType::kInt32: return "<i4";
-    case DType::kInt64: return "<i8";
-    case DType::kFloat32: return "<f4";
+    case DType::kUInt8:
+      return "|u1";
+    case DType::kInt32:
+      return "<i4";
+    case DType::kInt64:
+      return "<i8";
+    case DType::kFloat32:
+      return "<f4";
   }
   return "?";
 }

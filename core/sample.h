@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
 #include "core/thread_annotations.h"
 
 namespace gm {
@@ -67,9 +68,13 @@ struct Tensor {
   bool empty() const { return shape.empty(); }
   void Reset(DType d, std::vector<int64_t> s);  // resizes bytes for the new shape
   template <typename T>
-  T* data() { return reinterpret_cast<T*>(bytes.data()); }
+  T* data() {
+    return reinterpret_cast<T*>(bytes.data());
+  }
   template <typename T>
-  const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }
+  const T* data() const {
+    return reinterpret_cast<const T*>(bytes.data());
+  }
 };
 
 std::string ShapeString(const std::vector<int64_t>& shape);  // "[224, 224, 3]"

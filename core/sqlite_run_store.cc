@@ -31,7 +31,8 @@ Result<std::unique_ptr<SqliteRunStore>> SqliteRunStore::OpenExisting(const std::
                                                                      UtcClock clock) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
-    return Status::NotFound(path + " does not exist (or is not a file): give --db with the "
+    return Status::NotFound(path +
+                            " does not exist (or is not a file): give --db with the "
                             "runs.db that `goldminer run` or `goldminer profile` wrote");
   }
   {
@@ -39,11 +40,13 @@ Result<std::unique_ptr<SqliteRunStore>> SqliteRunStore::OpenExisting(const std::
     GM_RETURN_IF_ERROR(db.SetBusyTimeout(kRunStoreBusyTimeoutMs));
     Result<int64_t> version = db.QueryInt("PRAGMA user_version");
     if (!version.ok()) {
-      return Status::Corrupt(path + " is not a goldminer runs.db (" + version.status().message() + ")");
+      return Status::Corrupt(path + " is not a goldminer runs.db (" + version.status().message() +
+                             ")");
     }
     GM_RETURN_IF_ERROR(CheckNotNewer(db, *version));
     if (*version == 0) {
-      return Status::InvalidArgument(path + " is not a goldminer runs.db (no goldminer schema in it)");
+      return Status::InvalidArgument(path +
+                                     " is not a goldminer runs.db (no goldminer schema in it)");
     }
   }
   return Open(path, std::move(clock));
@@ -62,11 +65,11 @@ Result<int64_t> SqliteRunStore::AddProfile(const Profile& profile) {
         samples_per_s_per_core, demand_samples_per_s, stall_fraction, gpu_available,
         gpu_busy_fraction, json, sha256)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?))sql"));
-  GM_RETURN_IF_ERROR(st.BindAll(
-      s.created_utc, s.host, s.pipeline_path, s.pipeline_sha256, s.verdict, s.input_bound_fraction,
-      s.samples_per_s_1_thread, s.samples_per_s_all_cores, s.samples_per_s_per_core,
-      s.demand_samples_per_s, s.stall_fraction, s.gpu_available, s.gpu_busy_fraction, json,
-      TextDigest(json)));
+  GM_RETURN_IF_ERROR(st.BindAll(s.created_utc, s.host, s.pipeline_path, s.pipeline_sha256,
+                                s.verdict, s.input_bound_fraction, s.samples_per_s_1_thread,
+                                s.samples_per_s_all_cores, s.samples_per_s_per_core,
+                                s.demand_samples_per_s, s.stall_fraction, s.gpu_available,
+                                s.gpu_busy_fraction, json, TextDigest(json)));
   GM_RETURN_IF_ERROR(st.Run());
   const int64_t id = db_.LastInsertRowId();
   if (profile.pipeline) GM_RETURN_IF_ERROR(InsertStageCosts(id, *profile.pipeline));
@@ -98,14 +101,16 @@ Status SqliteRunStore::SetRunStageCosts(const std::string& run_id,
   MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Transaction tx, sqlite::Transaction::Begin(db_));
   {
-    GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare("SELECT count(*) FROM runs WHERE id = ?"));
+    GM_ASSIGN_OR_RETURN(sqlite::Statement st,
+                        db_.Prepare("SELECT count(*) FROM runs WHERE id = ?"));
     GM_RETURN_IF_ERROR(st.Bind(1, run_id));
     GM_ASSIGN_OR_RETURN(bool row, st.Step());
     if (!row || st.Int(0) == 0) {
       return Status::NotFound(path() + ": no run with id \"" + run_id + "\"");
     }
   }
-  GM_ASSIGN_OR_RETURN(sqlite::Statement del, db_.Prepare("DELETE FROM stage_costs WHERE run_id = ?"));
+  GM_ASSIGN_OR_RETURN(sqlite::Statement del,
+                      db_.Prepare("DELETE FROM stage_costs WHERE run_id = ?"));
   GM_RETURN_IF_ERROR(del.Bind(1, run_id));
   GM_RETURN_IF_ERROR(del.Run());
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
@@ -282,9 +287,8 @@ Result<std::optional<int64_t>> SqliteRunStore::FindProfile(const std::string& sh
 Result<std::optional<int64_t>> SqliteRunStore::FindByDigest(const char* table,
                                                             const std::string& sha256) {
   MutexLock lock(mu_);
-  GM_ASSIGN_OR_RETURN(sqlite::Statement st,
-                      db_.Prepare(std::string("SELECT max(id) FROM ") + table +
-                                  " WHERE sha256 = ?"));
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(std::string("SELECT max(id) FROM ") +
+                                                        table + " WHERE sha256 = ?"));
   GM_RETURN_IF_ERROR(st.Bind(1, sha256));
   GM_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return std::optional<int64_t>();
@@ -329,8 +333,8 @@ Status SqliteRunStore::BeginRun(const RunRecord& run) {
       nlohmann::json(run.command).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   const std::string started = run.started_utc.empty() ? clock_() : run.started_utc;
   GM_RETURN_IF_ERROR(st.BindAll(run.id, started, run.backend, run.pipeline_path, run.plan_path,
-                                command, run.world_size, run.status, run.job_id, run.host,
-                                run.pid, started, run.plan_id));
+                                command, run.world_size, run.status, run.job_id, run.host, run.pid,
+                                started, run.plan_id));
   Status status = st.Run();
   if (status.code() == Code::kInvalidArgument) {  // the primary key (or a user's trigger)
     return Status::InvalidArgument(path() + ": a run with id \"" + run.id +
@@ -386,8 +390,8 @@ Result<RunRecord> RunFromRow(const sqlite::Statement& st, const std::string& db_
 
 Result<RunRecord> SqliteRunStore::GetRun(const std::string& run_id) {
   MutexLock lock(mu_);
-  GM_ASSIGN_OR_RETURN(sqlite::Statement st,
-                      db_.Prepare(std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?"));
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(std::string("SELECT ") + kRunColumns +
+                                                        " FROM runs WHERE id = ?"));
   GM_RETURN_IF_ERROR(st.Bind(1, run_id));
   GM_ASSIGN_OR_RETURN(bool row, st.Step());
   if (!row) return Status::NotFound(path() + ": no run with id \"" + run_id + "\"");
@@ -454,10 +458,9 @@ Status SqliteRunStore::EndWorker(const std::string& run_id, int64_t worker_id,
 Status SqliteRunStore::PlaceWorker(const std::string& run_id, int64_t worker_id,
                                    const std::string& host, const std::string& step_id) {
   MutexLock lock(mu_);
-  GM_ASSIGN_OR_RETURN(
-      sqlite::Statement st,
-      db_.Prepare("UPDATE workers SET host = ?, step_id = NULLIF(?, '') "
-                  "WHERE run_id = ? AND worker_id = ?"));
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st,
+                      db_.Prepare("UPDATE workers SET host = ?, step_id = NULLIF(?, '') "
+                                  "WHERE run_id = ? AND worker_id = ?"));
   GM_RETURN_IF_ERROR(st.BindAll(host, step_id, run_id, worker_id));
   GM_RETURN_IF_ERROR(st.Run());
   if (st.Changes() == 0) {

@@ -4,15 +4,24 @@ namespace gm {
 
 std::string_view CodeName(Code code) {
   switch (code) {
-    case Code::kOk: return "ok";
-    case Code::kInvalidArgument: return "invalid argument";
-    case Code::kNotFound: return "not found";
-    case Code::kIoError: return "I/O error";
-    case Code::kCorrupt: return "corrupt input";
-    case Code::kUnavailable: return "unavailable";
-    case Code::kUnimplemented: return "not implemented";
-    case Code::kCancelled: return "cancelled";
-    case Code::kInternal: return "internal error";
+    case Code::kOk:
+      return "ok";
+    case Code::kInvalidArgument:
+      return "invalid argument";
+    case Code::kNotFound:
+      return "not found";
+    case Code::kIoError:
+      return "I/O error";
+    case Code::kCorrupt:
+      return "corrupt input";
+    case Code::kUnavailable:
+      return "unavailable";
+    case Code::kUnimplemented:
+      return "not implemented";
+    case Code::kCancelled:
+      return "cancelled";
+    case Code::kInternal:
+      return "internal error";
   }
   return "unknown";
 }

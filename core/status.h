@@ -62,7 +62,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "Result built from an OK Status");
   }
@@ -90,9 +90,9 @@ class [[nodiscard]] Result {
 #define GM_CONCAT_INNER(a, b) a##b
 #define GM_CONCAT(a, b) GM_CONCAT_INNER(a, b)
 
-#define GM_RETURN_IF_ERROR(expr)            \
-  do {                                      \
-    ::gm::Status gm_status_ = (expr);       \
+#define GM_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::gm::Status gm_status_ = (expr);        \
     if (!gm_status_.ok()) return gm_status_; \
   } while (0)
 

@@ -302,7 +302,8 @@ std::vector<uint64_t> StepCounter::Update() {
         if (step_line) {
           ++f.steps;
           unsigned long long wait_begin = 0, wait_end = 0, samples = 0;
-          if (std::sscanf(line.c_str(), "S %llu %llu %llu", &wait_begin, &wait_end, &samples) == 3 &&
+          if (std::sscanf(line.c_str(), "S %llu %llu %llu", &wait_begin, &wait_end, &samples) ==
+                  3 &&
               wait_end >= wait_begin) {
             f.samples += samples;
             f.wait_ns += wait_end - wait_begin;

@@ -1,6 +1,10 @@
 #include "dataplane/auth.h"
 
 #include <fcntl.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,11 +13,6 @@
 #include <cstring>
 #include <memory>
 #include <vector>
-
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
 
 #include "core/file_util.h"
 #include "core/log.h"
@@ -96,7 +95,8 @@ Result<Frame> Expect(Socket& socket, MsgType want, Deadline deadline) {
   if (f.type == MsgType::kError) {
     std::string msg = Field(f, "message");
     if (msg == kAuthFailed) {
-      return Status::InvalidArgument(socket.peer() + ": authentication failed: the peer does "
+      return Status::InvalidArgument(socket.peer() +
+                                     ": authentication failed: the peer does "
                                      "not accept our key (check " +
                                      std::string(kSecretFileEnv) + ")");
     }
@@ -128,10 +128,9 @@ std::string HmacSha256Hex(std::string_view key, std::string_view message) {
 
 Status CheckSecret(std::string_view secret, std::string_view origin) {
   if (IsHex(secret, kSecretHexChars)) return Status::Ok();
-  return Status::InvalidArgument(std::string(origin) + ": the secret must be " +
-                                 std::to_string(kSecretHexChars) +
-                                 " lower-case hex characters (got " +
-                                 std::to_string(secret.size()) + " characters)");
+  return Status::InvalidArgument(
+      std::string(origin) + ": the secret must be " + std::to_string(kSecretHexChars) +
+      " lower-case hex characters (got " + std::to_string(secret.size()) + " characters)");
 }
 
 Result<std::string> ReadSecretFile(const std::string& path) {
@@ -167,10 +166,12 @@ Result<std::string> ReadSecretFile(const std::string& path) {
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::IoError(path + ": cannot read the secret file: " + std::strerror(errno));
+    if (n < 0)
+      return Status::IoError(path + ": cannot read the secret file: " + std::strerror(errno));
     if (n == 0) break;
     secret.append(buf, static_cast<size_t>(n));
-    if (secret.size() > 4096) return Status::InvalidArgument(path + ": the secret file is too large");
+    if (secret.size() > 4096)
+      return Status::InvalidArgument(path + ": the secret file is too large");
   }
   while (!secret.empty() && std::strchr(" \t\r\n", secret.back()) != nullptr) secret.pop_back();
   GM_RETURN_IF_ERROR(CheckSecret(secret, path));
@@ -217,8 +218,8 @@ std::string RoleKey(std::string_view run_secret, std::string_view role) {
 }
 
 std::string TicketKey(std::string_view worker_key, int64_t rank, uint64_t session) {
-  return HmacSha256Hex(worker_key, "goldminer-ticket-v2|" + std::to_string(rank) + "|" +
-                                       std::to_string(session));
+  return HmacSha256Hex(
+      worker_key, "goldminer-ticket-v2|" + std::to_string(rank) + "|" + std::to_string(session));
 }
 
 std::string TicketRole(int64_t rank, uint64_t session) {
@@ -263,10 +264,9 @@ Status ServerHandshake(Socket& socket, std::string_view key, std::string_view se
 Status ServerHandshake(Socket& socket, const KeyForRole& key_for, std::string_view server_role,
                        Deadline deadline, std::string* client_role) {
   GM_ASSIGN_OR_RETURN(std::string nonce, RandomHex(kNonceBytes));
-  GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kHello,
-                               {{"version", kProtocolVersion}, {"nonce", nonce},
-                                {"role", server_role}},
-                               deadline));
+  GM_RETURN_IF_ERROR(SendFrame(
+      socket, MsgType::kHello,
+      {{"version", kProtocolVersion}, {"nonce", nonce}, {"role", server_role}}, deadline));
   auto auth = Expect(socket, MsgType::kAuth, deadline);
   if (!auth.ok()) {
     if (auth.status().code() != Code::kCorrupt) return auth.status();
@@ -280,12 +280,13 @@ Status ServerHandshake(Socket& socket, const KeyForRole& key_for, std::string_vi
   std::string role = Field(*auth, "role");
   std::string client_nonce = Field(*auth, "client_nonce");
   std::string mac = Field(*auth, "mac");
-  Result<std::string> key = ValidRole(role) ? key_for(role)
-                                             : Result<std::string>(Status::InvalidArgument("role"));
+  Result<std::string> key =
+      ValidRole(role) ? key_for(role) : Result<std::string>(Status::InvalidArgument("role"));
   if (!key.ok() || !IsHex(client_nonce, 2 * kNonceBytes) || !IsHex(mac, 64) ||
       !SameMac(mac, ClientMac(*key, nonce, client_nonce, role))) {
     return Refuse(socket, kAuthFailed,
-                  Status::InvalidArgument(socket.peer() + ": authentication failed: the client "
+                  Status::InvalidArgument(socket.peer() +
+                                          ": authentication failed: the client "
                                           "(role \"" +
                                           PeerText(role, kMaxRoleChars) +
                                           "\") does not hold that role's key for this run"));
@@ -314,7 +315,8 @@ Status ClientHandshake(Socket& socket, std::string_view secret, std::string_view
   }
   GM_ASSIGN_OR_RETURN(std::string client_nonce, RandomHex(kNonceBytes));
   GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kAuth,
-                               {{"version", kProtocolVersion}, {"role", client_role},
+                               {{"version", kProtocolVersion},
+                                {"role", client_role},
                                 {"client_nonce", client_nonce},
                                 {"mac", ClientMac(secret, nonce, client_nonce, client_role)}},
                                deadline));

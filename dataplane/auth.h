@@ -110,9 +110,9 @@ Status ServerHandshake(Socket& socket, std::string_view key, std::string_view se
                        Deadline deadline, std::string* client_role);
 
 // The client's side, right after connecting, with the key of `client_role`.
-// OK: the server proved it knows that key, and the socket seals frames from now on; `*server_role` (when given) is the role its HELLO named. Failures as
-// for ServerHandshake; a server that rejects our MAC, or whose WELCOME does not
-// prove the secret, is InvalidArgument "authentication failed".
+// OK: the server proved it knows that key, and the socket seals frames from now on; `*server_role`
+// (when given) is the role its HELLO named. Failures as for ServerHandshake; a server that rejects
+// our MAC, or whose WELCOME does not prove the secret, is InvalidArgument "authentication failed".
 Status ClientHandshake(Socket& socket, std::string_view secret, std::string_view client_role,
                        Deadline deadline, std::string* server_role);
 

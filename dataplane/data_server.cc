@@ -9,11 +9,11 @@
 
 #include "core/json.h"
 #include "core/log.h"
+#include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 #include "dataplane/shm.h"
-#include "core/thread_annotations.h"
 
 static_assert(gm::kMaxCreditReleases >= gm::kMaxSegments, "a CREDIT can return every segment");
 
@@ -37,7 +37,7 @@ struct DataServer::Conn {
 
   Socket socket;  // the reader thread receives, SendToRank sends
   const std::string peer;
-  int64_t rank = -1;    // the ticket's rank; SUBSCRIBE must name the same
+  int64_t rank = -1;     // the ticket's rank; SUBSCRIBE must name the same
   uint64_t session = 0;  // the ticket's session at the coordinator
   uint64_t gate_id = 0;  // in DataServer::gate_
   // Guarded by DataServer::mu_ (a member of another object: not annotated).
@@ -148,8 +148,8 @@ void DataServer::Serve(const std::shared_ptr<Conn>& conn) {
     }
     return TicketKey(secret_, conn->rank, conn->session);
   };
-  Status st = ServerHandshake(conn->socket, key_for, "worker",
-                              Deadline::After(kHandshakeTimeoutS), nullptr);
+  Status st = ServerHandshake(conn->socket, key_for, "worker", Deadline::After(kHandshakeTimeoutS),
+                              nullptr);
   if (st.ok()) gate_.Authenticated(conn->gate_id);
   if (st.ok()) st = Subscribe(*conn);
   if (st.ok()) st = Attach(conn);
@@ -174,8 +174,8 @@ void DataServer::Serve(const std::shared_ptr<Conn>& conn) {
 }
 
 Status DataServer::Subscribe(Conn& conn) {
-  GM_ASSIGN_OR_RETURN(Frame frame, RecvFrame(conn.socket, kClientLimits,
-                                              Deadline::After(kHandshakeTimeoutS)));
+  GM_ASSIGN_OR_RETURN(Frame frame,
+                      RecvFrame(conn.socket, kClientLimits, Deadline::After(kHandshakeTimeoutS)));
   if (frame.type != MsgType::kSubscribe) {
     return Status::Corrupt("sent " + std::string(MsgTypeName(frame.type)) +
                            " where SUBSCRIBE was expected");
@@ -248,16 +248,17 @@ void DataServer::ReadCredit(const std::shared_ptr<Conn>& conn) {
     // and a replacing connection end this wait with Hangup().
     Result<Frame> frame = RecvFrame(conn->socket, kClientLimits, Deadline::Never());
     if (!frame.ok()) {
-      const std::string line = "data port " + address_ + ": " + who + ": " + frame.status().message();
+      const std::string line =
+          "data port " + address_ + ": " + who + ": " + frame.status().message();
       frame.status().code() == Code::kUnavailable ? LogDebug(line) : LogWarning(line);
       return;
     }
     if (frame->type == MsgType::kBye) return;
-    Result<CreditMsg> credit = frame->type == MsgType::kCredit
-                                   ? CreditMsg::Decode(frame->meta)
-                                   : Result<CreditMsg>(Status::Corrupt(
-                                         "sent " + std::string(MsgTypeName(frame->type)) +
-                                         " where CREDIT was expected"));
+    Result<CreditMsg> credit =
+        frame->type == MsgType::kCredit
+            ? CreditMsg::Decode(frame->meta)
+            : Result<CreditMsg>(Status::Corrupt("sent " + std::string(MsgTypeName(frame->type)) +
+                                                " where CREDIT was expected"));
     Status released = credit.ok() ? Status::Ok() : credit.status();
     for (size_t i = 0; released.ok() && i < credit->release.size(); ++i) {
       released = conn->shm ? conn->segments.Release(credit->release[i])

@@ -24,18 +24,17 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 
-#include <nlohmann/json.hpp>
-
 #include "core/log.h"
-#include "core/status.h"
 #include "core/sample.h"
+#include "core/status.h"
+#include "core/thread_annotations.h"
 #include "dataplane/handshake_gate.h"
 #include "dataplane/socket.h"
-#include "core/thread_annotations.h"
 
 namespace gm {
 
@@ -129,7 +128,7 @@ class DataServer {
   std::condition_variable cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
   Status interrupt_ GUARDED_BY(mu_);
-  HandshakeGate gate_;  // bounds connections and pending handshakes
+  HandshakeGate gate_;                                 // bounds connections and pending handshakes
   RateLimit refused_warnings_{kPeerWarningIntervalS};  // "dropped connection"
   RateLimit accept_warnings_{kPeerWarningIntervalS};   // accept failing (out of descriptors)
   std::map<int64_t, std::shared_ptr<Conn>> ranks_ GUARDED_BY(mu_);

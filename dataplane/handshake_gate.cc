@@ -1,9 +1,10 @@
 #include "dataplane/handshake_gate.h"
-#include "core/thread_annotations.h"
 
 #include <sys/socket.h>
 
 #include <algorithm>
+
+#include "core/thread_annotations.h"
 
 namespace gm {
 

@@ -218,8 +218,8 @@ Result<CreditMsg> CreditMsg::Decode(const nlohmann::json& meta) {
       }
     }
     // n may be 0 only in a CREDIT that releases segments.
-    GM_ASSIGN_OR_RETURN(int64_t credit, Int(m, "n", r.release.empty() ? 1 : 0,
-                                            static_cast<int64_t>(kMaxCredit)));
+    GM_ASSIGN_OR_RETURN(int64_t credit,
+                        Int(m, "n", r.release.empty() ? 1 : 0, static_cast<int64_t>(kMaxCredit)));
     r.n = static_cast<uint64_t>(credit);
     return r;
   }());
@@ -233,8 +233,9 @@ Result<double> Seconds(const JsonNode& m, std::string_view key, double fallback,
   GM_ASSIGN_OR_RETURN(JsonNode n, m.Get(key));
   Result<double> v = n.AsNumber();
   if (!v.ok() || !(zero_ok ? *v >= 0 : *v > 0) || !(*v <= max)) {
-    return n.Expected(std::string(zero_ok ? "a number of seconds from 0" : "a positive number of "
-                                                                           "seconds") +
+    return n.Expected(std::string(zero_ok ? "a number of seconds from 0"
+                                          : "a positive number of "
+                                            "seconds") +
                       " to " + std::to_string(static_cast<int64_t>(max)));
   }
   return v;
@@ -258,9 +259,15 @@ Result<std::vector<std::string>> Addresses(const JsonNode& m) {
 }  // namespace
 
 nlohmann::json SubscribedMsg::Encode() const {
-  return {{"run_id", run_id},   {"batch_size", batch_size}, {"world_size", world_size},
-          {"epochs", epochs},   {"session", session},       {"ticket", ticket},
-          {"order", order},     {"seed", seed},             {"device_stages", device_stages}};
+  return {{"run_id", run_id},
+          {"batch_size", batch_size},
+          {"world_size", world_size},
+          {"epochs", epochs},
+          {"session", session},
+          {"ticket", ticket},
+          {"order", order},
+          {"seed", seed},
+          {"device_stages", device_stages}};
 }
 
 Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
@@ -336,8 +343,10 @@ Result<RegisteredMsg> RegisteredMsg::Decode(const nlohmann::json& meta) {
 
 namespace {
 constexpr std::pair<AssignMsg::Kind, std::string_view> kAssignKinds[] = {
-    {AssignMsg::Kind::kAssign, "assign"}, {AssignMsg::Kind::kWait, "wait"},
-    {AssignMsg::Kind::kDrain, "drain"},   {AssignMsg::Kind::kExit, "exit"},
+    {AssignMsg::Kind::kAssign, "assign"},
+    {AssignMsg::Kind::kWait, "wait"},
+    {AssignMsg::Kind::kDrain, "drain"},
+    {AssignMsg::Kind::kExit, "exit"},
     {AssignMsg::Kind::kEpochDone, "epoch_done"}};
 }  // namespace
 
@@ -370,8 +379,10 @@ Result<AssignMsg> AssignMsg::Decode(const nlohmann::json& meta) {
       }
     }
     if (!known) {
-      return (*m.Get("kind")).Expected("one of \"assign\", \"wait\", \"drain\", \"exit\", "
-                                       "\"epoch_done\"");
+      return (*m.Get("kind"))
+          .Expected(
+              "one of \"assign\", \"wait\", \"drain\", \"exit\", "
+              "\"epoch_done\"");
     }
     GM_ASSIGN_OR_RETURN(r.retry_s, Seconds(m, "retry_s", 0.05, 3600, true));
     if (r.kind != Kind::kAssign) return r;
@@ -379,7 +390,8 @@ Result<AssignMsg> AssignMsg::Decode(const nlohmann::json& meta) {
     GM_ASSIGN_OR_RETURN(r.split, Count(m, "split", kMaxSplitId));
     GM_ASSIGN_OR_RETURN(r.rank, Int(m, "rank", 0, 65535));
     GM_ASSIGN_OR_RETURN(r.start_batch, Count(m, "start_batch", kMaxSplitBatches));
-    GM_ASSIGN_OR_RETURN(r.end_batch, Int(m, "end_batch", -1, static_cast<int64_t>(kMaxSplitBatches)));
+    GM_ASSIGN_OR_RETURN(r.end_batch,
+                        Int(m, "end_batch", -1, static_cast<int64_t>(kMaxSplitBatches)));
     if (r.end_batch >= 0 && static_cast<uint64_t>(r.end_batch) < r.start_batch) {
       return (*m.Get("end_batch")).Expected("-1 or at least start_batch");
     }
@@ -390,9 +402,15 @@ Result<AssignMsg> AssignMsg::Decode(const nlohmann::json& meta) {
 nlohmann::json PlanMsg::Encode() const {
   nlohmann::json j = {{"epoch", epoch}};
   switch (kind) {
-    case Kind::kWait: j.update({{"wait", true}, {"retry_s", retry_s}}); break;
-    case Kind::kEnd: j.update({{"end", true}, {"epochs", epochs}}); break;
-    case Kind::kDone: j["done"] = true; break;
+    case Kind::kWait:
+      j.update({{"wait", true}, {"retry_s", retry_s}});
+      break;
+    case Kind::kEnd:
+      j.update({{"end", true}, {"epochs", epochs}});
+      break;
+    case Kind::kDone:
+      j["done"] = true;
+      break;
     case Kind::kPlan: {
       nlohmann::json list = nlohmann::json::array();
       for (const auto& [split, count] : splits) list.push_back({split, count});
@@ -437,10 +455,13 @@ Result<PlanMsg> PlanMsg::Decode(const nlohmann::json& meta) {
     r.splits.reserve(items.size());
     for (const JsonNode& item : items) {
       GM_ASSIGN_OR_RETURN(std::vector<JsonNode> two, item.Elements());
-      Result<int64_t> split = two.size() == 2 ? two[0].AsInt() : Result<int64_t>(Status::Corrupt(""));
-      Result<int64_t> count = two.size() == 2 ? two[1].AsInt() : Result<int64_t>(Status::Corrupt(""));
-      if (!split.ok() || !count.ok() || *split < 0 || static_cast<uint64_t>(*split) >= kMaxSplitId ||
-          *count < -1 || *count > static_cast<int64_t>(kMaxSplitBatches)) {
+      Result<int64_t> split =
+          two.size() == 2 ? two[0].AsInt() : Result<int64_t>(Status::Corrupt(""));
+      Result<int64_t> count =
+          two.size() == 2 ? two[1].AsInt() : Result<int64_t>(Status::Corrupt(""));
+      if (!split.ok() || !count.ok() || *split < 0 ||
+          static_cast<uint64_t>(*split) >= kMaxSplitId || *count < -1 ||
+          *count > static_cast<int64_t>(kMaxSplitBatches)) {
         return item.Expected("a [split, batch_count (-1: unknown)] pair of integers in range");
       }
       r.splits.emplace_back(static_cast<uint64_t>(*split), *count);

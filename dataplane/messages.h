@@ -85,19 +85,18 @@
 // Typed messages. Every message a role receives (the coordinator from workers
 // and clients, a worker from the coordinator and at its data port from clients,
 // a client from the coordinator) is decoded by its struct's Decode below, never
-// read from the JSON at the use (BATCH: DecodeBatch in dataplane/protocol.h): Decode checks each field's presence, type and range and fails with
-// Corrupt naming the message and the field ("SPLIT_DONE: $.batch_count: expected
-// an integer from 0 to 16777216, got \"0\""). Encode builds the meta a sender
-// sends. Plain values; thread-compatible.
+// read from the JSON at the use (BATCH: DecodeBatch in dataplane/protocol.h): Decode checks each
+// field's presence, type and range and fails with Corrupt naming the message and the field
+// ("SPLIT_DONE: $.batch_count: expected an integer from 0 to 16777216, got \"0\""). Encode builds
+// the meta a sender sends. Plain values; thread-compatible.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/run_spec.h"
 #include "core/status.h"
@@ -109,12 +108,14 @@ inline constexpr int kDataPlaneVersion = 1;
 // Bounds on what a peer may send in one control message.
 inline constexpr uint64_t kMaxEpochs = kMaxRunEpochs;  // epoch numbers below this (core/run_spec.h)
 inline constexpr uint64_t kMaxSplitId = uint64_t{1} << 32;
-inline constexpr size_t kMaxAckBatches = 4096;         // [split, batch] pairs per ACK
-inline constexpr size_t kMaxReportedStages = 256;      // entries of a "stages" report
-inline constexpr size_t kMaxAddressBytes = 256;        // "HOST:PORT"
+inline constexpr size_t kMaxAckBatches = 4096;     // [split, batch] pairs per ACK
+inline constexpr size_t kMaxReportedStages = 256;  // entries of a "stages" report
+inline constexpr size_t kMaxAddressBytes = 256;    // "HOST:PORT"
 inline constexpr uint64_t kMaxCredit = 1024;
 inline constexpr size_t kMaxDeviceStages = 16;
-inline constexpr uint64_t kMaxCreditReleases = 16;  // = kMaxSegments (dataplane/shm.h)       // entries of SUBSCRIBED device_stages           // batches one CREDIT may grant
+inline constexpr uint64_t kMaxCreditReleases =
+    16;  // = kMaxSegments (dataplane/shm.h)       // entries of SUBSCRIBED device_stages // batches
+         // one CREDIT may grant
 
 // W->C REGISTER {data_addr, ...}.
 // Optional, for the run's record: host (the worker's node), tag (what its launcher
@@ -267,7 +268,7 @@ struct ErrorMsg {
   static ErrorMsg Decode(const nlohmann::json& meta);
 };
 
-inline constexpr size_t kMaxWorkers = 65536;       // addresses in one PLAN or WORKERS
+inline constexpr size_t kMaxWorkers = 65536;        // addresses in one PLAN or WORKERS
 inline constexpr size_t kMaxPlanSplits = 1u << 24;  // splits in one PLAN
 
 inline constexpr double kDefaultHeartbeatS = 1.0;

@@ -96,36 +96,57 @@ Result<std::string> DumpMeta(const nlohmann::json& meta, MsgType type) {
 
 std::string_view MsgTypeName(MsgType type) {
   switch (type) {
-    case MsgType::kHello: return "HELLO";
-    case MsgType::kAuth: return "AUTH";
-    case MsgType::kWelcome: return "WELCOME";
-    case MsgType::kError: return "ERROR";
-    case MsgType::kRegister: return "REGISTER";
-    case MsgType::kRegistered: return "REGISTERED";
-    case MsgType::kHeartbeat: return "HEARTBEAT";
-    case MsgType::kGetSplit: return "GET_SPLIT";
-    case MsgType::kAssign: return "ASSIGN";
-    case MsgType::kSplitDone: return "SPLIT_DONE";
-    case MsgType::kDrain: return "DRAIN";
-    case MsgType::kAck: return "ACK";
-    case MsgType::kSubscribe: return "SUBSCRIBE";
-    case MsgType::kCredit: return "CREDIT";
-    case MsgType::kBatch: return "BATCH";
-    case MsgType::kEpochEnd: return "EPOCH_END";
-    case MsgType::kBye: return "BYE";
-    case MsgType::kSubscribed: return "SUBSCRIBED";
-    case MsgType::kGetPlan: return "GET_PLAN";
-    case MsgType::kPlan: return "PLAN";
-    case MsgType::kGetWorkers: return "GET_WORKERS";
-    case MsgType::kWorkers: return "WORKERS";
-    case MsgType::kResume: return "RESUME";
+    case MsgType::kHello:
+      return "HELLO";
+    case MsgType::kAuth:
+      return "AUTH";
+    case MsgType::kWelcome:
+      return "WELCOME";
+    case MsgType::kError:
+      return "ERROR";
+    case MsgType::kRegister:
+      return "REGISTER";
+    case MsgType::kRegistered:
+      return "REGISTERED";
+    case MsgType::kHeartbeat:
+      return "HEARTBEAT";
+    case MsgType::kGetSplit:
+      return "GET_SPLIT";
+    case MsgType::kAssign:
+      return "ASSIGN";
+    case MsgType::kSplitDone:
+      return "SPLIT_DONE";
+    case MsgType::kDrain:
+      return "DRAIN";
+    case MsgType::kAck:
+      return "ACK";
+    case MsgType::kSubscribe:
+      return "SUBSCRIBE";
+    case MsgType::kCredit:
+      return "CREDIT";
+    case MsgType::kBatch:
+      return "BATCH";
+    case MsgType::kEpochEnd:
+      return "EPOCH_END";
+    case MsgType::kBye:
+      return "BYE";
+    case MsgType::kSubscribed:
+      return "SUBSCRIBED";
+    case MsgType::kGetPlan:
+      return "GET_PLAN";
+    case MsgType::kPlan:
+      return "PLAN";
+    case MsgType::kGetWorkers:
+      return "GET_WORKERS";
+    case MsgType::kWorkers:
+      return "WORKERS";
+    case MsgType::kResume:
+      return "RESUME";
   }
   return "UNKNOWN";
 }
 
-bool IsKnownMsgType(uint8_t value) {
-  return MsgTypeName(static_cast<MsgType>(value)) != "UNKNOWN";
-}
+bool IsKnownMsgType(uint8_t value) { return MsgTypeName(static_cast<MsgType>(value)) != "UNKNOWN"; }
 
 std::string EncodeFrameHeader(const FrameHeader& header) {
   std::string out(kProtocolMagic);
@@ -275,8 +296,8 @@ Status RecvFrameInto(Socket& socket, const FrameLimits& limits, Deadline deadlin
   const FrameHeader& h = *parsed;
   const std::string name(MsgTypeName(h.type));
   std::string meta_text(h.meta_len, '\0');
-  GM_RETURN_IF_ERROR(socket.RecvExact(meta_text.data(), meta_text.size(), deadline,
-                                      name + " frame meta"));
+  GM_RETURN_IF_ERROR(
+      socket.RecvExact(meta_text.data(), meta_text.size(), deadline, name + " frame meta"));
   // A session's frames are checked before their meta is parsed or their payload
   // is given memory: an injected frame costs us its header and meta only.
   if (FrameSession* session = socket.session(); session != nullptr) {
@@ -305,8 +326,8 @@ Status RecvFrameInto(Socket& socket, const FrameLimits& limits, Deadline deadlin
     size_t at = frame.payload.size();
     size_t step = std::min<uint64_t>(kRecvChunkBytes, h.payload_len - at);
     frame.payload.resize(at + step);
-    GM_RETURN_IF_ERROR(socket.RecvExact(frame.payload.data() + at, step, deadline,
-                                        name + " frame payload"));
+    GM_RETURN_IF_ERROR(
+        socket.RecvExact(frame.payload.data() + at, step, deadline, name + " frame payload"));
   }
   return Status::Ok();
 }
@@ -323,9 +344,12 @@ namespace {
 
 std::string_view LayoutName(Layout layout) {
   switch (layout) {
-    case Layout::kNone: return "none";
-    case Layout::kHWC: return "HWC";
-    case Layout::kCHW: return "CHW";
+    case Layout::kNone:
+      return "none";
+    case Layout::kHWC:
+      return "HWC";
+    case Layout::kCHW:
+      return "CHW";
   }
   return "none";
 }
@@ -369,8 +393,8 @@ Result<const nlohmann::json*> GetArray(const nlohmann::json& meta, const char* k
                       " elements but n is " + std::to_string(n));
   }
   for (const auto& e : *it) {
-    if (!is_kind(e)) return BatchError("\"" + std::string(key) + "\" must hold " +
-                                           std::string(kind));
+    if (!is_kind(e))
+      return BatchError("\"" + std::string(key) + "\" must hold " + std::string(kind));
   }
   return &*it;
 }
@@ -414,8 +438,8 @@ Result<uint64_t> ParseShape(const nlohmann::json& meta, uint64_t n, DType dtype,
     shape.push_back(static_cast<int64_t>(dim));
   }
   if (shape.empty() ? n != 0 : static_cast<uint64_t>(shape[0]) != n) {
-    return BatchError("\"shape\" " + ShapeString(shape) + " does not start with n = " +
-                      std::to_string(n));
+    return BatchError("\"shape\" " + ShapeString(shape) +
+                      " does not start with n = " + std::to_string(n));
   }
   if (elements > UINT64_MAX / DTypeSize(dtype)) return BatchError("\"shape\" overflows");
   return elements * DTypeSize(dtype);
@@ -471,7 +495,8 @@ Result<Batch> DecodeBatchFields(const Frame& frame, const Batch::External* exter
   if (labels_bytes > 0) {
     std::memcpy(b.labels.bytes.data(), frame.payload.data() + inline_bytes, labels_bytes);
   }
-  if (external != nullptr) b.external = Batch::External{external->data, data_bytes, external->owner};
+  if (external != nullptr)
+    b.external = Batch::External{external->data, data_bytes, external->owner};
   return b;
 }
 

@@ -38,8 +38,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
 #include "core/sample.h"
+#include "core/status.h"
 #include "dataplane/socket.h"
 
 namespace gm {
@@ -47,7 +47,7 @@ namespace gm {
 inline constexpr std::string_view kProtocolMagic = "GMP1";
 // Version 2: sealed frames after the handshake, per-role keys (dataplane/auth.h).
 inline constexpr uint8_t kProtocolVersion = 2;
-inline constexpr uint16_t kFrameSealed = 1;  // header flag
+inline constexpr uint16_t kFrameSealed = 1;          // header flag
 inline constexpr size_t kFrameHeaderSize = 24;       // bytes
 inline constexpr uint32_t kMaxMetaBytes = 1u << 20;  // bytes; the largest limit allowed
 inline constexpr uint64_t kDefaultMaxPayloadBytes = uint64_t{256} << 20;
@@ -158,7 +158,8 @@ Status SendFrame(Socket& socket, MsgType type, const nlohmann::json& meta, Deadl
 
 // Receives one frame. Corrupt for an invalid frame, and on a socket with a
 // session for a frame that is not sealed or whose MAC is wrong (injected,
-// replayed, reordered or altered); Unavailable on timeout or a closed peer. After any failure the connection is out of step: close it.
+// replayed, reordered or altered); Unavailable on timeout or a closed peer. After any failure the
+// connection is out of step: close it.
 Result<Frame> RecvFrame(Socket& socket, const FrameLimits& limits, Deadline deadline);
 
 // RecvFrame into `frame`, reusing the capacity of frame.payload. Receivers of
@@ -173,7 +174,7 @@ Status RecvFrameInto(Socket& socket, const FrameLimits& limits, Deadline deadlin
 // ---- BATCH ----
 
 inline constexpr uint64_t kMaxBatchSamples = uint64_t{1} << 24;  // n of one BATCH
-inline constexpr size_t kMaxBatchDims = 32;                       // entries of "shape"
+inline constexpr size_t kMaxBatchDims = 32;                      // entries of "shape"
 //
 // A BATCH frame's meta is {epoch, index, split, split_batch, dtype ("uint8",
 // "int32", "int64", "float32"), shape (of data: [n, ...]), layout ("none", "HWC",

@@ -20,8 +20,8 @@ Result<RankSequence> StartSequence(const EpochPlan& plan, int world_size, int ra
 
 }  // namespace
 
-Status ReorderBuffer::StartEpoch(const EpochPlan& plan, int world_size, int rank,
-                                 uint64_t position, std::optional<SequenceKey> at) {
+Status ReorderBuffer::StartEpoch(const EpochPlan& plan, int world_size, int rank, uint64_t position,
+                                 std::optional<SequenceKey> at) {
   GM_ASSIGN_OR_RETURN(RankSequence seq,
                       at ? RankSequence::CreateAt(plan, world_size, rank, position, *at)
                          : StartSequence(plan, world_size, rank, position));

@@ -14,9 +14,9 @@
 #include <tuple>
 #include <utility>
 
+#include "core/sample.h"
 #include "core/status.h"
 #include "dataplane/batch_order.h"
-#include "core/sample.h"
 
 namespace gm {
 

@@ -75,15 +75,18 @@ Status DecodeTensor(Reader& r, Sample& out) {
   GM_RETURN_IF_ERROR(r.Int("tensor.dtype", dtype));
   GM_RETURN_IF_ERROR(r.Int("tensor.layout", layout));
   GM_RETURN_IF_ERROR(r.Int("tensor.ndim", ndim));
-  if (dtype > 3) return Status::Corrupt("sample frame: unknown tensor dtype " + std::to_string(dtype));
-  if (layout > 2) return Status::Corrupt("sample frame: unknown tensor layout " + std::to_string(layout));
+  if (dtype > 3)
+    return Status::Corrupt("sample frame: unknown tensor dtype " + std::to_string(dtype));
+  if (layout > 2)
+    return Status::Corrupt("sample frame: unknown tensor layout " + std::to_string(layout));
   if (ndim == 0) return Status::Corrupt("sample frame: a tensor needs at least one dimension");
   std::vector<int64_t> shape(ndim);
   uint64_t elements = 1;
   bool overflow = false;
   for (auto& d : shape) {
     GM_RETURN_IF_ERROR(r.Int("tensor.dims", d));
-    if (d < 0) return Status::Corrupt("sample frame: negative tensor dimension " + std::to_string(d));
+    if (d < 0)
+      return Status::Corrupt("sample frame: negative tensor dimension " + std::to_string(d));
     auto ud = static_cast<uint64_t>(d);
     if (ud != 0 && elements > kMaxFrameBody / ud) overflow = true;
     elements *= ud;
@@ -113,7 +116,8 @@ Result<std::string> EncodeSampleFrame(const Sample& s, std::optional<uint64_t> s
   Put<int64_t>(out, s.label);
   bool fits = PutBytes(out, s.key) && PutBytes(out, s.data) && PutBytes(out, s.ext);
   Put<uint32_t>(out, static_cast<uint32_t>(s.fields.size()));
-  for (const auto& [name, value] : s.fields) fits = fits && PutBytes(out, name) && PutBytes(out, value);
+  for (const auto& [name, value] : s.fields)
+    fits = fits && PutBytes(out, name) && PutBytes(out, value);
   if (!fits) return Status::InvalidArgument("sample " + s.key + ": a string is over 4 GiB");
   const Tensor& t = s.tensor;
   Put<uint8_t>(out, t.empty() ? 0 : 1);
@@ -151,8 +155,8 @@ std::string EncodeErrorFrame(std::string_view message) {
 
 Result<FrameHeader> DecodeFrameHeader(std::string_view header) {
   if (header.size() < kFrameHeaderBytes) {
-    return Status::Corrupt("frame header: got " + std::to_string(header.size()) +
-                           " bytes, need " + std::to_string(kFrameHeaderBytes));
+    return Status::Corrupt("frame header: got " + std::to_string(header.size()) + " bytes, need " +
+                           std::to_string(kFrameHeaderBytes));
   }
   FrameHeader h;
   std::string_view magic = header.substr(0, 4);
@@ -196,7 +200,8 @@ Status DecodeSampleBody(std::string_view body, Sample& out) {
   GM_RETURN_IF_ERROR(r.Int("tensor.present", present));
   out.tensor = Tensor{};
   out.layout = Layout::kNone;
-  if (present > 1) return Status::Corrupt("sample frame: tensor.present is " + std::to_string(present));
+  if (present > 1)
+    return Status::Corrupt("sample frame: tensor.present is " + std::to_string(present));
   if (present) GM_RETURN_IF_ERROR(DecodeTensor(r, out));
   if (r.remaining()) {
     return Status::Corrupt("sample frame: " + std::to_string(r.remaining()) +
@@ -214,7 +219,8 @@ Result<Sample> DecodeSampleFrame(std::string_view frame, uint64_t* seed) {
   }
   if (h.kind == FrameKind::kError) return Status::Corrupt(std::string(body));
   if (h.kind == FrameKind::kSeededSample) {
-    if (body.size() < sizeof(uint64_t)) return Status::Corrupt("sample frame: no room for the seed");
+    if (body.size() < sizeof(uint64_t))
+      return Status::Corrupt("sample frame: no room for the seed");
     if (seed != nullptr) *seed = GetLe<uint64_t>(body.data());
     body.remove_prefix(sizeof(uint64_t));
   }

@@ -43,8 +43,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/status.h"
 #include "core/sample.h"
+#include "core/status.h"
 
 namespace gm {
 

@@ -1,10 +1,10 @@
 #include "dataplane/session.h"
 
-#include <string>
-
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+
+#include <string>
 
 namespace gm {
 namespace {
@@ -34,8 +34,8 @@ SealMac FrameMac(const SealMac& key, uint64_t seq, std::string_view header, std:
 
 FrameSession::FrameSession(std::string_view key, std::string_view nonce,
                            std::string_view client_nonce, bool is_server) {
-  const SealMac session = Hmac(key, "goldminer-session-v2|" + std::string(nonce) + "|" +
-                                        std::string(client_nonce));
+  const SealMac session =
+      Hmac(key, "goldminer-session-v2|" + std::string(nonce) + "|" + std::string(client_nonce));
   const SealMac to_server = Hmac(View(session), "client-to-server");
   const SealMac to_client = Hmac(View(session), "server-to-client");
   send_key_ = is_server ? to_client : to_server;

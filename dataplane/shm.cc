@@ -1,5 +1,4 @@
 #include "dataplane/shm.h"
-#include "core/thread_annotations.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+
+#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -35,13 +36,15 @@ Result<std::shared_ptr<Segment>> Segment::Create(size_t bytes) {
       ::fcntl(fd, F_ADD_SEALS, kSeals | F_SEAL_SEAL) != 0) {
     const int err = errno;
     ::close(fd);
-    return Status::Unavailable("sizing a " + std::to_string(bytes) + "-byte segment: " + Errno(err));
+    return Status::Unavailable("sizing a " + std::to_string(bytes) +
+                               "-byte segment: " + Errno(err));
   }
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     const int err = errno;
     ::close(fd);
-    return Status::Unavailable("mapping a " + std::to_string(bytes) + "-byte segment: " + Errno(err));
+    return Status::Unavailable("mapping a " + std::to_string(bytes) +
+                               "-byte segment: " + Errno(err));
   }
   return std::shared_ptr<Segment>(new Segment(fd, static_cast<uint8_t*>(p), bytes));
 }
@@ -53,15 +56,18 @@ Result<std::shared_ptr<Segment>> Segment::Map(int fd, size_t need, size_t max) {
   } closer{fd};
   const int seals = ::fcntl(fd, F_GET_SEALS);
   if (seals < 0 || (seals & kSeals) != kSeals) {
-    return Status::Corrupt("the segment passed is not a memfd sealed against shrinking and "
-                           "growing (a mapping of it could fault)");
+    return Status::Corrupt(
+        "the segment passed is not a memfd sealed against shrinking and "
+        "growing (a mapping of it could fault)");
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::Corrupt("fstat of the segment passed: " + Errno(errno));
   const auto size = static_cast<uint64_t>(st.st_size);
   if (size < need || size > max || size == 0) {
-    return Status::Corrupt("the segment passed has " + std::to_string(size) + " bytes; the frame "
-                           "needs " + std::to_string(need) + " and at most " + std::to_string(max) +
+    return Status::Corrupt("the segment passed has " + std::to_string(size) +
+                           " bytes; the frame "
+                           "needs " +
+                           std::to_string(need) + " and at most " + std::to_string(max) +
                            " are allowed");
   }
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

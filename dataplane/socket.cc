@@ -230,7 +230,8 @@ Status Socket::SendAll(std::span<const iovec> iov, Deadline deadline, std::strin
   for (const iovec& v : iov) {
     if (v.iov_len > 0) left.push_back(v);
   }
-  if (pass_fd >= 0 && left.empty()) return Status::Internal("a descriptor needs a byte to travel with");
+  if (pass_fd >= 0 && left.empty())
+    return Status::Internal("a descriptor needs a byte to travel with");
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   size_t first = 0;
   while (first < left.size()) {
@@ -358,8 +359,11 @@ void Socket::CloseFds() {
 Listener::~Listener() { Close(); }
 
 Listener::Listener(Listener&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), port_(other.port_), is_unix_(other.is_unix_),
-      abstract_(other.abstract_), address_(std::move(other.address_)),
+    : fd_(std::exchange(other.fd_, -1)),
+      port_(other.port_),
+      is_unix_(other.is_unix_),
+      abstract_(other.abstract_),
+      address_(std::move(other.address_)),
       unix_path_(std::move(other.unix_path_)) {}
 
 Listener& Listener::operator=(Listener&& other) noexcept {
@@ -457,8 +461,7 @@ Result<Socket> Listener::Accept(double timeout_s) {
   for (;;) {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
-    int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&addr), &len,
-                       SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       if (!is_unix_) SetTcpOptions(fd);
       return Socket(fd, PeerName(addr, len, unix_path_));

@@ -72,8 +72,8 @@ std::optional<ScaleDecision> Autoscaler::Decide(double rate, double stall, int w
     ceiling_ = workers - 1;
     ceiling_rate_ = rate_before_;
     return ScaleDecision{-1, "the worker added did not pay off (" + Rate(rate_before_) + " -> " +
-                                 now + "): draining it; no more than " +
-                                 std::to_string(ceiling_) + " workers while the rate holds"};
+                                 now + "): draining it; no more than " + std::to_string(ceiling_) +
+                                 " workers while the rate holds"};
   }
   // The ceiling lifts when the rate at it moved: the workload changed.
   if (ceiling_ > 0 && workers == ceiling_ && pending_ == 0 &&

@@ -59,18 +59,18 @@ class Autoscaler {
   std::optional<ScaleDecision> Decide(double rate, double stall, int workers);
 
   const AutoscalerOptions o_;
-  bool started_ = false;         // a sample was seen
-  bool undo_ = false;            // the last decision undid a costly removal
-  int removal_checks_ = 0;       // periods left in which a removal is checked
-  double settle_until_ = -1;    // leave out samples up to this t_s (start-up, or a change)
-  double period_start_ = -1;    // t_s of the period's first sample
+  bool started_ = false;      // a sample was seen
+  bool undo_ = false;         // the last decision undid a costly removal
+  int removal_checks_ = 0;    // periods left in which a removal is checked
+  double settle_until_ = -1;  // leave out samples up to this t_s (start-up, or a change)
+  double period_start_ = -1;  // t_s of the period's first sample
   double rate_sum_ = 0, stall_sum_ = 0, dt_sum_ = 0, last_t_ = 0;
-  int pending_ = 0;             // the last experiment, to be checked: +1, -1 or 0
-  bool probe_ = false;          // Decide's decision is an experiment (not an undo)
-  double rate_before_ = 0;      // the rate of the period before it
-  int remove_hold_ = 0;          // periods left without removals
-  int ceiling_ = 0;              // no additions beyond this count (0: none)
-  double ceiling_rate_ = 0;      // the rate at the ceiling when it was set
+  int pending_ = 0;          // the last experiment, to be checked: +1, -1 or 0
+  bool probe_ = false;       // Decide's decision is an experiment (not an undo)
+  double rate_before_ = 0;   // the rate of the period before it
+  int remove_hold_ = 0;      // periods left without removals
+  int ceiling_ = 0;          // no additions beyond this count (0: none)
+  double ceiling_rate_ = 0;  // the rate at the ceiling when it was set
 };
 
 }  // namespace gm

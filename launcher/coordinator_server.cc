@@ -8,10 +8,10 @@
 #include "core/digest.h"
 #include "core/host.h"
 #include "core/log.h"
-#include "dataplane/auth.h"
-#include "worker/engine.h"
-#include "dataplane/messages.h"
 #include "core/thread_annotations.h"
+#include "dataplane/auth.h"
+#include "dataplane/messages.h"
+#include "worker/engine.h"
 
 namespace gm {
 namespace {
@@ -37,9 +37,9 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   if (config.epochs < 0) return Status::InvalidArgument("--epochs must be at least 0");
   PipelineOptions po;
   po.samples_per_split = config.samples_per_split;
-  GM_ASSIGN_OR_RETURN(Pipeline pipeline, Pipeline::FromJson(config.pipeline_doc,
-                                                            config.pipeline_origin,
-                                                            config.base_dir, po));
+  GM_ASSIGN_OR_RETURN(
+      Pipeline pipeline,
+      Pipeline::FromJson(config.pipeline_doc, config.pipeline_origin, config.base_dir, po));
   CoordinatorOptions co;
   co.world_size = config.world_size;
   co.max_inflight_per_worker = 1;
@@ -86,8 +86,7 @@ std::string CoordinatorServer::address() const {
 
 bool CoordinatorServer::WaitFinished(double timeout_s) {
   MutexLock lock(mu_);
-  return lock.WaitFor(cv_, timeout_s,
-                      [&]() REQUIRES(mu_) { return finished_ || stopping_; }) &&
+  return lock.WaitFor(cv_, timeout_s, [&]() REQUIRES(mu_) { return finished_ || stopping_; }) &&
          finished_;
 }
 
@@ -140,7 +139,8 @@ Result<EpochPlan> CoordinatorServer::PlanFor(uint64_t epoch) const {
       if (splits[id].count == 0) {
         return Status::InvalidArgument(
             "several trainer ranks need a source whose split sizes are known up front "
-            "(files, jsonl, range); " + splits[id].name + " has an unknown size");
+            "(files, jsonl, range); " +
+            splits[id].name + " has an unknown size");
       }
       const uint64_t b = static_cast<uint64_t>(pipeline_.batch_size());
       count = pipeline_.drop_last() ? splits[id].count / b : (splits[id].count + b - 1) / b;
@@ -153,10 +153,9 @@ Result<EpochPlan> CoordinatorServer::PlanFor(uint64_t epoch) const {
 Status CoordinatorServer::ResumeRank(int rank, const ResumeMsg& resume) {
   const uint64_t epoch = resume.epoch;
   if (config_.epochs > 0 && epoch >= static_cast<uint64_t>(config_.epochs)) {
-    return Status::InvalidArgument("the trainer resumes epoch " + std::to_string(epoch) +
-                                   ", but this run serves epochs 0.." +
-                                   std::to_string(config_.epochs - 1) + " (--epochs " +
-                                   std::to_string(config_.epochs) + ")");
+    return Status::InvalidArgument(
+        "the trainer resumes epoch " + std::to_string(epoch) + ", but this run serves epochs 0.." +
+        std::to_string(config_.epochs - 1) + " (--epochs " + std::to_string(config_.epochs) + ")");
   }
   if (epoch > state_.epoch()) {
     // A new run continuing an earlier one's checkpoint: the earlier epochs were
@@ -178,7 +177,8 @@ Status CoordinatorServer::ResumeRank(int rank, const ResumeMsg& resume) {
                         : state_.Resume(rank, epoch, resume.position);
   if (!st.ok() && !resume.at && st.message().find("is not known") != std::string::npos) {
     return Status::InvalidArgument(
-        st.message() + ": the state has no split index (saved by an older goldminer); "
+        st.message() +
+        ": the state has no split index (saved by an older goldminer); "
         "a state from Loader.state_dict() of this version can be resumed in a new run");
   }
   return st;
@@ -301,8 +301,8 @@ void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id) {
     if (claimed == kWorkerRole || claimed == kClientRole) return RoleKey(config_.secret, claimed);
     return Status::InvalidArgument("no such role");
   };
-  Status st = ServerHandshake(socket, key_for, "coordinator", Deadline::After(kHandshakeTimeoutS),
-                              &role);
+  Status st =
+      ServerHandshake(socket, key_for, "coordinator", Deadline::After(kHandshakeTimeoutS), &role);
   const bool role_known = st.ok();
   if (st.ok()) gate_.Authenticated(gate_id);
   if (st.ok() && role == "worker") {
@@ -323,8 +323,8 @@ void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id) {
     ++refused_;
     // A trainer that ends closes its connection: not worth a warning. Others are,
     // at most one per interval (a peer can make thousands).
-    const std::string line = "coordinator: connection from " + socket.peer() + " dropped: " +
-                             st.message();
+    const std::string line =
+        "coordinator: connection from " + socket.peer() + " dropped: " + st.message();
     if (st.code() == Code::kUnavailable && role_known) {
       LogDebug(line);
     } else if (refused_warnings_.Allow()) {
@@ -336,8 +336,8 @@ void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id) {
 }
 
 Status CoordinatorServer::ServeWorker(Socket& socket) {
-  GM_ASSIGN_OR_RETURN(Frame reg, RecvFrame(socket, kHandshakeLimits,
-                                           Deadline::After(kHandshakeTimeoutS)));
+  GM_ASSIGN_OR_RETURN(Frame reg,
+                      RecvFrame(socket, kHandshakeLimits, Deadline::After(kHandshakeTimeoutS)));
   if (reg.type != MsgType::kRegister) {
     return Status::Corrupt("expected REGISTER from a worker, got " +
                            std::string(MsgTypeName(reg.type)));
@@ -371,8 +371,8 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   registered.samples_per_split = static_cast<int64_t>(config_.samples_per_split);
   registered.heartbeat_s = config_.heartbeat_s;
   registered.liveness_timeout_s = config_.liveness_timeout_s;
-  Status st = SendFrame(socket, MsgType::kRegistered, registered.Encode(),
-                        Deadline::After(kSendTimeoutS));
+  Status st =
+      SendFrame(socket, MsgType::kRegistered, registered.Encode(), Deadline::After(kSendTimeoutS));
   bool done = false;
   while (st.ok() && !done) {
     Result<Frame> frame =
@@ -402,11 +402,21 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       GM_ASSIGN_OR_RETURN(Assignment a, state_.RequestSplit(id));
       AssignMsg reply;
       switch (a.kind) {
-        case Assignment::Kind::kAssign: reply.kind = AssignMsg::Kind::kAssign; break;
-        case Assignment::Kind::kWait: reply.kind = AssignMsg::Kind::kWait; break;
-        case Assignment::Kind::kDrain: reply.kind = AssignMsg::Kind::kDrain; break;
-        case Assignment::Kind::kExit: reply.kind = AssignMsg::Kind::kExit; break;
-        case Assignment::Kind::kEpochDone: reply.kind = AssignMsg::Kind::kEpochDone; break;
+        case Assignment::Kind::kAssign:
+          reply.kind = AssignMsg::Kind::kAssign;
+          break;
+        case Assignment::Kind::kWait:
+          reply.kind = AssignMsg::Kind::kWait;
+          break;
+        case Assignment::Kind::kDrain:
+          reply.kind = AssignMsg::Kind::kDrain;
+          break;
+        case Assignment::Kind::kExit:
+          reply.kind = AssignMsg::Kind::kExit;
+          break;
+        case Assignment::Kind::kEpochDone:
+          reply.kind = AssignMsg::Kind::kEpochDone;
+          break;
       }
       reply.epoch = a.epoch;
       reply.split = a.split;
@@ -426,8 +436,11 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       AdvanceEpochIfDone();
       return Status::Ok();
     }
-    case MsgType::kHeartbeat: return Status::Ok();
-    case MsgType::kBye: *done = true; return Status::Ok();
+    case MsgType::kHeartbeat:
+      return Status::Ok();
+    case MsgType::kBye:
+      *done = true;
+      return Status::Ok();
     default:
       return Status::Corrupt(std::string("unexpected ") + std::string(MsgTypeName(frame.type)) +
                              " from a worker");
@@ -435,8 +448,8 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
 }
 
 Status CoordinatorServer::ServeClient(Socket& socket) {
-  GM_ASSIGN_OR_RETURN(Frame sub, RecvFrame(socket, kHandshakeLimits,
-                                           Deadline::After(kHandshakeTimeoutS)));
+  GM_ASSIGN_OR_RETURN(Frame sub,
+                      RecvFrame(socket, kHandshakeLimits, Deadline::After(kHandshakeTimeoutS)));
   if (sub.type != MsgType::kSubscribe) {
     return Status::Corrupt("expected SUBSCRIBE from a client, got " +
                            std::string(MsgTypeName(sub.type)));
@@ -466,7 +479,8 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
     auto [it, fresh] = rank_peers_.emplace(rank, socket.peer());
     if (!fresh) {
       std::string why = "rank " + std::to_string(rank) + " is already subscribed from " +
-                        it->second + "; a restarted trainer can subscribe once the old "
+                        it->second +
+                        "; a restarted trainer can subscribe once the old "
                         "process's connection has closed";
       (void)SendFrame(socket, MsgType::kError, {{"message", why}}, Deadline::After(1));
       return Status::InvalidArgument(why);
@@ -497,8 +511,8 @@ Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank, uint64
   while (!done) {
     // A trainer may compute for a long time between batches; its client says
     // HEARTBEAT meanwhile, so a connection silent for kClientIdleS is not a trainer.
-    GM_ASSIGN_OR_RETURN(Frame frame, RecvFrame(socket, kControlLimits,
-                                               Deadline::After(config_.client_idle_s)));
+    GM_ASSIGN_OR_RETURN(Frame frame,
+                        RecvFrame(socket, kControlLimits, Deadline::After(config_.client_idle_s)));
     GM_RETURN_IF_ERROR(HandleClientFrame(socket, rank, frame, &done));
   }
   return Status::Ok();
@@ -523,8 +537,9 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
         break;
       }
       // A later epoch starts when every rank has finished this one.
-      lock.WaitFor(cv_, kPlanWaitS,
-                   [&]() REQUIRES(mu_) { return stopping_ || finished_ || state_.epoch() >= epoch; });
+      lock.WaitFor(cv_, kPlanWaitS, [&]() REQUIRES(mu_) {
+        return stopping_ || finished_ || state_.epoch() >= epoch;
+      });
       if (state_.epoch() < epoch) {
         answer.kind = PlanMsg::Kind::kWait;
         reply = answer.Encode();
@@ -547,7 +562,8 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
       GM_ASSIGN_OR_RETURN(AckMsg ack, AckMsg::Decode(frame.meta));
       for (const auto& [split, split_batch] : ack.batches) {
         auto outcome = state_.Ack(rank, ack.epoch, split, split_batch);
-        if (!outcome.ok()) return outcome.status().WithContext("ACK from rank " + std::to_string(rank));
+        if (!outcome.ok())
+          return outcome.status().WithContext("ACK from rank " + std::to_string(rank));
       }
       AdvanceEpochIfDone();
       return Status::Ok();
@@ -563,8 +579,11 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
       reply = PlanMessage(resume.epoch);
       break;
     }
-    case MsgType::kHeartbeat: return Status::Ok();
-    case MsgType::kBye: *done = true; return Status::Ok();
+    case MsgType::kHeartbeat:
+      return Status::Ok();
+    case MsgType::kBye:
+      *done = true;
+      return Status::Ok();
     default:
       return Status::Corrupt(std::string("unexpected ") + std::string(MsgTypeName(frame.type)) +
                              " from a client");

@@ -13,21 +13,20 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/log.h"
 #include "core/status.h"
-#include "dataplane/messages.h"
-#include "launcher/coordinator_state.h"
-#include "worker/pipeline.h"
+#include "core/thread_annotations.h"
 #include "dataplane/handshake_gate.h"
+#include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
-#include "core/thread_annotations.h"
+#include "launcher/coordinator_state.h"
+#include "worker/pipeline.h"
 
 namespace gm {
 
@@ -36,8 +35,8 @@ struct CoordinatorConfig {
   // Host in the address given to workers and trainers; empty: `host`, or this
   // machine's name when `host` is a wildcard (0.0.0.0, ::).
   std::string advertise_host;
-  int port = 0;                    // 0: any free port
-  std::string secret;              // the run's secret (hex); never leaves this process
+  int port = 0;        // 0: any free port
+  std::string secret;  // the run's secret (hex); never leaves this process
   // The pipeline as workers receive it: the document, where it came from, and
   // the directory its relative paths resolve against (shared by all nodes).
   nlohmann::json pipeline_doc;
@@ -109,7 +108,8 @@ class CoordinatorServer {
   void Serve(Socket& socket, uint64_t gate_id);
   Status ServeWorker(Socket& socket);
   Status ServeClient(Socket& socket);
-  Status ServeSubscribedClient(Socket& socket, int rank, uint64_t session);  // after SUBSCRIBE was accepted
+  Status ServeSubscribedClient(Socket& socket, int rank,
+                               uint64_t session);  // after SUBSCRIBE was accepted
   Status HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame, bool* done);
   Status HandleClientFrame(Socket& socket, int rank, const Frame& frame, bool* done);
   Result<EpochPlan> PlanFor(uint64_t epoch) const;
@@ -123,10 +123,10 @@ class CoordinatorServer {
   Listener listener_;
 
   mutable Mutex mu_;
-  std::condition_variable cv_;                 // epoch changes, finish, stop
+  std::condition_variable cv_;  // epoch changes, finish, stop
   CoordinatorState state_ GUARDED_BY(mu_);
   std::map<WorkerId, std::string> data_addr_ GUARDED_BY(mu_);  // live workers
-  std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);  // subscribed ranks -> peer
+  std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);      // subscribed ranks -> peer
   uint64_t sessions_ GUARDED_BY(mu_) = 0;  // client sessions issued (the last one's number)
   uint64_t epochs_done_ GUARDED_BY(mu_) = 0;
   bool finished_ GUARDED_BY(mu_) = false;
@@ -135,9 +135,9 @@ class CoordinatorServer {
   uint64_t refused_ GUARDED_BY(mu_) = 0;
   std::map<WorkerId, nlohmann::json> worker_stages_ GUARDED_BY(mu_);
   std::map<std::string, CoordinatorSummary::Place> places_ GUARDED_BY(mu_);  // by tag
-  std::vector<std::string> place_order_ GUARDED_BY(mu_);  // oldest first
+  std::vector<std::string> place_order_ GUARDED_BY(mu_);                     // oldest first
   std::list<Connection> connections_ GUARDED_BY(mu_);  // live and not yet reaped
-  HandshakeGate gate_;                         // bounds connections and pending handshakes
+  HandshakeGate gate_;                                 // bounds connections and pending handshakes
   uint64_t accept_failures_ GUARDED_BY(mu_) = 0;
   RateLimit drop_warnings_{kPeerWarningIntervalS};     // connections closed at accept
   RateLimit refused_warnings_{kPeerWarningIntervalS};  // connections that failed

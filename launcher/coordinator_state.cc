@@ -15,7 +15,6 @@ std::string SplitName(uint64_t epoch, uint64_t split) {
 
 }  // namespace
 
-
 Result<CoordinatorState> CoordinatorState::Create(const CoordinatorOptions& options) {
   if (options.world_size < 1) {
     return Status::InvalidArgument("coordinator: world size must be at least 1, got " +
@@ -49,9 +48,9 @@ Status CoordinatorState::StartEpoch(const EpochPlan& plan) {
 
 Status CoordinatorState::SkipToEpoch(const EpochPlan& plan) {
   if (!layout_ || plan.epoch <= epoch_ || touched_) {
-    return Status::InvalidArgument(
-        "cannot move to epoch " + std::to_string(plan.epoch) + ": the run is at epoch " +
-        std::to_string(epoch_) + (touched_ ? " and has delivered batches of it" : ""));
+    return Status::InvalidArgument("cannot move to epoch " + std::to_string(plan.epoch) +
+                                   ": the run is at epoch " + std::to_string(epoch_) +
+                                   (touched_ ? " and has delivered batches of it" : ""));
   }
   for (size_t p = 0; p < splits_.size(); ++p) {
     if (splits_[p].phase == Phase::kAssigned) Release(p);
@@ -409,7 +408,8 @@ Status CoordinatorState::ResumeAt(int rank, uint64_t epoch, uint64_t position, S
   }
   if (at.batch > position) {
     return Status::InvalidArgument(what + ": the state is inconsistent (batch " +
-                                   std::to_string(at.batch) + " of its split, beyond the position)");
+                                   std::to_string(at.batch) +
+                                   " of its split, beyond the position)");
   }
   if (at.index < slots.size()) {
     const uint64_t deliver = splits_[slots[at.index]].deliver;

@@ -194,7 +194,7 @@ class CoordinatorState {
     WorkerId holder = 0;      // when kAssigned
     bool produced = false;    // holder called SplitDone
     uint64_t assigned_start = 0;
-    bool skipped = false;     // delivered by an earlier run (ResumeAt); count may be unknown
+    bool skipped = false;  // delivered by an earlier run (ResumeAt); count may be unknown
   };
   struct WorkerRecord {
     double last_heard_s = 0;

@@ -1,5 +1,6 @@
 #include "launcher/process.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -7,8 +8,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <cerrno>
 #include <cstring>
@@ -44,7 +43,8 @@ Result<CommandOutput> CaptureOutput(const std::vector<std::string>& argv, double
                                     size_t max_bytes) {
   if (argv.empty()) return Status::InvalidArgument("no command to run");
   int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) return Status::IoError(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0)
+    return Status::IoError(std::string("pipe: ") + std::strerror(errno));
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
     ::close(out_pipe[0]);
     ::close(out_pipe[1]);
@@ -79,7 +79,7 @@ Result<CommandOutput> CaptureOutput(const std::vector<std::string>& argv, double
     const double left = deadline - MonotonicSeconds();
     if (left <= 0) {
       failure = Status::Unavailable(argv[0] + " did not finish within " +
-                                         std::to_string(static_cast<int>(timeout_s)) + " s");
+                                    std::to_string(static_cast<int>(timeout_s)) + " s");
       break;
     }
     if (::poll(fds, 2, static_cast<int>(left * 1000) + 1) < 0 && errno != EINTR) {
@@ -93,8 +93,8 @@ Result<CommandOutput> CaptureOutput(const std::vector<std::string>& argv, double
       if (n > 0) {
         sinks[i]->append(buf, static_cast<size_t>(n));
         if (sinks[i]->size() > max_bytes) {
-          failure = Status::IoError(argv[0] + " printed more than " +
-                                              std::to_string(max_bytes) + " bytes");
+          failure = Status::IoError(argv[0] + " printed more than " + std::to_string(max_bytes) +
+                                    " bytes");
         }
       } else if (n == 0 || errno != EINTR) {
         ::close(fds[i].fd);

@@ -26,7 +26,7 @@ enum class ProcessRole { kWorker, kTrainer };
 struct LaunchRequest {
   ProcessRole role = ProcessRole::kWorker;
   std::vector<std::string> argv;
-  std::vector<std::string> env;  // "NAME=value", added to this process's environment
+  std::vector<std::string> env;   // "NAME=value", added to this process's environment
   int slot = 0;                   // a worker's slot: its size and placement
   int threads = 1;                // a worker's CPUs (stage threads)
   bool off_trainer_node = false;  // a worker the plan put on another node than the trainer's

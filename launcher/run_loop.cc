@@ -16,8 +16,11 @@ namespace gm {
 
 RunLoop::RunLoop(RunLoopOptions options, RunLoopEdges edges, std::string run_id,
                  RunRecorder& recorder)
-    : o_(std::move(options)), edges_(std::move(edges)), run_id_(std::move(run_id)),
-      recorder_(recorder), start_(edges_.clock->Now()),
+    : o_(std::move(options)),
+      edges_(std::move(edges)),
+      run_id_(std::move(run_id)),
+      recorder_(recorder),
+      start_(edges_.clock->Now()),
       supervisor_(*edges_.launcher,
                   SupervisorOptions{o_.max_restarts, 0.25, 8, o_.stop_grace_s, 10, edges_.clock,
                                     [this](LaunchRequest& r) { Tag(r); }}) {
@@ -118,8 +121,14 @@ Status RunLoop::StartWorker(int slot) {
   r.threads = o_.spec.ThreadsOf(slot);
   r.off_trainer_node = o_.spec.RemoteOf(slot);
   r.memory_bytes = o_.spec.MemoryOf(slot);
-  r.argv = {exe, "worker", "--coordinator", edges_.coordinator_address, "--threads",
-            std::to_string(r.threads), "--listen", JoinHostPort(o_.bind, 0)};
+  r.argv = {exe,
+            "worker",
+            "--coordinator",
+            edges_.coordinator_address,
+            "--threads",
+            std::to_string(r.threads),
+            "--listen",
+            JoinHostPort(o_.bind, 0)};
   r.env = {"GOLDMINER_SECRET_FILE=" + o_.run_dir + "/worker.key", "GOLDMINER_RUN_ID=" + run_id_};
   r.cpus = o_.worker_cpus;
   GM_ASSIGN_OR_RETURN(pid_t pid, supervisor_.Start(r));
@@ -160,8 +169,8 @@ Status RunLoop::Started(pid_t pid, int slot, int threads) {
 Status RunLoop::OnReplaced(const ProcessReplaced& r) {
   if (!r.error.empty()) {
     LogWarning("run: cannot start a replacement worker: " + r.error);
-    recorder_.Event("worker", "replacement of slot " + std::to_string(r.slot) +
-                                  " could not start: " + r.error);
+    recorder_.Event(
+        "worker", "replacement of slot " + std::to_string(r.slot) + " could not start: " + r.error);
     return Status::Ok();
   }
   return Started(r.pid, r.slot, o_.spec.ThreadsOf(r.slot));
@@ -180,8 +189,8 @@ Status RunLoop::OnWorkerEnded(const ProcessEnded& e) {
     LogWarning("run: " + who + "; starting another");
     recorder_.Event("worker", who + "; starting another");
   } else if (e.restarts_exhausted) {
-    LogWarning("run: " + who + "; not replaced (--max-restarts " +
-               std::to_string(o_.max_restarts) + " reached)");
+    LogWarning("run: " + who + "; not replaced (--max-restarts " + std::to_string(o_.max_restarts) +
+               " reached)");
     recorder_.Event("worker", who + "; not replaced (max restarts reached)");
   } else if (!e.drained) {
     recorder_.Event("worker", who);

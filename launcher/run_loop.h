@@ -35,9 +35,9 @@ namespace gm {
 
 // What the loop needs of the world. Every member is required.
 struct RunLoopEdges {
-  Clock* clock = nullptr;             // periods, grace and backoff
-  ProcessLauncher* launcher = nullptr;  // where workers and trainers start
-  std::string coordinator_address;    // given to workers and trainers
+  Clock* clock = nullptr;                         // periods, grace and backoff
+  ProcessLauncher* launcher = nullptr;            // where workers and trainers start
+  std::string coordinator_address;                // given to workers and trainers
   std::function<CoordinatorSummary()> summary;    // the coordinator's view, now
   std::function<StepCounter::Totals()> trainers;  // samples and data wait so far
   // CPU seconds a running worker has used (nullopt: not known now).
@@ -47,24 +47,24 @@ struct RunLoopEdges {
 // What the loop is told to run; a part of launcher/training_run.h's RunConfig.
 struct RunLoopOptions {
   RunSpec spec;
-  std::string bind = "127.0.0.1";  // the workers' data ports listen here
-  std::string run_dir;             // private (0700): role keys, the worker PID list
-  std::string worker_exe;          // the goldminer binary; empty: this executable
-  std::vector<std::string> trainer_env;  // what every rank gets ("NAME=value")
+  std::string bind = "127.0.0.1";              // the workers' data ports listen here
+  std::string run_dir;                         // private (0700): role keys, the worker PID list
+  std::string worker_exe;                      // the goldminer binary; empty: this executable
+  std::vector<std::string> trainer_env;        // what every rank gets ("NAME=value")
   std::vector<int> trainer_cpus, worker_cpus;  // masks of local children (empty: ours)
   int max_restarts = 3;
   double stop_grace_s = 5;
   double sample_interval_s = 2;
   bool progress = false;  // a status line every sample (launcher/training_run.h)
   std::optional<AutoscalerOptions> autoscale;
-  std::function<bool()> should_stop;  // polled every loop turn; may be empty
-  std::atomic<int>* signal = nullptr;  // set by a signal handler; may be null
+  std::function<bool()> should_stop;        // polled every loop turn; may be empty
+  std::atomic<int>* signal = nullptr;       // set by a signal handler; may be null
   std::function<std::string()> stop_cause;  // asked once when a signal stops the run
 };
 
 // How the trainers ended, as the loop saw it.
 struct RunLoopOutcome {
-  int exit_code = 0;     // the first failing trainer's exit code (128+signal), else 0
+  int exit_code = 0;  // the first failing trainer's exit code (128+signal), else 0
   std::string exit = "exited with status 0";
   bool stopped = false;  // should_stop or a signal ended the trainers
   std::string stop_cause;

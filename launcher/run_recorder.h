@@ -10,11 +10,10 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/profile.h"
 #include "core/run_store.h"
@@ -24,13 +23,13 @@ namespace gm {
 
 // What a run measures for its time series at one moment.
 struct RunSample {
-  double t_s = 0;            // seconds since the run started
-  uint64_t samples = 0;      // delivered to the trainers so far (their step logs)
-  uint64_t wait_ns = 0;      // the trainers' data wait so far
-  int workers = 0;           // running now
-  double worker_cpu_s = 0;   // CPU the workers have used so far
-  uint64_t epoch = 0;        // the coordinator's current epoch
-  int workers_ready = -1;    // of the workers, registered with the coordinator (-1: not known)
+  double t_s = 0;           // seconds since the run started
+  uint64_t samples = 0;     // delivered to the trainers so far (their step logs)
+  uint64_t wait_ns = 0;     // the trainers' data wait so far
+  int workers = 0;          // running now
+  double worker_cpu_s = 0;  // CPU the workers have used so far
+  uint64_t epoch = 0;       // the coordinator's current epoch
+  int workers_ready = -1;   // of the workers, registered with the coordinator (-1: not known)
 };
 
 // The figures of one interval between two samples.
@@ -90,8 +89,8 @@ class RunRecorder {
 // of {"name", "count", "cpu_s", "wall_s", "bytes_in", "bytes_out"}, one per stage,
 // as workers send them in HEARTBEAT and SPLIT_DONE): totals summed by stage
 // position, divided by the samples counted; each stage's index is its first op's
-// position in pipeline.json (a fused "decode_jpeg+random_resized_crop" covers two). A field that is missing, not a finite
-// number >= 0, or a name that is not a string is left out: reports come from
+// position in pipeline.json (a fused "decode_jpeg+random_resized_crop" covers two). A field that is
+// missing, not a finite number >= 0, or a name that is not a string is left out: reports come from
 // peers.
 std::vector<StageProfile> StageCostsFromReports(const std::vector<nlohmann::json>& reports);
 

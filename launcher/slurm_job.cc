@@ -1,9 +1,9 @@
 #include "launcher/slurm_job.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <map>
-#include <charconv>
 #include <numeric>
 
 #include "core/scontrol.h"
@@ -35,10 +35,17 @@ long long SlurmSeconds(std::string_view s) {
   }
   long long secs = 0;
   switch (parts.size()) {
-    case 1: secs = parts[0] * 60; break;                                  // MM
-    case 2: secs = parts[0] * 60 + parts[1]; break;                       // MM:SS
-    case 3: secs = parts[0] * 3600 + parts[1] * 60 + parts[2]; break;     // HH:MM:SS
-    default: return -1;
+    case 1:
+      secs = parts[0] * 60;
+      break;  // MM
+    case 2:
+      secs = parts[0] * 60 + parts[1];
+      break;  // MM:SS
+    case 3:
+      secs = parts[0] * 3600 + parts[1] * 60 + parts[2];
+      break;  // HH:MM:SS
+    default:
+      return -1;
   }
   return days * 86400 + secs;
 }
@@ -46,8 +53,8 @@ long long SlurmSeconds(std::string_view s) {
 }  // namespace
 
 Result<std::vector<int>> ParseCpusPerNode(std::string_view text) {
-  const std::string bad = "SLURM_JOB_CPUS_PER_NODE '" + std::string(text) +
-                          "' is not a list like 8(x2),4";
+  const std::string bad =
+      "SLURM_JOB_CPUS_PER_NODE '" + std::string(text) + "' is not a list like 8(x2),4";
   std::vector<int> out;
   bool more = !text.empty();
   while (more) {
@@ -81,8 +88,8 @@ Status CheckWorkersFit(const std::vector<int>& worker_cpus, const std::vector<in
   const long long have = std::accumulate(node_cpus.begin(), node_cpus.end(), 0LL);
   const int widest = *std::max_element(worker_cpus.begin(), worker_cpus.end());
   const int largest = node_cpus.empty() ? 0 : *std::max_element(node_cpus.begin(), node_cpus.end());
-  const std::string workers = std::to_string(worker_cpus.size()) + " worker(s) of " +
-                              std::to_string(need) + " CPUs in all";
+  const std::string workers =
+      std::to_string(worker_cpus.size()) + " worker(s) of " + std::to_string(need) + " CPUs in all";
   if (need > have) {
     return Status::InvalidArgument(
         workers + " do not fit in " + what + ", which holds " + std::to_string(have) +
@@ -185,9 +192,13 @@ Status SlurmJob::CheckWorkersFit(const RunSpec& spec, int workers) const {
 }
 
 std::vector<std::string> SrunArgv(const SlurmJob& job, const LaunchRequest& r) {
-  std::vector<std::string> a = {"srun", "--exact", "--nodes=1", "--ntasks=1",
+  std::vector<std::string> a = {"srun",
+                                "--exact",
+                                "--nodes=1",
+                                "--ntasks=1",
                                 "--cpus-per-task=" + std::to_string(r.threads),
-                                "--job-name=goldminer-worker", "--quiet"};
+                                "--job-name=goldminer-worker",
+                                "--quiet"};
   const int group = job.GroupOf(r.off_trainer_node);
   if (job.heterogeneous()) a.push_back("--het-group=" + std::to_string(group));
   if (r.memory_bytes > 0) {
@@ -196,12 +207,11 @@ std::vector<std::string> SrunArgv(const SlurmJob& job, const LaunchRequest& r) {
   // Inside the step, the shell names it as squeue -s and scancel do (a het
   // component's own job id) and execs the worker with that name: the step's task
   // is the worker itself, and the worker reads no Slurm variable.
-  const std::string id = job.heterogeneous()
-                             ? "${SLURM_JOB_ID_HET_GROUP_" + std::to_string(group) +
-                                   ":-$SLURM_JOB_ID}"
-                             : std::string("$SLURM_JOB_ID");
-  a.insert(a.end(), {"/bin/sh", "-c", "exec \"$@\" --step-name \"" + id + ".$SLURM_STEP_ID\"",
-                     "sh"});
+  const std::string id =
+      job.heterogeneous() ? "${SLURM_JOB_ID_HET_GROUP_" + std::to_string(group) + ":-$SLURM_JOB_ID}"
+                          : std::string("$SLURM_JOB_ID");
+  a.insert(a.end(),
+           {"/bin/sh", "-c", "exec \"$@\" --step-name \"" + id + ".$SLURM_STEP_ID\"", "sh"});
   a.insert(a.end(), r.argv.begin(), r.argv.end());
   return a;
 }

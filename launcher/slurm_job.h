@@ -26,16 +26,16 @@ namespace gm {
 
 // One component of the allocation: the whole job, or a heterogeneous job's group.
 struct SlurmComponent {
-  int group = 0;            // the het group (0 without a heterogeneous job)
-  std::string job_id;       // its own job id, as squeue and scancel name its steps
-  std::string cpus_var;     // the variable its CPUs came from, for messages
-  std::string cpus_text;    // its value ("8(x2),4"); empty: Slurm did not say
+  int group = 0;          // the het group (0 without a heterogeneous job)
+  std::string job_id;     // its own job id, as squeue and scancel name its steps
+  std::string cpus_var;   // the variable its CPUs came from, for messages
+  std::string cpus_text;  // its value ("8(x2),4"); empty: Slurm did not say
 };
 
 struct SlurmJob {
-  std::string job_id;                     // SLURM_JOB_ID
+  std::string job_id;                      // SLURM_JOB_ID
   std::vector<SlurmComponent> components;  // one per het group; one without them
-  int restart_count = 0;                  // SLURM_RESTART_COUNT (0 when unset)
+  int restart_count = 0;                   // SLURM_RESTART_COUNT (0 when unset)
 
   // Reads the job from an environment (`getenv`: the process's, or a test's map).
   // nullopt outside a job (SLURM_JOB_ID unset or empty).

@@ -123,8 +123,9 @@ std::vector<ProcessEnded> Supervisor::StopAll() {
 }
 
 size_t Supervisor::running(ProcessRole role) const {
-  return static_cast<size_t>(std::count_if(procs_.begin(), procs_.end(),
-                                           [role](const auto& p) { return p.second.request.role == role; }));
+  return static_cast<size_t>(std::count_if(procs_.begin(), procs_.end(), [role](const auto& p) {
+    return p.second.request.role == role;
+  }));
 }
 
 std::vector<pid_t> Supervisor::pids(ProcessRole role) const {

@@ -28,13 +28,13 @@
 namespace gm {
 
 struct SupervisorOptions {
-  int max_restarts = 3;          // crashed workers replaced at most this many times in all
-  double backoff_s = 0.25;       // delay before the second replacement (the first is at
-                                 // once); doubled for each later one
-  double max_backoff_s = 8;      // the delay's ceiling
-  double stop_grace_s = 5;       // SIGTERM, then SIGKILL after this long (Stop)
-  double end_grace_s = 10;       // the same at the end of the run (StopAll)
-  Clock* clock = nullptr;        // null: SystemClock()
+  int max_restarts = 3;      // crashed workers replaced at most this many times in all
+  double backoff_s = 0.25;   // delay before the second replacement (the first is at
+                             // once); doubled for each later one
+  double max_backoff_s = 8;  // the delay's ceiling
+  double stop_grace_s = 5;   // SIGTERM, then SIGKILL after this long (Stop)
+  double end_grace_s = 10;   // the same at the end of the run (StopAll)
+  Clock* clock = nullptr;    // null: SystemClock()
   // Called on each request just before it starts (replacements included), e.g. to
   // give each process a name of its own. May be empty.
   std::function<void(LaunchRequest&)> prepare;
@@ -45,9 +45,9 @@ struct ProcessEnded {
   ChildExit exit;
   ProcessRole role = ProcessRole::kWorker;
   int slot = 0;
-  bool drained = false;        // it was drained (Drain): not replaced, however it ended
-  bool stopped = false;        // it was stopped (Stop)
-  bool will_replace = false;   // a crashed worker: a replacement starts after `delay_s`
+  bool drained = false;       // it was drained (Drain): not replaced, however it ended
+  bool stopped = false;       // it was stopped (Stop)
+  bool will_replace = false;  // a crashed worker: a replacement starts after `delay_s`
   double delay_s = 0;
   bool restarts_exhausted = false;  // a crashed worker not replaced: max_restarts reached
 };

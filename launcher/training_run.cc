@@ -13,15 +13,15 @@
 
 #include "core/clock.h"
 #include "core/file_util.h"
-#include "core/json.h"
 #include "core/host.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/paths.h"
 #include "core/step_log.h"
+#include "dataplane/auth.h"
 #include "launcher/process_launcher.h"
 #include "launcher/run_loop.h"
 #include "launcher/run_recorder.h"
-#include "dataplane/auth.h"
 
 namespace gm {
 namespace {
@@ -109,8 +109,7 @@ Result<RunResult> RunTraining(const RunConfig& c) {
   // their role's key only (dataplane/auth.h).
   GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/worker.key", RoleKey(secret, kWorkerRole)));
   GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/client.key", RoleKey(secret, kClientRole)));
-  const std::string run_id =
-      !c.run_name.empty() ? c.run_name : NewRunId();
+  const std::string run_id = !c.run_name.empty() ? c.run_name : NewRunId();
 
   CoordinatorConfig cc;
   cc.host = c.bind;
@@ -146,8 +145,8 @@ Result<RunResult> RunTraining(const RunConfig& c) {
   record.pid = ::getpid();
   GM_RETURN_IF_ERROR(recorder.Begin(record));
   recorder.Event("run", "run started: " + std::to_string(c.spec.workers) + " worker(s), " +
-                            std::to_string(c.spec.world_size) + " trainer rank(s), coordinator at " +
-                            coordinator->address());
+                            std::to_string(c.spec.world_size) +
+                            " trainer rank(s), coordinator at " + coordinator->address());
   if (!c.trainer_cpus.empty() || !c.worker_cpus.empty()) {
     const auto cpus = [](const std::vector<int>& list) {
       return list.empty() ? std::string("any CPU") : "CPU(s) " + FormatCpuList(list);
@@ -164,8 +163,8 @@ Result<RunResult> RunTraining(const RunConfig& c) {
     steps_dir = dir.path() + "/steps";
     GM_RETURN_IF_ERROR(MakeDirs(steps_dir));
   }
-  Result<RunLoopOutcome> outcome = RunWithLoop(c, *coordinator, run_id, dir.path(), steps_dir,
-                                                recorder);
+  Result<RunLoopOutcome> outcome =
+      RunWithLoop(c, *coordinator, run_id, dir.path(), steps_dir, recorder);
   coordinator->Stop();
   if (!outcome.ok()) {
     recorder.Event("run", "run failed: " + outcome.status().message());

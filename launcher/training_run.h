@@ -43,7 +43,7 @@ struct RunConfig {
   // (their mask from the first instruction); empty: this process's.
   std::vector<int> trainer_cpus;
   std::vector<int> worker_cpus;
-  std::string worker_exe;                // the goldminer binary for workers; empty: this executable
+  std::string worker_exe;  // the goldminer binary for workers; empty: this executable
   // Where the processes start (launcher/process_launcher.h); null: children of this
   // process. The supervisor (launcher/supervisor.h) starts, replaces and stops them.
   ProcessLauncher* launcher = nullptr;
@@ -83,10 +83,10 @@ struct RunConfig {
 
 struct RunResult {
   std::string run_id;
-  int exit_code = 0;     // the first failing trainer's exit code (128+signal), else 0
-  std::string exit;      // "exited with status 0", "was killed by signal 9 (Killed)", ...
-  bool stopped = false;  // should_stop or a signal ended the trainers
-  std::string status;    // as recorded: "succeeded", "failed", "cancelled" or "preempted"
+  int exit_code = 0;       // the first failing trainer's exit code (128+signal), else 0
+  std::string exit;        // "exited with status 0", "was killed by signal 9 (Killed)", ...
+  bool stopped = false;    // should_stop or a signal ended the trainers
+  std::string status;      // as recorded: "succeeded", "failed", "cancelled" or "preempted"
   std::string stop_cause;  // when preempted: why (RunConfig::stop_cause)
   CoordinatorSummary summary;
 };

@@ -90,8 +90,10 @@ int GpusIn(const std::string& list, bool tres) {
       const std::string key = item.substr(0, eq);
       auto n = Integer(item.substr(eq + 1));
       if (!n) continue;
-      if (key == "gres/gpu") untyped = static_cast<int>(*n);
-      else if (key.rfind("gres/gpu:", 0) == 0) typed += static_cast<int>(*n);
+      if (key == "gres/gpu")
+        untyped = static_cast<int>(*n);
+      else if (key.rfind("gres/gpu:", 0) == 0)
+        typed += static_cast<int>(*n);
     } else {
       std::string g = item.substr(0, item.find('('));
       std::vector<std::string> parts = Split(g, ':');
@@ -168,7 +170,8 @@ Result<Cluster> ClusterFromJson(const nlohmann::json& j, const std::string& orig
   std::map<std::string, int> seen;
   for (size_t i = 0; i < c.nodes.size(); ++i) {
     GM_ASSIGN_OR_RETURN(JsonNode node, nodes.At(i));
-    if (seen[c.nodes[i].name]++) return node.Error("node \"" + c.nodes[i].name + "\" is listed twice");
+    if (seen[c.nodes[i].name]++)
+      return node.Error("node \"" + c.nodes[i].name + "\" is listed twice");
     for (const std::string& p : c.nodes[i].partitions) {
       if (!c.partition(p)) {
         return node.Error("partition \"" + p + "\" is not listed under $.partitions");
@@ -195,14 +198,15 @@ nlohmann::json ClusterToJson(const Cluster& c) {
                      {"state", n.state},
                      {"nic_gbps", n.nic_gbps}});
   }
-  return {{"schema", kClusterSchema}, {"version", kClusterVersion}, {"partitions", parts},
+  return {{"schema", kClusterSchema},
+          {"version", kClusterVersion},
+          {"partitions", parts},
           {"nodes", nodes}};
 }
 
 Result<Cluster> ClusterFromScontrol(const std::string& nodes_text,
                                     const std::string& partitions_text,
-                                    const std::string& gres_used_text,
-                                    const std::string& origin) {
+                                    const std::string& gres_used_text, const std::string& origin) {
   std::map<std::string, int> gpus_used;
   {
     std::istringstream in(gres_used_text);

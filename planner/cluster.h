@@ -7,10 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/scontrol.h"
 #include "core/status.h"
@@ -74,8 +73,7 @@ nlohmann::json ClusterToJson(const Cluster& cluster);
 // the cluster accounts GPUs as a TRES, whichever says more.
 Result<Cluster> ClusterFromScontrol(const std::string& nodes_text,
                                     const std::string& partitions_text,
-                                    const std::string& gres_used_text,
-                                    const std::string& origin);
+                                    const std::string& gres_used_text, const std::string& origin);
 
 using gm::ScontrolFields;  // core/scontrol.h
 

@@ -19,8 +19,9 @@ Result<Division> DivideCpus(const std::vector<JobDemand>& jobs, int cpus, int cp
   for (const JobDemand& j : jobs) {
     if (!(j.demand_samples_per_s > 0) || !(j.samples_per_s_per_cpu > 0) ||
         !std::isfinite(j.demand_samples_per_s) || !std::isfinite(j.samples_per_s_per_cpu)) {
-      return Status::InvalidArgument(j.name + ": the job's demand and rate per CPU must be "
-                                              "positive (a profile with a trainer part)");
+      return Status::InvalidArgument(j.name +
+                                     ": the job's demand and rate per CPU must be "
+                                     "positive (a profile with a trainer part)");
     }
   }
   Division d;

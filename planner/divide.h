@@ -13,9 +13,9 @@
 namespace gm::planner {
 
 struct JobDemand {
-  std::string name;                   // e.g. the profile's path
-  double demand_samples_per_s = 0;    // what the trainer consumes
-  double samples_per_s_per_cpu = 0;   // what one worker CPU delivers
+  std::string name;                  // e.g. the profile's path
+  double demand_samples_per_s = 0;   // what the trainer consumes
+  double samples_per_s_per_cpu = 0;  // what one worker CPU delivers
 };
 
 struct JobShare {

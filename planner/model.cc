@@ -81,8 +81,8 @@ struct Attempt {
 // node(s): none when they could all run on the device and the trainer has GPUs
 // (goldminer.torch.DeviceLoader applies them there), else what the profile measured.
 double ClientCpuPerSample(const Setup& s, const CutPoint& cut) {
-  const bool gpus = std::any_of(s.trainer.begin(), s.trainer.end(),
-                                [](const NodeUse& n) { return n.gpus > 0; });
+  const bool gpus =
+      std::any_of(s.trainer.begin(), s.trainer.end(), [](const NodeUse& n) { return n.gpus > 0; });
   return cut.device_tail && gpus ? 0.0 : std::max(0.0, cut.local_cpu_s_per_sample);
 }
 
@@ -199,8 +199,7 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
   const PlanOptions& o = *s.options;
   const double e = s.rate.efficiency(1);  // the client's stages run on one thread
   const double local = std::max(0.0, cut.local_cpu_s_per_sample);
-  const double c_w =
-      std::max({s.rate.cpu_s_per_sample - local, cut.remote_cpu_s_per_sample, 1e-9});
+  const double c_w = std::max({s.rate.cpu_s_per_sample - local, cut.remote_cpu_s_per_sample, 1e-9});
   // One CPU of a worker of --cpus-per-worker CPUs: what the CPU need is counted in.
   const double per_cpu = s.rate.efficiency(o.cpus_per_worker) / c_w;
   const double T = s.target;
@@ -237,9 +236,8 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
   if (Meets(at_goal, goal)) {
     p.limit = "trainer";
     p.detail = "the trainer consumes at most " + Rate(s.demand.value_or(0)) +
-               " (batch size / compute time per step, from the profile); the target of " +
-               Rate(T) + " is " + Num(100 * (T / std::max(s.demand.value_or(0), 1e-9) - 1), 0) +
-               "% above it";
+               " (batch size / compute time per step, from the profile); the target of " + Rate(T) +
+               " is " + Num(100 * (T / std::max(s.demand.value_or(0), 1e-9) - 1), 0) + "% above it";
   } else if (at_goal.tail_short) {
     p.limit = "trainer-node-cpus";
     p.detail = "the client's stages after stage " + std::to_string(cut.after_stage) + " need " +
@@ -258,15 +256,14 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
     p.limit = "network";
     p.detail = "workers off the trainer's node(s) send " + Num(cut.bytes_per_sample / 1e3, 1) +
                " kB per sample at this cut; the NICs carry " +
-               Num(p.network_bytes_per_s * 8 / 1e9, 2) + " Gb/s (" +
-               Num(ingress * 8 / 1e9, 1) + " Gb/s into the trainer's node(s))";
+               Num(p.network_bytes_per_s * 8 / 1e9, 2) + " Gb/s (" + Num(ingress * 8 / 1e9, 1) +
+               " Gb/s into the trainer's node(s))";
   } else if (at_goal.memory_blocked) {
     p.limit = "memory";
     p.detail = "nodes with free CPUs lack the memory for another worker (" +
                Num(double(s.memory_per_worker) / kMiB, 0) +
                " MiB each, the profile's peak RSS, and on the trainer's node(s) " +
-               std::to_string(kSameHostSegmentsPerWorker) +
-               " batches of shared memory more); " +
+               std::to_string(kSameHostSegmentsPerWorker) + " batches of shared memory more); " +
                std::to_string(p.workers.size()) + " worker(s) fit";
   } else {
     p.limit = "cpus";
@@ -297,8 +294,8 @@ std::vector<std::pair<CutPoint, bool>> Candidates(const PipelineProfile& pipe) {
     cuts.push_back(c);
   }
   std::vector<std::pair<CutPoint, bool>> out;
-  const bool file_cut = std::any_of(cuts.begin(), cuts.end(),
-                                    [](const CutPoint& c) { return c.pipeline_cut; });
+  const bool file_cut =
+      std::any_of(cuts.begin(), cuts.end(), [](const CutPoint& c) { return c.pipeline_cut; });
   for (const CutPoint& c : cuts) {
     if (c.allowed) out.emplace_back(c, file_cut ? c.pipeline_cut : c.after_stage >= last);
   }
@@ -316,18 +313,19 @@ double CpuRate::efficiency(int cpus) const {
 Result<CpuRate> MeasuredCpuRate(const Profile& profile, const std::string& origin) {
   if (!profile.pipeline) {
     return Status::InvalidArgument(
-        origin + " has no pipeline part (it profiled a trainer alone), so the CPU cost per "
-                 "sample is unknown; profile the pipeline: goldminer profile --pipeline "
-                 "pipeline.json -o " + origin + " [-- trainer command]");
+        origin +
+        " has no pipeline part (it profiled a trainer alone), so the CPU cost per "
+        "sample is unknown; profile the pipeline: goldminer profile --pipeline "
+        "pipeline.json -o " +
+        origin + " [-- trainer command]");
   }
   const PipelineProfile& pipe = *profile.pipeline;
   CpuRate r;
   // The process CPU leaves out an exec stage's child processes; the stages count
   // them, so the parts (reader, stages, batcher, hand-off) may add up to more.
-  r.cpu_s_per_sample =
-      std::max(pipe.cpu_s_per_sample, pipe.reader_cpu_s_per_sample + pipe.stage_cpu_s_per_sample +
-                                          pipe.batcher_cpu_s_per_sample +
-                                          pipe.queue_cpu_s_per_sample);
+  r.cpu_s_per_sample = std::max(pipe.cpu_s_per_sample,
+                                pipe.reader_cpu_s_per_sample + pipe.stage_cpu_s_per_sample +
+                                    pipe.batcher_cpu_s_per_sample + pipe.queue_cpu_s_per_sample);
   if (!(r.cpu_s_per_sample > 0) || !std::isfinite(r.cpu_s_per_sample)) {
     return Status::InvalidArgument(origin + ": $.pipeline.cpu_s_per_sample is " +
                                    Num(r.cpu_s_per_sample, 6) +
@@ -344,8 +342,8 @@ Result<CpuRate> MeasuredCpuRate(const Profile& profile, const std::string& origi
   if (all) {
     r.threads_n = all->threads;
     r.efficiency_n = clamp(all->samples_per_s * r.cpu_s_per_sample / all->threads);
-    r.efficiency_1 = one->threads == 1 ? clamp(one->samples_per_s * r.cpu_s_per_sample)
-                                       : r.efficiency_n;
+    r.efficiency_1 =
+        one->threads == 1 ? clamp(one->samples_per_s * r.cpu_s_per_sample) : r.efficiency_n;
     r.efficiency_source =
         "the " + std::to_string(all->threads) + "-thread run delivered " +
         Rate(all->samples_per_s) + ", " + Num(100 * r.efficiency_n, 0) + "% of " +
@@ -372,8 +370,9 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
   GM_ASSIGN_OR_RETURN(CpuRate rate, MeasuredCpuRate(profile, origin));
   const PipelineProfile& pipe = *profile.pipeline;
   if (o.cpus_per_worker < 1 || o.max_workers < 1 || o.trainer_cpus < 0 || !(o.nic_gbps > 0)) {
-    return Status::InvalidArgument("plan options out of range (cpus per worker, max workers, "
-                                   "trainer CPUs, NIC speed)");
+    return Status::InvalidArgument(
+        "plan options out of range (cpus per worker, max workers, "
+        "trainer CPUs, NIC speed)");
   }
   if (cluster.nodes.empty()) {
     return Status::InvalidArgument("the cluster (" + cluster.source +
@@ -444,8 +443,9 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
   if (gpus > 0) {
     if (s.gpu_partition.empty()) {
       return Status::InvalidArgument("--gpus " + std::to_string(gpus) + ": the cluster (" +
-                                     cluster.source + ") has no GPUs (give --gpus 0 to plan "
-                                                      "for a trainer without a GPU)");
+                                     cluster.source +
+                                     ") has no GPUs (give --gpus 0 to plan "
+                                     "for a trainer without a GPU)");
     }
     std::vector<const ClusterNode*> cands;
     int free = 0, nodes_in = 0;
@@ -498,7 +498,8 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
     trainer_names.insert(best->name);
   }
   for (const ClusterNode& n : cluster.nodes) {
-    if (n.usable() && n.in(s.partition) && !trainer_names.count(n.name)) s.others.push_back(use_of(n));
+    if (n.usable() && n.in(s.partition) && !trainer_names.count(n.name))
+      s.others.push_back(use_of(n));
   }
   std::sort(s.others.begin(), s.others.end(), [](const NodeUse& a, const NodeUse& b) {
     if (a.free_cpus != b.free_cpus) return a.free_cpus > b.free_cpus;
@@ -521,9 +522,10 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
     target_source = "trainer demand";
   } else {
     return Status::InvalidArgument(
-        origin + " has no trainer part (or its demand is 0), so the rate the trainer "
-                 "needs is unknown: give --target-rate SAMPLES_PER_S, or profile with the "
-                 "trainer command (goldminer profile --pipeline P -- python3 train.py)");
+        origin +
+        " has no trainer part (or its demand is 0), so the rate the trainer "
+        "needs is unknown: give --target-rate SAMPLES_PER_S, or profile with the "
+        "trainer command (goldminer profile --pipeline P -- python3 train.py)");
   }
 
   // Each allowed cut, then the best: the highest rate, then the fewest bytes on the
@@ -532,7 +534,8 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
   const auto candidates = Candidates(pipe);
   if (candidates.empty()) {
     return Status::InvalidArgument(origin + ": no stage of the pipeline may run on a worker (" +
-                                   (pipe.cuts.empty() ? "no cuts" : pipe.cuts.front().reason) + ")");
+                                   (pipe.cuts.empty() ? "no cuts" : pipe.cuts.front().reason) +
+                                   ")");
   }
   int best = -1;
   std::vector<Placement> placements;
@@ -616,7 +619,8 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
     pr.cpu_hours_per_million_samples = pr.worker_cpus * (1e6 / pl.samples_per_s) / 3600;
     if (o.epoch_samples) {
       pr.epoch_samples = o.epoch_samples;
-      pr.cpu_hours_per_epoch = pr.worker_cpus * (double(*o.epoch_samples) / pl.samples_per_s) / 3600;
+      pr.cpu_hours_per_epoch =
+          pr.worker_cpus * (double(*o.epoch_samples) / pl.samples_per_s) / 3600;
     }
   }
   pr.limit = pl.limit;
@@ -631,12 +635,14 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
   }
   plan.run.world_size = s.world_size;
   plan.run.command = !o.command.empty() ? o.command
-                     : profile.trainer   ? profile.trainer->command
-                                         : std::vector<std::string>{};
+                     : profile.trainer  ? profile.trainer->command
+                                        : std::vector<std::string>{};
 
   plan.notes.push_back("scaling efficiency " + Num(m.scaling_efficiency, 2) + " for " +
-                       std::to_string(o.cpus_per_worker) + "-CPU workers (linear between the "
-                       "measured 1-thread and all-core runs): " + rate.efficiency_source);
+                       std::to_string(o.cpus_per_worker) +
+                       "-CPU workers (linear between the "
+                       "measured 1-thread and all-core runs): " +
+                       rate.efficiency_source);
   plan.notes.push_back("one worker CPU delivers " + Rate(pl.per_cpu) + " = efficiency / " +
                        Num(pl.worker_cpu_s_per_sample * 1e3, 3) +
                        " ms worker CPU per sample at the cut after stage " +

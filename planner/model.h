@@ -18,14 +18,14 @@ namespace gm::planner {
 
 struct PlanOptions {
   std::optional<double> target_samples_per_s;  // absent: the trainer's demand
-  int gpus = -1;             // -1: 1 when the cluster has GPUs, else 0 (trainer without a GPU)
+  int gpus = -1;  // -1: 1 when the cluster has GPUs, else 0 (trainer without a GPU)
   int max_workers = 64;
   int cpus_per_worker = 4;
-  double nic_gbps = 10;      // for nodes whose NIC speed the cluster does not say
-  int trainer_cpus = 1;      // kept for each trainer process on its node
-  std::string partition;     // CPU nodes' partition; "": the default partition
+  double nic_gbps = 10;       // for nodes whose NIC speed the cluster does not say
+  int trainer_cpus = 1;       // kept for each trainer process on its node
+  std::string partition;      // CPU nodes' partition; "": the default partition
   std::string gpu_partition;  // "": the partition with the most free GPUs
-  bool all_cuts = false;     // also consider cuts this goldminer's `run` cannot execute
+  bool all_cuts = false;      // also consider cuts this goldminer's `run` cannot execute
   std::optional<uint64_t> epoch_samples;
   std::vector<std::string> command;  // the trainer's argv; empty: the profile's
   // Labels copied into the plan.

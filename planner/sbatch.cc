@@ -10,14 +10,17 @@ namespace gm::planner {
 
 std::string ShellQuote(const std::string& arg) {
   if (!arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || std::string("@%_+=:,./-").find(c) != std::string::npos;
+        return std::isalnum(static_cast<unsigned char>(c)) ||
+               std::string("@%_+=:,./-").find(c) != std::string::npos;
       })) {
     return arg;
   }
   std::string out = "'";
   for (char c : arg) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -47,8 +50,8 @@ std::string SbatchScript(const Plan& plan, const SbatchOptions& o) {
 
   char line[512];
   std::string s = "#!/bin/bash\n";
-  s += "# Written by `goldminer plan` from " + plan.sources.profile_path + " (cluster: " +
-       plan.sources.cluster + ").\n";
+  s += "# Written by `goldminer plan` from " + plan.sources.profile_path +
+       " (cluster: " + plan.sources.cluster + ").\n";
   std::snprintf(line, sizeof line,
                 "# Predicted: %.1f samples/s with %d worker(s), %d worker CPU(s); limit: %s.\n",
                 plan.prediction.samples_per_s, static_cast<int>(plan.workers.size()),
@@ -66,7 +69,8 @@ std::string SbatchScript(const Plan& plan, const SbatchOptions& o) {
   s += "#SBATCH --nodes=" + std::to_string(nodes0) + "\n";
   s += "#SBATCH --ntasks-per-node=1\n";
   s += "#SBATCH --cpus-per-task=" + std::to_string(cpus0) + "\n";
-  if (max_gpus > 0 && plan.model.gpus > 0) s += "#SBATCH --gres=gpu:" + std::to_string(max_gpus) + "\n";
+  if (max_gpus > 0 && plan.model.gpus > 0)
+    s += "#SBATCH --gres=gpu:" + std::to_string(max_gpus) + "\n";
   if (remote > 0) {
     s += "#SBATCH hetjob\n";
     if (!plan.sources.partition.empty()) {

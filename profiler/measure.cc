@@ -64,8 +64,8 @@ Result<Measurement> MeasureProfile(const MeasureOptions& o) {
     } else {
       m.trainer_problem = t.status();  // the pipeline part is still kept
     }
-    m.trainer_failed = profile.trainer && !profile.trainer->stopped_by_profile &&
-                       profile.trainer->exit_code != 0;
+    m.trainer_failed =
+        profile.trainer && !profile.trainer->stopped_by_profile && profile.trainer->exit_code != 0;
   }
   SetVerdict(profile);
   return m;

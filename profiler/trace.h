@@ -10,10 +10,9 @@
 // Times are microseconds from the earliest event. Pure; thread-compatible.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/step_log.h"
 #include "profiler/gpu_log.h"

@@ -10,10 +10,10 @@
 #include "core/file_util.h"
 #include "core/log.h"
 #include "core/paths.h"
-#include "launcher/training_run.h"
+#include "launcher/process.h"
 #include "launcher/process_launcher.h"
 #include "launcher/supervisor.h"
-#include "launcher/process.h"
+#include "launcher/training_run.h"
 #include "profiler/step_analysis.h"
 
 namespace gm {

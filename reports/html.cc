@@ -11,7 +11,7 @@
 namespace gm::reports {
 namespace {
 
-constexpr double kW = 760, kH = 210;                        // a chart's size
+constexpr double kW = 760, kH = 210;                                // a chart's size
 constexpr double kLeft = 56, kRight = 56, kTop = 26, kBottom = 30;  // its margins
 
 const char* kStyle = R"css(
@@ -48,9 +48,13 @@ double NiceTop(double v) {
 
 struct Axis {
   double t_max = 1;
-  double X(double t) const { return kLeft + (kW - kLeft - kRight) * std::clamp(t / t_max, 0.0, 1.0); }
+  double X(double t) const {
+    return kLeft + (kW - kLeft - kRight) * std::clamp(t / t_max, 0.0, 1.0);
+  }
 };
-double Y(double v, double top) { return kTop + (kH - kTop - kBottom) * (1 - std::clamp(v / top, 0.0, 1.0)); }
+double Y(double v, double top) {
+  return kTop + (kH - kTop - kBottom) * (1 - std::clamp(v / top, 0.0, 1.0));
+}
 
 std::string Polyline(const std::vector<Point>& pts, const Axis& ax, double top, const char* color,
                      const char* cls, bool step) {
@@ -62,8 +66,9 @@ std::string Polyline(const std::vector<Point>& pts, const Axis& ax, double top, 
     p += Fixed(x, 1) + "," + Fixed(y, 1) + " ";
     prev_y = y;
   }
-  return "<polyline class=\"" + std::string(cls) + "\" data-points=\"" + std::to_string(pts.size()) +
-         "\" fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.6\" points=\"" + p + "\"/>";
+  return "<polyline class=\"" + std::string(cls) + "\" data-points=\"" +
+         std::to_string(pts.size()) + "\" fill=\"none\" stroke=\"" + color +
+         "\" stroke-width=\"1.6\" points=\"" + p + "\"/>";
 }
 
 std::string Frame(const Axis& ax, double top, const std::string& left_label,
@@ -90,15 +95,15 @@ std::string Frame(const Axis& ax, double top, const std::string& left_label,
   }
   s += "<text x=\"6\" y=\"14\">" + E(left_label) + "</text>";
   if (!right_label.empty()) {
-    s += "<text x=\"" + Fixed(kW - 4, 0) + "\" y=\"14\" text-anchor=\"end\">" +
-         E(right_label) + "</text>";
+    s += "<text x=\"" + Fixed(kW - 4, 0) + "\" y=\"14\" text-anchor=\"end\">" + E(right_label) +
+         "</text>";
   }
   return s;
 }
 
 std::string Svg(const std::string& body) {
-  return "<svg viewBox=\"0 0 " + Fixed(kW, 0) + " " + Fixed(kH, 0) + "\" width=\"100%\" role=\"img\">" +
-         body + "</svg>";
+  return "<svg viewBox=\"0 0 " + Fixed(kW, 0) + " " + Fixed(kH, 0) +
+         "\" width=\"100%\" role=\"img\">" + body + "</svg>";
 }
 
 const std::vector<Point>& Series(const RunModel& m, const std::string& name) {
@@ -117,10 +122,11 @@ std::string ThroughputChart(const RunModel& m, size_t n, const Axis& ax) {
   std::string body = Frame(ax, top, "samples/s", "data wait", true);
   body += Polyline(rate, ax, top, "#1f6feb", "rate", false);
   body += Polyline(wait, ax, top, "#d1242f", "wait", false);
-  return "<figure class=\"chart\" id=\"chart-throughput-" + std::to_string(n) + "\" data-points=\"" +
-         std::to_string(rate.size()) + "\">" + Svg(body) +
+  return "<figure class=\"chart\" id=\"chart-throughput-" + std::to_string(n) +
+         "\" data-points=\"" + std::to_string(rate.size()) + "\">" + Svg(body) +
          "<figcaption class=\"legend\"><span><i class=\"sw\" style=\"background:#1f6feb\"></i>"
-         "samples/s delivered to the trainer</span><span><i class=\"sw\" style=\"background:#d1242f\">"
+         "samples/s delivered to the trainer</span><span><i class=\"sw\" "
+         "style=\"background:#d1242f\">"
          "</i>the trainer's data wait (right axis)</span></figcaption></figure>";
 }
 
@@ -140,19 +146,23 @@ std::string WorkersChart(const RunModel& m, size_t n, const Axis& ax) {
     if (!at) continue;
     const double x = ax.X(*at - *start);
     const bool add = e.message.find("adding") != std::string::npos;
-    body += "<g class=\"decision\"><title>" + E(e.t_utc + ": " + e.message) + "</title><line x1=\"" +
-            Fixed(x, 1) + "\" x2=\"" + Fixed(x, 1) + "\" y1=\"" + Fixed(kTop, 0) + "\" y2=\"" +
-            Fixed(kH - kBottom, 0) + "\" stroke=\"" + (add ? "#8250df" : "#a15c00") +
-            "\" stroke-dasharray=\"3,3\"/><circle cx=\"" + Fixed(x, 1) + "\" cy=\"" +
-            Fixed(kTop + 6, 0) + "\" r=\"5\" fill=\"" + (add ? "#8250df" : "#a15c00") + "\"/></g>";
+    body += "<g class=\"decision\"><title>" + E(e.t_utc + ": " + e.message) +
+            "</title><line x1=\"" + Fixed(x, 1) + "\" x2=\"" + Fixed(x, 1) + "\" y1=\"" +
+            Fixed(kTop, 0) + "\" y2=\"" + Fixed(kH - kBottom, 0) + "\" stroke=\"" +
+            (add ? "#8250df" : "#a15c00") + "\" stroke-dasharray=\"3,3\"/><circle cx=\"" +
+            Fixed(x, 1) + "\" cy=\"" + Fixed(kTop + 6, 0) + "\" r=\"5\" fill=\"" +
+            (add ? "#8250df" : "#a15c00") + "\"/></g>";
     ++marks;
   }
   return "<figure class=\"chart\" id=\"chart-workers-" + std::to_string(n) + "\" data-points=\"" +
          std::to_string(workers.size()) + "\" data-decisions=\"" + std::to_string(marks) + "\">" +
          Svg(body) +
-         "<figcaption class=\"legend\"><span><i class=\"sw\" style=\"background:#2da44e\"></i>workers "
-         "running</span><span><i class=\"sw\" style=\"background:#8250df\"></i>autoscaler added</span>"
-         "<span><i class=\"sw\" style=\"background:#a15c00\"></i>autoscaler drained (hover a mark for "
+         "<figcaption class=\"legend\"><span><i class=\"sw\" "
+         "style=\"background:#2da44e\"></i>workers "
+         "running</span><span><i class=\"sw\" style=\"background:#8250df\"></i>autoscaler "
+         "added</span>"
+         "<span><i class=\"sw\" style=\"background:#a15c00\"></i>autoscaler drained (hover a mark "
+         "for "
          "its reason)</span></figcaption></figure>";
 }
 
@@ -169,15 +179,16 @@ std::string Bars(const std::string& id, const std::vector<std::pair<std::string,
     const double w = peak > 0 ? (kW - 170 - 130) * value / peak : 0;
     const std::string shown = label.size() > 24 ? label.substr(0, 23) + "\u2026" : label;
     body += "<g class=\"bar\"><title>" + E(label) + ": " + Fixed(value, 3) + " " + unit +
-            "</title><text x=\"6\" y=\"" + Fixed(y + 14, 1) + "\">" + E(shown) + "</text><rect x=\"170\" y=\"" +
-            Fixed(y + 3, 1) + "\" width=\"" + Fixed(std::max(w, 1.0), 1) + "\" height=\"15\" fill=\"" +
-            color + "\"/><text x=\"" + Fixed(176 + w, 1) + "\" y=\"" + Fixed(y + 14, 1) + "\">" +
-            Fixed(value, 3) + " " + E(unit) + "</text></g>";
+            "</title><text x=\"6\" y=\"" + Fixed(y + 14, 1) + "\">" + E(shown) +
+            "</text><rect x=\"170\" y=\"" + Fixed(y + 3, 1) + "\" width=\"" +
+            Fixed(std::max(w, 1.0), 1) + "\" height=\"15\" fill=\"" + color + "\"/><text x=\"" +
+            Fixed(176 + w, 1) + "\" y=\"" + Fixed(y + 14, 1) + "\">" + Fixed(value, 3) + " " +
+            E(unit) + "</text></g>";
     y += row;
   }
-  return "<figure class=\"chart bars\" id=\"" + id + "\" data-bars=\"" + std::to_string(bars.size()) +
-         "\"><svg viewBox=\"0 0 " + Fixed(kW, 0) + " " + Fixed(h, 0) + "\" width=\"100%\" role=\"img\">" +
-         body + "</svg></figure>";
+  return "<figure class=\"chart bars\" id=\"" + id + "\" data-bars=\"" +
+         std::to_string(bars.size()) + "\"><svg viewBox=\"0 0 " + Fixed(kW, 0) + " " + Fixed(h, 0) +
+         "\" width=\"100%\" role=\"img\">" + body + "</svg></figure>";
 }
 
 std::string Row(const std::string& k, const std::string& v) {
@@ -210,8 +221,8 @@ std::string RunSection(const RunModel& m, size_t n) {
                        ", " + Fixed(s.duration_s, 1) + " s recorded");
   h += Row("delivered", SamplesPerS(s.samples_per_s_mean) + " on average (peak " +
                             SamplesPerS(s.samples_per_s_peak) + ")");
-  h += Row("data wait", "<span class=\"" + std::string(s.data_wait_mean > 0.1 ? "bad" : "ok") + "\">" +
-                            Pct(s.data_wait_mean) + "</span> of the trainer's time" +
+  h += Row("data wait", "<span class=\"" + std::string(s.data_wait_mean > 0.1 ? "bad" : "ok") +
+                            "\">" + Pct(s.data_wait_mean) + "</span> of the trainer's time" +
                             (s.data_wait_mean > 0.1 ? ": the trainer was starved" : ""));
   h += Row("workers", std::to_string(s.workers_started) + " started, at most " +
                           std::to_string(s.workers_peak) + " at once; " +
@@ -219,13 +230,14 @@ std::string RunSection(const RunModel& m, size_t n) {
   h += Row("CPU", Fixed(s.worker_cpu_hours, 4) + " CPU-hours in the workers");
   h += Row("pipeline", "<code>" + E(r.pipeline_path) + "</code>");
   if (m.plan) {
-    h += Row("plan", "<code>" + E(r.plan_path) + "</code>: " +
-                         SamplesPerS(m.plan->prediction.samples_per_s) + " predicted with " +
-                         std::to_string(m.plan->run.workers) + " worker(s) (limit: " +
-                         E(m.plan->prediction.limit) + ")" +
-                         (s.measured_over_predicted
-                              ? "; measured <b>" + Fixed(*s.measured_over_predicted, 2) + "x</b> of it"
-                              : std::string()));
+    h += Row("plan",
+             "<code>" + E(r.plan_path) +
+                 "</code>: " + SamplesPerS(m.plan->prediction.samples_per_s) + " predicted with " +
+                 std::to_string(m.plan->run.workers) +
+                 " worker(s) (limit: " + E(m.plan->prediction.limit) + ")" +
+                 (s.measured_over_predicted
+                      ? "; measured <b>" + Fixed(*s.measured_over_predicted, 2) + "x</b> of it"
+                      : std::string()));
   } else if (!m.plan_problem.empty()) {
     h += Row("plan", E(m.plan_problem));
   }
@@ -238,7 +250,8 @@ std::string RunSection(const RunModel& m, size_t n) {
   h += "<h3>Workers and the autoscaler</h3>" + WorkersChart(m, n, ax);
   if (!m.stage_costs.empty()) {
     std::vector<std::pair<std::string, double>> bars;
-    for (const StageProfile& st : m.stage_costs) bars.push_back({st.name, st.cpu_s_per_sample * 1e3});
+    for (const StageProfile& st : m.stage_costs)
+      bars.push_back({st.name, st.cpu_s_per_sample * 1e3});
     h += "<h3>CPU per sample, by stage (from the workers' reports)</h3>" +
          Bars("chart-stages-" + std::to_string(n), bars, "ms", "#bf8700");
   }
@@ -251,30 +264,34 @@ std::string RunSection(const RunModel& m, size_t n) {
   h += "<h3>Workers</h3><table class=\"workers\"><tr><th>#</th><th>node</th><th>step</th>"
        "<th>started</th><th>ended</th><th>how it ended</th></tr>";
   for (const WorkerRecord& w : m.workers) {
-    h += "<tr><td class=\"num\">" + std::to_string(w.worker_id) + "</td><td>" + E(w.host) + "</td><td>" +
-         E(w.step_id.value_or("")) + "</td><td>" + E(w.started_utc) + "</td><td>" +
+    h += "<tr><td class=\"num\">" + std::to_string(w.worker_id) + "</td><td>" + E(w.host) +
+         "</td><td>" + E(w.step_id.value_or("")) + "</td><td>" + E(w.started_utc) + "</td><td>" +
          E(w.ended_utc.value_or("running")) + "</td><td>" + E(w.exit.value_or("")) + "</td></tr>";
   }
-  h += "</table><h3>Events</h3><table class=\"events\"><tr><th>when</th><th>kind</th><th>what</th></tr>";
+  h += "</table><h3>Events</h3><table "
+       "class=\"events\"><tr><th>when</th><th>kind</th><th>what</th></tr>";
   for (const EventRecord& e : m.events) {
-    h += "<tr><td>" + E(e.t_utc) + "</td><td>" + E(e.kind) + "</td><td>" + E(e.message) + "</td></tr>";
+    h += "<tr><td>" + E(e.t_utc) + "</td><td>" + E(e.kind) + "</td><td>" + E(e.message) +
+         "</td></tr>";
   }
   h += "</table></section>";
   return h;
 }
 
 std::string Compare(const std::vector<RunModel>& runs) {
-  std::string h = "<h2>Runs side by side</h2><table class=\"compare\"><tr><th>run</th><th>outcome</th>"
-                   "<th>samples/s</th><th>data wait</th><th>workers (peak)</th><th>CPU-hours</th>"
-                   "<th>measured / planned</th></tr>";
+  std::string h =
+      "<h2>Runs side by side</h2><table class=\"compare\"><tr><th>run</th><th>outcome</th>"
+      "<th>samples/s</th><th>data wait</th><th>workers (peak)</th><th>CPU-hours</th>"
+      "<th>measured / planned</th></tr>";
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunSummary s = Summarize(runs[i]);
-    h += "<tr><td><a href=\"#run-" + std::to_string(i) + "\">" + E(runs[i].run.id) + "</a></td><td>" +
-         E(s.outcome) + "</td><td class=\"num\">" + SamplesPerS(s.samples_per_s_mean) +
-         "</td><td class=\"num\">" + Pct(s.data_wait_mean) + "</td><td class=\"num\">" +
-         std::to_string(s.workers_peak) + "</td><td class=\"num\">" + Fixed(s.worker_cpu_hours, 4) +
-         "</td><td class=\"num\">" +
-         (s.measured_over_predicted ? Fixed(*s.measured_over_predicted, 2) + "x" : std::string("-")) +
+    h += "<tr><td><a href=\"#run-" + std::to_string(i) + "\">" + E(runs[i].run.id) +
+         "</a></td><td>" + E(s.outcome) + "</td><td class=\"num\">" +
+         SamplesPerS(s.samples_per_s_mean) + "</td><td class=\"num\">" + Pct(s.data_wait_mean) +
+         "</td><td class=\"num\">" + std::to_string(s.workers_peak) + "</td><td class=\"num\">" +
+         Fixed(s.worker_cpu_hours, 4) + "</td><td class=\"num\">" +
+         (s.measured_over_predicted ? Fixed(*s.measured_over_predicted, 2) + "x"
+                                    : std::string("-")) +
          "</td></tr>";
   }
   return h + "</table>";
@@ -300,28 +317,35 @@ std::string GpuStrip(const TrainerProfile& t) {
     const char* colors[3] = {"#2da44e", "#d1242f", "#c9ced6"};
     double y = 10;
     for (int k = 0; k < 3; ++k) {
-      body += "<rect x=\"" + Fixed(kLeft + w * static_cast<double>(i), 2) + "\" y=\"" + Fixed(y, 2) +
-              "\" width=\"" + Fixed(std::max(w, 0.5), 2) + "\" height=\"" + Fixed(h * parts[k], 2) +
-              "\" fill=\"" + colors[k] + "\"/>";
+      body += "<rect x=\"" + Fixed(kLeft + w * static_cast<double>(i), 2) + "\" y=\"" +
+              Fixed(y, 2) + "\" width=\"" + Fixed(std::max(w, 0.5), 2) + "\" height=\"" +
+              Fixed(h * parts[k], 2) + "\" fill=\"" + colors[k] + "\"/>";
       y += h * parts[k];
     }
   }
   return "<figure class=\"chart\" id=\"chart-gpu\" data-steps=\"" + std::to_string(n) +
-         "\"><svg viewBox=\"0 0 " + Fixed(kW, 0) + " 110\" width=\"100%\" role=\"img\">"
-         "<text x=\"6\" y=\"20\">step</text>" + body +
-         "</svg><figcaption class=\"legend\"><span><i class=\"sw\" style=\"background:#2da44e\"></i>GPU "
-         "busy</span><span><i class=\"sw\" style=\"background:#d1242f\"></i>GPU idle, trainer waiting "
-         "for data</span><span><i class=\"sw\" style=\"background:#c9ced6\"></i>GPU idle otherwise</span>"
+         "\"><svg viewBox=\"0 0 " + Fixed(kW, 0) +
+         " 110\" width=\"100%\" role=\"img\">"
+         "<text x=\"6\" y=\"20\">step</text>" +
+         body +
+         "</svg><figcaption class=\"legend\"><span><i class=\"sw\" "
+         "style=\"background:#2da44e\"></i>GPU "
+         "busy</span><span><i class=\"sw\" style=\"background:#d1242f\"></i>GPU idle, trainer "
+         "waiting "
+         "for data</span><span><i class=\"sw\" style=\"background:#c9ced6\"></i>GPU idle "
+         "otherwise</span>"
          "</figcaption></figure>";
 }
 
 std::string ProfileSection(const ProfileModel& pm) {
   const Profile& p = pm.profile;
   std::string h = "<section class=\"profile\" id=\"profile\"><h2>Profile " + std::to_string(pm.id) +
-                  ": <span class=\"" + std::string(p.verdict == "input-bound" ? "bad" : "ok") + "\">" +
-                  E(p.verdict) + "</span></h2><table class=\"summary\">";
-  h += Row("measured", E(p.created_utc + " on " + p.host + ", " + std::to_string(p.cores) + " CPUs"));
-  h += Row("input-bound", Pct(p.input_bound_fraction) + " of the trainer's step time waiting for data");
+                  ": <span class=\"" + std::string(p.verdict == "input-bound" ? "bad" : "ok") +
+                  "\">" + E(p.verdict) + "</span></h2><table class=\"summary\">";
+  h += Row("measured",
+           E(p.created_utc + " on " + p.host + ", " + std::to_string(p.cores) + " CPUs"));
+  h += Row("input-bound",
+           Pct(p.input_bound_fraction) + " of the trainer's step time waiting for data");
   if (p.pipeline) {
     const PipelineProfile& pp = *p.pipeline;
     h += Row("pipeline", "<code>" + E(pp.path) + "</code>: " + Fixed(pp.cpu_s_per_sample * 1e3, 3) +
@@ -335,10 +359,13 @@ std::string ProfileSection(const ProfileModel& pm) {
   h += "</table>";
   if (p.pipeline && !p.pipeline->stages.empty()) {
     std::vector<std::pair<std::string, double>> bars;
-    for (const StageProfile& st : p.pipeline->stages) bars.push_back({st.name, st.cpu_s_per_sample * 1e3});
+    for (const StageProfile& st : p.pipeline->stages)
+      bars.push_back({st.name, st.cpu_s_per_sample * 1e3});
     h += "<h3>CPU per sample, by stage</h3>" + Bars("chart-profile-stages", bars, "ms", "#bf8700");
-    h += "<h3>Cut points</h3><table class=\"cuts\"><tr><th>after stage</th><th>bytes on the wire per "
-         "sample</th><th>worker CPU ms/sample</th><th>trainer-node CPU ms/sample</th><th>allowed</th></tr>";
+    h += "<h3>Cut points</h3><table class=\"cuts\"><tr><th>after stage</th><th>bytes on the wire "
+         "per "
+         "sample</th><th>worker CPU ms/sample</th><th>trainer-node CPU "
+         "ms/sample</th><th>allowed</th></tr>";
     for (const CutPoint& c : p.pipeline->cuts) {
       // The stage by its index in pipeline.json (the profile lists fused stages once).
       std::string after = c.after_stage < 0 ? std::string("(source: raw records)")
@@ -361,11 +388,13 @@ std::string ProfileSection(const ProfileModel& pm) {
   if (p.trainer) {
     const TrainerProfile& t = *p.trainer;
     h += "<h3>Demand against delivered</h3>" +
-         Bars("chart-demand", {{"trainer demand", t.demand_samples_per_s}, {"delivered", t.samples_per_s}},
+         Bars("chart-demand",
+              {{"trainer demand", t.demand_samples_per_s}, {"delivered", t.samples_per_s}},
               "samples/s", "#1f6feb");
     if (t.gpu.available) {
       h += "<h3>The GPU, step by step</h3><p class=\"meta\">busy " + Pct(t.gpu.busy_fraction) +
-           ", idle while the trainer waited for data " + Pct(t.gpu.stall_fraction) + "</p>" + GpuStrip(t);
+           ", idle while the trainer waited for data " + Pct(t.gpu.stall_fraction) + "</p>" +
+           GpuStrip(t);
     } else {
       h += "<p class=\"meta\">No GPU timeline: " + E(t.gpu.reason) + "</p>";
     }
@@ -376,9 +405,10 @@ std::string ProfileSection(const ProfileModel& pm) {
 }  // namespace
 
 std::string RenderHtml(const ReportModel& report) {
-  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-                  "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-                  "<title>goldminer report</title><style>";
+  std::string h =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+      "<title>goldminer report</title><style>";
   h += kStyle;
   h += "</style></head><body><main><h1>goldminer report</h1><p class=\"meta\">from <code>" +
        E(report.source) + "</code>, generated " + E(report.generated_utc) + "</p>";

@@ -74,10 +74,10 @@ json RunJson(const RunModel& m) {
             {"workers", m.plan->run.workers},
             {"worker_cpus", m.plan->prediction.worker_cpus}};
   }
-  return {{"run", run},          {"summary", summary},
-          {"series", series},    {"stage_costs", StagesJson(m.stage_costs)},
-          {"workers", workers},  {"events", events},
-          {"plan", plan},        {"plan_problem", m.plan_problem}};
+  return {{"run", run},         {"summary", summary},
+          {"series", series},   {"stage_costs", StagesJson(m.stage_costs)},
+          {"workers", workers}, {"events", events},
+          {"plan", plan},       {"plan_problem", m.plan_problem}};
 }
 
 }  // namespace
@@ -92,7 +92,8 @@ nlohmann::json RenderJson(const ReportModel& report) {
               {"runs", runs},
               {"profile", nullptr}};
   if (report.profile) {
-    out["profile"] = {{"id", report.profile->id}, {"profile", ProfileToJson(report.profile->profile)}};
+    out["profile"] = {{"id", report.profile->id},
+                      {"profile", ProfileToJson(report.profile->profile)}};
   }
   return out;
 }

@@ -59,10 +59,11 @@ std::string PipelineText(const PipelineProfile& p) {
     if (file_cut || !c.allowed || !c.device_tail || p.cuts.empty()) continue;
     const double now = p.cuts.back().bytes_per_sample;
     if (c.bytes_per_sample >= now) continue;
-    out += Format("  hint: the stages after stage %d could run on the trainer's GPU: mark them "
-                  "\"on\": \"device\" and read with goldminer.torch.DeviceLoader to send %s "
-                  "instead of %s KB per sample (goldminer-pipeline(5), DEVICE STAGES)\n",
-                  c.after_stage, Kb(c.bytes_per_sample).c_str(), Kb(now).c_str());
+    out += Format(
+        "  hint: the stages after stage %d could run on the trainer's GPU: mark them "
+        "\"on\": \"device\" and read with goldminer.torch.DeviceLoader to send %s "
+        "instead of %s KB per sample (goldminer-pipeline(5), DEVICE STAGES)\n",
+        c.after_stage, Kb(c.bytes_per_sample).c_str(), Kb(now).c_str());
     break;
   }
   out += "  peak memory " + Format("%.1f MB", static_cast<double>(p.peak_rss_bytes) / 1e6) +

@@ -9,15 +9,14 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "core/clock.h"
 #include "core/plan.h"
 #include "core/profile.h"
-#include "core/clock.h"
 #include "core/run_records.h"
 
 namespace gm::reports {
@@ -53,12 +52,12 @@ struct RunSummary {
   double duration_s = 0;          // the time series' span
   double samples_per_s_mean = 0;  // delivered, over the run
   double samples_per_s_peak = 0;
-  double data_wait_mean = 0;      // the trainer's data wait, 0..1, time-weighted
-  double worker_cpu_hours = 0;    // integral of the workers' CPUs over time
+  double data_wait_mean = 0;    // the trainer's data wait, 0..1, time-weighted
+  double worker_cpu_hours = 0;  // integral of the workers' CPUs over time
   int workers_peak = 0;
-  int workers_started = 0;        // rows in workers (replacements included)
-  int scale_decisions = 0;        // events of kind "scale"
-  std::string outcome;            // "succeeded", "failed (exit 3)", "running", "did not finish", ...
+  int workers_started = 0;  // rows in workers (replacements included)
+  int scale_decisions = 0;  // events of kind "scale"
+  std::string outcome;      // "succeeded", "failed (exit 3)", "running", "did not finish", ...
   std::optional<double> predicted_samples_per_s;  // the plan's
   std::optional<double> measured_over_predicted;
 };
@@ -71,7 +70,7 @@ struct ProfileModel {
 
 struct ReportModel {
   std::string generated_utc;
-  std::string source;  // the runs.db path, as given
+  std::string source;          // the runs.db path, as given
   std::vector<RunModel> runs;  // several: side by side
   std::optional<ProfileModel> profile;
 };

@@ -44,7 +44,8 @@ RunSummary Summarize(const RunModel& run) {
   if (const auto* wait = Find(run, "data_wait_fraction")) s.data_wait_mean = Mean(*wait);
   if (const auto* cpus = Find(run, "worker_cpus")) s.worker_cpu_hours = Integral(*cpus) / 3600;
   if (const auto* workers = Find(run, "workers")) {
-    for (const Point& p : *workers) s.workers_peak = std::max(s.workers_peak, static_cast<int>(p.value));
+    for (const Point& p : *workers)
+      s.workers_peak = std::max(s.workers_peak, static_cast<int>(p.value));
   }
   s.workers_started = static_cast<int>(run.workers.size());
   for (const EventRecord& e : run.events) s.scale_decisions += e.kind == "scale" ? 1 : 0;
@@ -92,12 +93,23 @@ std::string EscapeHtml(const std::string& text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;

@@ -29,8 +29,8 @@ void RunText(const RunModel& m, std::string& out) {
   out += "  where      " + r.backend + " on " + r.host +
          (r.job_id ? ", Slurm job " + *r.job_id : std::string()) + ", " +
          std::to_string(r.world_size) + " trainer rank(s)\n";
-  out += "  started    " + r.started_utc + (r.ended_utc ? ", ended " + *r.ended_utc : "") +
-         " (" + Duration(s.duration_s) + " recorded)\n";
+  out += "  started    " + r.started_utc + (r.ended_utc ? ", ended " + *r.ended_utc : "") + " (" +
+         Duration(s.duration_s) + " recorded)\n";
   out += "  delivered  " + SamplesPerS(s.samples_per_s_mean) + " on average, peak " +
          SamplesPerS(s.samples_per_s_peak) + "\n";
   out += "  data wait  " + Pct(s.data_wait_mean) + " of the trainer's time\n";
@@ -39,8 +39,9 @@ void RunText(const RunModel& m, std::string& out) {
          " CPU-hours; " + std::to_string(s.scale_decisions) + " autoscaler decision(s)\n";
   if (s.predicted_samples_per_s) {
     out += "  plan       " + SamplesPerS(*s.predicted_samples_per_s) + " predicted" +
-           (s.measured_over_predicted ? ", measured " + Fixed(*s.measured_over_predicted, 2) + "x of it"
-                                      : std::string()) +
+           (s.measured_over_predicted
+                ? ", measured " + Fixed(*s.measured_over_predicted, 2) + "x of it"
+                : std::string()) +
            " (limit: " + m.plan->prediction.limit + ")\n";
   } else if (!m.plan_problem.empty()) {
     out += "  plan       " + m.plan_problem + "\n";

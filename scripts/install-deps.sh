@@ -11,7 +11,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libcurl4-openssl-dev
   libturbojpeg0-dev libjpeg62-turbo-dev libssl-dev
   # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+  libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev clang-format clang-tidy
   python3 python3-numpy python3-pil python3-torch python3-torchvision iperf3
   # a real browser for the report's tests
   chromium

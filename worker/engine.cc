@@ -13,9 +13,9 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "core/thread_annotations.h"
 #include "worker/http.h"
 #include "worker/resize.h"
-#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -41,7 +41,8 @@ class EpochState {
   // at the source). Blocks while `inflight_` items are unconsumed. False: stopping.
   bool Push(Item item) {
     MutexLock lock(mu_);
-    lock.Wait(space_cv_, [&]() REQUIRES(mu_) { return stop_ || next_seq_ - consumed_ < inflight_; });
+    lock.Wait(space_cv_,
+              [&]() REQUIRES(mu_) { return stop_ || next_seq_ - consumed_ < inflight_; });
     if (stop_) return false;
     item.seq = next_seq_++;
     if (item.status.ok() && !item.split_end) {
@@ -131,8 +132,8 @@ struct ArenaPlan {
 // Reads the splits in `order` into `state`. Each split is read in its epoch's
 // order (SplitLayout) and its samples pass through their own shuffle buffer, so a
 // split's batches depend only on (seed, epoch, split): any worker can make them.
-void ReadSplits(const Pipeline& p, uint64_t epoch, const std::vector<size_t>& order,
-                int64_t limit, const ArenaPlan& arenas, EpochState& state) {
+void ReadSplits(const Pipeline& p, uint64_t epoch, const std::vector<size_t>& order, int64_t limit,
+                const ArenaPlan& arenas, EpochState& state) {
   const uint64_t batch = static_cast<uint64_t>(p.batch_size());
   // A permuted split is already a random subset in random order: no buffer.
   const size_t buffer_size = p.layout().mode() == SplitMode::kPermuted ? 0 : p.shuffle_buffer();
@@ -191,8 +192,8 @@ struct StageThreadStats {
 };
 
 // Runs one sample through every stage, accounting into `acc`.
-Status ProcessSample(const Pipeline& p, const RunContext& run, const EngineOptions& o,
-                     Sample& s, StageThreadStats& acc) {
+Status ProcessSample(const Pipeline& p, const RunContext& run, const EngineOptions& o, Sample& s,
+                     StageThreadStats& acc) {
   const auto& stages = p.stages();
   const bool keep_span = o.spans != nullptr && acc.spans.size() < o.spans->max_per_thread();
   // Only the last stage's tensor goes into the batch: only it sees the arena.
@@ -368,9 +369,8 @@ std::vector<size_t> SplitOrder(const Pipeline& p, uint64_t epoch) {
 Status RunSplits(const Pipeline& p, const EngineOptions& o, uint64_t epoch,
                  const std::vector<size_t>& order, Batcher& batcher, RunStats& stats) {
   const ArenaPlan arenas = batcher.Arenas();
-  const size_t inflight = o.inflight
-                              ? o.inflight
-                              : static_cast<size_t>(4 * o.threads + 2 * p.batch_size());
+  const size_t inflight =
+      o.inflight ? o.inflight : static_cast<size_t>(4 * o.threads + 2 * p.batch_size());
   EpochState state(inflight);
   const RunContext run{p.seed(), epoch};
   std::vector<StageThreadStats> per_thread(static_cast<size_t>(o.threads));
@@ -497,8 +497,7 @@ Result<RunStats> RunSplit(const Pipeline& pipeline, const EngineOptions& options
   split_options.limit = -1;
   Batcher batcher(pipeline, split_options, sink, stats, progress);
   batcher.SetWindow(task.start_batch, task.end_batch);
-  GM_RETURN_IF_ERROR(
-      RunSplits(pipeline, split_options, task.epoch, {task.split}, batcher, stats));
+  GM_RETURN_IF_ERROR(RunSplits(pipeline, split_options, task.epoch, {task.split}, batcher, stats));
   stats.seconds = MonotonicSeconds() - t0;
   stats.cpu_s = ProcessCpuSeconds() - c0;
   return stats;

@@ -2,9 +2,9 @@
 // threads and hands batches, in the epoch's deterministic order, to a BatchSink.
 //
 // Threads: one reader (reads splits in epoch order, each as its SplitLayout says,
-// shuffles each split's samples through its own buffer, numbers samples), `threads` stage threads, and the calling thread, which
-// re-orders finished samples by number, forms batches and calls the sink. At most
-// `inflight` samples exist at once, so memory stays bounded whatever the dataset
+// shuffles each split's samples through its own buffer, numbers samples), `threads` stage threads,
+// and the calling thread, which re-orders finished samples by number, forms batches and calls the
+// sink. At most `inflight` samples exist at once, so memory stays bounded whatever the dataset
 // size. Order and content of batches depend only on the pipeline file, its seed
 // and the epoch, never on the number of threads or their timing. A batch never
 // spans two splits, so the batches of a split are a function of (seed, epoch,
@@ -12,17 +12,17 @@
 #pragma once
 
 #include <atomic>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "core/status.h"
-#include "worker/pipeline.h"
 #include "core/sample.h"
+#include "core/status.h"
 #include "core/thread_annotations.h"
+#include "worker/pipeline.h"
 
 namespace gm {
 
@@ -46,10 +46,10 @@ class BatchSink {
 
 // One stage applied to one sample, for traces (EngineOptions::spans).
 struct StageSpan {
-  int stage = 0;           // index into Pipeline::stages()
-  int thread = 0;          // stage thread number, 0..threads-1
-  uint64_t sample = 0;     // sample index
-  double begin_s = 0;      // MonotonicSeconds()
+  int stage = 0;        // index into Pipeline::stages()
+  int thread = 0;       // stage thread number, 0..threads-1
+  uint64_t sample = 0;  // sample index
+  double begin_s = 0;   // MonotonicSeconds()
   double end_s = 0;
 };
 
@@ -71,8 +71,8 @@ class SpanRecorder {
 struct EngineOptions {
   int threads = 1;
   int epochs = 1;
-  int64_t limit = -1;     // at most this many samples read per epoch (-1: all)
-  size_t inflight = 0;    // max samples in flight; 0: 4 * threads + 2 * batch size
+  int64_t limit = -1;        // at most this many samples read per epoch (-1: all)
+  size_t inflight = 0;       // max samples in flight; 0: 4 * threads + 2 * batch size
   size_t max_warnings = 20;  // skipped samples named one by one, then only counted
   // Per-stage timing (StageStats cpu_s/wall_s). Off: those stay 0 and the engine
   // reads no clock per stage (the profiler measures the timing's own overhead so).
@@ -90,26 +90,26 @@ struct EngineProgress {
 
 struct StageStats {
   std::string name;
-  uint64_t count = 0;       // samples that went through the stage (including failures)
-  double cpu_s = 0;         // thread CPU seconds (plus child processes' CPU for exec)
-  double extra_cpu_s = 0;   // the child processes' part of cpu_s
-  double wall_s = 0;        // wall seconds
+  uint64_t count = 0;      // samples that went through the stage (including failures)
+  double cpu_s = 0;        // thread CPU seconds (plus child processes' CPU for exec)
+  double extra_cpu_s = 0;  // the child processes' part of cpu_s
+  double wall_s = 0;       // wall seconds
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
   uint64_t peak_bytes_out = 0;  // largest output of one sample
 };
 
 struct RunStats {
-  uint64_t samples = 0;    // delivered in batches
-  uint64_t skipped = 0;    // unreadable or failed samples (on_error: skip)
+  uint64_t samples = 0;  // delivered in batches
+  uint64_t skipped = 0;  // unreadable or failed samples (on_error: skip)
   uint64_t batches = 0;
   uint64_t split_batches = 0;  // batches formed, delivered or not (RunSplit: the split's count)
   // Delivered batches their samples' last stage wrote in place (no collation copy).
   uint64_t batches_in_place = 0;
-  double seconds = 0;      // wall time of the whole run
-  double cpu_s = 0;        // process CPU seconds during the run
-  double reader_cpu_s = 0;  // CPU of the source-reading thread
-  double batcher_cpu_s = 0; // CPU of the calling thread (re-ordering, collation, sink)
+  double seconds = 0;              // wall time of the whole run
+  double cpu_s = 0;                // process CPU seconds during the run
+  double reader_cpu_s = 0;         // CPU of the source-reading thread
+  double batcher_cpu_s = 0;        // CPU of the calling thread (re-ordering, collation, sink)
   double stage_threads_cpu_s = 0;  // CPU of the stage threads (stage work + queueing)
   int threads = 0;
   int epochs = 0;
@@ -133,8 +133,8 @@ std::vector<size_t> EpochSplitOrder(const Pipeline& pipeline, uint64_t epoch);
 // One split's share of an epoch, as a data worker is asked to make it.
 struct SplitTask {
   uint64_t epoch = 0;
-  size_t split = 0;               // id in pipeline.splits()
-  uint64_t start_batch = 0;       // first batch of the split to deliver
+  size_t split = 0;                 // id in pipeline.splits()
+  uint64_t start_batch = 0;         // first batch of the split to deliver
   uint64_t end_batch = UINT64_MAX;  // one past the last (UINT64_MAX: to the split's end)
 };
 

@@ -7,10 +7,10 @@
 
 #include "core/clock.h"
 #include "core/paths.h"
+#include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "dataplane/sample_frame.h"
 #include "worker/subprocess.h"
-#include "core/thread_annotations.h"
 
 extern char** environ;
 
@@ -97,7 +97,8 @@ std::vector<std::string> ChildEnvironment(const ExecOptions& o) {
 class ExecOp : public Op {
  public:
   explicit ExecOp(ExecOptions o)
-      : options_(std::move(o)), env_(ChildEnvironment(options_)),
+      : options_(std::move(o)),
+        env_(ChildEnvironment(options_)),
         label_("exec stage [" + JoinCommand(options_.cmd) + "]"),
         pool_(std::make_unique<ChildPool>(options_.processes)) {}
 
@@ -159,7 +160,8 @@ class ExecOp : public Op {
     Sample out;
     GM_RETURN_IF_ERROR(DecodeSampleBody(body, out).WithContext("response"));
     healthy = true;
-    out.normalized = sample.normalized && !out.tensor.empty() && out.tensor.dtype == DType::kFloat32;
+    out.normalized =
+        sample.normalized && !out.tensor.empty() && out.tensor.dtype == DType::kFloat32;
     out.extra_cpu_s = sample.extra_cpu_s + cpu;
     sample = std::move(out);
     return Status::Ok();
@@ -175,7 +177,8 @@ Result<std::map<std::string, std::string>> ParseEnv(const JsonNode& stage) {
   std::map<std::string, std::string> out;
   if (!stage.has("env")) return out;
   GM_ASSIGN_OR_RETURN(JsonNode env, stage.Get("env"));
-  if (!env.is_object()) return env.Expected("an object of strings such as {\"OMP_NUM_THREADS\": \"1\"}");
+  if (!env.is_object())
+    return env.Expected("an object of strings such as {\"OMP_NUM_THREADS\": \"1\"}");
   for (const auto& [key, value] : env.json().items()) {
     GM_ASSIGN_OR_RETURN(JsonNode v, env.Get(key));
     GM_ASSIGN_OR_RETURN(out[key], v.AsString());
@@ -197,10 +200,12 @@ Result<ExecOptions> ParseExecOptions(const JsonNode& stage, const OpEnv& env) {
   GM_ASSIGN_OR_RETURN(JsonNode cmd, stage.Get("cmd"));
   GM_ASSIGN_OR_RETURN(o.cmd, cmd.AsStrings());
   if (o.cmd.empty() || o.cmd[0].empty()) {
-    return cmd.Expected("a non-empty array of strings such as [\"/usr/bin/python3\", \"-m\", "
-                        "\"goldminer.stage\", \"mymodule:myfn\"]");
+    return cmd.Expected(
+        "a non-empty array of strings such as [\"/usr/bin/python3\", \"-m\", "
+        "\"goldminer.stage\", \"mymodule:myfn\"]");
   }
-  GM_ASSIGN_OR_RETURN(int64_t processes, stage.IntOr("processes", std::clamp(env.threads, 1, 1024)));
+  GM_ASSIGN_OR_RETURN(int64_t processes,
+                      stage.IntOr("processes", std::clamp(env.threads, 1, 1024)));
   if (processes < 1 || processes > 1024) {
     return (*stage.Get("processes")).Expected("an integer from 1 to 1024");
   }

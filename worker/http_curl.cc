@@ -79,7 +79,8 @@ class CurlHttpClient : public HttpClient {
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 10L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, RedirectProtocols(url));
-    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(options_.max_body_bytes));
+    curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE,
+                     static_cast<curl_off_t>(options_.max_body_bytes));
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ToMs(options_.connect_timeout_s));
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ToMs(options_.total_timeout_s));
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, error);
@@ -90,7 +91,8 @@ class CurlHttpClient : public HttpClient {
     if (a.too_large || code == CURLE_FILESIZE_EXCEEDED) {
       return {Status::IoError(RedactUrl(url) + ": the response is larger than " +
                               std::to_string(options_.max_body_bytes) + " bytes"),
-              false, {}};
+              false,
+              {}};
     }
     if (code != CURLE_OK) return CurlFailure(url, code, error);
     long http = 0;

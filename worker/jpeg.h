@@ -18,8 +18,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
 #include "core/sample.h"
+#include "core/status.h"
 
 namespace gm {
 

@@ -1,11 +1,12 @@
 #include "worker/jpeg_entropy.h"
 
+#include <jpeglib.h>
+
 #include <cstddef>
 #include <cstdio>  // jpeglib.h needs FILE and size_t first
-#include <jpeglib.h>
 // jpegint.h and jerror.h after jpeglib.h: they use its types.
-#include <jpegint.h>
 #include <jerror.h>
+#include <jpegint.h>
 
 #include <atomic>
 #include <cstdint>
@@ -102,8 +103,8 @@ bool BuildTable(const JHUFF_TBL& h, Table* t) {
             e |= static_cast<uint32_t>(l);
           } else if (size <= spare) {
             int v = Extend(fill >> (spare - size), size);
-            e |= static_cast<uint32_t>(l + size) |
-                 static_cast<uint32_t>(static_cast<uint16_t>(v)) << 16;
+            e |= static_cast<uint32_t>(l + size) | static_cast<uint32_t>(static_cast<uint16_t>(v))
+                                                       << 16;
           } else {
             e |= static_cast<uint32_t>(l) | kNeedsBits | static_cast<uint32_t>(size) << 16;
           }
@@ -394,8 +395,8 @@ bool ProcessRestart(FastEntropyDecoder* d) {
     if (d->dc_needed[b]) {
       int ci = d->component[b];
       // Wraps like libjpeg's int arithmetic on corrupt data, without overflow.
-      int dc = static_cast<int>(static_cast<unsigned>(diff) +
-                                static_cast<unsigned>(d->last_dc[ci]));
+      int dc =
+          static_cast<int>(static_cast<unsigned>(diff) + static_cast<unsigned>(d->last_dc[ci]));
       d->last_dc[ci] = dc;
       if (block != nullptr) block[0] = static_cast<JCOEF>(dc);
     }
@@ -438,9 +439,8 @@ JpegEntropy GetJpegEntropy() {
   int v = g_entropy.load(std::memory_order_relaxed);
   if (v < 0) {
     const char* env = std::getenv("GOLDMINER_JPEG_ENTROPY");
-    v = static_cast<int>(env != nullptr && std::strcmp(env, "libjpeg") == 0
-                             ? JpegEntropy::kLibjpeg
-                             : JpegEntropy::kFast);
+    v = static_cast<int>(env != nullptr && std::strcmp(env, "libjpeg") == 0 ? JpegEntropy::kLibjpeg
+                                                                            : JpegEntropy::kFast);
     g_entropy.store(v, std::memory_order_relaxed);
   }
   return static_cast<JpegEntropy>(v);

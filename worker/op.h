@@ -13,8 +13,8 @@
 
 #include "core/json.h"
 #include "core/rng.h"
-#include "core/status.h"
 #include "core/sample.h"
+#include "core/status.h"
 
 namespace gm {
 
@@ -69,7 +69,8 @@ struct OpEnv {
   int threads = 1;       // engine threads (exec stages size their process pools by it)
 };
 
-using OpFactory = std::function<Result<std::unique_ptr<Op>>(const JsonNode& stage, const OpEnv& env)>;
+using OpFactory =
+    std::function<Result<std::unique_ptr<Op>>(const JsonNode& stage, const OpEnv& env)>;
 
 // Maps "op" names to factories. Built once, then read-only.
 class OpRegistry {

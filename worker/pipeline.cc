@@ -56,7 +56,8 @@ Result<Pipeline> Pipeline::FromJson(const nlohmann::json& doc, const std::string
   if (options.http == nullptr) p.own_http_ = MakeCurlHttpClient();
   // A batch never spans two splits: make splits whole numbers of batches.
   const size_t batch = static_cast<size_t>(p.batch_size_);
-  const size_t per_split = (std::max<size_t>(1, options.samples_per_split) + batch - 1) / batch * batch;
+  const size_t per_split =
+      (std::max<size_t>(1, options.samples_per_split) + batch - 1) / batch * batch;
   SourceEnv source_env{base_dir, options.http ? options.http : p.own_http_.get(), per_split};
   GM_ASSIGN_OR_RETURN(JsonNode source, root.Get("source"));
   GM_ASSIGN_OR_RETURN(p.source_, MakeSource(source, source_env));
@@ -73,7 +74,8 @@ Result<Pipeline> Pipeline::FromJson(const nlohmann::json& doc, const std::string
 Status Pipeline::ParseShuffle(const JsonNode& shuffle) {
   if (!shuffle.is_object()) {
     Result<bool> on = shuffle.AsBool();
-    if (!on.ok()) return shuffle.Expected("true, false or an object {\"buffer\": N, \"shards\": G}");
+    if (!on.ok())
+      return shuffle.Expected("true, false or an object {\"buffer\": N, \"shards\": G}");
     shuffle_ = *on;
     shuffle_buffer_ = shuffle_ ? kDefaultShuffleBuffer : 0;
     return Status::Ok();
@@ -98,7 +100,8 @@ Status Pipeline::ParseShuffle(const JsonNode& shuffle) {
 std::string Pipeline::OrderNotice() const {
   switch (layout_.mode()) {
     case SplitMode::kInOrder:
-      return origin_ + ": no \"shuffle\": samples are read in source order (batches follow the "
+      return origin_ +
+             ": no \"shuffle\": samples are read in source order (batches follow the "
              "order of the files or shards); add \"shuffle\": true to train on random batches";
     case SplitMode::kPermuted:
       return "";
@@ -108,7 +111,8 @@ std::string Pipeline::OrderNotice() const {
       return origin_ + ": the shuffle mixes " + std::to_string(open) + " of " +
              std::to_string(total) + " shards at a time through a " +
              std::to_string(shuffle_buffer_) + "-sample buffer, so a batch draws from at most " +
-             std::to_string(open) + " shards; if a shard holds few classes, raise "
+             std::to_string(open) +
+             " shards; if a shard holds few classes, raise "
              "\"shuffle\": {\"shards\": N} (each worker holds that many shards in memory)";
     }
   }
@@ -151,15 +155,17 @@ Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env,
                                  "to_tensor and normalize can; run it on the workers)");
       }
       if (i == 0) {
-        return elements[i].Error("the first stage cannot run \"on\": \"device\": the workers "
-                                 "must make a tensor first (e.g. decode_jpeg)");
+        return elements[i].Error(
+            "the first stage cannot run \"on\": \"device\": the workers "
+            "must make a tensor first (e.g. decode_jpeg)");
       }
       if (device_from_ < 0) device_from_ = static_cast<int>(i);
       device_stages_.push_back(stage);
     } else if (device_from_ >= 0) {
-      return elements[i].Error("a stage on the workers cannot follow a stage \"on\": \"device\" "
-                               "(stage " + std::to_string(device_from_) +
-                               "): the device stages must be the last ones");
+      return elements[i].Error(
+          "a stage on the workers cannot follow a stage \"on\": \"device\" "
+          "(stage " +
+          std::to_string(device_from_) + "): the device stages must be the last ones");
     }
     if (!on_device || with_device) built.push_back(std::move(op));
   }
@@ -171,8 +177,7 @@ Status Pipeline::ParseStages(const JsonNode& stages, const OpEnv& env,
   // and normalize with the to_tensor after it (one pass instead of two).
   for (size_t i = 0; i < built.size(); ++i) {
     // Never across the device cut: the profiler measures each side on its own.
-    if (fuse && i + 1 < built.size() &&
-        static_cast<int>(built[i + 1]->stage()) != device_from_) {
+    if (fuse && i + 1 < built.size() && static_cast<int>(built[i + 1]->stage()) != device_from_) {
       std::unique_ptr<Op> fused = FuseDecode(built[i], built[i + 1]);
       if (!fused) fused = FuseNormalize(built[i], built[i + 1]);
       if (fused) {

@@ -6,10 +6,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "worker/http.h"
@@ -27,9 +26,9 @@ inline constexpr size_t kDefaultShuffleShards = 4;
 enum class OnError { kSkip, kFail };
 
 struct PipelineOptions {
-  int threads = 1;                // engine threads (sizes exec process pools)
-  bool fuse = true;               // allow fused decode (decode_jpeg "fast": true)
-  HttpClient* http = nullptr;     // not owned; nullptr: the pipeline makes a libcurl client
+  int threads = 1;                 // engine threads (sizes exec process pools)
+  bool fuse = true;                // allow fused decode (decode_jpeg "fast": true)
+  HttpClient* http = nullptr;      // not owned; nullptr: the pipeline makes a libcurl client
   size_t samples_per_split = 256;  // rounded up to a multiple of the batch size
   // Build the stages marked "on": "device" too, as ordinary CPU stages (the
   // profiler measures every stage); by default a pipeline holds only the stages

@@ -189,7 +189,8 @@ bool MakePairTaps(const Taps& taps, int out_w, bool with_gather, PairTaps* pt) {
     pt->gather[g] = 1;
     for (int q = 0; q < 4; ++q) {
       const int from = (taps.first[4 * g + q] - base) * 3;
-      for (int b = 0; b < 6; ++b) pt->perm[g * 64 + q * 16 + 2 * b] = static_cast<uint8_t>(from + kPick[b]);
+      for (int b = 0; b < 6; ++b)
+        pt->perm[g * 64 + q * 16 + 2 * b] = static_cast<uint8_t>(from + kPick[b]);
     }
   }
   return true;
@@ -200,10 +201,10 @@ bool MakePairTaps(const Taps& taps, int out_w, bool with_gather, PairTaps* pt) {
 // taps' coefficients). Taps past a pixel's count have zero weight (the tables are
 // zero-padded), and `in` is padded for the 16-byte reads.
 __attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, const Taps& taps,
-                                                       const PairTaps& pt, int x_begin,
-                                                       int out_w, uint8_t* out) {
-  const __m256i pick = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
-                                        0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+                                                       const PairTaps& pt, int x_begin, int out_w,
+                                                       uint8_t* out) {
+  const __m256i pick = _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0,
+                                        -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
   const __m256i half = _mm256_set1_epi32(kHalf);
   int xx = x_begin;  // even
   for (; xx + 1 < out_w; xx += 2) {
@@ -216,12 +217,14 @@ __attribute__((target("avx2"))) void HorizontalRowAvx2(const uint8_t* in, const 
     for (int j = 0, n = pt.used[i]; j < n; ++j) {
       const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pa + 6 * j));
       const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb + 6 * j));
-      const __m256i px = _mm256_shuffle_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1),
-                                             pick);
+      const __m256i px =
+          _mm256_shuffle_epi8(_mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1), pick);
       sh = _mm256_add_epi32(
-          sh, _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kh + 32 * j))));
+          sh,
+          _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kh + 32 * j))));
       sl = _mm256_add_epi32(
-          sl, _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kl + 32 * j))));
+          sl,
+          _mm256_madd_epi16(px, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kl + 32 * j))));
     }
     __m256i acc = _mm256_add_epi32(_mm256_add_epi32(half, _mm256_slli_epi32(sh, 11)), sl);
     acc = _mm256_srai_epi32(acc, kPrecisionBits);
@@ -256,7 +259,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
 // Rounds, clips and stores the group's four pixels.
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void Finish4(
     __m512i sh, __m512i sl, uint8_t* out) {
-  __m512i acc = _mm512_add_epi32(_mm512_add_epi32(_mm512_set1_epi32(kHalf), _mm512_slli_epi32(sh, 11)), sl);
+  __m512i acc =
+      _mm512_add_epi32(_mm512_add_epi32(_mm512_set1_epi32(kHalf), _mm512_slli_epi32(sh, 11)), sl);
   acc = _mm512_srai_epi32(acc, kPrecisionBits);
   // [R G B 0] x 4 to 12 packed bytes. Sums are never negative (coefficients
   // are not), so unsigned saturation is Clip8.
@@ -268,17 +272,17 @@ __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void 
 __attribute__((target("avx512f,avx512bw,avx512vl"), always_inline)) inline void Group4(
     const uint8_t* in, const Taps& taps, const PairTaps& pt, int xx, uint8_t* out) {
   alignas(64) static constexpr int8_t kPick[64] = {
-      0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
-      0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
-      0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1,
-      0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1};
+      0,  -1, 3,  -1, 1, -1, 4,  -1, 2,  -1, 5, -1, -1, -1, -1, -1, 0,  -1, 3,  -1, 1, -1,
+      4,  -1, 2,  -1, 5, -1, -1, -1, -1, -1, 0, -1, 3,  -1, 1,  -1, 4,  -1, 2,  -1, 5, -1,
+      -1, -1, -1, -1, 0, -1, 3,  -1, 1,  -1, 4, -1, 2,  -1, 5,  -1, -1, -1, -1, -1};
   const __m512i pick = _mm512_load_si512(kPick);
   const uint8_t* p[4];
   for (int q = 0; q < 4; ++q) p[q] = in + taps.first[xx + q] * 3;
   const int i = xx / 2;
   __m512i sh = _mm512_setzero_si512(), sl = _mm512_setzero_si512();
   for (int j = 0, n = std::max(pt.used[i], pt.used[i + 1]); j < n; ++j) {
-    __m512i px = _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[0] + 6 * j)));
+    __m512i px =
+        _mm512_zextsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[0] + 6 * j)));
     px = _mm512_inserti32x4(px, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[1] + 6 * j)), 1);
     px = _mm512_inserti32x4(px, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[2] + 6 * j)), 2);
     px = _mm512_inserti32x4(px, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[3] + 6 * j)), 3);
@@ -311,7 +315,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void HorizontalR
     const int i = xx / 2;
     __m512i sh = _mm512_setzero_si512(), sl = _mm512_setzero_si512();
     for (int j = 0, n = std::max(pt.used[i], pt.used[i + 1]); j < n; ++j) {
-      const __m512i px = _mm512_maskz_permutexvar_epi8(kLowBytes, perm, _mm512_loadu_si512(p0 + 6 * j));
+      const __m512i px =
+          _mm512_maskz_permutexvar_epi8(kLowBytes, perm, _mm512_loadu_si512(p0 + 6 * j));
       Accumulate4(px, pt.hi_at(i), pt.lo_at(i), j, sh, sl);
     }
     Finish4(sh, sl, out + 3 * xx);
@@ -323,8 +328,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void HorizontalR
 
 // Resamples rows [row0, row0 + rows) of `src` horizontally into `dst` (packed,
 // with one spare byte at the end), with the best kernel `isa` allows.
-void Horizontal(const RgbView& src, int row0, int rows, const Taps& taps, int out_w,
-                ResizeIsa isa, uint8_t* dst) {
+void Horizontal(const RgbView& src, int row0, int rows, const Taps& taps, int out_w, ResizeIsa isa,
+                uint8_t* dst) {
   const size_t row_bytes = static_cast<size_t>(src.width) * 3;
   // The SIMD kernels read up to `pad` bytes past a row's last pixel (64 bytes
   // from a pixel, zero-weight taps up to ksize). A row followed by that much of
@@ -350,11 +355,15 @@ void Horizontal(const RgbView& src, int row0, int rows, const Taps& taps, int ou
   const bool vbmi = avx512 && isa == ResizeIsa::kBest && __builtin_cpu_supports("avx512vbmi");
   if (simd && __builtin_cpu_supports("avx2") && MakePairTaps(taps, out_w, vbmi, &pt)) {
     if (vbmi) {
-      each_row([&](const uint8_t* in, uint8_t* out) { HorizontalRowAvx512Vbmi(in, taps, pt, out_w, out); });
+      each_row([&](const uint8_t* in, uint8_t* out) {
+        HorizontalRowAvx512Vbmi(in, taps, pt, out_w, out);
+      });
     } else if (avx512) {
-      each_row([&](const uint8_t* in, uint8_t* out) { HorizontalRowAvx512(in, taps, pt, out_w, out); });
+      each_row(
+          [&](const uint8_t* in, uint8_t* out) { HorizontalRowAvx512(in, taps, pt, out_w, out); });
     } else {
-      each_row([&](const uint8_t* in, uint8_t* out) { HorizontalRowAvx2(in, taps, pt, 0, out_w, out); });
+      each_row(
+          [&](const uint8_t* in, uint8_t* out) { HorizontalRowAvx2(in, taps, pt, 0, out_w, out); });
     }
     return;
   }
@@ -410,8 +419,9 @@ GM_KERNEL void Vertical(const RgbView& src, int row0, const Taps& taps, int out_
 // coefficients, split as in the horizontal pass (PairTaps), so the sums are
 // Pillow's exactly. False, having written nothing, when a coefficient does not
 // fit the split.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) bool VerticalAvx512(
-    const RgbView& src, int row0, const Taps& taps, int out_h, uint8_t* dst) {
+__attribute__((target("avx512f,avx512bw,avx512vl"))) bool VerticalAvx512(const RgbView& src,
+                                                                         int row0, const Taps& taps,
+                                                                         int out_h, uint8_t* dst) {
   const int pairs = (taps.ksize + 1) / 2;
   // Per output row and tap pair: the two coefficients' top (hi) and bottom (lo)
   // 11 bits as int16 pairs in one int32.
@@ -437,9 +447,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) bool VerticalAvx512(
       for (int t = 0; t < count; t += 2) {
         const __m512i a = _mm512_cvtepu8_epi16(
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in0 + t * src.stride + x)));
-        const __m512i b = t + 1 < count ? _mm512_cvtepu8_epi16(_mm256_loadu_si256(
-                                              reinterpret_cast<const __m256i*>(in0 + (t + 1) * src.stride + x)))
-                                        : _mm512_setzero_si512();
+        const __m512i b =
+            t + 1 < count ? _mm512_cvtepu8_epi16(_mm256_loadu_si256(
+                                reinterpret_cast<const __m256i*>(in0 + (t + 1) * src.stride + x)))
+                          : _mm512_setzero_si512();
         // Per 128-bit lane: bytes 0-3 (lo) and 4-7 (hi) of the lane's eight, paired.
         const __m512i ab_lo = _mm512_unpacklo_epi16(a, b), ab_hi = _mm512_unpackhi_epi16(a, b);
         const size_t at = static_cast<size_t>(yy) * pairs + t / 2;
@@ -450,9 +461,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) bool VerticalAvx512(
         sl_hi = _mm512_add_epi32(sl_hi, _mm512_madd_epi16(ab_hi, kl));
       }
       const __m512i r_lo = _mm512_srai_epi32(
-          _mm512_add_epi32(_mm512_add_epi32(half, _mm512_slli_epi32(sh_lo, 11)), sl_lo), kPrecisionBits);
+          _mm512_add_epi32(_mm512_add_epi32(half, _mm512_slli_epi32(sh_lo, 11)), sl_lo),
+          kPrecisionBits);
       const __m512i r_hi = _mm512_srai_epi32(
-          _mm512_add_epi32(_mm512_add_epi32(half, _mm512_slli_epi32(sh_hi, 11)), sl_hi), kPrecisionBits);
+          _mm512_add_epi32(_mm512_add_epi32(half, _mm512_slli_epi32(sh_hi, 11)), sl_hi),
+          kPrecisionBits);
       // Packing lane by lane puts each lane's bytes 0-3 and 4-7 back in order;
       // saturation is Clip8 (sums are never negative).
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + x),
@@ -571,11 +584,12 @@ __attribute__((target("ssse3"))) void FlipRgbRowSsse3(uint8_t* row, int width) {
 // Mirrors an RGB row of `src` into `dst` (another buffer), five pixels at a time:
 // 16 bytes read ending at the source block's end, 15 written.
 __attribute__((target("ssse3"))) void FlipRgbRowCopySsse3(const uint8_t* src, uint8_t* dst,
-                                                         int width) {
+                                                          int width) {
   int x = 0;
   for (; width - x >= 6; x += 5) {  // the read starts a byte before the block
     const uint8_t* end = src + 3 * (width - x);
-    Store15(dst + 3 * x, ReverseFiveRgb(_mm_loadu_si128(reinterpret_cast<const __m128i*>(end - 16))));
+    Store15(dst + 3 * x,
+            ReverseFiveRgb(_mm_loadu_si128(reinterpret_cast<const __m128i*>(end - 16))));
   }
   for (; x < width; ++x) std::memcpy(dst + 3 * x, src + 3 * (width - 1 - x), 3);
 }
@@ -588,7 +602,9 @@ void FlipHorizontal(uint8_t* data, int width, int height, int pixel_bytes) {
   for (int r = 0; r < height; ++r) {
     uint8_t* row = data + r * row_bytes;
     switch (pixel_bytes) {
-      case 1: std::reverse(row, row + width); break;
+      case 1:
+        std::reverse(row, row + width);
+        break;
       case 3:
 #if defined(__x86_64__)
         if (__builtin_cpu_supports("ssse3")) {
@@ -598,7 +614,9 @@ void FlipHorizontal(uint8_t* data, int width, int height, int pixel_bytes) {
 #endif
         ReversePixels<3>(row, 0, width);
         break;
-      case 4: ReversePixels<4>(row, 0, width); break;
+      case 4:
+        ReversePixels<4>(row, 0, width);
+        break;
       default:
         for (int a = 0, b = width - 1; a < b; ++a, --b) {
           std::swap_ranges(row + a * pixel_bytes, row + (a + 1) * pixel_bytes,
@@ -608,8 +626,7 @@ void FlipHorizontal(uint8_t* data, int width, int height, int pixel_bytes) {
   }
 }
 
-void FlipHorizontalCopy(const uint8_t* src, uint8_t* dst, int width, int height,
-                        int pixel_bytes) {
+void FlipHorizontalCopy(const uint8_t* src, uint8_t* dst, int width, int height, int pixel_bytes) {
   const size_t row_bytes = static_cast<size_t>(width) * pixel_bytes;
 #if defined(__x86_64__)
   const bool ssse3 = pixel_bytes == 3 && __builtin_cpu_supports("ssse3");
@@ -715,12 +732,14 @@ void NormalizeRowScalar(const uint8_t* in, int w, int x_begin, bool mirror, cons
 // compiler cannot contract the two), lanes reversed for a mirrored row. Returns
 // the first pixel left for the scalar loop.
 // One channel of 8 pixels: the bytes the two shuffles pick, as scaled floats.
-__attribute__((target("avx2"), always_inline)) inline __m256 Channel8(
-    __m128i lo, __m128i hi, __m128i pick_lo, __m128i pick_hi, __m256 scale, __m256 offset,
-    bool mirror, __m256i reverse) {
+__attribute__((target("avx2"), always_inline)) inline __m256 Channel8(__m128i lo, __m128i hi,
+                                                                      __m128i pick_lo,
+                                                                      __m128i pick_hi, __m256 scale,
+                                                                      __m256 offset, bool mirror,
+                                                                      __m256i reverse) {
   const __m128i bytes = _mm_or_si128(_mm_shuffle_epi8(lo, pick_lo), _mm_shuffle_epi8(hi, pick_hi));
-  const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), scale),
-                                 offset);
+  const __m256 v =
+      _mm256_add_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes)), scale), offset);
   return mirror ? _mm256_permutevar8x32_ps(v, reverse) : v;
 }
 

@@ -48,7 +48,8 @@ Status NpyDirSink::Consume(const Batch& batch) {
   char name[64];
   std::snprintf(name, sizeof name, "e%llu-b%06llu", static_cast<unsigned long long>(batch.epoch),
                 static_cast<unsigned long long>(batch.index));
-  GM_RETURN_IF_ERROR(WriteFileAtomic(dir_ + "/" + name + ".npy", EncodeNpy(batch.data, batch.data_ptr(), batch.data_size())));
+  GM_RETURN_IF_ERROR(WriteFileAtomic(dir_ + "/" + name + ".npy",
+                                     EncodeNpy(batch.data, batch.data_ptr(), batch.data_size())));
   GM_RETURN_IF_ERROR(WriteFileAtomic(dir_ + "/" + name + ".labels.npy", EncodeNpy(batch.labels)));
   for (const auto& key : batch.keys) {
     keys_ << batch.epoch << '\t' << batch.index << '\t' << key << '\t' << batch.split << '\n';

@@ -13,16 +13,16 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/sample.h"
 #include "core/status.h"
 #include "worker/http.h"
-#include "core/sample.h"
 
 namespace gm {
 
 struct Split {
-  size_t id = 0;             // position in splits()
-  std::string name;          // shown in messages: a path, a URL, "files[0..255]"
-  uint64_t count = 0;        // samples in the split when known before reading, else 0
+  size_t id = 0;       // position in splits()
+  std::string name;    // shown in messages: a path, a URL, "files[0..255]"
+  uint64_t count = 0;  // samples in the split when known before reading, else 0
 };
 
 // Called once per sample in split order. `status` is OK for a readable sample; a
@@ -55,8 +55,8 @@ class Source {
 };
 
 struct SourceEnv {
-  std::string base_dir;            // relative paths resolve here (pipeline.json's dir)
-  HttpClient* http = nullptr;      // for http(s):// URLs; not owned, outlives the source
+  std::string base_dir;        // relative paths resolve here (pipeline.json's dir)
+  HttpClient* http = nullptr;  // for http(s):// URLs; not owned, outlives the source
   // Samples per split of the files and range sources (the pipeline rounds it up to
   // a multiple of the batch size, so that only an epoch's last batch is partial).
   size_t samples_per_split = 256;

@@ -89,9 +89,10 @@ Result<std::vector<std::string>> ListMatches(const std::string& root,
   std::error_code ec;
   std::vector<fs::path> way_down = {fs::canonical(root, ec)};  // real folders by depth
   ec.clear();
-  fs::recursive_directory_iterator it(
-      root, fs::directory_options::skip_permission_denied | fs::directory_options::follow_directory_symlink,
-      ec);
+  fs::recursive_directory_iterator it(root,
+                                      fs::directory_options::skip_permission_denied |
+                                          fs::directory_options::follow_directory_symlink,
+                                      ec);
   for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
     std::error_code type_ec;
     if (it->is_directory(type_ec)) {

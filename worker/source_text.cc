@@ -12,7 +12,6 @@
 namespace gm {
 namespace {
 
-
 bool IsBlank(std::string_view line) {
   return std::all_of(line.begin(), line.end(),
                      [](unsigned char c) { return std::isspace(c) != 0; });

@@ -23,9 +23,12 @@ struct ReadSampleResult {
 
 std::string_view SplitModeName(SplitMode mode) {
   switch (mode) {
-    case SplitMode::kInOrder: return "in order";
-    case SplitMode::kPermuted: return "permuted";
-    case SplitMode::kInterleaved: return "interleaved";
+    case SplitMode::kInOrder:
+      return "in order";
+    case SplitMode::kPermuted:
+      return "permuted";
+    case SplitMode::kInterleaved:
+      return "interleaved";
   }
   return "?";
 }
@@ -41,9 +44,10 @@ SplitLayout SplitLayout::Make(const Source& source, bool shuffle, size_t shards_
     l.mode_ = SplitMode::kPermuted;
     for (const Split& s : from) {
       l.first_position_.push_back(l.total_);
-      l.splits_.push_back({s.id, "positions [" + std::to_string(l.total_) + ".." +
-                                     std::to_string(l.total_ + s.count - 1) +
-                                     "] of the epoch's permutation",
+      l.splits_.push_back({s.id,
+                           "positions [" + std::to_string(l.total_) + ".." +
+                               std::to_string(l.total_ + s.count - 1) +
+                               "] of the epoch's permutation",
                            s.count});
       l.total_ += s.count;
     }
@@ -76,17 +80,20 @@ Status SplitLayout::Read(const Source& source, uint64_t seed, uint64_t epoch, si
                                    std::to_string(splits_.size()) + ")");
   }
   switch (mode_) {
-    case SplitMode::kInOrder: return source.ReadSplit(id, emit);
-    case SplitMode::kPermuted: return ReadPermuted(source, seed, epoch, id, emit);
-    case SplitMode::kInterleaved: return ReadInterleaved(source, seed, epoch, id, emit);
+    case SplitMode::kInOrder:
+      return source.ReadSplit(id, emit);
+    case SplitMode::kPermuted:
+      return ReadPermuted(source, seed, epoch, id, emit);
+    case SplitMode::kInterleaved:
+      return ReadInterleaved(source, seed, epoch, id, emit);
   }
   return Status::Internal("unknown split layout");
 }
 
 Status SplitLayout::ReadPermuted(const Source& source, uint64_t seed, uint64_t epoch, size_t id,
                                  const EmitFn& emit) const {
-  const IndexPermutation permutation(
-      total_, Rng::ForSample(seed, epoch, 0, kPermutationStream).Next());
+  const IndexPermutation permutation(total_,
+                                     Rng::ForSample(seed, epoch, 0, kPermutationStream).Next());
   const uint64_t begin = first_position_[id];
   for (uint64_t position = begin; position < begin + splits_[id].count; ++position) {
     GM_RETURN_IF_ERROR(source.ReadSample(permutation(position), emit));
@@ -97,8 +104,8 @@ Status SplitLayout::ReadPermuted(const Source& source, uint64_t seed, uint64_t e
 // Each member is read whole (a worker holds the split's shards in memory at once),
 // then merged: each next sample comes from a member chosen with probability
 // proportional to what it has left, so every member spreads evenly over the split.
-Status SplitLayout::ReadInterleaved(const Source& source, uint64_t seed, uint64_t epoch,
-                                    size_t id, const EmitFn& emit) const {
+Status SplitLayout::ReadInterleaved(const Source& source, uint64_t seed, uint64_t epoch, size_t id,
+                                    const EmitFn& emit) const {
   const std::vector<size_t>& members = members_[id];
   std::vector<std::vector<ReadSampleResult>> reads(members.size());
   Status failed = Status::Ok();

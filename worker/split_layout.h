@@ -60,8 +60,8 @@ class SplitLayout {
   SplitMode mode_ = SplitMode::kInOrder;
   size_t shards_per_split_ = 1;
   std::vector<Split> splits_;
-  std::vector<uint64_t> first_position_;     // permuted: position of each split's start
-  uint64_t total_ = 0;                       // permuted: samples in the source
+  std::vector<uint64_t> first_position_;      // permuted: position of each split's start
+  uint64_t total_ = 0;                        // permuted: samples in the source
   std::vector<std::vector<size_t>> members_;  // interleaved: source splits of each split
 };
 

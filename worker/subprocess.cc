@@ -8,8 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -35,8 +35,8 @@ std::vector<char*> CStrings(const std::vector<std::string>& v) {
 // Spawns with fd 0 and fd 1 of the child on `child_fd`. posix_spawn (vfork-like
 // in glibc) is safe in a multithreaded parent, unlike fork() followed by
 // arbitrary code, and reports a failed exec as its return value.
-int Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-          int child_fd, pid_t& pid) {
+int Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int child_fd,
+          pid_t& pid) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, child_fd, 0);
@@ -62,7 +62,8 @@ int Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& 
 }  // namespace
 
 std::string DescribeExit(int wait_status) {
-  if (WIFEXITED(wait_status)) return "exited with status " + std::to_string(WEXITSTATUS(wait_status));
+  if (WIFEXITED(wait_status))
+    return "exited with status " + std::to_string(WEXITSTATUS(wait_status));
   if (WIFSIGNALED(wait_status)) {
     int sig = WTERMSIG(wait_status);
     const char* name = strsignal(sig);

@@ -21,7 +21,11 @@ constexpr char32_t kReplacement = 0xFFFD;
 char32_t NextCodePoint(std::string_view text, size_t& pos) {
   auto byte = [&](size_t i) { return static_cast<uint8_t>(text[i]); };
   uint8_t b0 = byte(pos);
-  size_t len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xE ? 3 : (b0 >> 3) == 0x1E ? 4 : 0;
+  size_t len = b0 < 0x80           ? 1
+               : (b0 >> 5) == 0x6  ? 2
+               : (b0 >> 4) == 0xE  ? 3
+               : (b0 >> 3) == 0x1E ? 4
+                                   : 0;
   if (len == 0 || pos + len > text.size()) {
     ++pos;
     return kReplacement;
@@ -107,7 +111,8 @@ bool IsCjk(char32_t cp) {
 char32_t Fold(char32_t cp) {
   if (cp >= 'A' && cp <= 'Z') return cp + 32;
   if (cp < 0xC0 || cp > 0xFF) return cp;
-  static constexpr char kBase[] = "aaaaaa\0ceeeeiiii\0nooooo\0\0uuuuy\0\0aaaaaa\0ceeeeiiii\0nooooo\0\0uuuuy\0y";
+  static constexpr char kBase[] =
+      "aaaaaa\0ceeeeiiii\0nooooo\0\0uuuuy\0\0aaaaaa\0ceeeeiiii\0nooooo\0\0uuuuy\0y";
   char base = kBase[cp - 0xC0];
   if (base != '\0') return static_cast<char32_t>(base);
   // No decomposition (Æ Ð × Ø Þ ß and their lowercase): just lowercase letters.
@@ -122,8 +127,12 @@ class TokenizeOp : public Op {
  public:
   TokenizeOp(TokenizerKind kind, int64_t offset, std::shared_ptr<const Vocab> vocab, bool lowercase,
              int32_t unk_id, size_t max_chars)
-      : kind_(kind), offset_(offset), vocab_(std::move(vocab)), lowercase_(lowercase),
-        unk_id_(unk_id), max_chars_(max_chars) {}
+      : kind_(kind),
+        offset_(offset),
+        vocab_(std::move(vocab)),
+        lowercase_(lowercase),
+        unk_id_(unk_id),
+        max_chars_(max_chars) {}
 
   std::string name() const override { return "tokenize"; }
 
@@ -131,7 +140,8 @@ class TokenizeOp : public Op {
     std::vector<int32_t> ids;
     if (kind_ == TokenizerKind::kBytes) {
       ids.reserve(sample.data.size());
-      for (char c : sample.data) ids.push_back(static_cast<int32_t>(static_cast<uint8_t>(c) + offset_));
+      for (char c : sample.data)
+        ids.push_back(static_cast<int32_t>(static_cast<uint8_t>(c) + offset_));
     } else {
       for (const std::string& token : BasicTokenize(sample.data, lowercase_)) {
         if (kind_ == TokenizerKind::kWordPiece) {
@@ -142,7 +152,8 @@ class TokenizeOp : public Op {
       }
     }
     sample.tensor.Reset(DType::kInt32, {static_cast<int64_t>(ids.size())});
-    if (!ids.empty()) std::memcpy(sample.tensor.bytes.data(), ids.data(), ids.size() * sizeof(int32_t));
+    if (!ids.empty())
+      std::memcpy(sample.tensor.bytes.data(), ids.data(), ids.size() * sizeof(int32_t));
     sample.layout = Layout::kNone;
     sample.normalized = false;
     return Status::Ok();
@@ -181,10 +192,18 @@ class PadOp : public Op {
     uint8_t* rest = t.bytes.data() + keep * es;
     size_t count = static_cast<size_t>(length_) - keep;
     switch (t.dtype) {
-      case DType::kUInt8: Fill<uint8_t>(rest, count, pad_id_); break;
-      case DType::kInt32: Fill<int32_t>(rest, count, pad_id_); break;
-      case DType::kInt64: Fill<int64_t>(rest, count, pad_id_); break;
-      case DType::kFloat32: Fill<float>(rest, count, pad_id_); break;
+      case DType::kUInt8:
+        Fill<uint8_t>(rest, count, pad_id_);
+        break;
+      case DType::kInt32:
+        Fill<int32_t>(rest, count, pad_id_);
+        break;
+      case DType::kInt64:
+        Fill<int64_t>(rest, count, pad_id_);
+        break;
+      case DType::kFloat32:
+        Fill<float>(rest, count, pad_id_);
+        break;
     }
     return Status::Ok();
   }
@@ -197,7 +216,8 @@ class PadOp : public Op {
 Result<std::unique_ptr<Op>> MakeVocabTokenizer(const JsonNode& stage, const OpEnv& env,
                                                TokenizerKind kind) {
   if (kind == TokenizerKind::kWordPiece) {
-    GM_RETURN_IF_ERROR(stage.CheckKeys({"op", "kind", "vocab", "lowercase", "unk", "max_chars_per_word"}));
+    GM_RETURN_IF_ERROR(
+        stage.CheckKeys({"op", "kind", "vocab", "lowercase", "unk", "max_chars_per_word"}));
   } else {
     GM_RETURN_IF_ERROR(stage.CheckKeys({"op", "kind", "vocab", "lowercase", "unk"}));
   }
@@ -305,8 +325,8 @@ std::vector<std::string> BasicTokenize(std::string_view text, bool lowercase) {
   return tokens;
 }
 
-void AppendWordPieceIds(std::string_view word, const Vocab& vocab, int32_t unk_id,
-                        size_t max_chars, std::vector<int32_t>& out) {
+void AppendWordPieceIds(std::string_view word, const Vocab& vocab, int32_t unk_id, size_t max_chars,
+                        std::vector<int32_t>& out) {
   // Byte offsets of character boundaries (the word is valid UTF-8 by now).
   std::vector<size_t> bounds{0};
   for (size_t pos = 0; pos < word.size();) {

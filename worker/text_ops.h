@@ -60,7 +60,7 @@ std::vector<std::string> BasicTokenize(std::string_view text, bool lowercase);
 
 // Appends the WordPiece ids of one basic token to `out` (one `unk_id` when the
 // word cannot be covered or has more than `max_chars` characters).
-void AppendWordPieceIds(std::string_view word, const Vocab& vocab, int32_t unk_id,
-                        size_t max_chars, std::vector<int32_t>& out);
+void AppendWordPieceIds(std::string_view word, const Vocab& vocab, int32_t unk_id, size_t max_chars,
+                        std::vector<int32_t>& out);
 
 }  // namespace gm

@@ -1,7 +1,5 @@
 #include "worker/worker_service.h"
 
-#include <cstdlib>
-
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -11,16 +9,17 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/clock.h"
 #include "core/host.h"
 #include "core/log.h"
+#include "core/thread_annotations.h"
 #include "dataplane/auth.h"
-#include "worker/engine.h"
 #include "dataplane/messages.h"
 #include "dataplane/shm.h"
-#include "core/thread_annotations.h"
+#include "worker/engine.h"
 
 namespace gm {
 namespace {
@@ -95,15 +94,16 @@ WorkerService::~WorkerService() {
 Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceOptions& options) {
   if (options.threads < 1) return Status::InvalidArgument("worker: --threads must be at least 1");
   if (options.secret.empty()) {
-    return Status::InvalidArgument("worker: no run secret (set " + std::string(kSecretFileEnv) + ")");
+    return Status::InvalidArgument("worker: no run secret (set " + std::string(kSecretFileEnv) +
+                                   ")");
   }
   GM_ASSIGN_OR_RETURN(auto coordinator, ParseHostPort(options.coordinator, "--coordinator"));
   GM_ASSIGN_OR_RETURN(auto listen, ParseHostPort(options.listen, "--listen"));
   Result<std::unique_ptr<DataServer>> data =
       DataServer::Start(listen.first, listen.second, options.secret);
   if (!data.ok()) return Status::IoError("--listen: " + data.status().message());
-  Result<Socket> control = Socket::ConnectTcp(coordinator.first, coordinator.second,
-                                              options.connect_timeout_s);
+  Result<Socket> control =
+      Socket::ConnectTcp(coordinator.first, coordinator.second, options.connect_timeout_s);
   if (!control.ok()) return control.status().WithContext("the coordinator");
   std::unique_ptr<WorkerService> service(
       new WorkerService(options, std::move(*data), std::move(*control)));
@@ -131,7 +131,8 @@ Status WorkerService::Register() {
                          .WithContext("coordinator " + coordinator_));
   if (role != "coordinator") {
     return Status::InvalidArgument("coordinator " + coordinator_ + " answered as \"" +
-                                   PeerText(role) + "\", not as a coordinator: check --coordinator");
+                                   PeerText(role) +
+                                   "\", not as a coordinator: check --coordinator");
   }
   RegisterMsg msg;
   msg.data_addr = data_addr_;
@@ -143,8 +144,8 @@ Status WorkerService::Register() {
   // For people reading logs and traces.
   registration.update({{"pid", static_cast<int64_t>(::getpid())}, {"threads", options_.threads}});
   GM_RETURN_IF_ERROR(SendControl(MsgType::kRegister, registration));
-  GM_ASSIGN_OR_RETURN(Frame reg, RecvControl(MsgType::kRegistered,
-                                             Deadline::After(options_.connect_timeout_s)));
+  GM_ASSIGN_OR_RETURN(
+      Frame reg, RecvControl(MsgType::kRegistered, Deadline::After(options_.connect_timeout_s)));
   Result<RegisteredMsg> registered = RegisteredMsg::Decode(reg.meta);
   if (!registered.ok()) return registered.status().WithContext("coordinator " + coordinator_);
   worker_id_ = registered->worker_id;
@@ -153,12 +154,11 @@ Status WorkerService::Register() {
   PipelineOptions popts;
   popts.threads = options_.threads;
   popts.samples_per_split = static_cast<size_t>(registered->samples_per_split);
-  Result<Pipeline> pipeline = Pipeline::FromJson(registered->pipeline,
-                                                 registered->pipeline_origin,
+  Result<Pipeline> pipeline = Pipeline::FromJson(registered->pipeline, registered->pipeline_origin,
                                                  registered->base_dir, popts);
   if (!pipeline.ok()) {
-    (void)SendControl(MsgType::kError, {{"message", "worker " + data_addr_ + ": " +
-                                                        pipeline.status().message()}});
+    (void)SendControl(MsgType::kError,
+                      {{"message", "worker " + data_addr_ + ": " + pipeline.status().message()}});
     return pipeline.status();
   }
   pipeline_.emplace(std::move(*pipeline));
@@ -227,7 +227,8 @@ Status WorkerService::Bye() {
           " batches, " + std::to_string(data_->shm_batches_sent()) + " in shared memory (" +
           std::to_string(data_->in_place_batches_sent()) + " written in place)");
   Status st = SendControl(MsgType::kBye, nlohmann::json::object());
-  if (!st.ok()) LogWarning("worker: BYE to coordinator " + coordinator_ + " failed: " + st.message());
+  if (!st.ok())
+    LogWarning("worker: BYE to coordinator " + coordinator_ + " failed: " + st.message());
   return Status::Ok();
 }
 
@@ -265,8 +266,8 @@ Status WorkerService::RunAssignment(const AssignMsg& assign) {
   const int64_t end = assign.end_batch;
   task.start_batch = assign.start_batch;
   task.end_batch = end < 0 ? UINT64_MAX : static_cast<uint64_t>(end);
-  const std::string what = "epoch " + std::to_string(task.epoch) + " split " +
-                           std::to_string(task.split);
+  const std::string what =
+      "epoch " + std::to_string(task.epoch) + " split " + std::to_string(task.split);
   LogDebug("worker " + std::to_string(worker_id_) + ": " + what + " for rank " +
            std::to_string(rank) + ", batches " + std::to_string(start) + ".." +
            (end < 0 ? std::string("end") : std::to_string(end - 1)));
@@ -350,8 +351,12 @@ nlohmann::json WorkerService::StageTotalsJson() {
   MutexLock lock(mu_);
   nlohmann::json out = nlohmann::json::array();
   for (const StageStats& s : stage_totals_) {
-    out.push_back({{"name", s.name}, {"count", s.count}, {"cpu_s", s.cpu_s}, {"wall_s", s.wall_s},
-                   {"bytes_in", s.bytes_in}, {"bytes_out", s.bytes_out}});
+    out.push_back({{"name", s.name},
+                   {"count", s.count},
+                   {"cpu_s", s.cpu_s},
+                   {"wall_s", s.wall_s},
+                   {"bytes_in", s.bytes_in},
+                   {"bytes_out", s.bytes_out}});
   }
   return out;
 }

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,16 +32,14 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "core/status.h"
+#include "core/thread_annotations.h"
 #include "dataplane/data_server.h"
 #include "dataplane/messages.h"
-#include "worker/engine.h"
-#include "worker/pipeline.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
-#include "core/thread_annotations.h"
+#include "worker/engine.h"
+#include "worker/pipeline.h"
 
 namespace gm {
 
@@ -122,16 +121,16 @@ class WorkerService {
   double liveness_timeout_s_ = 10;
   std::atomic<uint64_t> splits_done_{0};
 
-  Mutex send_mu_;             // one sender on control_ at a time
+  Mutex send_mu_;                     // one sender on control_ at a time
   std::atomic<double> last_send_{0};  // MonotonicSeconds() of the last control frame sent
 
   Mutex mu_;
   std::condition_variable cv_;
-  bool stop_ GUARDED_BY(mu_) = false;  // Stop() was called
-  bool heartbeat_done_ GUARDED_BY(mu_) = false;  // the heartbeat thread must end
-  Status lost_ GUARDED_BY(mu_);  // why the coordinator is gone
+  bool stop_ GUARDED_BY(mu_) = false;                     // Stop() was called
+  bool heartbeat_done_ GUARDED_BY(mu_) = false;           // the heartbeat thread must end
+  Status lost_ GUARDED_BY(mu_);                           // why the coordinator is gone
   std::vector<StageStats> stage_totals_ GUARDED_BY(mu_);  // all splits made so far
-  bool making_split_ GUARDED_BY(mu_) = false;  // a split is being made
+  bool making_split_ GUARDED_BY(mu_) = false;             // a split is being made
   std::thread heartbeat_thread_;
 };
 

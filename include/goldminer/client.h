@@ -107,7 +107,7 @@ typedef struct gm_resume_state {
   int64_t seed;         /* the pipeline's seed; -1: not known */
   int32_t world_size;
   int32_t rank;
-  char order[65];       /* 64 hex + NUL: the pipeline and split size; "" if not known */
+  char order[65]; /* 64 hex + NUL: the pipeline and split size; "" if not known */
 } gm_resume_state;
 
 /* Fills *out with where the client stands. */
@@ -153,7 +153,7 @@ uint64_t gm_batch_split_batch(const gm_batch* batch);
 void gm_batch_free(gm_batch* batch);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #endif /* GOLDMINER_CLIENT_H_ */

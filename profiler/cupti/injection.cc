@@ -39,8 +39,8 @@
 #include <system_error>
 #include <thread>
 
-#include "profiler/cupti/record_format.h"
 #include "core/thread_annotations.h"
+#include "profiler/cupti/record_format.h"
 
 namespace gm {
 namespace {

@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!again.ok()) __builtin_trap();
     auto twice = gm::DecodeSampleFrame(*again);
     if (!twice.ok() || twice->fields != sample->fields || twice->data != sample->data ||
-        twice->tensor.bytes != sample->tensor.bytes || twice->tensor.shape != sample->tensor.shape) {
+        twice->tensor.bytes != sample->tensor.bytes ||
+        twice->tensor.shape != sample->tensor.shape) {
       __builtin_trap();
     }
   }

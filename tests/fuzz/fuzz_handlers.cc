@@ -25,20 +25,28 @@ namespace {
 // A field value: usually a small in-range integer, sometimes anything.
 nlohmann::json Value(FuzzedDataProvider& in) {
   switch (in.ConsumeIntegralInRange<int>(0, 7)) {
-    case 0: return in.ConsumeIntegral<int64_t>();
-    case 1: return in.ConsumeRandomLengthString(8);
-    case 2: return in.ConsumeBool();
-    case 3: return nullptr;
-    case 4: return nlohmann::json::array({in.ConsumeIntegralInRange<int>(0, 8)});
-    case 5: return in.ConsumeFloatingPoint<double>();
+    case 0:
+      return in.ConsumeIntegral<int64_t>();
+    case 1:
+      return in.ConsumeRandomLengthString(8);
+    case 2:
+      return in.ConsumeBool();
+    case 3:
+      return nullptr;
+    case 4:
+      return nlohmann::json::array({in.ConsumeIntegralInRange<int>(0, 8)});
+    case 5:
+      return in.ConsumeFloatingPoint<double>();
     case 6: {  // [[split, batch], ...]: what ACK carries
       nlohmann::json pairs = nlohmann::json::array();
       for (int n = in.ConsumeIntegralInRange<int>(0, 4); n > 0; --n) {
-        pairs.push_back({in.ConsumeIntegralInRange<int>(0, 20), in.ConsumeIntegralInRange<int>(0, 5)});
+        pairs.push_back(
+            {in.ConsumeIntegralInRange<int>(0, 20), in.ConsumeIntegralInRange<int>(0, 5)});
       }
       return pairs;
     }
-    default: return in.ConsumeIntegralInRange<int>(0, 8);
+    default:
+      return in.ConsumeIntegralInRange<int>(0, 8);
   }
 }
 
@@ -82,8 +90,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int s = 0; s < splits; ++s) {
       // Unknown counts only with one rank (LayOutPlan needs them known otherwise).
       const bool unknown = options.world_size == 1 && in.ConsumeBool();
-      plan.splits.push_back({static_cast<uint64_t>(s) * 3 + 1,
-                             unknown ? gm::kUnknownCount : in.ConsumeIntegralInRange<uint64_t>(0, 4)});
+      plan.splits.push_back(
+          {static_cast<uint64_t>(s) * 3 + 1,
+           unknown ? gm::kUnknownCount : in.ConsumeIntegralInRange<uint64_t>(0, 4)});
     }
     gm::Status st = state->StartEpoch(plan);
     ExpectRefusal(st);
@@ -107,10 +116,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 2: {
         auto msg = gm::SplitDoneMsg::Decode(Meta(in, {"epoch", "split", "batch_count", "stages"}));
-        if (msg.ok()) ExpectRefusal(state->SplitDone(worker, msg->epoch, msg->split, msg->batch_count));
+        if (msg.ok())
+          ExpectRefusal(state->SplitDone(worker, msg->epoch, msg->split, msg->batch_count));
         break;
       }
-      case 3: ExpectRefusal(state->Heartbeat(worker, now)); break;
+      case 3:
+        ExpectRefusal(state->Heartbeat(worker, now));
+        break;
       case 4: {
         auto msg = gm::AckMsg::Decode(Meta(in, {"epoch", "batches"}));
         const int rank = in.ConsumeIntegralInRange<int>(0, 3);
@@ -121,16 +133,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       }
       case 5: {
-        auto msg = gm::ResumeMsg::Decode(
-            Meta(in, {"epoch", "position", "split_index", "split_batch"}));
+        auto msg =
+            gm::ResumeMsg::Decode(Meta(in, {"epoch", "position", "split_index", "split_batch"}));
         if (!msg.ok()) break;
         const int rank = in.ConsumeIntegralInRange<int>(0, 3);
         ExpectRefusal(msg->at ? state->ResumeAt(rank, msg->epoch, msg->position, *msg->at)
                               : state->Resume(rank, msg->epoch, msg->position));
         break;
       }
-      case 6: ExpectRefusal(state->WorkerExited(worker)); break;
-      case 7: ExpectRefusal(state->Drain(worker)); break;
+      case 6:
+        ExpectRefusal(state->WorkerExited(worker));
+        break;
+      case 7:
+        ExpectRefusal(state->Drain(worker));
+        break;
       case 8:
         now += in.ConsumeIntegralInRange<int>(0, 3);
         state->Tick(now);
@@ -146,9 +162,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                         : in.ConsumeIntegralInRange<uint64_t>(0, 4)});
           gm::Status st = state->SkipToEpoch(plan);
           ExpectRefusal(st);
-          if (st.ok()) planned += plan.splits[0].batch_count == gm::kUnknownCount
-                                      ? gm::kMaxSplitBatches
-                                      : plan.splits[0].batch_count;
+          if (st.ok())
+            planned += plan.splits[0].batch_count == gm::kUnknownCount ? gm::kMaxSplitBatches
+                                                                       : plan.splits[0].batch_count;
         }
         break;
     }

@@ -61,8 +61,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (ours_portable.ok() != ours.ok() || (ours.ok() && portable.bytes != full.bytes)) std::abort();
   if (!libjpeg.ok() && ours.ok()) std::abort();
   if (libjpeg.ok() && ours.ok() && full.bytes != reference.bytes) std::abort();
-  if (libjpeg.ok() && !ours.ok() &&
-      ours.message().find("bad Huffman code") == std::string::npos &&
+  if (libjpeg.ok() && !ours.ok() && ours.message().find("bad Huffman code") == std::string::npos &&
       ours.message().find("extraneous bytes before marker") == std::string::npos &&
       ours.message().find("fill bytes (FF FF) before a stuffed zero") == std::string::npos) {
     std::abort();

@@ -40,8 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check<gm::PlanMsg>(*meta, gm::PlanMsg::Decode);
   Check<gm::WorkersMsg>(*meta, gm::WorkersMsg::Decode);
   (void)gm::ErrorMsg::Decode(*meta);  // never fails
-  Check<gm::SubscribeMsg>(*meta, [](const nlohmann::json& j) { return gm::SubscribeMsg::Decode(j, true); });
-  Check<gm::SubscribeMsg>(*meta, [](const nlohmann::json& j) { return gm::SubscribeMsg::Decode(j, false); });
+  Check<gm::SubscribeMsg>(
+      *meta, [](const nlohmann::json& j) { return gm::SubscribeMsg::Decode(j, true); });
+  Check<gm::SubscribeMsg>(
+      *meta, [](const nlohmann::json& j) { return gm::SubscribeMsg::Decode(j, false); });
   if (auto stages = gm::DecodeStagesReport(*meta, "HEARTBEAT");
       !stages.ok() && stages.status().code() != gm::Code::kCorrupt) {
     __builtin_trap();

@@ -62,7 +62,8 @@ void CheckPlan(const gm::planner::Cluster& cluster, bool all_cuts) {
   const double target = plan->model.target_samples_per_s;
   if (pr.samples_per_s > target * (1 + 1e-9) + 1e-9) Fail("promises more than the target", "");
   if ((pr.limit == "none") != (pr.shortfall_samples_per_s <= 1e-6 * std::max(1.0, target))) {
-    Fail("limit and shortfall disagree", pr.limit + " " + std::to_string(pr.shortfall_samples_per_s));
+    Fail("limit and shortfall disagree",
+         pr.limit + " " + std::to_string(pr.shortfall_samples_per_s));
   }
   std::map<std::string, int> used;
   for (const gm::PlanWorker& w : plan->workers) {
@@ -79,7 +80,8 @@ void CheckPlan(const gm::planner::Cluster& cluster, bool all_cuts) {
   }
   (void)gm::planner::SbatchScript(*plan, {});
   auto back = gm::PlanFromJson(gm::PlanToJson(*plan), "plan");
-  if (!back.ok() && plan->run.workers >= 1) Fail("a plan does not read back", back.status().message());
+  if (!back.ok() && plan->run.workers >= 1)
+    Fail("a plan does not read back", back.status().message());
 }
 
 }  // namespace

@@ -13,7 +13,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   auto log = gm::ParseStepLog(text, "fuzz.log");
   if (!log.ok()) {
-    if (log.status().code() != gm::Code::kCorrupt || !log.status().message().starts_with("fuzz.log:"))
+    if (log.status().code() != gm::Code::kCorrupt ||
+        !log.status().message().starts_with("fuzz.log:"))
       __builtin_trap();
     return 0;
   }

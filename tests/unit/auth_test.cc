@@ -10,10 +10,10 @@
 #include <string>
 #include <thread>
 
-#include "test_util.h"
 #include "dataplane/protocol.h"
-#include "tests/unit/socket_pair.h"
 #include "dataplane/socket.h"
+#include "test_util.h"
+#include "tests/unit/socket_pair.h"
 
 namespace gm {
 namespace {
@@ -37,12 +37,12 @@ Outcome Handshake(Connection& c, const std::string& server_secret,
                   const std::string& client_secret) {
   Outcome out;
   std::thread server([&] {
-    out.server = ServerHandshake(c.server, server_secret, "coordinator",
-                                 Deadline::After(kWait), &out.client_role);
+    out.server = ServerHandshake(c.server, server_secret, "coordinator", Deadline::After(kWait),
+                                 &out.client_role);
     if (!out.server.ok()) c.server.Close();
   });
-  out.client = ClientHandshake(c.client, client_secret, "worker", Deadline::After(kWait),
-                               &out.server_role);
+  out.client =
+      ClientHandshake(c.client, client_secret, "worker", Deadline::After(kWait), &out.server_role);
   server.join();
   return out;
 }
@@ -118,13 +118,16 @@ TEST(AuthTest, GivenImpostorServer_WhenItCannotProveTheSecret_ThenClientRefusesI
   std::thread impostor([&] {
     // Speaks the protocol but does not know the secret: echoes a made-up MAC.
     auto nonce = RandomHex(32);
-    ASSERT_TRUE(SendFrame(c.server, MsgType::kHello,
-                          {{"version", kProtocolVersion}, {"nonce", *nonce}, {"role", "coordinator"}},
-                          Deadline::After(kWait)).ok());
+    ASSERT_TRUE(
+        SendFrame(c.server, MsgType::kHello,
+                  {{"version", kProtocolVersion}, {"nonce", *nonce}, {"role", "coordinator"}},
+                  Deadline::After(kWait))
+            .ok());
     auto auth = RecvFrame(c.server, kHandshakeLimits, Deadline::After(kWait));
     ASSERT_TRUE(auth.ok());
     ASSERT_TRUE(SendFrame(c.server, MsgType::kWelcome, {{"mac", std::string(64, '0')}},
-                          Deadline::After(kWait)).ok());
+                          Deadline::After(kWait))
+                    .ok());
   });
   Status client = ClientHandshake(c.client, kSecret, "client", Deadline::After(kWait), nullptr);
   impostor.join();
@@ -135,8 +138,7 @@ TEST(AuthTest, GivenImpostorServer_WhenItCannotProveTheSecret_ThenClientRefusesI
 
 TEST(AuthTest, GivenClientThatSendsNothing_WhenServerDeadlinePasses_ThenServerGivesUp) {
   Connection c = TcpPair();
-  Status status =
-      ServerHandshake(c.server, kSecret, "coordinator", Deadline::After(0.2), nullptr);
+  Status status = ServerHandshake(c.server, kSecret, "coordinator", Deadline::After(0.2), nullptr);
   EXPECT_EQ(status.code(), Code::kUnavailable);
   EXPECT_NE(status.message().find("timed out waiting for a frame header"), std::string::npos)
       << status.message();
@@ -167,8 +169,9 @@ TEST(AuthTest, GivenClientOfAnotherVersion_WhenHandshaking_ThenErrorNamesBothVer
   std::string reason;
   Status status = ServerAgainst(c, [&](Socket& s) {
     ASSERT_TRUE(RecvFrame(s, kHandshakeLimits, Deadline::After(kWait)).ok());
-    ASSERT_TRUE(SendFrame(s, MsgType::kAuth, {{"version", 3}, {"role", "worker"}},
-                          Deadline::After(kWait)).ok());
+    ASSERT_TRUE(
+        SendFrame(s, MsgType::kAuth, {{"version", 3}, {"role", "worker"}}, Deadline::After(kWait))
+            .ok());
     auto error = RecvFrame(s, kHandshakeLimits, Deadline::After(kWait));
     ASSERT_TRUE(error.ok()) << error.status().message();
     EXPECT_EQ(error->type, MsgType::kError);
@@ -185,7 +188,8 @@ TEST(AuthTest, GivenServerThatRefuses_WhenClientHandshakes_ThenClientReportsTheR
   Connection c = TcpPair();
   std::thread server([&] {
     ASSERT_TRUE(SendFrame(c.server, MsgType::kError, {{"message", "the run is over"}},
-                          Deadline::After(kWait)).ok());
+                          Deadline::After(kWait))
+                    .ok());
   });
   Status client = ClientHandshake(c.client, kSecret, "worker", Deadline::After(kWait), nullptr);
   server.join();
@@ -296,7 +300,8 @@ TEST(SessionTest, GivenAnAuthenticatedPair_WhenFramesGoBothWays_ThenTheyArriveSe
     EXPECT_EQ(got->meta["i"], i);
     EXPECT_EQ(got->flags & kFrameSealed, kFrameSealed);
   }
-  ASSERT_TRUE(SendFrame(c.server, MsgType::kWorkers, {{"workers", {"a:1"}}}, Deadline::After(kWait)).ok());
+  ASSERT_TRUE(
+      SendFrame(c.server, MsgType::kWorkers, {{"workers", {"a:1"}}}, Deadline::After(kWait)).ok());
   auto back = RecvFrame(c.client, kControlLimits, Deadline::After(kWait));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->meta["workers"][0], "a:1");
@@ -312,27 +317,36 @@ struct Tamper {
   int good_frames_first;  // genuine frames the receiver accepts before the refusal
 };
 
-TEST(SessionTest, GivenInjectedReplayedOrAlteredFrames_WhenReceived_ThenCorruptAndNothingOfThemIsRead) {
+TEST(SessionTest,
+     GivenInjectedReplayedOrAlteredFrames_WhenReceived_ThenCorruptAndNothingOfThemIsRead) {
   const std::vector<Tamper> cases = {
       {"replayed", [](const std::string& g) { return g + g; }, 1},
-      {"unsealed", [](const std::string&) {
+      {"unsealed",
+       [](const std::string&) {
          return *EncodeFrame(MsgType::kHeartbeat, {{"i", 9}});
-       }, 0},
-      {"altered meta", [](const std::string& g) {
+       },
+       0},
+      {"altered meta",
+       [](const std::string& g) {
          std::string t = g;
          t[kFrameHeaderSize + 5] ^= 1;  // inside {"i":0}
          return t;
-       }, 0},
-      {"altered header", [](const std::string& g) {
+       },
+       0},
+      {"altered header",
+       [](const std::string& g) {
          std::string t = g;
          t[5] = static_cast<char>(MsgType::kBye);  // the type
          return t;
-       }, 0},
-      {"mac of another key", [](const std::string& g) {
+       },
+       0},
+      {"mac of another key",
+       [](const std::string& g) {
          std::string t = g;
          t.back() ^= 0x40;
          return t;
-       }, 0},
+       },
+       0},
   };
   for (const Tamper& tc : cases) {
     Connection c = TcpPair();

@@ -96,7 +96,8 @@ TEST(AutoscalerTest, AWorkerStillStartingIsWaitedForBeforeTheFiguresCount) {
   }
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->delta, +1);
-  EXPECT_EQ(t, last_starting + 12) << "a period settles after the last start, then a period decides";
+  EXPECT_EQ(t, last_starting + 12)
+      << "a period settles after the last start, then a period decides";
 }
 
 TEST(AutoscalerTest, AnAdditionThatDoesNotPayIsDrainedAndTheCountIsACeiling) {
@@ -126,7 +127,8 @@ TEST(AutoscalerTest, WhenTheTrainerIsTheBottleneckItRemovesWhatCostsNothingAndNe
   auto d = f.Until(500, 0.0);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->delta, -1);
-  EXPECT_EQ(d->reason, "data wait 0% below 2% (500 samples/s, data wait 0%): trying one worker fewer");
+  EXPECT_EQ(d->reason,
+            "data wait 0% below 2% (500 samples/s, data wait 0%): trying one worker fewer");
   ASSERT_EQ(f.Until(500, 0.0)->delta, -1);  // 2 -> 1: the rate held, so on
   EXPECT_EQ(f.workers, 1);
   EXPECT_FALSE(f.Until(500, 0.0, 20).has_value()) << "at min_workers";
@@ -152,13 +154,14 @@ TEST(AutoscalerTest, ARemovalThatCostsIsUndone) {
 TEST(AutoscalerTest, ARemovalAfterWhichTheTrainerWaitsIsUndoneNotFollowedByAnAddition) {
   Feed f(Options());
   f.workers = 2;
-  ASSERT_EQ(f.Until(50, 0.0)->delta, -1);  // trainer-bound: try one fewer
+  ASSERT_EQ(f.Until(50, 0.0)->delta, -1);         // trainer-bound: try one fewer
   EXPECT_FALSE(f.Until(50, 0.0, 9).has_value());  // settle, then two calm periods
   auto d = f.Until(50, 0.2);  // the period after: the trainer waited, the rate held
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->delta, +1);
-  EXPECT_EQ(d->reason, "removing a worker made the trainer wait (50 samples/s, data wait 20%): "
-                       "adding it back; no change for 3 periods");
+  EXPECT_EQ(d->reason,
+            "removing a worker made the trainer wait (50 samples/s, data wait 20%): "
+            "adding it back; no change for 3 periods");
   EXPECT_EQ(f.workers, 2);
   EXPECT_FALSE(f.Until(50, 0.3, 8).has_value()) << "additions held while the trainer catches up";
   EXPECT_FALSE(f.Until(50, 0.0, 4).has_value()) << "removals held";

@@ -17,13 +17,13 @@
 
 #include "core/clock.h"
 #include "core/step_log.h"
+#include "core/thread_annotations.h"
+#include "dataplane/auth.h"
+#include "dataplane/protocol.h"
 #include "include/goldminer/client.h"
 #include "tests/unit/test_util.h"
-#include "dataplane/auth.h"
 #include "worker/engine.h"
 #include "worker/pipeline.h"
-#include "dataplane/protocol.h"
-#include "core/thread_annotations.h"
 
 namespace gm {
 namespace {
@@ -87,15 +87,13 @@ class FakeCoordinator {
   // Waits until `n` acks arrived; returns them (split, split_batch) in arrival order.
   std::vector<std::pair<uint64_t, uint64_t>> WaitAcks(size_t n) {
     MutexLock lock(mu_);
-    lock.WaitFor(cv_, kTestTimeoutS,
-                 [&]() REQUIRES(mu_) { return acks_.size() >= n; });
+    lock.WaitFor(cv_, kTestTimeoutS, [&]() REQUIRES(mu_) { return acks_.size() >= n; });
     return acks_;
   }
   // Waits until the client asked for the worker list (it only does so while blocked).
   bool WaitGetWorkers() {
     MutexLock lock(mu_);
-    return lock.WaitFor(cv_, kTestTimeoutS,
-                        [&]() REQUIRES(mu_) { return get_workers_ > 0; });
+    return lock.WaitFor(cv_, kTestTimeoutS, [&]() REQUIRES(mu_) { return get_workers_ > 0; });
   }
   nlohmann::json resume() {
     MutexLock lock(mu_);
@@ -104,12 +102,11 @@ class FakeCoordinator {
   // Waits until `n` HEARTBEAT frames arrived; false if they did not within the limit.
   bool WaitHeartbeats(int n) {
     MutexLock lock(mu_);
-    return lock.WaitFor(cv_, kTestTimeoutS,
-                        [&]() REQUIRES(mu_) { return heartbeats_ >= n; });
+    return lock.WaitFor(cv_, kTestTimeoutS, [&]() REQUIRES(mu_) { return heartbeats_ >= n; });
   }
   bool close_after_plan = false;
   std::string refuse_resume;  // non-empty: RESUME is answered ERROR with this message
-  int wait_answers = 0;  // GET_PLAN answered "wait" this many times first
+  int wait_answers = 0;       // GET_PLAN answered "wait" this many times first
 
  private:
   void Serve(Socket& s) {
@@ -398,7 +395,8 @@ TEST_F(ClientTest, GivenAWorkerThatBreaksMidSplitWhenAnotherRemakesItThenEveryBa
   EXPECT_EQ(unique.size(), keys.size());
 }
 
-TEST_F(ClientTest, GivenATrainerThatTakesNothingForAWhile_ThenTheClientSaysHeartbeatToTheCoordinator) {
+TEST_F(ClientTest,
+       GivenATrainerThatTakesNothingForAWhile_ThenTheClientSaysHeartbeatToTheCoordinator) {
   FakeCoordinator coordinator(secret_);
   ClientOptions options = Options(coordinator.address());
   options.heartbeat_s = 0.05;
@@ -491,10 +489,9 @@ TEST_F(ClientTest, GivenAStateOfAnEarlierRunThenItResumesWithoutTheCountsOfEarli
   state.world_size = 1;
   state.rank = 0;
   ASSERT_TRUE((*client)->Resume(state).ok());
-  EXPECT_EQ(coordinator.resume(), (nlohmann::json{{"epoch", 0},
-                                                  {"position", 3},
-                                                  {"split_index", 1},
-                                                  {"split_batch", 1}}));
+  EXPECT_EQ(
+      coordinator.resume(),
+      (nlohmann::json{{"epoch", 0}, {"position", 3}, {"split_index", 1}, {"split_batch", 1}}));
   EXPECT_EQ(Drain(**client), Expected(3));
   const ResumeState end = (*client)->state();
   EXPECT_EQ(end.position, 6u);
@@ -571,8 +568,7 @@ TEST_F(ClientTest, GivenTheProfileDirVariableWhenDrainedThenEachBatchIsAStepInTh
   }
   ASSERT_TRUE(client.ok()) << client.status().message();
   EXPECT_EQ(Drain(**client), Expected());
-  const std::string path =
-      profile_dir.path() + "/steps." + std::to_string(::getpid()) + ".log";
+  const std::string path = profile_dir.path() + "/steps." + std::to_string(::getpid()) + ".log";
   auto open_log = ParseStepLog(testing::ReadAll(path), path);
   ASSERT_TRUE(open_log.ok()) << open_log.status().message();
   // No "O" line while the client is open: the "S" lines carry the cost of each
@@ -645,7 +641,8 @@ TEST(ClientOptionsTest, GivenOnlySlurmVariablesThenRankAndWorldSizeComeFromThem)
   EXPECT_EQ(options->rank, 1);
   EXPECT_EQ(options->world_size, 2);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("RANK=\"one\""), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("RANK=\"one\""), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(ClientCAbiTest, GivenAnUnreachableCoordinatorWhenOpeningThenTheErrorNamesIt) {

@@ -87,11 +87,13 @@ TEST_F(CoordinatorServerTest, GivenAWorkerAndAClientThenTheEpochIsHandedOutAcked
     const uint64_t count = split == 2 ? 1 : 2;  // 10 samples: 4, 4, 2 -> 2, 2, 1 batches
     ASSERT_TRUE(SendFrame(*worker, MsgType::kSplitDone,
                           {{"epoch", 0}, {"split", split}, {"batch_count", count}},
-                          Deadline::After(kWait)).ok());
+                          Deadline::After(kWait))
+                    .ok());
     nlohmann::json batches = nlohmann::json::array();
     for (uint64_t b = 0; b < count; ++b) batches.push_back({split, b});
     ASSERT_TRUE(SendFrame(*client, MsgType::kAck, {{"epoch", 0}, {"batches", batches}},
-                          Deadline::After(kWait)).ok());
+                          Deadline::After(kWait))
+                    .ok());
   }
   EXPECT_TRUE(server_->WaitFinished(kWait));
   Frame end = Ask(*client, MsgType::kGetPlan, {{"epoch", 1}});
@@ -122,7 +124,8 @@ TEST_F(CoordinatorServerTest, GivenTheClientKey_WhenItClaimsTheWorkerRole_ThenAu
   EXPECT_FALSE(secret_holder.ok());
 }
 
-TEST_F(CoordinatorServerTest, GivenSuccessiveClientsOfARank_ThenEachGetsAHigherSessionAndItsTicket) {
+TEST_F(CoordinatorServerTest,
+       GivenSuccessiveClientsOfARank_ThenEachGetsAHigherSessionAndItsTicket) {
   uint64_t previous = 0;
   for (int i = 0; i < 2; ++i) {
     auto client = Connect("client", secret_);
@@ -142,7 +145,8 @@ TEST_F(CoordinatorServerTest, GivenSuccessiveClientsOfARank_ThenEachGetsAHigherS
   }
 }
 
-TEST_F(CoordinatorServerTest, GivenAClientThatFallsSilent_ThenItsConnectionIsClosedAfterTheIdleLimit) {
+TEST_F(CoordinatorServerTest,
+       GivenAClientThatFallsSilent_ThenItsConnectionIsClosedAfterTheIdleLimit) {
   Start(/*client_idle_s=*/5);
   auto client = Connect("client", secret_);
   ASSERT_TRUE(client.ok()) << client.status().message();
@@ -225,8 +229,8 @@ TEST_F(CoordinatorServerTest, GivenAHeartbeatWithStageCostsThenTheSummaryKeepsTh
   ASSERT_EQ(Ask(*worker, MsgType::kRegister, {{"data_addr", "127.0.0.1:9"}}).type,
             MsgType::kRegistered);
   nlohmann::json stages = nlohmann::json::array({{{"name", "decode_jpeg"}, {"count", 3}}});
-  ASSERT_TRUE(SendFrame(*worker, MsgType::kHeartbeat, {{"stages", stages}},
-                        Deadline::After(kWait)).ok());
+  ASSERT_TRUE(
+      SendFrame(*worker, MsgType::kHeartbeat, {{"stages", stages}}, Deadline::After(kWait)).ok());
   // A request after the heartbeat is answered only once the heartbeat was handled.
   ASSERT_EQ(Ask(*worker, MsgType::kGetSplit, nlohmann::json::object()).type, MsgType::kAssign);
   auto summary = server_->Summary();

@@ -370,7 +370,7 @@ TEST(CoordinatorStateTest, GivenAResumeAtAKeyThatContradictsTheRunThenItIsRefuse
   refused(4, {0, 4}, "which has 3 batches in this run");
   refused(2, {3, 0}, "which has 2 splits in this run");
   refused(1, {1, 2}, "inconsistent");
-  EXPECT_FALSE(state.EpochTouched());  // nothing was changed
+  EXPECT_FALSE(state.EpochTouched());                                         // nothing was changed
   EXPECT_EQ(state.ResumeAt(0, 1, 0, {0, 0}).code(), Code::kInvalidArgument);  // another epoch
 }
 

@@ -55,8 +55,7 @@ TEST(JsonTest, TypedReadsNameThePathAndWhatWasExpected) {
   EXPECT_EQ(nums.status().message(),
             "p.json: $.stages[0].size: expected an array of 2 numbers, got \"224\"");
   EXPECT_FALSE(root.Int("seed").ok());
-  EXPECT_EQ(root.Get("missing").status().message(),
-            "p.json: $: missing required key \"missing\"");
+  EXPECT_EQ(root.Get("missing").status().message(), "p.json: $: missing required key \"missing\"");
   EXPECT_EQ(*root.IntOr("absent", 7), 7);
 }
 
@@ -118,7 +117,10 @@ TEST(FileUtilTest, TempDirUnderAMissingTmpdirIsAnIoErrorNamingIt) {
   std::string saved = old ? old : "";
   setenv("TMPDIR", "/nonexistent-goldminer-dir", 1);
   Result<TempDir> dir = TempDir::Make("x-");
-  if (old) setenv("TMPDIR", saved.c_str(), 1); else unsetenv("TMPDIR");
+  if (old)
+    setenv("TMPDIR", saved.c_str(), 1);
+  else
+    unsetenv("TMPDIR");
   ASSERT_FALSE(dir.ok());
   EXPECT_EQ(dir.status().code(), Code::kIoError);
   EXPECT_NE(dir.status().message().find("/nonexistent-goldminer-dir/x-"), std::string::npos);

@@ -9,9 +9,9 @@
 #include <set>
 
 #include "core/json.h"
+#include "tests/unit/test_util.h"
 #include "worker/pipeline.h"
 #include "worker/sinks.h"
-#include "tests/unit/test_util.h"
 
 namespace gm {
 namespace {
@@ -61,7 +61,8 @@ class EngineTest : public ::testing::Test {
     for (int c = 0; c < copies; ++c) {
       for (int i = 0; i < 6; ++i) {
         std::string cls = i % 2 ? "cats" : "dogs";
-        std::string name = "corpus/" + cls + "/" + std::to_string(c) + "_" + std::to_string(i) + ".jpg";
+        std::string name =
+            "corpus/" + cls + "/" + std::to_string(c) + "_" + std::to_string(i) + ".jpg";
         dir_.Write(name, testing::ReadAll(Fixture("photo" + std::to_string(i) + ".jpg")));
       }
     }
@@ -425,8 +426,8 @@ TEST(RunSplitTest, GivenEachSplitThenItsBatchesEqualThoseOfTheWholeEpoch) {
   for (int c = 0; c < 4; ++c) {
     for (int i = 0; i < 6; ++i) {
       dir.Write("corpus/" + std::to_string(c) + "_" + std::to_string(i) + ".jpg",
-                testing::ReadAll(testing::SourcePath("tests/data/engine/photo" +
-                                                     std::to_string(i) + ".jpg")));
+                testing::ReadAll(
+                    testing::SourcePath("tests/data/engine/photo" + std::to_string(i) + ".jpg")));
     }
   }
   // Add bad files so skipped samples move batch boundaries inside splits.
@@ -475,8 +476,8 @@ TEST(RunSplitTest, GivenABatchWindowThenOnlyThoseBatchesAreDelivered) {
   testing::TempDir dir;
   for (int i = 0; i < 12; ++i) {
     dir.Write("corpus/" + std::to_string(10 + i) + ".jpg",
-              testing::ReadAll(testing::SourcePath("tests/data/engine/photo" +
-                                                   std::to_string(i % 6) + ".jpg")));
+              testing::ReadAll(
+                  testing::SourcePath("tests/data/engine/photo" + std::to_string(i % 6) + ".jpg")));
   }
   auto spec = nlohmann::json::parse(R"({"version": 1,
       "source": {"type": "files", "root": "corpus"},

@@ -8,8 +8,8 @@
 
 #include "core/json.h"
 #include "core/paths.h"
-#include "worker/subprocess.h"
 #include "tests/unit/test_util.h"
+#include "worker/subprocess.h"
 
 namespace gm {
 namespace {
@@ -137,7 +137,8 @@ TEST_F(ExecOpTest, GivenStageReturningArrayWhenAppliedThenTensorIsFloat32) {
 
 TEST_F(ExecOpTest, GivenPoolOfTwoWhenManyThreadsApplyThenEachSampleGetsItsOwnResult) {
   auto op = Make(R"({"op":"exec","processes":2,
-                     "cmd":["/usr/bin/python3","-m","goldminer.stage","stages:reverse"]})", 8);
+                     "cmd":["/usr/bin/python3","-m","goldminer.stage","stages:reverse"]})",
+                 8);
   ASSERT_NE(op, nullptr);
   constexpr int kThreads = 4, kPerThread = 10;
   std::vector<std::vector<Sample>> results(kThreads);
@@ -145,7 +146,8 @@ TEST_F(ExecOpTest, GivenPoolOfTwoWhenManyThreadsApplyThenEachSampleGetsItsOwnRes
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kPerThread; ++i) {
-        Sample s = TextSample(static_cast<uint64_t>(t * 100 + i), "t" + std::to_string(t) + "-" + std::to_string(i));
+        Sample s = TextSample(static_cast<uint64_t>(t * 100 + i),
+                              "t" + std::to_string(t) + "-" + std::to_string(i));
         if (op->Apply(s, RunContext{}).ok()) results[t].push_back(std::move(s));
       }
     });
@@ -268,11 +270,14 @@ TEST_F(ExecOpTest, GivenMissingProgramThenErrorNamesIt) {
 TEST(ExecConfigTest, GivenBadStageJsonThenErrorsNameThePath) {
   auto bad = [](const std::string& text) {
     auto j = *ParseJson(text, "pipeline.json");
-    return OpRegistry::BuiltIn().Make(JsonNode(j, "pipeline.json", "$.stages[1]"), OpEnv{}).status();
+    return OpRegistry::BuiltIn()
+        .Make(JsonNode(j, "pipeline.json", "$.stages[1]"), OpEnv{})
+        .status();
   };
   EXPECT_NE(bad(R"({"op":"exec","cmd":[]})").message().find("$.stages[1].cmd"), std::string::npos);
-  EXPECT_NE(bad(R"({"op":"exec","cmd":["x"],"processes":0})").message().find("$.stages[1].processes"),
-            std::string::npos);
+  EXPECT_NE(
+      bad(R"({"op":"exec","cmd":["x"],"processes":0})").message().find("$.stages[1].processes"),
+      std::string::npos);
   EXPECT_NE(bad(R"({"op":"exec","cmd":["x"],"env":{"A":1}})").message().find("$.stages[1].env.A"),
             std::string::npos);
   EXPECT_NE(bad(R"({"op":"exec","cmd":["x"],"timeout":1})").message().find("unknown key"),

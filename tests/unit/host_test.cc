@@ -1,5 +1,7 @@
 // CPU lists and masks: parsing and printing lists as taskset writes them, the
 // checks against this process's CPUs, and children started on given CPUs.
+#include "core/host.h"
+
 #include <gtest/gtest.h>
 #include <sched.h>
 
@@ -8,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "core/host.h"
 #include "launcher/process.h"
 #include "tests/unit/test_util.h"
 

@@ -282,7 +282,7 @@ TEST(ImageOpsTest, GivenFlipNormalizeToTensorWhenFusedThenBitIdenticalToTheThree
       mirrored += w > 1 && !(c.tensor.bytes == px) ? 1 : 0;
     }
   }
-  EXPECT_GT(mirrored, 0);   // both outcomes were exercised
+  EXPECT_GT(mirrored, 0);  // both outcomes were exercised
   EXPECT_LT(mirrored, 36);
 }
 
@@ -301,11 +301,14 @@ TEST(ResizeTest, GivenAnyBoxAndScaleWhenResizedWithEachSimdLevelThenBytesEqualSc
     const ptrdiff_t stride = static_cast<ptrdiff_t>(w) * 3 + static_cast<ptrdiff_t>(next(9));
     std::vector<uint8_t> px(static_cast<size_t>(stride) * h);
     // Extremes (0 and 255) are common so that rounding and saturation are reached.
-    for (auto& b : px) b = next(4) == 0 ? static_cast<uint8_t>(255 * next(2)) : static_cast<uint8_t>(next(256));
+    for (auto& b : px)
+      b = next(4) == 0 ? static_cast<uint8_t>(255 * next(2)) : static_cast<uint8_t>(next(256));
     const double x0 = static_cast<double>(next(static_cast<uint64_t>(w) * 8)) / 16.0;
     const double y0 = static_cast<double>(next(static_cast<uint64_t>(h) * 8)) / 16.0;
-    const double x1 = std::min<double>(w, x0 + 0.5 + static_cast<double>(next(static_cast<uint64_t>(w) * 16)) / 16.0);
-    const double y1 = std::min<double>(h, y0 + 0.5 + static_cast<double>(next(static_cast<uint64_t>(h) * 16)) / 16.0);
+    const double x1 = std::min<double>(
+        w, x0 + 0.5 + static_cast<double>(next(static_cast<uint64_t>(w) * 16)) / 16.0);
+    const double y1 = std::min<double>(
+        h, y0 + 0.5 + static_cast<double>(next(static_cast<uint64_t>(h) * 16)) / 16.0);
     const int out_w = 1 + static_cast<int>(next(round % 3 == 0 ? 500 : 230));
     const int out_h = 1 + static_cast<int>(next(60));
     const RgbView view{px.data(), w, h, stride};
@@ -315,9 +318,9 @@ TEST(ResizeTest, GivenAnyBoxAndScaleWhenResizedWithEachSimdLevelThenBytesEqualSc
     for (ResizeIsa isa : {ResizeIsa::kBest, ResizeIsa::kAvx512, ResizeIsa::kAvx2}) {
       std::vector<uint8_t> simd(scalar.size());
       ResizeBilinear(view, box, out_w, out_h, simd.data(), isa);
-      ASSERT_EQ(simd, scalar) << "isa " << static_cast<int>(isa) << ": " << w << "x" << h
-                              << " box " << x0 << "," << y0 << "," << x1 << "," << y1 << " to "
-                              << out_w << "x" << out_h;
+      ASSERT_EQ(simd, scalar) << "isa " << static_cast<int>(isa) << ": " << w << "x" << h << " box "
+                              << x0 << "," << y0 << "," << x1 << "," << y1 << " to " << out_w << "x"
+                              << out_h;
     }
     ++compared;
   }
@@ -327,8 +330,8 @@ TEST(ResizeTest, GivenAnyBoxAndScaleWhenResizedWithEachSimdLevelThenBytesEqualSc
 TEST(ResizeTest, GivenAnySizeAndAlignmentWhenCopiedStreamingThenBytesEqualMemcpy) {
   std::vector<uint8_t> src(300000), dst(300000 + 64);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);
-  for (size_t bytes : {size_t{0}, size_t{1}, size_t{31}, size_t{4095}, size_t{4096},
-                       size_t{4097}, size_t{150528}, size_t{150528 + 77}}) {
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{31}, size_t{4095}, size_t{4096}, size_t{4097},
+                       size_t{150528}, size_t{150528 + 77}}) {
     for (size_t misalign : {size_t{0}, size_t{1}, size_t{17}, size_t{31}}) {
       std::fill(dst.begin(), dst.end(), uint8_t{0xAB});
       CopyStreaming(dst.data() + misalign, src.data() + 3, bytes);
@@ -597,8 +600,8 @@ namespace {
 // decode stops early, so the end-of-image check is what catches it.
 TEST(FusedDecodeTest, GivenATruncatedJpegThenEveryCropReportsItCorrupt) {
   std::string truncated = testing::ReadAll(testing::SourcePath("tests/data/engine/truncated.jpg"));
-  auto stages = nlohmann::json::parse(
-      R"([{"op": "decode_jpeg"}, {"op": "center_crop", "size": [8, 8]}])");
+  auto stages =
+      nlohmann::json::parse(R"([{"op": "decode_jpeg"}, {"op": "center_crop", "size": [8, 8]}])");
   JsonNode root(stages, "test.json");
   std::unique_ptr<Op> decode = *OpRegistry::BuiltIn().Make(*root.At(0), OpEnv{});
   std::unique_ptr<Op> crop = *OpRegistry::BuiltIn().Make(*root.At(1), OpEnv{});
@@ -635,9 +638,9 @@ std::pair<std::unique_ptr<Op>, std::unique_ptr<Op>> NormalizeThenToTensor() {
 TEST(FusedNormalizeTest, GivenUint8ImageThenOnePassEqualsNormalizeThenToTensorBitForBit) {
   auto [normalize, to_tensor] = NormalizeThenToTensor();
   Sample a;
-  ASSERT_TRUE(DecodeJpeg(testing::ReadAll(testing::SourcePath("tests/data/engine/photo1.jpg")),
-                         a.tensor)
-                  .ok());
+  ASSERT_TRUE(
+      DecodeJpeg(testing::ReadAll(testing::SourcePath("tests/data/engine/photo1.jpg")), a.tensor)
+          .ok());
   a.layout = Layout::kHWC;
   Sample b = a;
   ASSERT_TRUE(normalize->Apply(a, RunContext{}).ok());
@@ -684,7 +687,8 @@ TEST(FusedNormalizeTest, GivenASlotInABatchBufferThenTheTensorIsWrittenThereWith
 }
 
 TEST(ImageOpsTest, GivenASlotInABatchBufferThenToTensorWritesThereWithTheSameBytes) {
-  std::unique_ptr<Op> to_tensor = MakeOp(R"({"op": "to_tensor", "layout": "CHW", "dtype": "uint8"})");
+  std::unique_ptr<Op> to_tensor =
+      MakeOp(R"({"op": "to_tensor", "layout": "CHW", "dtype": "uint8"})");
   ASSERT_NE(to_tensor, nullptr);
   Sample own = RgbSample(5, 7, Pattern7x5());
   Sample lent = own;

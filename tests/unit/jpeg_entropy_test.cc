@@ -4,12 +4,11 @@
 #include "worker/jpeg_entropy.h"
 
 #include <gtest/gtest.h>
-
-#include <cstdio>
 #include <jpeglib.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 #include <string>
 #include <vector>
@@ -22,18 +21,18 @@ namespace {
 
 struct Layout {
   const char* name;
-  int components;  // 1 (grayscale) or 3 (YCbCr)
-  int h_samp, v_samp;  // of the luma component; chroma has 1x1
+  int components;             // 1 (grayscale) or 3 (YCbCr)
+  int h_samp, v_samp;         // of the luma component; chroma has 1x1
   unsigned restart_interval;  // in MCUs; 0: no restart markers
   bool optimize;  // image-specific Huffman tables (long codes) instead of the standard ones
   int quality;
 };
 
 const Layout kLayouts[] = {
-    {"420", 3, 2, 2, 0, false, 90},       {"422", 3, 2, 1, 0, false, 90},
-    {"444", 3, 1, 1, 0, false, 90},       {"440", 3, 1, 2, 0, false, 75},
-    {"gray", 1, 1, 1, 0, false, 90},      {"420_q100_opt", 3, 2, 2, 0, true, 100},
-    {"420_q30_opt", 3, 2, 2, 0, true, 30}, {"420_rst1", 3, 2, 2, 1, false, 90},
+    {"420", 3, 2, 2, 0, false, 90},         {"422", 3, 2, 1, 0, false, 90},
+    {"444", 3, 1, 1, 0, false, 90},         {"440", 3, 1, 2, 0, false, 75},
+    {"gray", 1, 1, 1, 0, false, 90},        {"420_q100_opt", 3, 2, 2, 0, true, 100},
+    {"420_q30_opt", 3, 2, 2, 0, true, 30},  {"420_rst1", 3, 2, 2, 1, false, 90},
     {"444_rst7_opt", 3, 1, 1, 7, true, 95}, {"gray_rst3", 1, 1, 1, 3, false, 90},
 };
 
@@ -47,8 +46,7 @@ struct Pixels {
 const Pixels& Photo() {
   static const Pixels photo = [] {
     Tensor t;
-    std::string jpeg =
-        testing::ReadAll(testing::SourcePath("tests/data/images/photo_500x375.jpg"));
+    std::string jpeg = testing::ReadAll(testing::SourcePath("tests/data/images/photo_500x375.jpg"));
     EXPECT_TRUE(DecodeJpeg(jpeg, t).ok());
     Pixels p;
     p.width = 493;
@@ -84,8 +82,8 @@ std::string Encode(const Pixels& p, const Layout& l) {
   c.optimize_coding = l.optimize ? TRUE : FALSE;
   jpeg_start_compress(&c, TRUE);
   while (c.next_scanline < c.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(p.rgb.data()) +
-                   static_cast<size_t>(c.next_scanline) * p.width * 3;
+    JSAMPROW row =
+        const_cast<uint8_t*>(p.rgb.data()) + static_cast<size_t>(c.next_scanline) * p.width * 3;
     jpeg_write_scanlines(&c, &row, 1);
   }
   jpeg_finish_compress(&c);
@@ -133,8 +131,7 @@ struct Outcome {
   bool fast = false;
 };
 
-Outcome Decode(const std::string& jpeg, JpegEntropy which, int scale, int x, int y, int w,
-               int h) {
+Outcome Decode(const std::string& jpeg, JpegEntropy which, int scale, int x, int y, int w, int h) {
   SetJpegEntropy(which);
   Outcome o;
   JpegDecoder decoder(jpeg);
@@ -161,7 +158,7 @@ TEST_P(EveryLayout, GivenValidImageWhenDecodedAtAnyScaleAndRegionThenPixelsEqual
   // Whole images at every DCT scale (1/8 stores no AC coefficients), and
   // regions: libjpeg skips the rows above (decoding them without storing) and
   // crops the columns.
-  const Box boxes[] = {{8, 0, 0, 9999, 9999}, {4, 0, 0, 9999, 9999}, {2, 0, 0, 9999, 9999},
+  const Box boxes[] = {{8, 0, 0, 9999, 9999}, {4, 0, 0, 9999, 9999},  {2, 0, 0, 9999, 9999},
                        {1, 0, 0, 9999, 9999}, {8, 101, 67, 224, 150}, {8, 0, 200, 80, 171},
                        {4, 33, 40, 60, 50},   {8, 300, 0, 193, 9999}};
   for (const Box& b : boxes) {
@@ -200,8 +197,8 @@ TEST(JpegEntropyTest, GivenOptimizedTablesThenCodesLongerThanTheLookupWindowAreD
 }
 
 TEST(JpegEntropyTest, GivenRealPhotosThenPixelsEqualLibjpegs) {
-  for (const char* name : {"photo_500x375.jpg", "photo_333x251_444.jpg", "gray_160x120.jpg",
-                           "cmyk_64x48.jpg"}) {
+  for (const char* name :
+       {"photo_500x375.jpg", "photo_333x251_444.jpg", "gray_160x120.jpg", "cmyk_64x48.jpg"}) {
     SCOPED_TRACE(name);
     const std::string jpeg =
         testing::ReadAll(testing::SourcePath(std::string("tests/data/images/") + name));
@@ -285,8 +282,9 @@ bool IsExtraneousBytes(const std::string& message) {
 }
 
 bool IsFillBeforeStuffedZero(const std::string& message) {
-  return message == "corrupt JPEG: Corrupt JPEG data: fill bytes (FF FF) before a stuffed zero "
-                    "in the scan data";
+  return message ==
+         "corrupt JPEG: Corrupt JPEG data: fill bytes (FF FF) before a stuffed zero "
+         "in the scan data";
 }
 
 void ExpectSameOutcome(const Layout& layout, uint32_t seed) {

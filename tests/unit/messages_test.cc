@@ -47,7 +47,8 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
   for (const json& bad : {json("x"), json::array({-1}), json::array({kMaxCreditReleases}),
                           json(std::vector<int>(kMaxCreditReleases + 1, 0))}) {
     EXPECT_NE(Refusal(CreditMsg::Decode({{"n", 1}, {"release", bad}})).find("$.release"),
-              std::string::npos) << bad;
+              std::string::npos)
+        << bad;
   }
   ResumeMsg resume;
   resume.epoch = 1;
@@ -59,9 +60,11 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
   // Both of split_index and split_batch, or neither; each in range.
   EXPECT_EQ(ResumeMsg::Decode({{"epoch", 1}, {"position", 9}, {"split_index", 4}}).status().code(),
             Code::kCorrupt);
-  EXPECT_EQ(ResumeMsg::Decode({{"epoch", 1}, {"position", 9}, {"split_index", -1},
-                               {"split_batch", 0}}).status().code(),
-            Code::kCorrupt);
+  EXPECT_EQ(
+      ResumeMsg::Decode({{"epoch", 1}, {"position", 9}, {"split_index", -1}, {"split_batch", 0}})
+          .status()
+          .code(),
+      Code::kCorrupt);
   EXPECT_EQ(GetPlanMsg::Decode(GetPlanMsg{5}.Encode())->epoch, 5u);
   EXPECT_EQ(RegisterMsg::Decode(RegisterMsg{"10.0.0.1:4000", "", "", ""}.Encode())->data_addr,
             "10.0.0.1:4000");
@@ -72,8 +75,9 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
   EXPECT_EQ(p->host, "cpu1");
   EXPECT_EQ(p->tag, "7");
   EXPECT_EQ(p->step, "12.3");
-  EXPECT_EQ(RegisterMsg::Decode({{"data_addr", "a:1"}, {"tag", std::string(257, 'x')}}).status().code(),
-            Code::kCorrupt);
+  EXPECT_EQ(
+      RegisterMsg::Decode({{"data_addr", "a:1"}, {"tag", std::string(257, 'x')}}).status().code(),
+      Code::kCorrupt);
   EXPECT_EQ(RegisterMsg::Decode({{"data_addr", "a:1"}, {"host", "a\nb"}}).status().code(),
             Code::kCorrupt);
   EXPECT_EQ(RegisterMsg::Decode({{"data_addr", "a:1"}, {"step", 12}}).status().code(),
@@ -95,8 +99,9 @@ TEST(MessagesTest, GivenFieldsOfTheWrongTypeOrRangeThenCorruptNamingMessageAndFi
                         {{"epoch", 0}, {"split", 1}, {"batch_count", 1}, {"stages", "x"}}))
                 .find("$.stages"),
             std::string::npos);
-  EXPECT_NE(Refusal(AckMsg::Decode({{"epoch", 0}, {"batches", {{1}}}})).find("[split, split_batch]"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal(AckMsg::Decode({{"epoch", 0}, {"batches", {{1}}}})).find("[split, split_batch]"),
+      std::string::npos);
   EXPECT_NE(Refusal(AckMsg::Decode({{"epoch", 0}, {"batches", {{1, -2}}}})).find("ACK"),
             std::string::npos);
   json many = json::array();
@@ -132,7 +137,8 @@ TEST(MessagesTest, GivenTheCoordinatorsRepliesWhenDecodedThenTheyRoundTripAndBad
   EXPECT_NE(Refusal(SubscribedMsg::Decode(bad_seed)).find("$.seed"), std::string::npos);
   json no_ticket = sub.Encode();
   no_ticket["ticket"] = "short";
-  EXPECT_NE(Refusal(SubscribedMsg::Decode(no_ticket)).find("SUBSCRIBED: $.ticket"), std::string::npos);
+  EXPECT_NE(Refusal(SubscribedMsg::Decode(no_ticket)).find("SUBSCRIBED: $.ticket"),
+            std::string::npos);
   json session0 = sub.Encode();
   session0["session"] = 0;
   EXPECT_NE(Refusal(SubscribedMsg::Decode(session0)).find("$.session"), std::string::npos);
@@ -173,7 +179,8 @@ TEST(MessagesTest, GivenTheCoordinatorsRepliesWhenDecodedThenTheyRoundTripAndBad
   EXPECT_EQ(a->split, 12u);
   EXPECT_EQ(a->end_batch, 5);
   EXPECT_EQ(AssignMsg::Decode({{"kind", "epoch_done"}})->kind, AssignMsg::Kind::kEpochDone);
-  EXPECT_NE(Refusal(AssignMsg::Decode({{"kind", "dance"}})).find("ASSIGN: $.kind"), std::string::npos);
+  EXPECT_NE(Refusal(AssignMsg::Decode({{"kind", "dance"}})).find("ASSIGN: $.kind"),
+            std::string::npos);
   json backwards = assign.Encode();
   backwards["end_batch"] = 1;  // before start_batch 2
   EXPECT_NE(Refusal(AssignMsg::Decode(backwards)).find("$.end_batch"), std::string::npos);
@@ -186,14 +193,16 @@ TEST(MessagesTest, GivenTheCoordinatorsRepliesWhenDecodedThenTheyRoundTripAndBad
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->splits, plan.splits);
   EXPECT_EQ(p->workers, plan.workers);
-  EXPECT_EQ(PlanMsg::Decode({{"epoch", 2}, {"end", true}, {"epochs", 2}})->kind, PlanMsg::Kind::kEnd);
+  EXPECT_EQ(PlanMsg::Decode({{"epoch", 2}, {"end", true}, {"epochs", 2}})->kind,
+            PlanMsg::Kind::kEnd);
   EXPECT_NE(Refusal(PlanMsg::Decode({{"epoch", 0}, {"splits", {{1, -2}}}})).find("PLAN: $.splits"),
             std::string::npos);
   EXPECT_NE(Refusal(PlanMsg::Decode({{"epoch", 0}, {"splits", json::array()}, {"workers", {7}}}))
                 .find("$.workers"),
             std::string::npos);
-  EXPECT_NE(Refusal(PlanMsg::Decode({{"epoch", 0}, {"end", true}, {"done", true}})).find("at most one"),
-            std::string::npos);
+  EXPECT_NE(
+      Refusal(PlanMsg::Decode({{"epoch", 0}, {"end", true}, {"done", true}})).find("at most one"),
+      std::string::npos);
   EXPECT_EQ(WorkersMsg::Decode(WorkersMsg{{"a:1", "b:2"}}.Encode())->workers.size(), 2u);
   EXPECT_EQ(ErrorMsg::Decode({{"message", 5}}).message, "(no message)");
 }

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "core/plan.h"
-#include "core/sqlite_run_store.h"
 #include "core/run_store_fake.h"
+#include "core/sqlite_run_store.h"
 #include "planner/cluster.h"
 #include "planner/divide.h"
 #include "planner/model.h"
@@ -513,8 +513,8 @@ TEST(ClusterTest, NodeStates) {
     n.state = s;
     EXPECT_TRUE(n.usable()) << s;
   }
-  for (const char* s : {"down", "down*", "idle*", "idle+drain", "drained", "mixed+drain",
-                        "unknown", "idle~", "future", "idle+maint", ""}) {
+  for (const char* s : {"down", "down*", "idle*", "idle+drain", "drained", "mixed+drain", "unknown",
+                        "idle~", "future", "idle+maint", ""}) {
     n.state = s;
     EXPECT_FALSE(n.usable()) << s;
   }
@@ -595,7 +595,8 @@ void ChecksPlansAreRecorded(Store& store) {
   EXPECT_EQ(plan->sources.profile_sha256, ProfileDigest(TestProfile(400)));
   EXPECT_EQ(*store.FindProfile(plan->sources.profile_sha256), std::optional<int64_t>(*profile_id));
   EXPECT_EQ((*list)[0].sha256, PlanDigest(*plan));
-  EXPECT_EQ(PlanDigest(*PlanFromJson(doc, "stored")), PlanDigest(*plan)) << "read back, same digest";
+  EXPECT_EQ(PlanDigest(*PlanFromJson(doc, "stored")), PlanDigest(*plan))
+      << "read back, same digest";
   EXPECT_EQ(*store.FindPlan(PlanDigest(*plan)), std::optional<int64_t>(*id));
   EXPECT_EQ(*store.FindPlan("0000"), std::nullopt);
   EXPECT_EQ(store.GetPlan(*id)->json, (*list)[0].json);

@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "dataplane/socket.h"
 #include "test_util.h"
 #include "tests/unit/socket_pair.h"
-#include "dataplane/socket.h"
 
 namespace gm {
 namespace {
@@ -42,9 +42,7 @@ std::vector<uint8_t> Pattern(size_t size, uint32_t seed) {
   return out;
 }
 
-iovec Iov(const std::vector<uint8_t>& v) {
-  return {const_cast<uint8_t*>(v.data()), v.size()};
-}
+iovec Iov(const std::vector<uint8_t>& v) { return {const_cast<uint8_t*>(v.data()), v.size()}; }
 
 // Sends `bytes` raw on `socket` and closes its write side.
 void SendRaw(Socket& socket, std::string bytes) {
@@ -71,9 +69,8 @@ void ExpectFrameRoundTrip(Connection& c) {
   std::vector<iovec> payload{Iov(a), {nullptr, 0}, Iov(b), Iov(d)};
   nlohmann::json meta = {{"split", 7}, {"name", "shard-000.tar"}, {"list", {1, 2, 3}}};
   Status sent;
-  std::thread sender([&] {
-    sent = SendFrame(c.client, MsgType::kAssign, meta, payload, Deadline::After(kWait));
-  });
+  std::thread sender(
+      [&] { sent = SendFrame(c.client, MsgType::kAssign, meta, payload, Deadline::After(kWait)); });
   auto frame = RecvFrame(c.server, FrameLimits{}, Deadline::After(kWait));
   sender.join();
   ASSERT_TRUE(sent.ok()) << sent.message();
@@ -212,7 +209,7 @@ std::vector<BadFrame> BadFrames() {
       {"unknown type", Header(2, 99, 2, 0) + "{}", "unknown frame type 99"},
       {"meta too long", Header(2, 26, (1u << 20) + 1, 0),
        "frame meta of 1048577 bytes exceeds the limit of 1048576"},
-      {"payload over limit", Header(2, 26, 2, 5000000000), 
+      {"payload over limit", Header(2, 26, 2, 5000000000),
        "frame payload of 5000000000 bytes exceeds the limit of 268435456"},
       {"meta not JSON", Header(2, 26, 5, 0) + "{nope", "not valid UTF-8 JSON"},
       {"meta array", Header(2, 26, 7, 0) + "[1,2,3]", "frame meta is JSON array"},
@@ -347,8 +344,8 @@ TEST(ProtocolTest, GivenStaleOrForeignFileAtSocketPath_WhenListening_ThenReplace
 
 TEST(ProtocolTest, GivenNonObjectMeta_WhenSending_ThenInvalidArgument) {
   Connection c = TcpPair();
-  Status sent = SendFrame(c.client, MsgType::kAck, nlohmann::json::array({1}),
-                          Deadline::After(kWait));
+  Status sent =
+      SendFrame(c.client, MsgType::kAck, nlohmann::json::array({1}), Deadline::After(kWait));
   EXPECT_EQ(sent.code(), Code::kInvalidArgument);
   EXPECT_FALSE(EncodeFrame(MsgType::kAck, 3).ok());
 }
@@ -369,7 +366,10 @@ TEST(ProtocolTest, GivenInconsistentBatchMeta_WhenDecoded_ThenCorruptNamingTheFi
       {"layout", [](nlohmann::json& m) { m["layout"] = 1; }, "\"layout\" must be a string"},
       {"epoch", [](nlohmann::json& m) { m["epoch"] = -1; }, "\"epoch\" must be"},
       {"missing", [](nlohmann::json& m) { m.erase("split"); }, "missing \"split\""},
-      {"overflow", [](nlohmann::json& m) { m["shape"] = {4, uint64_t{1} << 62, 1 << 20}; },
+      {"overflow",
+       [](nlohmann::json& m) {
+         m["shape"] = {4, uint64_t{1} << 62, 1 << 20};
+       },
        "overflows"},
       // 0 bytes, but the other dimensions multiply past 2^63 (strided code wraps).
       {"overflow past a zero",

@@ -1,18 +1,17 @@
 // Tests of the report renderers (reports/report.h) on models built by hand: the
 // summary's figures, downsampling that keeps peaks, escaping of everything a user
 // wrote, the charts' points, and golden text and JSON.
-#include "reports/report.h"
-
 #include <gtest/gtest.h>
-
-#include "profiler/verdict.h"
-#include "reports/profile_text.h"
-#include "tests/unit/profile_fixture.h"
 
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "profiler/verdict.h"
+#include "reports/profile_text.h"
+#include "reports/report.h"
+#include "tests/unit/profile_fixture.h"
 
 namespace gm::reports {
 namespace {
@@ -55,7 +54,8 @@ RunModel SmallRun() {
   e.run_id = m.run.id;
   e.t_utc = "2026-11-30T10:00:04Z";
   e.kind = "scale";
-  e.message = "2 -> 3 workers: data wait 40% above 10% (100 samples/s, data wait 40%): adding a worker";
+  e.message =
+      "2 -> 3 workers: data wait 40% above 10% (100 samples/s, data wait 40%): adding a worker";
   m.events.push_back(e);
   StageProfile decode;
   decode.index = 0;
@@ -80,7 +80,8 @@ TEST(ReportsTest, GivenARunThenTheSummaryIsTimeWeighted) {
   stale.run.status = "running";
   stale.run.heartbeat_utc = "2026-11-30T10:00:09Z";
   stale.stale = true;
-  EXPECT_EQ(Summarize(stale).outcome, "did not finish (no sign of life since 2026-11-30T10:00:09Z)");
+  EXPECT_EQ(Summarize(stale).outcome,
+            "did not finish (no sign of life since 2026-11-30T10:00:09Z)");
   RunModel failed = SmallRun();
   failed.run.status = "failed";
   failed.run.exit_code = 3;
@@ -142,9 +143,11 @@ TEST(ReportsTest, GivenARunThenEachChartHasItsPointsAndTheDecisionsAreMarkedWith
   r.runs.push_back(SmallRun());
   const std::string html = RenderHtml(r);
   EXPECT_NE(html.find("id=\"chart-throughput-0\" data-points=\"5\""), std::string::npos);
-  EXPECT_NE(html.find("id=\"chart-workers-0\" data-points=\"5\" data-decisions=\"1\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"chart-workers-0\" data-points=\"5\" data-decisions=\"1\""),
+            std::string::npos);
   EXPECT_NE(html.find("id=\"chart-stages-0\" data-bars=\"1\""), std::string::npos);
-  EXPECT_EQ(Count(html, "<g class=\"decision\"><title>2026-11-30T10:00:04Z: 2 -&gt; 3 workers"), 1u);
+  EXPECT_EQ(Count(html, "<g class=\"decision\"><title>2026-11-30T10:00:04Z: 2 -&gt; 3 workers"),
+            1u);
   EXPECT_EQ(Count(html, "<tr><td class=\"num\">0</td><td>cpu1</td><td>4712.1</td>"), 1u);
 }
 
@@ -206,7 +209,7 @@ TEST(ReportsTest, GivenAProfileThenItsVerdictFollowsTheStallAndItsPageHasItsPart
   EXPECT_EQ(ClassifyProfile(p).verdict, Verdict::kInputBound);
   p.trainer->stall_fraction = 0.05;  // at the threshold: not above it
   EXPECT_EQ(ClassifyProfile(p).verdict, Verdict::kComputeBound);
-  p.trainer->gpu.available = true;   // with a GPU, its input stall decides
+  p.trainer->gpu.available = true;  // with a GPU, its input stall decides
   p.trainer->gpu.stall_fraction = 0.4;
   SetVerdict(p);
   EXPECT_EQ(p.verdict, "input-bound");

@@ -28,11 +28,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // `end_s`; workers take `start_s` to register. Rates may change mid-run (`at`).
 class World {
  public:
-  double per_worker = 100;   // samples/s one worker makes
-  double pipeline_cap = kInf;  // what all workers together can make (a shared limit)
-  double trainer_rate = 1000;  // samples/s the trainer can take
-  double start_s = 0;          // seconds a new worker takes to register
-  double end_s = 300;          // when the trainer exits (0)
+  double per_worker = 100;                 // samples/s one worker makes
+  double pipeline_cap = kInf;              // what all workers together can make (a shared limit)
+  double trainer_rate = 1000;              // samples/s the trainer can take
+  double start_s = 0;                      // seconds a new worker takes to register
+  double end_s = 300;                      // when the trainer exits (0)
   std::function<void(World&, double)> at;  // called with the run's time at each sample
 
   FakeClock clock{0};
@@ -157,13 +157,11 @@ AutoscalerOptions Options(int min_workers, int max_workers) {
   return a;
 }
 
-bool StartsWith(const std::string& s, const std::string& prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 
 int CountPrefix(const std::vector<std::string>& events, const std::string& prefix) {
-  return static_cast<int>(std::count_if(events.begin(), events.end(),
-                                        [&](const std::string& e) { return StartsWith(e, prefix); }));
+  return static_cast<int>(std::count_if(
+      events.begin(), events.end(), [&](const std::string& e) { return StartsWith(e, prefix); }));
 }
 
 TEST(RunLoopTest, GivenAnInputBoundRunThenWorkersAreAddedUpToTheMostAllowed) {
@@ -191,7 +189,8 @@ TEST(RunLoopTest, GivenATrainerBoundRunThenAWorkerIsDrainedNotReplacedAndNoneAdd
   EXPECT_TRUE(StartsWith(exits[0], "stopped at the end of the run")) << exits[0];
 }
 
-TEST(RunLoopTest, GivenAnAdditionThatDoesNotPayThenItIsDrainedAndACeilingHoldsUntilTheWorkloadMoves) {
+TEST(RunLoopTest,
+     GivenAnAdditionThatDoesNotPayThenItIsDrainedAndACeilingHoldsUntilTheWorkloadMoves) {
   World w;
   w.pipeline_cap = 100;  // a limit no worker count lifts (a shared disk, say)
   w.end_s = 200;
@@ -237,7 +236,8 @@ TEST(RunLoopTest, GivenARemovalThatCostsThenTheWorkerIsAddedBackAndRemovalsWaitT
       << "an undone removal is not followed by an addition";
 }
 
-TEST(RunLoopTest, GivenWorkersThatStartSlowlyThenNothingIsDecidedUntilTheyAreReadyAndAPeriodPassed) {
+TEST(RunLoopTest,
+     GivenWorkersThatStartSlowlyThenNothingIsDecidedUntilTheyAreReadyAndAPeriodPassed) {
   World w;
   w.start_s = 20;  // a slow start (a Slurm step, an interpreter)
   w.end_s = 80;

@@ -104,8 +104,8 @@ TEST(RunRecorderTest, StageCostsSumTheWorkersReportsByPosition) {
   const nlohmann::json b = nlohmann::json::parse(R"([
       {"name": "decode_jpeg+random_resized_crop", "count": 300, "cpu_s": 0.6, "wall_s": 0.7, "bytes_in": 1.5e7, "bytes_out": 4.5e7},
       {"name": "flip", "count": 300, "cpu_s": "lots", "wall_s": -4, "bytes_in": 4.5e7}])");
-  const std::vector<StageProfile> s = StageCostsFromReports({a, b, nlohmann::json("junk"),
-                                                             nlohmann::json::array({1, 2})});
+  const std::vector<StageProfile> s =
+      StageCostsFromReports({a, b, nlohmann::json("junk"), nlohmann::json::array({1, 2})});
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].name, "decode_jpeg+random_resized_crop");
   EXPECT_EQ(s[0].index, 0);

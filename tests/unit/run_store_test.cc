@@ -1,8 +1,5 @@
 // The run store: SqliteRunStore on real SQLite files in a per-test directory, and
 // the same contract run on both SqliteRunStore and the MemoryRunStore fake.
-#include "core/sqlite_run_store.h"
-#include "core/run_schema.h"
-
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -11,7 +8,9 @@
 #include <thread>
 #include <vector>
 
+#include "core/run_schema.h"
 #include "core/run_store_fake.h"
+#include "core/sqlite_run_store.h"
 #include "tests/unit/profile_fixture.h"
 #include "tests/unit/test_util.h"
 
@@ -213,10 +212,14 @@ TEST(SqliteRunStoreTest, AVersion2FileGetsTheDigestsOfItsProfilesAndPlans) {
   {  // What version 2 wrote: a profile and a plan from it, without digests.
     RawDb raw(path);
     raw.Exec(SchemaSqlUpTo(2) + "PRAGMA user_version = 2");
-    raw.Exec("INSERT INTO profiles (created_utc, host, verdict, input_bound_fraction, json) "
-             "VALUES ('2026-11-01T00:00:00Z', 'h', 'input-bound', 0.5, '" + profile + "')");
-    raw.Exec("INSERT INTO plans (created_utc, profile_id, json) VALUES "
-             "('2026-11-01T00:00:01Z', 1, '" + plan + "')");
+    raw.Exec(
+        "INSERT INTO profiles (created_utc, host, verdict, input_bound_fraction, json) "
+        "VALUES ('2026-11-01T00:00:00Z', 'h', 'input-bound', 0.5, '" +
+        profile + "')");
+    raw.Exec(
+        "INSERT INTO plans (created_utc, profile_id, json) VALUES "
+        "('2026-11-01T00:00:01Z', 1, '" +
+        plan + "')");
   }
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);

@@ -83,11 +83,12 @@ TEST(SampleFrameTest, GivenKnownSampleWhenEncodedThenBytesFollowTheDocumentedLay
   std::string body;
   body += std::string("\x01\0\0\0\0\0\0\0", 8) + std::string(8, '\xff');  // index 1, label -1
   body += std::string("\x01\0\0\0k", 5) + std::string(4, '\0') + std::string(4, '\0');
-  body += std::string(4, '\0');                                       // no fields
-  body += std::string("\x01\x01\x00\x01", 4);                         // tensor int32, none, 1-D
-  body += std::string("\x01\0\0\0\0\0\0\0", 8);                       // dims [1]
+  body += std::string(4, '\0');                  // no fields
+  body += std::string("\x01\x01\x00\x01", 4);    // tensor int32, none, 1-D
+  body += std::string("\x01\0\0\0\0\0\0\0", 8);  // dims [1]
   body += std::string("\x04\0\0\0\0\0\0\0", 8) + std::string("\x05\0\0\0", 4);
-  std::string header = "GMS1" + std::string(1, static_cast<char>(body.size())) + std::string(3, '\0');
+  std::string header =
+      "GMS1" + std::string(1, static_cast<char>(body.size())) + std::string(3, '\0');
   EXPECT_EQ(*EncodeSampleFrame(s), header + body);
 }
 
@@ -114,7 +115,8 @@ TEST(SampleFrameTest, GivenTruncatedFramesThenEveryPrefixFailsCleanly) {
   std::string frame = *EncodeSampleFrame(MakeSample());
   for (size_t n = kFrameHeaderBytes; n < frame.size(); ++n) {
     Sample s;
-    Status st = DecodeSampleBody(std::string_view(frame).substr(kFrameHeaderBytes, n - kFrameHeaderBytes), s);
+    Status st = DecodeSampleBody(
+        std::string_view(frame).substr(kFrameHeaderBytes, n - kFrameHeaderBytes), s);
     EXPECT_EQ(st.code(), Code::kCorrupt) << "prefix " << n;
   }
   auto length_mismatch = DecodeSampleFrame(frame.substr(0, frame.size() - 1));

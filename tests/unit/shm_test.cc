@@ -4,11 +4,10 @@
 #include "dataplane/shm.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
@@ -304,7 +303,8 @@ TEST_F(SameHostPortTest, GivenABatchCollatedInAReservedSegmentThenItIsSentInPlac
   EXPECT_EQ(server_->shm_batches_sent(), 1u);
 }
 
-TEST_F(SameHostPortTest, GivenAReservationDroppedUnsentThenItsSegmentAndDescriptorGoWithTheNextBatch) {
+TEST_F(SameHostPortTest,
+       GivenAReservationDroppedUnsentThenItsSegmentAndDescriptorGoWithTheNextBatch) {
   Socket s = Connect(true);
   {
     std::optional<Batch::External> into = ReserveFor(1);  // segment 0, never sent

@@ -6,11 +6,11 @@
 #include <stdlib.h>
 
 #include <algorithm>
-#include "launcher/process.h"
-
 #include <map>
 #include <string>
 #include <vector>
+
+#include "launcher/process.h"
 
 namespace gm {
 namespace {
@@ -90,10 +90,10 @@ TEST(SlurmJobTest, GivenNoJobIdThenThereIsNoJob) {
 }
 
 TEST(SlurmJobTest, GivenAPlainJobThenItHasOneComponentWithItsCpus) {
-  const std::optional<SlurmJob> job =
-      Env{{{"SLURM_JOB_ID", "12"}, {"SLURM_JOB_CPUS_PER_NODE", "4(x2)"},
-           {"SLURM_RESTART_COUNT", "2"}}}
-          .Read();
+  const std::optional<SlurmJob> job = Env{
+      {{"SLURM_JOB_ID", "12"},
+       {"SLURM_JOB_CPUS_PER_NODE", "4(x2)"},
+       {"SLURM_RESTART_COUNT", "2"}}}.Read();
   ASSERT_TRUE(job.has_value());
   EXPECT_EQ(job->job_id, "12");
   EXPECT_EQ(job->restart_count, 2);
@@ -105,11 +105,14 @@ TEST(SlurmJobTest, GivenAPlainJobThenItHasOneComponentWithItsCpus) {
 }
 
 TEST(SlurmJobTest, GivenAHeterogeneousJobThenEachComponentHasItsIdAndCpus) {
-  const std::optional<SlurmJob> job =
-      Env{{{"SLURM_JOB_ID", "20"}, {"SLURM_HET_SIZE", "2"}, {"SLURM_JOB_ID_HET_GROUP_0", "20"},
-           {"SLURM_JOB_ID_HET_GROUP_1", "21"}, {"SLURM_JOB_CPUS_PER_NODE_HET_GROUP_0", "2"},
-           {"SLURM_JOB_CPUS_PER_NODE_HET_GROUP_1", "4(x2)"}, {"SLURM_RESTART_COUNT", "junk"}}}
-          .Read();
+  const std::optional<SlurmJob> job = Env{
+      {{"SLURM_JOB_ID", "20"},
+       {"SLURM_HET_SIZE", "2"},
+       {"SLURM_JOB_ID_HET_GROUP_0", "20"},
+       {"SLURM_JOB_ID_HET_GROUP_1", "21"},
+       {"SLURM_JOB_CPUS_PER_NODE_HET_GROUP_0", "2"},
+       {"SLURM_JOB_CPUS_PER_NODE_HET_GROUP_1", "4(x2)"},
+       {"SLURM_RESTART_COUNT", "junk"}}}.Read();
   ASSERT_TRUE(job.has_value());
   EXPECT_TRUE(job->heterogeneous());
   EXPECT_EQ(job->restart_count, 0) << "junk reads as no restart";
@@ -133,8 +136,7 @@ TEST(SlurmJobTest, GivenAHeterogeneousJobThenEachComponentHasItsIdAndCpus) {
 }
 
 TEST(SlurmJobTest, GivenAWorkerRequestThenSrunMakesItAStepOfItsComponentAndNamesIt) {
-  const std::optional<SlurmJob> job =
-      Env{{{"SLURM_JOB_ID", "20"}, {"SLURM_HET_SIZE", "2"}}}.Read();
+  const std::optional<SlurmJob> job = Env{{{"SLURM_JOB_ID", "20"}, {"SLURM_HET_SIZE", "2"}}}.Read();
   ASSERT_TRUE(job.has_value());
   LaunchRequest r;
   r.role = ProcessRole::kWorker;
@@ -144,10 +146,23 @@ TEST(SlurmJobTest, GivenAWorkerRequestThenSrunMakesItAStepOfItsComponentAndNames
   r.argv = {"/opt/goldminer", "worker", "--coordinator", "h:1"};
   const std::vector<std::string> argv = SrunArgv(*job, r);
   const std::vector<std::string> want = {
-      "srun", "--exact", "--nodes=1", "--ntasks=1", "--cpus-per-task=3",
-      "--job-name=goldminer-worker", "--quiet", "--het-group=1", "--mem=6M", "/bin/sh", "-c",
+      "srun",
+      "--exact",
+      "--nodes=1",
+      "--ntasks=1",
+      "--cpus-per-task=3",
+      "--job-name=goldminer-worker",
+      "--quiet",
+      "--het-group=1",
+      "--mem=6M",
+      "/bin/sh",
+      "-c",
       "exec \"$@\" --step-name \"${SLURM_JOB_ID_HET_GROUP_1:-$SLURM_JOB_ID}.$SLURM_STEP_ID\"",
-      "sh", "/opt/goldminer", "worker", "--coordinator", "h:1"};
+      "sh",
+      "/opt/goldminer",
+      "worker",
+      "--coordinator",
+      "h:1"};
   EXPECT_EQ(argv, want);
   r.off_trainer_node = false;
   r.memory_bytes = 0;

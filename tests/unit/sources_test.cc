@@ -144,10 +144,11 @@ TEST_F(FilesSourceTest, GivenSymlinkedFoldersAndALoop_WhenOpened_ThenLinksAreRea
   fs::create_directory_symlink(dir_.path() + "/data", dir_.path() + "/data/dog/loop");
   // Two folders linking to each other: a loop through two links.
   fs::create_directories(dir_.path() + "/elsewhere/x");
-  fs::create_directory_symlink(dir_.path() + "/elsewhere/bird", dir_.path() + "/elsewhere/x/to_bird");
+  fs::create_directory_symlink(dir_.path() + "/elsewhere/bird",
+                               dir_.path() + "/elsewhere/x/to_bird");
   fs::create_directory_symlink(dir_.path() + "/elsewhere/x", dir_.path() + "/elsewhere/bird/to_x");
-  auto source = Make(R"({"type":"files","root":"data","pattern":"**/*.jpg","label":"parent_dir"})",
-                     env_);
+  auto source =
+      Make(R"({"type":"files","root":"data","pattern":"**/*.jpg","label":"parent_dir"})", env_);
   ASSERT_TRUE(source.ok()) << source.status().message();
   std::vector<std::string> keys;
   for (size_t i = 0; i < (*source)->splits().size(); ++i) {

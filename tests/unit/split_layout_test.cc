@@ -118,8 +118,8 @@ TEST(SplitLayoutTest, GivenAnUnknownSplitThenInvalidArgument) {
   EXPECT_EQ(st.code(), Code::kInvalidArgument);
 }
 
-Result<Pipeline> Load(const std::string& shuffle, const std::string& source =
-                          R"({"type": "range", "count": 100})") {
+Result<Pipeline> Load(const std::string& shuffle,
+                      const std::string& source = R"({"type": "range", "count": 100})") {
   auto doc = nlohmann::json::parse(R"({"version": 1, "source": )" + source +
                                    R"(, "stages": [], "batch": {"size": 10})" +
                                    (shuffle.empty() ? "" : R"(, "shuffle": )" + shuffle) + "}");
@@ -169,11 +169,10 @@ TEST(SplitLayoutTest, GivenABadShuffleKeyThenTheErrorNamesThePathAndWhatIsExpect
     const char* shuffle;
     const char* expected;
   };
-  for (const Case& c : {Case{"1", "true, false or an object"},
-                        Case{R"({"buffer": -1})", "$.shuffle.buffer"},
-                        Case{R"({"shards": 0})", "from 1 to 4096"},
-                        Case{R"({"shards": 5000})", "$.shuffle.shards"},
-                        Case{R"({"bufer": 4})", "bufer"}}) {
+  for (const Case& c :
+       {Case{"1", "true, false or an object"}, Case{R"({"buffer": -1})", "$.shuffle.buffer"},
+        Case{R"({"shards": 0})", "from 1 to 4096"}, Case{R"({"shards": 5000})", "$.shuffle.shards"},
+        Case{R"({"bufer": 4})", "bufer"}}) {
     auto p = Load(c.shuffle);
     ASSERT_FALSE(p.ok()) << c.shuffle;
     EXPECT_NE(p.status().message().find(c.expected), std::string::npos)

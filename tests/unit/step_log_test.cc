@@ -46,8 +46,8 @@ std::string OwnLogName() { return "steps." + std::to_string(::getpid()) + ".log"
 
 TEST(StepLogTest, GivenAWriterWhenItRecordsAndClosesThenTheReaderGetsTheSameSteps) {
   testing::TempDir dir;
-  const std::vector<StepRecord> steps = {{100, 250, 32}, {300, 300, 32}, {18446744073709551000u,
-                                                                          18446744073709551615u, 7}};
+  const std::vector<StepRecord> steps = {
+      {100, 250, 32}, {300, 300, 32}, {18446744073709551000u, 18446744073709551615u, 7}};
   {
     auto writer = StepLogWriter::Open(dir.path(), "goldminer");
     ASSERT_TRUE(writer.ok()) << writer.status().message();
@@ -74,15 +74,15 @@ TEST(StepLogTest, GivenAWriterWhenItRecordsAndClosesThenTheReaderGetsTheSameStep
 
 TEST(StepLogTest, GivenNoOverheadLineThenTheStepLinesCostsAreTheOverhead) {
   // A killed writer leaves no "O" line: each "S" line carries its predecessor's cost.
-  Result<StepLog> log = ParseStepLog(
-      std::string(kHeader) + "S 1 2 3 0\nS 4 5 3 1000\nS 6 7 3 3000\n", "f.log");
+  Result<StepLog> log =
+      ParseStepLog(std::string(kHeader) + "S 1 2 3 0\nS 4 5 3 1000\nS 6 7 3 3000\n", "f.log");
   ASSERT_TRUE(log.ok()) << log.status().message();
   EXPECT_EQ(log->steps.size(), 3u);
   EXPECT_EQ(log->overhead_records, 2u);
   EXPECT_NEAR(log->overhead_s, 4e-6, 1e-15);
   // With an "O" line, that line is the figure.
-  Result<StepLog> closed = ParseStepLog(
-      std::string(kHeader) + "S 1 2 3 0\nS 4 5 3 1000\nO 0.5 2\n", "f.log");
+  Result<StepLog> closed =
+      ParseStepLog(std::string(kHeader) + "S 1 2 3 0\nS 4 5 3 1000\nO 0.5 2\n", "f.log");
   ASSERT_TRUE(closed.ok()) << closed.status().message();
   EXPECT_EQ(closed->overhead_records, 2u);
   EXPECT_EQ(closed->overhead_s, 0.5);
@@ -171,7 +171,7 @@ TEST(StepLogTest, GivenSeveralLogsThenReadStepLogsSortsThemByPidAndSkipsOtherFil
   dir.Write("steps.3.log", "# goldminer step log 1 pid=3 source=goldminer\n");
   dir.Write("gpu.3.log", "not a step log");
   dir.Write("steps.json", "{}");
-  dir.Write("steps.7.log", "");                   // killed before its header
+  dir.Write("steps.7.log", "");                    // killed before its header
   dir.Write("steps.8.log", "# goldminer step l");  // killed while writing it
   auto logs = ReadStepLogs(dir.path());
   ASSERT_TRUE(logs.ok()) << logs.status().message();

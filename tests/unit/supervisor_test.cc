@@ -3,8 +3,6 @@
 // period then SIGKILL, and the end of a run. Time is a number the test moves.
 #include "launcher/supervisor.h"
 
-#include "tests/unit/fake_launcher.h"
-
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -13,6 +11,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "tests/unit/fake_launcher.h"
 
 namespace gm {
 namespace {
@@ -41,7 +41,8 @@ class SupervisorTest : public testing::Test {
   FakeLauncher launcher_{&clock_};
 };
 
-TEST_F(SupervisorTest, GivenACrashedWorkerThenItIsReplacedInItsSlotAtOnceThenAfterAGrowingDelayUpToTheBound) {
+TEST_F(SupervisorTest,
+       GivenACrashedWorkerThenItIsReplacedInItsSlotAtOnceThenAfterAGrowingDelayUpToTheBound) {
   Supervisor s(launcher_, Options());
   pid_t w = *s.Start(Worker(1));
   std::vector<double> delays;
@@ -123,8 +124,7 @@ TEST_F(SupervisorTest, GivenAStoppedProcessThatIgnoresSigtermThenItIsKilledAfter
   EXPECT_EQ(e->role, ProcessRole::kTrainer);
   EXPECT_EQ(e->exit.exit_code(), 128 + SIGKILL);
   EXPECT_GE(clock_.Now(), 5.0);  // not before the grace period
-  EXPECT_EQ(launcher_.signals,
-            (std::vector<std::pair<pid_t, int>>{{t, SIGTERM}, {t, SIGKILL}}));
+  EXPECT_EQ(launcher_.signals, (std::vector<std::pair<pid_t, int>>{{t, SIGTERM}, {t, SIGKILL}}));
 }
 
 TEST_F(SupervisorTest, GivenAReplacementThatCannotStartThenPollSaysWhy) {
@@ -145,7 +145,7 @@ TEST_F(SupervisorTest, GivenTheEndOfTheRunThenEveryProcessIsStoppedAndPendingRep
   pid_t b = *s.Start(Worker(1));
   launcher_.End(a, 1);
   ASSERT_TRUE(s.Poll(0.1, nullptr)->will_replace);  // a replacement is pending
-  launcher_.obey_term = false;                       // b ignores SIGTERM
+  launcher_.obey_term = false;                      // b ignores SIGTERM
   std::vector<ProcessEnded> ended = s.StopAll();
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0].exit.pid, b);

@@ -1,11 +1,11 @@
 #include "tests/unit/test_util.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 namespace gm::testing {
 

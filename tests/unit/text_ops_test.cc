@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "core/json.h"
-#include "worker/op.h"
 #include "tests/unit/test_util.h"
+#include "worker/op.h"
 
 namespace gm {
 namespace {
@@ -62,7 +62,8 @@ TEST(TokenizeWhitespaceTest, GivenAccentsAndUnknownWordsWhenLoweredThenFoldedOrU
 
 TEST(TokenizeWhitespaceTest, GivenLowercaseOffWhenTokenizedThenCaseMatters) {
   EXPECT_EQ(Tokenize(R"({"op":"tokenize","kind":"whitespace","vocab":"vocab.txt",
-                         "lowercase":false})", "Hello hello"),
+                         "lowercase":false})",
+                     "Hello hello"),
             (std::vector<int32_t>{1, 8}));
 }
 
@@ -85,7 +86,8 @@ TEST(TokenizeWordPieceTest, GivenWordWithoutFullCoverWhenTokenizedThenOneUnk) {
 
 TEST(TokenizeWordPieceTest, GivenWordOverMaxCharsWhenTokenizedThenUnk) {
   EXPECT_EQ(Tokenize(R"({"op":"tokenize","kind":"wordpiece","vocab":"vocab.txt",
-                         "max_chars_per_word":5})", "wanted want"),
+                         "max_chars_per_word":5})",
+                     "wanted want"),
             (std::vector<int32_t>{1, 14}));
 }
 
@@ -112,7 +114,8 @@ TEST(TokenizeConfigTest, GivenBadKeysOrUnkWhenBuiltThenErrors) {
   auto typo = MakeOp(R"({"op":"tokenize","kind":"bytes","ofset":1})", dir);
   ASSERT_FALSE(typo.ok());
   EXPECT_NE(typo.status().message().find("unknown key \"ofset\""), std::string::npos);
-  auto unk = MakeOp(R"({"op":"tokenize","kind":"whitespace","vocab":"vocab.txt","unk":"<unk>"})", dir);
+  auto unk =
+      MakeOp(R"({"op":"tokenize","kind":"whitespace","vocab":"vocab.txt","unk":"<unk>"})", dir);
   ASSERT_FALSE(unk.ok());
   EXPECT_NE(unk.status().message().find("<unk>"), std::string::npos);
   auto kind = MakeOp(R"({"op":"tokenize","kind":"bpe"})", dir);

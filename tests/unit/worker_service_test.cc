@@ -13,13 +13,13 @@
 #include <thread>
 #include <vector>
 
-#include "test_util.h"
+#include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
-#include "worker/engine.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
-#include "core/thread_annotations.h"
+#include "test_util.h"
+#include "worker/engine.h"
 
 namespace gm {
 namespace {
@@ -77,7 +77,8 @@ class FakeCoordinator {
     auto socket = listener_.Accept(kWait);
     ASSERT_TRUE(socket.ok()) << socket.status().message();
     std::string role;
-    ASSERT_TRUE(ServerHandshake(*socket, Secret(), "coordinator", Deadline::After(kWait), &role).ok());
+    ASSERT_TRUE(
+        ServerHandshake(*socket, Secret(), "coordinator", Deadline::After(kWait), &role).ok());
     EXPECT_EQ(role, "worker");
     auto reg = RecvFrame(*socket, FrameLimits{}, Deadline::After(kWait));
     ASSERT_TRUE(reg.ok() && reg->type == MsgType::kRegister);
@@ -121,7 +122,7 @@ class FakeCoordinator {
 };
 
 nlohmann::json Assign(uint64_t split, uint64_t start = 0, int64_t end = -1) {
-  return {{"kind", "assign"}, {"epoch", 0},          {"split", split},
+  return {{"kind", "assign"}, {"epoch", 0},           {"split", split},
           {"rank", 0},        {"start_batch", start}, {"end_batch", end}};
 }
 
@@ -140,7 +141,7 @@ Result<Socket> DialDataPort(int port, const std::string& key, const std::string&
 Result<Socket> ConnectClient(int port, const std::string& worker_key, int64_t rank, int64_t credit,
                              uint64_t session = 1) {
   GM_ASSIGN_OR_RETURN(Socket s, DialDataPort(port, TicketKey(worker_key, rank, session),
-                                              TicketRole(rank, session)));
+                                             TicketRole(rank, session)));
   GM_RETURN_IF_ERROR(SendFrame(s, MsgType::kSubscribe, {{"rank", rank}}, Deadline::After(kWait)));
   if (credit > 0) {
     GM_RETURN_IF_ERROR(SendFrame(s, MsgType::kCredit, {{"n", credit}}, Deadline::After(kWait)));
@@ -176,7 +177,8 @@ void ExpectSameBatch(const Batch& got, const Batch& want) {
   EXPECT_EQ(got.keys, want.keys);
   EXPECT_EQ(got.sample_indices, want.sample_indices);
   EXPECT_EQ(got.data.shape, want.data.shape);
-  EXPECT_TRUE(got.data.bytes == want.data.bytes) << "data bytes differ, split_batch " << got.split_batch;
+  EXPECT_TRUE(got.data.bytes == want.data.bytes)
+      << "data bytes differ, split_batch " << got.split_batch;
   EXPECT_TRUE(got.labels.bytes == want.labels.bytes);
 }
 
@@ -207,9 +209,10 @@ class WorkerServiceTest : public ::testing::Test {
   }
 
   nlohmann::json Registered() const {
-    return {{"worker_id", 1},       {"pipeline", PipelineDoc()},  {"pipeline_origin", "test.json"},
-            {"base_dir", dir_.path()}, {"samples_per_split", 8}, {"heartbeat_s", 0.05},
-            {"liveness_timeout_s", 5}};
+    return {
+        {"worker_id", 1},          {"pipeline", PipelineDoc()}, {"pipeline_origin", "test.json"},
+        {"base_dir", dir_.path()}, {"samples_per_split", 8},    {"heartbeat_s", 0.05},
+        {"liveness_timeout_s", 5}};
   }
 
   std::unique_ptr<WorkerService> StartWorker(const FakeCoordinator& coordinator) {
@@ -246,7 +249,8 @@ class WorkerServiceTest : public ::testing::Test {
   testing::TempDir dir_;
 };
 
-TEST_F(WorkerServiceTest, GivenTwoAssignedSplits_WhenClientGrantsCredit_ThenItReceivesRunSplitsBatchesInOrder) {
+TEST_F(WorkerServiceTest,
+       GivenTwoAssignedSplits_WhenClientGrantsCredit_ThenItReceivesRunSplitsBatchesInOrder) {
   FakeCoordinator coordinator(Registered(), {Assign(0), Assign(1), kExit});
   auto service = StartWorker(coordinator);
   ASSERT_TRUE(service);
@@ -294,7 +298,8 @@ TEST_F(WorkerServiceTest, GivenTwoAssignedSplits_WhenClientGrantsCredit_ThenItRe
   EXPECT_EQ(service->splits_done(), 2u);
 }
 
-TEST_F(WorkerServiceTest, GivenStartBatch_WhenSplitIsMade_ThenEarlierBatchesAreSkippedAndCountIsWhole) {
+TEST_F(WorkerServiceTest,
+       GivenStartBatch_WhenSplitIsMade_ThenEarlierBatchesAreSkippedAndCountIsWhole) {
   FakeCoordinator coordinator(Registered(), {Assign(0, 1), kExit});
   auto service = StartWorker(coordinator);
   ASSERT_TRUE(service);
@@ -315,7 +320,8 @@ TEST_F(WorkerServiceTest, GivenStartBatch_WhenSplitIsMade_ThenEarlierBatchesAreS
   EXPECT_EQ(coordinator.split_dones()[0]["batch_count"], 2);
 }
 
-TEST_F(WorkerServiceTest, GivenEndBatch_WhenSplitIsMade_ThenLaterBatchesAreNotSentAndNoneClaimsToBeLast) {
+TEST_F(WorkerServiceTest,
+       GivenEndBatch_WhenSplitIsMade_ThenLaterBatchesAreNotSentAndNoneClaimsToBeLast) {
   FakeCoordinator coordinator(Registered(), {Assign(0, 0, 1), kExit});
   auto service = StartWorker(coordinator);
   ASSERT_TRUE(service);
@@ -364,7 +370,8 @@ TEST_F(WorkerServiceTest, GivenCreditOfOne_WhenBatchIsSent_ThenNextWaitsForTheNe
   EXPECT_TRUE(Finish(run, *service).ok());
 }
 
-TEST_F(WorkerServiceTest, GivenClientThatDisconnects_WhenItReconnects_ThenTheRestOfTheSplitFollows) {
+TEST_F(WorkerServiceTest,
+       GivenClientThatDisconnects_WhenItReconnects_ThenTheRestOfTheSplitFollows) {
   FakeCoordinator coordinator(Registered(), {Assign(0), kExit});
   auto service = StartWorker(coordinator);
   ASSERT_TRUE(service);
@@ -386,7 +393,8 @@ TEST_F(WorkerServiceTest, GivenClientThatDisconnects_WhenItReconnects_ThenTheRes
   EXPECT_EQ(coordinator.split_dones().size(), 1u);
 }
 
-TEST_F(WorkerServiceTest, GivenANewerSessionOfTheRank_WhenItConnects_ThenItReplacesTheOlderAndTheOlderCannotReturn) {
+TEST_F(WorkerServiceTest,
+       GivenANewerSessionOfTheRank_WhenItConnects_ThenItReplacesTheOlderAndTheOlderCannotReturn) {
   // Split 1 keeps the worker (and its data port) busy until the test stops it.
   FakeCoordinator coordinator(Registered(), {Assign(0), Assign(1), kExit});
   auto service = StartWorker(coordinator);
@@ -427,7 +435,8 @@ TEST_F(WorkerServiceTest, GivenATicketForAnotherRank_WhenItSubscribes_ThenTheCon
   auto run = std::async(std::launch::async, [&] { return service->Run(); });
   auto s = DialDataPort(service->data_port(), TicketKey(Secret(), 1, 1), TicketRole(1, 1));
   ASSERT_TRUE(s.ok()) << s.status().message();
-  ASSERT_TRUE(SendFrame(*s, MsgType::kSubscribe, SubscribeMsg{0}.Encode(), Deadline::After(kWait)).ok());
+  ASSERT_TRUE(
+      SendFrame(*s, MsgType::kSubscribe, SubscribeMsg{0}.Encode(), Deadline::After(kWait)).ok());
   auto answer = RecvFrame(*s, FrameLimits{}, Deadline::After(kWait));
   EXPECT_FALSE(answer.ok());  // closed: rank 0 is not the ticket's rank 1
   service->Stop();
@@ -440,7 +449,8 @@ TEST_F(WorkerServiceTest, GivenAClientKeyInsteadOfATicket_WhenItConnects_ThenAut
   ASSERT_TRUE(service);
   auto run = std::async(std::launch::async, [&] { return service->Run(); });
   // The trainer's role key, as role "client": without a ticket there is no way in.
-  auto s = DialDataPort(service->data_port(), RoleKey(Secret(), kClientRole), std::string(kClientRole));
+  auto s =
+      DialDataPort(service->data_port(), RoleKey(Secret(), kClientRole), std::string(kClientRole));
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), Code::kInvalidArgument) << s.status().message();
   EXPECT_NE(s.status().message().find("authentication failed"), std::string::npos)
@@ -449,7 +459,8 @@ TEST_F(WorkerServiceTest, GivenAClientKeyInsteadOfATicket_WhenItConnects_ThenAut
   EXPECT_TRUE(Finish(run, *service).ok());
 }
 
-TEST_F(WorkerServiceTest, GivenWrongSecretGarbageAndSilentPeers_WhenTheyConnect_ThenGoodClientIsStillServed) {
+TEST_F(WorkerServiceTest,
+       GivenWrongSecretGarbageAndSilentPeers_WhenTheyConnect_ThenGoodClientIsStillServed) {
   FakeCoordinator coordinator(Registered(), {Assign(1), kExit});
   auto service = StartWorker(coordinator);
   ASSERT_TRUE(service);
@@ -474,7 +485,8 @@ TEST_F(WorkerServiceTest, GivenWrongSecretGarbageAndSilentPeers_WhenTheyConnect_
   EXPECT_TRUE(Finish(run, *service).ok());
 }
 
-TEST_F(WorkerServiceTest, GivenCoordinatorClosesWhileWorkerWaitsForClient_ThenRunReturnsUnavailable) {
+TEST_F(WorkerServiceTest,
+       GivenCoordinatorClosesWhileWorkerWaitsForClient_ThenRunReturnsUnavailable) {
   nlohmann::json assign = Assign(0);
   assign["close_after"] = true;
   FakeCoordinator coordinator(Registered(), {assign});
