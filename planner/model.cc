@@ -91,145 +91,134 @@ double WorkerRate(const Setup& s, int cpus, double c_w) {
   return cpus * s.rate.efficiency(cpus) / c_w;
 }
 
-Attempt PlaceAt(const Setup& s, const CutPoint& cut, double rate, double c_w) {
-  const PlanOptions& o = *s.options;
-  Attempt a;
+// What PlaceAt has left to place, and the network it has used, across nodes.
+struct PlaceTotals {
+  double rate = 0;         // samples/s asked for
+  double remaining = 0;    // samples/s not placed yet
+  double c_w = 0;          // worker CPU seconds per sample at the cut
+  double bytes = 0;        // bytes per sample on the wire at the cut
+  double segments = 0;     // shared memory a worker on the trainer's node lends
+  double ingress_cap = 0;  // bytes/s the trainer's NICs take in
+  double ingress_used = 0;
+};
+
+// The CPUs of the next worker on `n`: on the trainer's node the smallest that covers
+// what remains, else the largest; elsewhere whole --cpus-per-worker workers (0: none).
+int NextWorkerSize(const Setup& s, const NodeUse& n, bool on_trainer, const PlaceTotals& t) {
+  const int per_worker = s.options->cpus_per_worker;
+  if (!on_trainer) return n.free_cpus >= per_worker ? per_worker : 0;
+  const int most = std::min(per_worker, n.free_cpus);
+  int size = 1;
+  while (size < most && WorkerRate(s, size, t.c_w) < t.remaining) ++size;
+  return std::min(size, most);
+}
+
+// Places workers on node `n` until the rate is covered or the node (its CPUs,
+// memory or NIC) or --max-workers stops it; what stopped it is marked in `a`.
+void PlaceWorkersOn(const Setup& s, NodeUse& n, bool on_trainer, const std::string& partition,
+                    PlaceTotals& t, Attempt& a) {
   Placement& p = a.p;
+  while (t.remaining > 1e-9 * std::max(1.0, t.rate)) {
+    if (static_cast<int>(p.workers.size()) >= s.options->max_workers) {
+      a.hit_max = true;
+      return;
+    }
+    const int size = NextWorkerSize(s, n, on_trainer, t);
+    if (size < 1) return;
+    const double memory = double(s.memory_per_worker) + (on_trainer ? t.segments : 0);
+    if (s.memory_per_worker > 0 && n.free_memory_bytes < memory) {
+      a.memory_blocked = true;
+      return;
+    }
+    double worker_rate = WorkerRate(s, size, t.c_w);
+    if (!on_trainer && t.bytes > 0) {
+      const double cap =
+          std::min(n.nic_bytes_per_s - n.nic_used, t.ingress_cap - t.ingress_used) / t.bytes;
+      if (cap <= 1e-9) {
+        a.network_blocked = true;
+        return;
+      }
+      if (cap < std::min(worker_rate, t.remaining)) a.network_blocked = true;
+      worker_rate = std::min(worker_rate, cap);
+    }
+    const double delivered = std::min(worker_rate, t.remaining);
+    PlanWorker w;
+    w.node = n.node->name;
+    w.partition = partition;
+    w.cpus = size;
+    w.memory_bytes = static_cast<uint64_t>(memory);
+    w.on_trainer_node = on_trainer;
+    w.samples_per_s = delivered;
+    p.workers.push_back(w);
+    n.free_cpus -= size;
+    n.free_memory_bytes -= memory;
+    if (!on_trainer) {
+      n.nic_used += delivered * t.bytes;
+      t.ingress_used += delivered * t.bytes;
+      p.network_bytes_per_s += delivered * t.bytes;
+    }
+    t.remaining -= delivered;
+  }
+}
+
+// Keeps the trainer processes' CPUs and the client's tail stages' CPUs on the
+// trainer's node(s), and records what each keeps.
+std::vector<NodeUse> KeepTrainerCpus(const Setup& s, const CutPoint& cut, double rate, Attempt& a) {
   const double e = s.rate.efficiency(1);  // the client's stages run on one thread
-  const double local = ClientCpuPerSample(s, cut);
   std::vector<NodeUse> trainer = s.trainer;
   for (NodeUse& n : trainer) {
-    n.free_cpus = std::max(0, n.free_cpus - o.trainer_cpus * n.ranks);
+    n.free_cpus = std::max(0, n.free_cpus - s.options->trainer_cpus * n.ranks);
     a.spare_total += n.free_cpus;
   }
-  const double tail_cpus = rate * local / e;
+  const double tail_cpus = rate * ClientCpuPerSample(s, cut) / e;
   if (tail_cpus > a.spare_total + 1e-9) a.tail_short = true;
   for (NodeUse& n : trainer) {
     const double share = n.ranks / double(s.world_size);
-    const int take = std::min(n.free_cpus, static_cast<int>(std::ceil(tail_cpus * share - 1e-9)));
-    n.free_cpus -= take;
-  }
-  for (const NodeUse& n : trainer) {
+    n.free_cpus -= std::min(n.free_cpus, static_cast<int>(std::ceil(tail_cpus * share - 1e-9)));
     PlanTrainerNode t;
     t.name = n.node->name;
     t.gpus = n.gpus;
     t.cpus = n.node->free_cpus() - n.free_cpus;
-    p.trainer_nodes.push_back(t);
+    a.p.trainer_nodes.push_back(t);
   }
-  double remaining = a.tail_short ? 0 : rate;
-  double ingress_cap = 0;
-  for (const NodeUse& n : trainer) ingress_cap += n.nic_bytes_per_s;
-  double ingress_used = 0;
-  const double bytes = std::max(0.0, cut.bytes_per_sample);
+  return trainer;
+}
+
+Attempt PlaceAt(const Setup& s, const CutPoint& cut, double rate, double c_w) {
+  Attempt a;
+  std::vector<NodeUse> trainer = KeepTrainerCpus(s, cut, rate, a);
+  PlaceTotals t;
+  t.rate = rate;
+  t.remaining = a.tail_short ? 0 : rate;
+  t.c_w = c_w;
+  for (const NodeUse& n : trainer) t.ingress_cap += n.nic_bytes_per_s;
+  t.bytes = std::max(0.0, cut.bytes_per_sample);
   // A worker on the trainer's node also holds the shared-memory segments it
   // lends its clients (dataplane/shm.h): one batch each at this cut's bytes.
-  const double segments = s.memory_per_worker > 0 && s.profile->pipeline
-                              ? double(kSameHostSegmentsPerWorker) *
-                                    std::max(0, s.profile->pipeline->batch_size) * bytes
-                              : 0;
+  t.segments = s.memory_per_worker > 0 && s.profile->pipeline
+                   ? double(kSameHostSegmentsPerWorker) *
+                         std::max(0, s.profile->pipeline->batch_size) * t.bytes
+                   : 0;
   std::vector<NodeUse> others = s.others;
-  auto place_on = [&](NodeUse& n, bool on_trainer, const std::string& partition) {
-    while (remaining > 1e-9 * std::max(1.0, rate)) {
-      if (static_cast<int>(p.workers.size()) >= o.max_workers) {
-        a.hit_max = true;
-        return;
-      }
-      int size = 0;
-      if (on_trainer) {  // the smallest worker that covers what remains, else the largest
-        const int most = std::min(o.cpus_per_worker, n.free_cpus);
-        for (size = 1; size < most && WorkerRate(s, size, c_w) < remaining; ++size) {
-        }
-        size = std::min(size, most);
-      } else {
-        size = n.free_cpus >= o.cpus_per_worker ? o.cpus_per_worker : 0;
-      }
-      if (size < 1) return;
-      const double memory = double(s.memory_per_worker) + (on_trainer ? segments : 0);
-      if (s.memory_per_worker > 0 && n.free_memory_bytes < memory) {
-        a.memory_blocked = true;
-        return;
-      }
-      double worker_rate = WorkerRate(s, size, c_w);
-      if (!on_trainer && bytes > 0) {
-        const double cap =
-            std::min(n.nic_bytes_per_s - n.nic_used, ingress_cap - ingress_used) / bytes;
-        if (cap <= 1e-9) {
-          a.network_blocked = true;
-          return;
-        }
-        if (cap < std::min(worker_rate, remaining)) a.network_blocked = true;
-        worker_rate = std::min(worker_rate, cap);
-      }
-      const double delivered = std::min(worker_rate, remaining);
-      PlanWorker w;
-      w.node = n.node->name;
-      w.partition = partition;
-      w.cpus = size;
-      w.memory_bytes = static_cast<uint64_t>(memory);
-      w.on_trainer_node = on_trainer;
-      w.samples_per_s = delivered;
-      p.workers.push_back(w);
-      n.free_cpus -= size;
-      n.free_memory_bytes -= memory;
-      if (!on_trainer) {
-        n.nic_used += delivered * bytes;
-        ingress_used += delivered * bytes;
-        p.network_bytes_per_s += delivered * bytes;
-      }
-      remaining -= delivered;
-    }
-  };
+  const std::string& trainer_partition = s.gpu_partition.empty() ? s.partition : s.gpu_partition;
   for (NodeUse& n : trainer) {
-    if (!a.hit_max && !a.tail_short) {
-      place_on(n, true, s.gpu_partition.empty() ? s.partition : s.gpu_partition);
-    }
+    if (!a.hit_max && !a.tail_short) PlaceWorkersOn(s, n, true, trainer_partition, t, a);
   }
   for (NodeUse& n : others) {
-    if (!a.hit_max && !a.tail_short) place_on(n, false, s.partition);
+    if (!a.hit_max && !a.tail_short) PlaceWorkersOn(s, n, false, s.partition, t, a);
   }
-  a.delivered = a.tail_short ? 0 : rate - std::max(0.0, remaining);
+  a.delivered = a.tail_short ? 0 : rate - std::max(0.0, t.remaining);
   return a;
 }
 
 bool Meets(const Attempt& a, double rate) { return a.delivered >= rate * (1 - 1e-9); }
 
-// The plan for one cut: the target (or the trainer's demand, if lower) when it
-// fits, else the highest rate that fits, with the limit that stopped the target.
-Placement Evaluate(const Setup& s, const CutPoint& cut) {
+// Says which limit stopped the plan short of the target, and by how much.
+void ExplainLimit(const Setup& s, const CutPoint& cut, const Attempt& at_goal, double goal,
+                  double shortfall, Placement& p) {
   const PlanOptions& o = *s.options;
-  const double e = s.rate.efficiency(1);  // the client's stages run on one thread
-  const double local = std::max(0.0, cut.local_cpu_s_per_sample);
-  const double c_w = std::max({s.rate.cpu_s_per_sample - local, cut.remote_cpu_s_per_sample, 1e-9});
-  // One CPU of a worker of --cpus-per-worker CPUs: what the CPU need is counted in.
-  const double per_cpu = s.rate.efficiency(o.cpus_per_worker) / c_w;
+  const double e = s.rate.efficiency(1);
   const double T = s.target;
-  const double goal = s.demand ? std::min(T, *s.demand) : T;
-
-  Attempt at_goal = PlaceAt(s, cut, goal, c_w);
-  Attempt best = at_goal;
-  if (!Meets(at_goal, goal)) {
-    // The highest rate that fits (what fits at a lower rate fits at a lower one).
-    double lo = 0, hi = goal;
-    best = PlaceAt(s, cut, 0, c_w);
-    for (int i = 0; i < 200 && hi - lo > 1e-9 * goal; ++i) {
-      const double mid = (lo + hi) / 2;
-      Attempt a = PlaceAt(s, cut, mid, c_w);
-      if (Meets(a, mid)) {
-        lo = mid;
-        best = std::move(a);
-      } else {
-        hi = mid;
-      }
-    }
-  }
-  Placement p = std::move(best.p);
-  p.samples_per_s = best.delivered;
-  p.worker_cpu_s_per_sample = c_w;
-  p.per_cpu = per_cpu;
-  p.cpus_needed = T / per_cpu;
-
-  const double shortfall = T - p.samples_per_s;
-  if (shortfall <= 1e-6 * std::max(1.0, T)) return p;
   int worker_cpus = 0;
   for (const PlanWorker& w : p.workers) worker_cpus += w.cpus;
   const double needed = p.cpus_needed;
@@ -274,6 +263,44 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
                " needs " + Num(needed, 1) + " CPUs (" + Num(needed - worker_cpus, 1) + " more)";
   }
   p.detail += "; short by " + Rate(shortfall) + " (" + Num(100 * shortfall / T, 0) + "%)";
+}
+
+// The plan for one cut: the target (or the trainer's demand, if lower) when it
+// fits, else the highest rate that fits, with the limit that stopped the target.
+Placement Evaluate(const Setup& s, const CutPoint& cut) {
+  const PlanOptions& o = *s.options;
+  const double local = std::max(0.0, cut.local_cpu_s_per_sample);
+  const double c_w = std::max({s.rate.cpu_s_per_sample - local, cut.remote_cpu_s_per_sample, 1e-9});
+  // One CPU of a worker of --cpus-per-worker CPUs: what the CPU need is counted in.
+  const double per_cpu = s.rate.efficiency(o.cpus_per_worker) / c_w;
+  const double T = s.target;
+  const double goal = s.demand ? std::min(T, *s.demand) : T;
+
+  Attempt at_goal = PlaceAt(s, cut, goal, c_w);
+  Attempt best = at_goal;
+  if (!Meets(at_goal, goal)) {
+    // The highest rate that fits (what fits at a lower rate fits at a lower one).
+    double lo = 0, hi = goal;
+    best = PlaceAt(s, cut, 0, c_w);
+    for (int i = 0; i < 200 && hi - lo > 1e-9 * goal; ++i) {
+      const double mid = (lo + hi) / 2;
+      Attempt a = PlaceAt(s, cut, mid, c_w);
+      if (Meets(a, mid)) {
+        lo = mid;
+        best = std::move(a);
+      } else {
+        hi = mid;
+      }
+    }
+  }
+  Placement p = std::move(best.p);
+  p.samples_per_s = best.delivered;
+  p.worker_cpu_s_per_sample = c_w;
+  p.per_cpu = per_cpu;
+  p.cpus_needed = T / per_cpu;
+
+  const double shortfall = T - p.samples_per_s;
+  if (shortfall > 1e-6 * std::max(1.0, T)) ExplainLimit(s, cut, at_goal, goal, shortfall, p);
   return p;
 }
 
@@ -365,10 +392,360 @@ Result<CpuRate> MeasuredCpuRate(const Profile& profile, const std::string& origi
   return r;
 }
 
-Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const PlanOptions& o) {
-  const std::string& origin = o.profile_path.empty() ? "profile.json" : o.profile_path;
-  GM_ASSIGN_OR_RETURN(CpuRate rate, MeasuredCpuRate(profile, origin));
-  const PipelineProfile& pipe = *profile.pipeline;
+namespace {
+
+// ---- The partitions (goldminer-plan(1), MODEL: where the trainer and the workers go)
+
+Status CheckPartition(const Cluster& cluster, const std::string& name, const char* flag) {
+  const ClusterPartition* p = cluster.partition(name);
+  if (!p) {
+    return Status::InvalidArgument(std::string(flag) + " " + name +
+                                   ": no such partition in the cluster (" + cluster.source +
+                                   "); it has: " + PartitionNames(cluster));
+  }
+  if (!p->up) {
+    return Status::InvalidArgument(std::string(flag) + " " + name + ": the partition is not up");
+  }
+  return Status::Ok();
+}
+
+int ClusterGpus(const Cluster& cluster) {
+  int gpus = 0;
+  for (const ClusterNode& n : cluster.nodes) gpus += n.gpus;
+  return gpus;
+}
+
+// The up partition with the most free GPUs on usable nodes ("" when none has any).
+std::string BusiestGpuPartition(const Cluster& cluster) {
+  std::map<std::string, int> free;
+  for (const ClusterNode& n : cluster.nodes) {
+    for (const std::string& part : n.partitions) {
+      const ClusterPartition* p = cluster.partition(part);
+      if (p && p->up && n.gpus > 0) free[part] += n.usable() ? n.free_gpus() : 0;
+    }
+  }
+  std::string name;
+  int best = -1;
+  for (const auto& [partition, f] : free) {
+    if (f > best) best = f, name = partition;
+  }
+  return name;
+}
+
+// The trainer's partition (--gpu-partition, else the one with the most free GPUs)
+// and the workers' (--partition, else the default, else another that is up).
+Status ChoosePartitions(const Cluster& cluster, const PlanOptions& o, Setup& s) {
+  if (!o.gpu_partition.empty()) {
+    GM_RETURN_IF_ERROR(CheckPartition(cluster, o.gpu_partition, "--gpu-partition"));
+    s.gpu_partition = o.gpu_partition;
+  } else if (ClusterGpus(cluster) > 0) {
+    s.gpu_partition = BusiestGpuPartition(cluster);
+  }
+  if (!o.partition.empty()) {
+    GM_RETURN_IF_ERROR(CheckPartition(cluster, o.partition, "--partition"));
+    s.partition = o.partition;
+    return Status::Ok();
+  }
+  for (const ClusterPartition& p : cluster.partitions) {
+    if (p.is_default && p.up) s.partition = p.name;
+  }
+  for (const ClusterPartition& p : cluster.partitions) {
+    if (s.partition.empty() && p.up && p.name != s.gpu_partition) s.partition = p.name;
+  }
+  if (s.partition.empty()) s.partition = s.gpu_partition;
+  return Status::Ok();
+}
+
+// ---- The trainer's nodes, and the nodes left for workers
+
+NodeUse UseOf(const ClusterNode& n, const PlanOptions& o) {
+  NodeUse u;
+  u.node = &n;
+  u.free_cpus = n.free_cpus();
+  u.free_memory_bytes = n.memory_mb > 0 ? double(n.free_memory_mb()) * kMiB : INFINITY;
+  u.nic_bytes_per_s = (n.nic_gbps > 0 ? n.nic_gbps : o.nic_gbps) * 1e9 / 8;
+  return u;
+}
+
+// One rank per GPU, on the usable nodes of the GPU partition with the most free GPUs
+// (then CPUs) first.
+Status PlaceGpuTrainers(const Cluster& cluster, const PlanOptions& o, int gpus, Setup& s) {
+  if (s.gpu_partition.empty()) {
+    return Status::InvalidArgument("--gpus " + std::to_string(gpus) + ": the cluster (" +
+                                   cluster.source +
+                                   ") has no GPUs (give --gpus 0 to plan "
+                                   "for a trainer without a GPU)");
+  }
+  std::vector<const ClusterNode*> cands;
+  int free = 0, nodes_in = 0;
+  for (const ClusterNode& n : cluster.nodes) {
+    if (!n.in(s.gpu_partition)) continue;
+    ++nodes_in;
+    if (n.usable() && n.free_gpus() > 0 && n.free_cpus() >= o.trainer_cpus) {
+      cands.push_back(&n);
+      free += n.free_gpus();
+    }
+  }
+  if (free < gpus) {
+    return Status::InvalidArgument(
+        "GPU partition " + s.gpu_partition + " has " + std::to_string(free) +
+        " free GPU(s) on usable nodes with a free CPU (" + std::to_string(nodes_in) +
+        " node(s) in it); the trainer needs " + std::to_string(gpus) +
+        " (--gpus). Wait for GPUs to free up, plan for fewer, or name another "
+        "--gpu-partition");
+  }
+  std::sort(cands.begin(), cands.end(), [](const ClusterNode* a, const ClusterNode* b) {
+    if (a->free_gpus() != b->free_gpus()) return a->free_gpus() > b->free_gpus();
+    if (a->free_cpus() != b->free_cpus()) return a->free_cpus() > b->free_cpus();
+    return a->name < b->name;
+  });
+  int left = gpus;
+  for (const ClusterNode* n : cands) {
+    if (left == 0) break;
+    NodeUse u = UseOf(*n, o);
+    u.ranks = std::min(left, n->free_gpus());
+    u.gpus = u.ranks;
+    left -= u.ranks;
+    s.trainer.push_back(u);
+  }
+  return Status::Ok();
+}
+
+// A trainer without a GPU: one rank on the usable node of the workers' partition
+// with the most free CPUs.
+Status PlaceCpuTrainer(const Cluster& cluster, const PlanOptions& o, Setup& s) {
+  const ClusterNode* best = nullptr;
+  for (const ClusterNode& n : cluster.nodes) {
+    if (n.usable() && (s.partition.empty() || n.in(s.partition)) &&
+        (!best || n.free_cpus() > best->free_cpus())) {
+      best = &n;
+    }
+  }
+  if (!best) {
+    return Status::InvalidArgument("partition " + s.partition + " of the cluster (" +
+                                   cluster.source + ") has no usable node for the trainer");
+  }
+  NodeUse u = UseOf(*best, o);
+  u.ranks = 1;
+  s.trainer.push_back(u);
+  return Status::Ok();
+}
+
+// The trainer's nodes (s.trainer, s.world_size), then the other usable nodes of the
+// workers' partition, most free CPUs first (s.others).
+Status PlaceTrainers(const Cluster& cluster, const PlanOptions& o, int gpus, Setup& s) {
+  s.world_size = std::max(1, gpus);
+  GM_RETURN_IF_ERROR(gpus > 0 ? PlaceGpuTrainers(cluster, o, gpus, s)
+                              : PlaceCpuTrainer(cluster, o, s));
+  std::set<std::string> trainer_names;
+  for (const NodeUse& u : s.trainer) trainer_names.insert(u.node->name);
+  for (const ClusterNode& n : cluster.nodes) {
+    if (n.usable() && n.in(s.partition) && !trainer_names.count(n.name)) {
+      s.others.push_back(UseOf(n, o));
+    }
+  }
+  std::sort(s.others.begin(), s.others.end(), [](const NodeUse& a, const NodeUse& b) {
+    if (a.free_cpus != b.free_cpus) return a.free_cpus > b.free_cpus;
+    return a.node->name < b.node->name;
+  });
+  return Status::Ok();
+}
+
+// ---- The target: --target-rate, else the trainer's demand (all ranks)
+
+// Sets s.target and s.demand; returns where the target came from.
+Result<std::string> ChooseTarget(const Profile& profile, const PlanOptions& o,
+                                 const std::string& origin, Setup& s) {
+  if (profile.trainer && profile.trainer->demand_samples_per_s > 0) {
+    s.demand = profile.trainer->demand_samples_per_s * s.world_size;
+  }
+  if (o.target_samples_per_s) {
+    if (!(*o.target_samples_per_s > 0) || !std::isfinite(*o.target_samples_per_s)) {
+      return Status::InvalidArgument("--target-rate must be a positive number of samples/s");
+    }
+    s.target = *o.target_samples_per_s;
+    return std::string("--target-rate");
+  }
+  if (s.demand) {
+    s.target = *s.demand;
+    return std::string("trainer demand");
+  }
+  return Status::InvalidArgument(
+      origin +
+      " has no trainer part (or its demand is 0), so the rate the trainer "
+      "needs is unknown: give --target-rate SAMPLES_PER_S, or profile with the "
+      "trainer command (goldminer profile --pipeline P -- python3 train.py)");
+}
+
+// ---- The cut: each allowed one evaluated, then the best
+
+int WorkerCpus(const std::vector<PlanWorker>& workers) {
+  int cpus = 0;
+  for (const PlanWorker& w : workers) cpus += w.cpus;
+  return cpus;
+}
+
+// Whether placement `a` at cut `ca` beats `b` at `cb`: the higher rate (within
+// 0.5%), then the fewer bytes on the wire, then the fewer worker CPUs.
+bool Better(const Placement& a, const CutPoint& ca, const Placement& b, const CutPoint& cb) {
+  const double tol = 0.005 * std::max(a.samples_per_s, b.samples_per_s);
+  if (a.samples_per_s > b.samples_per_s + tol) return true;
+  if (a.samples_per_s < b.samples_per_s - tol) return false;
+  if (ca.bytes_per_sample != cb.bytes_per_sample) return ca.bytes_per_sample < cb.bytes_per_sample;
+  return WorkerCpus(a.workers) < WorkerCpus(b.workers);
+}
+
+struct CutChoice {
+  std::vector<PlanCutOption> options;  // every allowed cut, as plan.json lists them
+  CutPoint cut;                        // the chosen one
+  bool runnable = false;
+  Placement placement;
+};
+
+// Evaluates every allowed cut and chooses among the runnable ones (all of them
+// with --all-cuts).
+Result<CutChoice> ChooseCut(const Setup& s, const PipelineProfile& pipe,
+                            const std::string& origin) {
+  const auto candidates = Candidates(pipe);
+  if (candidates.empty()) {
+    return Status::InvalidArgument(origin + ": no stage of the pipeline may run on a worker (" +
+                                   (pipe.cuts.empty() ? "no cuts" : pipe.cuts.front().reason) +
+                                   ")");
+  }
+  CutChoice choice;
+  int best = -1;
+  std::vector<Placement> placements;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const auto& [cut, runnable] = candidates[i];
+    placements.push_back(Evaluate(s, cut));
+    const Placement& pl = placements.back();
+    choice.options.push_back(
+        {cut.after_stage, cut.bytes_per_sample, pl.samples_per_s, pl.limit, runnable, false});
+    if (!runnable && !s.options->all_cuts) continue;
+    const size_t b = static_cast<size_t>(best);
+    if (best < 0 || Better(pl, cut, placements[b], candidates[b].first)) {
+      best = static_cast<int>(i);
+    }
+  }
+  if (best < 0) {
+    return Status::InvalidArgument(origin + ": no allowed cut is runnable by this goldminer");
+  }
+  const size_t b = static_cast<size_t>(best);
+  choice.options[b].chosen = true;
+  choice.cut = candidates[b].first;
+  choice.runnable = candidates[b].second;
+  choice.placement = std::move(placements[b]);
+  return choice;
+}
+
+// ---- The plan: sources, model, cut, placement, prediction, run and notes
+
+PlanSources SourcesOf(const Profile& profile, const Cluster& cluster, const PlanOptions& o,
+                      const Setup& s) {
+  PlanSources src;
+  src.profile_path = o.profile_path;
+  src.profile_created_utc = profile.created_utc;
+  src.profile_sha256 = ProfileDigest(profile);
+  src.profile_host = profile.host;
+  src.pipeline_path = profile.pipeline->path;
+  src.pipeline_sha256 = profile.pipeline->sha256;
+  src.cluster = cluster.source;
+  src.gpu_partition = s.gpu_partition;
+  src.partition = s.partition;
+  return src;
+}
+
+PlanModel ModelOf(const Setup& s, const Placement& pl, const std::string& target_source, int gpus) {
+  const PlanOptions& o = *s.options;
+  PlanModel m;
+  m.target_samples_per_s = s.target;
+  m.target_source = target_source;
+  m.demand_samples_per_s = s.demand;
+  m.gpus = gpus;
+  m.cpu_s_per_sample = s.rate.cpu_s_per_sample;
+  m.scaling_efficiency = s.rate.efficiency(o.cpus_per_worker);
+  m.worker_cpu_s_per_sample = pl.worker_cpu_s_per_sample;
+  m.samples_per_s_per_cpu = pl.per_cpu;
+  m.cpus_needed = pl.cpus_needed;
+  m.memory_per_worker_bytes = s.memory_per_worker;
+  m.cpus_per_worker = o.cpus_per_worker;
+  m.max_workers = o.max_workers;
+  m.trainer_cpus = o.trainer_cpus;
+  m.nic_gbps = o.nic_gbps;
+  return m;
+}
+
+PlanPrediction PredictionOf(const Setup& s, const Placement& pl) {
+  PlanPrediction pr;
+  pr.samples_per_s = pl.samples_per_s;
+  if (s.demand) pr.stall_fraction = std::max(0.0, 1.0 - pl.samples_per_s / *s.demand);
+  pr.worker_cpus = WorkerCpus(pl.workers);
+  pr.network_bytes_per_s = pl.network_bytes_per_s;
+  const std::optional<uint64_t>& epoch = s.options->epoch_samples;
+  if (pl.samples_per_s > 0) {
+    pr.cpu_hours_per_million_samples = pr.worker_cpus * (1e6 / pl.samples_per_s) / 3600;
+    if (epoch) {
+      pr.epoch_samples = epoch;
+      pr.cpu_hours_per_epoch = pr.worker_cpus * (double(*epoch) / pl.samples_per_s) / 3600;
+    }
+  }
+  pr.limit = pl.limit;
+  pr.shortfall_samples_per_s = std::max(0.0, s.target - pl.samples_per_s);
+  pr.limit_detail = pl.detail;
+  return pr;
+}
+
+PlanRun RunOf(const Profile& profile, const PlanOptions& o, const Setup& s, const Placement& pl) {
+  PlanRun run;
+  run.pipeline = profile.pipeline->path;
+  run.workers = static_cast<int>(pl.workers.size());
+  for (const PlanWorker& w : pl.workers) {
+    run.threads_per_worker = std::max(run.threads_per_worker, w.cpus);
+    run.worker_threads.push_back(w.cpus);
+  }
+  run.world_size = s.world_size;
+  run.command = !o.command.empty() ? o.command
+                : profile.trainer  ? profile.trainer->command
+                                   : std::vector<std::string>{};
+  return run;
+}
+
+// The explanations a person reads with the plan: why, and what was assumed.
+std::vector<std::string> NotesOf(const Setup& s, const Plan& plan, const CutChoice& c) {
+  const CutPoint& cut = c.cut;
+  std::vector<std::string> notes;
+  notes.push_back("scaling efficiency " + Num(plan.model.scaling_efficiency, 2) + " for " +
+                  std::to_string(s.options->cpus_per_worker) +
+                  "-CPU workers (linear between the "
+                  "measured 1-thread and all-core runs): " +
+                  s.rate.efficiency_source);
+  notes.push_back("one worker CPU delivers " + Rate(c.placement.per_cpu) + " = efficiency / " +
+                  Num(c.placement.worker_cpu_s_per_sample * 1e3, 3) +
+                  " ms worker CPU per sample at the cut after stage " +
+                  std::to_string(cut.after_stage));
+  if (s.memory_per_worker == 0) {
+    notes.push_back("the profile has no peak RSS: memory was not checked");
+  }
+  if (cut.device_tail && cut.local_cpu_s_per_sample > 0 && ClientCpuPerSample(s, cut) == 0) {
+    notes.push_back("the stages after stage " + std::to_string(cut.after_stage) +
+                    " run on the trainer's GPU (goldminer.torch.DeviceLoader): no CPU of "
+                    "its node is counted for them (" +
+                    Num(cut.local_cpu_s_per_sample * 1e3, 3) + " ms per sample on a CPU)");
+  }
+  if (!c.runnable) {
+    notes.push_back("the chosen cut (after stage " + std::to_string(cut.after_stage) +
+                    ") is not the one pipeline.json makes, and run follows the file: mark "
+                    "the stages after it \"on\": \"device\" (possible when they are "
+                    "to_tensor and normalize) and profile again; until then this plan is "
+                    "for comparison and run --plan refuses it");
+  }
+  if (plan.run.command.empty()) {
+    notes.push_back("no trainer command (the profile has none): give one after -- to run it");
+  }
+  return notes;
+}
+
+Status CheckPlanInputs(const Cluster& cluster, const PlanOptions& o) {
   if (o.cpus_per_worker < 1 || o.max_workers < 1 || o.trainer_cpus < 0 || !(o.nic_gbps > 0)) {
     return Status::InvalidArgument(
         "plan options out of range (cpus per worker, max workers, "
@@ -378,294 +755,41 @@ Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const Plan
     return Status::InvalidArgument("the cluster (" + cluster.source +
                                    ") has no nodes; nothing to place workers on");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const PlanOptions& o) {
+  const std::string& origin = o.profile_path.empty() ? "profile.json" : o.profile_path;
+  GM_ASSIGN_OR_RETURN(CpuRate rate, MeasuredCpuRate(profile, origin));
+  GM_RETURN_IF_ERROR(CheckPlanInputs(cluster, o));
   Setup s;
   s.profile = &profile;
   s.options = &o;
   s.rate = rate;
-  s.memory_per_worker = pipe.peak_rss_bytes;
+  s.memory_per_worker = profile.pipeline->peak_rss_bytes;
+  GM_RETURN_IF_ERROR(ChoosePartitions(cluster, o, s));
+  const int gpus = o.gpus >= 0 ? o.gpus : (ClusterGpus(cluster) > 0 ? 1 : 0);
+  GM_RETURN_IF_ERROR(PlaceTrainers(cluster, o, gpus, s));
+  GM_ASSIGN_OR_RETURN(std::string target_source, ChooseTarget(profile, o, origin, s));
+  GM_ASSIGN_OR_RETURN(CutChoice choice, ChooseCut(s, *profile.pipeline, origin));
 
-  // Partitions.
-  auto check_partition = [&](const std::string& name, const char* flag) -> Status {
-    const ClusterPartition* p = cluster.partition(name);
-    if (!p) {
-      return Status::InvalidArgument(std::string(flag) + " " + name +
-                                     ": no such partition in the cluster (" + cluster.source +
-                                     "); it has: " + PartitionNames(cluster));
-    }
-    if (!p->up) {
-      return Status::InvalidArgument(std::string(flag) + " " + name + ": the partition is not up");
-    }
-    return Status::Ok();
-  };
-  int cluster_gpus = 0;
-  for (const ClusterNode& n : cluster.nodes) cluster_gpus += n.gpus;
-  if (!o.gpu_partition.empty()) {
-    GM_RETURN_IF_ERROR(check_partition(o.gpu_partition, "--gpu-partition"));
-    s.gpu_partition = o.gpu_partition;
-  } else if (cluster_gpus > 0) {
-    std::map<std::string, int> free;
-    for (const ClusterNode& n : cluster.nodes) {
-      for (const std::string& part : n.partitions) {
-        const ClusterPartition* p = cluster.partition(part);
-        if (p && p->up && n.gpus > 0) free[part] += n.usable() ? n.free_gpus() : 0;
-      }
-    }
-    int best = -1;
-    for (const auto& [name, f] : free) {
-      if (f > best) best = f, s.gpu_partition = name;
-    }
-  }
-  if (!o.partition.empty()) {
-    GM_RETURN_IF_ERROR(check_partition(o.partition, "--partition"));
-    s.partition = o.partition;
-  } else {
-    for (const ClusterPartition& p : cluster.partitions) {
-      if (p.is_default && p.up) s.partition = p.name;
-    }
-    for (const ClusterPartition& p : cluster.partitions) {
-      if (s.partition.empty() && p.up && p.name != s.gpu_partition) s.partition = p.name;
-    }
-    if (s.partition.empty()) s.partition = s.gpu_partition;
-  }
-
-  // GPUs and the trainer's nodes.
-  const int gpus = o.gpus >= 0 ? o.gpus : (cluster_gpus > 0 ? 1 : 0);
-  s.world_size = std::max(1, gpus);
-  auto use_of = [&](const ClusterNode& n) {
-    NodeUse u;
-    u.node = &n;
-    u.free_cpus = n.free_cpus();
-    u.free_memory_bytes = n.memory_mb > 0 ? double(n.free_memory_mb()) * kMiB : INFINITY;
-    u.nic_bytes_per_s = (n.nic_gbps > 0 ? n.nic_gbps : o.nic_gbps) * 1e9 / 8;
-    return u;
-  };
-  std::set<std::string> trainer_names;
-  if (gpus > 0) {
-    if (s.gpu_partition.empty()) {
-      return Status::InvalidArgument("--gpus " + std::to_string(gpus) + ": the cluster (" +
-                                     cluster.source +
-                                     ") has no GPUs (give --gpus 0 to plan "
-                                     "for a trainer without a GPU)");
-    }
-    std::vector<const ClusterNode*> cands;
-    int free = 0, nodes_in = 0;
-    for (const ClusterNode& n : cluster.nodes) {
-      if (!n.in(s.gpu_partition)) continue;
-      ++nodes_in;
-      if (n.usable() && n.free_gpus() > 0 && n.free_cpus() >= o.trainer_cpus) {
-        cands.push_back(&n);
-        free += n.free_gpus();
-      }
-    }
-    if (free < gpus) {
-      return Status::InvalidArgument(
-          "GPU partition " + s.gpu_partition + " has " + std::to_string(free) +
-          " free GPU(s) on usable nodes with a free CPU (" + std::to_string(nodes_in) +
-          " node(s) in it); the trainer needs " + std::to_string(gpus) +
-          " (--gpus). Wait for GPUs to free up, plan for fewer, or name another "
-          "--gpu-partition");
-    }
-    std::sort(cands.begin(), cands.end(), [](const ClusterNode* a, const ClusterNode* b) {
-      if (a->free_gpus() != b->free_gpus()) return a->free_gpus() > b->free_gpus();
-      if (a->free_cpus() != b->free_cpus()) return a->free_cpus() > b->free_cpus();
-      return a->name < b->name;
-    });
-    int left = gpus;
-    for (const ClusterNode* n : cands) {
-      if (left == 0) break;
-      NodeUse u = use_of(*n);
-      u.ranks = std::min(left, n->free_gpus());
-      u.gpus = u.ranks;
-      left -= u.ranks;
-      s.trainer.push_back(u);
-      trainer_names.insert(n->name);
-    }
-  } else {
-    const ClusterNode* best = nullptr;
-    for (const ClusterNode& n : cluster.nodes) {
-      if (n.usable() && (s.partition.empty() || n.in(s.partition)) &&
-          (!best || n.free_cpus() > best->free_cpus())) {
-        best = &n;
-      }
-    }
-    if (!best) {
-      return Status::InvalidArgument("partition " + s.partition + " of the cluster (" +
-                                     cluster.source + ") has no usable node for the trainer");
-    }
-    NodeUse u = use_of(*best);
-    u.ranks = 1;
-    s.trainer.push_back(u);
-    trainer_names.insert(best->name);
-  }
-  for (const ClusterNode& n : cluster.nodes) {
-    if (n.usable() && n.in(s.partition) && !trainer_names.count(n.name))
-      s.others.push_back(use_of(n));
-  }
-  std::sort(s.others.begin(), s.others.end(), [](const NodeUse& a, const NodeUse& b) {
-    if (a.free_cpus != b.free_cpus) return a.free_cpus > b.free_cpus;
-    return a.node->name < b.node->name;
-  });
-
-  // The target.
-  std::string target_source;
-  if (profile.trainer && profile.trainer->demand_samples_per_s > 0) {
-    s.demand = profile.trainer->demand_samples_per_s * s.world_size;
-  }
-  if (o.target_samples_per_s) {
-    if (!(*o.target_samples_per_s > 0) || !std::isfinite(*o.target_samples_per_s)) {
-      return Status::InvalidArgument("--target-rate must be a positive number of samples/s");
-    }
-    s.target = *o.target_samples_per_s;
-    target_source = "--target-rate";
-  } else if (s.demand) {
-    s.target = *s.demand;
-    target_source = "trainer demand";
-  } else {
-    return Status::InvalidArgument(
-        origin +
-        " has no trainer part (or its demand is 0), so the rate the trainer "
-        "needs is unknown: give --target-rate SAMPLES_PER_S, or profile with the "
-        "trainer command (goldminer profile --pipeline P -- python3 train.py)");
-  }
-
-  // Each allowed cut, then the best: the highest rate, then the fewest bytes on the
-  // wire, then the fewest worker CPUs.
   Plan plan;
-  const auto candidates = Candidates(pipe);
-  if (candidates.empty()) {
-    return Status::InvalidArgument(origin + ": no stage of the pipeline may run on a worker (" +
-                                   (pipe.cuts.empty() ? "no cuts" : pipe.cuts.front().reason) +
-                                   ")");
-  }
-  int best = -1;
-  std::vector<Placement> placements;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const auto& [cut, runnable] = candidates[i];
-    placements.push_back(Evaluate(s, cut));
-    const Placement& pl = placements.back();
-    PlanCutOption opt;
-    opt.after_stage = cut.after_stage;
-    opt.bytes_per_sample = cut.bytes_per_sample;
-    opt.samples_per_s = pl.samples_per_s;
-    opt.limit = pl.limit;
-    opt.runnable = runnable;
-    plan.cuts.push_back(opt);
-    if (!runnable && !o.all_cuts) continue;
-    if (best < 0) {
-      best = static_cast<int>(i);
-      continue;
-    }
-    const Placement& b = placements[static_cast<size_t>(best)];
-    const double tol = 0.005 * std::max(pl.samples_per_s, b.samples_per_s);
-    int cpus_pl = 0, cpus_b = 0;
-    for (const PlanWorker& w : pl.workers) cpus_pl += w.cpus;
-    for (const PlanWorker& w : b.workers) cpus_b += w.cpus;
-    const double bytes_b = candidates[static_cast<size_t>(best)].first.bytes_per_sample;
-    if (pl.samples_per_s > b.samples_per_s + tol ||
-        (pl.samples_per_s >= b.samples_per_s - tol &&
-         (cut.bytes_per_sample < bytes_b ||
-          (cut.bytes_per_sample == bytes_b && cpus_pl < cpus_b)))) {
-      best = static_cast<int>(i);
-    }
-  }
-  if (best < 0) {
-    return Status::InvalidArgument(origin + ": no allowed cut is runnable by this goldminer");
-  }
-  plan.cuts[static_cast<size_t>(best)].chosen = true;
-  const CutPoint& cut = candidates[static_cast<size_t>(best)].first;
-  const Placement& pl = placements[static_cast<size_t>(best)];
-
   plan.created_utc = o.created_utc;
   plan.goldminer_version = o.goldminer_version;
-  plan.sources.profile_path = o.profile_path;
-  plan.sources.profile_created_utc = profile.created_utc;
-  plan.sources.profile_sha256 = ProfileDigest(profile);
-  plan.sources.profile_host = profile.host;
-  plan.sources.pipeline_path = pipe.path;
-  plan.sources.pipeline_sha256 = pipe.sha256;
-  plan.sources.cluster = cluster.source;
-  plan.sources.gpu_partition = s.gpu_partition;
-  plan.sources.partition = s.partition;
-
-  PlanModel& m = plan.model;
-  m.target_samples_per_s = s.target;
-  m.target_source = target_source;
-  m.demand_samples_per_s = s.demand;
-  m.gpus = gpus;
-  m.cpu_s_per_sample = rate.cpu_s_per_sample;
-  m.scaling_efficiency = rate.efficiency(o.cpus_per_worker);
-  m.worker_cpu_s_per_sample = pl.worker_cpu_s_per_sample;
-  m.samples_per_s_per_cpu = pl.per_cpu;
-  m.cpus_needed = pl.cpus_needed;
-  m.memory_per_worker_bytes = s.memory_per_worker;
-  m.cpus_per_worker = o.cpus_per_worker;
-  m.max_workers = o.max_workers;
-  m.trainer_cpus = o.trainer_cpus;
-  m.nic_gbps = o.nic_gbps;
-
-  plan.cut.after_stage = cut.after_stage;
-  plan.cut.bytes_per_sample = cut.bytes_per_sample;
-  plan.cut.local_cpu_s_per_sample = cut.local_cpu_s_per_sample;
-  plan.cut.runnable = candidates[static_cast<size_t>(best)].second;
-  plan.trainer_nodes = pl.trainer_nodes;
-  plan.workers = pl.workers;
-
-  PlanPrediction& pr = plan.prediction;
-  pr.samples_per_s = pl.samples_per_s;
-  if (s.demand) pr.stall_fraction = std::max(0.0, 1.0 - pl.samples_per_s / *s.demand);
-  for (const PlanWorker& w : pl.workers) pr.worker_cpus += w.cpus;
-  pr.network_bytes_per_s = pl.network_bytes_per_s;
-  if (pl.samples_per_s > 0) {
-    pr.cpu_hours_per_million_samples = pr.worker_cpus * (1e6 / pl.samples_per_s) / 3600;
-    if (o.epoch_samples) {
-      pr.epoch_samples = o.epoch_samples;
-      pr.cpu_hours_per_epoch =
-          pr.worker_cpus * (double(*o.epoch_samples) / pl.samples_per_s) / 3600;
-    }
-  }
-  pr.limit = pl.limit;
-  pr.shortfall_samples_per_s = std::max(0.0, s.target - pl.samples_per_s);
-  pr.limit_detail = pl.detail;
-
-  plan.run.pipeline = pipe.path;
-  plan.run.workers = static_cast<int>(pl.workers.size());
-  for (const PlanWorker& w : pl.workers) {
-    plan.run.threads_per_worker = std::max(plan.run.threads_per_worker, w.cpus);
-    plan.run.worker_threads.push_back(w.cpus);
-  }
-  plan.run.world_size = s.world_size;
-  plan.run.command = !o.command.empty() ? o.command
-                     : profile.trainer  ? profile.trainer->command
-                                        : std::vector<std::string>{};
-
-  plan.notes.push_back("scaling efficiency " + Num(m.scaling_efficiency, 2) + " for " +
-                       std::to_string(o.cpus_per_worker) +
-                       "-CPU workers (linear between the "
-                       "measured 1-thread and all-core runs): " +
-                       rate.efficiency_source);
-  plan.notes.push_back("one worker CPU delivers " + Rate(pl.per_cpu) + " = efficiency / " +
-                       Num(pl.worker_cpu_s_per_sample * 1e3, 3) +
-                       " ms worker CPU per sample at the cut after stage " +
-                       std::to_string(cut.after_stage));
-  if (s.memory_per_worker == 0) {
-    plan.notes.push_back("the profile has no peak RSS: memory was not checked");
-  }
-  if (cut.device_tail && cut.local_cpu_s_per_sample > 0 && ClientCpuPerSample(s, cut) == 0) {
-    plan.notes.push_back("the stages after stage " + std::to_string(cut.after_stage) +
-                         " run on the trainer's GPU (goldminer.torch.DeviceLoader): no CPU of "
-                         "its node is counted for them (" +
-                         Num(cut.local_cpu_s_per_sample * 1e3, 3) + " ms per sample on a CPU)");
-  }
-  if (!plan.cut.runnable) {
-    plan.notes.push_back("the chosen cut (after stage " + std::to_string(plan.cut.after_stage) +
-                         ") is not the one pipeline.json makes, and run follows the file: mark "
-                         "the stages after it \"on\": \"device\" (possible when they are "
-                         "to_tensor and normalize) and profile again; until then this plan is "
-                         "for comparison and run --plan refuses it");
-  }
-  if (plan.run.command.empty()) {
-    plan.notes.push_back("no trainer command (the profile has none): give one after -- to run it");
-  }
+  plan.sources = SourcesOf(profile, cluster, o, s);
+  plan.model = ModelOf(s, choice.placement, target_source, gpus);
+  plan.cut.after_stage = choice.cut.after_stage;
+  plan.cut.bytes_per_sample = choice.cut.bytes_per_sample;
+  plan.cut.local_cpu_s_per_sample = choice.cut.local_cpu_s_per_sample;
+  plan.cut.runnable = choice.runnable;
+  plan.cuts = choice.options;
+  plan.trainer_nodes = choice.placement.trainer_nodes;
+  plan.workers = choice.placement.workers;
+  plan.prediction = PredictionOf(s, choice.placement);
+  plan.run = RunOf(profile, o, s, choice.placement);
+  plan.notes = NotesOf(s, plan, choice);
   return plan;
 }
 
