@@ -252,6 +252,36 @@ Result<int64_t> PlanRow(RunStore& store, const Plan& plan, const std::string& pa
   return id;
 }
 
+// --autoscale on's options from the flags, checked; under Slurm --max-workers is
+// lowered to what fits in the allocation (a step beyond it would wait forever).
+Result<AutoscalerOptions> AutoscaleOptions(const RunFlags& f) {
+  AutoscalerOptions a;
+  a.min_workers = f.min_workers;
+  a.max_workers =
+      f.max_workers > 0
+          ? f.max_workers
+          : std::max(f.spec.workers, static_cast<int>(std::thread::hardware_concurrency()));
+  a.period_s = f.scale_period_s;
+  if (a.min_workers > a.max_workers || f.spec.workers < a.min_workers ||
+      f.spec.workers > a.max_workers) {
+    return Status::InvalidArgument("--autoscale on: need --min-workers (" +
+                                   std::to_string(a.min_workers) + ") <= --workers (" +
+                                   std::to_string(f.spec.workers) + ") <= --max-workers (" +
+                                   std::to_string(a.max_workers) + ")");
+  }
+  if (f.backend == "slurm" && !f.job->CheckWorkersFit(f.spec, a.max_workers).ok()) {
+    // Never more workers than the allocation holds: a step beyond it would wait.
+    int fit = f.spec.workers;
+    while (fit < a.max_workers && f.job->CheckWorkersFit(f.spec, fit + 1).ok()) ++fit;
+    LogInfo("run: --autoscale: at most " + std::to_string(fit) +
+            " worker(s) fit in the "
+            "allocation (--max-workers " +
+            std::to_string(a.max_workers) + ")");
+    a.max_workers = fit;
+  }
+  return a;
+}
+
 Result<int> RunWithFlags(const RunFlags& f) {
   if (f.spec.pipeline.empty()) {  // a usage error: exit 2
     LogError(
@@ -271,37 +301,17 @@ Result<int> RunWithFlags(const RunFlags& f) {
   c.port = f.port;
   c.liveness_timeout_s = f.liveness_timeout_s;
   c.max_restarts = f.max_restarts;
-  c.plan_path = f.plan.empty() ? "" : std::filesystem::absolute(f.plan).string();
+  if (!f.plan.empty()) {
+    std::error_code ec;
+    c.plan_path = std::filesystem::absolute(f.plan, ec).string();
+    if (ec) return Status::IoError(f.plan + ": " + ec.message());
+  }
   c.run_name = f.name;
   c.sample_interval_s = f.sample_interval_s;
   c.progress = !f.no_progress;
   GM_RETURN_IF_ERROR(ApplyTrainerCpus(f, c));
   if (f.autoscale == "on") {
-    AutoscalerOptions a;
-    a.min_workers = f.min_workers;
-    a.max_workers =
-        f.max_workers > 0
-            ? f.max_workers
-            : std::max(f.spec.workers, static_cast<int>(std::thread::hardware_concurrency()));
-    a.period_s = f.scale_period_s;
-    if (a.min_workers > a.max_workers || f.spec.workers < a.min_workers ||
-        f.spec.workers > a.max_workers) {
-      return Status::InvalidArgument("--autoscale on: need --min-workers (" +
-                                     std::to_string(a.min_workers) + ") <= --workers (" +
-                                     std::to_string(f.spec.workers) + ") <= --max-workers (" +
-                                     std::to_string(a.max_workers) + ")");
-    }
-    if (f.backend == "slurm" && !f.job->CheckWorkersFit(f.spec, a.max_workers).ok()) {
-      // Never more workers than the allocation holds: a step beyond it would wait.
-      int fit = f.spec.workers;
-      while (fit < a.max_workers && f.job->CheckWorkersFit(f.spec, fit + 1).ok()) ++fit;
-      LogInfo("run: --autoscale: at most " + std::to_string(fit) +
-              " worker(s) fit in the "
-              "allocation (--max-workers " +
-              std::to_string(a.max_workers) + ")");
-      a.max_workers = fit;
-    }
-    c.autoscale = a;
+    GM_ASSIGN_OR_RETURN(c.autoscale, AutoscaleOptions(f));
   }
   std::unique_ptr<ProcessLauncher> launcher;
   if (f.backend == "slurm") {

@@ -89,6 +89,55 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   return outcome;
 }
 
+CoordinatorConfig CoordinatorConfigOf(const RunConfig& c, const std::string& secret,
+                                      const nlohmann::json& doc, const std::string& origin,
+                                      const std::string& run_id) {
+  CoordinatorConfig cc;
+  cc.host = c.bind;
+  cc.port = c.port;
+  cc.secret = secret;
+  cc.pipeline_doc = doc;
+  cc.pipeline_origin = origin;
+  cc.base_dir = std::filesystem::path(origin).parent_path().string();
+  cc.samples_per_split = c.spec.samples_per_split;
+  cc.world_size = c.spec.world_size;
+  cc.epochs = c.spec.epochs;
+  cc.liveness_timeout_s = c.liveness_timeout_s;
+  cc.run_id = run_id;
+  return cc;
+}
+
+// The run's row as it begins.
+RunRecord RecordOf(const RunConfig& c, const std::string& run_id, const std::string& origin) {
+  RunRecord record;
+  record.id = run_id;
+  record.backend = c.launcher != nullptr ? c.launcher->name() : "local";
+  record.pipeline_path = origin;
+  record.plan_path = c.plan_path;
+  record.plan_id = c.plan_id;
+  record.command = c.spec.command;
+  record.world_size = c.spec.world_size;
+  if (!c.job_id.empty()) record.job_id = c.job_id;
+  record.host = HostName();
+  record.pid = ::getpid();
+  return record;
+}
+
+// How the run ended, as recorded: succeeded or failed (the trainer's exit), or
+// cancelled or preempted (a stop; preempted when the system said why).
+RunResult ResultOf(const RunLoopOutcome& outcome, const std::string& run_id) {
+  RunResult result;
+  result.run_id = run_id;
+  result.exit_code = outcome.exit_code;
+  result.exit = outcome.exit;
+  result.stopped = outcome.stopped;
+  result.stop_cause = outcome.stop_cause;
+  result.status = !result.stopped             ? (result.exit_code == 0 ? "succeeded" : "failed")
+                  : result.stop_cause.empty() ? "cancelled"
+                                              : "preempted";
+  return result;
+}
+
 }  // namespace
 
 std::string NewRunId() {
@@ -102,7 +151,9 @@ Result<RunResult> RunTraining(const RunConfig& c) {
         "-- python3 train.py");
   }
   GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(c.spec.pipeline));
-  const std::string origin = std::filesystem::absolute(c.spec.pipeline).string();
+  std::error_code ec;
+  const std::string origin = std::filesystem::absolute(c.spec.pipeline, ec).string();
+  if (ec) return Status::IoError(c.spec.pipeline + ": " + ec.message());
   GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make("goldminer-run-"));
   GM_ASSIGN_OR_RETURN(std::string secret, NewSecret());
   // The secret stays in this process (the coordinator); workers and trainers get
@@ -111,19 +162,9 @@ Result<RunResult> RunTraining(const RunConfig& c) {
   GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/client.key", RoleKey(secret, kClientRole)));
   const std::string run_id = !c.run_name.empty() ? c.run_name : NewRunId();
 
-  CoordinatorConfig cc;
-  cc.host = c.bind;
-  cc.port = c.port;
-  cc.secret = secret;
-  cc.pipeline_doc = doc;
-  cc.pipeline_origin = origin;
-  cc.base_dir = std::filesystem::path(origin).parent_path().string();
-  cc.samples_per_split = c.spec.samples_per_split;
-  cc.world_size = c.spec.world_size;
-  cc.epochs = c.spec.epochs;
-  cc.liveness_timeout_s = c.liveness_timeout_s;
-  cc.run_id = run_id;
-  GM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorServer> coordinator, CoordinatorServer::Start(cc));
+  GM_ASSIGN_OR_RETURN(
+      std::unique_ptr<CoordinatorServer> coordinator,
+      CoordinatorServer::Start(CoordinatorConfigOf(c, secret, doc, origin, run_id)));
   LogInfo("run " + run_id + ": coordinator at " + coordinator->address() + ", " +
           std::to_string(c.spec.workers) + " workers, " + std::to_string(c.spec.world_size) +
           " trainer rank(s)");
@@ -132,18 +173,7 @@ Result<RunResult> RunTraining(const RunConfig& c) {
     LogInfo("run: " + notice);
   }
   RunRecorder recorder(c.store, run_id, c.spec.world_size);
-  RunRecord record;
-  record.id = run_id;
-  record.backend = c.launcher != nullptr ? c.launcher->name() : "local";
-  record.pipeline_path = origin;
-  record.plan_path = c.plan_path;
-  record.plan_id = c.plan_id;
-  record.command = c.spec.command;
-  record.world_size = c.spec.world_size;
-  if (!c.job_id.empty()) record.job_id = c.job_id;
-  record.host = HostName();
-  record.pid = ::getpid();
-  GM_RETURN_IF_ERROR(recorder.Begin(record));
+  GM_RETURN_IF_ERROR(recorder.Begin(RecordOf(c, run_id, origin)));
   recorder.Event("run", "run started: " + std::to_string(c.spec.workers) + " worker(s), " +
                             std::to_string(c.spec.world_size) +
                             " trainer rank(s), coordinator at " + coordinator->address());
@@ -171,16 +201,8 @@ Result<RunResult> RunTraining(const RunConfig& c) {
     recorder.End("failed", 1);
     return outcome.status();
   }
-  RunResult result;
-  result.run_id = run_id;
-  result.exit_code = outcome->exit_code;
-  result.exit = outcome->exit;
-  result.stopped = outcome->stopped;
-  result.stop_cause = outcome->stop_cause;
+  RunResult result = ResultOf(*outcome, run_id);
   result.summary = coordinator->Summary();
-  result.status = !result.stopped             ? (result.exit_code == 0 ? "succeeded" : "failed")
-                  : result.stop_cause.empty() ? "cancelled"
-                                              : "preempted";
   recorder.Event("run", "run " + result.status +
                             (result.stop_cause.empty() ? "" : " (" + result.stop_cause + ")") +
                             ": the trainer " + result.exit);

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <string_view>
 
@@ -136,6 +137,46 @@ std::vector<CutPoint> CutPoints(const std::vector<StageProfile>& stages,
   return cuts;
 }
 
+namespace {
+
+// The 1-thread rounds, each timed (per-stage clocks on) then untimed: the totals of
+// the timed ones, each round's figures, and the timing's own overhead per round.
+struct OneThreadRounds {
+  RunStats total;
+  std::vector<PipelineRun> timed, untimed;
+  std::vector<double> overheads;
+};
+
+Status TimeOneThread(Pipeline& p, const PipelineProfileOptions& o, EngineOptions eo,
+                     DiscardSink& sink, const std::function<void(const std::string&)>& say,
+                     OneThreadRounds& out) {
+  for (int round = 0; round < std::max(1, o.rounds); ++round) {
+    say("pipeline: 1 thread, round " + std::to_string(round + 1) + "/" +
+        std::to_string(std::max(1, o.rounds)) + " (timed, then untimed)");
+    eo.time_stages = true;
+    eo.spans = round == 0 ? o.spans : nullptr;
+    GM_ASSIGN_OR_RETURN(RunStats t, RunPipeline(p, eo, sink));
+    eo.time_stages = false;
+    eo.spans = nullptr;
+    GM_ASSIGN_OR_RETURN(RunStats u, RunPipeline(p, eo, sink));
+    out.timed.push_back(ToRun(t));
+    out.untimed.push_back(ToRun(u));
+    if (out.timed.back().samples_per_s > 0 && out.untimed.back().samples_per_s > 0) {
+      out.overheads.push_back(1.0 -
+                              out.timed.back().samples_per_s / out.untimed.back().samples_per_s);
+    }
+    MergeStageStats(out.total.stages, t.stages);
+    out.total.samples += t.samples;
+    out.total.cpu_s += t.cpu_s;
+    out.total.reader_cpu_s += t.reader_cpu_s;
+    out.total.batcher_cpu_s += t.batcher_cpu_s;
+    out.total.stage_threads_cpu_s += t.stage_threads_cpu_s;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<PipelineProfile> ProfilePipeline(const PipelineProfileOptions& o) {
   if (o.samples < 1) return Status::InvalidArgument("--samples must be at least 1");
   const int cores = o.cores > 0 ? o.cores : UsableCores();
@@ -161,30 +202,11 @@ Result<PipelineProfile> ProfilePipeline(const PipelineProfileOptions& o) {
     GM_RETURN_IF_ERROR(RunPipeline(p, eo, sink).status());
   }
   eo.limit = static_cast<int64_t>(o.samples);
-  RunStats timed_total;
-  std::vector<PipelineRun> timed, untimed;
-  std::vector<double> overheads;
-  for (int round = 0; round < std::max(1, o.rounds); ++round) {
-    say("pipeline: 1 thread, round " + std::to_string(round + 1) + "/" +
-        std::to_string(std::max(1, o.rounds)) + " (timed, then untimed)");
-    eo.time_stages = true;
-    eo.spans = round == 0 ? o.spans : nullptr;
-    GM_ASSIGN_OR_RETURN(RunStats t, RunPipeline(p, eo, sink));
-    eo.time_stages = false;
-    eo.spans = nullptr;
-    GM_ASSIGN_OR_RETURN(RunStats u, RunPipeline(p, eo, sink));
-    timed.push_back(ToRun(t));
-    untimed.push_back(ToRun(u));
-    if (timed.back().samples_per_s > 0 && untimed.back().samples_per_s > 0) {
-      overheads.push_back(1.0 - timed.back().samples_per_s / untimed.back().samples_per_s);
-    }
-    MergeStageStats(timed_total.stages, t.stages);
-    timed_total.samples += t.samples;
-    timed_total.cpu_s += t.cpu_s;
-    timed_total.reader_cpu_s += t.reader_cpu_s;
-    timed_total.batcher_cpu_s += t.batcher_cpu_s;
-    timed_total.stage_threads_cpu_s += t.stage_threads_cpu_s;
-  }
+  OneThreadRounds rounds;
+  GM_RETURN_IF_ERROR(TimeOneThread(p, o, eo, sink, say, rounds));
+  const RunStats& timed_total = rounds.total;
+  const std::vector<PipelineRun>& timed = rounds.timed;
+  const std::vector<double>& overheads = rounds.overheads;
   say("pipeline: " + std::to_string(cores) + " threads");
   eo.threads = cores;
   eo.time_stages = true;
