@@ -31,4 +31,10 @@ std::string Sha256::FinishHex() {
   return out;
 }
 
+std::string Sha256Hex(std::string_view bytes) {
+  Sha256 sha;
+  sha.Update(bytes);
+  return sha.FinishHex();
+}
+
 }  // namespace gm

@@ -24,4 +24,7 @@ class Sha256 {
   std::unique_ptr<Impl> impl_;
 };
 
+// Lower-case hex SHA-256 of `bytes`, in one call.
+std::string Sha256Hex(std::string_view bytes);
+
 }  // namespace gm

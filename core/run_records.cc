@@ -26,17 +26,10 @@ std::string StoredPlanJson(const Plan& plan) {
 
 std::string ProfileDigest(const Profile& profile) {
   Result<std::string> text = StoredProfileJson(profile);
-  if (!text.ok()) return "";
-  Sha256 sha;
-  sha.Update(*text);
-  return sha.FinishHex();
+  return text.ok() ? Sha256Hex(*text) : "";
 }
 
-std::string PlanDigest(const Plan& plan) {
-  Sha256 sha;
-  sha.Update(StoredPlanJson(plan));
-  return sha.FinishHex();
-}
+std::string PlanDigest(const Plan& plan) { return Sha256Hex(StoredPlanJson(plan)); }
 
 ProfileSummary SummarizeProfile(const Profile& p) {
   ProfileSummary s;

@@ -146,9 +146,7 @@ Status BackfillDigests(sqlite::Database& db) {
     for (;;) {
       GM_ASSIGN_OR_RETURN(bool row, read.Step());
       if (!row) break;
-      Sha256 sha;
-      sha.Update(read.Text(1));
-      GM_RETURN_IF_ERROR(write.BindAll(sha.FinishHex(), read.Int(0)));
+      GM_RETURN_IF_ERROR(write.BindAll(Sha256Hex(read.Text(1)), read.Int(0)));
       GM_RETURN_IF_ERROR(write.Run());
       GM_RETURN_IF_ERROR(write.Reset());
     }

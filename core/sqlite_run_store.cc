@@ -9,15 +9,6 @@
 #include "core/thread_annotations.h"
 
 namespace gm {
-namespace {
-
-std::string TextDigest(const std::string& text) {
-  Sha256 sha;
-  sha.Update(text);
-  return sha.FinishHex();
-}
-
-}  // namespace
 
 Result<std::unique_ptr<SqliteRunStore>> SqliteRunStore::Open(const std::string& path,
                                                              UtcClock clock) {
@@ -69,7 +60,7 @@ Result<int64_t> SqliteRunStore::AddProfile(const Profile& profile) {
                                 s.verdict, s.input_bound_fraction, s.samples_per_s_1_thread,
                                 s.samples_per_s_all_cores, s.samples_per_s_per_core,
                                 s.demand_samples_per_s, s.stall_fraction, s.gpu_available,
-                                s.gpu_busy_fraction, json, TextDigest(json)));
+                                s.gpu_busy_fraction, json, Sha256Hex(json)));
   GM_RETURN_IF_ERROR(st.Run());
   const int64_t id = db_.LastInsertRowId();
   if (profile.pipeline) GM_RETURN_IF_ERROR(InsertStageCosts(id, *profile.pipeline));
@@ -220,7 +211,7 @@ Result<int64_t> SqliteRunStore::AddPlan(const Plan& plan, std::optional<int64_t>
   GM_ASSIGN_OR_RETURN(sqlite::Statement st,
                       db_.Prepare("INSERT INTO plans (created_utc, profile_id, json, sha256) "
                                   "VALUES (?, ?, ?, ?)"));
-  GM_RETURN_IF_ERROR(st.BindAll(clock_(), profile_id, json, TextDigest(json)));
+  GM_RETURN_IF_ERROR(st.BindAll(clock_(), profile_id, json, Sha256Hex(json)));
   Status status = st.Run();
   if (status.code() == Code::kNotFound) {
     return Status::NotFound(path() + ": cannot record the plan: profile " +

@@ -147,6 +147,7 @@ TEST(DigestTest, Sha256OfAbcMatchesTheStandardVector) {
   Sha256 h;
   h.Update("abc");
   EXPECT_EQ(h.FinishHex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(Sha256Hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 }  // namespace
