@@ -3,7 +3,6 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cmath>
 #include <ctime>
 
 #include "core/thread_annotations.h"
@@ -19,16 +18,6 @@ double Read(clockid_t id) {
 class MonotonicClock : public Clock {
  public:
   double Now() const override { return MonotonicSeconds(); }
-  void SleepUntil(double t) override {
-    // clock_nanosleep with TIMER_ABSTIME: no drift from wake-up latency, and an
-    // interrupted sleep (a signal) is resumed towards the same target.
-    if (!std::isfinite(t)) return;
-    timespec ts{};
-    ts.tv_sec = static_cast<time_t>(std::floor(t));
-    ts.tv_nsec = static_cast<long>((t - std::floor(t)) * 1e9);
-    while (Now() < t && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) != 0) {
-    }
-  }
 };
 }  // namespace
 
@@ -44,11 +33,6 @@ Clock& SystemClock() {
 double FakeClock::Now() const {
   MutexLock lock(mu_);
   return now_;
-}
-
-void FakeClock::SleepUntil(double t) {
-  MutexLock lock(mu_);
-  now_ = std::max(now_, t);
 }
 
 void FakeClock::Advance(double seconds) {

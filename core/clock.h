@@ -1,11 +1,10 @@
 // Time sources. Monotonic wall seconds and per-thread CPU seconds, both as doubles,
-// and the Clock that logic with deadlines and periods is handed (the run loop, the
-// supervisor, the coordinator's liveness deadlines, the client's heartbeat), so a
-// unit test drives it with a FakeClock instead of waiting in real time.
+// and the Clock that logic with periods and grace times is handed (the run loop and
+// the supervisor; the coordinator's deadlines and the client's heartbeat still read
+// MonotonicSeconds), so a unit test drives it with a FakeClock instead of waiting.
 #pragma once
 
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -26,20 +25,16 @@ class Clock {
   virtual ~Clock() = default;
   // Seconds now; never less than an earlier call returned.
   virtual double Now() const = 0;
-  // Returns once Now() >= t (at once when it already is). A fake moves itself there.
-  virtual void SleepUntil(double t) = 0;
 };
 
 // The process's monotonic clock (MonotonicSeconds); lives as long as the process.
 Clock& SystemClock();
 
-// A clock that moves only when told: Advance, or SleepUntil (which jumps to its
-// target, as a real sleep would have taken that long). Starts at `start`.
+// A clock that moves only when told (Advance). Starts at `start`.
 class FakeClock : public Clock {
  public:
   explicit FakeClock(double start = 1000) : now_(start) {}
   double Now() const override;
-  void SleepUntil(double t) override;
   // Moves the clock forward by `seconds` (>= 0).
   void Advance(double seconds);
 

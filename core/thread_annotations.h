@@ -59,20 +59,13 @@ class SCOPED_CAPABILITY MutexLock {
   void Unlock() RELEASE() { lock_.unlock(); }
   void Lock() ACQUIRE() { lock_.lock(); }
 
-  // Waits on `cv` with the mutex let go meanwhile; held again on return. Spurious
-  // wake-ups happen: call in a loop over the condition.
-  void Wait(std::condition_variable& cv) { cv.wait(lock_); }
-  // The same, for at most `seconds` (<= 0: returns at once).
-  void WaitFor(std::condition_variable& cv, double seconds) {
-    if (seconds > 0) cv.wait_for(lock_, std::chrono::duration<double>(seconds));
-  }
-  // Waits until pred() (called with the mutex held: annotate the lambda
-  // REQUIRES(mu)) is true.
+  // Waits on `cv`, the mutex let go meanwhile, until pred() (called with the mutex
+  // held: annotate the lambda REQUIRES(mu)) is true; held again on return.
   template <typename Pred>
   void Wait(std::condition_variable& cv, Pred pred) {
     cv.wait(lock_, pred);
   }
-  // The same for at most `seconds`; pred()'s last value.
+  // The same for at most `seconds` (<= 0: pred() is asked once); pred()'s last value.
   template <typename Pred>
   bool WaitFor(std::condition_variable& cv, double seconds, Pred pred) {
     return cv.wait_for(lock_, std::chrono::duration<double>(std::max(0.0, seconds)), pred);
