@@ -218,22 +218,27 @@ std::vector<std::string> SrunArgv(const SlurmJob& job, const LaunchRequest& r) {
 
 namespace {
 
-// Workers as srun steps; trainers (and anything else) as plain children.
+// Workers as srun steps; trainers (and anything else) as plain children. The
+// processes are the child launcher's (the srun of a step is a child too): this one
+// only rewrites a worker's request.
 class SlurmStepLauncher : public ProcessLauncher {
  public:
   explicit SlurmStepLauncher(SlurmJob job) : job_(std::move(job)) {}
   Result<pid_t> Start(const LaunchRequest& r) override {
-    if (r.role != ProcessRole::kWorker) return group_.Spawn(r.argv, r.env, r.cpus);
-    return group_.Spawn(SrunArgv(job_, r), r.env);
+    if (r.role != ProcessRole::kWorker) return children_->Start(r);
+    LaunchRequest step = r;
+    step.argv = SrunArgv(job_, r);
+    step.cpus.clear();  // the step gets its CPUs from Slurm (--exact)
+    return children_->Start(step);
   }
-  void Signal(pid_t pid, int sig) override { group_.Signal(pid, sig); }
-  std::optional<ChildExit> Wait(double timeout_s) override { return group_.WaitAny(timeout_s); }
-  std::vector<ChildExit> KillAll() override { return group_.TerminateAll(0); }
+  void Signal(pid_t pid, int sig) override { children_->Signal(pid, sig); }
+  std::optional<ChildExit> Wait(double timeout_s) override { return children_->Wait(timeout_s); }
+  std::vector<ChildExit> KillAll() override { return children_->KillAll(); }
   std::string name() const override { return "slurm"; }
 
  private:
   const SlurmJob job_;
-  ProcessGroup group_;
+  const std::unique_ptr<ProcessLauncher> children_ = MakeChildLauncher();
 };
 
 }  // namespace
