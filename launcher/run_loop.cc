@@ -54,19 +54,21 @@ Result<RunLoopOutcome> RunLoop::Execute() {
   }
   // The signal may have reached the trainers too (Slurm signals every process of
   // the job) and ended them before this loop saw it: the run was still stopped.
-  if (!out.stopped && StopRequested()) {
-    out.stopped = true;
-    if (signalled_ && o_.stop_cause) out.stop_cause = o_.stop_cause();
-  }
+  if (!out.stopped && StopRequested()) MarkStopped(out);
   stopped_ = true;  // the trainers are done: no more scaling
   Sample();         // the last point, with the workers still running
   StopAll();
   return out;
 }
 
-void RunLoop::BeginStop(RunLoopOutcome& out) {
+// The run was stopped; a signal's cause is asked of the system once.
+void RunLoop::MarkStopped(RunLoopOutcome& out) {
   out.stopped = true;
   if (signalled_ && o_.stop_cause) out.stop_cause = o_.stop_cause();
+}
+
+void RunLoop::BeginStop(RunLoopOutcome& out) {
+  MarkStopped(out);
   // Said before stopping anything: if the system kills us before the end, the
   // record still tells why the run stopped.
   recorder_.Event("run", out.stop_cause.empty()

@@ -82,8 +82,8 @@ class RunLoop {
   // when a process cannot be started (naming the program) or the PID list cannot
   // be written; a trainer that fails is not an error (it is in the outcome).
   Result<RunLoopOutcome> Execute();
-  // Stops every process still running and records how each worker ended (the last
-  // point of the time series first). Safe to call again.
+  // Stops every process still running and records how each worker ended. Safe to
+  // call again; the destructor calls it (after a failed Execute, what was started).
   void StopAll();
   // Ends the status line on a terminal, so what follows starts on a line of its own.
   void EndStatusLine();
@@ -96,6 +96,7 @@ class RunLoop {
   };
 
   bool StopRequested();
+  void MarkStopped(RunLoopOutcome& out);
   void BeginStop(RunLoopOutcome& out);
   void OnTrainerEnded(const ProcessEnded& e, RunLoopOutcome& out);
   Status StartWorker(int slot);

@@ -84,9 +84,8 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   o.stop_cause = c.stop_cause;
   RunLoop loop(std::move(o), std::move(edges), run_id, recorder);
   Result<RunLoopOutcome> outcome = loop.Execute();
-  loop.StopAll();  // after a failure, what was started
   loop.EndStatusLine();
-  return outcome;
+  return outcome;  // the loop's destructor stops what is still running
 }
 
 CoordinatorConfig CoordinatorConfigOf(const RunConfig& c, const std::string& secret,
