@@ -125,14 +125,6 @@ Result<planner::Cluster> ReadCluster(const PlanFlags& f) {
   return LocalCluster();
 }
 
-// The row of the profile a plan came from, by the profile's digest (the plan names
-// it in sources.profile_sha256); none when that profile was not recorded here.
-std::optional<int64_t> RecordedProfileId(RunStore& store, const Plan& plan) {
-  if (plan.sources.profile_sha256.empty()) return std::nullopt;
-  Result<std::optional<int64_t>> id = store.FindProfile(plan.sources.profile_sha256);
-  return id.ok() ? *id : std::nullopt;
-}
-
 Result<int> RunJobs(const PlanFlags& f) {
   if (f.cpus < 1) {
     LogError("--jobs needs --cpus N: the pool of CPUs to divide");
@@ -241,7 +233,9 @@ Result<int> RunPlan(const PlanFlags& f) {
   }
   if (!f.no_db) {
     GM_ASSIGN_OR_RETURN(std::unique_ptr<SqliteRunStore> store, SqliteRunStore::Open(f.db));
-    const std::optional<int64_t> profile_id = RecordedProfileId(*store, plan);
+    // A profile that cannot be looked up leaves the plan unlinked, not unrecorded.
+    Result<std::optional<int64_t>> found = FindPlanProfile(*store, plan);
+    const std::optional<int64_t> profile_id = found.ok() ? *found : std::nullopt;
     GM_ASSIGN_OR_RETURN(int64_t id, store->AddPlan(plan, profile_id));
     Say("recorded as plan " + std::to_string(id) + " in " + f.db +
         (profile_id ? " (from profile " + std::to_string(*profile_id) + ")" : ""));

@@ -242,10 +242,7 @@ Status CheckTrainerCommand(const std::vector<std::string>& command) {
 Result<int64_t> PlanRow(RunStore& store, const Plan& plan, const std::string& path) {
   GM_ASSIGN_OR_RETURN(std::optional<int64_t> found, store.FindPlan(PlanDigest(plan)));
   if (found) return *found;
-  std::optional<int64_t> profile_id;
-  if (!plan.sources.profile_sha256.empty()) {
-    GM_ASSIGN_OR_RETURN(profile_id, store.FindProfile(plan.sources.profile_sha256));
-  }
+  GM_ASSIGN_OR_RETURN(std::optional<int64_t> profile_id, FindPlanProfile(store, plan));
   GM_ASSIGN_OR_RETURN(int64_t id, store.AddPlan(plan, profile_id));
   LogInfo("run: " + path + " was not recorded in runs.db: recorded it as plan " +
           std::to_string(id));

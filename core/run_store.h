@@ -95,4 +95,8 @@ class RunStore {
   virtual Result<std::vector<MetricPoint>> ListMetrics(const std::string& run_id) = 0;
 };
 
+// The recorded profile `plan` was computed from, by the digest the plan names
+// (sources.profile_sha256): nullopt when the plan names none or it is not recorded.
+Result<std::optional<int64_t>> FindPlanProfile(RunStore& store, const Plan& plan);
+
 }  // namespace gm

@@ -594,6 +594,10 @@ void ChecksPlansAreRecorded(Store& store) {
   // Records point at each other by digest: the plan at its profile, a run at its plan.
   EXPECT_EQ(plan->sources.profile_sha256, ProfileDigest(TestProfile(400)));
   EXPECT_EQ(*store.FindProfile(plan->sources.profile_sha256), std::optional<int64_t>(*profile_id));
+  EXPECT_EQ(*FindPlanProfile(store, *plan), std::optional<int64_t>(*profile_id));
+  Plan unnamed = *plan;
+  unnamed.sources.profile_sha256.clear();
+  EXPECT_EQ(*FindPlanProfile(store, unnamed), std::nullopt) << "a plan that names no profile";
   EXPECT_EQ((*list)[0].sha256, PlanDigest(*plan));
   EXPECT_EQ(PlanDigest(*PlanFromJson(doc, "stored")), PlanDigest(*plan))
       << "read back, same digest";
