@@ -1,6 +1,7 @@
 #include "client/client.h"
 
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
@@ -58,6 +59,32 @@ Result<Socket> Dial(const std::string& address, const std::string& key, std::str
   if (role != server_role) {
     return Status::InvalidArgument(address + " answered as \"" + PeerText(role) + "\", not as a " +
                                    std::string(server_role) + ": check the address");
+  }
+  return socket;
+}
+
+// Dials a worker's same-host socket (dataplane/shm.h). Only a process of this
+// user may answer there: another user who took the name first is refused before
+// a byte is sent (and a relay to the worker's TCP port would fail the handshake,
+// whose MACs cover the transport). Unavailable when nothing listens.
+Result<Socket> DialSameHost(const std::string& address, const std::string& ticket,
+                            const std::string& role, double timeout_s) {
+  const std::string name = SameHostName(address);
+  GM_ASSIGN_OR_RETURN(Socket socket, Socket::ConnectUnix(name, timeout_s));
+  GM_ASSIGN_OR_RETURN(Socket::PeerCredentials peer, socket.peer_credentials());
+  if (peer.uid != ::geteuid()) {
+    return Status::InvalidArgument("unix:" + name + " is held by user id " +
+                                   std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
+                                   "), not by this user (" + std::to_string(::geteuid()) +
+                                   "): another user took the worker's same-host name");
+  }
+  std::string server_role;
+  GM_RETURN_IF_ERROR(ClientHandshake(socket, ticket, role,
+                                     Deadline::After(std::min(timeout_s, kHandshakeTimeoutS)),
+                                     &server_role));
+  if (server_role != "worker") {
+    return Status::InvalidArgument("unix:" + name + " answered as \"" + PeerText(server_role) +
+                                   "\", not as a worker");
   }
   return socket;
 }
@@ -367,8 +394,8 @@ void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
     Result<Socket> socket = Status::Unavailable("no same-host path");
     bool same_host = false;
     if (same_host_) {
-      socket = Dial("unix:" + SameHostName(address), ticket, TicketRole(options.rank, session),
-                    options.connect_timeout_s, "worker");
+      socket = DialSameHost(address, ticket, TicketRole(options.rank, session),
+                            options.connect_timeout_s);
       same_host = socket.ok();
       if (!socket.ok() && socket.status().code() != Code::kUnavailable) {
         LogWarning("client: worker " + address + ": same-host socket refused (" +

@@ -48,17 +48,24 @@ bool SameMac(std::string_view a, std::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
+// Both MACs cover the transport each end sees ("tcp" or "unix"): a process that
+// takes a worker's same-host name and relays to its TCP port cannot complete a
+// handshake, since the two ends compute different MACs.
 std::string ClientMac(std::string_view secret, std::string_view nonce,
-                      std::string_view client_nonce, std::string_view role) {
-  return HmacSha256Hex(secret, "goldminer-auth-v1|" + std::string(nonce) + "|" +
-                                   std::string(client_nonce) + "|" + std::string(role));
+                      std::string_view client_nonce, std::string_view role,
+                      std::string_view transport) {
+  return HmacSha256Hex(secret, "goldminer-auth-v3|" + std::string(nonce) + "|" +
+                                   std::string(client_nonce) + "|" + std::string(role) + "|" +
+                                   std::string(transport));
 }
 
 // Covers the role the server's HELLO named, so a client can trust it.
 std::string ServerMac(std::string_view secret, std::string_view client_nonce,
-                      std::string_view nonce, std::string_view server_role) {
-  return HmacSha256Hex(secret, "goldminer-server-v1|" + std::string(client_nonce) + "|" +
-                                   std::string(nonce) + "|" + std::string(server_role));
+                      std::string_view nonce, std::string_view server_role,
+                      std::string_view transport) {
+  return HmacSha256Hex(secret, "goldminer-server-v3|" + std::string(client_nonce) + "|" +
+                                   std::string(nonce) + "|" + std::string(server_role) + "|" +
+                                   std::string(transport));
 }
 
 // A string member of a handshake message, or "" when absent or not a string.
@@ -283,7 +290,7 @@ Status ServerHandshake(Socket& socket, const KeyForRole& key_for, std::string_vi
   Result<std::string> key =
       ValidRole(role) ? key_for(role) : Result<std::string>(Status::InvalidArgument("role"));
   if (!key.ok() || !IsHex(client_nonce, 2 * kNonceBytes) || !IsHex(mac, 64) ||
-      !SameMac(mac, ClientMac(*key, nonce, client_nonce, role))) {
+      !SameMac(mac, ClientMac(*key, nonce, client_nonce, role, socket.transport()))) {
     return Refuse(socket, kAuthFailed,
                   Status::InvalidArgument(socket.peer() +
                                           ": authentication failed: the client "
@@ -291,9 +298,9 @@ Status ServerHandshake(Socket& socket, const KeyForRole& key_for, std::string_vi
                                           PeerText(role, kMaxRoleChars) +
                                           "\") does not hold that role's key for this run"));
   }
-  GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kWelcome,
-                               {{"mac", ServerMac(*key, client_nonce, nonce, server_role)}},
-                               deadline));
+  GM_RETURN_IF_ERROR(SendFrame(
+      socket, MsgType::kWelcome,
+      {{"mac", ServerMac(*key, client_nonce, nonce, server_role, socket.transport())}}, deadline));
   socket.SetSession(std::make_unique<FrameSession>(*key, nonce, client_nonce, /*is_server=*/true));
   if (client_role != nullptr) *client_role = role;
   return Status::Ok();
@@ -314,14 +321,16 @@ Status ClientHandshake(Socket& socket, std::string_view secret, std::string_view
                   Status::Corrupt(socket.peer() + ": HELLO without a valid nonce and role"));
   }
   GM_ASSIGN_OR_RETURN(std::string client_nonce, RandomHex(kNonceBytes));
-  GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kAuth,
-                               {{"version", kProtocolVersion},
-                                {"role", client_role},
-                                {"client_nonce", client_nonce},
-                                {"mac", ClientMac(secret, nonce, client_nonce, client_role)}},
-                               deadline));
+  GM_RETURN_IF_ERROR(
+      SendFrame(socket, MsgType::kAuth,
+                {{"version", kProtocolVersion},
+                 {"role", client_role},
+                 {"client_nonce", client_nonce},
+                 {"mac", ClientMac(secret, nonce, client_nonce, client_role, socket.transport())}},
+                deadline));
   GM_ASSIGN_OR_RETURN(Frame welcome, Expect(socket, MsgType::kWelcome, deadline));
-  if (!SameMac(Field(welcome, "mac"), ServerMac(secret, client_nonce, nonce, role))) {
+  if (!SameMac(Field(welcome, "mac"),
+               ServerMac(secret, client_nonce, nonce, role, socket.transport()))) {
     return Status::InvalidArgument(socket.peer() + ": authentication failed: the server (role \"" +
                                    PeerText(role, kMaxRoleChars) +
                                    "\") does not know this run's key");

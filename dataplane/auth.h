@@ -21,13 +21,15 @@
 // handshake first, with the key K of the role the client claims (see
 // goldminer-protocol(7)):
 //
-//   server -> HELLO   {version: 2, nonce: N, role: server role}
-//   client -> AUTH    {version: 2, role: R, client_nonce: C,
-//                      mac: hex HMAC-SHA256(K, "goldminer-auth-v1|N|C|R")}
-//   server -> WELCOME {mac: hex HMAC-SHA256(K, "goldminer-server-v1|C|N|server role")}
+//   server -> HELLO   {version: 3, nonce: N, role: server role}
+//   client -> AUTH    {version: 3, role: R, client_nonce: C,
+//                      mac: hex HMAC-SHA256(K, "goldminer-auth-v3|N|C|R|T")}
+//   server -> WELCOME {mac: hex HMAC-SHA256(K, "goldminer-server-v3|C|N|server role|T")}
 //          or ERROR   {message: "authentication failed"} and closes.
 //
-// N and C are 32 fresh random bytes as hex; HMAC keys are the keys' 64 hex
+// T is the transport the end computing the MAC sees ("tcp" or "unix",
+// Socket::transport()), so a relay from one transport to the other fails. N and C
+// are 32 fresh random bytes as hex; HMAC keys are the keys' 64 hex
 // characters. Both sides compare MACs in constant time; keys never travel except
 // a ticket, in the sealed SUBSCRIBED. After WELCOME both ends seal every frame
 // (dataplane/session.h) with keys derived from K, N and C.

@@ -46,7 +46,7 @@ namespace gm {
 
 inline constexpr std::string_view kProtocolMagic = "GMP1";
 // Version 2: sealed frames after the handshake, per-role keys (dataplane/auth.h).
-inline constexpr uint8_t kProtocolVersion = 2;
+inline constexpr uint8_t kProtocolVersion = 3;
 inline constexpr uint16_t kFrameSealed = 1;          // header flag
 inline constexpr size_t kFrameHeaderSize = 24;       // bytes
 inline constexpr uint32_t kMaxMetaBytes = 1u << 20;  // bytes; the largest limit allowed

@@ -159,6 +159,26 @@ Socket& Socket::operator=(Socket&& other) noexcept {
   return *this;
 }
 
+std::string_view Socket::transport() const {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (fd_ >= 0 && ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0 &&
+      addr.ss_family == AF_UNIX) {
+    return "unix";
+  }
+  return "tcp";
+}
+
+Result<Socket::PeerCredentials> Socket::peer_credentials() const {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (transport() != "unix") return Status::IoError(peer_ + ": not a Unix-domain socket");
+  if (::getsockopt(fd_, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return Status::IoError(peer_ + ": cannot read the peer's credentials: " + Errno(errno));
+  }
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+}
+
 void Socket::Close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;

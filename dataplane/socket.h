@@ -80,6 +80,17 @@ class Socket {
   bool valid() const { return fd_ >= 0; }
   int fd() const { return fd_; }
   const std::string& peer() const { return peer_; }
+  // "unix" for a Unix-domain socket, else "tcp" (from the descriptor's family).
+  // The handshake binds it into its MACs, so a relay between transports fails.
+  std::string_view transport() const;
+  // Unix sockets: the credentials the peer's process had when it connected or
+  // listened (SO_PEERCRED). IoError for a TCP socket or when the kernel says no.
+  struct PeerCredentials {
+    int64_t pid = 0;
+    uint32_t uid = 0;
+    uint32_t gid = 0;
+  };
+  Result<PeerCredentials> peer_credentials() const;
 
   // The frame session the handshake set up (dataplane/session.h), or null before
   // it. SendFrame seals and RecvFrame checks every frame once it is set.

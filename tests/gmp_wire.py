@@ -6,11 +6,12 @@ import hashlib
 import hmac
 import json
 import secrets
+import socket
 import struct
 import weakref
 
 HEADER = struct.Struct("<4sBBHIIQ")
-VERSION = 2
+VERSION = 3
 SEALED = 1  # header flag: a 32-byte MAC follows the meta
 HELLO, AUTH, WELCOME, ERROR = 1, 2, 3, 4
 
@@ -96,12 +97,17 @@ def recv_frame(sock):
     return msg_type, meta, recv_exact(sock, payload_len)
 
 
+def transport(sock):
+    """What the handshake's MACs bind: "unix" or "tcp" (goldminer-protocol(7))."""
+    return "unix" if sock.family == socket.AF_UNIX else "tcp"
+
+
 def client_handshake(sock, key, role):
     """The client side (dataplane/auth.h) with `key` as `role`; the server's role.
     ConnectionError with the server's message when it refuses."""
     _, hello, _ = recv_frame(sock)
     client_nonce = secrets.token_hex(32)
-    mac = hmac_hex(key, "goldminer-auth-v1|%s|%s|%s" % (hello["nonce"], client_nonce, role))
+    mac = hmac_hex(key, "goldminer-auth-v3|%s|%s|%s|%s" % (hello["nonce"], client_nonce, role, transport(sock)))
     send_frame(sock, AUTH, {"version": VERSION, "role": role, "client_nonce": client_nonce, "mac": mac})
     msg_type, meta, _ = recv_frame(sock)
     if msg_type != WELCOME:
@@ -117,10 +123,12 @@ def server_handshake(sock, key_for, role):
     send_frame(sock, HELLO, {"version": VERSION, "nonce": nonce, "role": role})
     _, auth, _ = recv_frame(sock)
     key = key_for(auth["role"])
-    expected = key and hmac_hex(key, "goldminer-auth-v1|%s|%s|%s" % (nonce, auth["client_nonce"], auth["role"]))
+    expected = key and hmac_hex(key, "goldminer-auth-v3|%s|%s|%s|%s" % (
+        nonce, auth["client_nonce"], auth["role"], transport(sock)))
     if not key or not hmac.compare_digest(expected, auth["mac"]):
         send_frame(sock, ERROR, {"message": "authentication failed"})
         return None
-    send_frame(sock, WELCOME, {"mac": hmac_hex(key, "goldminer-server-v1|%s|%s|%s" % (auth["client_nonce"], nonce, role))})
+    send_frame(sock, WELCOME, {"mac": hmac_hex(key, "goldminer-server-v3|%s|%s|%s|%s" % (
+        auth["client_nonce"], nonce, role, transport(sock)))})
     SESSIONS[sock] = Session(key, nonce, auth["client_nonce"], is_server=True)
     return auth["role"]

@@ -3,7 +3,10 @@
 #include "dataplane/auth.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <functional>
@@ -83,6 +86,70 @@ TEST(AuthTest, GivenSameSecret_WhenHandshakingOverTcp_ThenBothSucceedAndLearnRol
   auto frame = RecvFrame(c.server, FrameLimits{}, Deadline::After(kWait));
   ASSERT_TRUE(frame.ok()) << frame.status().message();
   EXPECT_EQ(frame->meta["pid"], 42);
+}
+
+// Copies bytes both ways between `a` and `b` until either end closes: what a
+// local process that took a worker's same-host name would do to relay a client
+// to the worker's TCP port.
+void Relay(Socket& a, Socket& b) {
+  char buf[4096];
+  for (;;) {
+    pollfd fds[2] = {{a.fd(), POLLIN, 0}, {b.fd(), POLLIN, 0}};
+    if (::poll(fds, 2, static_cast<int>(kWait * 1000)) <= 0) return;
+    for (int i = 0; i < 2; ++i) {
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      Socket& from = i == 0 ? a : b;
+      Socket& to = i == 0 ? b : a;
+      const ssize_t n = ::read(from.fd(), buf, sizeof buf);
+      if (n <= 0 || ::send(to.fd(), buf, static_cast<size_t>(n), MSG_NOSIGNAL) != n) return;
+    }
+  }
+}
+
+TEST(AuthTest, GivenARelayFromUnixToTcp_WhenHandshakingThroughIt_ThenBothSidesRefuse) {
+  auto tcp = Listener::ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(tcp.ok()) << tcp.status().message();
+  const std::string name = "@goldminer-test-relay-" + std::to_string(::getpid());
+  auto unix_listener = Listener::ListenUnix(name);
+  ASSERT_TRUE(unix_listener.ok()) << unix_listener.status().message();
+  auto client = Socket::ConnectUnix(name, kWait);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  EXPECT_EQ(client->transport(), "unix");
+  Status server_status;
+  std::thread server([&] {
+    auto accepted = tcp->Accept(kWait);
+    ASSERT_TRUE(accepted.ok());
+    EXPECT_EQ(accepted->transport(), "tcp");
+    server_status = ServerHandshake(*accepted, kSecret, "worker", Deadline::After(kWait), nullptr);
+  });
+  std::thread relay([&] {
+    auto inner = unix_listener->Accept(kWait);
+    auto outer = Socket::ConnectTcp("127.0.0.1", tcp->port(), kWait);
+    ASSERT_TRUE(inner.ok() && outer.ok());
+    Relay(*inner, *outer);
+  });
+  Status client_status =
+      ClientHandshake(*client, kSecret, "worker", Deadline::After(kWait), nullptr);
+  client->Close();
+  server.join();
+  relay.join();
+  EXPECT_EQ(server_status.code(), Code::kInvalidArgument) << server_status.message();
+  EXPECT_NE(server_status.message().find("authentication failed"), std::string::npos);
+  EXPECT_FALSE(client_status.ok()) << "the client completed a handshake through the relay";
+}
+
+TEST(AuthTest, GivenAUnixSocket_ThenThePeerCredentialsAreThisProcess) {
+  const std::string name = "@goldminer-test-cred-" + std::to_string(::getpid());
+  auto listener = Listener::ListenUnix(name);
+  ASSERT_TRUE(listener.ok());
+  auto client = Socket::ConnectUnix(name, kWait);
+  ASSERT_TRUE(client.ok());
+  auto cred = client->peer_credentials();
+  ASSERT_TRUE(cred.ok()) << cred.status().message();
+  EXPECT_EQ(cred->uid, ::geteuid());
+  EXPECT_EQ(cred->pid, ::getpid());
+  Connection tcp = testing::TcpPair();
+  EXPECT_FALSE(tcp.client.peer_credentials().ok());
 }
 
 TEST(AuthTest, GivenSameSecret_WhenHandshakingOverUnixSocket_ThenBothSucceed) {
@@ -170,7 +237,7 @@ TEST(AuthTest, GivenClientOfAnotherVersion_WhenHandshaking_ThenErrorNamesBothVer
   Status status = ServerAgainst(c, [&](Socket& s) {
     ASSERT_TRUE(RecvFrame(s, kHandshakeLimits, Deadline::After(kWait)).ok());
     ASSERT_TRUE(
-        SendFrame(s, MsgType::kAuth, {{"version", 3}, {"role", "worker"}}, Deadline::After(kWait))
+        SendFrame(s, MsgType::kAuth, {{"version", 4}, {"role", "worker"}}, Deadline::After(kWait))
             .ok());
     auto error = RecvFrame(s, kHandshakeLimits, Deadline::After(kWait));
     ASSERT_TRUE(error.ok()) << error.status().message();
@@ -179,7 +246,7 @@ TEST(AuthTest, GivenClientOfAnotherVersion_WhenHandshaking_ThenErrorNamesBothVer
   });
   EXPECT_EQ(status.code(), Code::kInvalidArgument);
   for (const std::string& text : {status.message(), reason}) {
-    EXPECT_NE(text.find("peer speaks version 3, this side speaks version 2"), std::string::npos)
+    EXPECT_NE(text.find("peer speaks version 4, this side speaks version 3"), std::string::npos)
         << text;
   }
 }

@@ -199,22 +199,25 @@ struct BadFrame {
 };
 
 std::vector<BadFrame> BadFrames() {
-  std::string header = Header(2, 26, 2, 0);
+  std::string header = Header(kProtocolVersion, 26, 2, 0);
   return {
       {"bad magic", "HTTP" + header.substr(4) + "{}", "bad frame magic \"HTTP\""},
       {"version 1", Header(1, 26, 2, 0) + "{}",
-       "frame version 1 is not supported (this side speaks version 2)"},
-      {"sealed outside a session", Header(2, 26, 2, 0, kFrameSealed) + "{}" + std::string(32, 'm'),
+       "frame version 1 is not supported (this side speaks version 3)"},
+      {"sealed outside a session",
+       Header(kProtocolVersion, 26, 2, 0, kFrameSealed) + "{}" + std::string(32, 'm'),
        "no session was set up"},
-      {"unknown type", Header(2, 99, 2, 0) + "{}", "unknown frame type 99"},
-      {"meta too long", Header(2, 26, (1u << 20) + 1, 0),
+      {"unknown type", Header(kProtocolVersion, 99, 2, 0) + "{}", "unknown frame type 99"},
+      {"meta too long", Header(kProtocolVersion, 26, (1u << 20) + 1, 0),
        "frame meta of 1048577 bytes exceeds the limit of 1048576"},
-      {"payload over limit", Header(2, 26, 2, 5000000000),
+      {"payload over limit", Header(kProtocolVersion, 26, 2, 5000000000),
        "frame payload of 5000000000 bytes exceeds the limit of 268435456"},
-      {"meta not JSON", Header(2, 26, 5, 0) + "{nope", "not valid UTF-8 JSON"},
-      {"meta array", Header(2, 26, 7, 0) + "[1,2,3]", "frame meta is JSON array"},
-      {"meta bad utf8", Header(2, 26, 8, 0) + "{\"a\":\"\xff\"}", "not valid UTF-8 JSON"},
-      {"meta deep", Header(2, 26, 200, 0) + std::string(100, '[') + std::string(100, ']'),
+      {"meta not JSON", Header(kProtocolVersion, 26, 5, 0) + "{nope", "not valid UTF-8 JSON"},
+      {"meta array", Header(kProtocolVersion, 26, 7, 0) + "[1,2,3]", "frame meta is JSON array"},
+      {"meta bad utf8", Header(kProtocolVersion, 26, 8, 0) + "{\"a\":\"\xff\"}",
+       "not valid UTF-8 JSON"},
+      {"meta deep",
+       Header(kProtocolVersion, 26, 200, 0) + std::string(100, '[') + std::string(100, ']'),
        "deeper than 64"},
   };
 }
@@ -243,7 +246,7 @@ TEST(ProtocolTest, GivenMalformedFrames_WhenReceivedFromSocket_ThenCorruptNaming
 }
 
 TEST(ProtocolTest, GivenNonZeroReservedField_WhenHeaderParsed_ThenCorrupt) {
-  std::string header = Header(2, 26, 0, 0);
+  std::string header = Header(kProtocolVersion, 26, 0, 0);
   header[12] = 7;
   auto h = ParseFrameHeader(header);
   ASSERT_FALSE(h.ok());
@@ -252,7 +255,7 @@ TEST(ProtocolTest, GivenNonZeroReservedField_WhenHeaderParsed_ThenCorrupt) {
 }
 
 TEST(ProtocolTest, GivenStreamCutMidPayload_WhenReceived_ThenUnavailableAndParseCorrupt) {
-  std::string truncated = Header(2, 26, 2, 100) + "{}" + std::string(10, 'x');
+  std::string truncated = Header(kProtocolVersion, 26, 2, 100) + "{}" + std::string(10, 'x');
   Connection c = TcpPair();
   SendRaw(c.client, truncated);
   auto frame = RecvFrame(c.server, FrameLimits{}, Deadline::After(kWait));
