@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -135,6 +136,10 @@ struct SegmentUse {
 
 struct WorkerConn {
   uint64_t id = 0;
+  // The re-order buffer's name for the worker (Impl::source_of): the same for
+  // every connection to one address, so what a worker's batches hold there is
+  // counted across its reconnections.
+  uint64_t source = 0;
   std::string address;
   Socket socket;
   std::thread thread;
@@ -210,6 +215,8 @@ struct Client::Impl {
   std::condition_variable cv;
   ReorderBuffer reorder GUARDED_BY(mu);
   std::map<uint64_t, std::unique_ptr<WorkerConn>> conns GUARDED_BY(mu);
+  std::map<std::string, uint64_t> source_of GUARDED_BY(mu);  // worker address -> source
+  std::set<std::string> refused GUARDED_BY(mu);              // workers that lied (CheckHolders)
   ClientStats stats GUARDED_BY(mu);
   double last_arrival GUARDED_BY(mu) = 0;  // MonotonicSeconds() of the latest batch received
   uint64_t events GUARDED_BY(mu) = 0;      // bumped with every notify, so a waiter misses none
@@ -231,6 +238,7 @@ struct Client::Impl {
   void FlushCredits();
   void ConnectWorkers(const std::vector<std::string>& addresses);
   void Receive(WorkerConn* conn);
+  void CheckHolders(const WorkersMsg& workers, uint64_t view);
   void ReapDead();
   Status Refresh();
   Status LoadEpoch(uint64_t epoch, uint64_t position);
@@ -238,6 +246,8 @@ struct Client::Impl {
                   std::optional<SequenceKey> at);
   Status CheckState(const ResumeState& state) const;
   std::optional<Batch> TakeLocked(MutexLock& lock) REQUIRES(mu);
+  bool UnderLookAheadBound(const WorkerConn& conn) const REQUIRES(mu);
+  std::string LookAheadText() const REQUIRES(mu);
   Result<std::optional<Batch>> Wait();
 };
 
@@ -362,10 +372,12 @@ void Client::Impl::Receive(WorkerConn* conn) {
     last_arrival = MonotonicSeconds();
     std::string why;
     ReorderBuffer::Outcome outcome =
-        reorder.Offer(std::move(*batch), conn->id, split_batches, &why);
+        reorder.Offer(std::move(*batch), conn->source, split_batches, &why);
+    if (outcome == ReorderBuffer::Outcome::kRejected) {  // no honest worker sends it
+      status = Status::Corrupt(why);
+      break;
+    }
     if (outcome != ReorderBuffer::Outcome::kBuffered) ++conn->owed;  // its credit comes back now
-    if (outcome == ReorderBuffer::Outcome::kRejected)
-      LogWarning("client: worker " + conn->address + ": " + why);
     ++events;
     cv.notify_all();
   }
@@ -386,7 +398,7 @@ void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
       bool known = std::any_of(conns.begin(), conns.end(), [&](const auto& c) {
         return !c.second->dead && c.second->address == address;
       });
-      if (known) continue;
+      if (known || refused.contains(address)) continue;
     }
     // The worker's same-host socket first (dataplane/shm.h): it exists only when
     // the worker shares this host and network namespace. A refusal there (none,
@@ -428,6 +440,7 @@ void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
     conn->granted = static_cast<uint64_t>(options.prefetch);
     WorkerConn* raw = conn.get();
     MutexLock lock(mu);
+    raw->source = source_of.emplace(address, source_of.size() + 1).first->second;
     conns.emplace(raw->id, std::move(conn));
     raw->thread = std::thread([this, raw] { Receive(raw); });
   }
@@ -491,10 +504,16 @@ Result<PlanMsg> Client::Impl::GetPlan(uint64_t epoch) {
 // unknown) and connects to new workers.
 Status Client::Impl::Refresh() {
   GM_RETURN_IF_ERROR(FlushAcks());
+  uint64_t view = 0;
+  {
+    MutexLock lock(mu);
+    view = reorder.AskView();
+  }
   GM_ASSIGN_OR_RETURN(Frame answer,
                       Request(MsgType::kGetWorkers, nlohmann::json::object(), MsgType::kWorkers));
   Result<WorkersMsg> workers = WorkersMsg::Decode(answer.meta);
   if (!workers.ok()) return workers.status().WithContext(coordinator_name);
+  if (workers->holders_known) CheckHolders(*workers, view);
   bool need_counts = false;
   uint64_t epoch = 0;
   {
@@ -515,6 +534,34 @@ Status Client::Impl::Refresh() {
   }
   ConnectWorkers(workers->workers);
   return Status::Ok();
+}
+
+// Checks the buffered batches against who holds which split (ReorderBuffer::
+// SetHolders); a worker that sent batches of a split it never held is dropped and
+// not connected to again.
+void Client::Impl::CheckHolders(const WorkersMsg& workers, uint64_t view) {
+  MutexLock lock(mu);
+  auto source = [&](const std::string& address) {
+    return source_of.emplace(address, source_of.size() + 1).first->second;
+  };
+  std::map<uint64_t, uint64_t> holders;
+  for (const auto& [split, index] : workers.holders)
+    holders[split] = source(workers.workers[index]);
+  std::set<uint64_t> listed;
+  for (const std::string& address : workers.workers) listed.insert(source(address));
+  for (uint64_t liar : reorder.SetHolders(workers.epoch, holders, listed, view)) {
+    for (auto& [id, conn] : conns) {
+      if (conn->source != liar || conn->dead) continue;
+      LogWarning("client: dropping worker " + conn->address +
+                 ": it sent batches of splits the coordinator never gave it; its batches are "
+                 "dropped and this trainer does not connect to it again");
+      refused.insert(conn->address);
+      conn->closing = true;  // warned here
+      ++stats.connections_lost;
+      ::shutdown(conn->socket.fd(), SHUT_RDWR);
+    }
+  }
+  ++events;
 }
 
 Status Client::Impl::LoadEpoch(uint64_t epoch, uint64_t position) {
@@ -542,14 +589,34 @@ std::optional<Batch> Client::Impl::TakeLocked(MutexLock& lock) {
   (void)lock;
   auto next = reorder.TakeNext();
   if (!next) return std::nullopt;
-  auto conn = conns.find(next->second);
-  if (conn != conns.end() && !conn->second->dead) ++conn->second->owed;
+  for (auto& [id, conn] : conns) {
+    if (!conn->dead && conn->source == next->second) ++conn->owed;  // its credit comes back
+  }
   Batch& batch = next->first;
   ++stats.batches;
   stats.samples += batch.size();
   stats.bytes += batch.data_size() + batch.labels.bytes.size();
   acks.emplace_back(batch.split, batch.split_batch);
   return std::move(batch);
+}
+
+// Each live worker gets an equal part of the byte bound, so one that fills its
+// part with batches nobody needs cannot stop the credit of the one that holds
+// the batch awaited.
+bool Client::Impl::UnderLookAheadBound(const WorkerConn& conn) const {
+  const auto live = static_cast<uint64_t>(
+      std::count_if(conns.begin(), conns.end(), [](const auto& c) { return !c.second->dead; }));
+  const ReorderBuffer::Held held = reorder.held_from(conn.source);
+  return held.batches < options.max_lookahead_batches &&
+         held.bytes < options.max_buffered_bytes / std::max<uint64_t>(live, 1);
+}
+
+std::string Client::Impl::LookAheadText() const {
+  return "; the look-ahead bound stopped further credit: " + std::to_string(reorder.buffered()) +
+         " batches (" + std::to_string(reorder.buffered_bytes() >> 20) +
+         " MiB) wait in the buffer, at most " + std::to_string(options.max_lookahead_batches) +
+         " per worker and an equal part of " + std::to_string(options.max_buffered_bytes >> 20) +
+         " MiB each (" + std::string(kClientBufferEnv) + " raises the second)";
 }
 
 Result<std::optional<Batch>> Client::Impl::Wait() {
@@ -562,20 +629,30 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
     stats.duplicates_dropped = reorder.dropped();
     if (reorder.done()) return std::optional<Batch>();
     if (auto batch = TakeLocked(lock)) return std::optional<Batch>(std::move(*batch));
-    // Progress rule (dataplane/messages.h): every live connection out of credit -> +1 each.
+    // Progress rule (dataplane/messages.h): every live connection out of credit -> +1
+    // each, within the look-ahead bound (ClientOptions::max_buffered_bytes).
     bool all_used = true;
     for (auto& [id, conn] : conns) {
       if (!conn->dead && conn->granted + conn->owed > conn->received) all_used = false;
     }
+    bool bounded = false;
     if (all_used) {
-      for (auto& [id, conn] : conns) conn->owed += conn->dead ? 0 : 1;
+      for (auto& [id, conn] : conns) {
+        if (conn->dead) continue;
+        if (UnderLookAheadBound(*conn)) {
+          ++conn->owed;
+        } else {
+          bounded = true;
+        }
+      }
     }
     const double now = MonotonicSeconds();
     if (now - last_arrival >= options.timeout_s) {
       return Status::Unavailable(
           "no batch from any worker for " + std::to_string(std::lround(options.timeout_s)) +
           " s while waiting for " + reorder.Awaited() + " (rank " + std::to_string(options.rank) +
-          ", " + std::to_string(conns.size()) + " worker connection(s))");
+          ", " + std::to_string(conns.size()) + " worker connection(s))" +
+          (bounded ? LookAheadText() : std::string()));
     }
     lock.Unlock();
     GM_RETURN_IF_ERROR(FlushAcks());

@@ -29,6 +29,9 @@ inline constexpr double kDefaultClientTimeoutS = 300.0;
 // While Next() waits this long, the client asks the coordinator for the worker list
 // (and, for unknown split counts, the plan) again.
 inline constexpr double kClientRefreshS = 0.5;
+inline constexpr std::string_view kClientBufferEnv = "GOLDMINER_CLIENT_BUFFER_MB";
+inline constexpr uint64_t kDefaultBufferedBytes = uint64_t{1} << 30;
+inline constexpr uint64_t kDefaultLookAheadBatches = 128;
 
 struct ClientOptions {
   std::string coordinator;                    // "HOST:PORT" or "unix:PATH"; empty: $GOLDMINER_ADDR
@@ -41,10 +44,20 @@ struct ClientOptions {
   // HEARTBEAT to the coordinator after this long without a frame (it closes client
   // connections silent for kClientIdleS); tests shorten it.
   double heartbeat_s = kClientHeartbeatS;
+  // The look-ahead bound: the progress rule (dataplane/messages.h) grants a
+  // worker more credit only while fewer than max_lookahead_batches of its
+  // batches wait in the re-order buffer and they hold less than an equal part
+  // of max_buffered_bytes (divided among the live worker connections). So no
+  // worker can grow the trainer's memory past its part + the credit granted
+  // (prefetch + 1 batches per connection), nor stop the credit of the others.
+  // 0: $GOLDMINER_CLIENT_BUFFER_MB MiB, else 1 GiB.
+  uint64_t max_buffered_bytes = 0;
+  uint64_t max_lookahead_batches = kDefaultLookAheadBatches;
 };
 
-// Fills the empty/-1 fields of `options` from the environment as documented above.
-// InvalidArgument when a variable is not a number, rank is outside [0, world_size),
+// Fills the empty/-1/0 fields of `options` from the environment as documented above.
+// InvalidArgument when a variable is not a number (GOLDMINER_CLIENT_BUFFER_MB: not
+// an integer from 1 to 1048576), rank is outside [0, world_size),
 // or no coordinator address is given; NotFound when no secret is available.
 Result<ClientOptions> ResolveClientOptions(ClientOptions options);
 

@@ -69,6 +69,17 @@ Result<ClientOptions> ResolveClientOptions(ClientOptions options) {
         "coordinator's idle limit of " +
         std::to_string(static_cast<int>(kClientIdleS)) + " s");
   }
+  if (options.max_buffered_bytes == 0) {
+    bool found = false;
+    GM_ASSIGN_OR_RETURN(int mib, EnvInt(kClientBufferEnv, &found));
+    if (found && (mib < 1 || mib > (1 << 20))) {
+      return Status::InvalidArgument("environment variable " + std::string(kClientBufferEnv) + "=" +
+                                     std::to_string(mib) +
+                                     ": the trainer's look-ahead buffer must be 1 to 1048576 MiB");
+    }
+    options.max_buffered_bytes = found ? static_cast<uint64_t>(mib) << 20 : kDefaultBufferedBytes;
+  }
+  options.max_lookahead_batches = std::max<uint64_t>(options.max_lookahead_batches, 1);
   // A CREDIT grants 1..kMaxCredit batches.
   options.prefetch = std::clamp(options.prefetch, 1, static_cast<int>(kMaxCredit));
   return options;

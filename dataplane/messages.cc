@@ -471,12 +471,37 @@ Result<PlanMsg> PlanMsg::Decode(const nlohmann::json& meta) {
   }());
 }
 
-nlohmann::json WorkersMsg::Encode() const { return {{"workers", workers}}; }
+nlohmann::json WorkersMsg::Encode() const {
+  nlohmann::json pairs = nlohmann::json::array();
+  for (const auto& [split, index] : holders) pairs.push_back({split, index});
+  if (!holders_known) return {{"workers", workers}};
+  return {{"workers", workers}, {"epoch", epoch}, {"holders", std::move(pairs)}};
+}
 
 Result<WorkersMsg> WorkersMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<WorkersMsg> {
+    const JsonNode m(meta, "WORKERS");
     WorkersMsg r;
-    GM_ASSIGN_OR_RETURN(r.workers, Addresses(JsonNode(meta, "WORKERS")));
+    GM_ASSIGN_OR_RETURN(r.workers, Addresses(m));
+    if (!m.has("holders")) return r;  // a coordinator that tells no holders
+    r.holders_known = true;
+    GM_ASSIGN_OR_RETURN(r.epoch, Count(m, "epoch", kMaxEpochs));
+    GM_ASSIGN_OR_RETURN(JsonNode list, m.Get("holders"));
+    GM_ASSIGN_OR_RETURN(std::vector<JsonNode> pairs, list.Elements());
+    if (pairs.size() > kMaxSplitId) {
+      return list.Expected("at most " + std::to_string(kMaxSplitId) + " [split, worker] pairs");
+    }
+    for (const JsonNode& pair : pairs) {
+      GM_ASSIGN_OR_RETURN(std::vector<JsonNode> two, pair.Elements());
+      if (two.size() != 2) return pair.Expected("a [split, worker index] pair");
+      Result<int64_t> split = two[0].AsInt(), index = two[1].AsInt();
+      if (!split.ok() || !index.ok() || *split < 0 || *index < 0 ||
+          static_cast<uint64_t>(*split) >= kMaxSplitId ||
+          static_cast<uint64_t>(*index) >= r.workers.size()) {
+        return pair.Expected("a [split, index into workers] pair of integers in range");
+      }
+      r.holders.emplace_back(static_cast<uint64_t>(*split), static_cast<uint64_t>(*index));
+    }
     return r;
   }());
 }

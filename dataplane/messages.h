@@ -253,8 +253,15 @@ struct PlanMsg {
 };
 
 // C->K WORKERS {workers: ["HOST:PORT", ...]}.
+// WORKERS {workers, epoch, holders}: holders pairs each split of the asking
+// rank's share of `epoch` (the coordinator's current one) that a worker holds
+// (made or being made, not yet acknowledged) with that worker's index in
+// `workers`. The client checks the batches it buffers against it.
 struct WorkersMsg {
   std::vector<std::string> workers;  // each at most kMaxAddressBytes, printable
+  uint64_t epoch = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> holders;  // (split, index into workers)
+  bool holders_known = false;  // epoch and holders were sent (they are optional)
   nlohmann::json Encode() const;
   static Result<WorkersMsg> Decode(const nlohmann::json& meta);
 };

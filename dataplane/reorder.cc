@@ -1,6 +1,10 @@
 #include "dataplane/reorder.h"
 
+#include <algorithm>
+#include <functional>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace gm {
 namespace {
@@ -44,8 +48,14 @@ Status ReorderBuffer::StartEpoch(const EpochPlan& plan, int world_size, int rank
       ++it;
     } else {
       ++dropped_;
-      it = buffer_.erase(it);
+      Forget(it++);
     }
+  }
+  for (auto it = seen_.begin(); it != seen_.end();) {
+    it = it->first.first < epoch_ ? seen_.erase(it) : std::next(it);
+  }
+  for (auto it = next_from_.begin(); it != next_from_.end();) {
+    it = std::get<0>(it->first) < epoch_ ? next_from_.erase(it) : std::next(it);
   }
   return Status::Ok();
 }
@@ -74,6 +84,14 @@ ReorderBuffer::Outcome ReorderBuffer::Offer(Batch batch, uint64_t source,
            std::to_string(kLookAheadEpochs) + " epoch";
     return Outcome::kRejected;
   }
+  // The coordinator plans epoch e+1 only once every rank acknowledged all of e,
+  // so while this rank still reads e no worker holds a split of e+1.
+  if (seq_ && batch.epoch > epoch_ && !seq_->done()) {
+    *why = "batch of epoch " + std::to_string(batch.epoch) + " (split " +
+           std::to_string(batch.split) + ") while this rank has not finished epoch " +
+           std::to_string(epoch_) + ": no worker holds a split of it yet";
+    return Outcome::kRejected;
+  }
   if (split_batches) {
     Status counted = SetBatchCount(batch.epoch, batch.split, *split_batches);
     if (!counted.ok()) {
@@ -87,14 +105,191 @@ ReorderBuffer::Outcome ReorderBuffer::Offer(Batch batch, uint64_t source,
   } else if (seq_ && batch.epoch == epoch_) {
     outcome = Classify(key, why);
   }
-  if (outcome == Outcome::kBuffered && buffer_.contains(key)) outcome = Outcome::kDropped;
+  if (outcome == Outcome::kBuffered) {
+    if (auto it = buffer_.find(key); it != buffer_.end()) {
+      return OfferCopy(it->second, std::move(batch), source);
+    }
+  }
+  if (outcome == Outcome::kBuffered && !InOrder(batch, source, why)) outcome = Outcome::kRejected;
+  if (outcome == Outcome::kBuffered && !CheckSamples(batch, why)) outcome = Outcome::kRejected;
+  if (outcome == Outcome::kBuffered)
+    next_from_[{batch.epoch, source, batch.split}] = batch.split_batch + 1;
   if (outcome == Outcome::kDropped) ++dropped_;
-  if (outcome == Outcome::kBuffered) buffer_.emplace(key, Entry{std::move(batch), source});
+  if (outcome == Outcome::kBuffered) Keep(key, std::move(batch), source);
   return outcome;
 }
 
+bool ReorderBuffer::CheckSamples(const Batch& batch, std::string* why) {
+  std::unordered_set<uint64_t>& seen = seen_[{batch.epoch, batch.split}];
+  std::vector<uint64_t> hashes;
+  hashes.reserve(batch.keys.size());
+  std::unordered_set<uint64_t> in_batch;
+  for (size_t i = 0; i < batch.keys.size(); ++i) {
+    const uint64_t h = std::hash<std::string>{}(batch.keys[i]);
+    if (seen.contains(h) || !in_batch.insert(h).second) {
+      *why = "batch " + std::to_string(batch.split_batch) + " of epoch " +
+             std::to_string(batch.epoch) + " split " + std::to_string(batch.split) +
+             " repeats sample \"" + batch.keys[i].substr(0, 200) + "\"" +
+             (seen.contains(h) ? " of an earlier batch of the split" : "");
+      return false;
+    }
+    hashes.push_back(h);
+  }
+  seen.insert(hashes.begin(), hashes.end());
+  return true;
+}
+
+bool ReorderBuffer::InOrder(const Batch& batch, uint64_t source, std::string* why) const {
+  auto it = next_from_.find({batch.epoch, source, batch.split});
+  const bool first = it == next_from_.end();
+  uint64_t allowed = first ? 0 : it->second;
+  if (first && seq_ && !seq_->done() && batch.epoch == epoch_ && batch.split == seq_->next_split())
+    allowed = seq_->next_key().batch;  // a worker that took the split over starts where we are
+  if (first ? batch.split_batch <= allowed : batch.split_batch == allowed) return true;
+  *why = "sent batch " + std::to_string(batch.split_batch) + " of epoch " +
+         std::to_string(batch.epoch) + " split " + std::to_string(batch.split) +
+         (first ? " first, where the rank stands at batch " + std::to_string(allowed)
+                : " after batch " + std::to_string(allowed - 1)) +
+         ": a worker sends a split's batches in order";
+  return false;
+}
+
+// Accounting of what a source's unverified batches hold (the look-ahead bound).
+void ReorderBuffer::Hold(uint64_t source, uint64_t bytes) {
+  Held& held = held_[source];
+  ++held.batches;
+  held.bytes += bytes;
+}
+
+void ReorderBuffer::Unhold(uint64_t source, uint64_t bytes) {
+  auto held = held_.find(source);
+  if (held == held_.end()) return;
+  --held->second.batches;
+  held->second.bytes -= bytes;
+  if (held->second.batches == 0) held_.erase(held);
+}
+
+void ReorderBuffer::ReleaseCopies(Entry& entry) {
+  for (const Copy& c : entry.copies) {
+    const uint64_t bytes = c.batch.data_size() + c.batch.labels.bytes.size();
+    buffered_bytes_ -= bytes;
+    Unhold(c.source, bytes);
+  }
+  entry.copies.clear();
+}
+
+ReorderBuffer::Outcome ReorderBuffer::OfferCopy(Entry& entry, Batch batch, uint64_t source) {
+  ++dropped_;
+  if (entry.verified || entry.source == source || entry.copies.size() >= kMaxCopies ||
+      std::any_of(entry.copies.begin(), entry.copies.end(),
+                  [&](const Copy& c) { return c.source == source; })) {
+    return Outcome::kDropped;
+  }
+  const uint64_t bytes = batch.data_size() + batch.labels.bytes.size();
+  auto holder = holders_.find(batch.split);
+  if (holders_epoch_ == batch.epoch && holder != holders_.end() && holder->second == source) {
+    // The holder's copy replaces a batch from a source that does not hold the split.
+    ReleaseCopies(entry);
+    Unhold(entry.source, entry.bytes);
+    buffered_bytes_ += bytes - entry.bytes;
+    entry.batch = std::move(batch);
+    entry.source = source;
+    entry.bytes = bytes;
+    entry.verified = true;
+    return Outcome::kDropped;
+  }
+  // Kept aside until SetHolders says whose is real; counted as its source's.
+  buffered_bytes_ += bytes;
+  Hold(source, bytes);
+  entry.copies.push_back(Copy{std::move(batch), source});
+  return Outcome::kBuffered;
+}
+
+void ReorderBuffer::Verify(Entry& entry) {
+  if (entry.verified) return;
+  entry.verified = true;
+  ReleaseCopies(entry);
+  Unhold(entry.source, entry.bytes);
+}
+
+std::set<uint64_t> ReorderBuffer::SetHolders(uint64_t epoch,
+                                             const std::map<uint64_t, uint64_t>& holders,
+                                             const std::set<uint64_t>& listed, uint64_t view) {
+  holders_ = holders;
+  holders_epoch_ = epoch;
+  std::set<uint64_t> liars;
+  for (auto it = buffer_.lower_bound(Key{epoch, 0, 0});
+       it != buffer_.end() && std::get<0>(it->first) == epoch;) {
+    Entry& entry = it->second;
+    auto holder = holders.find(std::get<1>(it->first));
+    if (entry.verified || holder == holders.end() || holder->second == entry.source ||
+        entry.view >= view) {
+      // Verified; not held by anyone now (its holder was lost and the split went
+      // back to the queue: the next holder's copy is checked then); the holder's;
+      // or arrived after the view was asked for.
+      if (holder != holders.end() && holder->second == entry.source) Verify(entry);
+      ++it;
+      continue;
+    }
+    if (listed.contains(entry.source)) liars.insert(entry.source);
+    auto copy = std::find_if(entry.copies.begin(), entry.copies.end(),
+                             [&](const Copy& c) { return c.source == holder->second; });
+    std::optional<Copy> real;
+    if (copy != entry.copies.end()) real = std::move(*copy);
+    if (real) entry.copies.erase(copy);
+    if (real) Unhold(real->source, real->batch.data_size() + real->batch.labels.bytes.size());
+    if (real) buffered_bytes_ -= real->batch.data_size() + real->batch.labels.bytes.size();
+    const Key key = it->first;
+    ++dropped_;
+    Forget(it++);
+    if (real) {  // the holder's copy takes its place
+      Keep(key, std::move(real->batch), real->source);
+      --dropped_;
+    }
+  }
+  return liars;
+}
+
+void ReorderBuffer::Keep(const Key& key, Batch batch, uint64_t source) {
+  const uint64_t bytes = batch.data_size() + batch.labels.bytes.size();
+  buffered_bytes_ += bytes;
+  Hold(source, bytes);
+  Entry entry{std::move(batch), source, bytes, false, views_asked_, {}};
+  auto [it, fresh] = buffer_.emplace(key, std::move(entry));
+  auto holder = holders_.find(std::get<1>(key));
+  if (holders_epoch_ == std::get<0>(key) && holder != holders_.end() && holder->second == source)
+    Verify(it->second);
+}
+
+void ReorderBuffer::Forget(std::map<Key, Entry>::iterator it) {
+  buffered_bytes_ -= it->second.bytes;
+  ReleaseCopies(it->second);
+  if (!it->second.verified) Unhold(it->second.source, it->second.bytes);
+  buffer_.erase(it);
+}
+
+ReorderBuffer::Held ReorderBuffer::held_from(uint64_t source) const {
+  auto it = held_.find(source);
+  return it == held_.end() ? Held{} : it->second;
+}
+
 Status ReorderBuffer::SetBatchCount(uint64_t epoch, uint64_t split, uint64_t batch_count) {
-  if (seq_ && epoch == epoch_) return seq_->SetBatchCount(split, batch_count);
+  if (seq_ && epoch == epoch_) {
+    GM_RETURN_IF_ERROR(seq_->SetBatchCount(split, batch_count));
+    // What was buffered past the count (only a forged batch can be) goes now.
+    for (auto it = buffer_.lower_bound(Key{epoch, split, 0}); it != buffer_.end() &&
+                                                              std::get<0>(it->first) == epoch &&
+                                                              std::get<1>(it->first) == split;) {
+      std::string why;
+      if (Classify(it->first, &why) == Outcome::kBuffered) {
+        ++it;
+      } else {
+        ++dropped_;
+        Forget(it++);
+      }
+    }
+    return Status::Ok();
+  }
   if (!seq_ || epoch > epoch_) learned_[{epoch, split}] = batch_count;
   return Status::Ok();
 }
@@ -103,10 +298,13 @@ std::optional<std::pair<Batch, uint64_t>> ReorderBuffer::TakeNext() {
   if (!seq_ || seq_->done()) return std::nullopt;
   auto it = buffer_.find(Key{epoch_, seq_->next_split(), seq_->next_key().batch});
   if (it == buffer_.end()) return std::nullopt;
-  std::pair<Batch, uint64_t> out{std::move(it->second.batch), it->second.source};
-  buffer_.erase(it);
+  const uint64_t split = seq_->next_split();
+  Batch batch = std::move(it->second.batch);
+  const uint64_t source = it->second.source;
+  Forget(it);
   seq_->Advance();
-  return out;
+  if (seq_->done() || seq_->next_split() != split) seen_.erase({epoch_, split});
+  return std::pair<Batch, uint64_t>{std::move(batch), source};
 }
 
 bool ReorderBuffer::WaitingForCount() const {

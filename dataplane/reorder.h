@@ -10,9 +10,12 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
+#include <unordered_set>
 #include <utility>
+#include <vector>
 
 #include "core/sample.h"
 #include "core/status.h"
@@ -39,8 +42,15 @@ class ReorderBuffer {
 
   // Takes a batch that arrived on connection `source`. `split_batches`, when given,
   // is the split's batch count (sent with its last batch). kRejected (with `*why`)
-  // for a batch that is not this rank's or contradicts a count; kDropped for a copy
-  // or a batch past the share; kBuffered otherwise (including later epochs).
+  // for a batch that no honest worker sends: not this rank's, contradicting a
+  // count, of an epoch past the current one while the current one's share is not
+  // consumed yet (the coordinator starts an epoch only once every rank has
+  // acknowledged the one before), or with repeated sample keys or indices within
+  // its split. kDropped for a copy or a batch past the share; kBuffered otherwise
+  // (including the next epoch's once the current one is done). A worker sends
+  // each split's batches in order from where the rank stands in it, so from one
+  // `source` a split's first batch must not lie past the rank's position in the
+  // split, and each later one must follow the one before (else kRejected).
   Outcome Offer(Batch batch, uint64_t source, std::optional<uint64_t> split_batches,
                 std::string* why);
 
@@ -61,22 +71,74 @@ class ReorderBuffer {
   uint64_t position() const { return seq_ ? seq_->position() : 0; }
   uint64_t dropped() const { return dropped_; }
   size_t buffered() const { return buffer_.size(); }
+  // Checks what is buffered against the coordinator's view of who holds which
+  // split of `epoch` (split -> source), asked for after AskView() returned
+  // `view`. A batch from its split's holder is verified (kept as is). A batch
+  // from another source that arrived before the view was asked for cannot be
+  // honest unless its source lost the split meanwhile: it is dropped (a copy
+  // from the holder, kept aside, takes its place) and, when its source is in
+  // `listed` (the coordinator's live workers), that source is returned: it sent
+  // batches of a split it never held.
+  std::set<uint64_t> SetHolders(uint64_t epoch, const std::map<uint64_t, uint64_t>& holders,
+                                const std::set<uint64_t>& listed, uint64_t view);
+  // Numbers the next view of the holders: call before asking the coordinator.
+  uint64_t AskView() { return ++views_asked_; }
+
+  // What is buffered (not taken yet): data and label bytes in all, and the
+  // batches and bytes not verified yet (SetHolders) that came from `source`.
+  uint64_t buffered_bytes() const { return buffered_bytes_; }
+  struct Held {
+    uint64_t batches = 0;
+    uint64_t bytes = 0;
+  };
+  Held held_from(uint64_t source) const;
   // "epoch E split S batch B" of the batch awaited, for messages.
   std::string Awaited() const;
 
  private:
   using Key = std::tuple<uint64_t, uint64_t, uint64_t>;  // epoch, split, split_batch
-  struct Entry {
+  struct Copy {
     Batch batch;
     uint64_t source = 0;
   };
+  struct Entry {
+    Batch batch;
+    uint64_t source = 0;
+    uint64_t bytes = 0;        // data and labels, counted in buffered_bytes_
+    bool verified = false;     // its source held its split (SetHolders)
+    uint64_t view = 0;         // views_asked_ when it arrived
+    std::vector<Copy> copies;  // from other sources, while not verified
+  };
+  static constexpr size_t kMaxCopies = 4;
   Outcome Classify(const Key& key, std::string* why);
+  // Rejects (with `*why`) a batch whose keys or sample indices repeat, within the
+  // batch or against earlier batches of its split; else records them.
+  bool CheckSamples(const Batch& batch, std::string* why);
+  bool InOrder(const Batch& batch, uint64_t source, std::string* why) const;
+  // A copy of a buffered batch: kept aside while the buffered one is not verified.
+  Outcome OfferCopy(Entry& entry, Batch batch, uint64_t source);
+  void Verify(Entry& entry);
+  void Hold(uint64_t source, uint64_t bytes);
+  void Unhold(uint64_t source, uint64_t bytes);
+  void ReleaseCopies(Entry& entry);
+  void Keep(const Key& key, Batch batch, uint64_t source);
+  void Forget(std::map<Key, Entry>::iterator it);
 
   std::optional<RankSequence> seq_;
   uint64_t epoch_ = 0;
   std::map<Key, Entry> buffer_;
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> learned_;  // (epoch, split) -> count
   uint64_t dropped_ = 0;
+  uint64_t buffered_bytes_ = 0;
+  std::map<uint64_t, Held> held_;  // by source
+  // Hashes of the sample keys of each (epoch, split) accepted so far, until the
+  // sequence moves past the split (later copies are dropped before the check).
+  std::map<std::pair<uint64_t, uint64_t>, std::unordered_set<uint64_t>> seen_;
+  // The next split_batch expected from (epoch, source, split).
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, uint64_t> next_from_;
+  std::map<uint64_t, uint64_t> holders_;  // split -> source, for holders_epoch_
+  uint64_t holders_epoch_ = UINT64_MAX;
+  uint64_t views_asked_ = 0;
 };
 
 }  // namespace gm

@@ -150,7 +150,52 @@ Result<EpochPlan> CoordinatorServer::PlanFor(uint64_t epoch) const {
   return plan;
 }
 
-Status CoordinatorServer::ResumeRank(int rank, const ResumeMsg& resume) {
+// Seconds a rank resuming a later epoch waits for every other rank to resume it too.
+constexpr double kSkipAgreementS = 60;
+
+Status CoordinatorServer::AgreeToSkip(int rank, uint64_t epoch, MutexLock& lock) {
+  const std::string who =
+      "rank " + std::to_string(rank) + " resumes epoch " + std::to_string(epoch);
+  if (skip_ranks_.empty()) {
+    skip_epoch_ = epoch;
+    skip_refused_.clear();
+  } else if (epoch != skip_epoch_) {
+    skip_refused_ = "ranks resume different epochs (" + std::to_string(skip_epoch_) + " and " +
+                    std::to_string(epoch) + ")";
+    cv_.notify_all();
+    return Status::InvalidArgument(who + ", but " + skip_refused_ +
+                                   ": every rank must resume from the same checkpoint");
+  }
+  for (const auto& [other, read] : plan_read_) {
+    if (other != rank && read == state_.epoch() && skip_refused_.empty())
+      skip_refused_ = "rank " + std::to_string(other) + " reads epoch " + std::to_string(read);
+  }
+  skip_ranks_.insert(rank);
+  cv_.notify_all();
+  const auto world = static_cast<size_t>(config_.world_size);
+  lock.WaitFor(cv_, kSkipAgreementS, [&]() REQUIRES(mu_) {
+    return stopping_ || !skip_refused_.empty() || skip_ranks_.size() >= world ||
+           state_.epoch() >= epoch || state_.EpochTouched();
+  });
+  if (state_.epoch() >= epoch) return Status::Ok();  // another rank moved the run
+  std::string why = skip_refused_;
+  if (why.empty() && state_.EpochTouched())
+    why = "epoch " + std::to_string(state_.epoch()) + " is being read";
+  if (why.empty() && skip_ranks_.size() < world) {
+    why = std::to_string(world - skip_ranks_.size()) + " other rank(s) did not resume it within " +
+          std::to_string(static_cast<int>(kSkipAgreementS)) + " s";
+  }
+  if (why.empty() && stopping_) why = "the run is stopping";
+  if (!why.empty()) {
+    skip_ranks_.erase(rank);
+    return Status::InvalidArgument(who + ", but " + why +
+                                   ": every rank must resume from the same checkpoint");
+  }
+  skip_ranks_.clear();
+  return Status::Ok();  // every rank agreed: this one moves the run
+}
+
+Status CoordinatorServer::ResumeRank(int rank, const ResumeMsg& resume, MutexLock& lock) {
   const uint64_t epoch = resume.epoch;
   if (config_.epochs > 0 && epoch >= static_cast<uint64_t>(config_.epochs)) {
     return Status::InvalidArgument(
@@ -166,12 +211,22 @@ Status CoordinatorServer::ResumeRank(int rank, const ResumeMsg& resume) {
           ", but this run is delivering epoch " + std::to_string(state_.epoch()) +
           " to other ranks: every rank must resume from the same checkpoint");
     }
-    GM_ASSIGN_OR_RETURN(EpochPlan plan, PlanFor(epoch));
-    GM_RETURN_IF_ERROR(state_.SkipToEpoch(plan));
-    epochs_done_ = epoch;
-    LogInfo("run: rank " + std::to_string(rank) + " resumes at epoch " + std::to_string(epoch) +
-            " (epochs before it were delivered by an earlier run)");
-    cv_.notify_all();
+    GM_RETURN_IF_ERROR(AgreeToSkip(rank, epoch, lock));
+    if (state_.epoch() < epoch) {
+      if (state_.EpochTouched()) {
+        return Status::InvalidArgument("rank " + std::to_string(rank) + " resumes epoch " +
+                                       std::to_string(epoch) + ", but epoch " +
+                                       std::to_string(state_.epoch()) +
+                                       " was read meanwhile: every rank must resume from the "
+                                       "same checkpoint");
+      }
+      GM_ASSIGN_OR_RETURN(EpochPlan plan, PlanFor(epoch));
+      GM_RETURN_IF_ERROR(state_.SkipToEpoch(plan));
+      epochs_done_ = epoch;
+      LogInfo("run: every rank resumes at epoch " + std::to_string(epoch) +
+              " (epochs before it were delivered by an earlier run)");
+      cv_.notify_all();
+    }
   }
   Status st = resume.at ? state_.ResumeAt(rank, epoch, resume.position, *resume.at)
                         : state_.Resume(rank, epoch, resume.position);
@@ -536,6 +591,11 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
         reply = answer.Encode();
         break;
       }
+      // A rank that reads the current epoch calls off a move to a later one.
+      if (!skip_ranks_.empty() && epoch < skip_epoch_ && skip_refused_.empty()) {
+        skip_refused_ = "rank " + std::to_string(rank) + " reads epoch " + std::to_string(epoch);
+        cv_.notify_all();
+      }
       // A later epoch starts when every rank has finished this one.
       lock.WaitFor(cv_, kPlanWaitS, [&]() REQUIRES(mu_) {
         return stopping_ || finished_ || state_.epoch() >= epoch;
@@ -548,12 +608,23 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
         reply = answer.Encode();
       } else {
         reply = PlanMessage(epoch);
+        plan_read_[rank] = epoch;
       }
       break;
     }
     case MsgType::kGetWorkers: {
       WorkersMsg workers;
-      for (const auto& [id, addr] : data_addr_) workers.workers.push_back(addr);
+      std::map<WorkerId, uint64_t> index;
+      for (const auto& [id, addr] : data_addr_) {
+        index[id] = workers.workers.size();
+        workers.workers.push_back(addr);
+      }
+      workers.epoch = state_.epoch();
+      workers.holders_known = true;
+      for (const auto& [split, holder] : state_.Holders(rank)) {
+        if (auto it = index.find(holder); it != index.end())
+          workers.holders.emplace_back(split, it->second);
+      }
       reply = workers.Encode();
       reply_type = MsgType::kWorkers;
       break;
@@ -570,7 +641,7 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
     }
     case MsgType::kResume: {
       GM_ASSIGN_OR_RETURN(ResumeMsg resume, ResumeMsg::Decode(frame.meta));
-      if (Status st = ResumeRank(rank, resume); !st.ok()) {
+      if (Status st = ResumeRank(rank, resume, lock); !st.ok()) {
         // The trainer learns why; the session ends (its state is not this run's).
         lock.Unlock();
         (void)SendFrame(socket, MsgType::kError, {{"message", st.message()}}, Deadline::After(1));

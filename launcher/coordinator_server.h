@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -113,7 +114,12 @@ class CoordinatorServer {
   Status HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame, bool* done);
   Status HandleClientFrame(Socket& socket, int rank, const Frame& frame, bool* done);
   Result<EpochPlan> PlanFor(uint64_t epoch) const;
-  Status ResumeRank(int rank, const ResumeMsg& resume) REQUIRES(mu_);
+  Status ResumeRank(int rank, const ResumeMsg& resume, MutexLock& lock) REQUIRES(mu_);
+  // A rank's RESUME of an epoch past the current one: the run moves there only
+  // once every rank has asked for it (waiting up to kSkipAgreementS for the
+  // others). InvalidArgument, saying why, when a rank reads the current epoch
+  // meanwhile, asks for another one, or the others do not come in time.
+  Status AgreeToSkip(int rank, uint64_t epoch, MutexLock& lock) REQUIRES(mu_);
   nlohmann::json PlanMessage(uint64_t epoch) REQUIRES(mu_);
   void AdvanceEpochIfDone() REQUIRES(mu_);
 
@@ -129,6 +135,12 @@ class CoordinatorServer {
   std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);      // subscribed ranks -> peer
   uint64_t sessions_ GUARDED_BY(mu_) = 0;  // client sessions issued (the last one's number)
   uint64_t epochs_done_ GUARDED_BY(mu_) = 0;
+  // AgreeToSkip: the later epoch some ranks resume into, those ranks, and why
+  // the move was called off ("" while it stands).
+  uint64_t skip_epoch_ GUARDED_BY(mu_) = 0;
+  std::set<int> skip_ranks_ GUARDED_BY(mu_);
+  std::string skip_refused_ GUARDED_BY(mu_);
+  std::map<int, uint64_t> plan_read_ GUARDED_BY(mu_);  // rank -> epoch of the last PLAN it got
   bool finished_ GUARDED_BY(mu_) = false;
   bool stopping_ GUARDED_BY(mu_) = false;
   uint64_t workers_registered_ GUARDED_BY(mu_) = 0;

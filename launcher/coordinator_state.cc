@@ -458,6 +458,16 @@ uint64_t CoordinatorState::RankPosition(int rank) const {
   return position;
 }
 
+std::vector<std::pair<uint64_t, WorkerId>> CoordinatorState::Holders(int rank) const {
+  std::vector<std::pair<uint64_t, WorkerId>> out;
+  if (!layout_) return out;
+  for (size_t p = 0; p < splits_.size(); ++p) {
+    if (splits_[p].phase != Phase::kAssigned || layout_->slots[p].rank != rank) continue;
+    out.emplace_back(layout_->slots[p].split, splits_[p].holder);
+  }
+  return out;
+}
+
 uint64_t CoordinatorState::BatchCount(uint64_t split_id) const {
   if (!layout_) return kUnknownCount;
   auto it = layout_->position_of.find(split_id);

@@ -175,6 +175,9 @@ class CoordinatorState {
   // Batches acknowledged contiguously from the start of the rank's sequence (0 for
   // an unknown rank or before the first epoch).
   uint64_t RankPosition(int rank) const;
+  // The splits of `rank`'s share of the current epoch that a worker holds (made
+  // or being made and not fully acknowledged), with the holder, in plan order.
+  std::vector<std::pair<uint64_t, WorkerId>> Holders(int rank) const;
   // The split's batch count if planned or learned from a worker, else kUnknownCount.
   uint64_t BatchCount(uint64_t split) const;
 

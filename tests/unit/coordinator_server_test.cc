@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
@@ -19,7 +20,7 @@ class CoordinatorServerTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(kClientIdleS); }
 
-  void Start(double client_idle_s) {
+  void Start(double client_idle_s, int world_size = 1, int epochs = 1) {
     server_.reset();
     secret_ = *NewSecret();
     CoordinatorConfig c;
@@ -31,7 +32,8 @@ class CoordinatorServerTest : public ::testing::Test {
     c.pipeline_origin = "test.json";
     c.base_dir = "/";
     c.samples_per_split = 4;
-    c.epochs = 1;
+    c.epochs = epochs;
+    c.world_size = world_size;
     c.client_idle_s = client_idle_s;
     auto server = CoordinatorServer::Start(c);
     ASSERT_TRUE(server.ok()) << server.status().message();
@@ -173,6 +175,56 @@ TEST_F(CoordinatorServerTest, GivenGarbageBytesThenThatConnectionIsDroppedOnly) 
   (void)raw->SendAll(std::span<const iovec>(&v, 1), Deadline::After(kWait), "junk");
   auto good = Connect("client", secret_);
   ASSERT_TRUE(good.ok()) << good.status().message();
+}
+
+TEST_F(CoordinatorServerTest,
+       GivenOneRankResumingALaterEpoch_WhenAnotherReadsTheFirst_ThenTheResumeIsRefused) {
+  Start(kClientIdleS, 2, 3);
+  std::vector<Socket> ranks;
+  for (int r = 0; r < 2; ++r) {
+    auto c = Connect("client", secret_);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    ASSERT_EQ(Ask(*c, MsgType::kSubscribe, {{"rank", r}, {"world_size", 2}}).type,
+              MsgType::kSubscribed);
+    ranks.push_back(std::move(*c));
+  }
+  // Rank 0 reads epoch 0 as a fresh trainer does; then rank 1 resumes epoch 1.
+  Frame plan = Ask(ranks[0], MsgType::kGetPlan, {{"epoch", 0}});
+  ASSERT_EQ(plan.type, MsgType::kPlan);
+  ASSERT_FALSE(plan.meta.value("wait", false) || plan.meta.value("done", false)) << plan.meta;
+  Frame resumed = Ask(ranks[1], MsgType::kResume,
+                      {{"epoch", 1}, {"position", 0}, {"split_index", 0}, {"split_batch", 0}});
+  ASSERT_EQ(resumed.type, MsgType::kError) << resumed.meta.dump();
+  const std::string message = resumed.meta.value("message", "");
+  EXPECT_NE(message.find("rank 1 resumes epoch 1, but rank 0 reads epoch 0"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("every rank must resume from the same checkpoint"), std::string::npos);
+  EXPECT_EQ(server_->Summary().state.epoch, 0u);
+  // Rank 0 still gets epoch 0.
+  EXPECT_EQ(Ask(ranks[0], MsgType::kGetPlan, {{"epoch", 0}}).meta.value("done", false), false);
+}
+
+TEST_F(CoordinatorServerTest, GivenEveryRankResumingALaterEpoch_ThenTheRunMovesThere) {
+  Start(kClientIdleS, 2, 3);
+  std::vector<Socket> ranks;
+  for (int r = 0; r < 2; ++r) {
+    auto c = Connect("client", secret_);
+    ASSERT_TRUE(c.ok()) << c.status().message();
+    ASSERT_EQ(Ask(*c, MsgType::kSubscribe, {{"rank", r}, {"world_size", 2}}).type,
+              MsgType::kSubscribed);
+    ranks.push_back(std::move(*c));
+  }
+  const nlohmann::json resume = {
+      {"epoch", 2}, {"position", 0}, {"split_index", 0}, {"split_batch", 0}};
+  Frame first;
+  std::thread rank1([&] { first = Ask(ranks[1], MsgType::kResume, resume); });
+  Frame second = Ask(ranks[0], MsgType::kResume, resume);
+  rank1.join();
+  for (const Frame* f : {&first, &second}) {
+    ASSERT_EQ(f->type, MsgType::kPlan) << f->meta.dump();
+    EXPECT_EQ(f->meta["epoch"], 2);
+  }
+  EXPECT_EQ(server_->Summary().state.epoch, 2u);
 }
 
 TEST_F(CoordinatorServerTest, GivenAClientOfAnotherWorldSizeThenItIsToldWhy) {

@@ -203,7 +203,8 @@ TEST(MessagesTest, GivenTheCoordinatorsRepliesWhenDecodedThenTheyRoundTripAndBad
   EXPECT_NE(
       Refusal(PlanMsg::Decode({{"epoch", 0}, {"end", true}, {"done", true}})).find("at most one"),
       std::string::npos);
-  EXPECT_EQ(WorkersMsg::Decode(WorkersMsg{{"a:1", "b:2"}}.Encode())->workers.size(), 2u);
+  EXPECT_EQ(WorkersMsg::Decode(WorkersMsg{{"a:1", "b:2"}, 0, {}, false}.Encode())->workers.size(),
+            2u);
   EXPECT_EQ(ErrorMsg::Decode({{"message", 5}}).message, "(no message)");
 }
 

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# End-to-end: a data worker holding the worker key (tests/e2e/flood_worker.py)
+# takes a split, never makes it, and floods the trainer's client with 1 MiB
+# batches instead (up to 800 MiB in 6 s): of a split it was never given, of the
+# next epoch, of its own split numbered past anything the trainer waits for, or
+# with one sample repeated. The client refuses batches no
+# honest worker sends (dropping that connection) and stops granting credit at the
+# look-ahead bound (GOLDMINER_CLIENT_BUFFER_MB, 32 MiB here), so its memory stays
+# within the bound plus the credit granted; when the flood ends, the split goes to
+# a real worker and the trainer still gets every sample exactly once.
+source "$(dirname "$0")/lib.sh"
+
+# Real workers that take a few seconds per epoch (0.5 ms a sample in a Python
+# dataset): the flood worker registers while most splits are still to be made,
+# so the split it holds comes early, and meanwhile the real workers run out of
+# credit too (they make later splits), so the progress rule keeps granting all.
+cat >"$T/fast.py" <<'PY'
+import time
+
+import numpy as np
+
+
+class Fast:
+    def __len__(self):
+        return 8000
+
+    def __getitem__(self, i):
+        time.sleep(0.0005)
+        return np.array([i], dtype=np.float32), i % 10
+
+
+def make():
+    return Fast()
+PY
+cat >"$T/pipeline.json" <<JSON
+{ "version": 1, "source": {"type": "range", "count": 8000},
+  "stages": [{"op": "exec", "cmd": ["$PY", "-m", "goldminer.dataset_stage", "fast:make"],
+              "processes": 1}],
+  "batch": {"size": 10}, "seed": 1 }
+JSON
+for mode in other ahead next-epoch repeat; do
+  GOLDMINER_CLIENT_BUFFER_MB=32 timeout 120 "$GM" run --backend local --pipeline "$T/pipeline.json" --workers 2 \
+    --epochs 2 --samples-per-split 20 --liveness-timeout 5 --no-db -- \
+    $PY "$SRC/tests/e2e/flood_trainer.py" "$T/$mode.json" 2 "$mode" 6 1 800 \
+    >"$T/$mode.out" 2>"$T/$mode.err" || { cat "$T/$mode.err" >&2; fail "$mode: the run beside the flood failed"; }
+  $PY - "$T/$mode.json" "$mode" <<'PY' || { cat "$T/$mode.err" >&2; fail "$mode: the trainer's batches or memory"; }
+import json, sys
+r, mode = json.load(open(sys.argv[1])), sys.argv[2]
+assert "error" not in r, r
+for e, keys in enumerate(r["epochs"]):
+    assert len(keys) == len(set(keys)) == 8000, f"epoch {e}: {len(keys)} keys, {len(set(keys))} distinct"
+    assert not any(k.startswith("forged") or k == "same" for k in keys), f"epoch {e}: a forged sample was delivered"
+f = r["flood"]
+assert f and f["batches_sent"] > 0, f"the flood worker sent nothing: {f}"
+grown = (r["max_rss_kib"] - r["rss_before_kib"]) // 1024
+print(f"# {mode}: the flood worker sent {f['batches_sent']} batches ({f['mib_sent']} MiB) on "
+      f"{f['connections']} connection(s); the trainer grew by {grown} MiB")
+# The flood worker's part of the 32 MiB (a third: three workers), plus the credit
+# each connection may hold (5 batches of 1 MiB), plus noise.
+assert grown < 32 // 3 + 3 * 5 + 16, f"the trainer grew by {grown} MiB"
+PY
+  ok "$mode: every sample of 2 epochs exactly once, none forged, and the trainer's memory stayed within the look-ahead bound"
+done
+expect_in "$T/next-epoch.err" "while this rank has not finished epoch" "next-epoch: the client says why it dropped the worker"
+expect_in "$T/repeat.err" "repeats sample \"same\"" "repeat: the client says why it dropped the worker"
+expect_in "$T/ahead.err" "a worker sends a split's batches in order" "ahead: the client says why it dropped the worker"
+expect_in "$T/other.err" "it sent batches of splits the coordinator never gave it" "other: the client says why it dropped the worker"
+[[ $(grep -c "registered, data at" "$T/other.err") == 3 && $(grep -c "it sent batches of splits" "$T/other.err") == 1 ]] ||
+  fail "other: the lying worker was connected to again after it was found out"
+ok "other: the client does not connect to the lying worker again"
+done_suite

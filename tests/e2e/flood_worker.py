@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""A malicious data worker (it holds the worker key) that tries to fill the
+trainer's memory, for tests/e2e/flood_test.sh.
+
+It registers at the coordinator ($GOLDMINER_ADDR) with the worker key from the
+run's directory ($GOLDMINER_RUN_DIR/worker.key), takes one split and never makes
+it, so the trainer ends up waiting for that split while every other connection
+is out of credit. Meanwhile it serves a data port of its own: to every client
+that connects with a valid ticket it sends one MIB-MiB BATCH per credit, forever:
+
+  next-epoch   batches of the epoch after the one being read (no worker holds
+               a split of it yet)
+  ahead        batches of its own split, numbered from 1,000,000 (never the
+               batch the trainer waits for), each with new sample keys
+  other        batches 0 and 1 of the splits after its own (splits it was never
+               given), each with new sample keys
+  repeat       one batch of its split whose samples are all the same key
+
+It stops after SECONDS, or after sending LIMIT MiB in all, closes every
+connection (the coordinator then gives its split to a real worker) and prints
+one JSON line: {"mode", "split", "batches_sent", "mib_sent", "connections"}.
+
+  flood_worker.py MODE SECONDS MIB LIMIT
+"""
+import json
+import os
+import select
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from gmp_wire import recv_frame, send_frame, server_handshake, client_handshake, ticket_key  # noqa: E402
+
+REGISTER, REGISTERED, HEARTBEAT, GET_SPLIT, ASSIGN = 16, 17, 18, 19, 20
+SUBSCRIBE, CREDIT, BATCH = 24, 25, 26
+
+
+def main():
+    mode, seconds, mib, limit = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    with open(os.path.join(os.environ["GOLDMINER_RUN_DIR"], "worker.key")) as f:
+        key = f.read().strip()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    host, port = os.environ["GOLDMINER_ADDR"].rsplit(":", 1)
+    coord = socket.create_connection((host, int(port)), timeout=20)
+    client_handshake(coord, key, "worker")
+    send_frame(coord, REGISTER, {"data_addr": "127.0.0.1:%d" % listener.getsockname()[1],
+                                 "host": socket.gethostname(), "pid": os.getpid(), "threads": 1})
+    assert recv_frame(coord)[0] == REGISTERED
+    split = None
+    while split is None:
+        send_frame(coord, GET_SPLIT, {})
+        kind, meta, _ = recv_frame(coord)
+        if kind == ASSIGN and meta.get("kind") == "assign":
+            split = meta
+        else:
+            time.sleep(0.05)
+    data = bytes(mib << 20)
+    sent = connections = 0
+    number = 1_000_000
+    end = time.monotonic() + seconds
+    conns = []  # [socket, credit]
+    last_beat = time.monotonic()
+    while time.monotonic() < end and sent * mib < limit:
+        if time.monotonic() - last_beat > 1:
+            send_frame(coord, HEARTBEAT, {})
+            last_beat = time.monotonic()
+        ready, _, _ = select.select([listener] + [c[0] for c in conns], [], [], 0.05)
+        for r in ready:
+            if r is listener:
+                s, _ = listener.accept()
+                s.settimeout(10)
+
+                def key_for(role):
+                    parts = role.split(":")
+                    return ticket_key(key, int(parts[1]), int(parts[2])) if len(parts) == 3 else None
+                try:
+                    if server_handshake(s, key_for, "worker") is None or recv_frame(s)[0] != SUBSCRIBE:
+                        s.close()
+                        continue
+                except (OSError, ConnectionError, ValueError):
+                    s.close()
+                    continue
+                connections += 1
+                conns.append([s, 0])
+                continue
+            conn = next(c for c in conns if c[0] is r)
+            try:
+                kind, meta, _ = recv_frame(r)
+                if kind == CREDIT:
+                    conn[1] += meta.get("n", 0)
+                    if os.environ.get("GM_FLOOD_DEBUG"):
+                        print("credit", meta, time.monotonic(), file=sys.stderr)
+            except (OSError, ConnectionError, ValueError):
+                conns.remove(conn)
+                r.close()
+        for conn in list(conns):
+            s = conn[0]
+            while conn[1] > 0 and sent * mib < limit:
+                n = 16
+                split_id = split["split"]
+                if mode == "repeat":
+                    keys, split_batch = ["same"] * n, 0
+                elif mode == "other":  # batches 0 and 1 (a split's two) of the splits after its own
+                    k = number - 1_000_000
+                    split_id = (split_id + 1 + k // 2) % 400
+                    keys, split_batch = ["forged-%d-%d" % (number, i) for i in range(n)], k % 2
+                    number += 1
+                else:
+                    keys, split_batch = ["forged-%d-%d" % (number, i) for i in range(n)], number
+                    number += 1
+                epoch = split["epoch"] + (1 if mode == "next-epoch" else 0)
+                meta = {"epoch": epoch, "index": 0, "split": split_id, "split_batch": split_batch,
+                        "rank": split["rank"], "dtype": "uint8", "shape": [n, len(data) // n],
+                        "layout": "none", "n": n, "keys": keys, "sample_indices": list(range(n)),
+                        "data_bytes": len(data), "labels_bytes": 8 * n}
+                try:
+                    send_frame(s, BATCH, meta, data + bytes(8 * n))
+                except OSError:
+                    conns.remove(conn)
+                    s.close()
+                    break
+                conn[1] -= 1
+                sent += 1
+    for s, _ in conns:
+        s.close()
+    coord.close()
+    print(json.dumps({"mode": mode, "split": split["split"], "epoch": split["epoch"], "batches_sent": sent,
+                      "mib_sent": sent * mib, "connections": connections}))
+
+
+if __name__ == "__main__":
+    main()

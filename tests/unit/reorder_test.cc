@@ -1,0 +1,156 @@
+// Tests of dataplane/reorder.h: the client's re-order buffer, on hand-made batches.
+#include "dataplane/reorder.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace gm {
+namespace {
+
+// A batch of `keys` with `bytes` bytes of data.
+Batch MakeBatch(uint64_t epoch, uint64_t split, uint64_t split_batch, std::vector<std::string> keys,
+                size_t bytes = 16) {
+  Batch b;
+  b.epoch = epoch;
+  b.split = split;
+  b.split_batch = split_batch;
+  for (size_t i = 0; i < keys.size(); ++i) b.sample_indices.push_back(i);
+  b.keys = std::move(keys);
+  b.data.bytes.assign(bytes, 1);
+  b.labels.bytes.assign(8 * b.keys.size(), 0);
+  return b;
+}
+
+// Two splits of two batches each, one rank.
+EpochPlan TwoSplits(uint64_t epoch) { return EpochPlan{epoch, {{0, 2}, {1, 2}}}; }
+
+TEST(ReorderTest, GivenALaterEpochsBatchWhileTheCurrentIsNotDone_ThenItIsRejected) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
+  std::string why;
+  EXPECT_EQ(buffer.Offer(MakeBatch(1, 0, 0, {"a"}), 7, std::nullopt, &why),
+            ReorderBuffer::Outcome::kRejected);
+  EXPECT_NE(why.find("has not finished epoch 0"), std::string::npos) << why;
+  EXPECT_EQ(buffer.buffered(), 0u);
+}
+
+TEST(ReorderTest, GivenTheCurrentEpochDone_ThenTheNextEpochsBatchesAreKept) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(EpochPlan{0, {{0, 1}}}, 1, 0, 0).ok());
+  std::string why;
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  ASSERT_TRUE(buffer.done());
+  EXPECT_EQ(buffer.Offer(MakeBatch(1, 0, 0, {"a"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered)
+      << why;
+  ASSERT_TRUE(buffer.StartEpoch(EpochPlan{1, {{0, 1}}}, 1, 0, 0).ok());
+  EXPECT_TRUE(buffer.TakeNext().has_value());
+}
+
+TEST(ReorderTest, GivenRepeatedSampleKeys_ThenTheBatchIsRejected) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
+  std::string why;
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a", "a"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kRejected);
+  EXPECT_NE(why.find("repeats sample \"a\""), std::string::npos) << why;
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a", "b"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered)
+      << why;
+  // A later batch of the same split that repeats one of its samples.
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 1, {"c", "b"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kRejected);
+  EXPECT_NE(why.find("of an earlier batch of the split"), std::string::npos) << why;
+  // Another split may hold the same key only if it is another sample: keys are
+  // checked within a split, where a repeat is always a copy.
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"d"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  // A copy from the same source is dropped (it is not a repeat within the split).
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a", "b"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kDropped);
+}
+
+TEST(ReorderTest, GivenASourceSkippingAhead_ThenItsBatchIsRejected) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(
+      buffer.StartEpoch(EpochPlan{0, {{0, kUnknownCount}, {1, kUnknownCount}}}, 1, 0, 0).ok());
+  std::string why;
+  // A split nobody started must begin at batch 0 ...
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 5, {"x"}), 3, std::nullopt, &why),
+            ReorderBuffer::Outcome::kRejected);
+  EXPECT_NE(why.find("first, where the rank stands at batch 0"), std::string::npos) << why;
+  // ... and go on without a gap.
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"x"}), 3, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 2, {"y"}), 3, std::nullopt, &why),
+            ReorderBuffer::Outcome::kRejected);
+  EXPECT_NE(why.find("after batch 0"), std::string::npos) << why;
+  // Where the rank stands inside the current split, a worker taking it over
+  // starts there (or before).
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 1, {"b"}), 2, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered)
+      << why;
+}
+
+TEST(ReorderTest, GivenTheHolders_ThenBatchesOfSplitsTheirSourceNeverHeldAreDroppedAndNamed) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(EpochPlan{0, {{0, 1}, {1, 2}}}, 1, 0, 0).ok());
+  std::string why;
+  // Source 9 sends split 1 (held by source 2) before anyone asked who holds what.
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"forged"}, 1000), 9, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  EXPECT_EQ(buffer.held_from(9).bytes, 1008u);
+  // The holder's real batch arrives as a copy: kept aside, not dropped.
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"real"}), 2, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  // And a batch of split 0 from its holder, source 1.
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  const uint64_t view = buffer.AskView();
+  // Source 9 sends again after the question: not proven yet.
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 1, {"forged2"}), 9, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  const std::set<uint64_t> liars = buffer.SetHolders(0, {{0, 1}, {1, 2}}, {1, 2, 9}, view);
+  EXPECT_EQ(liars, std::set<uint64_t>{9});
+  EXPECT_EQ(buffer.held_from(1).batches, 0u);  // verified: no longer counted
+  EXPECT_EQ(buffer.held_from(2).batches, 0u);
+  EXPECT_EQ(buffer.held_from(9).batches, 1u);  // forged2 waits for the next view
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  auto second = buffer.TakeNext();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->first.keys, std::vector<std::string>{"real"});
+  EXPECT_EQ(second->second, 2u);
+}
+
+TEST(ReorderTest, GivenBatchesFromTwoSources_ThenWhatEachHoldsIsCountedUntilTaken) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
+  std::string why;
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"x"}, 100), 2, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 1, {"y"}, 100), 2, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}, 10), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  EXPECT_EQ(buffer.held_from(2).batches, 2u);
+  EXPECT_EQ(buffer.held_from(2).bytes, 216u);  // data + one 8-byte label each
+  EXPECT_EQ(buffer.held_from(1).batches, 1u);
+  EXPECT_EQ(buffer.buffered_bytes(), 234u);
+  auto taken = buffer.TakeNext();
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->second, 1u);
+  EXPECT_EQ(buffer.held_from(1).batches, 0u);
+  EXPECT_EQ(buffer.buffered_bytes(), 216u);
+  EXPECT_EQ(buffer.held_from(3).batches, 0u);
+}
+
+}  // namespace
+}  // namespace gm
