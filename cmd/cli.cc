@@ -35,6 +35,7 @@ const std::vector<Verb>& Verbs() {
 
 int Main(int argc, char** argv) {
   TuneAllocatorForTensors();
+  RaiseDescriptorLimit();
   CLI::App app{
       "goldminer: elastic data workers for GPU training jobs.\n"
       "  profile -> plan -> run -> report; `goldminer VERB --help` for each verb.",

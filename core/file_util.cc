@@ -14,11 +14,7 @@ namespace gm {
 
 Result<std::string> ReadFile(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    std::string msg = path + ": " + std::strerror(err);
-    return err == ENOENT ? Status::NotFound(msg) : Status::IoError(msg);
-  }
+  if (fd < 0) return Status::FromErrno(errno, path);
   std::string out;
   char buf[1 << 16];
   for (;;) {

@@ -1,5 +1,8 @@
-// Process-wide allocator settings for a process that moves large tensors.
+// Process-wide settings for a process that moves large tensors: the allocator,
+// the descriptor limit.
 #pragma once
+
+#include <cstdint>
 
 namespace gm {
 
@@ -9,5 +12,10 @@ namespace gm {
 // on one core, a third of the whole pipeline). Call once from main() before any
 // thread starts; memory stays bounded by the engine's in-flight limit.
 void TuneAllocatorForTensors();
+
+// Raises this process's soft descriptor limit (RLIMIT_NOFILE) to its hard limit,
+// as far as the kernel allows: servers size their connection caps below it
+// (dataplane/handshake_gate.h). Best effort; returns the soft limit now.
+uint64_t RaiseDescriptorLimit();
 
 }  // namespace gm

@@ -1,5 +1,8 @@
 #include "core/status.h"
 
+#include <cerrno>
+#include <cstring>
+
 namespace gm {
 
 std::string_view CodeName(Code code) {
@@ -20,6 +23,8 @@ std::string_view CodeName(Code code) {
       return "not implemented";
     case Code::kCancelled:
       return "cancelled";
+    case Code::kResourceExhausted:
+      return "out of a resource";
     case Code::kInternal:
       return "internal error";
   }
@@ -32,6 +37,22 @@ Status Status::WithContext(std::string_view context) const {
   m += ": ";
   m += message_;
   return {code_, std::move(m)};
+}
+
+Status Status::FromErrno(int err, const std::string& what) {
+  std::string m = what + ": " + std::strerror(err);
+  switch (err) {
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+    case ENOBUFS:
+    case EAGAIN:
+      return ResourceExhausted(std::move(m));
+    case ENOENT:
+      return NotFound(std::move(m));
+    default:
+      return IoError(std::move(m));
+  }
 }
 
 }  // namespace gm

@@ -24,6 +24,10 @@ enum class Code {
   kUnimplemented,    // a verb or feature not built yet
   kCancelled,        // stopped by request
   kInternal,         // a bug in goldminer
+  // Out of descriptors, memory or processes (EMFILE, ENFILE, ENOMEM, ENOBUFS,
+  // EAGAIN from fork): the machine's state, not the input's. Never counted as a
+  // bad sample; the work is done again (worker/worker_service.h).
+  kResourceExhausted,
 };
 
 std::string_view CodeName(Code code);
@@ -42,6 +46,13 @@ class [[nodiscard]] Status {
   static Status Unimplemented(std::string m) { return {Code::kUnimplemented, std::move(m)}; }
   static Status Cancelled(std::string m) { return {Code::kCancelled, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
+  static Status ResourceExhausted(std::string m) {
+    return {Code::kResourceExhausted, std::move(m)};
+  }
+  // The status of a failed system call with `err` (errno): ResourceExhausted
+  // for the errors above, NotFound for ENOENT, IoError otherwise. `what` goes
+  // before the error's text ("PATH: No such file or directory").
+  static Status FromErrno(int err, const std::string& what);
 
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }

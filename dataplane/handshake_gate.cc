@@ -1,5 +1,6 @@
 #include "dataplane/handshake_gate.h"
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -7,6 +8,13 @@
 #include "core/thread_annotations.h"
 
 namespace gm {
+
+size_t DefaultMaxConnections() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1024;
+  const auto soft = static_cast<size_t>(limit.rlim_cur);
+  return std::clamp<size_t>(soft > kDescriptorReserve ? soft - kDescriptorReserve : 0, 16, 1024);
+}
 
 std::string HostOfPeer(const std::string& peer) {
   const size_t colon = peer.rfind(':');

@@ -23,9 +23,16 @@
 
 namespace gm {
 
+// Open connections a server admits: 1024, or fewer when the process's soft
+// descriptor limit (RLIMIT_NOFILE, read now) minus kDescriptorReserve is lower,
+// so that a full server still has descriptors for its files, pipes and
+// children (at least 16).
+inline constexpr size_t kDescriptorReserve = 128;
+size_t DefaultMaxConnections();
+
 struct HandshakeLimits {
-  size_t max_connections = 1024;  // open connections of any kind (one thread each)
-  size_t max_pending = 64;        // connections still in their handshake
+  size_t max_connections = DefaultMaxConnections();  // of any kind (one thread each)
+  size_t max_pending = 64;                           // connections still in their handshake
   size_t max_pending_per_host = 16;
 };
 

@@ -294,6 +294,11 @@ class Batcher {
  private:
   Status Skip(const Item& item) {
     std::string what = item.sample.key + ": " + item.status.message();
+    if (item.status.code() == Code::kResourceExhausted) {  // not the sample's fault
+      return Status(item.status.code(), what +
+                                            " (the worker is short of a resource: the "
+                                            "sample is not skipped, the split is made again)");
+    }
     if (p_.on_error() == OnError::kFail) {
       return Status(item.status.code(), what + " (on_error is \"fail\")");
     }

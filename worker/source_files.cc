@@ -115,7 +115,7 @@ Result<std::vector<std::string>> ListMatches(const std::string& root,
       }
     }
   }
-  if (ec) return Status::IoError(root + ": cannot list directory: " + ec.message());
+  if (ec) return Status::FromErrno(ec.value(), root + ": cannot list directory");
   std::sort(out.begin(), out.end());
   return out;
 }

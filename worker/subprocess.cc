@@ -77,15 +77,14 @@ Result<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
   if (argv.empty() || argv[0].empty()) return Status::InvalidArgument("empty command");
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
-    return Status::IoError(argv[0] + ": socketpair failed: " + std::strerror(errno));
+    return Status::FromErrno(errno, argv[0] + ": socketpair failed");
   }
   pid_t pid = -1;
   int rc = Spawn(argv, env, fds[1], pid);
   ::close(fds[1]);
   if (rc != 0) {
     ::close(fds[0]);
-    std::string msg = "cannot start " + argv[0] + ": " + std::strerror(rc);
-    return rc == ENOENT ? Status::NotFound(msg) : Status::IoError(msg);
+    return Status::FromErrno(rc, "cannot start " + argv[0]);
   }
   return Subprocess(pid, fds[0]);
 }

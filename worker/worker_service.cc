@@ -257,6 +257,11 @@ Status WorkerService::Serve() {
   return Bye();
 }
 
+// A split that fails for want of a resource (Code::kResourceExhausted) is made
+// again this many times, this many seconds apart, before the worker gives up.
+constexpr int kResourceRetries = 5;
+constexpr double kResourceRetryS = 1;
+
 Status WorkerService::RunAssignment(const AssignMsg& assign) {
   SplitTask task;
   task.epoch = assign.epoch;
@@ -276,6 +281,23 @@ Status WorkerService::RunAssignment(const AssignMsg& assign) {
   engine.threads = options_.threads;
   SetMaking(true);
   Result<RunStats> stats = RunSplit(*pipeline_, engine, task, sink);
+  // Short of descriptors, memory or processes: wait and make the split again from
+  // its first batch (what was sent already reaches the trainer as copies, which
+  // it drops), a few times, before giving up on it.
+  for (int attempt = 1; !stats.ok() && stats.status().code() == Code::kResourceExhausted &&
+                        attempt <= kResourceRetries;
+       ++attempt) {
+    LogWarning("worker " + std::to_string(worker_id_) + ": " + what + ": " +
+               stats.status().message() + "; making it again in " +
+               std::to_string(static_cast<int>(kResourceRetryS)) + " s (attempt " +
+               std::to_string(attempt) + " of " + std::to_string(kResourceRetries) + ")");
+    WaitRetry(kResourceRetryS);
+    {
+      MutexLock lock(mu_);
+      if (stop_ || !lost_.ok()) break;
+    }
+    stats = RunSplit(*pipeline_, engine, task, sink);
+  }
   SetMaking(false);
   if (stats.ok()) AddStageTotals(stats->stages);
   if (!stats.ok()) {

@@ -9,6 +9,8 @@ Actions mid-epoch, chosen by environment variables (N = batches consumed so far,
 counted over the whole run):
   GM_TEST_KILL_AFTER=N    kill -9 one of the run's workers
   GM_TEST_TERM_AFTER=N    SIGTERM one worker (it drains: finishes and exits)
+  GM_TEST_NOFILE_AFTER=N  leave every worker no free file descriptor for
+                          GM_TEST_NOFILE_S seconds (default 3), then restore its limit
   GM_TEST_ADD_AFTER=N     start one more `goldminer worker` that joins the run
                           (GM_TEST_ADD_REMOTE=1: with GOLDMINER_SAME_HOST=off, so
                           batches come from it over TCP, as from another host)
@@ -33,10 +35,12 @@ A failure of the loader is written to OUT as {"error": message}, exit status 3.
 import hashlib
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -49,6 +53,23 @@ def workers():
         return [int(line) for line in f.read().split()]
 
 
+def starve_descriptors(seconds):
+    """Leaves every worker no free descriptor for `seconds` (its soft RLIMIT_NOFILE
+    at its lowest free descriptor number), then gives its limit back."""
+    saved = {}
+    for pid in workers():
+        used = {int(fd) for fd in os.listdir("/proc/%d/fd" % pid)}
+        lowest = next(i for i in range(len(used) + 1) if i not in used)
+        saved[pid] = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest, saved[pid][1]))
+    time.sleep(seconds)
+    for pid, limit in saved.items():
+        try:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, limit)
+        except ProcessLookupError:
+            pass
+
+
 def act(n, spawned):
     env = os.environ
     if env.get("GM_TEST_STEP_S"):  # a step that takes time, for tests that act meanwhile
@@ -57,6 +78,8 @@ def act(n, spawned):
         os.kill(os.getpid(), signal.SIGKILL)
     if env.get("GM_TEST_KILL_AFTER") == str(n):
         os.kill(workers()[0], signal.SIGKILL)
+    if env.get("GM_TEST_NOFILE_AFTER") == str(n):
+        threading.Thread(target=starve_descriptors, args=(float(env.get("GM_TEST_NOFILE_S", "3")),)).start()
     if env.get("GM_TEST_TERM_AFTER") == str(n):
         os.kill(workers()[0], signal.SIGTERM)
     if env.get("GM_TEST_ADD_AFTER") == str(n):

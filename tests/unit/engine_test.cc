@@ -2,6 +2,7 @@
 #include "worker/engine.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -327,6 +328,42 @@ TEST_F(EngineTest, GivenBadFilesAndOnErrorSkipThenTheyAreSkippedAndCounted) {
   EXPECT_EQ(stats.skipped, 4u);
   EXPECT_EQ(stats.samples, 12u);
   for (const auto& k : r->keys) EXPECT_EQ(k.find("bad_"), std::string::npos) << k;
+}
+
+// The lowest descriptor number free now: with the soft limit there, no new one opens.
+int LowestFreeDescriptor() {
+  const int fd = ::dup(0);
+  ::close(fd);
+  return fd;
+}
+
+TEST_F(EngineTest,
+       GivenNoFreeDescriptorAndOnErrorSkip_ThenTheRunFailsAsShortOfAResourceSkippingNothing) {
+  MakeCorpus(1);
+  auto spec = Spec(4, 0);
+  spec["on_error"] = "skip";
+  PipelineOptions po;
+  po.threads = 2;
+  auto p = Pipeline::FromJson(spec, "test.json", dir_.path(), po);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(LowestFreeDescriptor());  // no descriptor left to open a file
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  EngineOptions eo;
+  eo.threads = 2;
+  RecordingSink sink;
+  auto r = RunPipeline(*p, eo, sink);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  RunStats stats = r.ok() ? *r : RunStats{};
+  ASSERT_FALSE(r.ok()) << "every file failed to open, and the run succeeded";
+  EXPECT_EQ(r.status().code(), Code::kResourceExhausted) << r.status().message();
+  EXPECT_NE(r.status().message().find("Too many open files"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("not skipped"), std::string::npos) << r.status().message();
+  EXPECT_EQ(stats.skipped, 0u);
+  EXPECT_TRUE(sink.keys.empty()) << sink.keys.size() << " samples delivered with no file readable";
 }
 
 TEST_F(EngineTest, GivenBadFilesAndOnErrorFailThenTheRunStopsNamingTheFile) {

@@ -3,9 +3,11 @@
 #include "dataplane/handshake_gate.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <utility>
 #include <vector>
 
 namespace gm {
@@ -55,6 +57,21 @@ TEST(HandshakeGateTest, GivenAFloodFromOneHostThenItsOldestPendingConnectionsAre
   EXPECT_EQ(gate.open(), 8u);
   for (uint64_t id : ids) gate.Closed(id);
   EXPECT_EQ(gate.open(), 2u);
+}
+
+TEST(HandshakeGateTest, GivenADescriptorLimit_ThenTheConnectionCapStaysBelowItWithAReserve) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  for (const auto& [soft, cap] : std::vector<std::pair<rlim_t, size_t>>{
+           {4096, 1024}, {1024, 1024 - kDescriptorReserve}, {300, 172}, {100, 16}}) {
+    if (soft > saved.rlim_max) continue;
+    rlimit low = saved;
+    low.rlim_cur = soft;
+    ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+    EXPECT_EQ(DefaultMaxConnections(), cap) << "soft limit " << soft;
+    EXPECT_EQ(HandshakeLimits{}.max_connections, cap);
+  }
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
 TEST(HandshakeGateTest, GivenTheTotalBoundThenNewConnectionsAreRefused) {
