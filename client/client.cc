@@ -541,7 +541,7 @@ Status Client::Impl::Refresh() {
 // not connected to again.
 void Client::Impl::CheckHolders(const WorkersMsg& workers, uint64_t view) {
   MutexLock lock(mu);
-  auto source = [&](const std::string& address) {
+  auto source = [&](const std::string& address) REQUIRES(mu) {
     return source_of.emplace(address, source_of.size() + 1).first->second;
   };
   std::map<uint64_t, uint64_t> holders;

@@ -179,10 +179,10 @@ void ReorderBuffer::ReleaseCopies(Entry& entry) {
 }
 
 ReorderBuffer::Outcome ReorderBuffer::OfferCopy(Entry& entry, Batch batch, uint64_t source) {
-  ++dropped_;
   if (entry.verified || entry.source == source || entry.copies.size() >= kMaxCopies ||
       std::any_of(entry.copies.begin(), entry.copies.end(),
                   [&](const Copy& c) { return c.source == source; })) {
+    ++dropped_;
     return Outcome::kDropped;
   }
   const uint64_t bytes = batch.data_size() + batch.labels.bytes.size();
@@ -196,13 +196,14 @@ ReorderBuffer::Outcome ReorderBuffer::OfferCopy(Entry& entry, Batch batch, uint6
     entry.source = source;
     entry.bytes = bytes;
     entry.verified = true;
+    ++dropped_;  // the batch it replaced
     return Outcome::kDropped;
   }
   // Kept aside until SetHolders says whose is real; counted as its source's.
   buffered_bytes_ += bytes;
   Hold(source, bytes);
   entry.copies.push_back(Copy{std::move(batch), source});
-  return Outcome::kBuffered;
+  return Outcome::kAside;
 }
 
 void ReorderBuffer::Verify(Entry& entry) {

@@ -25,7 +25,9 @@ namespace gm {
 
 class ReorderBuffer {
  public:
-  enum class Outcome { kBuffered, kDropped, kRejected };
+  // kAside: a copy of a buffered batch that is not verified yet, kept until
+  // SetHolders says which is real (its credit comes back at once, like kDropped).
+  enum class Outcome { kBuffered, kDropped, kRejected, kAside };
   // Epochs past the current one whose batches are kept (others are rejected).
   static constexpr uint64_t kLookAheadEpochs = 1;
 

@@ -573,6 +573,52 @@ Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank, uint64
   return Status::Ok();
 }
 
+// The answer to GET_PLAN: the epoch's PLAN, or {end}, {wait} or {done}.
+nlohmann::json CoordinatorServer::AnswerGetPlan(int rank, uint64_t epoch, MutexLock& lock) {
+  PlanMsg answer;
+  answer.epoch = epoch;
+  if (config_.epochs > 0 && epoch >= static_cast<uint64_t>(config_.epochs)) {
+    answer.kind = PlanMsg::Kind::kEnd;
+    answer.epochs = config_.epochs;
+    return answer.Encode();
+  }
+  // A rank that reads the current epoch calls off a move to a later one.
+  if (!skip_ranks_.empty() && epoch < skip_epoch_ && skip_refused_.empty()) {
+    skip_refused_ = "rank " + std::to_string(rank) + " reads epoch " + std::to_string(epoch);
+    cv_.notify_all();
+  }
+  // A later epoch starts when every rank has finished this one.
+  lock.WaitFor(cv_, kPlanWaitS,
+               [&]() REQUIRES(mu_) { return stopping_ || finished_ || state_.epoch() >= epoch; });
+  if (state_.epoch() < epoch) {
+    answer.kind = PlanMsg::Kind::kWait;
+    return answer.Encode();
+  }
+  if (state_.epoch() > epoch) {
+    answer.kind = PlanMsg::Kind::kDone;
+    return answer.Encode();
+  }
+  plan_read_[rank] = epoch;
+  return PlanMessage(epoch);
+}
+
+// The answer to GET_WORKERS: the live workers and who holds the rank's splits.
+nlohmann::json CoordinatorServer::AnswerGetWorkers(int rank) const {
+  WorkersMsg workers;
+  std::map<WorkerId, uint64_t> index;
+  for (const auto& [id, addr] : data_addr_) {
+    index[id] = workers.workers.size();
+    workers.workers.push_back(addr);
+  }
+  workers.epoch = state_.epoch();
+  workers.holders_known = true;
+  for (const auto& [split, holder] : state_.Holders(rank)) {
+    if (auto it = index.find(holder); it != index.end())
+      workers.holders.emplace_back(split, it->second);
+  }
+  return workers.Encode();
+}
+
 Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Frame& frame,
                                             bool* done) {
   MutexLock lock(mu_);
@@ -582,50 +628,11 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
   switch (frame.type) {
     case MsgType::kGetPlan: {
       GM_ASSIGN_OR_RETURN(GetPlanMsg get_plan, GetPlanMsg::Decode(frame.meta));
-      const uint64_t epoch = get_plan.epoch;
-      PlanMsg answer;
-      answer.epoch = epoch;
-      if (config_.epochs > 0 && epoch >= static_cast<uint64_t>(config_.epochs)) {
-        answer.kind = PlanMsg::Kind::kEnd;
-        answer.epochs = config_.epochs;
-        reply = answer.Encode();
-        break;
-      }
-      // A rank that reads the current epoch calls off a move to a later one.
-      if (!skip_ranks_.empty() && epoch < skip_epoch_ && skip_refused_.empty()) {
-        skip_refused_ = "rank " + std::to_string(rank) + " reads epoch " + std::to_string(epoch);
-        cv_.notify_all();
-      }
-      // A later epoch starts when every rank has finished this one.
-      lock.WaitFor(cv_, kPlanWaitS, [&]() REQUIRES(mu_) {
-        return stopping_ || finished_ || state_.epoch() >= epoch;
-      });
-      if (state_.epoch() < epoch) {
-        answer.kind = PlanMsg::Kind::kWait;
-        reply = answer.Encode();
-      } else if (state_.epoch() > epoch) {
-        answer.kind = PlanMsg::Kind::kDone;
-        reply = answer.Encode();
-      } else {
-        reply = PlanMessage(epoch);
-        plan_read_[rank] = epoch;
-      }
+      reply = AnswerGetPlan(rank, get_plan.epoch, lock);
       break;
     }
     case MsgType::kGetWorkers: {
-      WorkersMsg workers;
-      std::map<WorkerId, uint64_t> index;
-      for (const auto& [id, addr] : data_addr_) {
-        index[id] = workers.workers.size();
-        workers.workers.push_back(addr);
-      }
-      workers.epoch = state_.epoch();
-      workers.holders_known = true;
-      for (const auto& [split, holder] : state_.Holders(rank)) {
-        if (auto it = index.find(holder); it != index.end())
-          workers.holders.emplace_back(split, it->second);
-      }
-      reply = workers.Encode();
+      reply = AnswerGetWorkers(rank);
       reply_type = MsgType::kWorkers;
       break;
     }

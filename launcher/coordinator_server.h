@@ -115,6 +115,8 @@ class CoordinatorServer {
   Status HandleClientFrame(Socket& socket, int rank, const Frame& frame, bool* done);
   Result<EpochPlan> PlanFor(uint64_t epoch) const;
   Status ResumeRank(int rank, const ResumeMsg& resume, MutexLock& lock) REQUIRES(mu_);
+  nlohmann::json AnswerGetPlan(int rank, uint64_t epoch, MutexLock& lock) REQUIRES(mu_);
+  nlohmann::json AnswerGetWorkers(int rank) const REQUIRES(mu_);
   // A rank's RESUME of an epoch past the current one: the run moves there only
   // once every rank has asked for it (waiting up to kSkipAgreementS for the
   // others). InvalidArgument, saying why, when a rank reads the current epoch

@@ -110,7 +110,7 @@ TEST(ReorderTest, GivenTheHolders_ThenBatchesOfSplitsTheirSourceNeverHeldAreDrop
   EXPECT_EQ(buffer.held_from(9).bytes, 1008u);
   // The holder's real batch arrives as a copy: kept aside, not dropped.
   ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"real"}), 2, std::nullopt, &why),
-            ReorderBuffer::Outcome::kBuffered);
+            ReorderBuffer::Outcome::kAside);
   // And a batch of split 0 from its holder, source 1.
   ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, std::nullopt, &why),
             ReorderBuffer::Outcome::kBuffered);
