@@ -105,17 +105,23 @@ ReorderBuffer::Outcome ReorderBuffer::Offer(Batch batch, uint64_t source,
   } else if (seq_ && batch.epoch == epoch_) {
     outcome = Classify(key, why);
   }
-  if (outcome == Outcome::kBuffered) {
-    if (auto it = buffer_.find(key); it != buffer_.end()) {
-      return OfferCopy(it->second, std::move(batch), source);
-    }
+  if (outcome == Outcome::kRejected) return outcome;
+  const auto copy = outcome == Outcome::kBuffered ? buffer_.find(key) : buffer_.end();
+  if (outcome == Outcome::kBuffered && !InOrder(batch, source, why)) return Outcome::kRejected;
+  if (outcome == Outcome::kBuffered && copy == buffer_.end() && !CheckSamples(batch, why))
+    return Outcome::kRejected;
+  // Where this source stands in the split, also after a copy (a worker that took
+  // the split over sends what others sent before it, then goes on).
+  if (batch.epoch >= epoch_) {
+    uint64_t& next = next_from_[{batch.epoch, source, batch.split}];
+    next = std::max(next, batch.split_batch + 1);
   }
-  if (outcome == Outcome::kBuffered && !InOrder(batch, source, why)) outcome = Outcome::kRejected;
-  if (outcome == Outcome::kBuffered && !CheckSamples(batch, why)) outcome = Outcome::kRejected;
-  if (outcome == Outcome::kBuffered)
-    next_from_[{batch.epoch, source, batch.split}] = batch.split_batch + 1;
-  if (outcome == Outcome::kDropped) ++dropped_;
-  if (outcome == Outcome::kBuffered) Keep(key, std::move(batch), source);
+  if (outcome == Outcome::kDropped) {
+    ++dropped_;
+    return outcome;
+  }
+  if (copy != buffer_.end()) return OfferCopy(copy->second, std::move(batch), source);
+  Keep(key, std::move(batch), source);
   return outcome;
 }
 
@@ -145,7 +151,8 @@ bool ReorderBuffer::InOrder(const Batch& batch, uint64_t source, std::string* wh
   uint64_t allowed = first ? 0 : it->second;
   if (first && seq_ && !seq_->done() && batch.epoch == epoch_ && batch.split == seq_->next_split())
     allowed = seq_->next_key().batch;  // a worker that took the split over starts where we are
-  if (first ? batch.split_batch <= allowed : batch.split_batch == allowed) return true;
+  // A batch again (a copy) is fine; one past the next is a gap.
+  if (batch.split_batch <= allowed) return true;
   *why = "sent batch " + std::to_string(batch.split_batch) + " of epoch " +
          std::to_string(batch.epoch) + " split " + std::to_string(batch.split) +
          (first ? " first, where the rank stands at batch " + std::to_string(allowed)

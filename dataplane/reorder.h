@@ -52,7 +52,8 @@ class ReorderBuffer {
   // (including the next epoch's once the current one is done). A worker sends
   // each split's batches in order from where the rank stands in it, so from one
   // `source` a split's first batch must not lie past the rank's position in the
-  // split, and each later one must follow the one before (else kRejected).
+  // split, and no later one past the one after the latest it sent (else
+  // kRejected); copies and duplicates count as sent.
   Outcome Offer(Batch batch, uint64_t source, std::optional<uint64_t> split_batches,
                 std::string* why);
 

@@ -79,6 +79,9 @@ void RunLoop::BeginStop(RunLoopOutcome& out) {
   for (pid_t t : supervisor_.pids(ProcessRole::kTrainer)) supervisor_.Stop(t);
 }
 
+// A rank that fails ends the run, as under torchrun: the others would wait for
+// its share of the epoch for ever. They are stopped (SIGTERM, then SIGKILL after
+// the grace period) and the run takes the first failure's status.
 void RunLoop::OnTrainerEnded(const ProcessEnded& e, RunLoopOutcome& out) {
   if (e.exit.exit_code() == 0 || out.exit_code != 0) return;
   if (!out.stopped) {
@@ -86,6 +89,12 @@ void RunLoop::OnTrainerEnded(const ProcessEnded& e, RunLoopOutcome& out) {
   }
   out.exit_code = e.exit.exit_code();
   out.exit = e.exit.describe;
+  const std::vector<pid_t> others = supervisor_.pids(ProcessRole::kTrainer);
+  if (others.empty() || out.stopped) return;
+  LogWarning("run: stopping the other " + std::to_string(others.size()) +
+             " trainer rank(s): a rank that fails ends the run");
+  recorder_.Event("run", "a trainer rank " + e.exit.describe + ": the other ranks are stopped");
+  for (pid_t t : others) supervisor_.Stop(t);
 }
 
 void RunLoop::StopAll() {

@@ -90,6 +90,16 @@ TEST(ReorderTest, GivenASourceSkippingAhead_ThenItsBatchIsRejected) {
   EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 2, {"y"}), 3, std::nullopt, &why),
             ReorderBuffer::Outcome::kRejected);
   EXPECT_NE(why.find("after batch 0"), std::string::npos) << why;
+  // Sending a batch again is no gap.
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"x"}), 3, std::nullopt, &why),
+            ReorderBuffer::Outcome::kDropped);
+  // A worker that took split 1 over sends what another sent first (copies),
+  // then goes on from there.
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"x"}), 4, std::nullopt, &why),
+            ReorderBuffer::Outcome::kAside);
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 1, {"y"}), 4, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered)
+      << why;
   // Where the rank stands inside the current split, a worker taking it over
   // starts there (or before).
   ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, std::nullopt, &why),

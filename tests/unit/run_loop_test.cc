@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -248,6 +250,53 @@ TEST(RunLoopTest,
   // Data from t=20; that period settles (to 25), then a period of figures (to 30).
   EXPECT_GE(starts[1], 30) << "decided on figures from after the start-up";
   EXPECT_LE(starts[1], 32) << "and not later than a period after it";
+}
+
+TEST(RunLoopTest, GivenTwoRanksWhenOneFails_ThenTheOtherIsStoppedAndTheRunTakesItsStatus) {
+  FakeClock clock{0};
+  FakeLauncher launcher{&clock};
+  launcher.obey_term = true;
+  MemoryRunStore store;
+  Result<TempDir> dir = TempDir::Make("gm-run-loop-test-");
+  ASSERT_TRUE(dir.ok());
+  RunLoopOptions o;
+  o.spec.workers = 1;
+  o.spec.world_size = 2;
+  o.spec.command = {"train"};
+  o.run_dir = dir->path();
+  o.worker_exe = "goldminer";
+  o.sample_interval_s = 1;
+  RunLoopEdges e;
+  e.clock = &clock;
+  e.launcher = &launcher;
+  e.coordinator_address = "127.0.0.1:1";
+  e.summary = [] { return CoordinatorSummary{}; };
+  bool failed = false;
+  e.trainers = [&] {
+    if (!failed && clock.Now() >= 10) {  // rank 1 fails; rank 0 would wait for ever
+      for (const auto& [pid, r] : std::map<pid_t, LaunchRequest>(launcher.running())) {
+        if (r.role == ProcessRole::kTrainer && !failed) {
+          launcher.End(pid, 3);
+          failed = true;
+        }
+      }
+    }
+    return StepCounter::Totals{};
+  };
+  e.cpu_seconds = [](pid_t) { return std::optional<double>(); };
+  RunRecorder recorder(&store, "r", 1);
+  RunRecord record;
+  record.id = "r";
+  ASSERT_TRUE(recorder.Begin(record).ok());
+  RunLoop loop(std::move(o), std::move(e), "r", recorder);
+  Result<RunLoopOutcome> out = loop.Execute();
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(out->exit_code, 3);
+  EXPECT_EQ(out->exit, "exited with status 3");
+  EXPECT_LT(clock.Now(), 100) << "the other rank was not stopped";
+  const bool termed = std::any_of(launcher.signals.begin(), launcher.signals.end(),
+                                  [](const auto& s) { return s.second == SIGTERM; });
+  EXPECT_TRUE(termed) << "no trainer got SIGTERM";
 }
 
 TEST(RunLoopTest, GivenACrashedWorkerThenItIsReplacedInItsSlotAndRecorded) {
