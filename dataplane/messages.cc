@@ -50,6 +50,29 @@ Result<std::string> Address(const JsonNode& n) {
   return a;
 }
 
+// A list of at most `max_pairs` [split, n] pairs of integers, split below
+// kMaxSplitId and n below `n_limit`; `what` names the pair in errors.
+Result<std::vector<std::pair<uint64_t, uint64_t>>> SplitPairs(const JsonNode& list,
+                                                              size_t max_pairs, uint64_t n_limit,
+                                                              const std::string& what) {
+  GM_ASSIGN_OR_RETURN(std::vector<JsonNode> pairs, list.Elements());
+  if (pairs.size() > max_pairs) {
+    return list.Expected("at most " + std::to_string(max_pairs) + " " + what + " pairs");
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (const JsonNode& pair : pairs) {
+    GM_ASSIGN_OR_RETURN(std::vector<JsonNode> two, pair.Elements());
+    if (two.size() != 2) return pair.Expected("a " + what + " pair");
+    Result<int64_t> split = two[0].AsInt(), n = two[1].AsInt();
+    if (!split.ok() || !n.ok() || *split < 0 || *n < 0 ||
+        static_cast<uint64_t>(*split) >= kMaxSplitId || static_cast<uint64_t>(*n) >= n_limit) {
+      return pair.Expected("a " + what + " pair of integers in range");
+    }
+    out.emplace_back(static_cast<uint64_t>(*split), static_cast<uint64_t>(*n));
+  }
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json RegisterMsg::Encode() const {
@@ -149,21 +172,8 @@ Result<AckMsg> AckMsg::Decode(const nlohmann::json& meta) {
     AckMsg r;
     GM_ASSIGN_OR_RETURN(r.epoch, Count(m, "epoch", kMaxEpochs));
     GM_ASSIGN_OR_RETURN(JsonNode list, m.Get("batches"));
-    GM_ASSIGN_OR_RETURN(std::vector<JsonNode> pairs, list.Elements());
-    if (pairs.size() > kMaxAckBatches) {
-      return list.Expected("at most " + std::to_string(kMaxAckBatches) + " [split, batch] pairs");
-    }
-    for (const JsonNode& pair : pairs) {
-      GM_ASSIGN_OR_RETURN(std::vector<JsonNode> two, pair.Elements());
-      if (two.size() != 2) return pair.Expected("a [split, split_batch] pair");
-      Result<int64_t> split = two[0].AsInt(), batch = two[1].AsInt();
-      if (!split.ok() || !batch.ok() || *split < 0 || *batch < 0 ||
-          static_cast<uint64_t>(*split) >= kMaxSplitId ||
-          static_cast<uint64_t>(*batch) >= kMaxSplitBatches) {
-        return pair.Expected("a [split, split_batch] pair of integers in range");
-      }
-      r.batches.emplace_back(static_cast<uint64_t>(*split), static_cast<uint64_t>(*batch));
-    }
+    GM_ASSIGN_OR_RETURN(r.batches,
+                        SplitPairs(list, kMaxAckBatches, kMaxSplitBatches, "[split, split_batch]"));
     return r;
   }());
 }
@@ -487,21 +497,8 @@ Result<WorkersMsg> WorkersMsg::Decode(const nlohmann::json& meta) {
     r.holders_known = true;
     GM_ASSIGN_OR_RETURN(r.epoch, Count(m, "epoch", kMaxEpochs));
     GM_ASSIGN_OR_RETURN(JsonNode list, m.Get("holders"));
-    GM_ASSIGN_OR_RETURN(std::vector<JsonNode> pairs, list.Elements());
-    if (pairs.size() > kMaxSplitId) {
-      return list.Expected("at most " + std::to_string(kMaxSplitId) + " [split, worker] pairs");
-    }
-    for (const JsonNode& pair : pairs) {
-      GM_ASSIGN_OR_RETURN(std::vector<JsonNode> two, pair.Elements());
-      if (two.size() != 2) return pair.Expected("a [split, worker index] pair");
-      Result<int64_t> split = two[0].AsInt(), index = two[1].AsInt();
-      if (!split.ok() || !index.ok() || *split < 0 || *index < 0 ||
-          static_cast<uint64_t>(*split) >= kMaxSplitId ||
-          static_cast<uint64_t>(*index) >= r.workers.size()) {
-        return pair.Expected("a [split, index into workers] pair of integers in range");
-      }
-      r.holders.emplace_back(static_cast<uint64_t>(*split), static_cast<uint64_t>(*index));
-    }
+    GM_ASSIGN_OR_RETURN(r.holders,
+                        SplitPairs(list, kMaxSplitId, r.workers.size(), "[split, worker index]"));
     return r;
   }());
 }

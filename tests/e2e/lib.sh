@@ -71,33 +71,37 @@ JSON
 }
 
 # slow_pipeline FILE: a pipeline whose cost is a 10 ms sleep per sample in a Python
-# dataset (FILE's folder's slow.py, 400 samples, batches of 10, one child process
+# dataset (FILE's folder's sleepy.py, 400 samples, batches of 10, one child process
 # per worker), so a worker's rate (about 100 samples/s) does not depend on this
 # machine's speed.
-slow_pipeline() {
+slow_pipeline() { sleepy_pipeline "$1" 400 0.01; }
+
+# sleepy_pipeline FILE COUNT SLEEP_S: like slow_pipeline, with COUNT samples that
+# each sleep SLEEP_S seconds (FILE's folder's sleepy.py).
+sleepy_pipeline() {
   local dir
   dir=$(dirname "$1")
-  cat >"$dir/slow.py" <<'PY'
+  cat >"$dir/sleepy.py" <<PY
 import time
 
 import numpy as np
 
 
-class Slow:
+class Sleepy:
     def __len__(self):
-        return 400
+        return $2
 
     def __getitem__(self, i):
-        time.sleep(0.01)
+        time.sleep($3)
         return np.array([i], dtype=np.float32), i % 10
 
 
 def make():
-    return Slow()
+    return Sleepy()
 PY
   cat >"$1" <<JSON
-{ "version": 1, "source": {"type": "range", "count": 400},
-  "stages": [{"op": "exec", "cmd": ["$PY", "-m", "goldminer.dataset_stage", "slow:make"],
+{ "version": 1, "source": {"type": "range", "count": $2},
+  "stages": [{"op": "exec", "cmd": ["$PY", "-m", "goldminer.dataset_stage", "sleepy:make"],
               "processes": 1}],
   "batch": {"size": 10}, "seed": 1 }
 JSON

@@ -57,6 +57,17 @@ class CoordinatorServerTest : public ::testing::Test {
     return f.ok() ? std::move(*f) : Frame{};
   }
 
+  // `n` clients, subscribed as ranks 0..n-1 of a run of world size n.
+  void SubscribeRanks(int n, std::vector<Socket>& out) {
+    for (int r = 0; r < n; ++r) {
+      auto c = Connect("client", secret_);
+      ASSERT_TRUE(c.ok()) << c.status().message();
+      ASSERT_EQ(Ask(*c, MsgType::kSubscribe, {{"rank", r}, {"world_size", n}}).type,
+                MsgType::kSubscribed);
+      out.push_back(std::move(*c));
+    }
+  }
+
   std::string secret_;
   std::unique_ptr<CoordinatorServer> server_;
   int port_ = 0;
@@ -181,13 +192,7 @@ TEST_F(CoordinatorServerTest,
        GivenOneRankResumingALaterEpoch_WhenAnotherReadsTheFirst_ThenTheResumeIsRefused) {
   Start(kClientIdleS, 2, 3);
   std::vector<Socket> ranks;
-  for (int r = 0; r < 2; ++r) {
-    auto c = Connect("client", secret_);
-    ASSERT_TRUE(c.ok()) << c.status().message();
-    ASSERT_EQ(Ask(*c, MsgType::kSubscribe, {{"rank", r}, {"world_size", 2}}).type,
-              MsgType::kSubscribed);
-    ranks.push_back(std::move(*c));
-  }
+  SubscribeRanks(2, ranks);
   // Rank 0 reads epoch 0 as a fresh trainer does; then rank 1 resumes epoch 1.
   Frame plan = Ask(ranks[0], MsgType::kGetPlan, {{"epoch", 0}});
   ASSERT_EQ(plan.type, MsgType::kPlan);
@@ -207,13 +212,7 @@ TEST_F(CoordinatorServerTest,
 TEST_F(CoordinatorServerTest, GivenEveryRankResumingALaterEpoch_ThenTheRunMovesThere) {
   Start(kClientIdleS, 2, 3);
   std::vector<Socket> ranks;
-  for (int r = 0; r < 2; ++r) {
-    auto c = Connect("client", secret_);
-    ASSERT_TRUE(c.ok()) << c.status().message();
-    ASSERT_EQ(Ask(*c, MsgType::kSubscribe, {{"rank", r}, {"world_size", 2}}).type,
-              MsgType::kSubscribed);
-    ranks.push_back(std::move(*c));
-  }
+  SubscribeRanks(2, ranks);
   const nlohmann::json resume = {
       {"epoch", 2}, {"position", 0}, {"split_index", 0}, {"split_batch", 0}};
   Frame first;
