@@ -8,6 +8,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -50,10 +51,13 @@ Result<Socket> ConnectAddress(const std::string& address, double timeout_s) {
 }
 
 // Connects and authenticates as `role` with `key` to a server that must prove it
-// plays `server_role` ("coordinator", or "worker" at a data port).
+// plays `server_role` ("coordinator", or "worker" at a data port). `before`, when
+// given, vets the connected socket before the handshake sends a byte.
 Result<Socket> Dial(const std::string& address, const std::string& key, std::string_view role_name,
-                    double timeout_s, std::string_view server_role) {
+                    double timeout_s, std::string_view server_role,
+                    const std::function<Status(const Socket&)>& before = nullptr) {
   GM_ASSIGN_OR_RETURN(Socket socket, ConnectAddress(address, timeout_s));
+  if (before) GM_RETURN_IF_ERROR(before(socket));
   std::string role;
   GM_RETURN_IF_ERROR(ClientHandshake(
       socket, key, role_name, Deadline::After(std::min(timeout_s, kHandshakeTimeoutS)), &role));
@@ -70,24 +74,16 @@ Result<Socket> Dial(const std::string& address, const std::string& key, std::str
 // whose MACs cover the transport). Unavailable when nothing listens.
 Result<Socket> DialSameHost(const std::string& address, const std::string& ticket,
                             const std::string& role, double timeout_s) {
-  const std::string name = SameHostName(address);
-  GM_ASSIGN_OR_RETURN(Socket socket, Socket::ConnectUnix(name, timeout_s));
-  GM_ASSIGN_OR_RETURN(Socket::PeerCredentials peer, socket.peer_credentials());
-  if (peer.uid != ::geteuid()) {
-    return Status::InvalidArgument("unix:" + name + " is held by user id " +
-                                   std::to_string(peer.uid) + " (pid " + std::to_string(peer.pid) +
-                                   "), not by this user (" + std::to_string(::geteuid()) +
-                                   "): another user took the worker's same-host name");
-  }
-  std::string server_role;
-  GM_RETURN_IF_ERROR(ClientHandshake(socket, ticket, role,
-                                     Deadline::After(std::min(timeout_s, kHandshakeTimeoutS)),
-                                     &server_role));
-  if (server_role != "worker") {
-    return Status::InvalidArgument("unix:" + name + " answered as \"" + PeerText(server_role) +
-                                   "\", not as a worker");
-  }
-  return socket;
+  return Dial("unix:" + SameHostName(address), ticket, role, timeout_s, "worker",
+              [](const Socket& socket) -> Status {
+                GM_ASSIGN_OR_RETURN(Socket::PeerCredentials peer, socket.peer_credentials());
+                if (peer.uid == ::geteuid()) return Status::Ok();
+                return Status::InvalidArgument(socket.peer() + " is held by user id " +
+                                               std::to_string(peer.uid) + " (pid " +
+                                               std::to_string(peer.pid) + "), not by this user (" +
+                                               std::to_string(::geteuid()) +
+                                               "): another user took the worker's same-host name");
+              });
 }
 
 // The message of a peer's ERROR, escaped and cut for quoting.
@@ -247,6 +243,10 @@ struct Client::Impl {
   Status CheckState(const ResumeState& state) const;
   std::optional<Batch> TakeLocked(MutexLock& lock) REQUIRES(mu);
   bool UnderLookAheadBound(const WorkerConn& conn) const REQUIRES(mu);
+  // The re-order buffer's source id of the worker at `address` (made on first use).
+  uint64_t SourceOf(const std::string& address) REQUIRES(mu) {
+    return source_of.emplace(address, source_of.size() + 1).first->second;
+  }
   std::string LookAheadText() const REQUIRES(mu);
   Result<std::optional<Batch>> Wait();
 };
@@ -440,7 +440,7 @@ void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
     conn->granted = static_cast<uint64_t>(options.prefetch);
     WorkerConn* raw = conn.get();
     MutexLock lock(mu);
-    raw->source = source_of.emplace(address, source_of.size() + 1).first->second;
+    raw->source = SourceOf(address);
     conns.emplace(raw->id, std::move(conn));
     raw->thread = std::thread([this, raw] { Receive(raw); });
   }
@@ -541,9 +541,7 @@ Status Client::Impl::Refresh() {
 // not connected to again.
 void Client::Impl::CheckHolders(const WorkersMsg& workers, uint64_t view) {
   MutexLock lock(mu);
-  auto source = [&](const std::string& address) REQUIRES(mu) {
-    return source_of.emplace(address, source_of.size() + 1).first->second;
-  };
+  auto source = [&](const std::string& address) REQUIRES(mu) { return SourceOf(address); };
   std::map<uint64_t, uint64_t> holders;
   for (const auto& [split, index] : workers.holders)
     holders[split] = source(workers.workers[index]);
