@@ -9,6 +9,9 @@
 namespace gm {
 namespace {
 
+// What a buffered batch holds: its data and its labels.
+uint64_t BatchBytes(const Batch& batch) { return batch.data_size() + batch.labels.bytes.size(); }
+
 // RankSequence::Create, except that a position inside a split of unknown count
 // (a trainer resumed mid-split before the split's end was known) is reached by
 // consuming the batches one by one: batch k of that split is then the next one.
@@ -178,7 +181,7 @@ void ReorderBuffer::Unhold(uint64_t source, uint64_t bytes) {
 
 void ReorderBuffer::ReleaseCopies(Entry& entry) {
   for (const Copy& c : entry.copies) {
-    const uint64_t bytes = c.batch.data_size() + c.batch.labels.bytes.size();
+    const uint64_t bytes = BatchBytes(c.batch);
     buffered_bytes_ -= bytes;
     Unhold(c.source, bytes);
   }
@@ -192,7 +195,7 @@ ReorderBuffer::Outcome ReorderBuffer::OfferCopy(Entry& entry, Batch batch, uint6
     ++dropped_;
     return Outcome::kDropped;
   }
-  const uint64_t bytes = batch.data_size() + batch.labels.bytes.size();
+  const uint64_t bytes = BatchBytes(batch);
   auto holder = holders_.find(batch.split);
   if (holders_epoch_ == batch.epoch && holder != holders_.end() && holder->second == source) {
     // The holder's copy replaces a batch from a source that does not hold the split.
@@ -243,10 +246,12 @@ std::set<uint64_t> ReorderBuffer::SetHolders(uint64_t epoch,
     auto copy = std::find_if(entry.copies.begin(), entry.copies.end(),
                              [&](const Copy& c) { return c.source == holder->second; });
     std::optional<Copy> real;
-    if (copy != entry.copies.end()) real = std::move(*copy);
-    if (real) entry.copies.erase(copy);
-    if (real) Unhold(real->source, real->batch.data_size() + real->batch.labels.bytes.size());
-    if (real) buffered_bytes_ -= real->batch.data_size() + real->batch.labels.bytes.size();
+    if (copy != entry.copies.end()) {  // taken out of the copies, and out of their count
+      real = std::move(*copy);
+      entry.copies.erase(copy);
+      Unhold(real->source, BatchBytes(real->batch));
+      buffered_bytes_ -= BatchBytes(real->batch);
+    }
     const Key key = it->first;
     ++dropped_;
     Forget(it++);
@@ -259,7 +264,7 @@ std::set<uint64_t> ReorderBuffer::SetHolders(uint64_t epoch,
 }
 
 void ReorderBuffer::Keep(const Key& key, Batch batch, uint64_t source) {
-  const uint64_t bytes = batch.data_size() + batch.labels.bytes.size();
+  const uint64_t bytes = BatchBytes(batch);
   buffered_bytes_ += bytes;
   Hold(source, bytes);
   Entry entry{std::move(batch), source, bytes, false, views_asked_, {}};
