@@ -628,20 +628,24 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
     if (reorder.done()) return std::optional<Batch>();
     if (auto batch = TakeLocked(lock)) return std::optional<Batch>(std::move(*batch));
     // Progress rule (dataplane/messages.h): every live connection out of credit -> +1
-    // each, within the look-ahead bound (ClientOptions::max_buffered_bytes).
+    // each, and the awaited split's holder out of credit -> +1 (the others may hold
+    // credit they have nothing to spend on), within the look-ahead bound
+    // (ClientOptions::max_buffered_bytes).
+    const auto out_of_credit = [](const WorkerConn& conn) {
+      return !conn.dead && conn.granted + conn.owed <= conn.received;
+    };
+    const std::optional<uint64_t> holder = reorder.AwaitedHolder();
     bool all_used = true;
     for (auto& [id, conn] : conns) {
-      if (!conn->dead && conn->granted + conn->owed > conn->received) all_used = false;
+      if (!conn->dead && !out_of_credit(*conn)) all_used = false;
     }
     bool bounded = false;
-    if (all_used) {
-      for (auto& [id, conn] : conns) {
-        if (conn->dead) continue;
-        if (UnderLookAheadBound(*conn)) {
-          ++conn->owed;
-        } else {
-          bounded = true;
-        }
+    for (auto& [id, conn] : conns) {
+      if (!out_of_credit(*conn) || !(all_used || conn->source == holder)) continue;
+      if (UnderLookAheadBound(*conn)) {
+        ++conn->owed;
+      } else {
+        bounded = true;
       }
     }
     const double now = MonotonicSeconds();

@@ -78,9 +78,13 @@
 //    on rank r's connection, one per credit; with no connection for rank r yet it
 //    waits (heartbeats go on). Progress rule: a client blocked on its next batch
 //    whose every connection has used its credit grants one more credit to each,
-//    so a worker holding a later split can never block the split the rank needs;
-//    it stops at the client's look-ahead bound (ClientOptions::max_buffered_bytes)
-//    for a worker whose batches are not checked against WORKERS' holders yet.
+//    so a worker holding a later split can never block the split the rank needs,
+//    and grants one more to the awaited split's holder (by WORKERS' holders) once
+//    it has used its own, since another worker may hold credit it has nothing to
+//    spend on (a split taken back from a lost worker goes to one whose credit is
+//    used); it stops at the client's look-ahead bound
+//    (ClientOptions::max_buffered_bytes) for a worker whose batches are not
+//    checked against WORKERS' holders yet.
 //
 // Typed messages. Every message a role receives (the coordinator from workers
 // and clients, a worker from the coordinator and at its data port from clients,

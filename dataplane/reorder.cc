@@ -336,4 +336,11 @@ std::string ReorderBuffer::Awaited() const {
          " batch " + std::to_string(seq_->next_key().batch);
 }
 
+std::optional<uint64_t> ReorderBuffer::AwaitedHolder() const {
+  if (!seq_ || seq_->done() || holders_epoch_ != epoch_) return std::nullopt;
+  auto it = holders_.find(seq_->next_split());
+  if (it == holders_.end()) return std::nullopt;
+  return it->second;
+}
+
 }  // namespace gm

@@ -97,6 +97,9 @@ class ReorderBuffer {
   Held held_from(uint64_t source) const;
   // "epoch E split S batch B" of the batch awaited, for messages.
   std::string Awaited() const;
+  // The source that holds the awaited batch's split by the latest SetHolders,
+  // when that view is of the current epoch and names a holder.
+  std::optional<uint64_t> AwaitedHolder() const;
 
  private:
   using Key = std::tuple<uint64_t, uint64_t, uint64_t>;  // epoch, split, split_batch

@@ -14,10 +14,11 @@ source "$(dirname "$0")/lib.sh"
 # so the split it holds comes early, and meanwhile the real workers run out of
 # credit too (they make later splits), so the progress rule keeps granting all.
 sleepy_pipeline "$T/pipeline.json" 8000 0.0005
-# Mode "other" (batches of splits the worker was never given) is left out: it
-# stalls the run in about half the tries (see the notes); the holders
-# check it exercises is unit-tested in tests/unit/reorder_test.cc.
-for mode in ahead next-epoch repeat; do
+# Mode "other" (batches of splits the worker was never given) also checks the
+# progress rule's second half: the flood worker's split goes to a real worker
+# whose credit is used while the other real worker, done with the epoch, holds
+# credit it cannot spend; the client grants the awaited split's holder one more.
+for mode in ahead next-epoch other repeat; do
   GOLDMINER_CLIENT_BUFFER_MB=32 timeout 120 "$GM" run --backend local --pipeline "$T/pipeline.json" --workers 2 \
     --epochs 2 --samples-per-split 20 --liveness-timeout 5 --no-db -- \
     $PY "$SRC/tests/e2e/flood_trainer.py" "$T/$mode.json" 2 "$mode" 6 1 800 \
@@ -43,5 +44,6 @@ done
 expect_in "$T/next-epoch.err" "while this rank has not finished epoch" "next-epoch: the client says why it dropped the worker"
 expect_in "$T/repeat.err" "repeats sample \"same\"" "repeat: the client says why it dropped the worker"
 expect_in "$T/ahead.err" "a worker sends a split's batches in order" "ahead: the client says why it dropped the worker"
+expect_in "$T/other.err" "sent batches of splits the coordinator never gave it" "other: the client says why it dropped the worker"
 
 done_suite

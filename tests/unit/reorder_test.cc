@@ -162,5 +162,34 @@ TEST(ReorderTest, GivenBatchesFromTwoSources_ThenWhatEachHoldsIsCountedUntilTake
   EXPECT_EQ(buffer.held_from(3).batches, 0u);
 }
 
+TEST(ReorderTest, GivenTheHolders_ThenTheAwaitedSplitsHolderIsKnownUntilTheEpochMoves) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
+  EXPECT_EQ(buffer.AwaitedHolder(), std::nullopt);  // nobody asked yet
+  (void)buffer.SetHolders(0, {{0, 7}, {1, 8}}, {7, 8}, buffer.AskView());
+  EXPECT_EQ(buffer.AwaitedHolder(), std::optional<uint64_t>(7));
+  std::string why;
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 7, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 1, {"b"}), 7, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  EXPECT_EQ(buffer.AwaitedHolder(), std::optional<uint64_t>(8));  // split 1 now
+  // A view that no longer lists split 1 (its holder was lost): no holder.
+  (void)buffer.SetHolders(0, {}, {7}, buffer.AskView());
+  EXPECT_EQ(buffer.AwaitedHolder(), std::nullopt);
+  // A view of the epoch is not one of the next epoch's.
+  (void)buffer.SetHolders(0, {{1, 8}}, {8}, buffer.AskView());
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"c"}), 8, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 1, {"d"}), 8, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(1), 1, 0, 0).ok());
+  EXPECT_EQ(buffer.AwaitedHolder(), std::nullopt);
+}
+
 }  // namespace
 }  // namespace gm
