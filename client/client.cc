@@ -345,7 +345,11 @@ void Client::Impl::Receive(WorkerConn* conn) {
       status = Status::Unavailable("worker sent ERROR: " + ErrorText(frame.meta));
       break;
     }
-    if (frame.type != MsgType::kBatch) continue;
+    if (frame.type != MsgType::kBatch) {  // a data port sends nothing else
+      status = Status::Corrupt("worker sent " + std::string(MsgTypeName(frame.type)) +
+                               " on a data connection, where only BATCH and ERROR come");
+      break;
+    }
     std::optional<uint64_t> split_batches;
     auto count = frame.meta.find("split_batches");
     if (count != frame.meta.end() && count->is_number_unsigned())
@@ -565,6 +569,14 @@ void Client::Impl::CheckHolders(const WorkersMsg& workers, uint64_t view) {
 Status Client::Impl::LoadEpoch(uint64_t epoch, uint64_t position) {
   GM_RETURN_IF_ERROR(FlushAcks());
   GM_ASSIGN_OR_RETURN(PlanMsg answer, GetPlan(epoch));
+  if (answer.position && answer.epoch == epoch) {
+    // An earlier session of this rank left the epoch partway: this one goes on
+    // from what it acknowledged (the coordinator has the rest made again).
+    LogInfo("client: rank " + std::to_string(options.rank) + " continues epoch " +
+            std::to_string(epoch) + " at batch " + std::to_string(*answer.position) +
+            ", where an earlier trainer session of this rank left it");
+    return LoadPlan(answer, epoch, *answer.position, answer.at);
+  }
   return LoadPlan(answer, epoch, position, std::nullopt);
 }
 
@@ -721,6 +733,10 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& given) {
   impl->order = subscribed->order;
   impl->device_stages = subscribed->device_stages.dump();
   impl->seed = subscribed->seed;
+  {
+    MutexLock lock(impl->mu);
+    impl->reorder.set_batch_size(static_cast<uint64_t>(subscribed->batch_size));
+  }
   impl->step_log = StepLogWriter::FromEnvironment("goldminer");
   Impl* raw = impl.get();
   impl->heartbeat = std::thread([raw] { raw->HeartbeatLoop(); });

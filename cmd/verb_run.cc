@@ -339,7 +339,10 @@ Result<int> RunWithFlags(const RunFlags& f) {
           std::to_string(s.epochs_done) + " epoch(s) delivered, " + std::to_string(s.state.acks) +
           " batches acknowledged, " + std::to_string(s.workers_registered) +
           " worker registrations, " + std::to_string(s.state.reassignments) +
-          " splits reassigned, " + std::to_string(s.state.duplicate_acks) + " duplicate acks");
+          " splits reassigned, " + std::to_string(s.state.duplicate_acks) + " duplicate acks" +
+          (s.state.samples_skipped > 0
+               ? ", " + std::to_string(s.state.samples_skipped) + " samples skipped (on_error)"
+               : std::string()));
   return r.exit_code;
 }
 

@@ -25,6 +25,8 @@ std::string_view CodeName(Code code) {
       return "cancelled";
     case Code::kResourceExhausted:
       return "out of a resource";
+    case Code::kAborted:
+      return "aborted";
     case Code::kInternal:
       return "internal error";
   }

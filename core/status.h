@@ -28,6 +28,9 @@ enum class Code {
   // EAGAIN from fork): the machine's state, not the input's. Never counted as a
   // bad sample; the work is done again (worker/worker_service.h).
   kResourceExhausted,
+  // Work given up because what it was for is gone (a trainer session that was
+  // replaced); the coordinator has it done again.
+  kAborted,
 };
 
 std::string_view CodeName(Code code);
@@ -46,6 +49,7 @@ class [[nodiscard]] Status {
   static Status Unimplemented(std::string m) { return {Code::kUnimplemented, std::move(m)}; }
   static Status Cancelled(std::string m) { return {Code::kCancelled, std::move(m)}; }
   static Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
+  static Status Aborted(std::string m) { return {Code::kAborted, std::move(m)}; }
   static Status ResourceExhausted(std::string m) {
     return {Code::kResourceExhausted, std::move(m)};
   }

@@ -5,11 +5,12 @@
 #include <utility>
 
 namespace gm {
-namespace {
 
 std::string SplitName(uint64_t epoch, uint64_t split) {
   return "epoch " + std::to_string(epoch) + " split " + std::to_string(split);
 }
+
+namespace {
 
 // First pass of LayOutPlan: slots with ranks, planned counts and offsets.
 Result<bool> PlaceSplits(const EpochPlan& plan, PlanLayout& layout) {
@@ -202,6 +203,16 @@ Result<Arrival> RankSequence::Classify(uint64_t split, uint64_t split_batch) con
   const SequenceKey next = next_key();
   if (key < next) return Arrival::kDuplicate;
   return key == next ? Arrival::kNext : Arrival::kFuture;
+}
+
+bool RankSequence::Passed(uint64_t split) const {
+  Result<size_t> index = IndexOf(split);
+  return index.ok() && *index < cursor_;
+}
+
+uint64_t RankSequence::CountOf(uint64_t split) const {
+  Result<size_t> index = IndexOf(split);
+  return index.ok() ? count_[*index] : kUnknownCount;
 }
 
 void RankSequence::Advance() {

@@ -69,6 +69,9 @@ struct PlanLayout {
   Result<size_t> Find(uint64_t split) const;
 };
 
+// "epoch E split S", for messages.
+std::string SplitName(uint64_t epoch, uint64_t split);
+
 // Lays `plan` out over `world_size` ranks. Fails (InvalidArgument, naming the epoch
 // and split) on world_size < 1, a split id listed twice, a count above
 // kMaxSplitBatches, or an unknown count with world_size > 1.
@@ -125,6 +128,12 @@ class RankSequence {
   SequenceKey next_key() const { return {cursor_, batch_}; }
   // (split id, split_batch) of the next batch; only meaningful when !done().
   uint64_t next_split() const { return layout_.slots[positions_[cursor_]].split; }
+
+  // True for a split of the rank that the cursor has moved past (consumed).
+  bool Passed(uint64_t split) const;
+  // The split's planned or learned batch count (kUnknownCount when unknown or
+  // not the rank's).
+  uint64_t CountOf(uint64_t split) const;
 
   uint64_t position() const { return consumed_before_ + batch_; }  // batches consumed
   bool done() const { return cursor_ == positions_.size(); }       // whole share consumed

@@ -283,20 +283,48 @@ void DataServer::Detach(const std::shared_ptr<Conn>& conn) {
   cv_.notify_all();
 }
 
-Result<std::shared_ptr<DataServer::Conn>> DataServer::TakeCredit(int64_t rank) {
+void DataServer::LearnSession(int64_t rank, uint64_t session, MutexLock& lock) {
+  (void)lock;
+  uint64_t& newest = newest_session_[rank];
+  if (session <= newest) return;
+  newest = session;
+  if (auto old = ranks_.find(rank); old != ranks_.end() && old->second->session < session) {
+    LogInfo("data port " + address_ + ": rank " + std::to_string(rank) + ": session " +
+            std::to_string(old->second->session) + " from " + old->second->peer +
+            " is older than the coordinator's session " + std::to_string(session) +
+            "; it gets no more batches");
+    old->second->credit = 0;
+    old->second->Hangup();
+    ranks_.erase(old);
+  }
+  cv_.notify_all();
+}
+
+Result<std::shared_ptr<DataServer::Conn>> DataServer::TakeCredit(int64_t rank,
+                                                                 const SplitStream* stream) {
   MutexLock lock(mu_);
+  const uint64_t at_least = stream ? stream->at_least : 0;
+  LearnSession(rank, at_least, lock);
   lock.Wait(cv_, [&]() REQUIRES(mu_) {
     if (!interrupt_.ok()) return true;
     auto it = ranks_.find(rank);
-    return it != ranks_.end() && it->second->credit > 0;
+    return it != ranks_.end() && it->second->credit > 0 && it->second->session >= at_least;
   });
   if (!interrupt_.ok()) return interrupt_;
   std::shared_ptr<Conn> conn = ranks_[rank];
+  if (stream && stream->sent_to != 0 && conn->session != stream->sent_to) {
+    return Status::Aborted("rank " + std::to_string(rank) + "'s session " +
+                           std::to_string(stream->sent_to) + " was replaced by session " +
+                           std::to_string(conn->session) +
+                           " (a restarted trainer): the coordinator has the split made again "
+                           "from what was acknowledged");
+  }
   --conn->credit;
   return conn;
 }
 
-Status DataServer::SendToRank(int64_t rank, const Batch& batch, const nlohmann::json& extra) {
+Status DataServer::SendToRank(int64_t rank, const Batch& batch, const nlohmann::json& extra,
+                              SplitStream* stream) {
   GM_RETURN_IF_ERROR(CheckBatch(batch));
   nlohmann::json meta = EncodeBatchMeta(batch);
   meta["rank"] = rank;
@@ -308,7 +336,7 @@ Status DataServer::SendToRank(int64_t rank, const Batch& batch, const nlohmann::
     reserved = static_cast<Reservation*>(batch.external->owner.get());
   }
   for (;;) {
-    GM_ASSIGN_OR_RETURN(std::shared_ptr<Conn> conn, TakeCredit(rank));
+    GM_ASSIGN_OR_RETURN(std::shared_ptr<Conn> conn, TakeCredit(rank, stream));
     // Same host: the data is in a segment the client maps, written there by the
     // batcher (reserved) or copied once here; none passes through the kernel.
     // With no segment free, inline as over TCP.
@@ -340,6 +368,7 @@ Status DataServer::SendToRank(int64_t rank, const Batch& batch, const nlohmann::
     }
     if (st.ok()) {
       batches_sent_.fetch_add(1);
+      if (stream) stream->sent_to = conn->session;
       return Status::Ok();
     }
     LogWarning("data port " + address_ + ": sending batch " + std::to_string(batch.split_batch) +

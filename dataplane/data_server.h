@@ -41,6 +41,14 @@ namespace gm {
 // Seconds a BATCH send may take once the client granted credit for it.
 inline constexpr double kBatchSendTimeoutS = 60.0;
 
+// What one assignment has sent to its rank through SendToRank: the session it
+// serves at least (the coordinator's newest session of the rank when it handed
+// the split out), and the session its first batch went to.
+struct SplitStream {
+  uint64_t at_least = 0;
+  uint64_t sent_to = 0;
+};
+
 class DataServer {
  public:
   // Listens on `host`:`port` (0: the kernel picks one) and starts accepting.
@@ -67,8 +75,14 @@ class DataServer {
   // that rank to connect or grant credit. OK once the frame was handed to the
   // kernel; the status given to Interrupt() when interrupted while waiting (a
   // send under way is finished first); InvalidArgument for an unsendable batch.
+  // With `stream`, only a connection of session stream->at_least or newer is
+  // used (an older one is hung up and refused from then on: the coordinator
+  // issued a newer session), and once a batch went to a session, a newer one
+  // ends the stream with Aborted: a restarted trainer, for whom the coordinator
+  // has the split made again from what was acknowledged.
   Status SendToRank(int64_t rank, const Batch& batch,
-                    const nlohmann::json& extra = nlohmann::json::object());
+                    const nlohmann::json& extra = nlohmann::json::object(),
+                    SplitStream* stream = nullptr);
 
   // A segment of `rank`'s current same-host connection to collate a batch of
   // `bytes` into (BatchSink::Reserve): SendToRank then sends that batch without
@@ -111,7 +125,10 @@ class DataServer {
   std::string Admit(const std::shared_ptr<Conn>& conn, MutexLock& lock) REQUIRES(mu_);
   void ReadCredit(const std::shared_ptr<Conn>& conn);
   void Detach(const std::shared_ptr<Conn>& conn);
-  Result<std::shared_ptr<Conn>> TakeCredit(int64_t rank);
+  Result<std::shared_ptr<Conn>> TakeCredit(int64_t rank, const SplitStream* stream);
+  // Raises the rank's newest session to `session` (learned from the
+  // coordinator), hanging up an older session's connection.
+  void LearnSession(int64_t rank, uint64_t session, MutexLock& lock) REQUIRES(mu_);
 
   Listener listener_;
   const std::string secret_;

@@ -1,6 +1,7 @@
 #include "dataplane/messages.h"
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <string_view>
 
@@ -12,9 +13,11 @@ namespace gm {
 namespace {
 
 // A field read as an integer in [lo, hi]; the error names the message and field.
+// An integer field: a JSON integer (never 1.0 or "1") from lo to hi.
 Result<int64_t> Int(const JsonNode& m, std::string_view key, int64_t lo, int64_t hi) {
   GM_ASSIGN_OR_RETURN(JsonNode n, m.Get(key));
-  Result<int64_t> v = n.AsInt();
+  Result<int64_t> v =
+      n.json().is_number_integer() ? n.AsInt() : Result<int64_t>(Status::Corrupt(""));
   if (!v.ok() || *v < lo || *v > hi) {
     return n.Expected("an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
   }
@@ -80,6 +83,8 @@ nlohmann::json RegisterMsg::Encode() const {
   if (!host.empty()) out["host"] = host;
   if (!tag.empty()) out["tag"] = tag;
   if (!step.empty()) out["step"] = step;
+  if (pid > 0) out["pid"] = pid;
+  if (threads > 0) out["threads"] = threads;
   return out;
 }
 
@@ -89,6 +94,23 @@ Result<RegisterMsg> RegisterMsg::Decode(const nlohmann::json& meta) {
     RegisterMsg r;
     GM_ASSIGN_OR_RETURN(JsonNode addr, m.Get("data_addr"));
     GM_ASSIGN_OR_RETURN(r.data_addr, Address(addr));
+    const size_t colon = r.data_addr.rfind(':');
+    int port = 0;
+    const std::string_view digits = colon == std::string::npos
+                                        ? std::string_view()
+                                        : std::string_view(r.data_addr).substr(colon + 1);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || port < 1 ||
+        port > 65535) {
+      return addr.Expected("HOST:PORT with a port from 1 to 65535");
+    }
+    // Optional; what the launcher shows (a Linux pid is at most 2^22).
+    if (m.has("pid")) {
+      GM_ASSIGN_OR_RETURN(r.pid, Int(m, "pid", 1, int64_t{1} << 22));
+    }
+    if (m.has("threads")) {
+      GM_ASSIGN_OR_RETURN(r.threads, Int(m, "threads", 1, 4096));
+    }
     for (auto [key, field] : {std::pair<const char*, std::string*>{"host", &r.host},
                               {"tag", &r.tag},
                               {"step", &r.step}}) {
@@ -114,6 +136,7 @@ Result<nlohmann::json> DecodeStagesReport(const nlohmann::json& meta, const char
 
 nlohmann::json SplitDoneMsg::Encode() const {
   nlohmann::json j = {{"epoch", epoch}, {"split", split}, {"batch_count", batch_count}};
+  if (skipped > 0) j["skipped"] = skipped;
   if (!stages.is_null()) j["stages"] = stages;
   return j;
 }
@@ -125,6 +148,9 @@ Result<SplitDoneMsg> SplitDoneMsg::Decode(const nlohmann::json& meta) {
     GM_ASSIGN_OR_RETURN(r.epoch, Count(m, "epoch", kMaxEpochs));
     GM_ASSIGN_OR_RETURN(r.split, Count(m, "split", kMaxSplitId));
     GM_ASSIGN_OR_RETURN(r.batch_count, Count(m, "batch_count", kMaxSplitBatches));
+    if (meta.contains("skipped")) {
+      GM_ASSIGN_OR_RETURN(r.skipped, Count(m, "skipped", kMaxSplitSamples));
+    }
     GM_ASSIGN_OR_RETURN(r.stages, DecodeStagesReport(meta, "SPLIT_DONE"));
     return r;
   }());
@@ -178,12 +204,35 @@ Result<AckMsg> AckMsg::Decode(const nlohmann::json& meta) {
   }());
 }
 
-nlohmann::json ResumeMsg::Encode() const {
-  nlohmann::json out = {{"epoch", epoch}, {"position", position}};
+namespace {
+
+// A rank's place in its sequence (RESUME's and PLAN's position, split_index and
+// split_batch): `at` both or neither.
+void EncodePlace(nlohmann::json& out, uint64_t position, const std::optional<SequenceKey>& at) {
+  out["position"] = position;
   if (at) {
     out["split_index"] = at->index;
     out["split_batch"] = at->batch;
   }
+}
+
+Status DecodePlace(const JsonNode& m, uint64_t* position, std::optional<SequenceKey>* at) {
+  GM_ASSIGN_OR_RETURN(*position, Count(m, "position", kMaxSplitId * kMaxSplitBatches));
+  if (m.has("split_index") || m.has("split_batch")) {
+    SequenceKey key;
+    GM_ASSIGN_OR_RETURN(uint64_t index, Count(m, "split_index", kMaxSplitId));
+    key.index = static_cast<size_t>(index);
+    GM_ASSIGN_OR_RETURN(key.batch, Count(m, "split_batch", kMaxSplitBatches));
+    *at = key;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+nlohmann::json ResumeMsg::Encode() const {
+  nlohmann::json out = {{"epoch", epoch}};
+  EncodePlace(out, position, at);
   return out;
 }
 
@@ -192,14 +241,7 @@ Result<ResumeMsg> ResumeMsg::Decode(const nlohmann::json& meta) {
     const JsonNode m(meta, "RESUME");
     ResumeMsg r;
     GM_ASSIGN_OR_RETURN(r.epoch, Count(m, "epoch", kMaxEpochs));
-    GM_ASSIGN_OR_RETURN(r.position, Count(m, "position", kMaxSplitId * kMaxSplitBatches));
-    if (m.has("split_index") || m.has("split_batch")) {
-      SequenceKey key;
-      GM_ASSIGN_OR_RETURN(uint64_t index, Count(m, "split_index", kMaxSplitId));
-      key.index = static_cast<size_t>(index);
-      GM_ASSIGN_OR_RETURN(key.batch, Count(m, "split_batch", kMaxSplitBatches));
-      r.at = key;
-    }
+    GM_RETURN_IF_ERROR(DecodePlace(m, &r.position, &r.at));
     return r;
   }());
 }
@@ -372,6 +414,7 @@ nlohmann::json AssignMsg::Encode() const {
               {"rank", rank},
               {"start_batch", start_batch},
               {"end_batch", end_batch}});
+    if (session > 0) j["session"] = session;
   }
   return j;
 }
@@ -405,6 +448,9 @@ Result<AssignMsg> AssignMsg::Decode(const nlohmann::json& meta) {
     if (r.end_batch >= 0 && static_cast<uint64_t>(r.end_batch) < r.start_batch) {
       return (*m.Get("end_batch")).Expected("-1 or at least start_batch");
     }
+    if (m.has("session")) {
+      GM_ASSIGN_OR_RETURN(r.session, Count(m, "session", uint64_t{1} << 62));
+    }
     return r;
   }());
 }
@@ -426,6 +472,7 @@ nlohmann::json PlanMsg::Encode() const {
       for (const auto& [split, count] : splits) list.push_back({split, count});
       j["splits"] = std::move(list);
       j["workers"] = workers;
+      if (position) EncodePlace(j, *position, at);
       break;
     }
   }
@@ -477,6 +524,11 @@ Result<PlanMsg> PlanMsg::Decode(const nlohmann::json& meta) {
       r.splits.emplace_back(static_cast<uint64_t>(*split), *count);
     }
     GM_ASSIGN_OR_RETURN(r.workers, Addresses(m));
+    if (m.has("position")) {
+      uint64_t position = 0;
+      GM_RETURN_IF_ERROR(DecodePlace(m, &position, &r.at));
+      r.position = position;
+    }
     return r;
   }());
 }

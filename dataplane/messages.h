@@ -17,7 +17,7 @@
 //      C->W ASSIGN      {kind: "assign"|"wait"|"drain"|"exit"|"epoch_done",
 //                        epoch, split, rank, start_batch, end_batch (-1: to the
 //                        split's end), retry_s (for wait and epoch_done)}
-//      W->C SPLIT_DONE  {epoch, split, batch_count, stages}
+//      W->C SPLIT_DONE  {epoch, split, batch_count, skipped, stages}
 //      W->C HEARTBEAT   {batches_sent, splits_done, making_split, cpu_s, stages}
 //                       (when nothing was sent for heartbeat_s); stages: the
 //                       worker's per-stage totals so far, [{name, count, cpu_s,
@@ -112,6 +112,7 @@ inline constexpr int kDataPlaneVersion = 1;
 // Bounds on what a peer may send in one control message.
 inline constexpr uint64_t kMaxEpochs = kMaxRunEpochs;  // epoch numbers below this (core/run_spec.h)
 inline constexpr uint64_t kMaxSplitId = uint64_t{1} << 32;
+inline constexpr uint64_t kMaxSplitSamples = uint64_t{1} << 40;
 inline constexpr size_t kMaxAckBatches = 4096;     // [split, batch] pairs per ACK
 inline constexpr size_t kMaxReportedStages = 256;  // entries of a "stages" report
 inline constexpr size_t kMaxAddressBytes = 256;    // "HOST:PORT"
@@ -126,20 +127,26 @@ inline constexpr uint64_t kMaxCreditReleases =
 // named it: GOLDMINER_WORKER_TAG), step (its Slurm step, "JOB.STEP"); each printable,
 // at most 256 bytes.
 struct RegisterMsg {
-  std::string data_addr;  // "HOST:PORT", printable, at most kMaxAddressBytes
+  std::string data_addr;  // "HOST:PORT", printable, at most kMaxAddressBytes, port 1..65535
   std::string host;
   std::string tag;
   std::string step;
+  int64_t pid = 0;      // optional: 1 .. 2^22 (0: not sent)
+  int64_t threads = 0;  // optional: 1 .. 4096 (0: not sent)
   nlohmann::json Encode() const;
   static Result<RegisterMsg> Decode(const nlohmann::json& meta);
 };
 
-// W->C SPLIT_DONE {epoch, split, batch_count, stages}.
+// W->C SPLIT_DONE {epoch, split, batch_count, skipped, stages}.
 struct SplitDoneMsg {
   uint64_t epoch = 0;
   uint64_t split = 0;
   uint64_t batch_count = 0;  // at most kMaxSplitBatches
-  nlohmann::json stages;     // the worker's per-stage totals (null when absent)
+  // Samples of the split the worker skipped (on_error: skip), at most
+  // kMaxSplitSamples; optional, 0 when absent. The coordinator checks batch_count
+  // against the split's size less these when the size is known.
+  uint64_t skipped = 0;
+  nlohmann::json stages;  // the worker's per-stage totals (null when absent)
   nlohmann::json Encode() const;
   static Result<SplitDoneMsg> Decode(const nlohmann::json& meta);
 };
@@ -236,7 +243,10 @@ struct AssignMsg {
   int64_t rank = 0;
   uint64_t start_batch = 0;
   int64_t end_batch = -1;  // -1: to the split's end
-  double retry_s = 0.05;   // for the others: ask again after this long, [0, 3600]
+  // The rank's trainer session when the split was handed out (0: none yet, or
+  // not sent): the worker's data port refuses older sessions' tickets for it.
+  uint64_t session = 0;
+  double retry_s = 0.05;  // for the others: ask again after this long, [0, 3600]
   nlohmann::json Encode() const;
   static Result<AssignMsg> Decode(const nlohmann::json& meta);
 };
@@ -250,6 +260,13 @@ struct PlanMsg {
   // kPlan: [split, batch_count (-1: unknown)] in plan order, and the workers.
   std::vector<std::pair<uint64_t, int64_t>> splits;
   std::vector<std::string> workers;
+  // kPlan, optional: where this rank stands in the epoch (position, split_index,
+  // split_batch as in RESUME), sent to a new session of a rank that an earlier
+  // session left partway (a trainer restarted without its state): it continues
+  // there, and what the earlier session was sent but did not acknowledge is made
+  // again.
+  std::optional<uint64_t> position;
+  std::optional<SequenceKey> at;
   double retry_s = 0.05;  // kWait
   int64_t epochs = 0;     // kEnd: the run's epoch count
   nlohmann::json Encode() const;

@@ -4,7 +4,10 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace gm {
 
@@ -27,7 +30,7 @@ uint64_t GetLE(std::string_view in, size_t at, int bytes) {
   return v;
 }
 
-// Printable rendering of up to 4 bytes from the wire ("GMP1", "\x00\x16...").
+// Printable rendering of bytes from the wire ("GMP1", "\x00\x16...").
 std::string Printable(std::string_view bytes) {
   static const char kHex[] = "0123456789abcdef";
   std::string out;
@@ -205,12 +208,31 @@ Result<nlohmann::json> ParseFrameMeta(std::string_view meta) {
   if (meta.empty()) return nlohmann::json::object();
   GM_RETURN_IF_ERROR(CheckMetaDepth(meta));
   nlohmann::json j;
+  // A key given twice in one object ({"rank": 5, "rank": 0}) is refused: a
+  // parser keeps one of them, and two readers of one frame might disagree.
+  std::vector<std::set<std::string>> keys;  // of each object being parsed
+  std::string repeated;
+  const auto check_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys.emplace_back();
+    if (event == Event::object_end && !keys.empty()) keys.pop_back();
+    if (event == Event::key && !keys.empty() &&
+        !keys.back().insert(parsed.get<std::string>()).second && repeated.empty()) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
   try {
-    j = nlohmann::json::parse(meta.begin(), meta.end(), nullptr, /*allow_exceptions=*/false);
+    j = nlohmann::json::parse(meta.begin(), meta.end(), check_keys, /*allow_exceptions=*/false);
   } catch (const nlohmann::json::exception& e) {
     return Status::Corrupt(std::string("frame meta is not valid JSON: ") + e.what());
   }
   if (j.is_discarded()) return Status::Corrupt("frame meta is not valid UTF-8 JSON");
+  if (!repeated.empty()) {
+    return Status::Corrupt("frame meta gives the key \"" +
+                           Printable(std::string_view(repeated).substr(0, 64)) +
+                           "\" twice in one object");
+  }
   if (!j.is_object()) {
     return Status::Corrupt("frame meta is JSON " + std::string(j.type_name()) +
                            ", expected an object");

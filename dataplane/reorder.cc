@@ -95,6 +95,13 @@ ReorderBuffer::Outcome ReorderBuffer::Offer(Batch batch, uint64_t source,
            std::to_string(epoch_) + ": no worker holds a split of it yet";
     return Outcome::kRejected;
   }
+  // A split the rank has read (a copy from a worker that made it again, perhaps
+  // after one that cut it short was dropped): nothing to learn from it.
+  if (seq_ && batch.epoch == epoch_ && seq_->Passed(batch.split)) {
+    ++dropped_;
+    return Outcome::kDropped;
+  }
+  if (!CheckSize(batch, split_batches, why)) return Outcome::kRejected;
   if (split_batches) {
     Status counted = SetBatchCount(batch.epoch, batch.split, *split_batches);
     if (!counted.ok()) {
@@ -334,6 +341,30 @@ std::string ReorderBuffer::Awaited() const {
   if (seq_->done()) return "nothing (epoch " + std::to_string(epoch_) + " done)";
   return "epoch " + std::to_string(epoch_) + " split " + std::to_string(seq_->next_split()) +
          " batch " + std::to_string(seq_->next_key().batch);
+}
+
+bool ReorderBuffer::CheckSize(const Batch& batch, std::optional<uint64_t> split_batches,
+                              std::string* why) const {
+  const uint64_t n = batch.size();
+  const std::string what = SplitName(batch.epoch, batch.split) + " batch " +
+                           std::to_string(batch.split_batch) + " holds " + std::to_string(n) +
+                           " samples";
+  if (n == 0) {
+    *why = what + ": a worker sends no empty batch";
+    return false;
+  }
+  if (batch_size_ == 0 || n == batch_size_) return true;
+  if (n > batch_size_) {
+    *why = what + ", more than the run's batch size " + std::to_string(batch_size_);
+    return false;
+  }
+  const uint64_t count = split_batches                   ? *split_batches
+                         : seq_ && batch.epoch == epoch_ ? seq_->CountOf(batch.split)
+                                                         : kUnknownCount;
+  if (count == batch.split_batch + 1) return true;
+  *why = what + " of " + std::to_string(batch_size_) +
+         ": only a split's last batch holds fewer, and this is not its last";
+  return false;
 }
 
 std::optional<uint64_t> ReorderBuffer::AwaitedHolder() const {

@@ -57,6 +57,10 @@ class ReorderBuffer {
   Outcome Offer(Batch batch, uint64_t source, std::optional<uint64_t> split_batches,
                 std::string* why);
 
+  // The run's batch size (SUBSCRIBED's): a batch holds 1 to that many samples,
+  // and only a split's last batch holds fewer (else kRejected). 0: not checked.
+  void set_batch_size(uint64_t batch_size) { batch_size_ = batch_size; }
+
   // Records a split's batch count learned from the coordinator. Counts for a later
   // epoch are kept until it starts.
   Status SetBatchCount(uint64_t epoch, uint64_t split, uint64_t batch_count);
@@ -121,6 +125,9 @@ class ReorderBuffer {
   // batch or against earlier batches of its split; else records them.
   bool CheckSamples(const Batch& batch, std::string* why);
   bool InOrder(const Batch& batch, uint64_t source, std::string* why) const;
+  // Rejects (with `*why`) a batch of no samples, of more than the batch size, or
+  // of fewer when it is not its split's last.
+  bool CheckSize(const Batch& batch, std::optional<uint64_t> split_batches, std::string* why) const;
   // A copy of a buffered batch: kept aside while the buffered one is not verified.
   Outcome OfferCopy(Entry& entry, Batch batch, uint64_t source);
   void Verify(Entry& entry);
@@ -145,6 +152,7 @@ class ReorderBuffer {
   std::map<uint64_t, uint64_t> holders_;  // split -> source, for holders_epoch_
   uint64_t holders_epoch_ = UINT64_MAX;
   uint64_t views_asked_ = 0;
+  uint64_t batch_size_ = 0;
 };
 
 }  // namespace gm

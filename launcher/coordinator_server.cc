@@ -134,8 +134,11 @@ Result<EpochPlan> CoordinatorServer::PlanFor(uint64_t epoch) const {
     uint64_t count = kUnknownCount;
     // With several ranks, equal shares need every count up front: the planned
     // count of a split of known size (a skipped sample that changes it is
-    // reported as an error by the state machine when the worker tells).
-    if (config_.world_size > 1) {
+    // reported as an error by the state machine when the worker tells). With one
+    // rank, a split of known size that may skip nothing (on_error "fail") is
+    // planned too, so the client refuses a worker that cuts it short.
+    const bool fixed = splits[id].count > 0 && pipeline_.on_error() == OnError::kFail;
+    if (config_.world_size > 1 || fixed) {
       if (splits[id].count == 0) {
         return Status::InvalidArgument(
             "several trainer ranks need a source whose split sizes are known up front "
@@ -239,9 +242,35 @@ Status CoordinatorServer::ResumeRank(int rank, const ResumeMsg& resume, MutexLoc
   return st;
 }
 
-nlohmann::json CoordinatorServer::PlanMessage(uint64_t epoch) {
+Status CoordinatorServer::CheckSplitSize(const SplitDoneMsg& done) const {
+  const auto& splits = pipeline_.splits();
+  if (done.split >= splits.size() || splits[done.split].count == 0) return Status::Ok();
+  const uint64_t size = splits[done.split].count;
+  const std::string what = SplitName(done.epoch, done.split) + " (" + std::to_string(size) +
+                           " samples) has " + std::to_string(done.batch_count) + " batches with " +
+                           std::to_string(done.skipped) + " samples skipped";
+  if (done.skipped > 0 && pipeline_.on_error() == OnError::kFail) {
+    return Status::InvalidArgument(what + ", but on_error is \"fail\"");
+  }
+  if (done.skipped > size) return Status::InvalidArgument(what + ": more than it holds");
+  const uint64_t left = size - done.skipped;
+  const uint64_t b = static_cast<uint64_t>(pipeline_.batch_size());
+  const uint64_t batches = pipeline_.drop_last() ? left / b : (left + b - 1) / b;
+  if (done.batch_count != batches) {
+    return Status::InvalidArgument(what + ", but the rest make " + std::to_string(batches) +
+                                   " batches of " + std::to_string(b));
+  }
+  return Status::Ok();
+}
+
+nlohmann::json CoordinatorServer::PlanMessage(
+    uint64_t epoch, const std::optional<std::pair<uint64_t, SequenceKey>>& place) {
   PlanMsg plan;
   plan.epoch = epoch;
+  if (place) {
+    plan.position = place->first;
+    plan.at = place->second;
+  }
   for (const auto& slot_split : EpochSplitOrder(pipeline_, epoch)) {
     plan.splits.emplace_back(slot_split, CountOrMinusOne(state_.BatchCount(slot_split)));
   }
@@ -254,7 +283,14 @@ void CoordinatorServer::AdvanceEpochIfDone() {
     ++epochs_done_;
     if (config_.epochs > 0 && epochs_done_ >= static_cast<uint64_t>(config_.epochs)) {
       finished_ = true;
-      LogInfo("run: every epoch delivered");
+      const uint64_t skipped = state_.Stats().samples_skipped;
+      if (skipped == 0) {
+        LogInfo("run: every epoch delivered");
+      } else {
+        LogWarning("run: every epoch ended, but the workers skipped " + std::to_string(skipped) +
+                   " samples they could not read (on_error \"skip\"; their warnings name "
+                   "them); every other sample was delivered");
+      }
     } else {
       auto plan = PlanFor(state_.epoch() + 1);
       Status st = plan.ok() ? state_.StartEpoch(*plan) : plan.status();
@@ -478,12 +514,28 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       reply.rank = a.rank;
       reply.start_batch = a.start_batch;
       reply.end_batch = CountOrMinusOne(a.end_batch);
+      if (auto it = rank_session_.find(a.rank); it != rank_session_.end())
+        reply.session = it->second;
       lock.Unlock();
       return SendFrame(socket, MsgType::kAssign, reply.Encode(), Deadline::After(kSendTimeoutS));
     }
     case MsgType::kSplitDone: {
       GM_ASSIGN_OR_RETURN(SplitDoneMsg done_msg, SplitDoneMsg::Decode(frame.meta));
-      Status st = state_.SplitDone(id, done_msg.epoch, done_msg.split, done_msg.batch_count);
+      if (Status size = CheckSplitSize(done_msg); !size.ok()) {
+        // A worker that lies about what it made is dropped (its splits go to
+        // others). Where the plan left the count open, the trainer may have read
+        // the split short already: the run cannot deliver every sample.
+        if (done_msg.epoch == state_.epoch() && state_.MakesSplit(id, done_msg.split) &&
+            state_.PlannedCount(done_msg.split) == kUnknownCount && failure_.empty()) {
+          failure_ = "worker " + std::to_string(id) + " says " + size.message() +
+                     ": the trainer may have read the split short, so the run stops";
+          LogError("coordinator: " + failure_);
+          cv_.notify_all();
+        }
+        return size;
+      }
+      Status st = state_.SplitDone(id, done_msg.epoch, done_msg.split, done_msg.batch_count,
+                                   done_msg.skipped);
       if (uint64_t held = 0; !st.ok() && worker_warnings_.Allow(&held)) {
         LogWarning("coordinator: worker " + std::to_string(id) + ": " + st.message() + " (" +
                    std::to_string(held) + " such warnings held back)");
@@ -541,6 +593,7 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
       return Status::InvalidArgument(why);
     }
     session = ++sessions_;
+    rank_session_[rank] = session;
   }
   Status st = ServeSubscribedClient(socket, rank, session);
   MutexLock lock(mu_);
@@ -568,13 +621,14 @@ Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank, uint64
     // HEARTBEAT meanwhile, so a connection silent for kClientIdleS is not a trainer.
     GM_ASSIGN_OR_RETURN(Frame frame,
                         RecvFrame(socket, kControlLimits, Deadline::After(config_.client_idle_s)));
-    GM_RETURN_IF_ERROR(HandleClientFrame(socket, rank, frame, &done));
+    GM_RETURN_IF_ERROR(HandleClientFrame(socket, rank, session, frame, &done));
   }
   return Status::Ok();
 }
 
 // The answer to GET_PLAN: the epoch's PLAN, or {end}, {wait} or {done}.
-nlohmann::json CoordinatorServer::AnswerGetPlan(int rank, uint64_t epoch, MutexLock& lock) {
+nlohmann::json CoordinatorServer::AnswerGetPlan(int rank, uint64_t session, uint64_t epoch,
+                                                MutexLock& lock) {
   PlanMsg answer;
   answer.epoch = epoch;
   if (config_.epochs > 0 && epoch >= static_cast<uint64_t>(config_.epochs)) {
@@ -599,7 +653,32 @@ nlohmann::json CoordinatorServer::AnswerGetPlan(int rank, uint64_t epoch, MutexL
     return answer.Encode();
   }
   plan_read_[rank] = epoch;
-  return PlanMessage(epoch);
+  const auto place = TakeOverRank(rank, session);
+  epoch_session_[rank] = {epoch, session};
+  return PlanMessage(epoch, place);
+}
+
+std::optional<std::pair<uint64_t, SequenceKey>> CoordinatorServer::TakeOverRank(int rank,
+                                                                                uint64_t session) {
+  auto last = epoch_session_.find(rank);
+  if (last == epoch_session_.end() || last->second.first != state_.epoch() ||
+      last->second.second == session) {
+    return std::nullopt;
+  }
+  const auto [position, at] = state_.RankCursor(rank);
+  Status st = state_.ResumeAt(rank, state_.epoch(), position, at);
+  const std::string who =
+      "coordinator: rank " + std::to_string(rank) + " session " + std::to_string(session);
+  if (!st.ok()) {
+    LogWarning(who + " could not continue where session " + std::to_string(last->second.second) +
+               " left epoch " + std::to_string(state_.epoch()) + ": " + st.message());
+    return std::nullopt;
+  }
+  LogInfo(who + " continues epoch " + std::to_string(state_.epoch()) + " at batch " +
+          std::to_string(position) + ", where session " + std::to_string(last->second.second) +
+          " left it (a trainer restarted without its state); what that session was sent and "
+          "did not acknowledge is made again");
+  return std::make_pair(position, at);
 }
 
 // The answer to GET_WORKERS: the live workers and who holds the rank's splits.
@@ -619,16 +698,29 @@ nlohmann::json CoordinatorServer::AnswerGetWorkers(int rank) const {
   return workers.Encode();
 }
 
-Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Frame& frame,
-                                            bool* done) {
+Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, uint64_t session,
+                                            const Frame& frame, bool* done) {
   MutexLock lock(mu_);
   if (stopping_) return Status::Cancelled("coordinator stopping");
   nlohmann::json reply;
   MsgType reply_type = MsgType::kPlan;
   switch (frame.type) {
+    case MsgType::kGetPlan:
+    case MsgType::kGetWorkers:
+      if (!failure_.empty()) {
+        const std::string why = "the run failed: " + failure_;
+        lock.Unlock();
+        (void)SendFrame(socket, MsgType::kError, {{"message", why}}, Deadline::After(1));
+        return Status::Cancelled(why);
+      }
+      break;
+    default:
+      break;
+  }
+  switch (frame.type) {
     case MsgType::kGetPlan: {
       GM_ASSIGN_OR_RETURN(GetPlanMsg get_plan, GetPlanMsg::Decode(frame.meta));
-      reply = AnswerGetPlan(rank, get_plan.epoch, lock);
+      reply = AnswerGetPlan(rank, session, get_plan.epoch, lock);
       break;
     }
     case MsgType::kGetWorkers: {
@@ -654,6 +746,7 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, const Fram
         (void)SendFrame(socket, MsgType::kError, {{"message", st.message()}}, Deadline::After(1));
         return st;
       }
+      epoch_session_[rank] = {resume.epoch, session};
       reply = PlanMessage(resume.epoch);
       break;
     }

@@ -112,17 +112,30 @@ class CoordinatorServer {
   Status ServeSubscribedClient(Socket& socket, int rank,
                                uint64_t session);  // after SUBSCRIBE was accepted
   Status HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame, bool* done);
-  Status HandleClientFrame(Socket& socket, int rank, const Frame& frame, bool* done);
+  Status HandleClientFrame(Socket& socket, int rank, uint64_t session, const Frame& frame,
+                           bool* done);
   Result<EpochPlan> PlanFor(uint64_t epoch) const;
   Status ResumeRank(int rank, const ResumeMsg& resume, MutexLock& lock) REQUIRES(mu_);
-  nlohmann::json AnswerGetPlan(int rank, uint64_t epoch, MutexLock& lock) REQUIRES(mu_);
+  nlohmann::json AnswerGetPlan(int rank, uint64_t session, uint64_t epoch, MutexLock& lock)
+      REQUIRES(mu_);
+  // Where a new session of `rank` continues the current epoch when an earlier
+  // session read it (a trainer restarted without its state): the rank resumes at
+  // what was acknowledged, and what was sent and not acknowledged is made again.
+  std::optional<std::pair<uint64_t, SequenceKey>> TakeOverRank(int rank, uint64_t session)
+      REQUIRES(mu_);
   nlohmann::json AnswerGetWorkers(int rank) const REQUIRES(mu_);
   // A rank's RESUME of an epoch past the current one: the run moves there only
   // once every rank has asked for it (waiting up to kSkipAgreementS for the
   // others). InvalidArgument, saying why, when a rank reads the current epoch
   // meanwhile, asks for another one, or the others do not come in time.
   Status AgreeToSkip(int rank, uint64_t epoch, MutexLock& lock) REQUIRES(mu_);
-  nlohmann::json PlanMessage(uint64_t epoch) REQUIRES(mu_);
+  nlohmann::json PlanMessage(
+      uint64_t epoch, const std::optional<std::pair<uint64_t, SequenceKey>>& place = std::nullopt)
+      REQUIRES(mu_);
+  // InvalidArgument when a SPLIT_DONE contradicts its split's size (when the
+  // source knows it): its batch count must be that of the size less the samples
+  // it says it skipped, and it may skip none under on_error "fail".
+  Status CheckSplitSize(const SplitDoneMsg& done) const;
   void AdvanceEpochIfDone() REQUIRES(mu_);
 
   const CoordinatorConfig config_;
@@ -143,7 +156,13 @@ class CoordinatorServer {
   std::set<int> skip_ranks_ GUARDED_BY(mu_);
   std::string skip_refused_ GUARDED_BY(mu_);
   std::map<int, uint64_t> plan_read_ GUARDED_BY(mu_);  // rank -> epoch of the last PLAN it got
+  // rank -> (epoch, session): the session that last read or resumed an epoch.
+  std::map<int, std::pair<uint64_t, uint64_t>> epoch_session_ GUARDED_BY(mu_);
+  std::map<int, uint64_t> rank_session_ GUARDED_BY(mu_);  // rank -> its newest session
   bool finished_ GUARDED_BY(mu_) = false;
+  // Why the run cannot deliver every sample (a worker cut a split the trainer may
+  // have read short): every later GET_PLAN and GET_WORKERS is answered with ERROR.
+  std::string failure_ GUARDED_BY(mu_);
   bool stopping_ GUARDED_BY(mu_) = false;
   uint64_t workers_registered_ GUARDED_BY(mu_) = 0;
   uint64_t refused_ GUARDED_BY(mu_) = 0;

@@ -9,10 +9,6 @@ namespace {
 
 std::string WorkerName(WorkerId worker) { return "worker " + std::to_string(worker); }
 
-std::string SplitName(uint64_t epoch, uint64_t split) {
-  return "epoch " + std::to_string(epoch) + " split " + std::to_string(split);
-}
-
 }  // namespace
 
 Result<CoordinatorState> CoordinatorState::Create(const CoordinatorOptions& options) {
@@ -60,6 +56,7 @@ Status CoordinatorState::SkipToEpoch(const EpochPlan& plan) {
 
 Status CoordinatorState::LayOut(const EpochPlan& plan) {
   GM_ASSIGN_OR_RETURN(PlanLayout layout, LayOutPlan(plan, options_.world_size));
+  for (const SplitProgress& split : splits_) skipped_before_ += split.samples_skipped;
   touched_ = false;
   skipped_base_.assign(static_cast<size_t>(options_.world_size), 0);
   splits_.assign(layout.slots.size(), SplitProgress{});
@@ -246,7 +243,7 @@ Status CoordinatorState::LearnCount(size_t position, WorkerId worker, uint64_t b
 }
 
 Status CoordinatorState::SplitDone(WorkerId worker, uint64_t epoch, uint64_t split_id,
-                                   uint64_t batch_count) {
+                                   uint64_t batch_count, uint64_t skipped) {
   WorkerRecord* record = FindWorker(worker);
   if (record == nullptr) return Status::InvalidArgument(WorkerName(worker) + " is not registered");
   GM_RETURN_IF_ERROR(CheckEpoch(epoch, WorkerName(worker) + ": split done"));
@@ -262,6 +259,7 @@ Status CoordinatorState::SplitDone(WorkerId worker, uint64_t epoch, uint64_t spl
   if (split.phase == Phase::kAssigned && split.holder == worker && !split.produced) {
     GM_RETURN_IF_ERROR(LearnCount(position, worker, batch_count));
     split.produced = true;
+    split.samples_skipped = skipped;
     --record->producing;
     ++record->stats.splits_done;
     if (split.deliver > split.assigned_start) {
@@ -446,6 +444,21 @@ Status CoordinatorState::ResumeAt(int rank, uint64_t epoch, uint64_t position, S
   return Status::Ok();
 }
 
+std::pair<uint64_t, SequenceKey> CoordinatorState::RankCursor(int rank) const {
+  if (!layout_ || rank < 0 || rank >= options_.world_size) return {0, SequenceKey{}};
+  uint64_t position = skipped_base_[static_cast<size_t>(rank)];
+  const std::vector<size_t>& slots = layout_->rank_slots[static_cast<size_t>(rank)];
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const SplitProgress& split = splits_[slots[i]];
+    if (split.skipped) continue;
+    if (split.phase != Phase::kComplete) {
+      return {position + split.contiguous, SequenceKey{i, split.contiguous}};
+    }
+    position += split.deliver;
+  }
+  return {position, SequenceKey{slots.size(), 0}};
+}
+
 uint64_t CoordinatorState::RankPosition(int rank) const {
   if (!layout_ || rank < 0 || rank >= options_.world_size) return 0;
   uint64_t position = skipped_base_[static_cast<size_t>(rank)];
@@ -476,6 +489,20 @@ uint64_t CoordinatorState::BatchCount(uint64_t split_id) const {
   return planned != kUnknownCount ? planned : splits_[it->second].deliver;
 }
 
+bool CoordinatorState::MakesSplit(WorkerId worker, uint64_t split_id) const {
+  if (!layout_) return false;
+  auto it = layout_->position_of.find(split_id);
+  if (it == layout_->position_of.end()) return false;
+  const SplitProgress& split = splits_[it->second];
+  return split.phase == Phase::kAssigned && split.holder == worker && !split.produced;
+}
+
+uint64_t CoordinatorState::PlannedCount(uint64_t split_id) const {
+  if (!layout_) return kUnknownCount;
+  auto it = layout_->position_of.find(split_id);
+  return it == layout_->position_of.end() ? kUnknownCount : layout_->slots[it->second].batch_count;
+}
+
 CoordinatorStats CoordinatorState::Stats() const {
   CoordinatorStats stats;
   stats.epoch = epoch_;
@@ -486,6 +513,8 @@ CoordinatorStats CoordinatorState::Stats() const {
   stats.duplicate_acks = duplicate_acks_;
   stats.reassignments = reassignments_;
   stats.stale_split_done = stale_split_done_;
+  stats.samples_skipped = skipped_before_;
+  for (const SplitProgress& split : splits_) stats.samples_skipped += split.samples_skipped;
   for (int r = 0; r < options_.world_size; ++r) stats.rank_positions.push_back(RankPosition(r));
   for (const auto& [id, record] : workers_) stats.workers.push_back(record.stats);
   return stats;

@@ -99,6 +99,7 @@ struct CoordinatorStats {
   uint64_t duplicate_acks = 0;           // acknowledgements of batches already acknowledged
   uint64_t reassignments = 0;            // splits taken back from a worker unfinished
   uint64_t stale_split_done = 0;         // SplitDone for a split the worker no longer held
+  uint64_t samples_skipped = 0;          // all epochs, by the holders' SplitDone
   std::vector<uint64_t> rank_positions;  // RankPosition per rank
   std::vector<WorkerStats> workers;      // in id order, lost and exited ones included
 };
@@ -141,7 +142,11 @@ class CoordinatorState {
   // With a known planned count it must match (InvalidArgument otherwise); an
   // unknown count is learned here. A SplitDone for an earlier epoch or for a split
   // the worker no longer holds is counted as stale and accepted.
-  Status SplitDone(WorkerId worker, uint64_t epoch, uint64_t split, uint64_t batch_count);
+  // `skipped`: samples of the split the worker skipped (on_error: skip), counted
+  // in CoordinatorStats::samples_skipped from the holder's report (a split made
+  // again replaces its count).
+  Status SplitDone(WorkerId worker, uint64_t epoch, uint64_t split, uint64_t batch_count,
+                   uint64_t skipped = 0);
   // Trainer `rank` consumed batch split_batch of `split`. Idempotent: a repeat, or
   // an ack for an earlier (finished) epoch, returns kDuplicate and is counted.
   // InvalidArgument when no epoch started, the epoch is in the future, the rank is
@@ -175,11 +180,20 @@ class CoordinatorState {
   // Batches acknowledged contiguously from the start of the rank's sequence (0 for
   // an unknown rank or before the first epoch).
   uint64_t RankPosition(int rank) const;
+  // RankPosition and where it lies in the rank's sequence (its first split not
+  // fully acknowledged, and the batches of it acknowledged), for ResumeAt.
+  std::pair<uint64_t, SequenceKey> RankCursor(int rank) const;
   // The splits of `rank`'s share of the current epoch that a worker holds (made
   // or being made and not fully acknowledged), with the holder, in plan order.
   std::vector<std::pair<uint64_t, WorkerId>> Holders(int rank) const;
   // The split's batch count if planned or learned from a worker, else kUnknownCount.
   uint64_t BatchCount(uint64_t split) const;
+  // True when `worker` holds `split` of the current epoch and has not said it is
+  // done: its SplitDone would set the split's count.
+  bool MakesSplit(WorkerId worker, uint64_t split) const;
+  // The split's batch count as the current epoch's plan gave it (kUnknownCount
+  // when it left it open, or for a split not in the plan).
+  uint64_t PlannedCount(uint64_t split) const;
 
   CoordinatorStats Stats() const;
   const CoordinatorOptions& options() const { return options_; }
@@ -197,7 +211,8 @@ class CoordinatorState {
     WorkerId holder = 0;      // when kAssigned
     bool produced = false;    // holder called SplitDone
     uint64_t assigned_start = 0;
-    bool skipped = false;  // delivered by an earlier run (ResumeAt); count may be unknown
+    bool skipped = false;          // delivered by an earlier run (ResumeAt); count may be unknown
+    uint64_t samples_skipped = 0;  // by the holder's SplitDone (on_error: skip)
   };
   struct WorkerRecord {
     double last_heard_s = 0;
@@ -234,6 +249,7 @@ class CoordinatorState {
   uint64_t duplicate_acks_ = 0;
   uint64_t reassignments_ = 0;
   uint64_t stale_split_done_ = 0;
+  uint64_t skipped_before_ = 0;  // samples skipped in epochs before the current one
 };
 
 }  // namespace gm

@@ -29,13 +29,15 @@ namespace {
 // the end of the split tells which batch was the last.
 class RankSink : public BatchSink {
  public:
-  RankSink(DataServer& data, int64_t rank) : data_(data), rank_(rank) {}
+  // `session`: the rank's session when the split was handed out (SplitStream).
+  RankSink(DataServer& data, int64_t rank, uint64_t session)
+      : data_(data), rank_(rank), stream_{session, 0} {}
   // The split's last batch carries its batch count, so the client moves on to
   // the next split without asking the coordinator.
   Status Consume(const Batch& batch) override {
     nlohmann::json extra = nlohmann::json::object();
     if (batch.last_of_split) extra["split_batches"] = batch.split_batch + 1;
-    return data_.SendToRank(rank_, batch, extra);
+    return data_.SendToRank(rank_, batch, extra, &stream_);
   }
   // On the same host the samples go straight into a segment the client maps;
   // else into memory of the batch's own that is sent as it is.
@@ -47,6 +49,7 @@ class RankSink : public BatchSink {
  private:
   DataServer& data_;
   const int64_t rank_;
+  SplitStream stream_;
 };
 
 }  // namespace
@@ -276,7 +279,7 @@ Status WorkerService::RunAssignment(const AssignMsg& assign) {
   LogDebug("worker " + std::to_string(worker_id_) + ": " + what + " for rank " +
            std::to_string(rank) + ", batches " + std::to_string(start) + ".." +
            (end < 0 ? std::string("end") : std::to_string(end - 1)));
-  RankSink sink(*data_, rank);
+  RankSink sink(*data_, rank, assign.session);
   EngineOptions engine;
   engine.threads = options_.threads;
   SetMaking(true);
@@ -303,13 +306,19 @@ Status WorkerService::RunAssignment(const AssignMsg& assign) {
   if (!stats.ok()) {
     MutexLock lock(mu_);
     if (!lost_.ok()) return Gone(lost_);
-    if (stop_) return Status::Ok();  // Serve() says BYE; the split is made elsewhere
+    if (stop_) return Status::Ok();                 // Serve() says BYE; the split is made elsewhere
+    if (stats.status().code() == Code::kAborted) {  // the coordinator has it made again
+      LogInfo("worker " + std::to_string(worker_id_) + ": " + what + ": " +
+              stats.status().message());
+      return Status::Ok();
+    }
     return stats.status().WithContext(what);
   }
   splits_done_.fetch_add(1);
   Status st = SendControl(
       MsgType::kSplitDone,
-      SplitDoneMsg{task.epoch, task.split, stats->split_batches, StageTotalsJson()}.Encode());
+      SplitDoneMsg{task.epoch, task.split, stats->split_batches, stats->skipped, StageTotalsJson()}
+          .Encode());
   return st.ok() ? Status::Ok() : Gone(st);
 }
 

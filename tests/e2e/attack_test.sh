@@ -38,7 +38,7 @@ check "r['attacks']['churn']['cycles'] == $CHURN" "$CHURN connect/close cycles d
 check "r['attacks']['idle']['closed_by_server'] >= $IDLE - 64" "of $IDLE idle connections, all but at most 64 were closed by the coordinator"
 check "r['attacks']['bad-subscribe']['answer'][0] == 4 and 'SUBSCRIBE: \$.rank: expected an integer' in r['attacks']['bad-subscribe']['answer'][1]['message']" "SUBSCRIBE with a string rank: refused with an error naming the field, and the run goes on"
 check "r['attacks']['second-rank0']['answer'][0] == 4 and 'already subscribed' in r['attacks']['second-rank0']['answer'][1]['message']" "a second client for a live rank is refused"
-check "r['attacks']['fake-split-done']['answer'][0] == 20" "SPLIT_DONE lies from a worker are ignored (it is still served)"
+check "r['attacks']['fake-split-done']['answer'][0] == 'closed'" "a worker that lies in SPLIT_DONE about a split's size is dropped (and the run goes on)"
 check "r['attacks']['big-payload']['answer'][0] == 'closed' or 'payload' in r['attacks']['big-payload']['answer'][1]['message']" "a 60 MiB control frame is refused at its header"
 check "'refused' in r['attacks']['escape-role']['answer'] or 'authentication' in r['attacks']['escape-role']['answer']" "a wrong secret is refused"
 if grep -q $'\x1b' "$T/run.err"; then fail "a terminal escape reached the log"; fi

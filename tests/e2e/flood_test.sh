@@ -46,4 +46,44 @@ expect_in "$T/repeat.err" "repeats sample \"same\"" "repeat: the client says why
 expect_in "$T/ahead.err" "a worker sends a split's batches in order" "ahead: the client says why it dropped the worker"
 expect_in "$T/other.err" "sent batches of splits the coordinator never gave it" "other: the client says why it dropped the worker"
 
+# A worker that cuts its split to batch 0 and says so in SPLIT_DONE, with no
+# sample skipped. Under on_error "fail" nothing may be skipped, so the plan gives
+# every split's count even at world size 1: the client refuses the cut batch,
+# the coordinator drops the worker, and a real worker makes the split.
+sed 's/"seed": 1 }/"seed": 1, "on_error": "fail" }/' "$T/pipeline.json" >"$T/fail.json"
+grep -q '"on_error": "fail"' "$T/fail.json" || fail "the fail pipeline: $(cat "$T/fail.json")"
+GOLDMINER_CLIENT_BUFFER_MB=32 timeout 120 "$GM" run --backend local --pipeline "$T/fail.json" --workers 2 \
+  --epochs 2 --samples-per-split 20 --liveness-timeout 5 --no-db -- \
+  $PY "$SRC/tests/e2e/flood_trainer.py" "$T/cut.json" 2 cut 6 1 800 >"$T/cut.out" 2>"$T/cut.err" ||
+  { cat "$T/cut.err" >&2; fail "cut (on_error fail): the run beside the cut failed"; }
+$PY - "$T/cut.json" <<'PY' || { cat "$T/cut.err" >&2; fail "cut (on_error fail): the trainer's batches"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert "error" not in r, r
+for e, keys in enumerate(r["epochs"]):
+    assert len(keys) == len(set(keys)) == 8000, f"epoch {e}: {len(keys)} keys, {len(set(keys))} distinct"
+    assert not any(k.startswith("forged") for k in keys), f"epoch {e}: a forged sample was delivered"
+assert r["flood"]["batches_sent"] > 0, r["flood"]
+PY
+ok "cut (on_error fail): every sample of 2 epochs exactly once, none from the worker that cut its split"
+expect_in "$T/cut.err" "was known to have 2 batches, now told 1" "cut (on_error fail): the client says why it dropped the worker"
+expect_in "$T/cut.err" "has 1 batches with 0 samples skipped, but the rest make 2 batches of 10" \
+  "cut (on_error fail): the coordinator says why it dropped the worker"
+expect_in "$T/cut.err" "run: every epoch delivered" "cut (on_error fail): every epoch was delivered"
+
+# Under on_error "skip" a split's count is open at world size 1 (a skipped sample
+# changes it), so the trainer may read the cut split short: the coordinator,
+# which knows the split's size, stops the run and says what was lost.
+timeout 120 "$GM" run --backend local --pipeline "$T/pipeline.json" --workers 2 \
+  --epochs 2 --samples-per-split 20 --liveness-timeout 5 --no-db -- \
+  $PY "$SRC/tests/e2e/flood_trainer.py" "$T/cut-skip.json" 2 cut 6 1 800 >"$T/cut-skip.out" 2>"$T/cut-skip.err"
+rc=$?
+[[ $rc == 3 ]] || { cat "$T/cut-skip.err" >&2; fail "cut (on_error skip): exit $rc, expected the trainer's 3"; }
+ok "cut (on_error skip): the run fails"
+expect_in "$T/cut-skip.json" "the run failed: worker" "cut (on_error skip): the trainer is told the run failed"
+expect_in "$T/cut-skip.err" "the trainer may have read the split short, so the run stops" \
+  "cut (on_error skip): the coordinator says what was lost"
+grep -q "every epoch delivered" "$T/cut-skip.err" && fail "cut (on_error skip): 'every epoch delivered' was printed"
+ok "cut (on_error skip): 'every epoch delivered' is not printed"
+
 done_suite

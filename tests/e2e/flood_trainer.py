@@ -44,13 +44,14 @@ def main():
             seen[batch["epoch"]].extend(batch["key"])
             if rss_before is None:
                 rss_before = rss_kib()
-                sampler = threading.Thread(target=lambda: [samples.append(rss_kib()) or time.sleep(0.02)
+                sampler = threading.Thread(daemon=True, target=lambda: [samples.append(rss_kib()) or time.sleep(0.02)
                                                            for _ in iter(stop.is_set, True)])
                 sampler.start()
         loader.close()
     except Exception as e:  # noqa: BLE001 - the test reads the message
         with open(out, "w") as f:
             json.dump({"error": str(e)}, f)
+        stop.set()
         if flood:
             flood.kill()
         sys.exit(3)

@@ -15,10 +15,14 @@ that connects with a valid ticket it sends one MIB-MiB BATCH per credit, forever
   other        batches 0 and 1 of the splits after its own (splits it was never
                given), each with new sample keys
   repeat       one batch of its split whose samples are all the same key
+  cut          batch 0 of its split only, marked as the split's last
+               (split_batches 1), and SPLIT_DONE {batch_count: 1, skipped: 0}
+               for it: the split cut short, and the samples lost not owned up to
 
 It stops after SECONDS, or after sending LIMIT MiB in all, closes every
 connection (the coordinator then gives its split to a real worker) and prints
 one JSON line: {"mode", "split", "batches_sent", "mib_sent", "connections"}.
+Each batch holds 10 samples (the batch size of the suites' sleepy_pipeline).
 
   flood_worker.py MODE SECONDS MIB LIMIT
 """
@@ -32,7 +36,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from gmp_wire import recv_frame, send_frame, server_handshake, client_handshake, ticket_key  # noqa: E402
 
-REGISTER, REGISTERED, HEARTBEAT, GET_SPLIT, ASSIGN = 16, 17, 18, 19, 20
+REGISTER, REGISTERED, HEARTBEAT, GET_SPLIT, ASSIGN, SPLIT_DONE = 16, 17, 18, 19, 20, 21
 SUBSCRIBE, CREDIT, BATCH = 24, 25, 26
 
 
@@ -57,15 +61,19 @@ def main():
             split = meta
         else:
             time.sleep(0.05)
-    data = bytes(mib << 20)
+    data = bytes((mib << 20) // 10 * 10)  # 10 samples of equal size
     sent = connections = 0
     number = 1_000_000
+    told = False
     end = time.monotonic() + seconds
     conns = []  # [socket, credit]
     last_beat = time.monotonic()
     while time.monotonic() < end and sent * mib < limit:
         if time.monotonic() - last_beat > 1:
-            send_frame(coord, HEARTBEAT, {})
+            try:
+                send_frame(coord, HEARTBEAT, {})
+            except OSError:  # the coordinator dropped it (mode cut): serve on till the end
+                pass
             last_beat = time.monotonic()
         ready, _, _ = select.select([listener] + [c[0] for c in conns], [], [], 0.05)
         for r in ready:
@@ -98,10 +106,14 @@ def main():
                 r.close()
         for conn in list(conns):
             s = conn[0]
-            while conn[1] > 0 and sent * mib < limit:
-                n = 16
+            while conn[1] > 0 and sent * mib < limit and not (mode == "cut" and len(conn) > 2):
+                n = 10
                 split_id = split["split"]
-                if mode == "repeat":
+                extra = {}
+                if mode == "cut":
+                    keys, split_batch, extra = ["forged-cut-%d" % i for i in range(n)], 0, {"split_batches": 1}
+                    conn.append("sent")
+                elif mode == "repeat":
                     keys, split_batch = ["same"] * n, 0
                 elif mode == "other":  # batches 0 and 1 (a split's two) of the splits after its own
                     k = number - 1_000_000
@@ -115,7 +127,7 @@ def main():
                 meta = {"epoch": epoch, "index": 0, "split": split_id, "split_batch": split_batch,
                         "rank": split["rank"], "dtype": "uint8", "shape": [n, len(data) // n],
                         "layout": "none", "n": n, "keys": keys, "sample_indices": list(range(n)),
-                        "data_bytes": len(data), "labels_bytes": 8 * n}
+                        "data_bytes": len(data), "labels_bytes": 8 * n, **extra}
                 try:
                     send_frame(s, BATCH, meta, data + bytes(8 * n))
                 except OSError:
@@ -124,8 +136,12 @@ def main():
                     break
                 conn[1] -= 1
                 sent += 1
-    for s, _ in conns:
-        s.close()
+                if mode == "cut" and not told:
+                    send_frame(coord, SPLIT_DONE, {"epoch": split["epoch"], "split": split["split"],
+                                                   "batch_count": 1, "skipped": 0})
+                    told = True
+    for conn in conns:
+        conn[0].close()
     coord.close()
     print(json.dumps({"mode": mode, "split": split["split"], "epoch": split["epoch"], "batches_sent": sent,
                       "mib_sent": sent * mib, "connections": connections}))

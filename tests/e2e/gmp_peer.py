@@ -18,7 +18,7 @@ Attacks:
   bad-subscribe    client key: SUBSCRIBE {"rank": "0"} (a string)
   second-rank0     client key: SUBSCRIBE as rank 0 while the trainer is
   client-as-worker client key: the handshake as role "worker"
-  fake-split-done  worker key: SPLIT_DONE batch_count 0 for every split
+  fake-split-done  worker key: SPLIT_DONE batch_count 0 for every split (dropped)
   big-payload      worker key: a HEARTBEAT with a 60 MiB payload
   replay           worker key: a sealed HEARTBEAT sent twice (a replay)
   unsealed         worker key: an unsealed HEARTBEAT after the handshake
@@ -154,7 +154,12 @@ def main():
         s = registered_worker()
         for split in range(64):
             send_frame(s, SPLIT_DONE, {"epoch": 0, "split": split, "batch_count": 0})
-        send_frame(s, GET_SPLIT, {})  # still served: the lies were ignored, not fatal
+        # The range source knows every split's size: the first lie gets the worker
+        # dropped (it holds none of them, so the run goes on).
+        try:
+            send_frame(s, GET_SPLIT, {})
+        except OSError:
+            pass
         out = {"answer": answer(s)}
     elif attack in ("replay", "unsealed", "tamper"):
         s = registered_worker()

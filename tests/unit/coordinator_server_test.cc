@@ -20,15 +20,18 @@ class CoordinatorServerTest : public ::testing::Test {
  protected:
   void SetUp() override { Start(kClientIdleS); }
 
-  void Start(double client_idle_s, int world_size = 1, int epochs = 1) {
+  // A range source of 10 samples in splits of 4 (rounded to batches of 2): 3
+  // splits, with `on_error` when given.
+  void Start(double client_idle_s, int world_size = 1, int epochs = 1,
+             const std::string& on_error = "") {
     server_.reset();
     secret_ = *NewSecret();
     CoordinatorConfig c;
     c.secret = secret_;
-    // A range source of 10 samples in splits of 4 (rounded to batches of 2): 3 splits.
     c.pipeline_doc = nlohmann::json::parse(
         R"({"version": 1, "source": {"type": "range", "count": 10}, "stages": [],
             "batch": {"size": 2}})");
+    if (!on_error.empty()) c.pipeline_doc["on_error"] = on_error;
     c.pipeline_origin = "test.json";
     c.base_dir = "/";
     c.samples_per_split = 4;
@@ -66,6 +69,36 @@ class CoordinatorServerTest : public ::testing::Test {
                 MsgType::kSubscribed);
       out.push_back(std::move(*c));
     }
+  }
+
+  // A registered worker, and a client subscribed as rank 0 that read epoch 0's plan.
+  void WorkerAndClient(Socket& worker, Socket& client, Frame& plan) {
+    auto w = Connect("worker", secret_);
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    ASSERT_EQ(Ask(*w, MsgType::kRegister, {{"data_addr", "127.0.0.1:9"}}).type,
+              MsgType::kRegistered);
+    std::vector<Socket> ranks;
+    SubscribeRanks(1, ranks);
+    plan = Ask(ranks[0], MsgType::kGetPlan, {{"epoch", 0}});
+    ASSERT_EQ(plan.type, MsgType::kPlan);
+    worker = std::move(*w);
+    client = std::move(ranks[0]);
+  }
+
+  // The worker takes a split of 4 samples (2 batches) and says it has `batches`
+  // with `skipped` samples skipped.
+  void TakeAndReport(Socket& worker, uint64_t batches, uint64_t skipped) {
+    uint64_t split = 2;  // the 2-sample split, if assigned: ask again
+    while (split == 2) {
+      Frame a = Ask(worker, MsgType::kGetSplit, nlohmann::json::object());
+      ASSERT_EQ(a.meta["kind"], "assign") << a.meta.dump();
+      split = a.meta["split"];
+    }
+    ASSERT_TRUE(
+        SendFrame(worker, MsgType::kSplitDone,
+                  {{"epoch", 0}, {"split", split}, {"batch_count", batches}, {"skipped", skipped}},
+                  Deadline::After(kWait))
+            .ok());
   }
 
   std::string secret_;
@@ -273,6 +306,100 @@ TEST_F(CoordinatorServerTest, GivenAWorkerThatVanishesThenItsSplitGoesToTheNext)
 
 namespace gm {
 namespace {
+
+TEST_F(CoordinatorServerTest,
+       GivenOnErrorFail_WhenAWorkerCutsASplit_ThenThePlanHadItsCountAndTheWorkerIsDropped) {
+  Start(kClientIdleS, 1, 1, "fail");
+  Socket worker, client;
+  Frame plan;
+  ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+  // One rank, but nothing may be skipped: the counts are planned (the client
+  // refuses a worker that sends fewer).
+  EXPECT_EQ(plan.meta["splits"], nlohmann::json::parse("[[0, 2], [1, 2], [2, 1]]"));
+  ASSERT_NO_FATAL_FAILURE(TakeAndReport(worker, 1, 0));
+  auto closed = RecvFrame(worker, FrameLimits{}, Deadline::After(kWait));
+  EXPECT_FALSE(closed.ok());  // dropped; its split goes back to the queue
+  EXPECT_EQ(Ask(client, MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
+  // Nor may a worker say it skipped samples under "fail"; a worker that tells the
+  // truth is kept.
+  for (const auto& [skipped, kept] : {std::pair{2, false}, std::pair{0, true}}) {
+    auto next = Connect("worker", secret_);
+    ASSERT_TRUE(next.ok()) << next.status().message();
+    ASSERT_EQ(Ask(*next, MsgType::kRegister, {{"data_addr", "127.0.0.1:8"}}).type,
+              MsgType::kRegistered);
+    ASSERT_NO_FATAL_FAILURE(TakeAndReport(*next, skipped == 0 ? 2 : 1, skipped));
+    ASSERT_TRUE(SendFrame(*next, MsgType::kGetSplit, {}, Deadline::After(kWait)).ok());
+    EXPECT_EQ(RecvFrame(*next, FrameLimits{}, Deadline::After(kWait)).ok(), kept);
+  }
+}
+
+TEST_F(CoordinatorServerTest,
+       GivenOnErrorSkip_WhenAWorkerCutsASplitWithoutSayingSo_ThenTheRunFailsAndSaysWhy) {
+  Start(kClientIdleS, 1, 1, "skip");
+  Socket worker, client;
+  Frame plan;
+  ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+  EXPECT_EQ(plan.meta["splits"][0][1], -1);  // open: a skip may change it
+  ASSERT_NO_FATAL_FAILURE(TakeAndReport(worker, 1, 0));
+  Frame refused = Ask(client, MsgType::kGetPlan, {{"epoch", 0}});
+  ASSERT_EQ(refused.type, MsgType::kError) << refused.meta.dump();
+  const std::string message = refused.meta.value("message", "");
+  EXPECT_NE(message.find("the run failed: worker 1 says epoch 0 split"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("(4 samples) has 1 batches with 0 samples skipped, but the rest make 2 "
+                         "batches of 2"),
+            std::string::npos)
+      << message;
+}
+
+TEST_F(CoordinatorServerTest, GivenOnErrorSkip_WhenAWorkerSaysItSkipped_ThenTheSummaryCountsIt) {
+  Start(kClientIdleS, 1, 1, "skip");
+  Socket worker, client;
+  Frame plan;
+  ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+  ASSERT_NO_FATAL_FAILURE(TakeAndReport(worker, 1, 2));  // 2 of 4 left: 1 batch
+  EXPECT_EQ(Ask(worker, MsgType::kGetSplit, nlohmann::json::object()).type, MsgType::kAssign);
+  EXPECT_EQ(server_->Summary().state.samples_skipped, 2u);
+  EXPECT_EQ(Ask(client, MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
+}
+
+TEST_F(CoordinatorServerTest,
+       GivenARanksSessionThatEndsPartway_WhenANewOneReadsTheEpoch_ThenItGoesOnFromTheAcks) {
+  Socket worker, client;
+  Frame plan;
+  ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+  EXPECT_FALSE(plan.meta.contains("position"));
+  // The worker makes split 0 (2 batches) for session 1; the trainer reads and
+  // acknowledges batch 0, then dies before acknowledging batch 1.
+  Frame a = Ask(worker, MsgType::kGetSplit, nlohmann::json::object());
+  ASSERT_EQ(a.meta["split"], 0);
+  EXPECT_EQ(a.meta["session"], 1);
+  ASSERT_TRUE(SendFrame(worker, MsgType::kSplitDone,
+                        {{"epoch", 0}, {"split", 0}, {"batch_count", 2}}, Deadline::After(kWait))
+                  .ok());
+  ASSERT_TRUE(SendFrame(client, MsgType::kAck, {{"epoch", 0}, {"batches", {{0, 0}}}},
+                        Deadline::After(kWait))
+                  .ok());
+  client.Close();
+  // A new trainer process of rank 0, without a saved state: session 2.
+  std::vector<Socket> again;
+  SubscribeRanks(1, again);
+  Frame resumed = Ask(again[0], MsgType::kGetPlan, {{"epoch", 0}});
+  ASSERT_EQ(resumed.type, MsgType::kPlan);
+  EXPECT_EQ(resumed.meta.value("position", -1), 1) << resumed.meta.dump();
+  EXPECT_EQ(resumed.meta.value("split_index", -1), 0);
+  EXPECT_EQ(resumed.meta.value("split_batch", -1), 1);
+  // Batch 1 of split 0, sent to session 1 and never acknowledged, is made again,
+  // for session 2 (older tickets are refused at the data port).
+  EXPECT_EQ(server_->Summary().state.reassignments, 1u);
+  Frame b = Ask(worker, MsgType::kGetSplit, nlohmann::json::object());
+  ASSERT_EQ(b.meta["kind"], "assign") << b.meta.dump();
+  EXPECT_EQ(b.meta["split"], 0);
+  EXPECT_EQ(b.meta["start_batch"], 1);
+  EXPECT_EQ(b.meta["session"], 2);
+  // The same session asking again is not moved.
+  EXPECT_FALSE(Ask(again[0], MsgType::kGetPlan, {{"epoch", 0}}).meta.contains("position"));
+}
 
 TEST_F(CoordinatorServerTest, GivenAHeartbeatWithStageCostsThenTheSummaryKeepsThem) {
   auto worker = Connect("worker", secret_);

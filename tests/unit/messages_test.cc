@@ -20,13 +20,20 @@ std::string Refusal(const Result<T>& r) {
 }
 
 TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
-  SplitDoneMsg done{3, 17, 4, json::array({{{"name", "decode"}}})};
+  SplitDoneMsg done{3, 17, 4, 9, json::array({{{"name", "decode"}}})};
   auto d = SplitDoneMsg::Decode(done.Encode());
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->epoch, 3u);
   EXPECT_EQ(d->split, 17u);
   EXPECT_EQ(d->batch_count, 4u);
+  EXPECT_EQ(d->skipped, 9u);
   EXPECT_EQ(d->stages.size(), 1u);
+  // "skipped" is optional (0 when absent) and range-checked when present.
+  EXPECT_EQ(SplitDoneMsg::Decode({{"epoch", 0}, {"split", 1}, {"batch_count", 2}})->skipped, 0u);
+  EXPECT_NE(Refusal(SplitDoneMsg::Decode(
+                        {{"epoch", 0}, {"split", 1}, {"batch_count", 2}, {"skipped", -1}}))
+                .find("$.skipped"),
+            std::string::npos);
   AckMsg ack{2, {{1, 0}, {1, 1}}};
   auto a = AckMsg::Decode(ack.Encode());
   ASSERT_TRUE(a.ok());
@@ -115,6 +122,25 @@ TEST(MessagesTest, GivenFieldsOfTheWrongTypeOrRangeThenCorruptNamingMessageAndFi
             std::string::npos);
   EXPECT_NE(Refusal(RegisterMsg::Decode({{"data_addr", std::string(300, 'a')}})).find("256"),
             std::string::npos);
+  // Ports, pids and thread counts in range, and integers only as integers.
+  for (const char* addr : {"a:99999", "a:0", "a:-5", "a:", "a:1x"}) {
+    EXPECT_NE(Refusal(RegisterMsg::Decode({{"data_addr", addr}})).find("port from 1 to 65535"),
+              std::string::npos)
+        << addr;
+  }
+  for (const json& threads : {json("1"), json(0), json(1000000), json(1.0)}) {
+    EXPECT_NE(Refusal(RegisterMsg::Decode({{"data_addr", "a:1"}, {"threads", threads}}))
+                  .find("REGISTER: $.threads: expected an integer from 1 to 4096"),
+              std::string::npos)
+        << threads;
+  }
+  EXPECT_NE(Refusal(RegisterMsg::Decode({{"data_addr", "a:1"}, {"pid", -1}})).find("$.pid"),
+            std::string::npos);
+  auto placed2 = RegisterMsg::Decode({{"data_addr", "a:1"}, {"pid", 42}, {"threads", 4}});
+  ASSERT_TRUE(placed2.ok()) << placed2.status().message();
+  EXPECT_EQ(placed2->pid, 42);
+  EXPECT_EQ(placed2->threads, 4);
+  EXPECT_NE(Refusal(CreditMsg::Decode({{"n", 1.0}})).find("CREDIT: $.n"), std::string::npos);
 }
 
 TEST(MessagesTest, GivenTheCoordinatorsRepliesWhenDecodedThenTheyRoundTripAndBadFieldsAreNamed) {

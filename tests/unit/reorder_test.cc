@@ -191,5 +191,37 @@ TEST(ReorderTest, GivenTheHolders_ThenTheAwaitedSplitsHolderIsKnownUntilTheEpoch
   EXPECT_EQ(buffer.AwaitedHolder(), std::nullopt);
 }
 
+TEST(ReorderTest, GivenTheBatchSize_ThenOnlyASplitsLastBatchMayHoldFewerSamples) {
+  ReorderBuffer buffer;
+  buffer.set_batch_size(2);
+  ASSERT_TRUE(buffer.StartEpoch(EpochPlan{0, {{0, kUnknownCount}, {1, 2}}}, 1, 0, 0).ok());
+  std::string why;
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kRejected);
+  EXPECT_NE(why.find("holds 0 samples: a worker sends no empty batch"), std::string::npos) << why;
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a", "b", "c"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kRejected);
+  EXPECT_NE(why.find("more than the run's batch size 2"), std::string::npos) << why;
+  // One sample in a batch that is not the split's last: the rest of it was cut.
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kRejected);
+  EXPECT_NE(why.find("only a split's last batch holds fewer"), std::string::npos) << why;
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"x"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kRejected);  // the plan says split 1 has 2
+  // The last: said so with its count, or by the plan's count.
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, uint64_t{1}, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"x", "y"}), 2, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 1, {"z"}), 2, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered)
+      << why;
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  // Split 0 was read: a copy from a worker that made it again is dropped, even
+  // one that contradicts the count the first worker sent.
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 1, {"b", "c"}), 3, uint64_t{2}, &why),
+            ReorderBuffer::Outcome::kDropped);
+}
+
 }  // namespace
 }  // namespace gm

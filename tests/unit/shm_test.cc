@@ -322,6 +322,46 @@ TEST_F(SameHostPortTest,
   EXPECT_EQ(server_->in_place_batches_sent(), 0u);
 }
 
+TEST_F(SameHostPortTest,
+       GivenASplitStream_ThenOlderSessionsAreRefusedAndANewerOneAfterItsFirstBatchEndsIt) {
+  Socket s1 = Connect(false, 1);
+  ASSERT_TRUE(GrantCredit(s1, 2).ok());
+  SplitStream stream{1, 0};
+  ASSERT_TRUE(server_->SendToRank(0, MakeBatch(0), nlohmann::json::object(), &stream).ok());
+  ASSERT_TRUE(RecvFrame(s1, FrameLimits{}, Deadline::After(kWaitS)).ok());
+  EXPECT_EQ(stream.sent_to, 1u);
+  // A restarted trainer (session 3) replaces session 1: the rest of this split
+  // is not sent to it (the coordinator has it made again from what was
+  // acknowledged), and its credit is left for the next split.
+  Socket s3 = Connect(false, 3);
+  EXPECT_FALSE(RecvFrame(s1, FrameLimits{}, Deadline::After(kWaitS)).ok());  // replaced
+  ASSERT_TRUE(GrantCredit(s3, 1).ok());
+  Status aborted = server_->SendToRank(0, MakeBatch(1), nlohmann::json::object(), &stream);
+  EXPECT_EQ(aborted.code(), Code::kAborted) << aborted.message();
+  // A split handed out when the coordinator's newest session was 5: session 3's
+  // connection is hung up and waits for session 5's, and older tickets are
+  // refused from then on.
+  SplitStream fresh{5, 0};
+  std::thread sender([&] {
+    EXPECT_TRUE(server_->SendToRank(0, MakeBatch(2), nlohmann::json::object(), &fresh).ok());
+  });
+  EXPECT_FALSE(RecvFrame(s3, FrameLimits{}, Deadline::After(kWaitS)).ok());  // hung up
+  Socket s4 = Connect(false, 4);
+  auto refused = RecvFrame(s4, FrameLimits{}, Deadline::After(kWaitS));
+  ASSERT_TRUE(refused.ok()) << refused.status().message();
+  EXPECT_EQ(refused->type, MsgType::kError);
+  EXPECT_NE(refused->meta.value("message", "").find("session 4 was replaced by session 5"),
+            std::string::npos)
+      << refused->meta.dump();
+  Socket s5 = Connect(false, 5);
+  ASSERT_TRUE(GrantCredit(s5, 1).ok());
+  auto got = RecvFrame(s5, FrameLimits{}, Deadline::After(kWaitS));
+  sender.join();
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(got->meta["split_batch"], 2);
+  EXPECT_EQ(fresh.sent_to, 5u);
+}
+
 TEST_F(SameHostPortTest, GivenNoSegmentClientOrNoClientThenNothingIsReserved) {
   EXPECT_FALSE(server_->ReserveSegment(0, 1000));  // no connection for the rank yet
   Socket s = Connect(false);

@@ -395,8 +395,10 @@ TEST_F(WorkerServiceTest,
 
 TEST_F(WorkerServiceTest,
        GivenANewerSessionOfTheRank_WhenItConnects_ThenItReplacesTheOlderAndTheOlderCannotReturn) {
-  // Split 1 keeps the worker (and its data port) busy until the test stops it.
-  FakeCoordinator coordinator(Registered(), {Assign(0), Assign(1), kExit});
+  // Split 0 made again from batch 1 (as the coordinator hands it out once the new
+  // session reads the epoch) keeps the worker (and its data port) busy until the
+  // test stops it.
+  FakeCoordinator coordinator(Registered(), {Assign(0), Assign(1), Assign(0, 1), kExit});
   auto service = StartWorker(coordinator);
   ASSERT_TRUE(service);
   auto run = std::async(std::launch::async, [&] { return service->Run(); });
@@ -408,11 +410,13 @@ TEST_F(WorkerServiceTest,
 
   // The trainer restarted: the coordinator gave its new client session 4. The old
   // connection is still open, yet the newer session takes the rank over at once.
+  // The rest of split 0 is not sent to it (the coordinator has split 0 made again
+  // from what session 3 acknowledged): the worker goes on to split 1.
   auto resumed = ConnectClient(service->data_port(), Secret(), 0, 1, /*session=*/4);
   ASSERT_TRUE(resumed.ok()) << resumed.status().message();
   auto second = NextBatch(*resumed);
   ASSERT_TRUE(second.ok()) << second.status().message();
-  ExpectSameBatch(*second, Reference(0)[1]);
+  ExpectSameBatch(*second, Reference(1)[0]);
   // The old session's connection was closed and gets nothing more...
   (void)Credit(*old_session, 5);  // may fail already: the worker closed it
   EXPECT_FALSE(NextBatch(*old_session, 5).ok());
