@@ -268,12 +268,24 @@ Status ServerHandshake(Socket& socket, std::string_view key, std::string_view se
       client_role);
 }
 
-Status ServerHandshake(Socket& socket, const KeyForRole& key_for, std::string_view server_role,
-                       Deadline deadline, std::string* client_role) {
+Result<std::string> SendServerHello(Socket& socket, std::string_view server_role,
+                                    Deadline deadline) {
   GM_ASSIGN_OR_RETURN(std::string nonce, RandomHex(kNonceBytes));
   GM_RETURN_IF_ERROR(SendFrame(
       socket, MsgType::kHello,
       {{"version", kProtocolVersion}, {"nonce", nonce}, {"role", server_role}}, deadline));
+  return nonce;
+}
+
+Status ServerHandshake(Socket& socket, const KeyForRole& key_for, std::string_view server_role,
+                       Deadline deadline, std::string* client_role,
+                       const std::string* hello_nonce) {
+  std::string nonce;
+  if (hello_nonce != nullptr) {
+    nonce = *hello_nonce;
+  } else {
+    GM_ASSIGN_OR_RETURN(nonce, SendServerHello(socket, server_role, deadline));
+  }
   auto auth = Expect(socket, MsgType::kAuth, deadline);
   if (!auth.ok()) {
     if (auth.status().code() != Code::kCorrupt) return auth.status();

@@ -105,8 +105,14 @@ using KeyForRole = std::function<Result<std::string>(std::string_view role)>;
 // wrong secret (the client was sent ERROR), InvalidArgument naming both versions
 // for a version mismatch, Corrupt for a peer that does not speak the protocol,
 // Unavailable when it times out or closes. On failure, close the socket.
+// With `hello_nonce`, the server's HELLO was sent already (SendServerHello,
+// before the connection waited in a Lobby for the client's answer).
 Status ServerHandshake(Socket& socket, const KeyForRole& key_for, std::string_view server_role,
-                       Deadline deadline, std::string* client_role);
+                       Deadline deadline, std::string* client_role,
+                       const std::string* hello_nonce = nullptr);
+// The handshake's first frame, HELLO with a fresh nonce (returned).
+Result<std::string> SendServerHello(Socket& socket, std::string_view server_role,
+                                    Deadline deadline);
 // The same with one key for every role (tests, and servers with a single role).
 Status ServerHandshake(Socket& socket, std::string_view key, std::string_view server_role,
                        Deadline deadline, std::string* client_role);

@@ -37,9 +37,10 @@ struct DataServer::Conn {
 
   Socket socket;  // the reader thread receives, SendToRank sends
   const std::string peer;
-  int64_t rank = -1;     // the ticket's rank; SUBSCRIBE must name the same
-  uint64_t session = 0;  // the ticket's session at the coordinator
-  uint64_t gate_id = 0;  // in DataServer::gate_
+  int64_t rank = -1;        // the ticket's rank; SUBSCRIBE must name the same
+  uint64_t session = 0;     // the ticket's session at the coordinator
+  std::string hello_nonce;  // of the HELLO sent before the connection waited in the lobby
+  uint64_t gate_id = 0;     // in DataServer::gate_
   // Guarded by DataServer::mu_ (a member of another object: not annotated).
   uint64_t credit = 0;
   bool same_host = false;  // accepted on the same-host socket
@@ -73,6 +74,7 @@ Result<std::unique_ptr<DataServer>> DataServer::Start(const std::string& host, i
                                                       std::string secret) {
   GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenTcp(host, port));
   std::unique_ptr<DataServer> server(new DataServer(std::move(listener), std::move(secret)));
+  GM_ASSIGN_OR_RETURN(server->lobby_, Lobby::Start(kHandshakeTimeoutS, DefaultLobbySize()));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(s->listener_, false); });
   return server;
 }
@@ -104,14 +106,34 @@ void DataServer::AcceptLoop(Listener& listener, bool same_host) {
       lock.WaitFor(cv_, kAcceptSliceS, [&]() REQUIRES(mu_) { return stopping_; });
       continue;
     }
-    const std::optional<uint64_t> gate_id = gate_.Admit(socket->fd(), socket->peer());
-    if (!gate_id) continue;  // too many connections: this one closes (counted by the gate)
-    auto conn = std::make_shared<Conn>(std::move(*socket));
-    conn->gate_id = *gate_id;
-    conn->same_host = same_host;
-    auto done = std::make_shared<std::atomic<bool>>(false);
+    // HELLO first (the server speaks first), then the client's answer is awaited
+    // in the lobby: a peer that closes or says nothing costs no thread.
+    Result<std::string> nonce = SendServerHello(*socket, "worker", Deadline::After(1));
+    if (!nonce.ok()) continue;  // gone already
+    lobby_->Add(std::move(*socket), [this, same_host, n = std::move(*nonce)](Socket s) {
+      Admit(std::move(s), same_host, n);
+    });
+  }
+}
+
+void DataServer::Admit(Socket socket, bool same_host, std::string hello_nonce) {
+  {
     MutexLock lock(mu_);
     if (stopping_) return;
+  }
+  const std::optional<uint64_t> gate_id = gate_.Admit(socket.fd(), socket.peer());
+  if (!gate_id) return;  // too many connections: this one closes (counted by the gate)
+  auto conn = std::make_shared<Conn>(std::move(socket));
+  conn->gate_id = *gate_id;
+  conn->same_host = same_host;
+  conn->hello_nonce = std::move(hello_nonce);
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  {
+    MutexLock lock(mu_);
+    if (stopping_) {
+      gate_.Closed(conn->gate_id);
+      return;
+    }
     try {
       conns_.push_back(ConnThread{std::thread([this, conn, done] {
                                     Serve(conn);
@@ -149,7 +171,7 @@ void DataServer::Serve(const std::shared_ptr<Conn>& conn) {
     return TicketKey(secret_, conn->rank, conn->session);
   };
   Status st = ServerHandshake(conn->socket, key_for, "worker", Deadline::After(kHandshakeTimeoutS),
-                              nullptr);
+                              nullptr, &conn->hello_nonce);
   if (st.ok()) gate_.Authenticated(conn->gate_id);
   if (st.ok()) st = Subscribe(*conn);
   if (st.ok()) st = Attach(conn);
@@ -410,6 +432,7 @@ void DataServer::Shutdown() {
   }
   if (accept_thread_.joinable()) accept_thread_.join();
   if (same_host_thread_.joinable()) same_host_thread_.join();
+  lobby_.reset();  // what waits there is closed (Admit refuses once stopping_)
   std::list<ConnThread> conns;
   {
     MutexLock lock(mu_);

@@ -1,7 +1,9 @@
 // The data port of a data worker: trainer clients connect here and receive the
 // batches the worker makes for their rank (connection 3 of dataplane/messages.h).
 //
-// One accept thread, and one thread per accepted connection that runs the
+// One accept thread that sends each accepted connection HELLO and lets it wait
+// in a Lobby (dataplane/lobby.h) for the client's answer, with no thread of its
+// own; then one thread per connection that answered, which runs the rest of the
 // handshake (the client proves a ticket for "client:RANK:SESSION", derived from
 // the worker key this server holds: dataplane/auth.h), reads SUBSCRIBE {rank}
 // and then adds each CREDIT {n} to the connection's credit. A connection that
@@ -34,6 +36,7 @@
 #include "core/status.h"
 #include "core/thread_annotations.h"
 #include "dataplane/handshake_gate.h"
+#include "dataplane/lobby.h"
 #include "dataplane/socket.h"
 
 namespace gm {
@@ -118,6 +121,9 @@ class DataServer {
 
   DataServer(Listener listener, std::string secret);
   void AcceptLoop(Listener& listener, bool same_host);
+  // A connection whose client answered HELLO (`hello_nonce`), from the lobby:
+  // admitted by the gate and served by a thread of its own.
+  void Admit(Socket socket, bool same_host, std::string hello_nonce);
   void ReapFinished();
   void Serve(const std::shared_ptr<Conn>& conn);
   Status Subscribe(Conn& conn);
@@ -138,7 +144,8 @@ class DataServer {
   std::atomic<uint64_t> shm_batches_sent_{0};
   std::atomic<uint64_t> in_place_batches_sent_{0};
   std::thread accept_thread_;
-  Listener same_host_listener_;  // "@goldminer-data/HOST:PORT" once ListenSameHost ran
+  std::unique_ptr<Lobby> lobby_;  // accepted connections wait for a first byte
+  Listener same_host_listener_;   // "@goldminer-data/HOST:PORT" once ListenSameHost ran
   std::thread same_host_thread_;
 
   Mutex mu_;

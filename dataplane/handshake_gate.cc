@@ -9,6 +9,8 @@
 
 namespace gm {
 
+size_t DefaultLobbySize() { return std::max<size_t>(DefaultMaxConnections() / 4, 16); }
+
 size_t DefaultMaxConnections() {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1024;

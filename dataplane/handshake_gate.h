@@ -29,6 +29,9 @@ namespace gm {
 // children (at least 16).
 inline constexpr size_t kDescriptorReserve = 128;
 size_t DefaultMaxConnections();
+// Connections a server's Lobby (dataplane/lobby.h) holds before their first
+// byte: a quarter of DefaultMaxConnections, at least 16.
+size_t DefaultLobbySize();
 
 struct HandshakeLimits {
   size_t max_connections = DefaultMaxConnections();  // of any kind (one thread each)

@@ -525,9 +525,9 @@ Result<PlanMsg> PlanMsg::Decode(const nlohmann::json& meta) {
     }
     GM_ASSIGN_OR_RETURN(r.workers, Addresses(m));
     if (m.has("position")) {
-      uint64_t position = 0;
-      GM_RETURN_IF_ERROR(DecodePlace(m, &position, &r.at));
-      r.position = position;
+      uint64_t place = 0;
+      GM_RETURN_IF_ERROR(DecodePlace(m, &place, &r.at));
+      r.position = place;
     }
     return r;
   }());

@@ -53,6 +53,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     GM_ASSIGN_OR_RETURN(EpochPlan plan, server->PlanFor(0));
     GM_RETURN_IF_ERROR(server->state_.StartEpoch(plan).WithContext("epoch 0"));
   }
+  GM_ASSIGN_OR_RETURN(server->lobby_, Lobby::Start(kHandshakeTimeoutS, DefaultLobbySize()));
   server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
   server->tick_thread_ = std::thread([s = server.get()] { s->TickLoop(); });
   return server;
@@ -116,6 +117,7 @@ void CoordinatorServer::Stop() {
     cv_.notify_all();
   }
   if (accept_thread_.joinable()) accept_thread_.join();
+  lobby_.reset();  // what waits there is closed (Admit refuses once stopping_)
   if (tick_thread_.joinable()) tick_thread_.join();
   std::list<Connection> connections;
   {
@@ -313,7 +315,12 @@ void CoordinatorServer::AcceptLoop() {
     }
     Result<Socket> socket = listener_.Accept(kAcceptPollS);
     if (socket.ok()) {
-      Admit(std::move(*socket));
+      // HELLO first (the server speaks first), then the client's answer is awaited
+      // in the lobby: a peer that closes or says nothing costs no thread.
+      Result<std::string> nonce = SendServerHello(*socket, "coordinator", Deadline::After(1));
+      if (!nonce.ok()) continue;  // gone already
+      lobby_->Add(std::move(*socket),
+                  [this, n = std::move(*nonce)](Socket s) { Admit(std::move(s), n); });
       continue;
     }
     if (socket.status().code() == Code::kUnavailable) continue;  // timeout: look again
@@ -343,7 +350,7 @@ void CoordinatorServer::ReapFinished() {
   for (Connection& c : finished) c.thread.join();
 }
 
-void CoordinatorServer::Admit(Socket socket) {
+void CoordinatorServer::Admit(Socket socket, std::string hello_nonce) {
   MutexLock lock(mu_);
   if (stopping_) return;
   const std::optional<uint64_t> gate_id = gate_.Admit(socket.fd(), socket.peer());
@@ -359,8 +366,9 @@ void CoordinatorServer::Admit(Socket socket) {
   c.fd = socket.fd();
   c.gate_id = *gate_id;
   try {
-    c.thread = std::thread([this, s = std::make_shared<Socket>(std::move(socket)), &c]() mutable {
-      Serve(*s, c.gate_id);
+    c.thread = std::thread([this, s = std::make_shared<Socket>(std::move(socket)), &c,
+                            nonce = std::move(hello_nonce)]() mutable {
+      Serve(*s, c.gate_id, nonce);
       gate_.Closed(c.gate_id);  // before the descriptor closes, so it is never reused under it
       s.reset();
       MutexLock inner(mu_);
@@ -385,15 +393,15 @@ void CoordinatorServer::TickLoop() {
   }
 }
 
-void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id) {
+void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id, const std::string& hello_nonce) {
   std::string role;
   // Workers and clients prove the key of their role (dataplane/auth.h).
   auto key_for = [this](std::string_view claimed) -> Result<std::string> {
     if (claimed == kWorkerRole || claimed == kClientRole) return RoleKey(config_.secret, claimed);
     return Status::InvalidArgument("no such role");
   };
-  Status st =
-      ServerHandshake(socket, key_for, "coordinator", Deadline::After(kHandshakeTimeoutS), &role);
+  Status st = ServerHandshake(socket, key_for, "coordinator", Deadline::After(kHandshakeTimeoutS),
+                              &role, &hello_nonce);
   const bool role_known = st.ok();
   if (st.ok()) gate_.Authenticated(gate_id);
   if (st.ok() && role == "worker") {

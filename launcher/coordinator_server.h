@@ -23,6 +23,7 @@
 #include "core/status.h"
 #include "core/thread_annotations.h"
 #include "dataplane/handshake_gate.h"
+#include "dataplane/lobby.h"
 #include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
@@ -103,10 +104,11 @@ class CoordinatorServer {
   };
 
   void AcceptLoop();
-  void Admit(Socket socket);
+  // A connection whose client answered HELLO (`hello_nonce`), from the lobby.
+  void Admit(Socket socket, std::string hello_nonce);
   void ReapFinished();  // joins the threads of finished connections
   void TickLoop();
-  void Serve(Socket& socket, uint64_t gate_id);
+  void Serve(Socket& socket, uint64_t gate_id, const std::string& hello_nonce);
   Status ServeWorker(Socket& socket);
   Status ServeClient(Socket& socket);
   Status ServeSubscribedClient(Socket& socket, int rank,
@@ -177,6 +179,9 @@ class CoordinatorServer {
   RateLimit worker_warnings_{kPeerWarningIntervalS};   // SPLIT_DONE a worker got wrong
 
   std::thread accept_thread_;
+  // Accepted connections wait here for their first byte, on one thread: a peer
+  // that connects and closes costs no thread.
+  std::unique_ptr<Lobby> lobby_;
   std::thread tick_thread_;
 };
 

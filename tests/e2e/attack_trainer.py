@@ -101,7 +101,8 @@ def main():
     hijack_env = dict(os.environ, GOLDMINER_ADDR="127.0.0.1:%d" % ports[0]) if ports else None
     # Two waves, training all the while: the floods, then the targeted attacks (each
     # needs a handshake, which a flood from the same address may evict).
-    waves = [{"churn": lambda: attack("churn", churn_n), "idle": lambda: attack("idle", idle_n)},
+    waves = [{"churn": lambda: attack("churn", churn_n), "churn2": lambda: attack("churn", churn_n // 2),
+              "idle": lambda: attack("idle", idle_n), "handshakes": lambda: attack("handshakes", "300")},
              {"bad-subscribe": lambda: attack("bad-subscribe"),
               "second-rank0": lambda: attack("second-rank0"),
               "fake-split-done": lambda: attack("fake-split-done"),

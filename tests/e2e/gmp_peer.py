@@ -99,6 +99,20 @@ def answer(sock):
         return "closed", str(e)
 
 
+def handshakes(n):
+    """n legitimate client handshakes, 10 ms apart (beside a churn): how many
+    were refused, and why (the first)."""
+    refused_n, first = 0, None
+    for _ in range(n):
+        try:
+            connect().close()
+        except (ConnectionError, OSError) as e:
+            refused_n += 1
+            first = first or str(e)
+        time.sleep(0.01)
+    return {"done": n, "refused": refused_n, "first_refusal": first}
+
+
 def churn(n):
     for _ in range(n):
         socket.create_connection(address(), timeout=20).close()
@@ -138,6 +152,8 @@ def main():
     attack = sys.argv[1]
     if attack == "churn":
         out = churn(int(sys.argv[2]))
+    elif attack == "handshakes":
+        out = handshakes(int(sys.argv[2]))
     elif attack == "idle":
         out = idle(int(sys.argv[2]))
     elif attack == "bad-subscribe":
@@ -152,11 +168,11 @@ def main():
         out = {"answer": refused(role="worker")}
     elif attack == "fake-split-done":
         s = registered_worker()
-        for split in range(64):
-            send_frame(s, SPLIT_DONE, {"epoch": 0, "split": split, "batch_count": 0})
         # The range source knows every split's size: the first lie gets the worker
         # dropped (it holds none of them, so the run goes on).
         try:
+            for split in range(64):
+                send_frame(s, SPLIT_DONE, {"epoch": 0, "split": split, "batch_count": 0})
             send_frame(s, GET_SPLIT, {})
         except OSError:
             pass
