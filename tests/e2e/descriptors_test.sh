@@ -18,13 +18,7 @@ GM_TEST_NOFILE_AFTER=2 GM_TEST_STEP_S=0.1 timeout 300 "$GM" run --backend local 
   --pipeline "$T/pipeline.json" --workers 2 --epochs 2 --samples-per-split 8 --no-db -- \
   $PY "$SRC/tests/e2e/trainer.py" "$T/r.json" 2 >"$T/out" 2>"$T/err" ||
   { cat "$T/err" >&2; fail "the run whose workers ran out of descriptors"; }
-$PY - "$T/r.json" <<'PY' || { cat "$T/err" >&2; fail "the trainer's samples"; }
-import json, sys
-r = json.load(open(sys.argv[1]))
-assert "error" not in r, r
-for e, keys in enumerate(r["epochs"]):
-    assert len(keys) == len(set(keys)) == 36, f"epoch {e}: {len(keys)} keys, {len(set(keys))} distinct"
-PY
+exactly_once "$T/r.json" 36 || { cat "$T/err" >&2; fail "the trainer's samples"; }
 ok "every sample of both epochs exactly once"
 if grep -q "warning: skipped " "$T/err"; then grep "warning: skipped " "$T/err" >&2; fail "a sample was counted as skipped for want of a descriptor"; fi
 ok "no sample counted as skipped"

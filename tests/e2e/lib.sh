@@ -76,6 +76,20 @@ JSON
 # machine's speed.
 slow_pipeline() { sleepy_pipeline "$1" 400 0.01; }
 
+# exactly_once RESULT COUNT: the trainer's RESULT (JSON {"epochs": [[key, ...],
+# ...]}, no "error") has COUNT distinct keys in every epoch, none twice, and none a
+# malicious test worker made up ("forged..."). Exits non-zero, saying why.
+exactly_once() {
+  $PY - "$1" "$2" <<'PY'
+import json, sys
+r, n = json.load(open(sys.argv[1])), int(sys.argv[2])
+assert "error" not in r, r
+for e, keys in enumerate(r["epochs"]):
+    assert len(keys) == len(set(keys)) == n, f"epoch {e}: {len(keys)} keys, {len(set(keys))} distinct"
+    assert not any(str(k).startswith("forged") for k in keys), f"epoch {e}: a forged sample was delivered"
+PY
+}
+
 # sleepy_pipeline FILE COUNT SLEEP_S: like slow_pipeline, with COUNT samples that
 # each sleep SLEEP_S seconds (FILE's folder's sleepy.py).
 sleepy_pipeline() {
