@@ -350,6 +350,15 @@ void Client::Impl::Receive(WorkerConn* conn) {
                                " on a data connection, where only BATCH and ERROR come");
       break;
     }
+    // A data connection serves one rank (its ticket's): a batch for another is a lie.
+    auto rank = frame.meta.find("rank");
+    if (rank == frame.meta.end() || !rank->is_number_integer() ||
+        rank->get<int64_t>() != options.rank) {
+      status = Status::Corrupt("sent a BATCH whose \"rank\" is " +
+                               (rank == frame.meta.end() ? std::string("missing") : rank->dump()) +
+                               " on rank " + std::to_string(options.rank) + "'s connection");
+      break;
+    }
     std::optional<uint64_t> split_batches;
     auto count = frame.meta.find("split_batches");
     if (count != frame.meta.end() && count->is_number_unsigned())

@@ -175,6 +175,7 @@ class FakeCoordinator {
 struct Item {
   const Batch* batch = nullptr;
   std::optional<uint64_t> split_batches;
+  int64_t rank = 0;  // BATCH's rank (the client is rank 0)
 };
 
 // What a fake worker does on its n-th connection: send `items` one per credit, then
@@ -209,7 +210,7 @@ class FakeWorker {
         if (frame->type == MsgType::kCredit) credit += frame->meta["n"].get<uint64_t>();
       }
       nlohmann::json meta = EncodeBatchMeta(*item.batch);
-      meta["rank"] = 0;
+      meta["rank"] = item.rank;
       if (item.split_batches) meta["split_batches"] = *item.split_batches;
       if (!SendFrame(s, MsgType::kBatch, meta, BatchPayload(*item.batch), Deadline::After(5)).ok())
         return;
@@ -393,6 +394,19 @@ TEST_F(ClientTest, GivenAWorkerThatBreaksMidSplitWhenAnotherRemakesItThenEveryBa
   EXPECT_EQ(keys, Expected());
   std::set<std::string> unique(keys.begin(), keys.end());
   EXPECT_EQ(unique.size(), keys.size());
+}
+
+TEST_F(ClientTest, GivenABatchForAnotherRank_ThenThatWorkerIsDroppedAndAnotherMakesItsSplits) {
+  std::vector<Item> other_rank = Items({0});
+  for (Item& item : other_rank) item.rank = 1;
+  FakeWorker liar(secret_, {Script{other_rank}});
+  FakeWorker other(secret_, {Script{Items({0, 1, 2})}});
+  FakeCoordinator coordinator(secret_);
+  coordinator.SetPlan(Plan(false), {liar.address(), other.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  EXPECT_EQ(Drain(**client), Expected());  // every batch once, from the honest worker
+  EXPECT_GE((*client)->stats().connections_lost, 1u);
 }
 
 TEST_F(ClientTest,
