@@ -1,7 +1,11 @@
 #include "core/sqlite_db.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <string>
 #include <utility>
 
 namespace gm::sqlite {
@@ -145,7 +149,34 @@ std::optional<std::string> Statement::OptionalText(int column) const {
 
 // ---- Database ----------------------------------------------------------------
 
+namespace {
+
+// InvalidArgument when `file` is a symbolic link that another user owns in a
+// folder anyone may write to (/tmp): following it would write where that user
+// chose, with our rights. Our own links, and links elsewhere, are followed.
+Status CheckNotPlanted(const std::string& file) {
+  struct stat link {};
+  if (::lstat(file.c_str(), &link) != 0 || !S_ISLNK(link.st_mode) || link.st_uid == ::geteuid()) {
+    return Status::Ok();
+  }
+  const size_t slash = file.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : file.substr(0, std::max<size_t>(slash, 1));
+  struct stat folder {};
+  if (::stat(dir.c_str(), &folder) != 0 || (folder.st_mode & S_IWOTH) == 0) return Status::Ok();
+  return Status::InvalidArgument(
+      file + " is a symbolic link owned by uid " + std::to_string(link.st_uid) + " in " + dir +
+      ", a folder anyone may write to: it is not followed (another user may have planted it); "
+      "remove it, or give the database's real path");
+}
+
+}  // namespace
+
 Result<Database> Database::Open(const std::string& path) {
+  // SQLite also writes PATH-wal, PATH-shm and PATH-journal beside the file.
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    GM_RETURN_IF_ERROR(CheckNotPlanted(path + suffix));
+  }
   sqlite3* db = nullptr;
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
   int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);

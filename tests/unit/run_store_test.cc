@@ -2,6 +2,8 @@
 // the same contract run on both SqliteRunStore and the MemoryRunStore fake.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -10,6 +12,7 @@
 
 #include "core/run_schema.h"
 #include "core/run_store_fake.h"
+#include "core/sqlite_db.h"
 #include "core/sqlite_run_store.h"
 #include "tests/unit/profile_fixture.h"
 #include "tests/unit/test_util.h"
@@ -80,6 +83,40 @@ Plan APlan() {
 }
 
 // ---- SqliteRunStore on real files ------------------------------------------------
+
+TEST(SqliteDbTest, GivenALinkAnotherUserPlantedInAWorldWritableFolder_ThenItIsNotFollowed) {
+  TempDir dir;
+  const std::string shared = dir.path() + "/shared";
+  ASSERT_EQ(::mkdir(shared.c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);  // like /tmp
+  const std::string target = dir.path() + "/target.db";
+  const std::string planted = shared + "/runs.db";
+  ASSERT_EQ(::symlink(target.c_str(), planted.c_str()), 0);
+  const uid_t other = ::geteuid() == 65534 ? 65533 : 65534;
+  // The suite runs as root (README); giving a link away needs it.
+  ASSERT_EQ(::lchown(planted.c_str(), other, other), 0) << "lchown needs root";
+  auto refused = sqlite::Database::Open(planted);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(
+      refused.status().message().find("is a symbolic link owned by uid " + std::to_string(other)),
+      std::string::npos)
+      << refused.status().message();
+  struct stat st {};
+  EXPECT_NE(::stat(target.c_str(), &st), 0);  // nothing was created where it points
+  // So is a planted PATH-wal beside a real file name.
+  const std::string wal_link = shared + "/other.db-wal";
+  ASSERT_EQ(::symlink(target.c_str(), wal_link.c_str()), 0);
+  ASSERT_EQ(::lchown(wal_link.c_str(), other, other), 0);
+  EXPECT_FALSE(sqlite::Database::Open(shared + "/other.db").ok());
+  // Our own link, and any link outside such a folder, are followed.
+  const std::string mine = shared + "/mine.db";
+  ASSERT_EQ(::symlink(target.c_str(), mine.c_str()), 0);
+  EXPECT_TRUE(sqlite::Database::Open(mine).ok());
+  const std::string elsewhere = dir.path() + "/elsewhere.db";
+  ASSERT_EQ(::symlink(target.c_str(), elsewhere.c_str()), 0);
+  ASSERT_EQ(::lchown(elsewhere.c_str(), other, other), 0);
+  EXPECT_TRUE(sqlite::Database::Open(elsewhere).ok());
+}
 
 TEST(SqliteRunStoreTest, ProfilesSurviveAReopen) {
   TempDir dir;
