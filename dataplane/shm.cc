@@ -54,11 +54,13 @@ Result<std::shared_ptr<Segment>> Segment::Map(int fd, size_t need, size_t max) {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
+  // Sealed against shrinking and growing, and its seals sealed too (F_SEAL_SEAL),
+  // as Create makes it: the sender cannot change them under the mapping.
   const int seals = ::fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || (seals & kSeals) != kSeals) {
+  if (seals < 0 || (seals & (kSeals | F_SEAL_SEAL)) != (kSeals | F_SEAL_SEAL)) {
     return Status::Corrupt(
         "the segment passed is not a memfd sealed against shrinking and "
-        "growing (a mapping of it could fault)");
+        "growing, with its seals sealed (a mapping of it could fault)");
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::Corrupt("fstat of the segment passed: " + Errno(errno));

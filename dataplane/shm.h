@@ -78,7 +78,8 @@ class Segment {
   static Result<std::shared_ptr<Segment>> Create(size_t bytes);
   // Maps a segment received from a peer and takes ownership of `fd` (closed here
   // whatever the outcome: the mapping keeps the memory). Corrupt unless `fd` is
-  // a memfd sealed against shrinking and growing whose size is in [need, max].
+  // a memfd sealed against shrinking and growing, its seals sealed, whose size
+  // is in [need, max] (larger than the batch is fine: segments are reused).
   static Result<std::shared_ptr<Segment>> Map(int fd, size_t need, size_t max);
   ~Segment();
   Segment(const Segment&) = delete;

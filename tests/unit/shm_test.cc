@@ -70,6 +70,15 @@ TEST(ShmTest, GivenADescriptorThatIsNotASealedSegmentOfTheRightSizeThenMapRefuse
   auto r = Segment::Map(unsealed, 1, 1 << 20);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("not a memfd sealed"), std::string::npos);
+  // Sealed against shrinking and growing, but its seals not sealed: the sender
+  // could still change them.
+  const int open_seals = ::memfd_create("attack", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(open_seals, 0);
+  ASSERT_EQ(::ftruncate(open_seals, 4096), 0);
+  ASSERT_EQ(::fcntl(open_seals, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  auto r3 = Segment::Map(open_seals, 1, 1 << 20);
+  ASSERT_FALSE(r3.ok());
+  EXPECT_NE(r3.status().message().find("with its seals sealed"), std::string::npos);
   // A regular file cannot be sealed at all.
   char path[] = "/tmp/gm-shm-test-XXXXXX";
   const int file = ::mkstemp(path);
