@@ -37,7 +37,11 @@ import goldminer
 def cpus(pid):
     out = set()
     for status in glob.glob(f"/proc/{pid}/task/*/status"):
-        for line in open(status):
+        try:
+            lines = open(status).read().splitlines()
+        except (FileNotFoundError, ProcessLookupError):  # the thread ended meanwhile
+            continue
+        for line in lines:
             if line.startswith("Cpus_allowed_list:"):
                 out.add(line.split()[1])
     return sorted(out)
