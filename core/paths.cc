@@ -1,5 +1,9 @@
 #include "core/paths.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -65,6 +69,33 @@ std::string CuptiLibraryPath() {
   std::string built = std::string(GOLDMINER_BINARY_DIR) + "/profiler/cupti/libgoldminer_cupti.so";
   std::error_code ec;
   return std::filesystem::exists(built, ec) ? built : "";
+}
+
+Status CheckTrustedPath(const std::string& path, const std::string& what) {
+  struct stat self {};
+  if (::stat(path.c_str(), &self) != 0) {
+    return Status::InvalidArgument(what + ": " + path + " does not exist");
+  }
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  for (const std::string& p : {path, parent}) {
+    struct stat st {};
+    if (p.empty() || ::stat(p.c_str(), &st) != 0) continue;
+    const bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
+    const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_dir;
+    const bool foreign = st.st_uid != 0 && st.st_uid != ::geteuid();
+    if (others_write || foreign) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return Status::InvalidArgument(
+          what + ": " + p +
+          (foreign ? " belongs to uid " + std::to_string(st.st_uid)
+                   : std::string(" is writable by group or others")) +
+          " (mode " + mode + "): another user could put code there that the trainer runs; " +
+          "make it owned by you or root and not writable by others (chmod go-w), or use "
+          "another copy");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace gm

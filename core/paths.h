@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "core/status.h"
+
 namespace gm {
 
 // The running executable's absolute path (/proc/self/exe); empty if unreadable.
@@ -34,5 +36,13 @@ std::string ClientLibraryPath();
 //   3. <build tree>/profiler/cupti/libgoldminer_cupti.so when it exists.
 // Empty when none exists (the library is built only where CUPTI was found).
 std::string CuptiLibraryPath();
+
+// OK when `path` exists and neither it nor its folder can be changed by a user
+// other than root and us: each is owned by root or this process's user and not
+// writable by group or others (a folder with the sticky bit, like /tmp, may be).
+// Else InvalidArgument naming `what` (e.g. "the Python package goldminer puts on
+// the trainer's PYTHONPATH (GOLDMINER_PYTHONPATH)"), the path and the fix: code
+// found there runs in the trainer.
+Status CheckTrustedPath(const std::string& path, const std::string& what);
 
 }  // namespace gm

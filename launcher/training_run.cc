@@ -37,11 +37,18 @@ std::optional<std::string> StepDirFromEnv(const std::vector<std::string>& env) {
 
 // What every rank's environment adds to ours: the Python package and the client
 // library, the step-log folder, and what the run's configuration adds (it wins).
-std::vector<std::string> TrainerEnv(const RunConfig& c, const std::string& steps_dir) {
+// The package and library are checked first: code found there runs in the trainer.
+Result<std::vector<std::string>> TrainerEnv(const RunConfig& c, const std::string& steps_dir) {
+  const std::string python = PythonPackageDir(), library = ClientLibraryPath();
+  GM_RETURN_IF_ERROR(CheckTrustedPath(
+      python + "/goldminer",
+      "the Python package goldminer puts on the trainer's PYTHONPATH (GOLDMINER_PYTHONPATH)"));
+  GM_RETURN_IF_ERROR(CheckTrustedPath(
+      library, "the client library the trainer's goldminer.Loader loads (GOLDMINER_CLIENT_LIB)"));
   const char* old = std::getenv("PYTHONPATH");
   std::vector<std::string> env = {
-      "PYTHONPATH=" + PythonPackageDir() + (old && *old ? ":" + std::string(old) : ""),
-      "GOLDMINER_CLIENT_LIB=" + ClientLibraryPath()};
+      "PYTHONPATH=" + python + (old && *old ? ":" + std::string(old) : ""),
+      "GOLDMINER_CLIENT_LIB=" + library};
   env.insert(env.end(), c.trainer_env.begin(), c.trainer_env.end());
   if (!StepDirFromEnv(c.trainer_env)) env.push_back(std::string(kProfileDirEnv) + "=" + steps_dir);
   return env;
@@ -71,7 +78,7 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   o.bind = c.bind;
   o.run_dir = run_dir;
   o.worker_exe = c.worker_exe;
-  o.trainer_env = TrainerEnv(c, steps_dir);
+  GM_ASSIGN_OR_RETURN(o.trainer_env, TrainerEnv(c, steps_dir));
   o.trainer_cpus = c.trainer_cpus;
   o.worker_cpus = c.worker_cpus;
   o.max_restarts = c.max_restarts;

@@ -341,6 +341,8 @@ TEST_F(CoordinatorServerTest,
   ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
   EXPECT_EQ(plan.meta["splits"][0][1], -1);  // open: a skip may change it
   ASSERT_NO_FATAL_FAILURE(TakeAndReport(worker, 1, 0));
+  // The worker is dropped once its SPLIT_DONE was handled (on its own connection).
+  EXPECT_FALSE(RecvFrame(worker, FrameLimits{}, Deadline::After(kWait)).ok());
   Frame refused = Ask(client, MsgType::kGetPlan, {{"epoch", 0}});
   ASSERT_EQ(refused.type, MsgType::kError) << refused.meta.dump();
   const std::string message = refused.meta.value("message", "");

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "core/json.h"
+#include "core/paths.h"
 #include "core/rng.h"
 #include "core/status.h"
 #include "tests/unit/test_util.h"
@@ -63,6 +65,33 @@ TEST(JsonTest, CheckKeysCatchesTypos) {
   auto j = *ParseJson(R"({"sead": 1})", "p.json");
   Status s = JsonNode(j, "p.json").CheckKeys({"seed", "version"});
   EXPECT_NE(s.message().find("unknown key \"sead\""), std::string::npos);
+}
+
+TEST(PathsTest, GivenAPackageOthersCanWriteOrThatIsMissing_ThenItIsRefusedNamingItAndTheFix) {
+  testing::TempDir dir;
+  const std::string pkg = dir.path() + "/python/goldminer";
+  std::filesystem::create_directories(pkg);
+  ASSERT_EQ(::chmod((dir.path() + "/python").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(pkg.c_str(), 0755), 0);
+  EXPECT_TRUE(CheckTrustedPath(pkg, "the package").ok());
+  ASSERT_EQ(::chmod(pkg.c_str(), 0777), 0);  // anyone may put code in it
+  Status open = CheckTrustedPath(pkg, "the package");
+  EXPECT_EQ(open.code(), Code::kInvalidArgument);
+  EXPECT_NE(open.message().find("the package: " + pkg +
+                                " is writable by group or others (mode "
+                                "0777)"),
+            std::string::npos)
+      << open.message();
+  EXPECT_NE(open.message().find("chmod go-w"), std::string::npos);
+  ASSERT_EQ(::chmod(pkg.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((dir.path() + "/python").c_str(), 0775), 0);  // its folder, by a group
+  EXPECT_FALSE(CheckTrustedPath(pkg, "the package").ok());
+  ASSERT_EQ(::chmod((dir.path() + "/python").c_str(), 01777), 0);  // sticky, like /tmp: fine
+  EXPECT_TRUE(CheckTrustedPath(pkg, "the package").ok());
+  Status missing = CheckTrustedPath(dir.path() + "/nowhere", "the library");
+  EXPECT_NE(missing.message().find("the library: " + dir.path() + "/nowhere does not exist"),
+            std::string::npos)
+      << missing.message();
 }
 
 TEST(FileUtilTest, MissingFileIsNotFoundAndNamesThePath) {
