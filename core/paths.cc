@@ -81,7 +81,11 @@ Status CheckTrustedPath(const std::string& path, const std::string& what) {
     struct stat st {};
     if (p.empty() || ::stat(p.c_str(), &st) != 0) continue;
     const bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
-    const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !sticky_dir;
+    // Group write counts only for a group other than root's and ours (a umask of
+    // 002 with a group of one's own is common).
+    const bool group_write =
+        (st.st_mode & S_IWGRP) != 0 && st.st_gid != 0 && st.st_gid != ::getegid();
+    const bool others_write = ((st.st_mode & S_IWOTH) != 0 || group_write) && !sticky_dir;
     const bool foreign = st.st_uid != 0 && st.st_uid != ::geteuid();
     if (others_write || foreign) {
       char mode[8];

@@ -39,7 +39,8 @@ std::string CuptiLibraryPath();
 
 // OK when `path` exists and neither it nor its folder can be changed by a user
 // other than root and us: each is owned by root or this process's user and not
-// writable by group or others (a folder with the sticky bit, like /tmp, may be).
+// writable by others, nor by a group other than root's and ours (a folder with
+// the sticky bit, like /tmp, may be).
 // Else InvalidArgument naming `what` (e.g. "the Python package goldminer puts on
 // the trainer's PYTHONPATH (GOLDMINER_PYTHONPATH)"), the path and the fix: code
 // found there runs in the trainer.

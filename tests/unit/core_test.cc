@@ -84,7 +84,9 @@ TEST(PathsTest, GivenAPackageOthersCanWriteOrThatIsMissing_ThenItIsRefusedNaming
       << open.message();
   EXPECT_NE(open.message().find("chmod go-w"), std::string::npos);
   ASSERT_EQ(::chmod(pkg.c_str(), 0755), 0);
-  ASSERT_EQ(::chmod((dir.path() + "/python").c_str(), 0775), 0);  // its folder, by a group
+  ASSERT_EQ(::chmod((dir.path() + "/python").c_str(), 0775), 0);  // its folder, by our group
+  EXPECT_TRUE(CheckTrustedPath(pkg, "the package").ok());
+  ASSERT_EQ(::chown((dir.path() + "/python").c_str(), ::geteuid(), 65534), 0);  // another group
   EXPECT_FALSE(CheckTrustedPath(pkg, "the package").ok());
   ASSERT_EQ(::chmod((dir.path() + "/python").c_str(), 01777), 0);  // sticky, like /tmp: fine
   EXPECT_TRUE(CheckTrustedPath(pkg, "the package").ok());
