@@ -72,14 +72,7 @@ std::string CuptiLibraryPath() {
 }
 
 Status CheckTrustedPath(const std::string& path, const std::string& what) {
-  struct stat self {};
-  if (::stat(path.c_str(), &self) != 0) {
-    return Status::InvalidArgument(what + ": " + path + " does not exist");
-  }
-  const std::string parent = std::filesystem::path(path).parent_path().string();
-  for (const std::string& p : {path, parent}) {
-    struct stat st {};
-    if (p.empty() || ::stat(p.c_str(), &st) != 0) continue;
+  const auto check = [&what](const std::string& p, const struct stat& st) {
     const bool sticky_dir = S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
     // Group write counts only for a group other than root's and ours (a umask of
     // 002 with a group of one's own is common).
@@ -87,19 +80,25 @@ Status CheckTrustedPath(const std::string& path, const std::string& what) {
         (st.st_mode & S_IWGRP) != 0 && st.st_gid != 0 && st.st_gid != ::getegid();
     const bool others_write = ((st.st_mode & S_IWOTH) != 0 || group_write) && !sticky_dir;
     const bool foreign = st.st_uid != 0 && st.st_uid != ::geteuid();
-    if (others_write || foreign) {
-      char mode[8];
-      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-      return Status::InvalidArgument(
-          what + ": " + p +
-          (foreign ? " belongs to uid " + std::to_string(st.st_uid)
-                   : std::string(" is writable by group or others")) +
-          " (mode " + mode + "): another user could put code there that the trainer runs; " +
-          "make it owned by you or root and not writable by others (chmod go-w), or use "
-          "another copy");
-    }
+    if (!others_write && !foreign) return Status::Ok();
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return Status::InvalidArgument(
+        what + ": " + p +
+        (foreign ? " belongs to uid " + std::to_string(st.st_uid)
+                 : std::string(" is writable by group or others")) +
+        " (mode " + mode + "): another user could put code there that the trainer runs; " +
+        "make it owned by you or root and not writable by others (chmod go-w), or use "
+        "another copy");
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    return Status::InvalidArgument(what + ": " + path + " does not exist");
   }
-  return Status::Ok();
+  GM_RETURN_IF_ERROR(check(path, st));
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  if (parent.empty() || ::stat(parent.c_str(), &st) != 0) return Status::Ok();
+  return check(parent, st);
 }
 
 }  // namespace gm

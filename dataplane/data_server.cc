@@ -237,17 +237,7 @@ std::string DataServer::Admit(const std::shared_ptr<Conn>& conn, MutexLock& lock
     return rank + " session " + std::to_string(conn->session) + " was replaced by session " +
            std::to_string(newest);
   }
-  if (conn->session > newest) {
-    newest = conn->session;
-    if (auto old = ranks_.find(conn->rank); old != ranks_.end()) {
-      LogInfo("data port " + address_ + ": " + rank + ": session " + std::to_string(newest) +
-              " from " + conn->peer + " replaces session " + std::to_string(old->second->session) +
-              " from " + old->second->peer);
-      old->second->credit = 0;
-      old->second->Hangup();
-      ranks_.erase(old);
-    }
-  }
+  LearnSession(conn->rank, conn->session, "from " + conn->peer, lock);
   lock.WaitFor(cv_, kRankHandoverS, [&]() REQUIRES(mu_) {
     return stopping_ || newest != conn->session || !ranks_.contains(conn->rank);
   });
@@ -305,16 +295,17 @@ void DataServer::Detach(const std::shared_ptr<Conn>& conn) {
   cv_.notify_all();
 }
 
-void DataServer::LearnSession(int64_t rank, uint64_t session, MutexLock& lock) {
+void DataServer::LearnSession(int64_t rank, uint64_t session, const std::string& by,
+                              MutexLock& lock) {
   (void)lock;
   uint64_t& newest = newest_session_[rank];
   if (session <= newest) return;
   newest = session;
   if (auto old = ranks_.find(rank); old != ranks_.end() && old->second->session < session) {
     LogInfo("data port " + address_ + ": rank " + std::to_string(rank) + ": session " +
+            std::to_string(session) + " " + by + " replaces session " +
             std::to_string(old->second->session) + " from " + old->second->peer +
-            " is older than the coordinator's session " + std::to_string(session) +
-            "; it gets no more batches");
+            ", which gets no more batches");
     old->second->credit = 0;
     old->second->Hangup();
     ranks_.erase(old);
@@ -326,7 +317,7 @@ Result<std::shared_ptr<DataServer::Conn>> DataServer::TakeCredit(int64_t rank,
                                                                  const SplitStream* stream) {
   MutexLock lock(mu_);
   const uint64_t at_least = stream ? stream->at_least : 0;
-  LearnSession(rank, at_least, lock);
+  LearnSession(rank, at_least, "(the coordinator's newest)", lock);
   lock.Wait(cv_, [&]() REQUIRES(mu_) {
     if (!interrupt_.ok()) return true;
     auto it = ranks_.find(rank);

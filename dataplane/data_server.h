@@ -132,9 +132,11 @@ class DataServer {
   void ReadCredit(const std::shared_ptr<Conn>& conn);
   void Detach(const std::shared_ptr<Conn>& conn);
   Result<std::shared_ptr<Conn>> TakeCredit(int64_t rank, const SplitStream* stream);
-  // Raises the rank's newest session to `session` (learned from the
-  // coordinator), hanging up an older session's connection.
-  void LearnSession(int64_t rank, uint64_t session, MutexLock& lock) REQUIRES(mu_);
+  // Raises the rank's newest session to `session` (a newer client's, or the
+  // coordinator's: `by` says which in the log), hanging up an older session's
+  // connection.
+  void LearnSession(int64_t rank, uint64_t session, const std::string& by, MutexLock& lock)
+      REQUIRES(mu_);
 
   Listener listener_;
   const std::string secret_;

@@ -12,8 +12,8 @@
 namespace gm {
 namespace {
 
-// A field read as an integer in [lo, hi]; the error names the message and field.
-// An integer field: a JSON integer (never 1.0 or "1") from lo to hi.
+// A field read as an integer in [lo, hi]: a JSON integer (never 1.0 or "1"); the
+// error names the message and field.
 Result<int64_t> Int(const JsonNode& m, std::string_view key, int64_t lo, int64_t hi) {
   GM_ASSIGN_OR_RETURN(JsonNode n, m.Get(key));
   Result<int64_t> v =
@@ -148,7 +148,7 @@ Result<SplitDoneMsg> SplitDoneMsg::Decode(const nlohmann::json& meta) {
     GM_ASSIGN_OR_RETURN(r.epoch, Count(m, "epoch", kMaxEpochs));
     GM_ASSIGN_OR_RETURN(r.split, Count(m, "split", kMaxSplitId));
     GM_ASSIGN_OR_RETURN(r.batch_count, Count(m, "batch_count", kMaxSplitBatches));
-    if (meta.contains("skipped")) {
+    if (m.has("skipped")) {
       GM_ASSIGN_OR_RETURN(r.skipped, Count(m, "skipped", kMaxSplitSamples));
     }
     GM_ASSIGN_OR_RETURN(r.stages, DecodeStagesReport(meta, "SPLIT_DONE"));

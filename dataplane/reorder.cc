@@ -346,24 +346,23 @@ std::string ReorderBuffer::Awaited() const {
 bool ReorderBuffer::CheckSize(const Batch& batch, std::optional<uint64_t> split_batches,
                               std::string* why) const {
   const uint64_t n = batch.size();
-  const std::string what = SplitName(batch.epoch, batch.split) + " batch " +
-                           std::to_string(batch.split_batch) + " holds " + std::to_string(n) +
-                           " samples";
+  std::string wrong;  // what is wrong with it; the message is made only then
   if (n == 0) {
-    *why = what + ": a worker sends no empty batch";
-    return false;
+    wrong = ": a worker sends no empty batch";
+  } else if (batch_size_ == 0 || n == batch_size_) {
+    return true;
+  } else if (n > batch_size_) {
+    wrong = ", more than the run's batch size " + std::to_string(batch_size_);
+  } else {
+    const uint64_t count = split_batches                   ? *split_batches
+                           : seq_ && batch.epoch == epoch_ ? seq_->CountOf(batch.split)
+                                                           : kUnknownCount;
+    if (count == batch.split_batch + 1) return true;
+    wrong = " of " + std::to_string(batch_size_) +
+            ": only a split's last batch holds fewer, and this is not its last";
   }
-  if (batch_size_ == 0 || n == batch_size_) return true;
-  if (n > batch_size_) {
-    *why = what + ", more than the run's batch size " + std::to_string(batch_size_);
-    return false;
-  }
-  const uint64_t count = split_batches                   ? *split_batches
-                         : seq_ && batch.epoch == epoch_ ? seq_->CountOf(batch.split)
-                                                         : kUnknownCount;
-  if (count == batch.split_batch + 1) return true;
-  *why = what + " of " + std::to_string(batch_size_) +
-         ": only a split's last batch holds fewer, and this is not its last";
+  *why = SplitName(batch.epoch, batch.split) + " batch " + std::to_string(batch.split_batch) +
+         " holds " + std::to_string(n) + " samples" + wrong;
   return false;
 }
 

@@ -712,18 +712,12 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, uint64_t s
   if (stopping_) return Status::Cancelled("coordinator stopping");
   nlohmann::json reply;
   MsgType reply_type = MsgType::kPlan;
-  switch (frame.type) {
-    case MsgType::kGetPlan:
-    case MsgType::kGetWorkers:
-      if (!failure_.empty()) {
-        const std::string why = "the run failed: " + failure_;
-        lock.Unlock();
-        (void)SendFrame(socket, MsgType::kError, {{"message", why}}, Deadline::After(1));
-        return Status::Cancelled(why);
-      }
-      break;
-    default:
-      break;
+  const bool asks = frame.type == MsgType::kGetPlan || frame.type == MsgType::kGetWorkers;
+  if (asks && !failure_.empty()) {
+    const std::string why = "the run failed: " + failure_;
+    lock.Unlock();
+    (void)SendFrame(socket, MsgType::kError, {{"message", why}}, Deadline::After(1));
+    return Status::Cancelled(why);
   }
   switch (frame.type) {
     case MsgType::kGetPlan: {

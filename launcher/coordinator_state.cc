@@ -459,17 +459,7 @@ std::pair<uint64_t, SequenceKey> CoordinatorState::RankCursor(int rank) const {
   return {position, SequenceKey{slots.size(), 0}};
 }
 
-uint64_t CoordinatorState::RankPosition(int rank) const {
-  if (!layout_ || rank < 0 || rank >= options_.world_size) return 0;
-  uint64_t position = skipped_base_[static_cast<size_t>(rank)];
-  for (size_t p : layout_->rank_slots[static_cast<size_t>(rank)]) {
-    const SplitProgress& split = splits_[p];
-    if (split.skipped) continue;
-    if (split.phase != Phase::kComplete) return position + split.contiguous;
-    position += split.deliver;
-  }
-  return position;
-}
+uint64_t CoordinatorState::RankPosition(int rank) const { return RankCursor(rank).first; }
 
 std::vector<std::pair<uint64_t, WorkerId>> CoordinatorState::Holders(int rank) const {
   std::vector<std::pair<uint64_t, WorkerId>> out;
@@ -481,26 +471,30 @@ std::vector<std::pair<uint64_t, WorkerId>> CoordinatorState::Holders(int rank) c
   return out;
 }
 
-uint64_t CoordinatorState::BatchCount(uint64_t split_id) const {
-  if (!layout_) return kUnknownCount;
+std::optional<size_t> CoordinatorState::PositionOf(uint64_t split_id) const {
+  if (!layout_) return std::nullopt;
   auto it = layout_->position_of.find(split_id);
-  if (it == layout_->position_of.end()) return kUnknownCount;
-  const uint64_t planned = layout_->slots[it->second].batch_count;
-  return planned != kUnknownCount ? planned : splits_[it->second].deliver;
+  if (it == layout_->position_of.end()) return std::nullopt;
+  return it->second;
+}
+
+uint64_t CoordinatorState::BatchCount(uint64_t split_id) const {
+  const std::optional<size_t> p = PositionOf(split_id);
+  if (!p) return kUnknownCount;
+  const uint64_t planned = layout_->slots[*p].batch_count;
+  return planned != kUnknownCount ? planned : splits_[*p].deliver;
 }
 
 bool CoordinatorState::MakesSplit(WorkerId worker, uint64_t split_id) const {
-  if (!layout_) return false;
-  auto it = layout_->position_of.find(split_id);
-  if (it == layout_->position_of.end()) return false;
-  const SplitProgress& split = splits_[it->second];
+  const std::optional<size_t> p = PositionOf(split_id);
+  if (!p) return false;
+  const SplitProgress& split = splits_[*p];
   return split.phase == Phase::kAssigned && split.holder == worker && !split.produced;
 }
 
 uint64_t CoordinatorState::PlannedCount(uint64_t split_id) const {
-  if (!layout_) return kUnknownCount;
-  auto it = layout_->position_of.find(split_id);
-  return it == layout_->position_of.end() ? kUnknownCount : layout_->slots[it->second].batch_count;
+  const std::optional<size_t> p = PositionOf(split_id);
+  return p ? layout_->slots[*p].batch_count : kUnknownCount;
 }
 
 CoordinatorStats CoordinatorState::Stats() const {

@@ -223,6 +223,9 @@ class CoordinatorState {
 
   explicit CoordinatorState(const CoordinatorOptions& options) : options_(options) {}
   WorkerRecord* FindWorker(WorkerId worker);
+  // The current epoch's plan position of `split` (nullopt before an epoch, or
+  // for a split not in the plan).
+  std::optional<size_t> PositionOf(uint64_t split) const;
   Assignment AssignNext(WorkerRecord& worker);
   void Release(size_t position);   // detaches the split from its holder
   void TakeBack(size_t position);  // holder loses it unfinished: back to pending
