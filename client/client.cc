@@ -52,15 +52,23 @@ Result<Socket> ConnectAddress(const std::string& address, double timeout_s) {
 
 // Connects and authenticates as `role` with `key` to a server that must prove it
 // plays `server_role` ("coordinator", or "worker" at a data port). `before`, when
-// given, vets the connected socket before the handshake sends a byte.
+// given, vets the connected socket before the handshake sends a byte. A server
+// that drops the connection during the handshake is dialled again within
+// `timeout_s` (DialHandshake).
 Result<Socket> Dial(const std::string& address, const std::string& key, std::string_view role_name,
                     double timeout_s, std::string_view server_role,
                     const std::function<Status(const Socket&)>& before = nullptr) {
-  GM_ASSIGN_OR_RETURN(Socket socket, ConnectAddress(address, timeout_s));
-  if (before) GM_RETURN_IF_ERROR(before(socket));
+  const Deadline deadline = Deadline::After(timeout_s);
   std::string role;
-  GM_RETURN_IF_ERROR(ClientHandshake(
-      socket, key, role_name, Deadline::After(std::min(timeout_s, kHandshakeTimeoutS)), &role));
+  GM_ASSIGN_OR_RETURN(Socket socket, DialHandshake(
+                                         [&]() -> Result<Socket> {
+                                           GM_ASSIGN_OR_RETURN(
+                                               Socket s,
+                                               ConnectAddress(address, deadline.remaining_s()));
+                                           if (before) GM_RETURN_IF_ERROR(before(s));
+                                           return s;
+                                         },
+                                         key, role_name, deadline, &role));
   if (role != server_role) {
     return Status::InvalidArgument(address + " answered as \"" + PeerText(role) + "\", not as a " +
                                    std::string(server_role) + ": check the address");

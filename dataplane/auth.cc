@@ -8,10 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "core/file_util.h"
@@ -107,7 +110,9 @@ Result<Frame> Expect(Socket& socket, MsgType want, Deadline deadline) {
                                      "not accept our key (check " +
                                      std::string(kSecretFileEnv) + ")");
     }
-    return Status::Unavailable(socket.peer() + ": refused the handshake: " + PeerText(msg));
+    // Refusals are for a version, a role or a malformed frame: dialling again
+    // would not help (unlike a connection dropped without a word: DialHandshake).
+    return Status::InvalidArgument(socket.peer() + ": refused the handshake: " + PeerText(msg));
   }
   return Status::Corrupt(socket.peer() + ": expected " + std::string(MsgTypeName(want)) +
                          " during the handshake, got " + std::string(MsgTypeName(f.type)));
@@ -351,6 +356,23 @@ Status ClientHandshake(Socket& socket, std::string_view secret, std::string_view
       std::make_unique<FrameSession>(secret, nonce, client_nonce, /*is_server=*/false));
   if (server_role != nullptr) *server_role = role;
   return Status::Ok();
+}
+
+Result<Socket> DialHandshake(const std::function<Result<Socket>()>& connect,
+                             std::string_view secret, std::string_view client_role,
+                             Deadline deadline, std::string* server_role) {
+  double pause_s = 0.02;
+  for (;;) {
+    GM_ASSIGN_OR_RETURN(Socket socket, connect());
+    const Status st =
+        ClientHandshake(socket, secret, client_role,
+                        deadline.Min(Deadline::After(kHandshakeTimeoutS)), server_role);
+    if (st.ok()) return socket;
+    if (st.code() != Code::kUnavailable || deadline.remaining_s() <= pause_s) return st;
+    socket = Socket();  // closed before the pause
+    std::this_thread::sleep_for(std::chrono::duration<double>(pause_s));
+    pause_s = std::min(pause_s * 2, 1.0);
+  }
 }
 
 }  // namespace gm

@@ -124,4 +124,14 @@ Status ServerHandshake(Socket& socket, std::string_view key, std::string_view se
 Status ClientHandshake(Socket& socket, std::string_view secret, std::string_view client_role,
                        Deadline deadline, std::string* server_role);
 
+// Connects with `connect` and runs ClientHandshake on what it gives, within
+// `deadline`. A server that closes or refuses the connection before WELCOME
+// (Unavailable: evicted from a full lobby during a flood, a full connection table)
+// is dialled again after a pause (20 ms, doubling to 1 s) until `deadline`; the
+// last failure is returned then. A connect that fails, a refused key or version and
+// a malformed frame are returned at once.
+Result<Socket> DialHandshake(const std::function<Result<Socket>()>& connect,
+                             std::string_view secret, std::string_view client_role,
+                             Deadline deadline, std::string* server_role);
+
 }  // namespace gm

@@ -67,16 +67,36 @@ void Lobby::Wake() const {
   (void)!::write(wake_fd_, &one, sizeof one);
 }
 
+Lobby::Peek Lobby::Look(int fd) {
+  char byte = 0;
+  const ssize_t got = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (got > 0) return Peek::kReady;
+  if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return Peek::kGone;
+  return Peek::kWaiting;
+}
+
 void Lobby::Add(Socket socket, Ready ready) {
-  std::unique_ptr<Entry> evicted;  // closed outside the lock
+  // Closed outside the lock, and handed on outside it.
+  std::vector<std::unique_ptr<Entry>> ready_now, closed;
   {
     MutexLock lock(mu_);
     if (stopping_) {
       ++closed_early_;
       return;
     }
-    if (entries_.size() >= max_waiting_) {
-      evicted = Take(arrival_.front());
+    // To make room, the oldest that still waits goes. The loop's thread may not
+    // have seen yet that the oldest spoke or closed (a churn outruns it on a busy
+    // machine): those are handed on or closed first, so a real peer whose answer
+    // has arrived is never the one evicted. Each look removes an entry or ends the
+    // loop, so the cost is one look per arrival and per departure.
+    while (entries_.size() >= max_waiting_) {
+      const int oldest = arrival_.front();
+      const Peek peek = Look(oldest);
+      if (peek == Peek::kReady) {
+        ready_now.push_back(Take(oldest));
+        continue;
+      }
+      closed.push_back(Take(oldest));
       ++closed_early_;
     }
     const int fd = socket.fd();
@@ -96,6 +116,7 @@ void Lobby::Add(Socket socket, Ready ready) {
     entries_[fd] = std::move(entry);
   }
   Wake();  // the loop may be waiting with no deadline
+  for (std::unique_ptr<Entry>& entry : ready_now) entry->ready(std::move(entry->socket));
 }
 
 std::unique_ptr<Lobby::Entry> Lobby::Take(int fd) {
@@ -135,11 +156,10 @@ void Lobby::Loop() {
         }
         if (!entries_.contains(fd)) continue;  // taken meanwhile
         // The event may be stale (the fd closed and reused): ask the socket.
-        char byte = 0;
-        const ssize_t got = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (got > 0) {
+        const Peek peek = Look(fd);
+        if (peek == Peek::kReady) {
           ready.push_back(Take(fd));
-        } else if (got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        } else if (peek == Peek::kGone) {
           closed.push_back(Take(fd));  // closed or failed before a byte
           ++closed_early_;
         }

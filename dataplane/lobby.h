@@ -7,9 +7,12 @@
 // (on the lobby's thread; the callback starts the connection's own thread). It is
 // closed when the peer closes or fails first, when it has waited `deadline_s`
 // (a peer that says nothing in time gets no handshake anyway), or to make room:
-// when `max_waiting` wait, the oldest is closed. So a churn of connect-and-close
+// when `max_waiting` wait, the oldest is closed (one whose byte has come meanwhile
+// is handed on instead, on the thread that called Add). So a churn of connect-and-close
 // or an idle flood holds no thread and at most max_waiting descriptors, and a
-// real peer, whose first frame follows its connect at once, goes through.
+// real peer, whose first frame follows its connect at once, goes through unless
+// max_waiting newer connections came before that frame; our clients and workers
+// dial again then (DialHandshake in dataplane/auth.h).
 // Thread-safe.
 #pragma once
 
@@ -50,6 +53,8 @@ class Lobby {
     double deadline = 0;
     std::list<int>::iterator order;  // in arrival_
   };
+  enum class Peek { kReady, kGone, kWaiting };  // a byte came; closed or failed; neither
+  static Peek Look(int fd);
   Lobby(int epoll_fd, int wake_fd, double deadline_s, size_t max_waiting);
   void Loop();
   // Takes `fd`'s entry out (and out of epoll); nullptr when it is gone.

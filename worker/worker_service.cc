@@ -105,9 +105,21 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
   Result<std::unique_ptr<DataServer>> data =
       DataServer::Start(listen.first, listen.second, options.secret);
   if (!data.ok()) return Status::IoError("--listen: " + data.status().message());
-  Result<Socket> control =
-      Socket::ConnectTcp(coordinator.first, coordinator.second, options.connect_timeout_s);
-  if (!control.ok()) return control.status().WithContext("the coordinator");
+  // Dialled again when the coordinator drops the connection during the handshake
+  // (its lobby is full during a flood): dataplane/auth.h.
+  const Deadline deadline = Deadline::After(options.connect_timeout_s);
+  std::string role;
+  Result<Socket> control = DialHandshake(
+      [&] {
+        return Socket::ConnectTcp(coordinator.first, coordinator.second, deadline.remaining_s());
+      },
+      options.secret, "worker", deadline, &role);
+  if (!control.ok()) return control.status().WithContext("coordinator " + options.coordinator);
+  if (role != "coordinator") {
+    return Status::InvalidArgument("coordinator " + options.coordinator + " answered as \"" +
+                                   PeerText(role) +
+                                   "\", not as a coordinator: check --coordinator");
+  }
   std::unique_ptr<WorkerService> service(
       new WorkerService(options, std::move(*data), std::move(*control)));
   std::string host = options.advertise_host;
@@ -128,15 +140,6 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
 }
 
 Status WorkerService::Register() {
-  const Deadline handshake = Deadline::After(kHandshakeTimeoutS);
-  std::string role;
-  GM_RETURN_IF_ERROR(ClientHandshake(control_, options_.secret, "worker", handshake, &role)
-                         .WithContext("coordinator " + coordinator_));
-  if (role != "coordinator") {
-    return Status::InvalidArgument("coordinator " + coordinator_ + " answered as \"" +
-                                   PeerText(role) +
-                                   "\", not as a coordinator: check --coordinator");
-  }
   RegisterMsg msg;
   msg.data_addr = data_addr_;
   // For the run's record: where this worker runs, and the name its launcher gave it.

@@ -36,7 +36,7 @@ $PY -c "import json,sys; r=json.load(open(sys.argv[1])); print('# goldminer run:
 check "r['max_threads'] <= r['idle_threads'] + 1024" "threads stay within the 1024 connections' bound under attack"
 check "r['max_rss_kib'] < r['idle_rss_kib'] + 64 * 1024" "memory grows by less than 64 MiB under attack"
 check "r['attacks']['churn']['cycles'] == $CHURN" "$CHURN connect/close cycles done"
-check "r['attacks']['handshakes']['refused'] == 0" "300 legitimate handshakes beside the churn (two processes) and the idle flood: none refused"
+check "r['attacks']['handshakes']['refused'] == 0" "300 legitimate handshakes beside the churn (two processes) and the idle flood, dialled as our clients dial: none failed"
 check "r['attacks']['idle']['closed_by_server'] >= $IDLE - 64" "of $IDLE idle connections, all but at most 64 were closed by the coordinator"
 check "r['attacks']['bad-subscribe']['answer'][0] == 4 and 'SUBSCRIBE: \$.rank: expected an integer' in r['attacks']['bad-subscribe']['answer'][1]['message']" "SUBSCRIBE with a string rank: refused with an error naming the field, and the run goes on"
 check "r['attacks']['second-rank0']['answer'][0] == 4 and 'already subscribed' in r['attacks']['second-rank0']['answer'][1]['message']" "a second client for a live rank is refused"

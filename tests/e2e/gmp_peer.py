@@ -12,6 +12,8 @@ directory ($GOLDMINER_RUN_DIR), which a process of the run's user can.
 
 Attacks:
   churn N          N connect/close cycles without a byte sent
+  handshakes N     N legitimate client handshakes, dialled as goldminer's clients
+                   dial (again when dropped before WELCOME); reports failures
   idle N           open N connections and send nothing; reports how many the
                    coordinator closed within 4.5 s (before the handshake deadline)
   slow             after the handshake, send 1 byte of a frame header and no more
@@ -99,18 +101,43 @@ def answer(sock):
         return "closed", str(e)
 
 
+def dial(within_s=5.0):
+    """connect(), dialled again as goldminer's clients and workers do (DialHandshake
+    in dataplane/auth.h) while the server drops the connection before WELCOME (its
+    lobby is full during a flood): pauses of 20 ms doubling to 1 s, within
+    `within_s` (the client's default connect timeout). A refusal (an ERROR frame)
+    is final. (socket, how many times it was dialled again)."""
+    deadline, pause, again = time.monotonic() + within_s, 0.02, 0
+    while True:
+        try:
+            return connect(), again
+        except ConnectionError as e:
+            if str(e).startswith("handshake refused"):
+                raise
+            if time.monotonic() + pause >= deadline:
+                raise
+        except OSError:
+            if time.monotonic() + pause >= deadline:
+                raise
+        time.sleep(pause)
+        pause, again = min(pause * 2, 1.0), again + 1
+
+
 def handshakes(n):
-    """n legitimate client handshakes, 10 ms apart (beside a churn): how many
-    were refused, and why (the first)."""
-    refused_n, first = 0, None
+    """n legitimate client handshakes, 10 ms apart (beside a churn and an idle
+    flood), each dialled as our clients dial: how many failed, and why (the
+    first), and how many were dialled again before they got through."""
+    refused_n, first, redialled = 0, None, 0
     for _ in range(n):
         try:
-            connect().close()
+            sock, again = dial()
+            sock.close()
+            redialled += 1 if again else 0
         except (ConnectionError, OSError) as e:
             refused_n += 1
             first = first or str(e)
         time.sleep(0.01)
-    return {"done": n, "refused": refused_n, "first_refusal": first}
+    return {"done": n, "refused": refused_n, "first_refusal": first, "redialled": redialled}
 
 
 def churn(n):

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -260,8 +261,85 @@ TEST(AuthTest, GivenServerThatRefuses_WhenClientHandshakes_ThenClientReportsTheR
   });
   Status client = ClientHandshake(c.client, kSecret, "worker", Deadline::After(kWait), nullptr);
   server.join();
-  EXPECT_EQ(client.code(), Code::kUnavailable);
+  EXPECT_EQ(client.code(), Code::kInvalidArgument);  // final: DialHandshake does not dial again
   EXPECT_NE(client.message().find("the run is over"), std::string::npos) << client.message();
+}
+
+// A server on loopback that sends HELLO and closes the first `drops` connections
+// (as a full lobby evicts them), then handshakes with `key` on the next one.
+// Returns how many connections it accepted.
+struct DroppingServer {
+  Listener listener;
+  int accepted = 0;
+  Status last;
+
+  void Serve(int drops, const std::string& key) {
+    for (;;) {
+      auto s = listener.Accept(kWait);
+      if (!s.ok()) return;
+      ++accepted;
+      if (accepted <= drops) {
+        (void)SendServerHello(*s, "coordinator", Deadline::After(kWait));
+        continue;  // closed without a word
+      }
+      last = ServerHandshake(*s, key, "coordinator", Deadline::After(kWait), nullptr);
+      return;
+    }
+  }
+};
+
+Result<Socket> DialLoopback(int port, double within_s, std::string* role) {
+  return DialHandshake([port] { return Socket::ConnectTcp("127.0.0.1", port, kWait); }, kSecret,
+                       "worker", Deadline::After(within_s), role);
+}
+
+TEST(DialHandshakeTest, GivenAServerThatDropsTwoConnections_ThenTheThirdIsAuthenticated) {
+  auto listener = Listener::ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status().message();
+  DroppingServer server{std::move(*listener), 0, Status::Ok()};
+  std::thread thread([&] { server.Serve(2, kSecret); });
+  std::string role;
+  Result<Socket> socket = DialLoopback(server.listener.port(), kWait, &role);
+  thread.join();
+  ASSERT_TRUE(socket.ok()) << socket.status().message();
+  EXPECT_EQ(server.accepted, 3);
+  EXPECT_TRUE(server.last.ok()) << server.last.message();
+  EXPECT_EQ(role, "coordinator");
+}
+
+TEST(DialHandshakeTest, GivenAServerThatRefusesTheKey_ThenItIsNotDialledAgain) {
+  auto listener = Listener::ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status().message();
+  DroppingServer server{std::move(*listener), 0, Status::Ok()};
+  std::thread thread([&] { server.Serve(0, kOtherSecret); });
+  Result<Socket> socket = DialLoopback(server.listener.port(), kWait, nullptr);
+  thread.join();
+  ASSERT_FALSE(socket.ok());
+  EXPECT_EQ(socket.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(socket.status().message().find("authentication failed"), std::string::npos)
+      << socket.status().message();
+  EXPECT_EQ(server.accepted, 1);
+}
+
+TEST(DialHandshakeTest, GivenAServerThatAlwaysDrops_ThenTheLastFailureComesAtTheDeadline) {
+  auto listener = Listener::ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status().message();
+  DroppingServer server{std::move(*listener), 0, Status::Ok()};
+  std::atomic<bool> done{false};
+  std::thread thread([&] {
+    while (!done) {
+      auto s = server.listener.Accept(0.05);
+      if (!s.ok()) continue;
+      ++server.accepted;
+      (void)SendServerHello(*s, "coordinator", Deadline::After(kWait));
+    }
+  });
+  Result<Socket> socket = DialLoopback(server.listener.port(), 0.3, nullptr);
+  done = true;
+  thread.join();
+  ASSERT_FALSE(socket.ok());
+  EXPECT_EQ(socket.status().code(), Code::kUnavailable) << socket.status().message();
+  EXPECT_GE(server.accepted, 2);  // dialled again at least once within 0.3 s (pauses of 20, 40 ms)
 }
 
 TEST(AuthTest, GivenKnownVector_WhenHmacComputed_ThenMatchesRfc4231) {
