@@ -221,6 +221,17 @@ struct Client::Impl {
   std::map<uint64_t, std::unique_ptr<WorkerConn>> conns GUARDED_BY(mu);
   std::map<std::string, uint64_t> source_of GUARDED_BY(mu);  // worker address -> source
   std::set<std::string> refused GUARDED_BY(mu);              // workers that lied (CheckHolders)
+  // FAULTs to send (Fault), and the workers reported while the coordinator lists them.
+  std::vector<FaultMsg> faults GUARDED_BY(mu);
+  std::set<std::string> faulted GUARDED_BY(mu);
+  // The progress deadline (ClientOptions::stall_s): what Wait() awaits, from whom,
+  // since when.
+  struct Stall {
+    std::string awaited;
+    std::optional<uint64_t> holder;
+    double since = 0;
+  };
+  Stall stall GUARDED_BY(mu);
   ClientStats stats GUARDED_BY(mu);
   double last_arrival GUARDED_BY(mu) = 0;  // MonotonicSeconds() of the latest batch received
   uint64_t events GUARDED_BY(mu) = 0;      // bumped with every notify, so a waiter misses none
@@ -240,6 +251,13 @@ struct Client::Impl {
   Result<PlanMsg> GetPlan(uint64_t epoch);
   Status FlushAcks();
   void FlushCredits();
+  // Reports the worker at `address` (re-order source `source`) to the coordinator
+  // (FAULT, sent by FlushFaults) and forgets the counts it told; once per listing.
+  void Fault(const std::string& address, uint64_t source, const std::string& why) REQUIRES(mu);
+  Status FlushFaults();
+  // The progress deadline, checked in Wait(): the awaited batch's holder sent
+  // nothing of it for stall_s (with credit to): reported and disconnected.
+  void CheckStall(std::optional<uint64_t> holder, bool holder_bounded, double now) REQUIRES(mu);
   void ConnectWorkers(const std::vector<std::string>& addresses);
   void Receive(WorkerConn* conn);
   void CheckHolders(const WorkersMsg& workers, uint64_t view);
@@ -300,6 +318,56 @@ Result<Frame> Client::Impl::Request(MsgType type, const nlohmann::json& meta, Ms
                            std::string(MsgTypeName(answer)));
   }
   return frame;
+}
+
+void Client::Impl::Fault(const std::string& address, uint64_t source, const std::string& why) {
+  reorder.Disown(source);
+  if (!faulted.insert(address).second) return;
+  faults.push_back(FaultMsg{address, reorder.epoch(), why});
+  ++events;
+}
+
+Status Client::Impl::FlushFaults() {
+  std::vector<FaultMsg> out;
+  {
+    MutexLock lock(mu);
+    out.swap(faults);
+  }
+  for (const FaultMsg& fault : out) {
+    Status sent =
+        SendToCoordinator(MsgType::kFault, fault.Encode(), Deadline::After(options.timeout_s));
+    if (!sent.ok()) return Status::Unavailable(coordinator_name + ": " + sent.message());
+  }
+  return Status::Ok();
+}
+
+void Client::Impl::CheckStall(std::optional<uint64_t> holder, bool holder_bounded, double now) {
+  std::string awaited = reorder.Awaited();
+  if (awaited != stall.awaited || holder != stall.holder || holder_bounded) {
+    // Something moved, or the client's own bound keeps the holder from sending.
+    stall = {std::move(awaited), holder, now};
+    return;
+  }
+  if (!holder || now - stall.since < options.stall_s) return;
+  const std::string why = "it held " + awaited + ", which rank " + std::to_string(options.rank) +
+                          " waits for, " + std::to_string(std::lround(now - stall.since)) +
+                          " s without sending it (the stall timeout, " +
+                          std::string(kStallTimeoutEnv) + ")";
+  stall.since = now;  // the next report, if any, after another stall_s
+  std::string address;
+  for (const auto& [a, source] : source_of) {
+    if (source == *holder) address = a;
+  }
+  if (address.empty()) return;
+  LogWarning("client: worker " + address + ": " + why +
+             "; reported to the coordinator, which gives its splits to other workers");
+  Fault(address, *holder, why);
+  for (auto& [id, conn] : conns) {
+    if (conn->source != *holder || conn->dead) continue;
+    conn->closing = true;  // warned here
+    ++stats.connections_lost;
+    ::shutdown(conn->socket.fd(), SHUT_RDWR);
+  }
 }
 
 Status Client::Impl::FlushAcks() {
@@ -406,6 +474,10 @@ void Client::Impl::Receive(WorkerConn* conn) {
   if (!conn->closing) {
     LogWarning("client: dropping worker " + conn->address + ": " + status.message());
     ++stats.connections_lost;
+    // What no honest worker sends (a rejected or malformed batch) is reported, so
+    // that the coordinator drops the worker and its splits are made by others. A
+    // connection that merely ended is not.
+    if (status.code() == Code::kCorrupt) Fault(conn->address, conn->source, status.message());
   }
   conn->dead = true;
   ++events;
@@ -575,11 +647,16 @@ void Client::Impl::CheckHolders(const WorkersMsg& workers, uint64_t view) {
                  ": it sent batches of splits the coordinator never gave it; its batches are "
                  "dropped and this trainer does not connect to it again");
       refused.insert(conn->address);
+      Fault(conn->address, liar, "it sent batches of splits the coordinator never gave it");
       conn->closing = true;  // warned here
       ++stats.connections_lost;
       ::shutdown(conn->socket.fd(), SHUT_RDWR);
     }
   }
+  // A reported worker the coordinator no longer lists may be reported again
+  // (another worker at its address later).
+  for (auto it = faulted.begin(); it != faulted.end();)
+    it = listed.contains(source(*it)) ? std::next(it) : faulted.erase(it);
   ++events;
 }
 
@@ -668,16 +745,19 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
     for (auto& [id, conn] : conns) {
       if (!conn->dead && !out_of_credit(*conn)) all_used = false;
     }
-    bool bounded = false;
+    bool bounded = false, holder_bounded = false;
     for (auto& [id, conn] : conns) {
       if (!out_of_credit(*conn) || !(all_used || conn->source == holder)) continue;
       if (UnderLookAheadBound(*conn)) {
         ++conn->owed;
       } else {
         bounded = true;
+        if (conn->source == holder) holder_bounded = true;
       }
     }
     const double now = MonotonicSeconds();
+    if (stall.since < started) stall = {reorder.Awaited(), holder, now};  // a new wait
+    CheckStall(holder, holder_bounded, now);
     if (now - last_arrival >= options.timeout_s) {
       return Status::Unavailable(
           "no batch from any worker for " + std::to_string(std::lround(options.timeout_s)) +
@@ -687,6 +767,7 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
     }
     lock.Unlock();
     GM_RETURN_IF_ERROR(FlushAcks());
+    GM_RETURN_IF_ERROR(FlushFaults());
     FlushCredits();
     ReapDead();
     if (MonotonicSeconds() >= next_refresh) {
@@ -694,7 +775,8 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
       next_refresh = MonotonicSeconds() + kClientRefreshS;
     }
     lock.Lock();
-    double until = std::min(next_refresh, last_arrival + options.timeout_s);
+    double until =
+        std::min({next_refresh, last_arrival + options.timeout_s, stall.since + options.stall_s});
     lock.WaitFor(cv, std::max(0.0, until - MonotonicSeconds()),
                  [&]() REQUIRES(mu) { return events != seen; });
   }

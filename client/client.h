@@ -32,6 +32,10 @@ inline constexpr double kClientRefreshS = 0.5;
 inline constexpr std::string_view kClientBufferEnv = "GOLDMINER_CLIENT_BUFFER_MB";
 inline constexpr uint64_t kDefaultBufferedBytes = uint64_t{1} << 30;
 inline constexpr uint64_t kDefaultLookAheadBatches = 128;
+// The progress deadline (ClientOptions::stall_s), in whole seconds from 1 to
+// 86400; `goldminer run --stall-timeout` sets it for the trainer.
+inline constexpr std::string_view kStallTimeoutEnv = "GOLDMINER_STALL_TIMEOUT_S";
+inline constexpr double kDefaultStallS = 60.0;
 
 struct ClientOptions {
   std::string coordinator;                    // "HOST:PORT" or "unix:PATH"; empty: $GOLDMINER_ADDR
@@ -53,11 +57,19 @@ struct ClientOptions {
   // 0: $GOLDMINER_CLIENT_BUFFER_MB MiB, else 1 GiB.
   uint64_t max_buffered_bytes = 0;
   uint64_t max_lookahead_batches = kDefaultLookAheadBatches;
+  // The progress deadline: a worker that holds the batch this rank waits for
+  // and, with credit to send it, sends nothing of it for this long while Next()
+  // waits is reported to the coordinator (FAULT), which drops the worker; its
+  // splits are made by others (and the launcher replaces it). So is a worker
+  // that sends a batch no honest worker sends. 0: $GOLDMINER_STALL_TIMEOUT_S
+  // seconds, else kDefaultStallS.
+  double stall_s = 0;
 };
 
 // Fills the empty/-1/0 fields of `options` from the environment as documented above.
 // InvalidArgument when a variable is not a number (GOLDMINER_CLIENT_BUFFER_MB: not
-// an integer from 1 to 1048576), rank is outside [0, world_size),
+// an integer from 1 to 1048576; GOLDMINER_STALL_TIMEOUT_S: not an integer from 1
+// to 86400), rank is outside [0, world_size),
 // or no coordinator address is given; NotFound when no secret is available.
 Result<ClientOptions> ResolveClientOptions(ClientOptions options);
 

@@ -79,6 +79,16 @@ Result<ClientOptions> ResolveClientOptions(ClientOptions options) {
     }
     options.max_buffered_bytes = found ? static_cast<uint64_t>(mib) << 20 : kDefaultBufferedBytes;
   }
+  if (!(options.stall_s > 0)) {
+    bool found = false;
+    GM_ASSIGN_OR_RETURN(int seconds, EnvInt(kStallTimeoutEnv, &found));
+    if (found && (seconds < 1 || seconds > 86400)) {
+      return Status::InvalidArgument("environment variable " + std::string(kStallTimeoutEnv) + "=" +
+                                     std::to_string(seconds) +
+                                     ": the stall timeout must be 1 to 86400 seconds");
+    }
+    options.stall_s = found ? seconds : kDefaultStallS;
+  }
   options.max_lookahead_batches = std::max<uint64_t>(options.max_lookahead_batches, 1);
   // A CREDIT grants 1..kMaxCredit batches.
   options.prefetch = std::clamp(options.prefetch, 1, static_cast<int>(kMaxCredit));

@@ -14,6 +14,7 @@
 #include <map>
 #include <thread>
 
+#include "client/client.h"
 #include "cmd/cli.h"
 #include "cmd/run_flags.h"
 #include "core/host.h"
@@ -37,6 +38,7 @@ struct RunFlags {
   std::string bind = "127.0.0.1";
   int port = 0;
   double liveness_timeout_s = 10;
+  std::optional<int> stall_timeout_s;  // --stall-timeout: the trainer's GOLDMINER_STALL_TIMEOUT_S
   int max_restarts = 3;
   std::string db = "runs.db";
   bool no_db = false;
@@ -297,6 +299,10 @@ Result<int> RunWithFlags(const RunFlags& f) {
   c.bind = f.bind;
   c.port = f.port;
   c.liveness_timeout_s = f.liveness_timeout_s;
+  if (f.stall_timeout_s) {
+    c.trainer_env.push_back(std::string(kStallTimeoutEnv) + "=" +
+                            std::to_string(*f.stall_timeout_s));
+  }
   c.max_restarts = f.max_restarts;
   if (!f.plan.empty()) {
     std::error_code ec;
@@ -342,6 +348,9 @@ Result<int> RunWithFlags(const RunFlags& f) {
           " splits reassigned, " + std::to_string(s.state.duplicate_acks) + " duplicate acks" +
           (s.state.samples_skipped > 0
                ? ", " + std::to_string(s.state.samples_skipped) + " samples skipped (on_error)"
+               : std::string()) +
+          (s.workers_faulted > 0
+               ? ", " + std::to_string(s.workers_faulted) + " workers dropped at a trainer's word"
                : std::string()));
   return r.exit_code;
 }
@@ -375,6 +384,12 @@ Verb RunVerb() {
         sub.add_option("--liveness-timeout", f->liveness_timeout_s,
                        "Seconds of silence after which a worker is declared lost")
             ->check(CLI::Range(0.1, 3600.0));
+        sub.add_option("--stall-timeout", f->stall_timeout_s,
+                       "Seconds a worker may hold the batch a trainer waits for without "
+                       "sending it; then the trainer reports it, the coordinator drops it and "
+                       "others make its splits (default 60, or the trainer's "
+                       "GOLDMINER_STALL_TIMEOUT_S)")
+            ->check(CLI::Range(1, 86400));
         sub.add_option("--max-restarts", f->max_restarts,
                        "Crashed workers replaced at most this many times")
             ->check(CLI::Range(0, 1000000));

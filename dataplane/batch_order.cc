@@ -241,6 +241,16 @@ Status RankSequence::SetBatchCount(uint64_t split, uint64_t batch_count) {
   return Status::Ok();
 }
 
+bool RankSequence::ForgetBatchCount(uint64_t split) {
+  Result<size_t> index = IndexOf(split);
+  if (!index.ok() || *index < cursor_) return false;
+  const size_t pos = positions_[*index];
+  if (layout_.slots[pos].batch_count != kUnknownCount) return false;  // planned
+  count_[*index] = kUnknownCount;
+  deliver_[*index] = kUnknownCount;
+  return true;
+}
+
 Result<uint64_t> RankSequence::Position(uint64_t split, uint64_t split_batch) const {
   GM_ASSIGN_OR_RETURN(SequenceKey key, Key(split, split_batch));
   if (deliver_[key.index] != kUnknownCount && split_batch >= deliver_[key.index]) {

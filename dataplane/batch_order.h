@@ -119,6 +119,10 @@ class RankSequence {
   // the worker's end of split or from the coordinator). InvalidArgument when it
   // contradicts the plan, an earlier count, or batches already consumed.
   Status SetBatchCount(uint64_t split, uint64_t batch_count);
+  // Forgets a count learned at run time for a split the sequence has not passed
+  // (its teller was found to lie): the split's count is unknown again. False when
+  // the count was planned, or the split is passed.
+  bool ForgetBatchCount(uint64_t split);
 
   // Position of the batch in the rank's sequence (0-based). Needs the counts of the
   // rank's earlier splits; InvalidArgument when unknown, not ours or beyond the share.

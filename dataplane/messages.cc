@@ -555,6 +555,30 @@ Result<WorkersMsg> WorkersMsg::Decode(const nlohmann::json& meta) {
   }());
 }
 
+nlohmann::json FaultMsg::Encode() const {
+  // Cut at a character's first byte, so that the text stays UTF-8.
+  size_t end = std::min(why.size(), kMaxFaultWhyBytes);
+  while (end < why.size() && end > 0 && (static_cast<unsigned char>(why[end]) & 0xC0) == 0x80)
+    --end;
+  return {{"worker", worker}, {"epoch", epoch}, {"why", why.substr(0, end)}};
+}
+
+Result<FaultMsg> FaultMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<FaultMsg> {
+    const JsonNode m(meta, "FAULT");
+    FaultMsg r;
+    GM_ASSIGN_OR_RETURN(JsonNode worker, m.Get("worker"));
+    GM_ASSIGN_OR_RETURN(r.worker, Address(worker));
+    GM_ASSIGN_OR_RETURN(r.epoch, Count(m, "epoch", kMaxEpochs));
+    GM_ASSIGN_OR_RETURN(JsonNode why, m.Get("why"));
+    GM_ASSIGN_OR_RETURN(r.why, why.AsString());
+    if (r.why.size() > kMaxFaultWhyBytes) {
+      return why.Expected("at most " + std::to_string(kMaxFaultWhyBytes) + " bytes");
+    }
+    return r;
+  }());
+}
+
 nlohmann::json ErrorMsg::Encode() const { return {{"message", message}}; }
 
 ErrorMsg ErrorMsg::Decode(const nlohmann::json& meta) {

@@ -287,6 +287,20 @@ struct WorkersMsg {
   static Result<WorkersMsg> Decode(const nlohmann::json& meta);
 };
 
+// K->C FAULT {worker, epoch, why}: the client took `worker` (its data address, as
+// in WORKERS) to be faulty: it sent a batch no honest worker sends, or it held
+// the batch this rank waits for past the stall timeout. The coordinator drops
+// that worker, so its splits are made by others. No reply. `why` is the client's
+// text, at most kMaxFaultWhyBytes.
+struct FaultMsg {
+  std::string worker;
+  uint64_t epoch = 0;
+  std::string why;
+  nlohmann::json Encode() const;
+  static Result<FaultMsg> Decode(const nlohmann::json& meta);
+};
+inline constexpr size_t kMaxFaultWhyBytes = 1024;
+
 // Either way: ERROR {message}; the sender closes afterwards. Decode never fails:
 // a missing or non-string message reads "(no message)". The text is the peer's:
 // quote it with PeerText (core/log.h).

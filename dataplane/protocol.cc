@@ -145,6 +145,8 @@ std::string_view MsgTypeName(MsgType type) {
       return "WORKERS";
     case MsgType::kResume:
       return "RESUME";
+    case MsgType::kFault:
+      return "FAULT";
   }
   return "UNKNOWN";
 }

@@ -79,6 +79,7 @@ enum class MsgType : uint8_t {
   kGetWorkers = 32,
   kWorkers = 33,
   kResume = 34,
+  kFault = 35,  // client -> coordinator: a worker proven to lie, or stalled (no reply)
   // Message fields: dataplane/messages.h.
 };
 

@@ -39,6 +39,8 @@ Status ReorderBuffer::StartEpoch(const EpochPlan& plan, int world_size, int rank
     }
     it = it->first.first <= plan.epoch ? learned_.erase(it) : std::next(it);
   }
+  for (auto it = told_by_.begin(); it != told_by_.end();)
+    it = it->first.first < plan.epoch ? told_by_.erase(it) : std::next(it);
   seq_ = std::move(seq);
   epoch_ = plan.epoch;
   // Re-classify what arrived before the sequence existed.
@@ -108,6 +110,7 @@ ReorderBuffer::Outcome ReorderBuffer::Offer(Batch batch, uint64_t source,
       *why = counted.message();
       return Outcome::kRejected;
     }
+    told_by_.emplace(std::pair{batch.epoch, batch.split}, source);  // the first teller
   }
   Outcome outcome = Outcome::kBuffered;
   if (seq_ && batch.epoch < epoch_) {
@@ -312,6 +315,22 @@ Status ReorderBuffer::SetBatchCount(uint64_t epoch, uint64_t split, uint64_t bat
   }
   if (!seq_ || epoch > epoch_) learned_[{epoch, split}] = batch_count;
   return Status::Ok();
+}
+
+void ReorderBuffer::Disown(uint64_t source) {
+  for (auto it = told_by_.begin(); it != told_by_.end();) {
+    const auto [epoch, split] = it->first;
+    if (it->second != source) {
+      ++it;
+      continue;
+    }
+    if (seq_ && epoch == epoch_) {
+      (void)seq_->ForgetBatchCount(split);  // false: passed already, nothing to undo
+    } else {
+      learned_.erase({epoch, split});
+    }
+    it = told_by_.erase(it);
+  }
 }
 
 std::optional<std::pair<Batch, uint64_t>> ReorderBuffer::TakeNext() {

@@ -65,6 +65,13 @@ class ReorderBuffer {
   // epoch are kept until it starts.
   Status SetBatchCount(uint64_t epoch, uint64_t split, uint64_t batch_count);
 
+  // `source` was found to lie or to stall (the client reported it to the
+  // coordinator, which drops it): the batch counts it told (split_batches) of
+  // splits not passed yet are forgotten, so that the worker that makes the split
+  // next says the count. Its batches stay: a copy from another worker is
+  // dropped as usual, and what it made is not known to be wrong.
+  void Disown(uint64_t source);
+
   // The next batch of the sequence and the connection it came from, when buffered;
   // advances the sequence. nullopt when it has not arrived (or done()).
   std::optional<std::pair<Batch, uint64_t>> TakeNext();
@@ -141,6 +148,8 @@ class ReorderBuffer {
   uint64_t epoch_ = 0;
   std::map<Key, Entry> buffer_;
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> learned_;  // (epoch, split) -> count
+  // (epoch, split) -> the source whose split_batches told the count.
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> told_by_;
   uint64_t dropped_ = 0;
   uint64_t buffered_bytes_ = 0;
   std::map<uint64_t, Held> held_;  // by source

@@ -97,6 +97,7 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.state = state_.Stats();
   s.epochs_done = epochs_done_;
   s.workers_registered = workers_registered_;
+  s.workers_faulted = workers_faulted_;
   s.connections_refused = refused_;
   s.connections_dropped = gate_.dropped() + accept_failures_;
   s.connections_open = gate_.open();
@@ -447,6 +448,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
     MutexLock lock(mu_);
     id = state_.RegisterWorker(MonotonicSeconds());
     data_addr_[id] = registration.data_addr;
+    worker_fd_[id] = socket.fd();
     ++workers_registered_;
     // Bounded: a peer that registers again and again holds at most kMaxPlaces.
     constexpr size_t kMaxPlaces = 4096;
@@ -481,7 +483,10 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   MutexLock lock(mu_);
   (void)state_.WorkerExited(id);  // its unfinished splits go back to the queue
   data_addr_.erase(id);
-  if (!st.ok() && !stopping_) {
+  worker_fd_.erase(id);
+  if (auto faulted = faulted_.find(id); faulted != faulted_.end()) {
+    faulted_.erase(faulted);  // said when the FAULT came
+  } else if (!st.ok() && !stopping_) {
     LogWarning("coordinator: worker " + std::to_string(id) + " gone (" + st.message() +
                "); its unfinished splits go to others");
   }
@@ -706,6 +711,23 @@ nlohmann::json CoordinatorServer::AnswerGetWorkers(int rank) const {
   return workers.Encode();
 }
 
+void CoordinatorServer::DropFaulty(int rank, const FaultMsg& fault) {
+  // The trainer holds the client key: it is trusted with its own run's data, so
+  // its word drops a worker (the launcher replaces it). A worker not live (gone
+  // already, or an address no worker has) is left alone.
+  auto it = std::find_if(data_addr_.begin(), data_addr_.end(),
+                         [&](const auto& entry) { return entry.second == fault.worker; });
+  if (it == data_addr_.end() || faulted_.contains(it->first)) return;
+  const WorkerId id = it->first;
+  faulted_[id] = fault.why;
+  ++workers_faulted_;
+  LogWarning("coordinator: rank " + std::to_string(rank) + " reports worker " + std::to_string(id) +
+             " (" + PeerText(fault.worker) + "): " + PeerText(fault.why) +
+             "; it is dropped and its splits go to others");
+  if (auto fd = worker_fd_.find(id); fd != worker_fd_.end())
+    ::shutdown(fd->second, SHUT_RDWR);  // its connection's thread sees it and ends
+}
+
 Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, uint64_t session,
                                             const Frame& frame, bool* done) {
   MutexLock lock(mu_);
@@ -751,6 +773,11 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, uint64_t s
       epoch_session_[rank] = {resume.epoch, session};
       reply = PlanMessage(resume.epoch);
       break;
+    }
+    case MsgType::kFault: {
+      GM_ASSIGN_OR_RETURN(FaultMsg fault, FaultMsg::Decode(frame.meta));
+      DropFaulty(rank, fault);
+      return Status::Ok();
     }
     case MsgType::kHeartbeat:
       return Status::Ok();

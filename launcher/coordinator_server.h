@@ -61,6 +61,7 @@ struct CoordinatorSummary {
   uint64_t workers_registered = 0;
   uint64_t connections_refused = 0;  // failed handshakes and protocol errors
   uint64_t connections_dropped = 0;  // closed at accept: over a bound, or no thread for it
+  uint64_t workers_faulted = 0;      // dropped because a trainer's client said so (FAULT)
   size_t connections_open = 0;       // served now (each by one thread)
   size_t workers_live = 0;           // registered and still connected
   // The latest per-stage totals each worker reported (HEARTBEAT, SPLIT_DONE).
@@ -138,6 +139,9 @@ class CoordinatorServer {
   // source knows it): its batch count must be that of the size less the samples
   // it says it skipped, and it may skip none under on_error "fail".
   Status CheckSplitSize(const SplitDoneMsg& done) const;
+  // FAULT from rank `rank`: closes the named worker's connection (ServeWorker then
+  // gives its splits to others).
+  void DropFaulty(int rank, const FaultMsg& fault) REQUIRES(mu_);
   void AdvanceEpochIfDone() REQUIRES(mu_);
 
   const CoordinatorConfig config_;
@@ -149,7 +153,12 @@ class CoordinatorServer {
   std::condition_variable cv_;  // epoch changes, finish, stop
   CoordinatorState state_ GUARDED_BY(mu_);
   std::map<WorkerId, std::string> data_addr_ GUARDED_BY(mu_);  // live workers
-  std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);      // subscribed ranks -> peer
+  // Live workers' control sockets, so that a FAULT can close one (each entry goes
+  // before its socket closes).
+  std::map<WorkerId, int> worker_fd_ GUARDED_BY(mu_);
+  std::map<WorkerId, std::string> faulted_ GUARDED_BY(mu_);  // dropped by FAULT -> why
+  uint64_t workers_faulted_ GUARDED_BY(mu_) = 0;
+  std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);  // subscribed ranks -> peer
   uint64_t sessions_ GUARDED_BY(mu_) = 0;  // client sessions issued (the last one's number)
   uint64_t epochs_done_ GUARDED_BY(mu_) = 0;
   // AgreeToSkip: the later epoch some ranks resume into, those ranks, and why

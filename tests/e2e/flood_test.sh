@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end: a data worker holding the worker key (tests/e2e/flood_worker.py)
-# takes a split, never makes it, and floods the trainer's client with 1 MiB
+# takes a split, never makes it, and (but in mode "hold") floods the trainer's client with 1 MiB
 # batches instead (up to 800 MiB in 6 s): of the next epoch, of its own split
 # numbered past anything the trainer waits for, or with one sample repeated. The client refuses batches no
 # honest worker sends (dropping that connection) and stops granting credit at the
@@ -79,5 +79,25 @@ expect_in "$T/cut-skip.err" "the trainer may have read the split short, so the r
   "cut (on_error skip): the coordinator says what was lost"
 grep -q "every epoch delivered" "$T/cut-skip.err" && fail "cut (on_error skip): 'every epoch delivered' was printed"
 ok "cut (on_error skip): 'every epoch delivered' is not printed"
+
+# A worker that takes a split and heartbeats but never sends a batch of it (it
+# would hold the split for 60 s): the trainer's client reports it once it has
+# held the awaited batch for the stall timeout (2 s here), the coordinator drops
+# it, and a real worker makes the split.
+timeout 120 "$GM" run --backend local --pipeline "$T/pipeline.json" --workers 2 \
+  --epochs 2 --samples-per-split 20 --liveness-timeout 5 --stall-timeout 2 --no-db -- \
+  $PY "$SRC/tests/e2e/flood_trainer.py" "$T/hold.json" 2 hold 60 1 800 >"$T/hold.out" 2>"$T/hold.err" ||
+  { cat "$T/hold.err" >&2; fail "hold: the run beside the worker that holds a split failed"; }
+exactly_once "$T/hold.json" 8000 || { cat "$T/hold.err" >&2; fail "hold: the trainer's batches"; }
+$PY - "$T/hold.json" <<'PY' || { cat "$T/hold.err" >&2; fail "hold: the worker was not dropped in time"; }
+import json, sys
+f = json.load(open(sys.argv[1]))["flood"]
+print(f"# hold: the coordinator dropped the worker {f['dropped_after_s']:.1f} s after it took its split")
+assert f["batches_sent"] == 0 and f["dropped_after_s"] is not None and f["dropped_after_s"] < 60, f
+PY
+ok "hold: every sample of 2 epochs exactly once; the worker holding a split was dropped before it let go"
+expect_in "$T/hold.err" "s without sending it (the stall timeout" "hold: the client says why it reported the worker"
+expect_in "$T/hold.err" "it is dropped and its splits go to others" "hold: the coordinator says it dropped the worker"
+expect_in "$T/hold.err" "workers dropped at a trainer's word" "hold: the run's last line counts it"
 
 done_suite

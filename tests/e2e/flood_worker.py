@@ -18,10 +18,14 @@ that connects with a valid ticket it sends one MIB-MiB BATCH per credit, forever
   cut          batch 0 of its split only, marked as the split's last
                (split_batches 1), and SPLIT_DONE {batch_count: 1, skipped: 0}
                for it: the split cut short, and the samples lost not owned up to
+  hold         nothing: it takes the credit and heartbeats, and stops when the
+               coordinator drops it (the trainer's progress deadline)
 
 It stops after SECONDS, or after sending LIMIT MiB in all, closes every
 connection (the coordinator then gives its split to a real worker) and prints
-one JSON line: {"mode", "split", "batches_sent", "mib_sent", "connections"}.
+one JSON line: {"mode", "split", "batches_sent", "mib_sent", "connections",
+"dropped_after_s": seconds from taking the split until the coordinator closed
+its connection, or null}.
 Each batch holds 10 samples (the batch size of the suites' sleepy_pipeline).
 
   flood_worker.py MODE SECONDS MIB LIMIT
@@ -67,7 +71,8 @@ def main():
     told = False
     end = time.monotonic() + seconds
     conns = []  # [socket, credit]
-    last_beat = time.monotonic()
+    last_beat = taken = time.monotonic()
+    dropped_after = None
     while time.monotonic() < end and sent * mib < limit:
         if time.monotonic() - last_beat > 1:
             try:
@@ -75,8 +80,15 @@ def main():
             except OSError:  # the coordinator dropped it (mode cut): serve on till the end
                 pass
             last_beat = time.monotonic()
-        ready, _, _ = select.select([listener] + [c[0] for c in conns], [], [], 0.05)
+        watch = [listener] + [c[0] for c in conns] + ([coord] if dropped_after is None else [])
+        ready, _, _ = select.select(watch, [], [], 0.05)
         for r in ready:
+            if r is coord:  # the coordinator says nothing unasked: this is its close
+                try:
+                    recv_frame(coord)
+                except (OSError, ConnectionError, ValueError):
+                    dropped_after = time.monotonic() - taken
+                continue
             if r is listener:
                 s, _ = listener.accept()
                 s.settimeout(10)
@@ -104,7 +116,11 @@ def main():
             except (OSError, ConnectionError, ValueError):
                 conns.remove(conn)
                 r.close()
+        if mode == "hold" and dropped_after is not None:
+            break
         for conn in list(conns):
+            if mode == "hold":
+                break
             s = conn[0]
             while conn[1] > 0 and sent * mib < limit and not (mode == "cut" and len(conn) > 2):
                 n = 10
@@ -144,7 +160,8 @@ def main():
         conn[0].close()
     coord.close()
     print(json.dumps({"mode": mode, "split": split["split"], "epoch": split["epoch"], "batches_sent": sent,
-                      "mib_sent": sent * mib, "connections": connections}))
+                      "mib_sent": sent * mib, "connections": connections,
+                      "dropped_after_s": dropped_after}))
 
 
 if __name__ == "__main__":

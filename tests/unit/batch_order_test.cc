@@ -93,6 +93,21 @@ TEST(RankSequenceTest, GivenUnknownCountsWhenCountsAreLearnedThenTheCursorMovesO
   EXPECT_EQ(seq->position(), 3u);
 }
 
+TEST(RankSequenceTest, GivenALearnedCountForgotten_ThenAnotherCountMayBeLearned) {
+  auto seq = RankSequence::Create(Plan(0, {{7, kUnknownCount}, {8, 2}}), 1, 0);
+  ASSERT_TRUE(seq.ok());
+  ASSERT_TRUE(seq->SetBatchCount(7, 3).ok());  // told by a worker that then stalls
+  seq->Advance();
+  EXPECT_FALSE(seq->SetBatchCount(7, 2).ok());  // contradicts the count told
+  ASSERT_TRUE(seq->ForgetBatchCount(7));
+  EXPECT_EQ(*seq->Classify(8, 0), Arrival::kFuture);  // split 7's count is open again
+  ASSERT_TRUE(seq->SetBatchCount(7, 2).ok());         // the next worker's count
+  seq->Advance();
+  EXPECT_EQ(*seq->Classify(8, 0), Arrival::kNext);
+  EXPECT_FALSE(seq->ForgetBatchCount(7));  // passed: nothing to undo
+  EXPECT_FALSE(seq->ForgetBatchCount(8));  // planned, not learned
+}
+
 TEST(RankSequenceTest, GivenAStartPositionWhenCreatedThenEarlierBatchesAreDuplicates) {
   auto plan = Plan(0, {{1, 3}, {2, 0}, {3, 4}});
   auto seq = RankSequence::Create(plan, 1, 0, 3);

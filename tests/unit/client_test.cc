@@ -99,6 +99,24 @@ class FakeCoordinator {
     MutexLock lock(mu_);
     return resume_;
   }
+  // WORKERS then says who holds which split of epoch 0 ((split, index into the
+  // workers)); after the first FAULT, `after_fault` and `workers_after_fault`
+  // apply (the coordinator dropped the reported worker and gave its splits away).
+  void SetHolders(std::vector<std::pair<uint64_t, uint64_t>> holders,
+                  std::vector<std::pair<uint64_t, uint64_t>> after_fault,
+                  std::vector<std::string> workers_after_fault) {
+    MutexLock lock(mu_);
+    holders_ = std::move(holders);
+    after_fault_ = std::move(after_fault);
+    workers_after_fault_ = std::move(workers_after_fault);
+    holders_known_ = true;
+  }
+  // Waits until `n` FAULT frames arrived; returns their metas.
+  std::vector<nlohmann::json> WaitFaults(size_t n) {
+    MutexLock lock(mu_);
+    lock.WaitFor(cv_, kTestTimeoutS, [&]() REQUIRES(mu_) { return faults_.size() >= n; });
+    return faults_;
+  }
   // Waits until `n` HEARTBEAT frames arrived; false if they did not within the limit.
   bool WaitHeartbeats(int n) {
     MutexLock lock(mu_);
@@ -150,7 +168,19 @@ class FakeCoordinator {
         if (close_after_plan) return s.Close();
       } else if (frame->type == MsgType::kGetWorkers) {
         ++get_workers_;
-        (void)SendFrame(s, MsgType::kWorkers, {{"workers", workers}}, Deadline::After(5));
+        nlohmann::json answer = {{"workers", workers}};
+        if (holders_known_) {
+          nlohmann::json holders = nlohmann::json::array();
+          for (auto [split, index] : holders_) holders.push_back({split, index});
+          answer.update({{"epoch", 0}, {"holders", holders}});
+        }
+        (void)SendFrame(s, MsgType::kWorkers, answer, Deadline::After(5));
+      } else if (frame->type == MsgType::kFault) {
+        if (faults_.empty() && holders_known_) {
+          holders_ = after_fault_;
+          workers_ = workers_after_fault_;
+        }
+        faults_.push_back(frame->meta);
       } else if (frame->type == MsgType::kAck) {
         for (const auto& b : frame->meta["batches"]) acks_.emplace_back(b[0], b[1]);
       } else if (frame->type == MsgType::kHeartbeat) {
@@ -166,6 +196,10 @@ class FakeCoordinator {
   std::vector<std::string> workers_;
   std::vector<std::pair<uint64_t, uint64_t>> acks_;
   nlohmann::json resume_;
+  bool holders_known_ = false;
+  std::vector<std::pair<uint64_t, uint64_t>> holders_, after_fault_;
+  std::vector<std::string> workers_after_fault_;
+  std::vector<nlohmann::json> faults_;
   int get_workers_ = 0;
   int heartbeats_ = 0;
   FakeServer server_;  // last: its threads use the members above
@@ -407,6 +441,34 @@ TEST_F(ClientTest, GivenABatchForAnotherRank_ThenThatWorkerIsDroppedAndAnotherMa
   ASSERT_TRUE(client.ok()) << client.status().message();
   EXPECT_EQ(Drain(**client), Expected());  // every batch once, from the honest worker
   EXPECT_GE((*client)->stats().connections_lost, 1u);
+  // The coordinator is told, so that it drops the liar and gives its splits away.
+  std::vector<nlohmann::json> faults = coordinator.WaitFaults(1);
+  ASSERT_EQ(faults.size(), 1u);
+  EXPECT_EQ(faults[0]["worker"], liar.address());
+  EXPECT_NE(faults[0]["why"].get<std::string>().find("rank"), std::string::npos) << faults[0];
+}
+
+TEST_F(ClientTest, GivenAWorkerThatHoldsTheAwaitedSplitAndSendsNothing_ThenItIsReportedAsStalled) {
+  FakeCoordinator coordinator(secret_);
+  FakeWorker silent(secret_, {Script{}});  // subscribes, takes credit, never sends
+  Script after_fault{Items({0, 1, 2})};
+  after_fault.before_first = [&] { (void)coordinator.WaitFaults(1); };
+  FakeWorker other(secret_, {after_fault});
+  coordinator.SetPlan(Plan(false), {silent.address(), other.address()});
+  // The silent worker holds the first split; once reported, the other holds all.
+  coordinator.SetHolders({{order_[0], 0}, {order_[1], 1}, {order_[2], 1}},
+                         {{order_[0], 0}, {order_[1], 0}, {order_[2], 0}}, {other.address()});
+  ClientOptions options = Options(coordinator.address());
+  options.stall_s = 0.2;
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  EXPECT_EQ(Drain(**client), Expected());  // every batch once, from the other worker
+  std::vector<nlohmann::json> faults = coordinator.WaitFaults(1);
+  ASSERT_EQ(faults.size(), 1u);
+  EXPECT_EQ(faults[0]["worker"], silent.address());
+  EXPECT_NE(faults[0]["why"].get<std::string>().find("without sending it"), std::string::npos)
+      << faults[0];
+  EXPECT_GE((*client)->stats().connections_lost, 1u);
 }
 
 TEST_F(ClientTest,
@@ -638,6 +700,46 @@ TEST_F(ClientTest, GivenTheCAbiWhenDrainedThenBatchesViewTheDataAndOutliveTheCli
     EXPECT_EQ(gm_batch_labels(batches[i])[1], want.labels.data<int64_t>()[1]);
     gm_batch_free(batches[i]);
   }
+}
+
+TEST_F(ClientTest,
+       GivenAWorkerThatSaysASplitHasMoreBatchesThanItSends_ThenTheNextWorkersCountHolds) {
+  FakeCoordinator coordinator(secret_);
+  // Batch 0 of the first split, said to be one of 3 (it has 2), and then nothing.
+  FakeWorker liar(secret_, {Script{{Item{&splits_[order_[0]][0], 3}}}});
+  Script after_fault{Items({0, 1, 2})};
+  after_fault.before_first = [&] { (void)coordinator.WaitFaults(1); };
+  FakeWorker other(secret_, {after_fault});
+  coordinator.SetPlan(Plan(false), {liar.address(), other.address()});
+  coordinator.SetHolders({{order_[0], 0}, {order_[1], 1}, {order_[2], 1}},
+                         {{order_[0], 0}, {order_[1], 0}, {order_[2], 0}}, {other.address()});
+  ClientOptions options = Options(coordinator.address());
+  options.stall_s = 0.2;
+  auto client = Client::Connect(options);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  // The other worker's count (2) replaces the one the reported worker told (3).
+  EXPECT_EQ(Drain(**client), Expected());
+  EXPECT_EQ(coordinator.WaitFaults(1).at(0)["worker"], liar.address());
+}
+
+TEST(ClientOptionsTest, GivenTheStallTimeoutVariable_ThenItSetsTheProgressDeadlineOrSaysWhy) {
+  ClientOptions given;
+  given.coordinator = "127.0.0.1:9";
+  given.secret = std::string(64, 'a');
+  unsetenv("GOLDMINER_STALL_TIMEOUT_S");
+  auto fallback = ResolveClientOptions(given);
+  setenv("GOLDMINER_STALL_TIMEOUT_S", "7", 1);
+  auto set = ResolveClientOptions(given);
+  setenv("GOLDMINER_STALL_TIMEOUT_S", "0", 1);
+  auto zero = ResolveClientOptions(given);
+  unsetenv("GOLDMINER_STALL_TIMEOUT_S");
+  ASSERT_TRUE(fallback.ok()) << fallback.status().message();
+  EXPECT_EQ(fallback->stall_s, kDefaultStallS);
+  ASSERT_TRUE(set.ok()) << set.status().message();
+  EXPECT_EQ(set->stall_s, 7);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("GOLDMINER_STALL_TIMEOUT_S=0"), std::string::npos)
+      << zero.status().message();
 }
 
 TEST(ClientOptionsTest, GivenOnlySlurmVariablesThenRankAndWorldSizeComeFromThem) {

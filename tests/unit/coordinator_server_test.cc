@@ -267,6 +267,44 @@ TEST_F(CoordinatorServerTest, GivenAClientOfAnotherWorldSizeThenItIsToldWhy) {
   EXPECT_NE(f.meta.value("message", "").find("1 trainer rank"), std::string::npos) << f.meta;
 }
 
+TEST_F(CoordinatorServerTest, GivenAFaultFromATrainer_ThenTheWorkerIsDroppedAndItsSplitGoesOn) {
+  Socket worker, client;
+  Frame plan;
+  WorkerAndClient(worker, client, plan);
+  Frame a = Ask(worker, MsgType::kGetSplit, nlohmann::json::object());
+  ASSERT_EQ(a.meta["kind"], "assign");
+  const uint64_t held = a.meta["split"];
+  // A FAULT naming no live worker changes nothing (and gets no reply).
+  ASSERT_TRUE(SendFrame(client, MsgType::kFault,
+                        FaultMsg{"127.0.0.1:4", 0, "not a worker of this run"}.Encode(),
+                        Deadline::After(kWait))
+                  .ok());
+  ASSERT_TRUE(SendFrame(client, MsgType::kFault,
+                        FaultMsg{"127.0.0.1:9", 0, "it held the batch"}.Encode(),
+                        Deadline::After(kWait))
+                  .ok());
+  // The coordinator closes the worker's connection...
+  auto closed = RecvFrame(worker, FrameLimits{}, Deadline::After(kWait));
+  EXPECT_FALSE(closed.ok());
+  EXPECT_NE(closed.status().message().find("peer closed"), std::string::npos)
+      << closed.status().message();
+  // ...and the split it held goes to the next worker.
+  auto next = Connect("worker", secret_);
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  ASSERT_EQ(Ask(*next, MsgType::kRegister, {{"data_addr", "127.0.0.1:2"}}).type,
+            MsgType::kRegistered);
+  Deadline deadline = Deadline::After(kWait);
+  uint64_t split = UINT64_MAX;
+  while (split != held && !deadline.expired()) {
+    Frame b = Ask(*next, MsgType::kGetSplit, nlohmann::json::object());
+    if (b.meta["kind"] == "assign") split = b.meta["split"];
+  }
+  EXPECT_EQ(split, held);
+  EXPECT_EQ(server_->Summary().workers_faulted, 1u);
+  // The client's connection is still served.
+  EXPECT_EQ(Ask(client, MsgType::kGetWorkers, nlohmann::json::object()).type, MsgType::kWorkers);
+}
+
 TEST_F(CoordinatorServerTest, GivenAWorkerThatVanishesThenItsSplitGoesToTheNext) {
   uint64_t first_split;
   {

@@ -91,6 +91,30 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
             Code::kCorrupt);
 }
 
+TEST(MessagesTest, GivenAFault_ThenItRoundTripsAndItsFieldsAreChecked) {
+  auto f = FaultMsg::Decode(FaultMsg{"127.0.0.1:9", 2, "held it"}.Encode());
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(f->worker, "127.0.0.1:9");
+  EXPECT_EQ(f->epoch, 2u);
+  EXPECT_EQ(f->why, "held it");
+  // A long text is cut on a character's first byte, so it stays UTF-8.
+  std::string long_why(kMaxFaultWhyBytes - 1, 'x');
+  long_why += "\u00e9\u00e9";  // two 2-byte characters across the bound
+  nlohmann::json cut = FaultMsg{"h:1", 0, long_why}.Encode();
+  EXPECT_EQ(cut["why"].get<std::string>(), std::string(kMaxFaultWhyBytes - 1, 'x'));
+  EXPECT_NO_THROW((void)cut.dump());
+  EXPECT_NE(Refusal(FaultMsg::Decode({{"worker", "a b"}, {"epoch", 0}, {"why", ""}}))
+                .find("FAULT: $.worker"),
+            std::string::npos);
+  EXPECT_NE(Refusal(FaultMsg::Decode({{"worker", "h:1"}, {"epoch", "0"}, {"why", ""}}))
+                .find("FAULT: $.epoch"),
+            std::string::npos);
+  EXPECT_NE(
+      Refusal(FaultMsg::Decode({{"worker", "h:1"}, {"epoch", 0}, {"why", std::string(2000, 'x')}}))
+          .find("FAULT: $.why"),
+      std::string::npos);
+}
+
 TEST(MessagesTest, GivenFieldsOfTheWrongTypeOrRangeThenCorruptNamingMessageAndField) {
   EXPECT_NE(Refusal(SubscribeMsg::Decode({{"rank", "0"}, {"world_size", 1}}, true))
                 .find("SUBSCRIBE: $.rank: expected an integer from 0 to 65535"),

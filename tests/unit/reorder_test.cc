@@ -75,6 +75,24 @@ TEST(ReorderTest, GivenRepeatedSampleKeys_ThenTheBatchIsRejected) {
             ReorderBuffer::Outcome::kDropped);
 }
 
+TEST(ReorderTest, GivenASourceDisowned_ThenTheCountItToldGivesWayToTheNextWorkers) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(EpochPlan{0, {{0, kUnknownCount}}}, 1, 0, 0).ok());
+  std::string why;
+  // Source 1 says split 0 has 3 batches, sends batch 0, then nothing more.
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, 3, &why), ReorderBuffer::Outcome::kBuffered)
+      << why;
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  // Before it is disowned, the next worker's count contradicts it.
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 1, {"b"}), 2, 2, &why), ReorderBuffer::Outcome::kRejected);
+  EXPECT_NE(why.find("was known to have 3 batches, now told 2"), std::string::npos) << why;
+  buffer.Disown(1);
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 1, {"b"}), 2, 2, &why), ReorderBuffer::Outcome::kBuffered)
+      << why;
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  EXPECT_TRUE(buffer.done());
+}
+
 TEST(ReorderTest, GivenASourceSkippingAhead_ThenItsBatchIsRejected) {
   ReorderBuffer buffer;
   ASSERT_TRUE(
