@@ -39,6 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check<gm::AssignMsg>(*meta, gm::AssignMsg::Decode);
   Check<gm::PlanMsg>(*meta, gm::PlanMsg::Decode);
   Check<gm::WorkersMsg>(*meta, gm::WorkersMsg::Decode);
+  Check<gm::FaultMsg>(*meta, gm::FaultMsg::Decode);
   (void)gm::ErrorMsg::Decode(*meta);  // never fails
   Check<gm::SubscribeMsg>(
       *meta, [](const nlohmann::json& j) { return gm::SubscribeMsg::Decode(j, true); });
