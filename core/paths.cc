@@ -96,9 +96,22 @@ Status CheckTrustedPath(const std::string& path, const std::string& what) {
     return Status::InvalidArgument(what + ": " + path + " does not exist");
   }
   GM_RETURN_IF_ERROR(check(path, st));
+  const bool folder = S_ISDIR(st.st_mode);
   const std::string parent = std::filesystem::path(path).parent_path().string();
-  if (parent.empty() || ::stat(parent.c_str(), &st) != 0) return Status::Ok();
-  return check(parent, st);
+  if (!parent.empty() && ::stat(parent.c_str(), &st) == 0) GM_RETURN_IF_ERROR(check(parent, st));
+  if (!folder) return Status::Ok();
+  // A folder (a package): each file and folder in it, as far as kMaxTrustedEntries.
+  std::error_code ec;
+  size_t seen = 0;
+  for (auto it = std::filesystem::recursive_directory_iterator(
+           path, std::filesystem::directory_options::skip_permission_denied, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator() && seen < kMaxTrustedEntries;
+       it.increment(ec), ++seen) {
+    const std::string entry = it->path().string();
+    if (::stat(entry.c_str(), &st) != 0) continue;  // a dangling link runs nothing
+    GM_RETURN_IF_ERROR(check(entry, st));
+  }
+  return Status::Ok();
 }
 
 }  // namespace gm

@@ -4,6 +4,7 @@
 // thread (it only reads).
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "core/status.h"
@@ -43,7 +44,9 @@ std::string CuptiLibraryPath();
 // the sticky bit, like /tmp, may be).
 // Else InvalidArgument naming `what` (e.g. "the Python package goldminer puts on
 // the trainer's PYTHONPATH (GOLDMINER_PYTHONPATH)"), the path and the fix: code
-// found there runs in the trainer.
+// found there runs in the trainer. A folder's files and folders are checked
+// too (the first kMaxTrustedEntries; links are followed).
+inline constexpr size_t kMaxTrustedEntries = 10000;
 Status CheckTrustedPath(const std::string& path, const std::string& what);
 
 }  // namespace gm

@@ -90,6 +90,17 @@ TEST(PathsTest, GivenAPackageOthersCanWriteOrThatIsMissing_ThenItIsRefusedNaming
   EXPECT_FALSE(CheckTrustedPath(pkg, "the package").ok());
   ASSERT_EQ(::chmod((dir.path() + "/python").c_str(), 01777), 0);  // sticky, like /tmp: fine
   EXPECT_TRUE(CheckTrustedPath(pkg, "the package").ok());
+  // A file inside the package that others may rewrite.
+  ASSERT_EQ(::chmod((dir.path() + "/python").c_str(), 0755), 0);
+  const std::string module = pkg + "/sub/loader.py";
+  std::filesystem::create_directories(pkg + "/sub");
+  dir.Write("python/goldminer/sub/loader.py", "x = 1\n");
+  ASSERT_EQ(::chmod(module.c_str(), 0644), 0);
+  EXPECT_TRUE(CheckTrustedPath(pkg, "the package").ok());
+  ASSERT_EQ(::chmod(module.c_str(), 0666), 0);
+  Status inside = CheckTrustedPath(pkg, "the package");
+  EXPECT_NE(inside.message().find("the package: " + module + " is writable"), std::string::npos)
+      << inside.message();
   Status missing = CheckTrustedPath(dir.path() + "/nowhere", "the library");
   EXPECT_NE(missing.message().find("the library: " + dir.path() + "/nowhere does not exist"),
             std::string::npos)
