@@ -426,19 +426,18 @@ void Client::Impl::Receive(WorkerConn* conn) {
                                " on a data connection, where only BATCH and ERROR come");
       break;
     }
+    Result<BatchHeader> header = DecodeBatchHeader(frame.meta);
+    if (!header.ok()) {
+      status = header.status();
+      break;
+    }
     // A data connection serves one rank (its ticket's): a batch for another is a lie.
-    auto rank = frame.meta.find("rank");
-    if (rank == frame.meta.end() || !rank->is_number_integer() ||
-        rank->get<int64_t>() != options.rank) {
-      status = Status::Corrupt("sent a BATCH whose \"rank\" is " +
-                               (rank == frame.meta.end() ? std::string("missing") : rank->dump()) +
+    if (header->rank != options.rank) {
+      status = Status::Corrupt("sent a BATCH for rank " + std::to_string(header->rank) +
                                " on rank " + std::to_string(options.rank) + "'s connection");
       break;
     }
-    std::optional<uint64_t> split_batches;
-    auto count = frame.meta.find("split_batches");
-    if (count != frame.meta.end() && count->is_number_unsigned())
-      split_batches = count->get<uint64_t>();
+    const std::optional<uint64_t> split_batches = header->split_batches;
     Result<Batch> batch = frame.meta.contains("shm") ? DecodeSegmentBatch(*conn, frame, limits)
                                                      : DecodeBatch(std::move(frame));
     if (const int stray = conn->socket.TakeFd(); stray >= 0) {

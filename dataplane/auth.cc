@@ -19,6 +19,7 @@
 
 #include "core/file_util.h"
 #include "core/log.h"
+#include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 
 namespace gm {
@@ -94,7 +95,7 @@ std::string VersionMismatch(int64_t theirs) {
 // Tells the peer why we give up and returns `status`. Best effort: the peer may
 // be gone already, and `status` is what matters to our caller.
 Status Refuse(Socket& socket, std::string_view message, Status status) {
-  SendFrame(socket, MsgType::kError, {{"message", message}}, Deadline::After(0.5)).ok();
+  SendError(socket, std::string(message), Deadline::After(0.5));
   return status;
 }
 

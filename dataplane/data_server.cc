@@ -224,7 +224,7 @@ Status DataServer::Attach(const std::shared_ptr<Conn>& conn) {
     why = Admit(conn, lock);
   }
   if (why.empty()) return Status::Ok();
-  (void)SendFrame(conn->socket, MsgType::kError, ErrorMsg{why}.Encode(), Deadline::After(1));
+  SendError(conn->socket, why, Deadline::After(1));
   return Status::InvalidArgument(why);
 }
 

@@ -8,6 +8,7 @@
 #include "core/json.h"
 #include "dataplane/auth.h"
 #include "dataplane/batch_order.h"
+#include "dataplane/protocol.h"
 
 namespace gm {
 namespace {
@@ -580,6 +581,10 @@ Result<FaultMsg> FaultMsg::Decode(const nlohmann::json& meta) {
 }
 
 nlohmann::json ErrorMsg::Encode() const { return {{"message", message}}; }
+
+void SendError(Socket& socket, const std::string& message, Deadline deadline) {
+  (void)SendFrame(socket, MsgType::kError, ErrorMsg{message}.Encode(), deadline);
+}
 
 ErrorMsg ErrorMsg::Decode(const nlohmann::json& meta) {
   auto it = meta.find("message");

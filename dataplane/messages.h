@@ -105,6 +105,7 @@
 #include "core/run_spec.h"
 #include "core/status.h"
 #include "dataplane/batch_order.h"
+#include "dataplane/socket.h"
 
 namespace gm {
 
@@ -309,6 +310,9 @@ struct ErrorMsg {
   nlohmann::json Encode() const;
   static ErrorMsg Decode(const nlohmann::json& meta);
 };
+// Sends ERROR {message}, best effort (the peer may be gone): the caller closes
+// the connection afterwards.
+void SendError(Socket& socket, const std::string& message, Deadline deadline);
 
 inline constexpr size_t kMaxWorkers = 65536;        // addresses in one PLAN or WORKERS
 inline constexpr size_t kMaxPlanSplits = 1u << 24;  // splits in one PLAN

@@ -582,6 +582,20 @@ Status SendBatch(Socket& socket, const Batch& batch, Deadline deadline) {
   return SendFrame(socket, MsgType::kBatch, EncodeBatchMeta(batch), payload, deadline);
 }
 
+Result<BatchHeader> DecodeBatchHeader(const nlohmann::json& meta) {
+  BatchHeader h;
+  auto rank = meta.find("rank");
+  if (rank == meta.end() || !IsU64(*rank) || rank->get<uint64_t>() > 65535)
+    return BatchError("\"rank\" must be an integer from 0 to 65535");
+  h.rank = rank->get<int64_t>();
+  if (auto count = meta.find("split_batches"); count != meta.end()) {
+    if (!IsU64(*count) || count->get<uint64_t>() < 1 || count->get<uint64_t>() > (1u << 24))
+      return BatchError("\"split_batches\" must be an integer from 1 to 16777216");
+    h.split_batches = count->get<uint64_t>();
+  }
+  return h;
+}
+
 Result<Batch> DecodeBatch(const Frame& frame) {
   GM_ASSIGN_OR_RETURN(Batch b, DecodeBatchFields(frame));
   const size_t data_bytes = frame.payload.size() - b.labels.bytes.size();

@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -205,5 +206,15 @@ Result<Batch> DecodeBatch(Frame&& frame);
 // payload holds the labels only: the batch views external.data (data_bytes of
 // it; Corrupt when the segment is smaller) and shares its owner.
 Result<Batch> DecodeBatch(const Frame& frame, const Batch::External& external);
+
+// What a BATCH's meta says beside the batch: the rank whose connection it is
+// for, and on a split's last batch the split's batch count. Corrupt, naming the
+// field, when rank is missing or not an integer from 0 to 65535, or split_batches
+// is present and not an integer from 1 to 2^24.
+struct BatchHeader {
+  int64_t rank = 0;
+  std::optional<uint64_t> split_batches;
+};
+Result<BatchHeader> DecodeBatchHeader(const nlohmann::json& meta);
 
 }  // namespace gm

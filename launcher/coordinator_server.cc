@@ -415,7 +415,7 @@ void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id, const std::strin
   if (!st.ok() && role_known && st.code() != Code::kUnavailable) {
     // Tell an authenticated peer why (a bad field, an unexpected message) before
     // closing: a buggy client learns what to fix. Best effort.
-    (void)SendFrame(socket, MsgType::kError, {{"message", st.message()}}, Deadline::After(1));
+    SendError(socket, st.message(), Deadline::After(1));
   }
   if (!st.ok()) {
     MutexLock lock(mu_);
@@ -581,7 +581,7 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
     std::string why = "this run has " + std::to_string(config_.world_size) +
                       " trainer rank(s); a client subscribed as rank " + std::to_string(rank) +
                       " of " + std::to_string(world);
-    (void)SendFrame(socket, MsgType::kError, {{"message", why}}, Deadline::After(1));
+    SendError(socket, why, Deadline::After(1));
     return Status::InvalidArgument(why);
   }
   // One session per rank: a second client for a rank that is being served is
@@ -602,7 +602,7 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
                         it->second +
                         "; a restarted trainer can subscribe once the old "
                         "process's connection has closed";
-      (void)SendFrame(socket, MsgType::kError, {{"message", why}}, Deadline::After(1));
+      SendError(socket, why, Deadline::After(1));
       return Status::InvalidArgument(why);
     }
     session = ++sessions_;
@@ -738,7 +738,7 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, uint64_t s
   if (asks && !failure_.empty()) {
     const std::string why = "the run failed: " + failure_;
     lock.Unlock();
-    (void)SendFrame(socket, MsgType::kError, {{"message", why}}, Deadline::After(1));
+    SendError(socket, why, Deadline::After(1));
     return Status::Cancelled(why);
   }
   switch (frame.type) {
@@ -767,7 +767,7 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, uint64_t s
       if (Status st = ResumeRank(rank, resume, lock); !st.ok()) {
         // The trainer learns why; the session ends (its state is not this run's).
         lock.Unlock();
-        (void)SendFrame(socket, MsgType::kError, {{"message", st.message()}}, Deadline::After(1));
+        SendError(socket, st.message(), Deadline::After(1));
         return st;
       }
       epoch_session_[rank] = {resume.epoch, session};

@@ -9,7 +9,7 @@
 #include "core/paths.h"
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
-#include "dataplane/sample_frame.h"
+#include "worker/sample_frame.h"
 #include "worker/subprocess.h"
 
 extern char** environ;

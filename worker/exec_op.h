@@ -6,7 +6,7 @@
 // The op keeps a pool of at most `processes` children (default: OpEnv::threads),
 // started lazily. For each sample Apply() takes a free child (waiting for one
 // when all are busy), writes one request frame, reads one response frame (see
-// dataplane/sample_frame.h) and returns the child to the pool. An error frame fails
+// worker/sample_frame.h) and returns the child to the pool. An error frame fails
 // that sample only (Corrupt, with the child's message). A child that dies,
 // stalls past `timeout_s` or breaks the protocol fails the sample with an error
 // naming the command and how the child ended; it is killed and the next sample

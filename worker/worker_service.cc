@@ -146,10 +146,10 @@ Status WorkerService::Register() {
   msg.host = HostName();
   msg.tag = options_.tag;
   msg.step = options_.step_name;
-  nlohmann::json registration = msg.Encode();
   // For people reading logs and traces.
-  registration.update({{"pid", static_cast<int64_t>(::getpid())}, {"threads", options_.threads}});
-  GM_RETURN_IF_ERROR(SendControl(MsgType::kRegister, registration));
+  msg.pid = static_cast<int64_t>(::getpid());
+  msg.threads = options_.threads;
+  GM_RETURN_IF_ERROR(SendControl(MsgType::kRegister, msg.Encode()));
   GM_ASSIGN_OR_RETURN(
       Frame reg, RecvControl(MsgType::kRegistered, Deadline::After(options_.connect_timeout_s)));
   Result<RegisteredMsg> registered = RegisteredMsg::Decode(reg.meta);
@@ -163,8 +163,9 @@ Status WorkerService::Register() {
   Result<Pipeline> pipeline = Pipeline::FromJson(registered->pipeline, registered->pipeline_origin,
                                                  registered->base_dir, popts);
   if (!pipeline.ok()) {
-    (void)SendControl(MsgType::kError,
-                      {{"message", "worker " + data_addr_ + ": " + pipeline.status().message()}});
+    (void)SendControl(
+        MsgType::kError,
+        ErrorMsg{"worker " + data_addr_ + ": " + pipeline.status().message()}.Encode());
     return pipeline.status();
   }
   pipeline_.emplace(std::move(*pipeline));

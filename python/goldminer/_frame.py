@@ -1,5 +1,5 @@
 """Encoding and decoding of goldminer sample frames (the format is described
-at the top of goldminer/stage.py and in dataplane/sample_frame.h).
+at the top of goldminer/stage.py and in worker/sample_frame.h).
 
 A decoded sample is a dict:
   index (int), label (int, -1: none), key (str), data (bytes), ext (str),

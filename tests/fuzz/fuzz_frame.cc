@@ -1,11 +1,11 @@
-// libFuzzer target: decodes arbitrary bytes as a sample frame (dataplane/sample_frame.h).
+// libFuzzer target: decodes arbitrary bytes as a sample frame (worker/sample_frame.h).
 // Any input must yield a Sample or a Corrupt status: never a crash, a hang or an
 // allocation beyond the frame's own size.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-#include "dataplane/sample_frame.h"
+#include "worker/sample_frame.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -22,6 +22,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (consumed > size || !frame->meta.is_object()) __builtin_trap();
+  // The header beside the batch (rank, split_batches): a value or Corrupt.
+  if (auto h = gm::DecodeBatchHeader(frame->meta);
+      !h.ok() && h.status().code() != gm::Code::kCorrupt)
+    __builtin_trap();
   auto copied = gm::DecodeBatch(*frame);
   auto moved = gm::DecodeBatch(std::move(*frame));
   if (copied.ok() != moved.ok()) __builtin_trap();

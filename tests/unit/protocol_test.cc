@@ -141,6 +141,29 @@ TEST(ProtocolTest, GivenUnixConnection_WhenFrameWithSeveralPayloadBuffersSent_Th
   ExpectFrameRoundTrip(c);
 }
 
+TEST(ProtocolTest, GivenBatchMetas_ThenTheHeaderIsReadOrRefusedNamingTheField) {
+  auto h = DecodeBatchHeader({{"rank", 3}, {"split_batches", 2}});
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  EXPECT_EQ(h->rank, 3);
+  EXPECT_EQ(h->split_batches, 2u);
+  EXPECT_FALSE(DecodeBatchHeader({{"rank", 0}})->split_batches.has_value());
+  for (const nlohmann::json& bad :
+       {nlohmann::json{{"n", 1}}, nlohmann::json{{"rank", "0"}}, nlohmann::json{{"rank", -1}},
+        nlohmann::json{{"rank", 65536}}, nlohmann::json{{"rank", 0.0}}}) {
+    auto r = DecodeBatchHeader(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kCorrupt);
+    EXPECT_NE(r.status().message().find("\"rank\""), std::string::npos) << r.status().message();
+  }
+  for (const nlohmann::json& count : {nlohmann::json(0), nlohmann::json("2"), nlohmann::json(-2),
+                                      nlohmann::json((1 << 24) + 1)}) {
+    auto r = DecodeBatchHeader({{"rank", 0}, {"split_batches", count}});
+    ASSERT_FALSE(r.ok()) << count;
+    EXPECT_NE(r.status().message().find("\"split_batches\""), std::string::npos)
+        << r.status().message();
+  }
+}
+
 TEST(ProtocolTest, GivenFloatBatch_WhenSentAndDecoded_ThenEveryFieldSurvives) {
   Connection c = TcpPair();
   const Batch batch = MakeBatch(16);

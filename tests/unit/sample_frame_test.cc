@@ -1,4 +1,4 @@
-#include "dataplane/sample_frame.h"
+#include "worker/sample_frame.h"
 
 #include <gtest/gtest.h>
 
