@@ -215,7 +215,9 @@ Result<int> RunPlan(const PlanFlags& f) {
   std::string script;
   if (!f.sbatch.empty()) {
     planner::SbatchOptions so;
-    so.plan_path = std::filesystem::absolute(f.out).string();
+    std::error_code ec;  // absolute() fails only without a working directory
+    so.plan_path = std::filesystem::absolute(f.out, ec).string();
+    if (ec) return Status::IoError(f.out + ": " + ec.message());
     so.job_name = f.job_name;
     so.time_limit = f.time_limit;
     const std::string self = ExecutablePath();

@@ -1,5 +1,6 @@
 // `goldminer report`: loads runs and profiles from runs.db into report models and
 // writes them as one HTML page, a terminal summary or JSON (reports/report.h).
+#include <charconv>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -121,11 +122,9 @@ Result<reports::ReportModel> Load(const ReportFlags& f) {
       if (profiles.empty()) return Status::NotFound(f.db + " has no profiles yet");
       id = profiles.back().id;
     } else {
-      try {
-        size_t used = 0;
-        id = std::stoll(f.profile, &used);
-        if (used != f.profile.size()) throw std::invalid_argument("junk");
-      } catch (const std::exception&) {
+      const char* end = f.profile.data() + f.profile.size();
+      auto [stop, ec] = std::from_chars(f.profile.data(), end, id);
+      if (f.profile.empty() || ec != std::errc() || stop != end) {
         return Status::InvalidArgument("--profile " + f.profile +
                                        ": expected a profile id or latest");
       }

@@ -153,10 +153,12 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
   }
   if (sub.count("--pipeline") == 0) {
     f.spec.pipeline = plan.run.pipeline;
-    if (!std::filesystem::exists(f.spec.pipeline)) {
+    std::error_code ec;  // the non-throwing overloads: an unreadable path reads as absent
+    if (!std::filesystem::exists(f.spec.pipeline, ec)) {
       // A relative path in plan.json may be relative to the plan's folder.
       const auto beside = std::filesystem::path(f.plan).parent_path() / f.spec.pipeline;
-      if (std::filesystem::path(f.spec.pipeline).is_relative() && std::filesystem::exists(beside)) {
+      if (std::filesystem::path(f.spec.pipeline).is_relative() &&
+          std::filesystem::exists(beside, ec)) {
         f.spec.pipeline = beside.string();
       } else {
         return Status::NotFound(f.plan + ": $.run.pipeline: " + plan.run.pipeline +
@@ -218,7 +220,8 @@ Status CheckTrainerCommand(const std::vector<std::string>& command) {
   if (command.empty()) return Status::Ok();  // reported with the usage
   const std::string& program = command[0];
   const auto runnable = [](const std::string& path) {
-    return ::access(path.c_str(), X_OK) == 0 && !std::filesystem::is_directory(path);
+    std::error_code ec;
+    return ::access(path.c_str(), X_OK) == 0 && !std::filesystem::is_directory(path, ec);
   };
   if (program.find('/') != std::string::npos) {
     if (runnable(program)) return Status::Ok();
@@ -355,6 +358,26 @@ Result<int> RunWithFlags(const RunFlags& f) {
   return r.exit_code;
 }
 
+// --autoscale and the bounds it works within.
+void AddAutoscaleFlags(CLI::App& sub, RunFlags& f) {
+  sub.add_option("--autoscale", f.autoscale,
+                 "Add workers while the trainer waits for data and the last addition "
+                 "paid off; drain one when that costs nothing (see goldminer-run(1))")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
+  sub.add_option("--min-workers", f.min_workers, "With --autoscale on: fewest workers")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  sub.add_option("--max-workers", f.max_workers,
+                 "With --autoscale on: most workers (default: --workers or this "
+                 "machine's CPUs, whichever is more)")
+      ->check(CLI::Range(1, 1024));
+  sub.add_option("--scale-period", f.scale_period_s,
+                 "With --autoscale on: seconds of figures behind each decision")
+      ->capture_default_str()
+      ->check(CLI::Range(0.5, 3600.0));
+}
+
 }  // namespace
 
 Verb RunVerb() {
@@ -407,22 +430,7 @@ Verb RunVerb() {
         sub.add_flag("--no-progress", f->no_progress,
                      "No status line (rate, data wait, workers, epoch; on a terminal it is "
                      "rewritten in place, else logged every 30 s)");
-        sub.add_option("--autoscale", f->autoscale,
-                       "Add workers while the trainer waits for data and the last addition "
-                       "paid off; drain one when that costs nothing (see goldminer-run(1))")
-            ->capture_default_str()
-            ->check(CLI::IsMember({"on", "off"}));
-        sub.add_option("--min-workers", f->min_workers, "With --autoscale on: fewest workers")
-            ->capture_default_str()
-            ->check(CLI::Range(1, 1024));
-        sub.add_option("--max-workers", f->max_workers,
-                       "With --autoscale on: most workers (default: --workers or this "
-                       "machine's CPUs, whichever is more)")
-            ->check(CLI::Range(1, 1024));
-        sub.add_option("--scale-period", f->scale_period_s,
-                       "With --autoscale on: seconds of figures behind each decision")
-            ->capture_default_str()
-            ->check(CLI::Range(0.5, 3600.0));
+        AddAutoscaleFlags(sub, *f);
         sub.add_option("--trainer-cpus", f->trainer_cpus,
                        "Run the trainer on these CPUs (a list as taskset writes it: 0-3) and "
                        "the workers on the others, so they do not compete; "

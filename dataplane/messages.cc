@@ -568,13 +568,13 @@ Result<FaultMsg> FaultMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<FaultMsg> {
     const JsonNode m(meta, "FAULT");
     FaultMsg r;
-    GM_ASSIGN_OR_RETURN(JsonNode worker, m.Get("worker"));
-    GM_ASSIGN_OR_RETURN(r.worker, Address(worker));
+    GM_ASSIGN_OR_RETURN(JsonNode worker_node, m.Get("worker"));
+    GM_ASSIGN_OR_RETURN(r.worker, Address(worker_node));
     GM_ASSIGN_OR_RETURN(r.epoch, Count(m, "epoch", kMaxEpochs));
-    GM_ASSIGN_OR_RETURN(JsonNode why, m.Get("why"));
-    GM_ASSIGN_OR_RETURN(r.why, why.AsString());
+    GM_ASSIGN_OR_RETURN(JsonNode why_node, m.Get("why"));
+    GM_ASSIGN_OR_RETURN(r.why, why_node.AsString());
     if (r.why.size() > kMaxFaultWhyBytes) {
-      return why.Expected("at most " + std::to_string(kMaxFaultWhyBytes) + " bytes");
+      return why_node.Expected("at most " + std::to_string(kMaxFaultWhyBytes) + " bytes");
     }
     return r;
   }());

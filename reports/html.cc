@@ -237,7 +237,8 @@ std::string RunSection(const RunModel& m, size_t n) {
                  " worker(s) (limit: " + E(m.plan->prediction.limit) + ")" +
                  (s.measured_over_predicted
                       ? "; measured <b>" + Fixed(*s.measured_over_predicted, 2) + "x</b> of it"
-                      : std::string()));
+                      : std::string()) +
+                 (s.plan_gap.empty() ? std::string() : ": " + E(s.plan_gap)));
   } else if (!m.plan_problem.empty()) {
     h += Row("plan", E(m.plan_problem));
   }

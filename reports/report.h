@@ -60,6 +60,10 @@ struct RunSummary {
   std::string outcome;      // "succeeded", "failed (exit 3)", "running", "did not finish", ...
   std::optional<double> predicted_samples_per_s;  // the plan's
   std::optional<double> measured_over_predicted;
+  // Why the run fell short of the plan, when it did (measured below 0.8x of the
+  // prediction), for a person: who set the pace, from the trainer's data wait.
+  // Empty otherwise.
+  std::string plan_gap;
 };
 RunSummary Summarize(const RunModel& run);
 

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 
 #include "reports/report.h"
 
@@ -63,6 +64,20 @@ RunSummary Summarize(const RunModel& run) {
     s.predicted_samples_per_s = run.plan->prediction.samples_per_s;
     if (*s.predicted_samples_per_s > 0 && s.samples_per_s_mean > 0) {
       s.measured_over_predicted = s.samples_per_s_mean / *s.predicted_samples_per_s;
+    }
+    // The plan predicts what the workers can deliver; a trainer slower than that
+    // takes less, and waits little.
+    if (s.measured_over_predicted && *s.measured_over_predicted < 0.8) {
+      const std::string wait = std::to_string(std::lround(s.data_wait_mean * 100)) + "%";
+      s.plan_gap =
+          s.data_wait_mean < 0.1
+              ? "the trainer set the pace: it waited for data only " + wait +
+                    " of its time, so it took fewer samples than the workers could make (the "
+                    "plan predicts the workers' rate; profile and plan on this trainer to "
+                    "predict its own)"
+              : "the workers fell short: the trainer waited for data " + wait +
+                    " of its time (see the CPU per stage, and whether the workers had the "
+                    "CPUs the plan counted on)";
     }
   }
   return s;

@@ -43,6 +43,7 @@ void RunText(const RunModel& m, std::string& out) {
                 ? ", measured " + Fixed(*s.measured_over_predicted, 2) + "x of it"
                 : std::string()) +
            " (limit: " + m.plan->prediction.limit + ")\n";
+    if (!s.plan_gap.empty()) out += "             " + s.plan_gap + "\n";
   } else if (!m.plan_problem.empty()) {
     out += "  plan       " + m.plan_problem + "\n";
   }

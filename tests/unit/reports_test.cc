@@ -88,6 +88,28 @@ TEST(ReportsTest, GivenARunThenTheSummaryIsTimeWeighted) {
   EXPECT_EQ(Summarize(failed).outcome, "failed (exit 3)");
 }
 
+TEST(ReportsTest, GivenARunBelowItsPlan_ThenTheSummarySaysWhoSetThePace) {
+  RunModel m = SmallRun();  // 130 samples/s on average
+  m.plan.emplace();
+  m.plan->prediction.samples_per_s = 130 / 0.52;
+  for (auto& p : m.series["data_wait_fraction"]) p.value = 0.08;  // the trainer barely waited
+  RunSummary s = Summarize(m);
+  ASSERT_TRUE(s.measured_over_predicted.has_value());
+  EXPECT_NEAR(*s.measured_over_predicted, 0.52, 1e-9);
+  EXPECT_NE(s.plan_gap.find("the trainer set the pace: it waited for data only 8%"),
+            std::string::npos)
+      << s.plan_gap;
+  ReportModel report;
+  report.runs.push_back(m);
+  EXPECT_NE(RenderHtml(report).find("the trainer set the pace"), std::string::npos);
+  EXPECT_NE(RenderText(report).find("the trainer set the pace"), std::string::npos);
+  for (auto& p : m.series["data_wait_fraction"]) p.value = 0.4;  // it was starved
+  EXPECT_NE(Summarize(m).plan_gap.find("the workers fell short: the trainer waited for data 40%"),
+            std::string::npos);
+  m.plan->prediction.samples_per_s = 140;  // 0.93x: close enough, nothing to explain
+  EXPECT_EQ(Summarize(m).plan_gap, "");
+}
+
 TEST(ReportsTest, GivenRecordedTimesThenTheyAreReadAsSecondsAndJunkIsRefused) {
   EXPECT_EQ(*UtcSeconds("2026-11-30T10:00:04Z") - *UtcSeconds("2026-11-30T10:00:00Z"), 4);
   EXPECT_EQ(*UtcSeconds("1970-01-01T00:01:00Z"), 60);
