@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,30 +11,15 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
-#include <set>
 
 #include "core/clock.h"
 #include "core/host.h"
-#include "worker/subprocess.h"  // DescribeExit
-
-extern char** environ;
+#include "core/spawn.h"
 
 namespace gm {
 namespace {
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
-
-std::vector<std::string> MergedEnvironment(const std::vector<std::string>& extra) {
-  std::set<std::string> overridden;
-  for (const auto& kv : extra) overridden.insert(kv.substr(0, kv.find('=')));
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv(*e);
-    if (!overridden.count(kv.substr(0, kv.find('=')))) env.push_back(kv);
-  }
-  env.insert(env.end(), extra.begin(), extra.end());
-  return env;
-}
 
 }  // namespace
 
@@ -50,25 +34,18 @@ Result<CommandOutput> CaptureOutput(const std::vector<std::string>& argv, double
     ::close(out_pipe[1]);
     return Status::IoError(std::string("pipe: ") + std::strerror(errno));
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, argv[0].c_str(), &actions, nullptr, cargv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  SpawnRequest request(argv);
+  request.stdin_null = true;
+  request.dup2 = {{out_pipe[1], 1}, {err_pipe[1], 2}};
+  Result<pid_t> spawned = SpawnProcess(request);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
-  if (rc != 0) {
+  if (!spawned.ok()) {
     ::close(out_pipe[0]);
     ::close(err_pipe[0]);
-    std::string msg = argv[0] + ": cannot start: " + std::strerror(rc);
-    return rc == ENOENT ? Status::NotFound(msg) : Status::IoError(msg);
+    return spawned.status();
   }
+  const pid_t pid = *spawned;
   CommandOutput result;
   std::string* sinks[2] = {&result.out, &result.err};
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
@@ -168,19 +145,10 @@ Result<pid_t> ProcessGroup::Spawn(const std::vector<std::string>& argv,
   if (!cpus.empty()) {
     GM_ASSIGN_OR_RETURN(pinned, ThreadCpus::Set(cpus, argv[0] + ": CPUs"));
   }
-  std::vector<std::string> envs = MergedEnvironment(env);
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, argv[0].c_str(), nullptr, nullptr, cargv.data(), cenv.data());
+  Result<pid_t> spawned = SpawnProcess(SpawnRequest(argv, env));  // with our environment
   pinned.reset();
-  if (rc != 0) {
-    std::string msg = argv[0] + ": cannot start: " + std::strerror(rc);
-    return rc == ENOENT ? Status::NotFound(msg) : Status::IoError(msg);
-  }
+  if (!spawned.ok()) return spawned.status();
+  const pid_t pid = *spawned;
   int fd = PidfdOpen(pid);
   if (fd < 0) {
     ::kill(pid, SIGKILL);

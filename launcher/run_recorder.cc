@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "core/log.h"
 
@@ -152,24 +150,6 @@ std::vector<StageProfile> StageCostsFromReports(const std::vector<nlohmann::json
 void RunRecorder::End(const std::string& status, int exit_code) {
   if (!enabled()) return;
   Check(store_->EndRun(run_id_, status, exit_code));
-}
-
-std::optional<double> ProcessCpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text;
-  if (!in || !std::getline(in, text)) return std::nullopt;
-  // The command name (field 2) is in parentheses and may hold spaces: skip past it.
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  std::istringstream fields(text.substr(close + 1));
-  std::string f;
-  double ticks = 0;
-  // Fields 3.. follow; utime, stime, cutime, cstime are fields 14..17.
-  for (int i = 3; i <= 17 && fields >> f; ++i) {
-    if (i >= 14) ticks += std::strtod(f.c_str(), nullptr);
-  }
-  const long hz = ::sysconf(_SC_CLK_TCK);
-  return hz > 0 ? ticks / double(hz) : 0.0;
 }
 
 }  // namespace gm

@@ -94,8 +94,4 @@ class RunRecorder {
 // peers.
 std::vector<StageProfile> StageCostsFromReports(const std::vector<nlohmann::json>& reports);
 
-// CPU seconds (user + system, its reaped children included) a process has used,
-// from /proc/PID/stat; nullopt when it cannot be read (the process is gone).
-std::optional<double> ProcessCpuSeconds(pid_t pid);
-
 }  // namespace gm

@@ -17,6 +17,7 @@
 #include "core/json.h"
 #include "core/log.h"
 #include "core/paths.h"
+#include "core/spawn.h"
 #include "core/step_log.h"
 #include "dataplane/auth.h"
 #include "launcher/process_launcher.h"
@@ -72,7 +73,10 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
     steps->Update();
     return steps->totals();
   };
-  edges.cpu_seconds = [](pid_t pid) { return ProcessCpuSeconds(pid); };
+  edges.cpu_seconds = [](pid_t pid) -> std::optional<double> {
+    Result<double> cpu = CpuSecondsOfProcess(pid);
+    return cpu.ok() ? std::optional<double>(*cpu) : std::nullopt;
+  };
   RunLoopOptions o;
   o.spec = c.spec;
   o.bind = c.bind;

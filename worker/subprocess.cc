@@ -2,7 +2,6 @@
 
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -15,6 +14,7 @@
 #include <utility>
 
 #include "core/file_util.h"
+#include "core/spawn.h"
 
 namespace gm {
 namespace {
@@ -25,52 +25,7 @@ int PollTimeoutMs(double deadline_s) {
   return static_cast<int>(std::min(std::ceil(left * 1000.0), 2.0e9));
 }
 
-std::vector<char*> CStrings(const std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
-
-// Spawns with fd 0 and fd 1 of the child on `child_fd`. posix_spawn (vfork-like
-// in glibc) is safe in a multithreaded parent, unlike fork() followed by
-// arbitrary code, and reports a failed exec as its return value.
-int Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int child_fd,
-          pid_t& pid) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, child_fd, 0);
-  posix_spawn_file_actions_adddup2(&actions, child_fd, 1);
-  // The child runs with the default SIGPIPE disposition and no blocked signals.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, defaults;
-  sigemptyset(&none);
-  sigemptyset(&defaults);
-  sigaddset(&defaults, SIGPIPE);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  std::vector<char*> c_argv = CStrings(argv);
-  std::vector<char*> c_env = CStrings(env);
-  int rc = posix_spawnp(&pid, c_argv[0], &actions, &attr, c_argv.data(), c_env.data());
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  return rc;
-}
-
 }  // namespace
-
-std::string DescribeExit(int wait_status) {
-  if (WIFEXITED(wait_status))
-    return "exited with status " + std::to_string(WEXITSTATUS(wait_status));
-  if (WIFSIGNALED(wait_status)) {
-    int sig = WTERMSIG(wait_status);
-    const char* name = strsignal(sig);
-    return "was killed by signal " + std::to_string(sig) + " (" + (name ? name : "?") + ")";
-  }
-  return "ended with wait status " + std::to_string(wait_status);
-}
 
 Result<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
                                      const std::vector<std::string>& env) {
@@ -79,14 +34,17 @@ Result<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     return Status::FromErrno(errno, argv[0] + ": socketpair failed");
   }
-  pid_t pid = -1;
-  int rc = Spawn(argv, env, fds[1], pid);
+  // The child's stdin and stdout are its end of the socket; its environment is `env` only.
+  SpawnRequest request(argv, env);
+  request.inherit_env = false;
+  request.dup2 = {{fds[1], 0}, {fds[1], 1}};
+  Result<pid_t> pid = SpawnProcess(request);
   ::close(fds[1]);
-  if (rc != 0) {
+  if (!pid.ok()) {
     ::close(fds[0]);
-    return Status::FromErrno(rc, "cannot start " + argv[0]);
+    return pid.status();
   }
-  return Subprocess(pid, fds[0]);
+  return Subprocess(*pid, fds[0]);
 }
 
 Subprocess::Subprocess(Subprocess&& other) noexcept
@@ -153,30 +111,7 @@ Status Subprocess::ReadExact(size_t n, std::string& out, double deadline_s) {
   return Status::Ok();
 }
 
-Result<double> Subprocess::CpuSeconds() const {
-  std::string path = "/proc/" + std::to_string(pid_) + "/stat";
-  GM_ASSIGN_OR_RETURN(std::string stat, ReadFile(path));
-  // Fields after the command name, which is in parentheses and may hold spaces.
-  size_t close = stat.rfind(')');
-  if (close == std::string::npos) return Status::IoError(path + ": unexpected format");
-  const char* p = stat.c_str() + close + 1;
-  // Fields 3..17: state ppid pgrp session tty tpgid flags minflt cminflt majflt
-  // cmajflt utime stime cutime cstime; the last four are in clock ticks.
-  double ticks = 0;
-  for (int field = 3; field <= 17; ++field) {
-    while (*p == ' ') ++p;
-    char* end = nullptr;
-    if (field == 3) {
-      end = const_cast<char*>(p) + 1;
-    } else {
-      long long v = std::strtoll(p, &end, 10);
-      if (end == p) return Status::IoError(path + ": unexpected format");
-      if (field >= 14) ticks += static_cast<double>(v);
-    }
-    p = end;
-  }
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
+Result<double> Subprocess::CpuSeconds() const { return CpuSecondsOfProcess(pid_); }
 
 std::string Subprocess::Kill(double grace_s) {
   if (fd_ >= 0) ::close(std::exchange(fd_, -1));

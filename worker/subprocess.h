@@ -65,7 +65,4 @@ class Subprocess {
   int fd_ = -1;
 };
 
-// Describes a waitpid() status: "exited with status N" or "was killed by signal N (Name)".
-std::string DescribeExit(int wait_status);
-
 }  // namespace gm

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -10,6 +12,7 @@
 #include "core/json.h"
 #include "core/paths.h"
 #include "core/rng.h"
+#include "core/spawn.h"
 #include "core/status.h"
 #include "tests/unit/test_util.h"
 
@@ -65,6 +68,61 @@ TEST(JsonTest, CheckKeysCatchesTypos) {
   auto j = *ParseJson(R"({"sead": 1})", "p.json");
   Status s = JsonNode(j, "p.json").CheckKeys({"seed", "version"});
   EXPECT_NE(s.message().find("unknown key \"sead\""), std::string::npos);
+}
+
+TEST(SpawnTest, GivenAProgram_ThenItRunsWithTheEnvironmentAndItsExitIsDescribed) {
+  auto pid = SpawnProcess(SpawnRequest({"sh", "-c", "exit $GM_SPAWN_CODE"}, {"GM_SPAWN_CODE=3"}));
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  int status = 0;
+  ASSERT_EQ(::waitpid(*pid, &status, 0), *pid);
+  EXPECT_EQ(DescribeExit(status), "exited with status 3");
+  auto missing = SpawnProcess(SpawnRequest({"/nonexistent/program"}));
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_NE(missing.status().message().find("/nonexistent/program: cannot start"),
+            std::string::npos)
+      << missing.status().message();
+  EXPECT_EQ(SpawnProcess(SpawnRequest({})).status().code(), Code::kInvalidArgument);
+}
+
+TEST(SpawnTest, GivenBlockedAndIgnoredSignalsHere_ThenTheChildStartsWithDefaults) {
+  sigset_t block, old;
+  sigemptyset(&block);
+  sigaddset(&block, SIGTERM);
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &block, &old), 0);
+  struct sigaction ignore {
+  }, before{};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(::sigaction(SIGPIPE, &ignore, &before), 0);
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  SpawnRequest request({"sh", "-c", "grep -E '^Sig(Blk|Ign)' /proc/self/status"});
+  request.stdin_null = true;
+  request.dup2 = {{out[1], 1}};
+  auto pid = SpawnProcess(request);
+  ::close(out[1]);
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::sigaction(SIGPIPE, &before, nullptr);
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  std::string text;
+  char buf[512];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) text.append(buf, size_t(n));
+  ::close(out[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(*pid, &status, 0), *pid);
+  EXPECT_NE(text.find("SigBlk:\t0000000000000000"), std::string::npos) << text;
+  const size_t ign = text.find("SigIgn:\t");
+  ASSERT_NE(ign, std::string::npos) << text;
+  const unsigned long long ignored = std::stoull(text.substr(ign + 8, 16), nullptr, 16);
+  EXPECT_EQ(ignored & (1ull << (SIGPIPE - 1)), 0u) << text;  // SIGPIPE back to its default
+}
+
+TEST(SpawnTest, GivenThisProcess_ThenItsCpuSecondsAreReadAndAMissingOneIsAnError) {
+  volatile double x = 0;
+  for (int i = 0; i < 50000000; ++i) x = x + i;  // some CPU of our own
+  auto cpu = CpuSecondsOfProcess(::getpid());
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  EXPECT_GT(*cpu, 0.0);
+  EXPECT_FALSE(CpuSecondsOfProcess(-5).ok());
 }
 
 TEST(PathsTest, GivenAPackageOthersCanWriteOrThatIsMissing_ThenItIsRefusedNamingItAndTheFix) {

@@ -1,0 +1,111 @@
+#include "core/spawn.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "core/file_util.h"
+
+extern char** environ;
+
+namespace gm {
+namespace {
+
+std::vector<std::string> Environment(const SpawnRequest& r) {
+  if (!r.inherit_env) return r.env;
+  std::set<std::string> replaced;
+  for (const std::string& kv : r.env) replaced.insert(kv.substr(0, kv.find('=')));
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string kv(*e);
+    if (!replaced.contains(kv.substr(0, kv.find('=')))) env.push_back(std::move(kv));
+  }
+  env.insert(env.end(), r.env.begin(), r.env.end());
+  return env;
+}
+
+std::vector<char*> CStrings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  out.reserve(v.size() + 1);
+  for (const std::string& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+Result<pid_t> SpawnProcess(const SpawnRequest& request) {
+  if (request.argv.empty() || request.argv[0].empty())
+    return Status::InvalidArgument("no command to start");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (request.stdin_null) posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  for (const auto& [from, to] : request.dup2) posix_spawn_file_actions_adddup2(&actions, from, to);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, defaults;
+  sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  const std::vector<std::string> env = Environment(request);
+  std::vector<char*> c_argv = CStrings(request.argv);
+  std::vector<char*> c_env = CStrings(env);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, c_argv[0], &actions, &attr, c_argv.data(), c_env.data());
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  // Out of processes or memory is the machine's state (ResourceExhausted).
+  if (rc != 0) return Status::FromErrno(rc, request.argv[0] + ": cannot start");
+  return pid;
+}
+
+std::string DescribeExit(int wait_status) {
+  if (WIFEXITED(wait_status))
+    return "exited with status " + std::to_string(WEXITSTATUS(wait_status));
+  if (WIFSIGNALED(wait_status)) {
+    const int sig = WTERMSIG(wait_status);
+    const char* name = strsignal(sig);
+    return "was killed by signal " + std::to_string(sig) + " (" + (name ? name : "?") + ")";
+  }
+  return "ended with wait status " + std::to_string(wait_status);
+}
+
+Result<double> CpuSecondsOfProcess(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  if (pid <= 0) return Status::IoError(path + ": no such process");
+  GM_ASSIGN_OR_RETURN(std::string stat, ReadFile(path));
+  // The fields after the command name, which is in parentheses and may hold
+  // spaces and parentheses itself: the last ')' ends it.
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return Status::IoError(path + ": unexpected format");
+  const char* p = stat.c_str() + close + 1;
+  // Fields 3..17: state ppid pgrp session tty tpgid flags minflt cminflt majflt
+  // cmajflt utime stime cutime cstime; the last four are in clock ticks.
+  double ticks = 0;
+  for (int field = 3; field <= 17; ++field) {
+    while (*p == ' ') ++p;
+    char* end = nullptr;
+    if (field == 3) {
+      if (*p == '\0') return Status::IoError(path + ": unexpected format");
+      end = const_cast<char*>(p) + 1;
+    } else {
+      const long long v = std::strtoll(p, &end, 10);
+      if (end == p) return Status::IoError(path + ": unexpected format");
+      if (field >= 14) ticks += static_cast<double>(v);
+    }
+    p = end;
+  }
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  return hz > 0 ? ticks / static_cast<double>(hz) : 0.0;
+}
+
+}  // namespace gm

@@ -1,0 +1,45 @@
+// The one place goldminer starts a program, and what it reads about a process.
+//
+// SpawnProcess wraps posix_spawnp (vfork-like in glibc: safe in a multithreaded
+// parent, and a failed exec comes back as its result) with one signal hygiene:
+// the child starts with no signal blocked and SIGPIPE, SIGINT, SIGTERM, SIGHUP,
+// SIGQUIT and SIGCHLD at their default dispositions, whatever this process
+// blocks or ignores. It inherits the calling thread's CPU affinity (pin the
+// thread first to pin the child).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace gm {
+
+struct SpawnRequest {
+  explicit SpawnRequest(std::vector<std::string> argv_, std::vector<std::string> env_ = {})
+      : argv(std::move(argv_)), env(std::move(env_)) {}
+  std::vector<std::string> argv;  // argv[0] is searched in PATH when it has no '/'
+  // "NAME=value" strings; when `inherit_env`, this process's environment with
+  // these added (an entry here replaces one of the same name).
+  std::vector<std::string> env;
+  bool inherit_env = true;
+  bool stdin_null = false;                // fd 0 from /dev/null
+  std::vector<std::pair<int, int>> dup2;  // (our fd, the child's fd), in order
+};
+
+// The child's pid. InvalidArgument for an empty argv; NotFound when the program
+// does not exist; ResourceExhausted when out of processes or memory; IoError
+// otherwise; each names the program.
+Result<pid_t> SpawnProcess(const SpawnRequest& request);
+
+// Describes a waitpid() status: "exited with status N" or "was killed by signal N (Name)".
+std::string DescribeExit(int wait_status);
+
+// CPU seconds (user + system, including reaped children) process `pid` has used,
+// from /proc/PID/stat. IoError when it cannot be read (gone, not ours to see).
+Result<double> CpuSecondsOfProcess(pid_t pid);
+
+}  // namespace gm
