@@ -17,6 +17,7 @@
 #include "client/client.h"
 #include "cmd/cli.h"
 #include "cmd/run_flags.h"
+#include "core/cpus.h"
 #include "core/host.h"
 #include "core/log.h"
 #include "core/plan.h"

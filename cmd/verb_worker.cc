@@ -17,6 +17,7 @@
 #include "cmd/cli.h"
 #include "cmd/run_stats_render.h"
 #include "core/clock.h"
+#include "core/cpus.h"
 #include "core/host.h"
 #include "core/log.h"
 #include "core/thread_annotations.h"

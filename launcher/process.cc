@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "core/clock.h"
+#include "core/cpus.h"
 #include "core/host.h"
 #include "core/spawn.h"
 

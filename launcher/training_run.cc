@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/clock.h"
+#include "core/cpus.h"
 #include "core/file_util.h"
 #include "core/host.h"
 #include "core/json.h"

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpus.h"
 #include "launcher/process.h"
 #include "tests/unit/test_util.h"
 
