@@ -17,6 +17,7 @@
 #include "client/client.h"
 #include "cmd/cli.h"
 #include "cmd/run_flags.h"
+#include "cmd/stop_signals.h"
 #include "core/cpus.h"
 #include "core/host.h"
 #include "core/log.h"
@@ -30,7 +31,6 @@ namespace gm::cli {
 namespace {
 
 std::atomic<int> g_signal{0};  // the last SIGTERM/SIGINT received by `run`
-extern "C" void OnRunSignal(int sig) { g_signal.store(sig); }
 
 struct RunFlags {
   std::string backend = "auto";
@@ -286,6 +286,10 @@ Result<AutoscalerOptions> AutoscaleOptions(const RunFlags& f) {
 }
 
 Result<int> RunWithFlags(const RunFlags& f) {
+  // Before any thread starts: a SIGTERM or SIGINT from now on stops the run (the
+  // run loop reads g_signal and stops the trainer and workers).
+  StopOnSignal signals;
+  signals.Watch([](int sig) { g_signal.store(sig); });
   if (f.spec.pipeline.empty()) {  // a usage error: exit 2
     LogError(
         "run needs --pipeline FILE or --plan plan.json, e.g. goldminer run --pipeline "
@@ -339,10 +343,6 @@ Result<int> RunWithFlags(const RunFlags& f) {
     }
   }
   c.signal = &g_signal;
-  struct sigaction sa {};
-  sa.sa_handler = OnRunSignal;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
   GM_ASSIGN_OR_RETURN(RunResult r, RunTraining(c));
   const CoordinatorSummary& s = r.summary;
   LogInfo("run " + r.run_id + " " + r.status + (store ? " (recorded in " + f.db + ")" : "") + ": " +

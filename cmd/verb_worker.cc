@@ -16,6 +16,7 @@
 
 #include "cmd/cli.h"
 #include "cmd/run_stats_render.h"
+#include "cmd/stop_signals.h"
 #include "core/clock.h"
 #include "core/cpus.h"
 #include "core/host.h"
@@ -157,46 +158,6 @@ int DefaultThreads(int flag) {
   return flag > 0 ? flag : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// Turns SIGTERM and SIGINT into WorkerService::Stop(). The signals are blocked in
-// the calling thread (and so in every thread started after it) and taken by
-// sigwait() on a thread of their own; SIGUSR1 ends that thread.
-class StopOnSignal {
- public:
-  StopOnSignal() {
-    sigemptyset(&set_);
-    for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set_, sig);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-  }
-  ~StopOnSignal() {
-    if (thread_.joinable()) {
-      pthread_kill(thread_.native_handle(), SIGUSR1);
-      thread_.join();
-    }
-    // Drop a SIGUSR1 that arrived after the waiting thread had already ended.
-    sigset_t wake;
-    sigemptyset(&wake);
-    sigaddset(&wake, SIGUSR1);
-    timespec zero{};
-    while (sigtimedwait(&wake, nullptr, &zero) > 0) {
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  void Watch(WorkerService* service) {
-    thread_ = std::thread([this, service] {
-      int sig = 0;
-      if (sigwait(&set_, &sig) == 0 && sig != SIGUSR1) {
-        LogDebug("worker: stopping on signal " + std::to_string(sig));
-        service->Stop();
-      }
-    });
-  }
-
- private:
-  sigset_t set_{};
-  sigset_t old_{};
-  std::thread thread_;
-};
-
 Result<int> RunWithCoordinator(const WorkerFlags& f) {
   Result<std::string> secret = LoadSecret();
   if (!secret.ok()) {
@@ -212,11 +173,15 @@ Result<int> RunWithCoordinator(const WorkerFlags& f) {
   options.secret = *secret;
   if (const char* tag = std::getenv("GOLDMINER_WORKER_TAG")) options.tag = tag;
   options.step_name = f.step_name;
-  StopOnSignal signals;  // before Start(), so the service's threads inherit the mask
+  StopOnSignal signals;  // before Start(), so the service's threads inherit the mask (the
+                         // first SIGTERM or SIGINT stops the service)
   Result<std::unique_ptr<WorkerService>> service = WorkerService::Start(options);
   Status st = service.ok() ? Status::Ok() : service.status();
   if (service.ok()) {
-    signals.Watch(service->get());
+    signals.Watch([raw = service->get()](int sig) {
+      LogDebug("worker: stopping on signal " + std::to_string(sig));
+      raw->Stop();
+    });
     st = (*service)->Run();
   }
   if (st.code() == Code::kUnavailable) {

@@ -1,0 +1,41 @@
+#include "cmd/stop_signals.h"
+
+#include <pthread.h>
+
+#include <utility>
+
+namespace gm::cli {
+
+// SIGUSR1 ends the waiting thread (sent by the destructor).
+StopOnSignal::StopOnSignal() {
+  sigemptyset(&set_);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set_, sig);
+  pthread_sigmask(SIG_BLOCK, &set_, &old_);
+}
+
+StopOnSignal::~StopOnSignal() {
+  if (thread_.joinable()) {
+    pthread_kill(thread_.native_handle(), SIGUSR1);
+    thread_.join();
+  }
+  // Drop a SIGUSR1 that arrived after the waiting thread had already ended.
+  sigset_t wake;
+  sigemptyset(&wake);
+  sigaddset(&wake, SIGUSR1);
+  timespec zero{};
+  while (sigtimedwait(&wake, nullptr, &zero) > 0) {
+  }
+  pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+}
+
+void StopOnSignal::Watch(std::function<void(int)> on_signal) {
+  thread_ = std::thread([this, on_signal = std::move(on_signal)] {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&set_, &sig) != 0 || sig == SIGUSR1) return;
+      on_signal(sig);
+    }
+  });
+}
+
+}  // namespace gm::cli
