@@ -6,6 +6,7 @@
 #include <string>
 
 #include "worker/jpeg.h"
+#include "worker/pixel_ops.h"
 #include "worker/resize.h"
 
 namespace gm {

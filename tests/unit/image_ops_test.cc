@@ -11,6 +11,7 @@
 
 #include "tests/unit/test_util.h"
 #include "worker/jpeg.h"
+#include "worker/pixel_ops.h"
 #include "worker/resize.h"
 
 namespace gm {
