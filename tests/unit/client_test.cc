@@ -336,6 +336,36 @@ class ClientTest : public ::testing::Test {
       keys.push_back((*next)->keys.at(0));
     }
   }
+  // A worker playing `faulty` holds the first split, another the rest; once the
+  // client reports the first (FAULT), the other holds every split, and only then
+  // sends them all. The epoch drained with a stall timeout of 0.2 s.
+  struct FaultRun {
+    std::vector<std::string> keys;
+    std::vector<nlohmann::json> faults;
+    std::string faulty;  // its address
+    uint64_t connections_lost = 0;
+  };
+  FaultRun DrainBesideAFaultyWorker(Script faulty) {
+    FaultRun run;
+    FakeCoordinator coordinator(secret_);
+    FakeWorker bad(secret_, {std::move(faulty)});
+    Script after_fault{Items({0, 1, 2})};
+    after_fault.before_first = [&] { (void)coordinator.WaitFaults(1); };
+    FakeWorker other(secret_, {after_fault});
+    coordinator.SetPlan(Plan(false), {bad.address(), other.address()});
+    coordinator.SetHolders({{order_[0], 0}, {order_[1], 1}, {order_[2], 1}},
+                           {{order_[0], 0}, {order_[1], 0}, {order_[2], 0}}, {other.address()});
+    ClientOptions options = Options(coordinator.address());
+    options.stall_s = 0.2;
+    auto client = Client::Connect(options);
+    EXPECT_TRUE(client.ok()) << client.status().message();
+    if (!client.ok()) return run;
+    run.keys = Drain(**client);
+    run.faults = coordinator.WaitFaults(1);
+    run.faulty = bad.address();
+    run.connections_lost = (*client)->stats().connections_lost;
+    return run;
+  }
   static ResumeState At(uint64_t epoch, uint64_t position) {
     ResumeState state;
     state.epoch = epoch;
@@ -449,26 +479,13 @@ TEST_F(ClientTest, GivenABatchForAnotherRank_ThenThatWorkerIsDroppedAndAnotherMa
 }
 
 TEST_F(ClientTest, GivenAWorkerThatHoldsTheAwaitedSplitAndSendsNothing_ThenItIsReportedAsStalled) {
-  FakeCoordinator coordinator(secret_);
-  FakeWorker silent(secret_, {Script{}});  // subscribes, takes credit, never sends
-  Script after_fault{Items({0, 1, 2})};
-  after_fault.before_first = [&] { (void)coordinator.WaitFaults(1); };
-  FakeWorker other(secret_, {after_fault});
-  coordinator.SetPlan(Plan(false), {silent.address(), other.address()});
-  // The silent worker holds the first split; once reported, the other holds all.
-  coordinator.SetHolders({{order_[0], 0}, {order_[1], 1}, {order_[2], 1}},
-                         {{order_[0], 0}, {order_[1], 0}, {order_[2], 0}}, {other.address()});
-  ClientOptions options = Options(coordinator.address());
-  options.stall_s = 0.2;
-  auto client = Client::Connect(options);
-  ASSERT_TRUE(client.ok()) << client.status().message();
-  EXPECT_EQ(Drain(**client), Expected());  // every batch once, from the other worker
-  std::vector<nlohmann::json> faults = coordinator.WaitFaults(1);
-  ASSERT_EQ(faults.size(), 1u);
-  EXPECT_EQ(faults[0]["worker"], silent.address());
-  EXPECT_NE(faults[0]["why"].get<std::string>().find("without sending it"), std::string::npos)
-      << faults[0];
-  EXPECT_GE((*client)->stats().connections_lost, 1u);
+  FaultRun run = DrainBesideAFaultyWorker(Script{});  // subscribes, takes credit, never sends
+  EXPECT_EQ(run.keys, Expected());                    // every batch once, from the other worker
+  ASSERT_EQ(run.faults.size(), 1u);
+  EXPECT_EQ(run.faults[0]["worker"], run.faulty);
+  EXPECT_NE(run.faults[0]["why"].get<std::string>().find("without sending it"), std::string::npos)
+      << run.faults[0];
+  EXPECT_GE(run.connections_lost, 1u);
 }
 
 TEST_F(ClientTest,
@@ -704,22 +721,12 @@ TEST_F(ClientTest, GivenTheCAbiWhenDrainedThenBatchesViewTheDataAndOutliveTheCli
 
 TEST_F(ClientTest,
        GivenAWorkerThatSaysASplitHasMoreBatchesThanItSends_ThenTheNextWorkersCountHolds) {
-  FakeCoordinator coordinator(secret_);
   // Batch 0 of the first split, said to be one of 3 (it has 2), and then nothing.
-  FakeWorker liar(secret_, {Script{{Item{&splits_[order_[0]][0], 3}}}});
-  Script after_fault{Items({0, 1, 2})};
-  after_fault.before_first = [&] { (void)coordinator.WaitFaults(1); };
-  FakeWorker other(secret_, {after_fault});
-  coordinator.SetPlan(Plan(false), {liar.address(), other.address()});
-  coordinator.SetHolders({{order_[0], 0}, {order_[1], 1}, {order_[2], 1}},
-                         {{order_[0], 0}, {order_[1], 0}, {order_[2], 0}}, {other.address()});
-  ClientOptions options = Options(coordinator.address());
-  options.stall_s = 0.2;
-  auto client = Client::Connect(options);
-  ASSERT_TRUE(client.ok()) << client.status().message();
+  FaultRun run = DrainBesideAFaultyWorker(Script{{Item{&splits_[order_[0]][0], 3}}});
   // The other worker's count (2) replaces the one the reported worker told (3).
-  EXPECT_EQ(Drain(**client), Expected());
-  EXPECT_EQ(coordinator.WaitFaults(1).at(0)["worker"], liar.address());
+  EXPECT_EQ(run.keys, Expected());
+  ASSERT_EQ(run.faults.size(), 1u);
+  EXPECT_EQ(run.faults[0]["worker"], run.faulty);
 }
 
 TEST(ClientOptionsTest, GivenTheStallTimeoutVariable_ThenItSetsTheProgressDeadlineOrSaysWhy) {
