@@ -1,7 +1,8 @@
 // Time sources. Monotonic wall seconds and per-thread CPU seconds, both as doubles,
-// and the Clock that logic with periods and grace times is handed (the run loop and
-// the supervisor; the coordinator's deadlines and the client's heartbeat still read
-// MonotonicSeconds), so a unit test drives it with a FakeClock instead of waiting.
+// and the Clock that logic with periods and grace times is handed (the run loop,
+// the supervisor and the coordinator's worker liveness; socket deadlines and the
+// client's waits still read MonotonicSeconds), so a unit test drives it with a
+// FakeClock instead of waiting.
 #pragma once
 
 #include <functional>

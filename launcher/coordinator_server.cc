@@ -385,7 +385,7 @@ void CoordinatorServer::Admit(Socket socket, std::string hello_nonce) {
 void CoordinatorServer::TickLoop() {
   MutexLock lock(mu_);
   while (!lock.WaitFor(cv_, kTickS, [&]() REQUIRES(mu_) { return stopping_; })) {
-    for (WorkerId lost : state_.Tick(MonotonicSeconds())) {
+    for (WorkerId lost : state_.Tick(Now())) {
       LogWarning("coordinator: worker " + std::to_string(lost) + " (" + data_addr_[lost] +
                  ") silent for " + std::to_string(config_.liveness_timeout_s) +
                  " s: declared lost, its splits go to others");
@@ -446,7 +446,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   WorkerId id;
   {
     MutexLock lock(mu_);
-    id = state_.RegisterWorker(MonotonicSeconds());
+    id = state_.RegisterWorker(Now());
     data_addr_[id] = registration.data_addr;
     worker_fd_[id] = socket.fd();
     ++workers_registered_;
@@ -497,7 +497,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
                                             bool* done) {
   MutexLock lock(mu_);
   if (stopping_) return Status::Cancelled("coordinator stopping");
-  GM_RETURN_IF_ERROR(state_.Heartbeat(id, MonotonicSeconds()));
+  GM_RETURN_IF_ERROR(state_.Heartbeat(id, Now()));
   GM_ASSIGN_OR_RETURN(nlohmann::json stages,
                       DecodeStagesReport(frame.meta, std::string(MsgTypeName(frame.type)).c_str()));
   if (!stages.is_null()) worker_stages_[id] = std::move(stages);

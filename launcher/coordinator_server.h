@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
@@ -53,6 +54,9 @@ struct CoordinatorConfig {
   // every kClientHeartbeatS while the trainer computes).
   double client_idle_s = kClientIdleS;
   std::string run_id;
+  // What the workers' liveness (heartbeats, Tick) is measured on; nullptr: the
+  // system's. A test hands a FakeClock and moves it instead of waiting.
+  const Clock* clock = nullptr;
 };
 
 struct CoordinatorSummary {
@@ -109,6 +113,7 @@ class CoordinatorServer {
   void Admit(Socket socket, std::string hello_nonce);
   void ReapFinished();  // joins the threads of finished connections
   void TickLoop();
+  double Now() const { return (config_.clock != nullptr ? *config_.clock : SystemClock()).Now(); }
   void Serve(Socket& socket, uint64_t gate_id, const std::string& hello_nonce);
   Status ServeWorker(Socket& socket);
   Status ServeClient(Socket& socket);

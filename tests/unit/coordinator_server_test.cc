@@ -23,7 +23,7 @@ class CoordinatorServerTest : public ::testing::Test {
   // A range source of 10 samples in splits of 4 (rounded to batches of 2): 3
   // splits, with `on_error` when given.
   void Start(double client_idle_s, int world_size = 1, int epochs = 1,
-             const std::string& on_error = "") {
+             const std::string& on_error = "", const Clock* clock = nullptr) {
     server_.reset();
     secret_ = *NewSecret();
     CoordinatorConfig c;
@@ -38,6 +38,7 @@ class CoordinatorServerTest : public ::testing::Test {
     c.epochs = epochs;
     c.world_size = world_size;
     c.client_idle_s = client_idle_s;
+    c.clock = clock;
     auto server = CoordinatorServer::Start(c);
     ASSERT_TRUE(server.ok()) << server.status().message();
     server_ = std::move(*server);
@@ -303,6 +304,32 @@ TEST_F(CoordinatorServerTest, GivenAFaultFromATrainer_ThenTheWorkerIsDroppedAndI
   EXPECT_EQ(server_->Summary().workers_faulted, 1u);
   // The client's connection is still served.
   EXPECT_EQ(Ask(client, MsgType::kGetWorkers, nlohmann::json::object()).type, MsgType::kWorkers);
+}
+
+TEST_F(CoordinatorServerTest, GivenAWorkerSilentOnTheCoordinatorsClock_ThenItIsLostWithoutWaiting) {
+  FakeClock clock;
+  Start(kClientIdleS, 1, 1, "", &clock);
+  auto w1 = Connect("worker", secret_);
+  ASSERT_TRUE(w1.ok());
+  ASSERT_EQ(Ask(*w1, MsgType::kRegister, {{"data_addr", "127.0.0.1:1"}}).type,
+            MsgType::kRegistered);
+  Frame a = Ask(*w1, MsgType::kGetSplit, nlohmann::json::object());
+  ASSERT_EQ(a.meta["kind"], "assign");
+  const uint64_t held = a.meta["split"];
+  // Its connection stays open, but it says nothing for longer than the liveness
+  // timeout (10 s) on the coordinator's clock: a few ticks later it is lost.
+  clock.Advance(11);
+  Deadline deadline = Deadline::After(kWait);
+  while (server_->Summary().state.reassignments == 0 && !deadline.expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(server_->Summary().state.reassignments, 1u);
+  EXPECT_EQ(server_->Summary().workers_live, 0u);
+  auto w2 = Connect("worker", secret_);
+  ASSERT_TRUE(w2.ok());
+  ASSERT_EQ(Ask(*w2, MsgType::kRegister, {{"data_addr", "127.0.0.1:2"}}).type,
+            MsgType::kRegistered);
+  EXPECT_EQ(Ask(*w2, MsgType::kGetSplit, nlohmann::json::object()).meta["split"], held);
 }
 
 TEST_F(CoordinatorServerTest, GivenAWorkerThatVanishesThenItsSplitGoesToTheNext) {
