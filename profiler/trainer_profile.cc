@@ -43,8 +43,11 @@ class StopRule {
   bool ShouldStop() {
     if (!Decide()) return false;
     if (o_.progress) {
-      o_.progress("stopping the trainer (" + reason_ +
-                  "); the data plane may warn that it went away");
+      // Only a trainer fed by our workers has a data plane to notice the stop (an
+      // unmodified PyTorch program, with no pipeline, has its own DataLoader).
+      o_.progress("stopping the trainer (" + reason_ + ")" +
+                  (o_.spec.pipeline.empty() ? std::string()
+                                            : "; the data plane may warn that it went away"));
     }
     return true;
   }

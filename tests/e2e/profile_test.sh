@@ -185,6 +185,9 @@ expect_rc 0 "profile an unmodified torch program, fed fast" -- "$GM" profile --s
   -- $PY "$TORCH_PY" --items 400 --item-ms 0 --step-ms 40 --batch-size 8 --num-workers 0 \
      --own-log "$T/torch_fast.own"
 check "$T/torch_fast.json" "p['trainer']['source'] == 'torch' and p['trainer']['steps'] == 15" "torch DataLoader steps recorded by the import hook"
+expect_in "$T/err" "stopping the trainer (15 steps measured)" "says why it stops the torch program"
+grep -q "data plane may warn" "$T/err" && fail "a program with no goldminer data plane is told its data plane may warn"
+ok "no word of a data plane for a program that has none"
 check_demand "$T/torch_fast.json" "$T/torch_fast.own" 200 "torch demand, as the program's own clock measures it"
 check "$T/torch_fast.json" "p['trainer']['stall_fraction'] < 0.1" "torch stall near zero"
 check "$T/torch_fast.json" "0 < p['trainer']['instrumentation_s_per_step'] and p['trainer']['instrumentation_overhead'] < 0.5" "the hook's own cost measured though the program was stopped by SIGTERM"
