@@ -168,13 +168,19 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
     }
   }
   if (sub.count("--workers") == 0) f.spec.workers = plan.run.workers;
-  if (sub.count("--threads-per-worker") == 0) {
-    f.spec.threads_per_worker = plan.run.threads_per_worker;
-    f.spec.worker_threads = plan.run.worker_threads;
-  }
-  for (const PlanWorker& w : plan.workers) {
-    f.spec.worker_remote.push_back(!w.on_trainer_node);
-    f.spec.worker_memory_bytes.push_back(w.memory_bytes);
+  const bool plan_threads = sub.count("--threads-per-worker") == 0;
+  if (plan_threads) f.spec.threads_per_worker = plan.run.threads_per_worker;
+  // One slot per planned worker: its threads (unless --threads-per-worker says
+  // otherwise), where it belongs and its memory.
+  const size_t planned = std::max(plan.workers.size(), plan.run.slots.size());
+  f.spec.slots.assign(planned, WorkerSlot{f.spec.threads_per_worker, true, 0});
+  for (size_t i = 0; i < planned; ++i) {
+    WorkerSlot& slot = f.spec.slots[i];
+    if (plan_threads && i < plan.run.slots.size()) slot.threads = plan.run.slots[i].threads;
+    if (i < plan.workers.size()) {
+      slot.remote = !plan.workers[i].on_trainer_node;
+      slot.memory_bytes = plan.workers[i].memory_bytes;
+    }
   }
   int elsewhere = 0;
   for (const PlanWorker& w : plan.workers) elsewhere += w.on_trainer_node ? 0 : 1;
@@ -206,7 +212,10 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
   if (sub.count("--world-size") == 0) f.spec.world_size = plan.run.world_size;
   if (f.spec.command.empty()) f.spec.command = plan.run.command;
   std::string threads;
-  for (int t : f.spec.worker_threads) threads += (threads.empty() ? "" : "+") + std::to_string(t);
+  if (plan_threads && !plan.run.slots.empty()) {
+    for (const WorkerSlot& s : f.spec.slots)
+      threads += (threads.empty() ? "" : "+") + std::to_string(s.threads);
+  }
   LogInfo("run: plan " + f.plan + ": " + std::to_string(f.spec.workers) + " worker(s), " +
           (threads.empty() ? std::to_string(f.spec.threads_per_worker) + " thread(s) each"
                            : threads + " thread(s)") +

@@ -93,10 +93,14 @@ json ToJson(const PlanPrediction& p) {
 }
 
 json ToJson(const PlanRun& r) {
+  // plan.json keeps each slot's threads as "worker_threads" (where each worker
+  // goes and its memory are in "workers").
+  std::vector<int> worker_threads;
+  for (const WorkerSlot& s : r.slots) worker_threads.push_back(s.threads);
   return {{"pipeline", r.pipeline},
           {"workers", r.workers},
           {"threads_per_worker", r.threads_per_worker},
-          {"worker_threads", r.worker_threads},
+          {"worker_threads", worker_threads},
           {"world_size", r.world_size},
           {"command", r.command}};
 }
@@ -194,7 +198,8 @@ Status Convert(const JsonNode& n, PlanRun& out) {
   f.Required("pipeline", out.pipeline);
   f.Required("workers", out.workers);
   f.Required("threads_per_worker", out.threads_per_worker);
-  f.Optional("worker_threads", out.worker_threads);
+  std::vector<int> worker_threads;
+  f.Optional("worker_threads", worker_threads);
   f.Optional("world_size", out.world_size);
   f.Optional("command", out.command);
   f.Check(!out.pipeline.empty(), "pipeline", "a pipeline.json path");
@@ -204,8 +209,10 @@ Status Convert(const JsonNode& n, PlanRun& out) {
   f.Check(out.threads_per_worker >= 1 && out.threads_per_worker <= kMaxWorkerThreads,
           "threads_per_worker", ("an integer from 1 to " + threads).c_str());
   bool threads_ok =
-      out.worker_threads.empty() || out.worker_threads.size() == static_cast<size_t>(out.workers);
-  for (int t : out.worker_threads) threads_ok = threads_ok && t >= 1 && t <= kMaxWorkerThreads;
+      worker_threads.empty() || worker_threads.size() == static_cast<size_t>(out.workers);
+  for (int t : worker_threads) threads_ok = threads_ok && t >= 1 && t <= kMaxWorkerThreads;
+  out.slots.clear();
+  for (int t : worker_threads) out.slots.push_back(WorkerSlot{t, true, 0});
   f.Check(threads_ok, "worker_threads",
           ("one integer from 1 to " + threads + " per worker (as many as run.workers)").c_str());
   f.Check(out.world_size >= 1 && out.world_size <= kMaxWorldSize, "world_size",
@@ -251,6 +258,11 @@ Result<Plan> PlanFromJson(const json& j, const std::string& origin) {
   f.Required("run", p.run);
   f.Optional("notes", p.notes);
   GM_RETURN_IF_ERROR(f.status());
+  // Each slot's place and memory are the planned worker's (run keeps only threads).
+  for (size_t i = 0; i < p.run.slots.size() && i < p.workers.size(); ++i) {
+    p.run.slots[i].remote = !p.workers[i].on_trainer_node;
+    p.run.slots[i].memory_bytes = p.workers[i].memory_bytes;
+  }
   return p;
 }
 

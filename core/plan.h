@@ -123,9 +123,9 @@ struct PlanPrediction {
 
 // What `goldminer run --plan` starts.
 // plan.json's "run" section: the planned fields of a RunSpec (pipeline, workers,
-// threads_per_worker, worker_threads, world_size, command); the others keep their
-// defaults, and `run --plan` fills worker_remote and worker_memory_bytes from the
-// plan's workers.
+// threads_per_worker, each slot's threads as "worker_threads", world_size,
+// command); the others keep their defaults, and `run --plan` fills each slot's
+// place (remote) and memory from the plan's workers.
 using PlanRun = RunSpec;
 
 struct Plan {

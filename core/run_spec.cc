@@ -14,24 +14,24 @@ Status Range(const char* field, long long value, long long lo, long long hi) {
 
 int RunSpec::ThreadsOf(int slot) const {
   const size_t i = static_cast<size_t>(slot);
-  return slot >= 0 && i < worker_threads.size() ? worker_threads[i] : threads_per_worker;
+  return slot >= 0 && i < slots.size() ? slots[i].threads : threads_per_worker;
 }
 
 bool RunSpec::RemoteOf(int slot) const {
   const size_t i = static_cast<size_t>(slot);
-  return slot >= 0 && i < worker_remote.size() ? worker_remote[i] : true;
+  return slot >= 0 && i < slots.size() ? slots[i].remote : true;
 }
 
 uint64_t RunSpec::MemoryOf(int slot) const {
   const size_t i = static_cast<size_t>(slot);
-  return slot >= 0 && i < worker_memory_bytes.size() ? worker_memory_bytes[i] : 0;
+  return slot >= 0 && i < slots.size() ? slots[i].memory_bytes : 0;
 }
 
 Status RunSpec::Validate() const {
   GM_RETURN_IF_ERROR(Range("workers", workers, 1, kMaxRunWorkers));
   GM_RETURN_IF_ERROR(Range("threads per worker", threads_per_worker, 1, kMaxWorkerThreads));
-  for (int t : worker_threads)
-    GM_RETURN_IF_ERROR(Range("a worker's threads", t, 1, kMaxWorkerThreads));
+  for (const WorkerSlot& s : slots)
+    GM_RETURN_IF_ERROR(Range("a worker's threads", s.threads, 1, kMaxWorkerThreads));
   GM_RETURN_IF_ERROR(Range("epochs", epochs, 0, kMaxRunEpochs));
   GM_RETURN_IF_ERROR(Range("world size", world_size, 1, kMaxWorldSize));
   GM_RETURN_IF_ERROR(Range("samples per split", static_cast<long long>(samples_per_split), 1,

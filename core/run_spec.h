@@ -20,17 +20,23 @@ inline constexpr int kMaxWorldSize = 1024;      // trainer ranks
 inline constexpr int kMaxRunEpochs = 1000000;   // epochs a run serves (0: as asked)
 inline constexpr size_t kMaxSamplesPerSplit = 100000000;
 
+// What a plan says of one worker it placed (a replacement keeps its slot's).
+struct WorkerSlot {
+  int threads = 1;            // its stage threads (= its CPUs)
+  bool remote = true;         // planned off the trainer's node
+  uint64_t memory_bytes = 0;  // its memory (0: unknown)
+  bool operator==(const WorkerSlot&) const = default;
+};
+
 struct RunSpec {
-  std::string pipeline;             // pipeline.json the workers run
-  int workers = 2;                  // data workers to start
-  int threads_per_worker = 1;       // stage threads of a worker without its own size
-  std::vector<int> worker_threads;  // a plan's: each worker's threads (= its CPUs)
-  std::vector<bool> worker_remote;  // a plan's: each worker planned off the trainer's node
-  std::vector<uint64_t> worker_memory_bytes;  // a plan's: each worker's memory (0: unknown)
-  int epochs = 0;                             // epochs the workers serve; 0: as the trainer asks
-  int world_size = 1;                         // trainer ranks, one process each
-  size_t samples_per_split = 256;             // split size of files/jsonl/range sources
-  std::vector<std::string> command;           // the trainer's argv
+  std::string pipeline;              // pipeline.json the workers run
+  int workers = 2;                   // data workers to start
+  int threads_per_worker = 1;        // stage threads of a worker without a slot of its own
+  std::vector<WorkerSlot> slots;     // a plan's workers, in order (none: no plan)
+  int epochs = 0;                    // epochs the workers serve; 0: as the trainer asks
+  int world_size = 1;                // trainer ranks, one process each
+  size_t samples_per_split = 256;    // split size of files/jsonl/range sources
+  std::vector<std::string> command;  // the trainer's argv
 
   // Stage threads of the worker in `slot` (a replacement keeps its slot's size;
   // slots beyond the plan's get threads_per_worker).

@@ -701,7 +701,7 @@ PlanRun RunOf(const Profile& profile, const PlanOptions& o, const Setup& s, cons
   run.workers = static_cast<int>(pl.workers.size());
   for (const PlanWorker& w : pl.workers) {
     run.threads_per_worker = std::max(run.threads_per_worker, w.cpus);
-    run.worker_threads.push_back(w.cpus);
+    run.slots.push_back(WorkerSlot{w.cpus, !w.on_trainer_node, w.memory_bytes});
   }
   run.world_size = s.world_size;
   run.command = !o.command.empty() ? o.command

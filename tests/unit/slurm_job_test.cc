@@ -124,10 +124,9 @@ TEST(SlurmJobTest, GivenAHeterogeneousJobThenEachComponentHasItsIdAndCpus) {
 
   RunSpec spec;
   spec.threads_per_worker = 2;
-  spec.worker_threads = {2, 4, 4};
-  spec.worker_remote = {false, true, true};
+  spec.slots = {{2, false, 0}, {4, true, 0}, {4, true, 0}};
   EXPECT_TRUE(job->CheckWorkersFit(spec, 3).ok()) << "2 CPUs on the trainer's node, 4+4 elsewhere";
-  spec.worker_threads = {4, 4, 4};
+  spec.slots[0].threads = 4;
   const Status st = job->CheckWorkersFit(spec, 3);
   EXPECT_FALSE(st.ok());
   EXPECT_NE(st.message().find("component 0 of job 20 (SLURM_JOB_CPUS_PER_NODE_HET_GROUP_0=2)"),
