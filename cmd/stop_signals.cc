@@ -28,6 +28,16 @@ StopOnSignal::~StopOnSignal() {
   pthread_sigmask(SIG_SETMASK, &old_, nullptr);
 }
 
+int StopOnSignal::TakePending() {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  timespec zero{};
+  const int sig = sigtimedwait(&stop, nullptr, &zero);
+  return sig > 0 ? sig : 0;
+}
+
 void StopOnSignal::Watch(std::function<void(int)> on_signal) {
   thread_ = std::thread([this, on_signal = std::move(on_signal)] {
     for (;;) {

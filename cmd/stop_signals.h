@@ -1,9 +1,11 @@
 // The one way a verb stops on SIGTERM and SIGINT (Ctrl-C, scancel, a Slurm time
-// limit): the signals are blocked in the constructing thread, and so in every
-// thread it starts afterwards, and taken by sigwait() on a thread of their own,
-// which calls the callback given to Watch() with the signal's number. Nothing
-// runs in a signal handler. Children start with no signal blocked
-// (core/spawn.h). Construct it before any thread starts; one per process.
+// limit, a requeue): the signals are blocked in the constructing thread, and so
+// in every thread it starts afterwards, and stay pending until taken: by a
+// thread of their own that calls the callback given to Watch() (the worker), or
+// by the caller polling TakePending() (run's loop, which so never misses a signal
+// that also ended its trainer). Nothing runs in a signal handler. Children start
+// with no signal blocked (core/spawn.h). Construct it before any thread starts;
+// one per process; Watch or TakePending, not both.
 #pragma once
 
 #include <signal.h>
@@ -23,6 +25,8 @@ class StopOnSignal {
   // Calls `on_signal(sig)` for each SIGTERM or SIGINT from now on (on the
   // waiting thread). Call once.
   void Watch(std::function<void(int)> on_signal);
+  // The SIGTERM or SIGINT pending now, taken (0: none). Never blocks.
+  int TakePending();
 
  private:
   sigset_t set_{};

@@ -30,8 +30,6 @@
 namespace gm::cli {
 namespace {
 
-std::atomic<int> g_signal{0};  // the last SIGTERM/SIGINT received by `run`
-
 struct RunFlags {
   std::string backend = "auto";
   std::string plan;
@@ -295,10 +293,9 @@ Result<AutoscalerOptions> AutoscaleOptions(const RunFlags& f) {
 }
 
 Result<int> RunWithFlags(const RunFlags& f) {
-  // Before any thread starts: a SIGTERM or SIGINT from now on stops the run (the
-  // run loop reads g_signal and stops the trainer and workers).
+  // Before any thread starts: a SIGTERM or SIGINT from now on stays pending until
+  // the run loop takes it and stops the trainer and workers.
   StopOnSignal signals;
-  signals.Watch([](int sig) { g_signal.store(sig); });
   if (f.spec.pipeline.empty()) {  // a usage error: exit 2
     LogError(
         "run needs --pipeline FILE or --plan plan.json, e.g. goldminer run --pipeline "
@@ -351,7 +348,7 @@ Result<int> RunWithFlags(const RunFlags& f) {
       GM_ASSIGN_OR_RETURN(c.plan_id, PlanRow(*store, *f.plan_doc, f.plan));
     }
   }
-  c.signal = &g_signal;
+  c.take_signal = [&signals] { return signals.TakePending(); };
   GM_ASSIGN_OR_RETURN(RunResult r, RunTraining(c));
   const CoordinatorSummary& s = r.summary;
   LogInfo("run " + r.run_id + " " + r.status + (store ? " (recorded in " + f.db + ")" : "") + ": " +

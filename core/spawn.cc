@@ -68,6 +68,12 @@ Result<pid_t> SpawnProcess(const SpawnRequest& request) {
   return pid;
 }
 
+Result<Pipe> MakePipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
 std::string DescribeExit(int wait_status) {
   if (WIFEXITED(wait_status))
     return "exited with status " + std::to_string(WEXITSTATUS(wait_status));

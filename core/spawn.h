@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/unique_fd.h"
 
 namespace gm {
 
@@ -34,6 +35,15 @@ struct SpawnRequest {
 // does not exist; ResourceExhausted when out of processes or memory; IoError
 // otherwise; each names the program.
 Result<pid_t> SpawnProcess(const SpawnRequest& request);
+
+// A pipe for a child's output: the read end and the write end, both close-on-exec
+// (a SpawnRequest's dup2 hands the write end to the child). ResourceExhausted
+// when out of descriptors, IoError otherwise.
+struct Pipe {
+  UniqueFd read;
+  UniqueFd write;
+};
+Result<Pipe> MakePipe();
 
 // Describes a waitpid() status: "exited with status N" or "was killed by signal N (Name)".
 std::string DescribeExit(int wait_status);

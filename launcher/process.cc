@@ -27,29 +27,20 @@ int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 
 Result<CommandOutput> CaptureOutput(const std::vector<std::string>& argv, double timeout_s,
                                     size_t max_bytes) {
   if (argv.empty()) return Status::InvalidArgument("no command to run");
-  int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0)
-    return Status::IoError(std::string("pipe: ") + std::strerror(errno));
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    ::close(out_pipe[0]);
-    ::close(out_pipe[1]);
-    return Status::IoError(std::string("pipe: ") + std::strerror(errno));
-  }
+  GM_ASSIGN_OR_RETURN(Pipe out_pipe, MakePipe());
+  GM_ASSIGN_OR_RETURN(Pipe err_pipe, MakePipe());
   SpawnRequest request(argv);
   request.stdin_null = true;
-  request.dup2 = {{out_pipe[1], 1}, {err_pipe[1], 2}};
+  request.dup2 = {{out_pipe.write.get(), 1}, {err_pipe.write.get(), 2}};
   Result<pid_t> spawned = SpawnProcess(request);
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  if (!spawned.ok()) {
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
-    return spawned.status();
-  }
+  out_pipe.write.Reset();  // only the child writes now: its exit ends the reads
+  err_pipe.write.Reset();
+  if (!spawned.ok()) return spawned.status();
   const pid_t pid = *spawned;
   CommandOutput result;
   std::string* sinks[2] = {&result.out, &result.err};
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  UniqueFd* ends[2] = {&out_pipe.read, &err_pipe.read};
+  pollfd fds[2] = {{out_pipe.read.get(), POLLIN, 0}, {err_pipe.read.get(), POLLIN, 0}};
   const double deadline = MonotonicSeconds() + timeout_s;
   Status failure;
   int open = 2;
@@ -75,14 +66,11 @@ Result<CommandOutput> CaptureOutput(const std::vector<std::string>& argv, double
                                     " bytes");
         }
       } else if (n == 0 || errno != EINTR) {
-        ::close(fds[i].fd);
+        ends[i]->Reset();
         fds[i].fd = -1;
         --open;
       }
     }
-  }
-  for (pollfd& f : fds) {
-    if (f.fd >= 0) ::close(f.fd);
   }
   if (!failure.ok()) ::kill(pid, SIGKILL);
   int status = 0;

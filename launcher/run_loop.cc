@@ -112,8 +112,8 @@ void RunLoop::StopAll() {
 }
 
 bool RunLoop::StopRequested() {
-  if (o_.signal != nullptr) {
-    if (int sig = o_.signal->exchange(0)) {
+  if (o_.take_signal) {
+    if (int sig = o_.take_signal()) {
       LogWarning("run: signal " + std::to_string(sig) + ": stopping the trainer and workers");
       signalled_ = true;
       return true;

@@ -58,7 +58,7 @@ struct RunLoopOptions {
   bool progress = false;  // a status line every sample (launcher/training_run.h)
   std::optional<AutoscalerOptions> autoscale;
   std::function<bool()> should_stop;        // polled every loop turn; may be empty
-  std::atomic<int>* signal = nullptr;       // set by a signal handler; may be null
+  std::function<int()> take_signal;         // TrainingRun's (training_run.h); may be empty
   std::function<std::string()> stop_cause;  // asked once when a signal stops the run
 };
 

@@ -92,7 +92,7 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   o.progress = c.progress;
   o.autoscale = c.autoscale;
   o.should_stop = c.should_stop;
-  o.signal = c.signal;
+  o.take_signal = c.take_signal;
   o.stop_cause = c.stop_cause;
   RunLoop loop(std::move(o), std::move(edges), run_id, recorder);
   Result<RunLoopOutcome> outcome = loop.Execute();

@@ -51,9 +51,11 @@ struct RunConfig {
   // SIGKILL after stop_grace_s). May be empty.
   std::function<bool()> should_stop;
   double stop_grace_s = 5;
-  // A signal number set asynchronously (SIGTERM/SIGINT handler); non-zero stops the
-  // trainers like should_stop. May be null.
-  std::atomic<int>* signal = nullptr;
+  // Takes the signal (SIGTERM, SIGINT) that arrived since the last call, 0 for
+  // none (cmd/stop_signals.h); non-zero stops the trainers like should_stop and
+  // asks stop_cause. Polled with should_stop, and once more after the last
+  // trainer ended (a signal that reached the trainers too). May be empty.
+  std::function<int()> take_signal;
   // Asked once, when a signal stops the run: why the surrounding system stopped it
   // ("requeued", "time limit", ...; launcher/slurm_job.h). Non-empty: the run is
   // recorded as "preempted" with that cause, else as "cancelled". May be empty.

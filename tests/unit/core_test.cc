@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -114,6 +115,25 @@ TEST(SpawnTest, GivenBlockedAndIgnoredSignalsHere_ThenTheChildStartsWithDefaults
   ASSERT_NE(ign, std::string::npos) << text;
   const unsigned long long ignored = std::stoull(text.substr(ign + 8, 16), nullptr, 16);
   EXPECT_EQ(ignored & (1ull << (SIGPIPE - 1)), 0u) << text;  // SIGPIPE back to its default
+}
+
+TEST(UniqueFdTest, GivenAnOwnedDescriptor_ThenItIsClosedOnceWhenItsLastOwnerGoes) {
+  auto pipe = MakePipe();
+  ASSERT_TRUE(pipe.ok()) << pipe.status().message();
+  const int fd = pipe->read.get();
+  ASSERT_GE(::fcntl(fd, F_GETFD), 0);
+  EXPECT_NE(::fcntl(fd, F_GETFD) & FD_CLOEXEC, 0);  // close-on-exec
+  {
+    UniqueFd moved = std::move(pipe->read);
+    EXPECT_FALSE(pipe->read.valid());
+    EXPECT_EQ(moved.get(), fd);
+    EXPECT_GE(::fcntl(fd, F_GETFD), 0);  // still open: moved, not closed
+  }
+  EXPECT_EQ(::fcntl(fd, F_GETFD), -1);  // closed with its owner
+  const int kept = pipe->write.Release();
+  pipe->write.Reset();  // holds nothing now: closes nothing
+  EXPECT_GE(::fcntl(kept, F_GETFD), 0);
+  ::close(kept);
 }
 
 TEST(SpawnTest, GivenThisProcess_ThenItsCpuSecondsAreReadAndAMissingOneIsAnError) {
