@@ -86,6 +86,24 @@ class CoordinatorServerTest : public ::testing::Test {
     client = std::move(ranks[0]);
   }
 
+  // A worker registered with `data_addr`.
+  Socket RegisteredWorker(const std::string& data_addr) {
+    auto w = Connect("worker", secret_);
+    EXPECT_TRUE(w.ok()) << w.status().message();
+    if (!w.ok()) return Socket();
+    EXPECT_EQ(Ask(*w, MsgType::kRegister, {{"data_addr", data_addr}}).type, MsgType::kRegistered);
+    return std::move(*w);
+  }
+  // The split `worker` is assigned (it asks until one is; UINT64_MAX after kWait).
+  uint64_t TakeSplit(Socket& worker) {
+    Deadline deadline = Deadline::After(kWait);
+    while (!deadline.expired()) {
+      Frame a = Ask(worker, MsgType::kGetSplit, nlohmann::json::object());
+      if (a.meta["kind"] == "assign") return a.meta["split"];
+    }
+    return UINT64_MAX;
+  }
+
   // The worker takes a split of 4 samples (2 batches) and says it has `batches`
   // with `skipped` samples skipped.
   void TakeAndReport(Socket& worker, uint64_t batches, uint64_t skipped) {
@@ -289,18 +307,14 @@ TEST_F(CoordinatorServerTest, GivenAFaultFromATrainer_ThenTheWorkerIsDroppedAndI
   EXPECT_FALSE(closed.ok());
   EXPECT_NE(closed.status().message().find("peer closed"), std::string::npos)
       << closed.status().message();
-  // ...and the split it held goes to the next worker.
-  auto next = Connect("worker", secret_);
-  ASSERT_TRUE(next.ok()) << next.status().message();
-  ASSERT_EQ(Ask(*next, MsgType::kRegister, {{"data_addr", "127.0.0.1:2"}}).type,
-            MsgType::kRegistered);
+  // ...and the split it held goes to the next worker (once the coordinator has
+  // seen the close: until then the split is still the dropped worker's).
   Deadline deadline = Deadline::After(kWait);
-  uint64_t split = UINT64_MAX;
-  while (split != held && !deadline.expired()) {
-    Frame b = Ask(*next, MsgType::kGetSplit, nlohmann::json::object());
-    if (b.meta["kind"] == "assign") split = b.meta["split"];
+  while (server_->Summary().state.reassignments == 0 && !deadline.expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  EXPECT_EQ(split, held);
+  Socket next = RegisteredWorker("127.0.0.1:2");
+  EXPECT_EQ(TakeSplit(next), held);
   EXPECT_EQ(server_->Summary().workers_faulted, 1u);
   // The client's connection is still served.
   EXPECT_EQ(Ask(client, MsgType::kGetWorkers, nlohmann::json::object()).type, MsgType::kWorkers);
@@ -309,13 +323,8 @@ TEST_F(CoordinatorServerTest, GivenAFaultFromATrainer_ThenTheWorkerIsDroppedAndI
 TEST_F(CoordinatorServerTest, GivenAWorkerSilentOnTheCoordinatorsClock_ThenItIsLostWithoutWaiting) {
   FakeClock clock;
   Start(kClientIdleS, 1, 1, "", &clock);
-  auto w1 = Connect("worker", secret_);
-  ASSERT_TRUE(w1.ok());
-  ASSERT_EQ(Ask(*w1, MsgType::kRegister, {{"data_addr", "127.0.0.1:1"}}).type,
-            MsgType::kRegistered);
-  Frame a = Ask(*w1, MsgType::kGetSplit, nlohmann::json::object());
-  ASSERT_EQ(a.meta["kind"], "assign");
-  const uint64_t held = a.meta["split"];
+  Socket w1 = RegisteredWorker("127.0.0.1:1");
+  const uint64_t held = TakeSplit(w1);
   // Its connection stays open, but it says nothing for longer than the liveness
   // timeout (10 s) on the coordinator's clock: a few ticks later it is lost.
   clock.Advance(11);
@@ -325,11 +334,8 @@ TEST_F(CoordinatorServerTest, GivenAWorkerSilentOnTheCoordinatorsClock_ThenItIsL
   }
   EXPECT_EQ(server_->Summary().state.reassignments, 1u);
   EXPECT_EQ(server_->Summary().workers_live, 0u);
-  auto w2 = Connect("worker", secret_);
-  ASSERT_TRUE(w2.ok());
-  ASSERT_EQ(Ask(*w2, MsgType::kRegister, {{"data_addr", "127.0.0.1:2"}}).type,
-            MsgType::kRegistered);
-  EXPECT_EQ(Ask(*w2, MsgType::kGetSplit, nlohmann::json::object()).meta["split"], held);
+  Socket w2 = RegisteredWorker("127.0.0.1:2");
+  EXPECT_EQ(TakeSplit(w2), held);
 }
 
 TEST_F(CoordinatorServerTest, GivenAWorkerThatVanishesThenItsSplitGoesToTheNext) {
