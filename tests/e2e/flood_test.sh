@@ -19,10 +19,9 @@ sleepy_pipeline "$T/pipeline.json" 8000 0.0005
 # whose credit is used while the other real worker, done with the epoch, holds
 # credit it cannot spend; the client grants the awaited split's holder one more.
 for mode in ahead next-epoch other repeat; do
-  GOLDMINER_CLIENT_BUFFER_MB=32 timeout 120 "$GM" run --backend local --pipeline "$T/pipeline.json" --workers 2 \
-    --epochs 2 --samples-per-split 20 --liveness-timeout 5 --no-db -- \
-    $PY "$SRC/tests/e2e/flood_trainer.py" "$T/$mode.json" 2 "$mode" 6 1 800 \
-    >"$T/$mode.out" 2>"$T/$mode.err" || { cat "$T/$mode.err" >&2; fail "$mode: the run beside the flood failed"; }
+  GOLDMINER_CLIENT_BUFFER_MB=32 run_trainer "$mode" "$mode: beside the flood" -- --backend local \
+    --pipeline "$T/pipeline.json" --workers 2 --epochs 2 --samples-per-split 20 --liveness-timeout 5 --no-db -- \
+    $PY "$SRC/tests/e2e/flood_trainer.py" "$T/$mode.json" 2 "$mode" 6 1 800
   $PY - "$T/$mode.json" "$mode" <<'PY' || { cat "$T/$mode.err" >&2; fail "$mode: the trainer's batches or memory"; }
 import json, sys
 r, mode = json.load(open(sys.argv[1])), sys.argv[2]
@@ -52,10 +51,9 @@ expect_in "$T/other.err" "sent batches of splits the coordinator never gave it" 
 # the coordinator drops the worker, and a real worker makes the split.
 sed 's/"seed": 1 }/"seed": 1, "on_error": "fail" }/' "$T/pipeline.json" >"$T/fail.json"
 grep -q '"on_error": "fail"' "$T/fail.json" || fail "the fail pipeline: $(cat "$T/fail.json")"
-GOLDMINER_CLIENT_BUFFER_MB=32 timeout 120 "$GM" run --backend local --pipeline "$T/fail.json" --workers 2 \
-  --epochs 2 --samples-per-split 20 --liveness-timeout 5 --no-db -- \
-  $PY "$SRC/tests/e2e/flood_trainer.py" "$T/cut.json" 2 cut 6 1 800 >"$T/cut.out" 2>"$T/cut.err" ||
-  { cat "$T/cut.err" >&2; fail "cut (on_error fail): the run beside the cut failed"; }
+GOLDMINER_CLIENT_BUFFER_MB=32 run_trainer cut "cut (on_error fail): beside the cut" -- --backend local \
+  --pipeline "$T/fail.json" --workers 2 --epochs 2 --samples-per-split 20 --liveness-timeout 5 --no-db -- \
+  $PY "$SRC/tests/e2e/flood_trainer.py" "$T/cut.json" 2 cut 6 1 800
 { exactly_once "$T/cut.json" 8000 &&
   $PY -c 'import json, sys; assert json.load(open(sys.argv[1]))["flood"]["batches_sent"] > 0' "$T/cut.json"; } ||
   { cat "$T/cut.err" >&2; fail "cut (on_error fail): the trainer's batches"; }
@@ -84,10 +82,9 @@ ok "cut (on_error skip): 'every epoch delivered' is not printed"
 # would hold the split for 60 s): the trainer's client reports it once it has
 # held the awaited batch for the stall timeout (2 s here), the coordinator drops
 # it, and a real worker makes the split.
-timeout 120 "$GM" run --backend local --pipeline "$T/pipeline.json" --workers 2 \
-  --epochs 2 --samples-per-split 20 --liveness-timeout 5 --stall-timeout 2 --no-db -- \
-  $PY "$SRC/tests/e2e/flood_trainer.py" "$T/hold.json" 2 hold 60 1 800 >"$T/hold.out" 2>"$T/hold.err" ||
-  { cat "$T/hold.err" >&2; fail "hold: the run beside the worker that holds a split failed"; }
+run_trainer hold "hold: beside the worker that holds a split" -- --backend local \
+  --pipeline "$T/pipeline.json" --workers 2 --epochs 2 --samples-per-split 20 --liveness-timeout 5 \
+  --stall-timeout 2 --no-db -- $PY "$SRC/tests/e2e/flood_trainer.py" "$T/hold.json" 2 hold 60 1 800
 exactly_once "$T/hold.json" 8000 || { cat "$T/hold.err" >&2; fail "hold: the trainer's batches"; }
 $PY - "$T/hold.json" <<'PY' || { cat "$T/hold.err" >&2; fail "hold: the worker was not dropped in time"; }
 import json, sys

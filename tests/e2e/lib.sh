@@ -25,6 +25,16 @@ expect_rc() {
   ok "$what"
 }
 
+# run_trainer NAME WHAT -- RUN_ARGS...: `goldminer run RUN_ARGS...` within 120 s,
+# its output in $T/NAME.out and $T/NAME.err; the suite fails saying WHAT (with
+# the run's stderr) unless it succeeds. Environment for the run goes before
+# the call (VAR=value run_trainer ...).
+run_trainer() {
+  local name=$1 what=$2; shift 3
+  timeout 120 "$GM" run "$@" >"$T/$name.out" 2>"$T/$name.err" ||
+    { cat "$T/$name.err" >&2; fail "$what: the run failed"; }
+}
+
 # expect_in FILE TEXT DESCRIPTION
 expect_in() {
   grep -qF -- "$2" "$1" || { echo "--- $1:" >&2; cat "$1" >&2; fail "$3: '$2' not in $1"; }

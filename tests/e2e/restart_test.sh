@@ -10,11 +10,11 @@
 source "$(dirname "$0")/lib.sh"
 
 sleepy_pipeline "$T/pipeline.json" 2000 0.0002
-timeout 120 "$GM" run --backend local --pipeline "$T/pipeline.json" --workers 2 --epochs 2 \
-  --samples-per-split 20 --no-db -- $PY "$SRC/tests/e2e/restart_trainer.py" "$T/r.json" 2 5 \
-  >"$T/out" 2>"$T/err" || { cat "$T/err" >&2; fail "the run with a restarted trainer failed"; }
+run_trainer restart "with a restarted trainer" -- --backend local --pipeline "$T/pipeline.json" \
+  --workers 2 --epochs 2 --samples-per-split 20 --no-db -- \
+  $PY "$SRC/tests/e2e/restart_trainer.py" "$T/r.json" 2 5
 ok "a run whose trainer died partway and started again ends"
-$PY - "$T/r.json" <<'PY' || { cat "$T/err" >&2; fail "the restarted trainer's samples"; }
+$PY - "$T/r.json" <<'PY' || { cat "$T/restart.err" >&2; fail "the restarted trainer's samples"; }
 import json, sys
 r = json.load(open(sys.argv[1]))
 child, epochs = r["child"], r["epochs"]
@@ -33,6 +33,6 @@ print(f"# the dead process read {len(child)} samples; the new one {len(first)} o
       f"({len(again)} of them again) and {len(epochs[1])} of epoch 1")
 PY
 ok "every sample of epoch 0 reached the trainer, none twice in the new process"
-expect_in "$T/err" "where session 1 left it (a trainer restarted without its state)" \
+expect_in "$T/restart.err" "where session 1 left it (a trainer restarted without its state)" \
   "the coordinator says the new session goes on where the old one left"
 done_suite
