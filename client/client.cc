@@ -224,10 +224,11 @@ struct Client::Impl {
   // FAULTs to send (Fault), and the workers reported while the coordinator lists them.
   std::vector<FaultMsg> faults GUARDED_BY(mu);
   std::set<std::string> faulted GUARDED_BY(mu);
-  // The progress deadline (ClientOptions::stall_s): what Wait() awaits, from whom,
-  // since when.
+  // The progress deadline (ClientOptions::stall_s): what Wait() awaits (its epoch
+  // and place in the rank's sequence), from whom, since when.
   struct Stall {
-    std::string awaited;
+    uint64_t epoch = 0;
+    SequenceKey awaited;
     std::optional<uint64_t> holder;
     double since = 0;
   };
@@ -258,6 +259,9 @@ struct Client::Impl {
   // The progress deadline, checked in Wait(): the awaited batch's holder sent
   // nothing of it for stall_s (with credit to): reported and disconnected.
   void CheckStall(std::optional<uint64_t> holder, bool holder_bounded, double now) REQUIRES(mu);
+  // Closes the live connections to re-order source `source`, counted as lost; the
+  // caller has said why (their receivers do not warn again).
+  void CloseConnectionsOf(uint64_t source) REQUIRES(mu);
   void ConnectWorkers(const std::vector<std::string>& addresses);
   void Receive(WorkerConn* conn);
   void CheckHolders(const WorkersMsg& workers, uint64_t view);
@@ -341,18 +345,27 @@ Status Client::Impl::FlushFaults() {
   return Status::Ok();
 }
 
+void Client::Impl::CloseConnectionsOf(uint64_t source) {
+  for (auto& [id, conn] : conns) {
+    if (conn->source != source || conn->dead) continue;
+    conn->closing = true;
+    ++stats.connections_lost;
+    ::shutdown(conn->socket.fd(), SHUT_RDWR);
+  }
+}
+
 void Client::Impl::CheckStall(std::optional<uint64_t> holder, bool holder_bounded, double now) {
-  std::string awaited = reorder.Awaited();
-  if (awaited != stall.awaited || holder != stall.holder || holder_bounded) {
+  if (reorder.epoch() != stall.epoch || reorder.key() != stall.awaited || holder != stall.holder ||
+      holder_bounded) {
     // Something moved, or the client's own bound keeps the holder from sending.
-    stall = {std::move(awaited), holder, now};
+    stall = {reorder.epoch(), reorder.key(), holder, now};
     return;
   }
   if (!holder || now - stall.since < options.stall_s) return;
-  const std::string why = "it held " + awaited + ", which rank " + std::to_string(options.rank) +
-                          " waits for, " + std::to_string(std::lround(now - stall.since)) +
-                          " s without sending it (the stall timeout, " +
-                          std::string(kStallTimeoutEnv) + ")";
+  const std::string why =
+      "it held " + reorder.Awaited() + ", which rank " + std::to_string(options.rank) +
+      " waits for, " + std::to_string(std::lround(now - stall.since)) +
+      " s without sending it (the stall timeout, " + std::string(kStallTimeoutEnv) + ")";
   stall.since = now;  // the next report, if any, after another stall_s
   std::string address;
   for (const auto& [a, source] : source_of) {
@@ -362,12 +375,7 @@ void Client::Impl::CheckStall(std::optional<uint64_t> holder, bool holder_bounde
   LogWarning("client: worker " + address + ": " + why +
              "; reported to the coordinator, which gives its splits to other workers");
   Fault(address, *holder, why);
-  for (auto& [id, conn] : conns) {
-    if (conn->source != *holder || conn->dead) continue;
-    conn->closing = true;  // warned here
-    ++stats.connections_lost;
-    ::shutdown(conn->socket.fd(), SHUT_RDWR);
-  }
+  CloseConnectionsOf(*holder);
 }
 
 Status Client::Impl::FlushAcks() {
@@ -647,10 +655,8 @@ void Client::Impl::CheckHolders(const WorkersMsg& workers, uint64_t view) {
                  "dropped and this trainer does not connect to it again");
       refused.insert(conn->address);
       Fault(conn->address, liar, "it sent batches of splits the coordinator never gave it");
-      conn->closing = true;  // warned here
-      ++stats.connections_lost;
-      ::shutdown(conn->socket.fd(), SHUT_RDWR);
     }
+    CloseConnectionsOf(liar);
   }
   // A reported worker the coordinator no longer lists may be reported again
   // (another worker at its address later).
@@ -755,7 +761,7 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
       }
     }
     const double now = MonotonicSeconds();
-    if (stall.since < started) stall = {reorder.Awaited(), holder, now};  // a new wait
+    if (stall.since < started) stall = {reorder.epoch(), reorder.key(), holder, now};  // a new wait
     CheckStall(holder, holder_bounded, now);
     if (now - last_arrival >= options.timeout_s) {
       return Status::Unavailable(

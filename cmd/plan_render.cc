@@ -66,7 +66,7 @@ std::string PlanText(const Plan& p) {
        Rate(m.samples_per_s_per_cpu) + " per worker CPU; the target needs " +
        Fixed(m.cpus_needed, 1) + " CPUs\n";
   s += "  prediction: " + Rate(pr.samples_per_s);
-  if (pr.stall_fraction) s += ", trainer stall " + Fixed(100 * *pr.stall_fraction, 0) + "%";
+  if (pr.stall_fraction) s += ", trainer stall " + Percent(*pr.stall_fraction);
   s += ", " + Fixed(pr.cpu_hours_per_million_samples, 2) + " CPU-hours per million samples";
   if (pr.cpu_hours_per_epoch) {
     s += ", " + Fixed(*pr.cpu_hours_per_epoch, 3) + " CPU-hours per epoch of " +

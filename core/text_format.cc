@@ -10,6 +10,8 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
+std::string Percent(double fraction) { return Fixed(100 * fraction, 0) + "%"; }
+
 std::string SamplesPerS(double v) { return Fixed(v, v < 100 ? 1 : 0) + " samples/s"; }
 
 }  // namespace gm

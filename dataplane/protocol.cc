@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "dataplane/batch_order.h"
+
 namespace gm {
 
 // Tensor bytes travel as they lie in memory; the wire format is little-endian.
@@ -589,8 +591,9 @@ Result<BatchHeader> DecodeBatchHeader(const nlohmann::json& meta) {
     return BatchError("\"rank\" must be an integer from 0 to 65535");
   h.rank = rank->get<int64_t>();
   if (auto count = meta.find("split_batches"); count != meta.end()) {
-    if (!IsU64(*count) || count->get<uint64_t>() < 1 || count->get<uint64_t>() > (1u << 24))
-      return BatchError("\"split_batches\" must be an integer from 1 to 16777216");
+    if (!IsU64(*count) || count->get<uint64_t>() < 1 || count->get<uint64_t>() > kMaxSplitBatches)
+      return BatchError("\"split_batches\" must be an integer from 1 to " +
+                        std::to_string(kMaxSplitBatches));
     h.split_batches = count->get<uint64_t>();
   }
   return h;

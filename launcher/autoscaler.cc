@@ -8,7 +8,6 @@
 namespace gm {
 namespace {
 
-std::string Pct(double f) { return Fixed(100 * f, 0) + "%"; }
 std::string Rate(double r) { return Fixed(r, 0) + " samples/s"; }
 
 }  // namespace
@@ -67,7 +66,7 @@ std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers)
 
 std::optional<ScaleDecision> Autoscaler::Decide(double rate, double stall, int workers) {
   if (remove_hold_ > 0) --remove_hold_;
-  const std::string now = Rate(rate) + ", data wait " + Pct(stall);
+  const std::string now = Rate(rate) + ", data wait " + Percent(stall);
   if (pending_ == +1 && rate < rate_before_ * (1 + o_.min_gain) && workers > o_.min_workers) {
     ceiling_ = workers - 1;
     ceiling_rate_ = rate_before_;
@@ -86,7 +85,7 @@ std::optional<ScaleDecision> Autoscaler::Decide(double rate, double stall, int w
   if (pending_ == -1 && rate < rate_before_ * (1 - o_.min_gain) && workers < o_.max_workers) {
     remove_hold_ = o_.hold_periods;
     undo_ = true;
-    return ScaleDecision{+1, "removing a worker cost " + Pct(1 - rate / rate_before_) + " (" +
+    return ScaleDecision{+1, "removing a worker cost " + Percent(1 - rate / rate_before_) + " (" +
                                  Rate(rate_before_) + " -> " + now +
                                  "): adding it back; no change for " +
                                  std::to_string(o_.hold_periods) + " periods"};
@@ -102,12 +101,12 @@ std::optional<ScaleDecision> Autoscaler::Decide(double rate, double stall, int w
   }
   probe_ = true;
   if (stall > o_.stall_high && workers < o_.max_workers && may_add) {
-    return ScaleDecision{+1, "data wait " + Pct(stall) + " above " + Pct(o_.stall_high) + " (" +
-                                 now + "): adding a worker"};
+    return ScaleDecision{+1, "data wait " + Percent(stall) + " above " + Percent(o_.stall_high) +
+                                 " (" + now + "): adding a worker"};
   }
   if (stall < o_.stall_low && workers > o_.min_workers && remove_hold_ == 0) {
-    return ScaleDecision{-1, "data wait " + Pct(stall) + " below " + Pct(o_.stall_low) + " (" +
-                                 now + "): trying one worker fewer"};
+    return ScaleDecision{-1, "data wait " + Percent(stall) + " below " + Percent(o_.stall_low) +
+                                 " (" + now + "): trying one worker fewer"};
   }
   return std::nullopt;
 }

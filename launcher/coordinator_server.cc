@@ -484,9 +484,8 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   (void)state_.WorkerExited(id);  // its unfinished splits go back to the queue
   data_addr_.erase(id);
   worker_fd_.erase(id);
-  if (auto faulted = faulted_.find(id); faulted != faulted_.end()) {
-    faulted_.erase(faulted);  // said when the FAULT came
-  } else if (!st.ok() && !stopping_) {
+  const bool faulted = faulted_.erase(id) > 0;  // said when the FAULT came
+  if (!faulted && !st.ok() && !stopping_) {
     LogWarning("coordinator: worker " + std::to_string(id) + " gone (" + st.message() +
                "); its unfinished splits go to others");
   }
@@ -719,7 +718,7 @@ void CoordinatorServer::DropFaulty(int rank, const FaultMsg& fault) {
                          [&](const auto& entry) { return entry.second == fault.worker; });
   if (it == data_addr_.end() || faulted_.contains(it->first)) return;
   const WorkerId id = it->first;
-  faulted_[id] = fault.why;
+  faulted_.insert(id);
   ++workers_faulted_;
   LogWarning("coordinator: rank " + std::to_string(rank) + " reports worker " + std::to_string(id) +
              " (" + PeerText(fault.worker) + "): " + PeerText(fault.why) +

@@ -34,7 +34,6 @@ code{font:12px ui-monospace,monospace;background:#eef1f5;padding:0 3px}
 )css";
 
 std::string E(const std::string& s) { return EscapeHtml(s); }
-std::string Pct(double f) { return Fixed(100 * f, 0) + "%"; }
 
 // A round number >= v for an axis' top.
 double NiceTop(double v) {
@@ -222,7 +221,7 @@ std::string RunSection(const RunModel& m, size_t n) {
   h += Row("delivered", SamplesPerS(s.samples_per_s_mean) + " on average (peak " +
                             SamplesPerS(s.samples_per_s_peak) + ")");
   h += Row("data wait", "<span class=\"" + std::string(s.data_wait_mean > 0.1 ? "bad" : "ok") +
-                            "\">" + Pct(s.data_wait_mean) + "</span> of the trainer's time" +
+                            "\">" + Percent(s.data_wait_mean) + "</span> of the trainer's time" +
                             (s.data_wait_mean > 0.1 ? ": the trainer was starved" : ""));
   h += Row("workers", std::to_string(s.workers_started) + " started, at most " +
                           std::to_string(s.workers_peak) + " at once; " +
@@ -238,7 +237,7 @@ std::string RunSection(const RunModel& m, size_t n) {
                  (s.measured_over_predicted
                       ? "; measured <b>" + Fixed(*s.measured_over_predicted, 2) + "x</b> of it"
                       : std::string()) +
-                 (s.plan_gap.empty() ? std::string() : ": " + E(s.plan_gap)));
+                 (s.plan_gap ? ": " + E(*s.plan_gap) : std::string()));
   } else if (!m.plan_problem.empty()) {
     h += Row("plan", E(m.plan_problem));
   }
@@ -288,7 +287,7 @@ std::string Compare(const std::vector<RunModel>& runs) {
     const RunSummary s = Summarize(runs[i]);
     h += "<tr><td><a href=\"#run-" + std::to_string(i) + "\">" + E(runs[i].run.id) +
          "</a></td><td>" + E(s.outcome) + "</td><td class=\"num\">" +
-         SamplesPerS(s.samples_per_s_mean) + "</td><td class=\"num\">" + Pct(s.data_wait_mean) +
+         SamplesPerS(s.samples_per_s_mean) + "</td><td class=\"num\">" + Percent(s.data_wait_mean) +
          "</td><td class=\"num\">" + std::to_string(s.workers_peak) + "</td><td class=\"num\">" +
          Fixed(s.worker_cpu_hours, 4) + "</td><td class=\"num\">" +
          (s.measured_over_predicted ? Fixed(*s.measured_over_predicted, 2) + "x"
@@ -346,7 +345,7 @@ std::string ProfileSection(const ProfileModel& pm) {
   h += Row("measured",
            E(p.created_utc + " on " + p.host + ", " + std::to_string(p.cores) + " CPUs"));
   h += Row("input-bound",
-           Pct(p.input_bound_fraction) + " of the trainer's step time waiting for data");
+           Percent(p.input_bound_fraction) + " of the trainer's step time waiting for data");
   if (p.pipeline) {
     const PipelineProfile& pp = *p.pipeline;
     h += Row("pipeline", "<code>" + E(pp.path) + "</code>: " + Fixed(pp.cpu_s_per_sample * 1e3, 3) +
@@ -393,8 +392,8 @@ std::string ProfileSection(const ProfileModel& pm) {
               {{"trainer demand", t.demand_samples_per_s}, {"delivered", t.samples_per_s}},
               "samples/s", "#1f6feb");
     if (t.gpu.available) {
-      h += "<h3>The GPU, step by step</h3><p class=\"meta\">busy " + Pct(t.gpu.busy_fraction) +
-           ", idle while the trainer waited for data " + Pct(t.gpu.stall_fraction) + "</p>" +
+      h += "<h3>The GPU, step by step</h3><p class=\"meta\">busy " + Percent(t.gpu.busy_fraction) +
+           ", idle while the trainer waited for data " + Percent(t.gpu.stall_fraction) + "</p>" +
            GpuStrip(t);
     } else {
       h += "<p class=\"meta\">No GPU timeline: " + E(t.gpu.reason) + "</p>";

@@ -38,18 +38,17 @@ json RunJson(const RunModel& m) {
               {"world_size", r.world_size},
               {"pipeline_path", r.pipeline_path},
               {"plan_path", r.plan_path}};
-  json summary = {
-      {"duration_s", s.duration_s},
-      {"samples_per_s_mean", s.samples_per_s_mean},
-      {"samples_per_s_peak", s.samples_per_s_peak},
-      {"data_wait_mean", s.data_wait_mean},
-      {"worker_cpu_hours", s.worker_cpu_hours},
-      {"workers_peak", s.workers_peak},
-      {"workers_started", s.workers_started},
-      {"scale_decisions", s.scale_decisions},
-      {"predicted_samples_per_s", Opt(s.predicted_samples_per_s)},
-      {"measured_over_predicted", Opt(s.measured_over_predicted)},
-      {"plan_gap", s.plan_gap.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.plan_gap)}};
+  json summary = {{"duration_s", s.duration_s},
+                  {"samples_per_s_mean", s.samples_per_s_mean},
+                  {"samples_per_s_peak", s.samples_per_s_peak},
+                  {"data_wait_mean", s.data_wait_mean},
+                  {"worker_cpu_hours", s.worker_cpu_hours},
+                  {"workers_peak", s.workers_peak},
+                  {"workers_started", s.workers_started},
+                  {"scale_decisions", s.scale_decisions},
+                  {"predicted_samples_per_s", Opt(s.predicted_samples_per_s)},
+                  {"measured_over_predicted", Opt(s.measured_over_predicted)},
+                  {"plan_gap", Opt(s.plan_gap)}};
   json series = json::object();
   for (const auto& [name, points] : m.series) {
     json pts = json::array();

@@ -62,8 +62,7 @@ struct RunSummary {
   std::optional<double> measured_over_predicted;
   // Why the run fell short of the plan, when it did (measured below 0.8x of the
   // prediction), for a person: who set the pace, from the trainer's data wait.
-  // Empty otherwise.
-  std::string plan_gap;
+  std::optional<std::string> plan_gap;
 };
 RunSummary Summarize(const RunModel& run);
 

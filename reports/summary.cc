@@ -1,6 +1,6 @@
 #include <algorithm>
-#include <cmath>
 
+#include "core/text_format.h"
 #include "reports/report.h"
 
 namespace gm::reports {
@@ -68,7 +68,7 @@ RunSummary Summarize(const RunModel& run) {
     // The plan predicts what the workers can deliver; a trainer slower than that
     // takes less, and waits little.
     if (s.measured_over_predicted && *s.measured_over_predicted < 0.8) {
-      const std::string wait = std::to_string(std::lround(s.data_wait_mean * 100)) + "%";
+      const std::string wait = Percent(s.data_wait_mean);
       s.plan_gap =
           s.data_wait_mean < 0.1
               ? "the trainer set the pace: it waited for data only " + wait +

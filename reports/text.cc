@@ -6,8 +6,6 @@
 namespace gm::reports {
 namespace {
 
-std::string Pct(double f) { return Fixed(100 * f, 0) + "%"; }
-
 std::string Duration(double s) {
   const long long t = static_cast<long long>(s + 0.5);
   if (t < 60) return std::to_string(t) + " s";
@@ -33,7 +31,7 @@ void RunText(const RunModel& m, std::string& out) {
          Duration(s.duration_s) + " recorded)\n";
   out += "  delivered  " + SamplesPerS(s.samples_per_s_mean) + " on average, peak " +
          SamplesPerS(s.samples_per_s_peak) + "\n";
-  out += "  data wait  " + Pct(s.data_wait_mean) + " of the trainer's time\n";
+  out += "  data wait  " + Percent(s.data_wait_mean) + " of the trainer's time\n";
   out += "  workers    " + std::to_string(s.workers_started) + " started, at most " +
          std::to_string(s.workers_peak) + " at once, " + Fixed(s.worker_cpu_hours, 3) +
          " CPU-hours; " + std::to_string(s.scale_decisions) + " autoscaler decision(s)\n";
@@ -43,7 +41,7 @@ void RunText(const RunModel& m, std::string& out) {
                 ? ", measured " + Fixed(*s.measured_over_predicted, 2) + "x of it"
                 : std::string()) +
            " (limit: " + m.plan->prediction.limit + ")\n";
-    if (!s.plan_gap.empty()) out += "             " + s.plan_gap + "\n";
+    if (s.plan_gap) out += "             " + *s.plan_gap + "\n";
   } else if (!m.plan_problem.empty()) {
     out += "  plan       " + m.plan_problem + "\n";
   }
@@ -70,7 +68,7 @@ std::string RenderText(const ReportModel& report) {
     const Profile& p = report.profile->profile;
     if (!out.empty()) out += "\n";
     out += "profile " + std::to_string(report.profile->id) + " (" + p.created_utc + ", " + p.host +
-           "): " + p.verdict + ", input-bound " + Pct(p.input_bound_fraction) + "\n";
+           "): " + p.verdict + ", input-bound " + Percent(p.input_bound_fraction) + "\n";
     if (p.pipeline) {
       out += "  pipeline   " + p.pipeline->path + ": " +
              Fixed(p.pipeline->cpu_s_per_sample * 1e3, 3) + " ms CPU per sample, " +
@@ -79,10 +77,10 @@ std::string RenderText(const ReportModel& report) {
     if (p.trainer) {
       out += "  trainer    demand " + SamplesPerS(p.trainer->demand_samples_per_s) +
              ", delivered " + SamplesPerS(p.trainer->samples_per_s) + ", data wait " +
-             Pct(p.trainer->stall_fraction) + "\n";
+             Percent(p.trainer->stall_fraction) + "\n";
       if (p.trainer->gpu.available) {
-        out += "  gpu        busy " + Pct(p.trainer->gpu.busy_fraction) + ", input stall " +
-               Pct(p.trainer->gpu.stall_fraction) + "\n";
+        out += "  gpu        busy " + Percent(p.trainer->gpu.busy_fraction) + ", input stall " +
+               Percent(p.trainer->gpu.stall_fraction) + "\n";
       }
     }
   }
