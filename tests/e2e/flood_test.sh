@@ -59,8 +59,13 @@ GOLDMINER_CLIENT_BUFFER_MB=32 run_trainer cut "cut (on_error fail): beside the c
   { cat "$T/cut.err" >&2; fail "cut (on_error fail): the trainer's batches"; }
 ok "cut (on_error fail): every sample of 2 epochs exactly once, none from the worker that cut its split"
 expect_in "$T/cut.err" "was known to have 2 batches, now told 1" "cut (on_error fail): the client says why it dropped the worker"
-expect_in "$T/cut.err" "has 1 batches with 0 samples skipped, but the rest make 2 batches of 10" \
-  "cut (on_error fail): the coordinator says why it dropped the worker"
+# The coordinator learns of the cut first from whichever comes first: the
+# worker's SPLIT_DONE (its own finding) or the rank's report of the cut BATCH
+# (then the worker's connection is closed before its SPLIT_DONE is read). Either
+# way it names the cut split and drops the worker.
+grep -qE "coordinator: .*(has 1 batches with 0 samples skipped, but the rest make 2 batches of 10|rank 0 reports worker [0-9]+ .*epoch 0 split [0-9]+ was known to have 2 batches, now told 1; it is dropped)" \
+  "$T/cut.err" || { cat "$T/cut.err" >&2; fail "cut (on_error fail): the coordinator says why it dropped the worker"; }
+ok "cut (on_error fail): the coordinator says why it dropped the worker"
 expect_in "$T/cut.err" "run: every epoch delivered" "cut (on_error fail): every epoch was delivered"
 
 # Under on_error "skip" a split's count is open at world size 1 (a skipped sample
