@@ -195,6 +195,7 @@ Result<Batch> DecodeSegmentBatch(WorkerConn& conn, const Frame& frame, const Fra
 
 struct Client::Impl {
   ClientOptions options;
+  const Clock* clock = &SystemClock();  // options.clock once connected
   // Buffers of batches the trainer is done with (Client::Recycle, gm_batch_free).
   std::shared_ptr<BufferPool> pool = std::make_shared<BufferPool>(16);
   std::string coordinator_name;
@@ -210,7 +211,7 @@ struct Client::Impl {
   // the heartbeat thread, which says HEARTBEAT when nothing else was sent for
   // kClientHeartbeatS (the coordinator closes connections silent for kClientIdleS).
   Mutex send_mu;
-  double last_send GUARDED_BY(send_mu) = 0;  // MonotonicSeconds()
+  double last_send GUARDED_BY(send_mu) = 0;  // clock->Now()
   std::thread heartbeat;
   std::condition_variable heartbeat_cv;  // with mu; its own, so batches do not wake it
   bool heartbeat_stop GUARDED_BY(mu) = false;
@@ -234,7 +235,7 @@ struct Client::Impl {
   };
   Stall stall GUARDED_BY(mu);
   ClientStats stats GUARDED_BY(mu);
-  double last_arrival GUARDED_BY(mu) = 0;  // MonotonicSeconds() of the latest batch received
+  double last_arrival GUARDED_BY(mu) = 0;  // clock->Now() of the latest batch received
   uint64_t events GUARDED_BY(mu) = 0;      // bumped with every notify, so a waiter misses none
 
   // Used by the trainer's thread only.
@@ -284,25 +285,34 @@ struct Client::Impl {
 Status Client::Impl::SendToCoordinator(MsgType type, const nlohmann::json& meta,
                                        Deadline deadline) {
   MutexLock lock(send_mu);
-  last_send = MonotonicSeconds();
+  last_send = clock->Now();
   return SendFrame(coordinator, type, meta, deadline);
 }
 
+// Waits until a heartbeat period has passed since the last frame sent (whoever
+// sent it), then says HEARTBEAT unless another frame went out meanwhile.
 void Client::Impl::HeartbeatLoop() {
-  MutexLock lock(mu);
   const double every = options.heartbeat_s;
-  while (!lock.WaitFor(heartbeat_cv, every / 4, [&]() REQUIRES(mu) { return heartbeat_stop; })) {
-    lock.Unlock();
+  while (true) {
+    double due = 0;
     {
       MutexLock send_lock(send_mu);
-      if (MonotonicSeconds() - last_send >= every) {
-        last_send = MonotonicSeconds();
-        // A failure shows at the trainer's next request; nothing to do here.
-        (void)SendFrame(coordinator, MsgType::kHeartbeat, nlohmann::json::object(),
-                        Deadline::After(every));
+      due = last_send + every;
+    }
+    {
+      MutexLock lock(mu);
+      if (WaitUntil(*clock, lock, heartbeat_cv, due,
+                    [&]() REQUIRES(mu) { return heartbeat_stop; })) {
+        return;
       }
     }
-    lock.Lock();
+    MutexLock send_lock(send_mu);
+    if (clock->Now() - last_send >= every) {
+      last_send = clock->Now();
+      // A failure shows at the trainer's next request; nothing to do here.
+      (void)SendFrame(coordinator, MsgType::kHeartbeat, nlohmann::json::object(),
+                      Deadline::After(every));
+    }
   }
 }
 
@@ -465,7 +475,7 @@ void Client::Impl::Receive(WorkerConn* conn) {
     }
     ++conn->received;
     if (batch->external) ++stats.same_host_batches;
-    last_arrival = MonotonicSeconds();
+    last_arrival = clock->Now();
     std::string why;
     ReorderBuffer::Outcome outcome =
         reorder.Offer(std::move(*batch), conn->source, split_batches, &why);
@@ -566,7 +576,7 @@ void Client::Impl::ReapDead() {
 // previous epoch (asked again until timeout_s), "end" for an epoch past the run's
 // last one and "done" for one every rank has finished: both are errors that say so.
 Result<PlanMsg> Client::Impl::GetPlan(uint64_t epoch) {
-  const double deadline = MonotonicSeconds() + options.timeout_s;
+  const double deadline = clock->Now() + options.timeout_s;
   const std::string e = std::to_string(epoch);
   for (;;) {
     GM_ASSIGN_OR_RETURN(Frame answer,
@@ -590,13 +600,13 @@ Result<PlanMsg> Client::Impl::GetPlan(uint64_t epoch) {
       case PlanMsg::Kind::kWait:
         break;
     }
-    if (MonotonicSeconds() > deadline) {
+    const double now = clock->Now();
+    if (now > deadline) {
       return Status::Unavailable("epoch " + e + " did not start within " +
                                  std::to_string(static_cast<int>(options.timeout_s)) +
                                  " s: other ranks have not finished the epoch before it");
     }
-    std::this_thread::sleep_for(
-        std::chrono::duration<double>(std::clamp(plan->retry_s, 0.01, 1.0)));
+    SleepUntil(*clock, now + std::clamp(plan->retry_s, 0.01, 1.0));
   }
 }
 
@@ -729,7 +739,7 @@ std::string Client::Impl::LookAheadText() const {
 }
 
 Result<std::optional<Batch>> Client::Impl::Wait() {
-  const double started = MonotonicSeconds();
+  const double started = clock->Now();
   double next_refresh = started + kClientRefreshS;
   MutexLock lock(mu);
   last_arrival = std::max(last_arrival, started);
@@ -760,7 +770,7 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
         if (conn->source == holder) holder_bounded = true;
       }
     }
-    const double now = MonotonicSeconds();
+    const double now = clock->Now();
     if (stall.since < started) stall = {reorder.epoch(), reorder.key(), holder, now};  // a new wait
     CheckStall(holder, holder_bounded, now);
     if (now - last_arrival >= options.timeout_s) {
@@ -775,15 +785,14 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
     GM_RETURN_IF_ERROR(FlushFaults());
     FlushCredits();
     ReapDead();
-    if (MonotonicSeconds() >= next_refresh) {
+    if (clock->Now() >= next_refresh) {
       GM_RETURN_IF_ERROR(Refresh());
-      next_refresh = MonotonicSeconds() + kClientRefreshS;
+      next_refresh = clock->Now() + kClientRefreshS;
     }
     lock.Lock();
     double until =
         std::min({next_refresh, last_arrival + options.timeout_s, stall.since + options.stall_s});
-    lock.WaitFor(cv, std::max(0.0, until - MonotonicSeconds()),
-                 [&]() REQUIRES(mu) { return events != seen; });
+    WaitUntil(*clock, lock, cv, until, [&]() REQUIRES(mu) { return events != seen; });
   }
 }
 
@@ -815,6 +824,7 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& given) {
   GM_ASSIGN_OR_RETURN(ClientOptions options, ResolveClientOptions(given));
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  if (options.clock != nullptr) impl->clock = options.clock;
   impl->coordinator_name = "coordinator " + options.coordinator;
   auto socket = Dial(options.coordinator, options.secret, kClientRole, options.connect_timeout_s,
                      "coordinator");
@@ -894,7 +904,7 @@ Status Client::Resume(const ResumeState& state) {
 Result<std::optional<Batch>> Client::Next() {
   if (!impl_->deferred.ok()) return std::exchange(impl_->deferred, Status::Ok());
   const uint64_t wait_begin_ns = impl_->step_log ? MonotonicNanos() : 0;
-  const double started = MonotonicSeconds();
+  const double started = impl_->clock->Now();
   bool started_epoch = false;
   {
     MutexLock lock(impl_->mu);
@@ -906,7 +916,7 @@ Result<std::optional<Batch>> Client::Next() {
   bool done = false;
   {
     MutexLock lock(impl_->mu);
-    impl_->stats.data_wait_s += MonotonicSeconds() - started;
+    impl_->stats.data_wait_s += impl_->clock->Now() - started;
     done = impl_->reorder.done();
   }
   if (out.ok()) {

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "client/buffer_pool.h"
+#include "core/clock.h"
 #include "core/sample.h"
 #include "core/status.h"
 #include "dataplane/messages.h"
@@ -64,6 +65,10 @@ struct ClientOptions {
   // that sends a batch no honest worker sends. 0: $GOLDMINER_STALL_TIMEOUT_S
   // seconds, else kDefaultStallS.
   double stall_s = 0;
+  // The clock of the heartbeat, the progress deadline, timeout_s and the waits
+  // for plans and batches (core/clock.h); null: SystemClock(). Tests pass a
+  // FakeClock. Socket deadlines stay in real time.
+  const Clock* clock = nullptr;
 };
 
 // Fills the empty/-1/0 fields of `options` from the environment as documented above.

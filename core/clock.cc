@@ -3,7 +3,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <ctime>
+#include <thread>
 
 #include "core/thread_annotations.h"
 
@@ -18,6 +20,7 @@ double Read(clockid_t id) {
 class MonotonicClock : public Clock {
  public:
   double Now() const override { return MonotonicSeconds(); }
+  double WaitSlice(double until) const override { return std::max(0.0, until - Now()); }
 };
 }  // namespace
 
@@ -33,6 +36,14 @@ Clock& SystemClock() {
 double FakeClock::Now() const {
   MutexLock lock(mu_);
   return now_;
+}
+
+double FakeClock::WaitSlice(double until) const { return Now() >= until ? 0.0 : 0.001; }
+
+void SleepUntil(const Clock& clock, double until) {
+  for (double now = clock.Now(); now < until; now = clock.Now()) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(clock.WaitSlice(until)));
+  }
 }
 
 void FakeClock::Advance(double seconds) {

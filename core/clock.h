@@ -1,10 +1,13 @@
 // Time sources. Monotonic wall seconds and per-thread CPU seconds, both as doubles,
 // and the Clock that logic with periods and grace times is handed (the run loop,
-// the supervisor and the coordinator's worker liveness; socket deadlines and the
-// client's waits still read MonotonicSeconds), so a unit test drives it with a
-// FakeClock instead of waiting.
+// the supervisor, the coordinator's worker liveness, the client's heartbeat,
+// progress deadline and waits), so a unit test drives it with a FakeClock instead
+// of waiting. Socket deadlines (dataplane/socket.h) stay on MonotonicSeconds: they
+// bound what a peer can make us hold, in real time.
 #pragma once
 
+#include <algorithm>
+#include <condition_variable>
 #include <functional>
 #include <optional>
 #include <string>
@@ -26,7 +29,27 @@ class Clock {
   virtual ~Clock() = default;
   // Seconds now; never less than an earlier call returned.
   virtual double Now() const = 0;
+  // Real seconds a wait for this clock to reach `until` may block before it
+  // looks at the clock again: all the time left on a real clock. A fake clock's
+  // time moves only when a test moves it, so its waiters look again often.
+  virtual double WaitSlice(double until) const = 0;
 };
+
+// Waits on `cv` (its mutex held through `lock`, let go meanwhile) until pred()
+// (called with the mutex held) is true or `clock` reaches `until`; pred()'s last
+// value. Never blocks past `until` on `clock`, whichever clock it is.
+template <typename Pred>
+bool WaitUntil(const Clock& clock, MutexLock& lock, std::condition_variable& cv, double until,
+               Pred pred) {
+  // pred() is called only through WaitFor, which holds the mutex (and says so).
+  for (;;) {
+    if (clock.Now() >= until) return lock.WaitFor(cv, 0, pred);
+    if (lock.WaitFor(cv, clock.WaitSlice(until), pred)) return true;
+  }
+}
+
+// Sleeps until `clock` reaches `until` (returns at once when it has).
+void SleepUntil(const Clock& clock, double until);
 
 // The process's monotonic clock (MonotonicSeconds); lives as long as the process.
 Clock& SystemClock();
@@ -36,6 +59,8 @@ class FakeClock : public Clock {
  public:
   explicit FakeClock(double start = 1000) : now_(start) {}
   double Now() const override;
+  // A millisecond of real time, or none when `until` has come.
+  double WaitSlice(double until) const override;
   // Moves the clock forward by `seconds` (>= 0).
   void Advance(double seconds);
 

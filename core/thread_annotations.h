@@ -65,7 +65,7 @@ class SCOPED_CAPABILITY MutexLock {
   void Wait(std::condition_variable& cv, Pred pred) {
     cv.wait(lock_, pred);
   }
-  // The same for at most `seconds` (<= 0: pred() is asked once); pred()'s last value.
+  // The same for at most `seconds` (<= 0: pred() is asked, no wait); pred()'s last value.
   template <typename Pred>
   bool WaitFor(std::condition_variable& cv, double seconds, Pred pred) {
     return cv.wait_for(lock_, std::chrono::duration<double>(std::max(0.0, seconds)), pred);

@@ -111,11 +111,19 @@ class FakeCoordinator {
     workers_after_fault_ = std::move(workers_after_fault);
     holders_known_ = true;
   }
+  size_t FaultCount() {
+    MutexLock lock(mu_);
+    return faults_.size();
+  }
   // Waits until `n` FAULT frames arrived; returns their metas.
   std::vector<nlohmann::json> WaitFaults(size_t n) {
     MutexLock lock(mu_);
     lock.WaitFor(cv_, kTestTimeoutS, [&]() REQUIRES(mu_) { return faults_.size() >= n; });
     return faults_;
+  }
+  int HeartbeatCount() {
+    MutexLock lock(mu_);
+    return heartbeats_;
   }
   // Waits until `n` HEARTBEAT frames arrived; false if they did not within the limit.
   bool WaitHeartbeats(int n) {
@@ -338,7 +346,8 @@ class ClientTest : public ::testing::Test {
   }
   // A worker playing `faulty` holds the first split, another the rest; once the
   // client reports the first (FAULT), the other holds every split, and only then
-  // sends them all. The epoch drained with a stall timeout of 0.2 s.
+  // sends them all. The epoch drained with a stall timeout of 5 s on a FakeClock
+  // that a ticker moves (MoveUntilFault), so no machine's speed decides it.
   struct FaultRun {
     std::vector<std::string> keys;
     std::vector<nlohmann::json> faults;
@@ -355,16 +364,45 @@ class ClientTest : public ::testing::Test {
     coordinator.SetPlan(Plan(false), {bad.address(), other.address()});
     coordinator.SetHolders({{order_[0], 0}, {order_[1], 1}, {order_[2], 1}},
                            {{order_[0], 0}, {order_[1], 0}, {order_[2], 0}}, {other.address()});
+    FakeClock clock;
     ClientOptions options = Options(coordinator.address());
-    options.stall_s = 0.2;
+    options.stall_s = 5;
+    options.timeout_s = 1000;  // on the fake clock: only the stall deadline can pass
+    options.clock = &clock;
+    std::atomic<bool> drained{false};
+    std::thread ticker([&] { MoveUntilFault(clock, coordinator, drained); });
     auto client = Client::Connect(options);
     EXPECT_TRUE(client.ok()) << client.status().message();
+    if (client.ok()) run.keys = Drain(**client);
+    drained = true;
+    ticker.join();
     if (!client.ok()) return run;
-    run.keys = Drain(**client);
     run.faults = coordinator.WaitFaults(1);
     run.faulty = bad.address();
     run.connections_lost = (*client)->stats().connections_lost;
     return run;
+  }
+  // Moves `clock` on while the client drains: 10 ms a millisecond until the
+  // coordinator has a FAULT (so the 5 s stall deadline passes for the silent
+  // worker only: the other is held until then), then one refresh period at a time,
+  // 8 at most (4 s, less than a stall deadline), so the client asks for the new
+  // holders but no deadline of the other worker can pass. A client that never
+  // finishes is ended by its own timeout after 20 s of real time.
+  static void MoveUntilFault(FakeClock& clock, FakeCoordinator& coordinator,
+                             const std::atomic<bool>& drained) {
+    const double limit = MonotonicSeconds() + kTestTimeoutS;
+    while (!drained && coordinator.FaultCount() == 0 && MonotonicSeconds() < limit) {
+      clock.Advance(0.01);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    for (int i = 0; i < 8 && !drained; ++i) {
+      clock.Advance(kClientRefreshS);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    while (!drained && MonotonicSeconds() < limit) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!drained) clock.Advance(2000);  // past timeout_s: the client gives up
   }
   static ResumeState At(uint64_t epoch, uint64_t position) {
     ResumeState state;
@@ -488,15 +526,22 @@ TEST_F(ClientTest, GivenAWorkerThatHoldsTheAwaitedSplitAndSendsNothing_ThenItIsR
   EXPECT_GE(run.connections_lost, 1u);
 }
 
-TEST_F(ClientTest,
-       GivenATrainerThatTakesNothingForAWhile_ThenTheClientSaysHeartbeatToTheCoordinator) {
+TEST_F(ClientTest, GivenATrainerThatTakesNothingForAWhile_ThenTheClientSaysHeartbeatOncePerPeriod) {
   FakeCoordinator coordinator(secret_);
+  FakeClock clock;
   ClientOptions options = Options(coordinator.address());
-  options.heartbeat_s = 0.05;
+  options.clock = &clock;
   auto client = Client::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status().message();
-  // The trainer "computes": no call into the client, yet the coordinator hears from it.
-  EXPECT_TRUE(coordinator.WaitHeartbeats(3));
+  // The trainer "computes": no call into the client, yet the coordinator hears
+  // from it once per heartbeat period, and not before the period has passed.
+  for (int n = 1; n <= 3; ++n) {
+    clock.Advance(options.heartbeat_s / 2);
+    EXPECT_EQ(coordinator.HeartbeatCount(), n - 1);
+    clock.Advance(options.heartbeat_s / 2);
+    EXPECT_TRUE(coordinator.WaitHeartbeats(n));
+    EXPECT_EQ(coordinator.HeartbeatCount(), n);
+  }
 }
 
 TEST_F(ClientTest, GivenAHeartbeatIntervalOutOfRange_ThenConnectSaysWhy) {
