@@ -290,7 +290,8 @@ Status Client::Impl::SendToCoordinator(MsgType type, const nlohmann::json& meta,
 }
 
 // Waits until a heartbeat period has passed since the last frame sent (whoever
-// sent it), then says HEARTBEAT unless another frame went out meanwhile.
+// sent it), then says HEARTBEAT unless another frame went out meanwhile. FAULTs
+// (Fault) are sent as soon as they are known, not at the trainer's next call.
 void Client::Impl::HeartbeatLoop() {
   const double every = options.heartbeat_s;
   while (true) {
@@ -301,11 +302,11 @@ void Client::Impl::HeartbeatLoop() {
     }
     {
       MutexLock lock(mu);
-      if (WaitUntil(*clock, lock, heartbeat_cv, due,
-                    [&]() REQUIRES(mu) { return heartbeat_stop; })) {
-        return;
-      }
+      WaitUntil(*clock, lock, heartbeat_cv, due,
+                [&]() REQUIRES(mu) { return heartbeat_stop || !faults.empty(); });
+      if (heartbeat_stop) return;
     }
+    (void)FlushFaults();  // a failure shows at the trainer's next request
     MutexLock send_lock(send_mu);
     if (clock->Now() - last_send >= every) {
       last_send = clock->Now();
@@ -339,6 +340,7 @@ void Client::Impl::Fault(const std::string& address, uint64_t source, const std:
   if (!faulted.insert(address).second) return;
   faults.push_back(FaultMsg{address, reorder.epoch(), why});
   ++events;
+  heartbeat_cv.notify_all();  // sent now, even while the trainer computes
 }
 
 Status Client::Impl::FlushFaults() {

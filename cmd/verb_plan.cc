@@ -12,7 +12,6 @@
 #include <optional>
 
 #include "cmd/cli.h"
-#include "cmd/plan_render.h"
 #include "core/file_util.h"
 #include "core/host.h"
 #include "core/json.h"
@@ -24,6 +23,7 @@
 #include "planner/divide.h"
 #include "planner/model.h"
 #include "planner/sbatch.h"
+#include "reports/plan_text.h"
 
 namespace gm::cli {
 namespace {
@@ -144,30 +144,9 @@ Result<int> RunJobs(const PlanFlags& f) {
   }
   GM_ASSIGN_OR_RETURN(planner::Division d, planner::DivideCpus(jobs, f.cpus, f.cpus_per_worker));
   if (f.json) {
-    nlohmann::json j = {{"schema", "goldminer.division"},
-                        {"version", 1},
-                        {"cpus", f.cpus},
-                        {"cpus_per_worker", f.cpus_per_worker},
-                        {"cpus_unused", d.cpus_unused},
-                        {"normalized_sum", d.normalized_sum},
-                        {"equal_normalized_sum", d.equal_normalized_sum}};
-    j["jobs"] = nlohmann::json::array();
-    for (size_t i = 0; i < d.jobs.size(); ++i) {
-      const planner::JobShare& s = d.jobs[i];
-      j["jobs"].push_back({{"profile", s.name},
-                           {"demand_samples_per_s", jobs[i].demand_samples_per_s},
-                           {"samples_per_s_per_cpu", jobs[i].samples_per_s_per_cpu},
-                           {"cpus", s.cpus},
-                           {"workers", s.workers},
-                           {"samples_per_s", s.samples_per_s},
-                           {"normalized", s.normalized},
-                           {"equal_cpus", s.equal_cpus},
-                           {"equal_samples_per_s", s.equal_samples_per_s},
-                           {"speedup", s.speedup}});
-    }
-    std::cout << JsonText(j, 2);
+    std::cout << JsonText(reports::DivisionJson(d, jobs, f.cpus, f.cpus_per_worker), 2);
   } else {
-    std::cout << DivisionText(d, f.cpus);
+    std::cout << reports::DivisionText(d, f.cpus);
   }
   return kExitOk;
 }
@@ -245,7 +224,7 @@ Result<int> RunPlan(const PlanFlags& f) {
   if (f.json) {
     std::cout << JsonText(PlanToJson(plan), 2);
   } else {
-    std::cout << PlanText(plan);
+    std::cout << reports::PlanText(plan);
   }
   return kExitOk;
 }

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <thread>
@@ -26,9 +27,24 @@
 #include "launcher/process_launcher.h"
 #include "launcher/slurm_job.h"
 #include "launcher/training_run.h"
+#include "reports/status_line.h"
 
 namespace gm::cli {
 namespace {
+
+// The run's status line: rewritten in place on a terminal, else logged every 30 s
+// of the run.
+std::function<void(const std::string&, const RunRates&)> ShowRates() {
+  return [next_log_s = 0.0](const std::string& run_id, const RunRates& rates) mutable {
+    const std::string line = "run " + run_id + ": " + reports::RatesLine(rates);
+    if (StderrIsTerminal()) {
+      ShowStatusLine(line);
+    } else if (rates.t_s >= next_log_s) {
+      LogInfo(line);
+      next_log_s = rates.t_s + 30;
+    }
+  };
+}
 
 struct RunFlags {
   std::string backend = "auto";
@@ -325,7 +341,7 @@ Result<int> RunWithFlags(const RunFlags& f) {
   }
   c.run_name = f.name;
   c.sample_interval_s = f.sample_interval_s;
-  c.progress = !f.no_progress;
+  if (!f.no_progress) c.on_rates = ShowRates();
   GM_RETURN_IF_ERROR(ApplyTrainerCpus(f, c));
   if (f.autoscale == "on") {
     GM_ASSIGN_OR_RETURN(c.autoscale, AutoscaleOptions(f));

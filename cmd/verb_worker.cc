@@ -15,7 +15,6 @@
 #include <thread>
 
 #include "cmd/cli.h"
-#include "cmd/run_stats_render.h"
 #include "cmd/stop_signals.h"
 #include "core/clock.h"
 #include "core/cpus.h"
@@ -23,6 +22,7 @@
 #include "core/log.h"
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
+#include "reports/run_stats.h"
 #include "worker/engine.h"
 #include "worker/pipeline.h"
 #include "worker/sinks.h"
@@ -68,7 +68,8 @@ Status ApplyCpus(WorkerFlags& f) {
 // Exit status of a worker whose coordinator went away (dataplane/messages.h).
 constexpr int kExitCoordinatorGone = 3;
 
-// Redraws one status line on stderr while the engine runs, when stderr is a terminal.
+// Redraws one status line on stderr (core/log.h) while the engine runs, when stderr
+// is a terminal.
 class ProgressLine {
  public:
   ProgressLine(const EngineProgress& progress, uint64_t total_hint)
@@ -82,7 +83,7 @@ class ProgressLine {
     }
     cv_.notify_all();
     thread_.join();
-    std::fputs("\r\033[K", stderr);
+    ClearStatusLine();
   }
 
  private:
@@ -92,11 +93,12 @@ class ProgressLine {
       const double dt = std::max(1e-9, MonotonicSeconds() - t0_);
       const uint64_t n = progress_.samples.load();
       std::string total = total_ ? "/" + std::to_string(total_) : "";
-      std::fprintf(stderr, "\r\033[Kepoch %llu  %llu%s samples  %.1f samples/s  skipped %llu",
-                   static_cast<unsigned long long>(progress_.epoch.load()),
-                   static_cast<unsigned long long>(n), total.c_str(), n / dt,
-                   static_cast<unsigned long long>(progress_.skipped.load()));
-      std::fflush(stderr);
+      char line[200];
+      std::snprintf(line, sizeof line, "epoch %llu  %llu%s samples  %.1f samples/s  skipped %llu",
+                    static_cast<unsigned long long>(progress_.epoch.load()),
+                    static_cast<unsigned long long>(n), total.c_str(), n / dt,
+                    static_cast<unsigned long long>(progress_.skipped.load()));
+      ShowStatusLine(line);
     }
   }
 
@@ -147,9 +149,9 @@ Result<int> RunLocal(const WorkerFlags& f) {
   if (!stats.ok()) return stats.status().WithContext(f.pipeline);
   std::string digest_hex = f.digest ? digest.FinishHex() : "";
   if (f.json) {
-    std::cout << RunStatsJson(*stats, digest_hex).dump() << std::endl;
+    std::cout << reports::RunStatsJson(*stats, digest_hex).dump() << std::endl;
   } else {
-    std::cout << RunStatsTable(*stats, digest_hex);
+    std::cout << reports::RunStatsTable(*stats, digest_hex);
   }
   return kExitOk;
 }

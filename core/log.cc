@@ -1,5 +1,7 @@
 #include "core/log.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -12,6 +14,7 @@ namespace gm {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 Mutex g_mu;
+bool g_status_shown GUARDED_BY(g_mu) = false;  // a status line is on stderr, without '\n'
 }  // namespace
 
 namespace {
@@ -21,6 +24,17 @@ void AppendEscaped(std::string& out, unsigned char c) {
   out += "\\x";
   out += kHex[c >> 4];
   out += kHex[c & 15];
+}
+
+// Appends `text` with control characters other than tab and newline as \xNN.
+void AppendLogText(std::string& out, std::string_view text) {
+  for (unsigned char c : text) {
+    if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) {
+      AppendEscaped(out, c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
 }
 
 }  // namespace
@@ -78,16 +92,36 @@ void Log(LogLevel level, std::string_view message) {
   }
   std::string line = "goldminer: ";
   line += tag;
-  for (unsigned char c : message) {
-    if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) {
-      AppendEscaped(line, c);
-    } else {
-      line += static_cast<char>(c);
-    }
-  }
+  AppendLogText(line, message);
   line += '\n';
   MutexLock lock(g_mu);
+  if (g_status_shown) std::fputc('\n', stderr);
+  g_status_shown = false;
   std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+bool StderrIsTerminal() { return ::isatty(2) == 1; }
+
+void ShowStatusLine(std::string_view text) {
+  if (static_cast<int>(LogLevel::kInfo) < g_level.load() || !StderrIsTerminal()) return;
+  std::string line = "\r\033[K";
+  AppendLogText(line, text.substr(0, text.find('\n')));
+  MutexLock lock(g_mu);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+  g_status_shown = true;
+}
+
+void EndStatusLine() {
+  MutexLock lock(g_mu);
+  if (g_status_shown) std::fputc('\n', stderr);
+  g_status_shown = false;
+}
+
+void ClearStatusLine() {
+  MutexLock lock(g_mu);
+  if (g_status_shown) std::fputs("\r\033[K", stderr);
+  g_status_shown = false;
 }
 
 }  // namespace gm

@@ -46,6 +46,17 @@ class RateLimit {
   uint64_t held_back_ GUARDED_BY(mu_) = 0;
 };
 
+// A status line (a run's rates, a worker's progress) on a terminal.
+// ShowStatusLine rewrites it in place on stderr (its first line, escaped like a
+// log line) when stderr is a terminal and the level lets info through; else it
+// does nothing (the caller logs a line now and then instead: StderrIsTerminal).
+// The next Log line ends it first, so the last status stays above that line;
+// EndStatusLine ends it the same way, ClearStatusLine erases it.
+bool StderrIsTerminal();
+void ShowStatusLine(std::string_view text);
+void EndStatusLine();
+void ClearStatusLine();
+
 inline void LogDebug(std::string_view m) { Log(LogLevel::kDebug, m); }
 inline void LogInfo(std::string_view m) { Log(LogLevel::kInfo, m); }
 inline void LogWarning(std::string_view m) { Log(LogLevel::kWarning, m); }

@@ -243,7 +243,7 @@ Status RunLoop::WritePids() {
 
 // A point of the run's time series (launcher/run_recorder.h).
 void RunLoop::Sample() {
-  if (!recorder_.enabled() && !o_.progress && !autoscaler_) return;
+  if (!recorder_.enabled() && !o_.on_rates && !autoscaler_) return;
   const StepCounter::Totals t = edges_.trainers();
   RunSample s;
   s.t_s = edges_.clock->Now() - start_;
@@ -264,19 +264,7 @@ void RunLoop::Sample() {
   recorder_.StageCosts(reports);
   const std::optional<RunRates> rates = recorder_.Sample(s);
   if (rates && autoscaler_ && !stopped_) Scale(*rates);
-  if (rates && o_.progress) ShowProgress(*rates);
-}
-
-// The status line: rewritten in place on a terminal (stderr), else logged every 30 s.
-void RunLoop::ShowProgress(const RunRates& rates) {
-  const std::string line = "run " + run_id_ + ": " + RatesLine(rates);
-  if (::isatty(2)) {
-    std::fprintf(stderr, "\r%-100s", line.c_str());
-    status_line_shown_ = true;
-  } else if (rates.t_s >= next_progress_log_) {
-    LogInfo(line);
-    next_progress_log_ = rates.t_s + 30;
-  }
+  if (rates && o_.on_rates) o_.on_rates(run_id_, *rates);
 }
 
 // Applies the autoscaler's decision for this sample, if any.
@@ -284,7 +272,6 @@ void RunLoop::Scale(const RunRates& rates) {
   const int running = static_cast<int>(workers_.size() - draining_.size());
   std::optional<ScaleDecision> d = autoscaler_->Observe(rates, running);
   if (!d) return;
-  EndStatusLine();
   LogInfo("run: autoscaler: " + d->reason);
   recorder_.Event("scale", std::to_string(running) + " -> " + std::to_string(running + d->delta) +
                                " workers: " + d->reason);
@@ -303,11 +290,6 @@ void RunLoop::Scale(const RunRates& rates) {
   if (newest == 0) return;
   draining_.insert(newest);
   supervisor_.Drain(newest);
-}
-
-void RunLoop::EndStatusLine() {
-  if (status_line_shown_) std::fputc('\n', stderr);
-  status_line_shown_ = false;
 }
 
 }  // namespace gm

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/run_rates.h"
 #include "core/run_spec.h"
 #include "core/status.h"
 #include "core/step_log.h"
@@ -55,7 +56,9 @@ struct RunLoopOptions {
   int max_restarts = 3;
   double stop_grace_s = 5;
   double sample_interval_s = 2;
-  bool progress = false;  // a status line every sample (launcher/training_run.h)
+  // Called with the figures of every sample interval (launcher/training_run.h:
+  // the status line); the loop itself prints nothing. Null: nothing is called.
+  std::function<void(const std::string& run_id, const RunRates&)> on_rates;
   std::optional<AutoscalerOptions> autoscale;
   std::function<bool()> should_stop;        // polled every loop turn; may be empty
   std::function<int()> take_signal;         // TrainingRun's (training_run.h); may be empty
@@ -85,8 +88,6 @@ class RunLoop {
   // Stops every process still running and records how each worker ended. Safe to
   // call again; the destructor calls it (after a failed Execute, what was started).
   void StopAll();
-  // Ends the status line on a terminal, so what follows starts on a line of its own.
-  void EndStatusLine();
 
  private:
   struct Worker {
@@ -109,7 +110,6 @@ class RunLoop {
   void Forget(pid_t pid);
   Status WritePids();
   void Sample();
-  void ShowProgress(const RunRates& rates);
   void Scale(const RunRates& rates);
 
   const RunLoopOptions o_;
@@ -122,8 +122,6 @@ class RunLoop {
   int64_t next_worker_id_ = 0;
   std::map<pid_t, double> cpu_seen_;  // running workers' CPU seconds, last read
   double cpu_of_exited_ = 0;          // CPU seconds of workers that have exited
-  bool status_line_shown_ = false;    // a status line is on the terminal, without '\n'
-  double next_progress_log_ = 0;
   std::optional<Autoscaler> autoscaler_;
   bool signalled_ = false;    // a signal (not should_stop) stopped the run
   std::set<pid_t> draining_;  // workers told to drain (SIGTERM), still running

@@ -83,15 +83,6 @@ std::optional<RunRates> RunRecorder::Sample(const RunSample& now) {
   return rates;
 }
 
-std::string RatesLine(const RunRates& r) {
-  char line[160];
-  std::snprintf(line, sizeof line,
-                "%.0f samples/s, data wait %.0f%%, %d worker(s) (%.1f CPUs), epoch %llu",
-                r.samples_per_s, 100 * r.data_wait_fraction, r.workers, r.worker_cpus,
-                static_cast<unsigned long long>(r.epoch));
-  return line;
-}
-
 void RunRecorder::StageCosts(const std::vector<nlohmann::json>& reports) {
   if (!enabled()) return;
   const std::vector<StageProfile> stages = StageCostsFromReports(reports);

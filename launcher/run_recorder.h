@@ -16,35 +16,11 @@
 #include <vector>
 
 #include "core/profile.h"
+#include "core/run_rates.h"
 #include "core/run_store.h"
 #include "core/step_log.h"
 
 namespace gm {
-
-// What a run measures for its time series at one moment.
-struct RunSample {
-  double t_s = 0;           // seconds since the run started
-  uint64_t samples = 0;     // delivered to the trainers so far (their step logs)
-  uint64_t wait_ns = 0;     // the trainers' data wait so far
-  int workers = 0;          // running now
-  double worker_cpu_s = 0;  // CPU the workers have used so far
-  uint64_t epoch = 0;       // the coordinator's current epoch
-  int workers_ready = -1;   // of the workers, registered with the coordinator (-1: not known)
-};
-
-// The figures of one interval between two samples.
-struct RunRates {
-  double t_s = 0;  // the interval's end
-  double samples_per_s = 0;
-  double data_wait_fraction = 0;  // of the interval times the ranks
-  int workers = 0;
-  double worker_cpus = 0;  // CPU seconds per second
-  uint64_t epoch = 0;
-  int workers_ready = -1;  // registered with the coordinator (-1: not known)
-};
-
-// "812 samples/s, data wait 12%, 3 workers (2.9 CPUs), epoch 2": a status line.
-std::string RatesLine(const RunRates& rates);
 
 class RunRecorder {
  public:

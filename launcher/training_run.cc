@@ -89,15 +89,15 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   o.max_restarts = c.max_restarts;
   o.stop_grace_s = c.stop_grace_s;
   o.sample_interval_s = c.sample_interval_s;
-  o.progress = c.progress;
+  o.on_rates = c.on_rates;
   o.autoscale = c.autoscale;
   o.should_stop = c.should_stop;
   o.take_signal = c.take_signal;
   o.stop_cause = c.stop_cause;
   RunLoop loop(std::move(o), std::move(edges), run_id, recorder);
   Result<RunLoopOutcome> outcome = loop.Execute();
-  loop.EndStatusLine();
-  return outcome;  // the loop's destructor stops what is still running
+  EndStatusLine();  // what follows starts on a line of its own
+  return outcome;   // the loop's destructor stops what is still running
 }
 
 CoordinatorConfig CoordinatorConfigOf(const RunConfig& c, const std::string& secret,

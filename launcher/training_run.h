@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/run_rates.h"
 #include "core/run_spec.h"
 #include "core/run_store.h"
 #include "core/status.h"
@@ -72,9 +73,10 @@ struct RunConfig {
   std::optional<int64_t> plan_id;  // the plan's row in `store` (core/run_records.h)
   std::string job_id;              // the batch system's job id, as recorded ("": none)
   double sample_interval_s = 2;
-  // A status line (rate, data wait, workers, epoch) every sample: rewritten in place
-  // on a terminal (stderr), else a log line every 30 s.
-  bool progress = false;
+  // Called with the figures of every sample interval (cmd/verb_run.cc shows the
+  // status line: rewritten in place on a terminal, else a log line every 30 s).
+  // Null: nothing is shown.
+  std::function<void(const std::string& run_id, const RunRates&)> on_rates;
   // Adds and drains workers while the run goes (launcher/autoscaler.h), deciding on
   // the sampled figures; each decision is logged and recorded as a "scale" event.
   // Absent: the worker count stays.

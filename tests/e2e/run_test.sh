@@ -110,6 +110,10 @@ run kill 2 1 GM_TEST_KILL_AFTER=3 || { cat "$T/err" >&2; fail "run with a worker
 check kill 1 || fail "kill -9 of a worker mid-epoch"
 expect_in "$T/err" "killed by signal 9" "the run saw the worker killed"
 expect_in "$T/err" "starting another" "the run replaced it"
+# stderr is no terminal here: the status line is logged (the first at once, then every 30 s).
+grep -qE "goldminer: run run-[0-9-]+: [0-9]+ samples/s, data wait [0-9]+%, [0-9]+ worker\(s\) \([0-9.]+ CPUs\), epoch [0-9]+$" "$T/err" ||
+  { cat "$T/err" >&2; fail "the run's status line was not logged"; }
+ok "off a terminal, the run's status line is logged"
 ok "kill -9 of a worker mid-epoch: still exactly once, same order"
 
 run drain 2 1 GM_TEST_TERM_AFTER=3 || { cat "$T/err" >&2; fail "run with a worker drained"; }

@@ -11,6 +11,7 @@
 #include "profiler/verdict.h"
 #include "reports/profile_text.h"
 #include "reports/report.h"
+#include "reports/status_line.h"
 #include "tests/unit/profile_fixture.h"
 
 namespace gm::reports {
@@ -258,3 +259,19 @@ TEST(ReportsTest, GivenAProfileThenItsVerdictFollowsTheStallAndItsPageHasItsPart
 
 }  // namespace
 }  // namespace gm::reports
+
+namespace gm {
+namespace {
+
+TEST(StatusLineTest, GivenAnIntervalsRatesThenTheLineSaysRateWaitWorkersAndEpoch) {
+  RunRates r;
+  r.samples_per_s = 811.6;
+  r.data_wait_fraction = 0.123;
+  r.workers = 3;
+  r.worker_cpus = 2.94;
+  r.epoch = 2;
+  EXPECT_EQ(reports::RatesLine(r), "812 samples/s, data wait 12%, 3 worker(s) (2.9 CPUs), epoch 2");
+}
+
+}  // namespace
+}  // namespace gm

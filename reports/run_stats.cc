@@ -1,9 +1,9 @@
-#include "cmd/run_stats_render.h"
+#include "reports/run_stats.h"
 
 #include <algorithm>
 #include <cstdio>
 
-namespace gm::cli {
+namespace gm::reports {
 namespace {
 
 double PerSample(double total, uint64_t count) { return count ? total / count : 0.0; }
@@ -62,4 +62,4 @@ std::string RunStatsTable(const RunStats& s, const std::string& digest) {
   return out;
 }
 
-}  // namespace gm::cli
+}  // namespace gm::reports

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "worker/engine.h"
+#include "core/run_stats.h"
 
-namespace gm::cli {
+namespace gm::reports {
 
 // {samples, skipped, batches, seconds, samples_per_s, threads, epochs, cpu_s,
 //  stages: [{name, count, cpu_s_per_sample, wall_s_per_sample, bytes_in_per_sample,
@@ -17,4 +17,4 @@ nlohmann::json RunStatsJson(const RunStats& stats, const std::string& digest);
 // A summary line and a per-stage table, ending with a newline.
 std::string RunStatsTable(const RunStats& stats, const std::string& digest);
 
-}  // namespace gm::cli
+}  // namespace gm::reports

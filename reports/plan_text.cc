@@ -1,11 +1,11 @@
-#include "cmd/plan_render.h"
+#include "reports/plan_text.h"
 
 #include <cstdio>
 #include <map>
 
 #include "core/text_format.h"
 
-namespace gm::cli {
+namespace gm::reports {
 namespace {
 
 std::string Rate(double v) { return SamplesPerS(v); }
@@ -88,7 +88,7 @@ std::string PlanText(const Plan& p) {
   return s;
 }
 
-std::string DivisionText(const planner::Division& d, int cpus) {
+std::string DivisionText(const Division& d, int cpus) {
   std::string s = "division of " + std::to_string(cpus) +
                   " CPU(s) by marginal gain in normalised "
                   "throughput:\n";
@@ -96,7 +96,7 @@ std::string DivisionText(const planner::Division& d, int cpus) {
   std::snprintf(line, sizeof line, "  %-28s %5s %8s %14s %7s %14s %8s\n", "job", "CPUs", "workers",
                 "samples/s", "of need", "equal split", "speed-up");
   s += line;
-  for (const planner::JobShare& j : d.jobs) {
+  for (const JobShare& j : d.jobs) {
     std::snprintf(line, sizeof line, "  %-28s %5d %8d %14.1f %6.0f%% %14.1f %7.2fx\n",
                   j.name.c_str(), j.cpus, j.workers, j.samples_per_s, 100 * j.normalized,
                   j.equal_samples_per_s, j.speedup);
@@ -109,4 +109,30 @@ std::string DivisionText(const planner::Division& d, int cpus) {
   return s;
 }
 
-}  // namespace gm::cli
+nlohmann::json DivisionJson(const Division& d, const std::vector<JobDemand>& jobs, int cpus,
+                            int cpus_per_worker) {
+  nlohmann::json j = {{"schema", "goldminer.division"},
+                      {"version", 1},
+                      {"cpus", cpus},
+                      {"cpus_per_worker", cpus_per_worker},
+                      {"cpus_unused", d.cpus_unused},
+                      {"normalized_sum", d.normalized_sum},
+                      {"equal_normalized_sum", d.equal_normalized_sum}};
+  j["jobs"] = nlohmann::json::array();
+  for (size_t i = 0; i < d.jobs.size() && i < jobs.size(); ++i) {
+    const JobShare& s = d.jobs[i];
+    j["jobs"].push_back({{"profile", s.name},
+                         {"demand_samples_per_s", jobs[i].demand_samples_per_s},
+                         {"samples_per_s_per_cpu", jobs[i].samples_per_s_per_cpu},
+                         {"cpus", s.cpus},
+                         {"workers", s.workers},
+                         {"samples_per_s", s.samples_per_s},
+                         {"normalized", s.normalized},
+                         {"equal_cpus", s.equal_cpus},
+                         {"equal_samples_per_s", s.equal_samples_per_s},
+                         {"speedup", s.speedup}});
+  }
+  return j;
+}
+
+}  // namespace gm::reports
