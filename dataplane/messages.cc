@@ -124,21 +124,61 @@ Result<RegisterMsg> RegisterMsg::Decode(const nlohmann::json& meta) {
   }());
 }
 
-Result<nlohmann::json> DecodeStagesReport(const nlohmann::json& meta, const char* message) {
-  auto it = meta.find("stages");
-  if (it == meta.end()) return nlohmann::json();
-  if (!it->is_array() || it->size() > kMaxReportedStages ||
-      !std::all_of(it->begin(), it->end(), [](const nlohmann::json& e) { return e.is_object(); })) {
-    return Status::Corrupt(std::string(message) + ": $.stages: expected an array of at most " +
-                           std::to_string(kMaxReportedStages) + " objects");
+Result<std::optional<std::vector<StageStats>>> DecodeStagesReport(const nlohmann::json& meta,
+                                                                  const char* message) {
+  return AsCorrupt([&]() -> Result<std::optional<std::vector<StageStats>>> {
+    const JsonNode m(meta, message);
+    if (!m.has("stages")) return std::optional<std::vector<StageStats>>();
+    GM_ASSIGN_OR_RETURN(JsonNode list, m.Get("stages"));
+    GM_ASSIGN_OR_RETURN(std::vector<JsonNode> entries, list.Elements());
+    if (entries.size() > kMaxReportedStages) {
+      return list.Expected("an array of at most " + std::to_string(kMaxReportedStages) + " stages");
+    }
+    std::vector<StageStats> out;
+    for (const JsonNode& e : entries) {
+      StageStats s;
+      GM_ASSIGN_OR_RETURN(JsonNode name, e.Get("name"));
+      GM_ASSIGN_OR_RETURN(s.name, name.AsString());
+      if (s.name.empty() || s.name.size() > kMaxStageNameBytes ||
+          !std::all_of(s.name.begin(), s.name.end(),
+                       [](unsigned char c) { return c >= 0x20 && c < 0x7f; })) {
+        return name.Expected("a stage name in printable ASCII, 1 to " +
+                             std::to_string(kMaxStageNameBytes) + " bytes");
+      }
+      GM_ASSIGN_OR_RETURN(s.count, Count(e, "count", kMaxStageTotal));
+      GM_ASSIGN_OR_RETURN(s.bytes_in, Count(e, "bytes_in", kMaxStageTotal));
+      GM_ASSIGN_OR_RETURN(s.bytes_out, Count(e, "bytes_out", kMaxStageTotal));
+      for (auto [key, field] : {std::pair{"cpu_s", &s.cpu_s}, std::pair{"wall_s", &s.wall_s}}) {
+        GM_ASSIGN_OR_RETURN(JsonNode n, e.Get(key));
+        Result<double> v = n.AsNumber();
+        if (!v.ok() || !(*v >= 0 && *v <= kMaxStageSeconds)) {
+          return n.Expected("seconds from 0 to 1e12");
+        }
+        *field = *v;
+      }
+      out.push_back(std::move(s));
+    }
+    return std::optional<std::vector<StageStats>>(std::move(out));
+  }());
+}
+
+nlohmann::json EncodeStagesReport(const std::vector<StageStats>& stages) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const StageStats& s : stages) {
+    out.push_back({{"name", s.name},
+                   {"count", s.count},
+                   {"cpu_s", s.cpu_s},
+                   {"wall_s", s.wall_s},
+                   {"bytes_in", s.bytes_in},
+                   {"bytes_out", s.bytes_out}});
   }
-  return *it;
+  return out;
 }
 
 nlohmann::json SplitDoneMsg::Encode() const {
   nlohmann::json j = {{"epoch", epoch}, {"split", split}, {"batch_count", batch_count}};
   if (skipped > 0) j["skipped"] = skipped;
-  if (!stages.is_null()) j["stages"] = stages;
+  if (stages) j["stages"] = EncodeStagesReport(*stages);
   return j;
 }
 

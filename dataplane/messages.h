@@ -103,6 +103,7 @@
 #include <vector>
 
 #include "core/run_spec.h"
+#include "core/run_stats.h"
 #include "core/status.h"
 #include "dataplane/batch_order.h"
 #include "dataplane/socket.h"
@@ -147,14 +148,24 @@ struct SplitDoneMsg {
   // kMaxSplitSamples; optional, 0 when absent. The coordinator checks batch_count
   // against the split's size less these when the size is known.
   uint64_t skipped = 0;
-  nlohmann::json stages;  // the worker's per-stage totals (null when absent)
+  std::optional<std::vector<StageStats>> stages;  // the worker's stage totals (StagesReport)
   nlohmann::json Encode() const;
   static Result<SplitDoneMsg> Decode(const nlohmann::json& meta);
 };
 
-// The optional "stages" report of HEARTBEAT and SPLIT_DONE: an array of at most
-// kMaxReportedStages objects. Null when absent; Corrupt when malformed.
-Result<nlohmann::json> DecodeStagesReport(const nlohmann::json& meta, const char* message);
+// The optional "stages" report of HEARTBEAT and SPLIT_DONE: the worker's totals
+// per stage since it started, in pipeline order, at most kMaxReportedStages
+// entries {name, count, cpu_s, wall_s, bytes_in, bytes_out}: name printable ASCII
+// (spaces allowed), 1 to kMaxStageNameBytes; count and bytes integers from 0 to
+// kMaxStageTotal; cpu_s and wall_s numbers from 0 to kMaxStageSeconds. Decoded
+// into StageStats (extra_cpu_s and peak_bytes_out stay 0): nullopt when absent,
+// Corrupt naming the field when malformed.
+inline constexpr size_t kMaxStageNameBytes = 1024;
+inline constexpr int64_t kMaxStageTotal = int64_t{1} << 62;
+inline constexpr double kMaxStageSeconds = 1e12;
+Result<std::optional<std::vector<StageStats>>> DecodeStagesReport(const nlohmann::json& meta,
+                                                                  const char* message);
+nlohmann::json EncodeStagesReport(const std::vector<StageStats>& stages);
 
 // K->C SUBSCRIBE {rank, world_size}; K->W SUBSCRIBE {rank} (world_size -1: absent).
 struct SubscribeMsg {

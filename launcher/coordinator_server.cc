@@ -497,9 +497,9 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
   MutexLock lock(mu_);
   if (stopping_) return Status::Cancelled("coordinator stopping");
   GM_RETURN_IF_ERROR(state_.Heartbeat(id, Now()));
-  GM_ASSIGN_OR_RETURN(nlohmann::json stages,
+  GM_ASSIGN_OR_RETURN(std::optional<std::vector<StageStats>> stages,
                       DecodeStagesReport(frame.meta, std::string(MsgTypeName(frame.type)).c_str()));
-  if (!stages.is_null()) worker_stages_[id] = std::move(stages);
+  if (stages) worker_stages_[id] = std::move(*stages);
   switch (frame.type) {
     case MsgType::kGetSplit: {
       GM_ASSIGN_OR_RETURN(Assignment a, state_.RequestSplit(id));

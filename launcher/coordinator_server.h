@@ -69,7 +69,7 @@ struct CoordinatorSummary {
   size_t connections_open = 0;       // served now (each by one thread)
   size_t workers_live = 0;           // registered and still connected
   // The latest per-stage totals each worker reported (HEARTBEAT, SPLIT_DONE).
-  std::map<WorkerId, nlohmann::json> worker_stages;
+  std::map<WorkerId, std::vector<StageStats>> worker_stages;  // each one's latest report
   // Where tagged workers run, by tag (REGISTER's tag, host, step): the launcher's
   // name for a worker joined to its node and Slurm step. The latest kMaxPlaces.
   struct Place {
@@ -182,7 +182,7 @@ class CoordinatorServer {
   bool stopping_ GUARDED_BY(mu_) = false;
   uint64_t workers_registered_ GUARDED_BY(mu_) = 0;
   uint64_t refused_ GUARDED_BY(mu_) = 0;
-  std::map<WorkerId, nlohmann::json> worker_stages_ GUARDED_BY(mu_);
+  std::map<WorkerId, std::vector<StageStats>> worker_stages_ GUARDED_BY(mu_);
   std::map<std::string, CoordinatorSummary::Place> places_ GUARDED_BY(mu_);  // by tag
   std::vector<std::string> place_order_ GUARDED_BY(mu_);                     // oldest first
   std::list<Connection> connections_ GUARDED_BY(mu_);  // live and not yet reaped

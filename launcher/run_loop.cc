@@ -259,7 +259,7 @@ void RunLoop::Sample() {
   PlaceWorkers(summary);
   s.workers_ready = static_cast<int>(summary.workers_live);
   s.epoch = summary.state.epoch;
-  std::vector<nlohmann::json> reports;
+  std::vector<std::vector<StageStats>> reports;
   for (const auto& [id, report] : summary.worker_stages) reports.push_back(report);
   recorder_.StageCosts(reports);
   const std::optional<RunRates> rates = recorder_.Sample(s);

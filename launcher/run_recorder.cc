@@ -83,40 +83,30 @@ std::optional<RunRates> RunRecorder::Sample(const RunSample& now) {
   return rates;
 }
 
-void RunRecorder::StageCosts(const std::vector<nlohmann::json>& reports) {
+void RunRecorder::StageCosts(const std::vector<std::vector<StageStats>>& reports) {
   if (!enabled()) return;
   const std::vector<StageProfile> stages = StageCostsFromReports(reports);
   if (!stages.empty()) Check(store_->SetRunStageCosts(run_id_, stages));
 }
 
-std::vector<StageProfile> StageCostsFromReports(const std::vector<nlohmann::json>& reports) {
+std::vector<StageProfile> StageCostsFromReports(
+    const std::vector<std::vector<StageStats>>& reports) {
   struct Sum {
     std::string name;
     double count = 0, cpu_s = 0, wall_s = 0, bytes_in = 0, bytes_out = 0;
   };
   std::vector<Sum> sums;
-  auto number = [](const nlohmann::json& o, const char* key) {
-    auto it = o.find(key);
-    if (it == o.end() || !it->is_number()) return 0.0;
-    const double v = it->get<double>();
-    return std::isfinite(v) && v >= 0 ? v : 0.0;
-  };
-  for (const nlohmann::json& report : reports) {
-    if (!report.is_array()) continue;
-    for (size_t i = 0; i < report.size() && i < 256; ++i) {
-      const nlohmann::json& e = report[i];
-      if (!e.is_object()) continue;
+  for (const std::vector<StageStats>& report : reports) {
+    for (size_t i = 0; i < report.size(); ++i) {
+      const StageStats& e = report[i];
       if (sums.size() <= i) sums.resize(i + 1);
       Sum& s = sums[i];
-      if (s.name.empty()) {
-        auto name = e.find("name");
-        if (name != e.end() && name->is_string()) s.name = name->get<std::string>().substr(0, 64);
-      }
-      s.count += number(e, "count");
-      s.cpu_s += number(e, "cpu_s");
-      s.wall_s += number(e, "wall_s");
-      s.bytes_in += number(e, "bytes_in");
-      s.bytes_out += number(e, "bytes_out");
+      if (s.name.empty()) s.name = e.name;
+      s.count += static_cast<double>(e.count);
+      s.cpu_s += e.cpu_s;
+      s.wall_s += e.wall_s;
+      s.bytes_in += static_cast<double>(e.bytes_in);
+      s.bytes_out += static_cast<double>(e.bytes_out);
     }
   }
   std::vector<StageProfile> out;

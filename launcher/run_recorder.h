@@ -17,6 +17,7 @@
 
 #include "core/profile.h"
 #include "core/run_rates.h"
+#include "core/run_stats.h"
 #include "core/run_store.h"
 #include "core/step_log.h"
 
@@ -46,7 +47,7 @@ class RunRecorder {
   std::optional<RunRates> Sample(const RunSample& now);
   // Replaces the run's per-stage costs with the sum of the workers' latest reports
   // (see StageCostsFromReports).
-  void StageCosts(const std::vector<nlohmann::json>& reports);
+  void StageCosts(const std::vector<std::vector<StageStats>>& reports);
   void End(const std::string& status, int exit_code);
   uint64_t failures() const { return failures_; }
 
@@ -61,13 +62,14 @@ class RunRecorder {
   uint64_t failures_ = 0;
 };
 
-// The per-stage costs of a run from its workers' latest stage reports (each an array
-// of {"name", "count", "cpu_s", "wall_s", "bytes_in", "bytes_out"}, one per stage,
-// as workers send them in HEARTBEAT and SPLIT_DONE): totals summed by stage
-// position, divided by the samples counted; each stage's index is its first op's
-// position in pipeline.json (a fused "decode_jpeg+random_resized_crop" covers two). A field that is
-// missing, not a finite number >= 0, or a name that is not a string is left out: reports come from
-// peers.
-std::vector<StageProfile> StageCostsFromReports(const std::vector<nlohmann::json>& reports);
+// The per-stage costs of a run from its workers' latest stage reports (one entry per
+// stage, as workers send them in HEARTBEAT and SPLIT_DONE and the coordinator
+// decodes them, range-checked: dataplane/messages.h): totals summed by stage
+// position, divided by the samples counted; a stage's name is the first report's
+// that names it; each stage's index is its first op's position in pipeline.json (a
+// fused "decode_jpeg+random_resized_crop" covers two). Stages no sample went
+// through are left out.
+std::vector<StageProfile> StageCostsFromReports(
+    const std::vector<std::vector<StageStats>>& reports);
 
 }  // namespace gm

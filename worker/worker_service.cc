@@ -321,7 +321,7 @@ Status WorkerService::RunAssignment(const AssignMsg& assign) {
   splits_done_.fetch_add(1);
   Status st = SendControl(
       MsgType::kSplitDone,
-      SplitDoneMsg{task.epoch, task.split, stats->split_batches, stats->skipped, StageTotalsJson()}
+      SplitDoneMsg{task.epoch, task.split, stats->split_batches, stats->skipped, StageTotals()}
           .Encode());
   return st.ok() ? Status::Ok() : Gone(st);
 }
@@ -369,7 +369,7 @@ Status WorkerService::CheckControl() {
                                            {"splits_done", splits_done_.load()},
                                            {"making_split", making},
                                            {"cpu_s", ProcessCpuSeconds()},
-                                           {"stages", StageTotalsJson()}});
+                                           {"stages", EncodeStagesReport(StageTotals())}});
 }
 
 void WorkerService::SetMaking(bool making) {
@@ -382,18 +382,9 @@ void WorkerService::AddStageTotals(const std::vector<StageStats>& stages) {
   MergeStageStats(stage_totals_, stages);
 }
 
-nlohmann::json WorkerService::StageTotalsJson() {
+std::vector<StageStats> WorkerService::StageTotals() {
   MutexLock lock(mu_);
-  nlohmann::json out = nlohmann::json::array();
-  for (const StageStats& s : stage_totals_) {
-    out.push_back({{"name", s.name},
-                   {"count", s.count},
-                   {"cpu_s", s.cpu_s},
-                   {"wall_s", s.wall_s},
-                   {"bytes_in", s.bytes_in},
-                   {"bytes_out", s.bytes_out}});
-  }
-  return out;
+  return stage_totals_;
 }
 
 }  // namespace gm

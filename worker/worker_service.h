@@ -113,7 +113,7 @@ class WorkerService {
   void SetMaking(bool making);
   // Per-stage costs of every split made so far, for HEARTBEAT and SPLIT_DONE.
   void AddStageTotals(const std::vector<StageStats>& stages);
-  nlohmann::json StageTotalsJson();
+  std::vector<StageStats> StageTotals();
 
   std::optional<Pipeline> pipeline_;
   uint64_t worker_id_ = 0;

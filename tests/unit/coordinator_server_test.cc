@@ -479,14 +479,42 @@ TEST_F(CoordinatorServerTest, GivenAHeartbeatWithStageCostsThenTheSummaryKeepsTh
   ASSERT_TRUE(worker.ok());
   ASSERT_EQ(Ask(*worker, MsgType::kRegister, {{"data_addr", "127.0.0.1:9"}}).type,
             MsgType::kRegistered);
-  nlohmann::json stages = nlohmann::json::array({{{"name", "decode_jpeg"}, {"count", 3}}});
+  nlohmann::json stages = nlohmann::json::array({{{"name", "decode_jpeg"},
+                                                  {"count", 3},
+                                                  {"cpu_s", 0.5},
+                                                  {"wall_s", 0.75},
+                                                  {"bytes_in", 30},
+                                                  {"bytes_out", 90}}});
   ASSERT_TRUE(
       SendFrame(*worker, MsgType::kHeartbeat, {{"stages", stages}}, Deadline::After(kWait)).ok());
   // A request after the heartbeat is answered only once the heartbeat was handled.
   ASSERT_EQ(Ask(*worker, MsgType::kGetSplit, nlohmann::json::object()).type, MsgType::kAssign);
   auto summary = server_->Summary();
   ASSERT_EQ(summary.worker_stages.size(), 1u);
-  EXPECT_EQ(summary.worker_stages.begin()->second, stages);
+  const std::vector<StageStats>& got = summary.worker_stages.begin()->second;
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].name, "decode_jpeg");
+  EXPECT_EQ(got[0].count, 3u);
+  EXPECT_EQ(got[0].cpu_s, 0.5);
+  EXPECT_EQ(got[0].wall_s, 0.75);
+  EXPECT_EQ(got[0].bytes_in, 30u);
+  EXPECT_EQ(got[0].bytes_out, 90u);
+  // A report with a field out of range is refused: what no honest worker sends
+  // ends its connection (its splits go to others), and the report is not kept.
+  const nlohmann::json bad = nlohmann::json::array({{{"name", "decode_jpeg"},
+                                                     {"count", -3},
+                                                     {"cpu_s", 0.5},
+                                                     {"wall_s", 0.75},
+                                                     {"bytes_in", 30},
+                                                     {"bytes_out", 90}}});
+  ASSERT_TRUE(
+      SendFrame(*worker, MsgType::kHeartbeat, {{"stages", bad}}, Deadline::After(kWait)).ok());
+  auto after = RecvFrame(*worker, FrameLimits{}, Deadline::After(kWait));
+  ASSERT_FALSE(after.ok());
+  EXPECT_NE(after.status().message().find("peer closed the connection"), std::string::npos)
+      << after.status().message();  // closed, not merely silent until the deadline
+  EXPECT_EQ(server_->Summary().worker_stages.begin()->second[0].count, 3u)
+      << "the last good report stays";
 }
 
 }  // namespace

@@ -20,14 +20,30 @@ std::string Refusal(const Result<T>& r) {
 }
 
 TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
-  SplitDoneMsg done{3, 17, 4, 9, json::array({{{"name", "decode"}}})};
+  StageStats decode;
+  decode.name = "decode_jpeg+random_resized_crop";
+  decode.count = 100;
+  decode.cpu_s = 0.25;
+  decode.wall_s = 0.5;
+  decode.bytes_in = 5000000;
+  decode.bytes_out = 15000000;
+  SplitDoneMsg done{3, 17, 4, 9, std::vector<StageStats>{decode}};
   auto d = SplitDoneMsg::Decode(done.Encode());
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->epoch, 3u);
   EXPECT_EQ(d->split, 17u);
   EXPECT_EQ(d->batch_count, 4u);
   EXPECT_EQ(d->skipped, 9u);
-  EXPECT_EQ(d->stages.size(), 1u);
+  ASSERT_TRUE(d->stages.has_value());
+  ASSERT_EQ(d->stages->size(), 1u);
+  EXPECT_EQ((*d->stages)[0].name, decode.name);
+  EXPECT_EQ((*d->stages)[0].count, 100u);
+  EXPECT_EQ((*d->stages)[0].cpu_s, 0.25);
+  EXPECT_EQ((*d->stages)[0].wall_s, 0.5);
+  EXPECT_EQ((*d->stages)[0].bytes_in, 5000000u);
+  EXPECT_EQ((*d->stages)[0].bytes_out, 15000000u);
+  EXPECT_FALSE(SplitDoneMsg::Decode({{"epoch", 0}, {"split", 1}, {"batch_count", 2}})->stages)
+      << "no report: none, not an empty one";
   // "skipped" is optional (0 when absent) and range-checked when present.
   EXPECT_EQ(SplitDoneMsg::Decode({{"epoch", 0}, {"split", 1}, {"batch_count", 2}})->skipped, 0u);
   EXPECT_NE(Refusal(SplitDoneMsg::Decode(
@@ -282,6 +298,46 @@ TEST(RateLimitTest, GivenRepeatedWarningsThenOnePerIntervalAndTheRestAreCounted)
   RateLimit zero(0);
   EXPECT_TRUE(zero.Allow());
   EXPECT_TRUE(zero.Allow());
+}
+
+}  // namespace
+}  // namespace gm
+
+namespace gm {
+namespace {
+
+// Every field of a worker's stage report is typed and range-checked at the wire.
+TEST(MessagesTest, GivenAMalformedStageReportThenItIsRefusedNamingTheField) {
+  const json good = {{"name", "flip"}, {"count", 1},    {"cpu_s", 0.1},
+                     {"wall_s", 0.1},  {"bytes_in", 2}, {"bytes_out", 2}};
+  auto report = [&](const char* key, const json& value) {
+    json e = good;
+    if (value.is_null()) {
+      e.erase(key);
+    } else {
+      e[key] = value;
+    }
+    return Refusal(DecodeStagesReport({{"stages", json::array({e})}}, "HEARTBEAT"));
+  };
+  EXPECT_TRUE(DecodeStagesReport({{"stages", json::array({good})}}, "HEARTBEAT").ok());
+  EXPECT_NE(report("count", -1).find("HEARTBEAT: $.stages[0].count"), std::string::npos);
+  EXPECT_NE(report("count", 1.5).find("$.stages[0].count"), std::string::npos);
+  EXPECT_NE(report("bytes_in", "lots").find("$.stages[0].bytes_in"), std::string::npos);
+  EXPECT_NE(report("bytes_out", nullptr).find("bytes_out"), std::string::npos);
+  EXPECT_NE(report("cpu_s", -4).find("$.stages[0].cpu_s: expected seconds"), std::string::npos);
+  EXPECT_NE(report("wall_s", 1e300).find("$.stages[0].wall_s"), std::string::npos);
+  EXPECT_NE(report("name", "").find("$.stages[0].name"), std::string::npos);
+  EXPECT_NE(report("name", std::string(kMaxStageNameBytes + 1, 'a')).find("$.stages[0].name"),
+            std::string::npos);
+  EXPECT_NE(report("name", "\x1b[2J").find("printable"), std::string::npos);
+  EXPECT_NE(report("name", 7).find("$.stages[0].name"), std::string::npos);
+  json many = json::array();
+  for (size_t i = 0; i <= kMaxReportedStages; ++i) many.push_back(good);
+  EXPECT_NE(Refusal(DecodeStagesReport({{"stages", many}}, "HEARTBEAT")).find("at most 256"),
+            std::string::npos);
+  EXPECT_NE(
+      Refusal(DecodeStagesReport({{"stages", json::array({1})}}, "HEARTBEAT")).find("$.stages[0]"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -97,16 +97,27 @@ TEST(RunRecorderTest, WithoutAStoreNothingHappens) {
   EXPECT_EQ(rec.failures(), 0u);
 }
 
+StageStats Stage(const char* name, uint64_t count, double cpu_s, double wall_s, uint64_t bytes_in,
+                 uint64_t bytes_out) {
+  StageStats s;
+  s.name = name;
+  s.count = count;
+  s.cpu_s = cpu_s;
+  s.wall_s = wall_s;
+  s.bytes_in = bytes_in;
+  s.bytes_out = bytes_out;
+  return s;
+}
+
 TEST(RunRecorderTest, StageCostsSumTheWorkersReportsByPosition) {
-  const nlohmann::json a = nlohmann::json::parse(R"([
-      {"name": "decode_jpeg+random_resized_crop", "count": 100, "cpu_s": 0.2, "wall_s": 0.25, "bytes_in": 5e6, "bytes_out": 1.5e7},
-      {"name": "flip", "count": 100, "cpu_s": 0.01, "wall_s": 0.01, "bytes_in": 1.5e7, "bytes_out": 1.5e7}])");
-  const nlohmann::json b = nlohmann::json::parse(R"([
-      {"name": "decode_jpeg+random_resized_crop", "count": 300, "cpu_s": 0.6, "wall_s": 0.7, "bytes_in": 1.5e7, "bytes_out": 4.5e7},
-      {"name": "flip", "count": 300, "cpu_s": "lots", "wall_s": -4, "bytes_in": 4.5e7}])");
-  const std::vector<StageProfile> s =
-      StageCostsFromReports({a, b, nlohmann::json("junk"), nlohmann::json::array({1, 2})});
-  ASSERT_EQ(s.size(), 2u);
+  const std::vector<StageStats> a = {
+      Stage("decode_jpeg+random_resized_crop", 100, 0.2, 0.25, 5000000, 15000000),
+      Stage("flip", 100, 0.01, 0.01, 15000000, 15000000)};
+  const std::vector<StageStats> b = {
+      Stage("decode_jpeg+random_resized_crop", 300, 0.6, 0.7, 15000000, 45000000),
+      Stage("flip", 300, 0, 0, 45000000, 0), Stage("unused", 0, 0, 0, 0, 0)};
+  const std::vector<StageProfile> s = StageCostsFromReports({a, b, {}});
+  ASSERT_EQ(s.size(), 2u) << "a stage no sample went through is left out";
   EXPECT_EQ(s[0].name, "decode_jpeg+random_resized_crop");
   EXPECT_EQ(s[0].index, 0);
   EXPECT_DOUBLE_EQ(s[0].cpu_s_per_sample, 0.8 / 400);
@@ -114,8 +125,8 @@ TEST(RunRecorderTest, StageCostsSumTheWorkersReportsByPosition) {
   EXPECT_DOUBLE_EQ(s[0].bytes_in_per_sample, 2e7 / 400);
   EXPECT_DOUBLE_EQ(s[0].bytes_out_per_sample, 6e7 / 400);
   EXPECT_EQ(s[1].index, 2) << "the fused stage covers ops 0 and 1";
-  EXPECT_DOUBLE_EQ(s[1].cpu_s_per_sample, 0.01 / 400) << "a value that is not a number counts 0";
-  EXPECT_DOUBLE_EQ(s[1].wall_s_per_sample, 0.01 / 400) << "a negative value counts 0";
+  EXPECT_DOUBLE_EQ(s[1].cpu_s_per_sample, 0.01 / 400);
+  EXPECT_DOUBLE_EQ(s[1].bytes_in_per_sample, 6e7 / 400);
   EXPECT_TRUE(StageCostsFromReports({}).empty());
 }
 
