@@ -19,6 +19,7 @@
 
 #include "core/file_util.h"
 #include "core/log.h"
+#include "core/unique_fd.h"
 #include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 
@@ -155,10 +156,7 @@ Result<std::string> ReadSecretFile(const std::string& path) {
   }
   // Checked and read on this one descriptor: a file swapped in between a check by
   // name and a read by name cannot slip through.
-  struct FdCloser {
-    int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
+  const UniqueFd closer(fd);
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::IoError(path + ": cannot stat the secret file");
   if (!S_ISREG(st.st_mode))

@@ -16,25 +16,18 @@
 namespace gm {
 
 Result<std::unique_ptr<Lobby>> Lobby::Start(double deadline_s, size_t max_waiting) {
-  const int epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd < 0) return Status::FromErrno(errno, "lobby: epoll_create1");
-  const int wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd < 0) {
-    const int err = errno;
-    ::close(epoll_fd);
-    return Status::FromErrno(err, "lobby: eventfd");
-  }
+  UniqueFd epoll_fd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_fd.valid()) return Status::FromErrno(errno, "lobby: epoll_create1");
+  UniqueFd wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake_fd.valid()) return Status::FromErrno(errno, "lobby: eventfd");
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.fd = wake_fd;
-  if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &ev) != 0) {
-    const int err = errno;
-    ::close(wake_fd);
-    ::close(epoll_fd);
-    return Status::FromErrno(err, "lobby: epoll_ctl");
+  ev.data.fd = wake_fd.get();
+  if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &ev) != 0) {
+    return Status::FromErrno(errno, "lobby: epoll_ctl");
   }
-  auto lobby = std::unique_ptr<Lobby>(
-      new Lobby(epoll_fd, wake_fd, deadline_s, std::max<size_t>(max_waiting, 1)));
+  auto lobby = std::unique_ptr<Lobby>(new Lobby(std::move(epoll_fd), std::move(wake_fd), deadline_s,
+                                                std::max<size_t>(max_waiting, 1)));
   try {
     lobby->thread_ = std::thread([raw = lobby.get()] { raw->Loop(); });
   } catch (const std::system_error& e) {
@@ -43,8 +36,11 @@ Result<std::unique_ptr<Lobby>> Lobby::Start(double deadline_s, size_t max_waitin
   return lobby;
 }
 
-Lobby::Lobby(int epoll_fd, int wake_fd, double deadline_s, size_t max_waiting)
-    : epoll_fd_(epoll_fd), wake_fd_(wake_fd), deadline_s_(deadline_s), max_waiting_(max_waiting) {}
+Lobby::Lobby(UniqueFd epoll_fd, UniqueFd wake_fd, double deadline_s, size_t max_waiting)
+    : epoll_fd_(std::move(epoll_fd)),
+      wake_fd_(std::move(wake_fd)),
+      deadline_s_(deadline_s),
+      max_waiting_(max_waiting) {}
 
 Lobby::~Lobby() {
   {
@@ -58,13 +54,11 @@ Lobby::~Lobby() {
     entries_.clear();  // closes what still waits
     arrival_.clear();
   }
-  ::close(epoll_fd_);
-  ::close(wake_fd_);
-}
+}  // epoll_fd_ and wake_fd_ close after this
 
 void Lobby::Wake() const {
   const uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);
+  (void)!::write(wake_fd_.get(), &one, sizeof one);
 }
 
 Lobby::Peek Lobby::Look(int fd) {
@@ -103,7 +97,7 @@ void Lobby::Add(Socket socket, Ready ready) {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.fd = fd;
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
       ++closed_early_;  // the socket closes here
       return;
     }
@@ -122,7 +116,7 @@ void Lobby::Add(Socket socket, Ready ready) {
 std::unique_ptr<Lobby::Entry> Lobby::Take(int fd) {
   auto it = entries_.find(fd);
   if (it == entries_.end()) return nullptr;
-  (void)::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  (void)::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);
   std::unique_ptr<Entry> entry = std::move(it->second);
   arrival_.erase(entry->order);
   entries_.erase(it);
@@ -142,16 +136,16 @@ void Lobby::Loop() {
       }
     }
     const int n =
-        ::epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout_ms);
+        ::epoll_wait(epoll_fd_.get(), events.data(), static_cast<int>(events.size()), timeout_ms);
     std::vector<std::unique_ptr<Entry>> ready, closed;
     {
       MutexLock lock(mu_);
       if (stopping_) return;
       for (int i = 0; i < n; ++i) {
         const int fd = events[static_cast<size_t>(i)].data.fd;
-        if (fd == wake_fd_) {
+        if (fd == wake_fd_.get()) {
           uint64_t count = 0;
-          (void)!::read(wake_fd_, &count, sizeof count);
+          (void)!::read(wake_fd_.get(), &count, sizeof count);
           continue;
         }
         if (!entries_.contains(fd)) continue;  // taken meanwhile

@@ -26,6 +26,7 @@
 
 #include "core/status.h"
 #include "core/thread_annotations.h"
+#include "core/unique_fd.h"
 #include "dataplane/socket.h"
 
 namespace gm {
@@ -55,14 +56,14 @@ class Lobby {
   };
   enum class Peek { kReady, kGone, kWaiting };  // a byte came; closed or failed; neither
   static Peek Look(int fd);
-  Lobby(int epoll_fd, int wake_fd, double deadline_s, size_t max_waiting);
+  Lobby(UniqueFd epoll_fd, UniqueFd wake_fd, double deadline_s, size_t max_waiting);
   void Loop();
   // Takes `fd`'s entry out (and out of epoll); nullptr when it is gone.
   std::unique_ptr<Entry> Take(int fd) REQUIRES(mu_);
   void Wake() const;
 
-  const int epoll_fd_;
-  const int wake_fd_;
+  const UniqueFd epoll_fd_;
+  const UniqueFd wake_fd_;
   const double deadline_s_;
   const size_t max_waiting_;
   mutable Mutex mu_;

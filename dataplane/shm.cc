@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "core/thread_annotations.h"
+#include "core/unique_fd.h"
 
 namespace gm {
 namespace {
@@ -30,30 +31,23 @@ std::string SameHostName(const std::string& address) { return "@goldminer-data/"
 
 Result<std::shared_ptr<Segment>> Segment::Create(size_t bytes) {
   if (bytes == 0) return Status::InvalidArgument("a segment needs at least one byte");
-  const int fd = ::memfd_create("goldminer-batch", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return Status::Unavailable("memfd_create: " + Errno(errno));
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
-      ::fcntl(fd, F_ADD_SEALS, kSeals | F_SEAL_SEAL) != 0) {
-    const int err = errno;
-    ::close(fd);
+  UniqueFd fd(::memfd_create("goldminer-batch", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return Status::Unavailable("memfd_create: " + Errno(errno));
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0 ||
+      ::fcntl(fd.get(), F_ADD_SEALS, kSeals | F_SEAL_SEAL) != 0) {
     return Status::Unavailable("sizing a " + std::to_string(bytes) +
-                               "-byte segment: " + Errno(err));
+                               "-byte segment: " + Errno(errno));
   }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) {
-    const int err = errno;
-    ::close(fd);
     return Status::Unavailable("mapping a " + std::to_string(bytes) +
-                               "-byte segment: " + Errno(err));
+                               "-byte segment: " + Errno(errno));
   }
-  return std::shared_ptr<Segment>(new Segment(fd, static_cast<uint8_t*>(p), bytes));
+  return std::shared_ptr<Segment>(new Segment(fd.Release(), static_cast<uint8_t*>(p), bytes));
 }
 
 Result<std::shared_ptr<Segment>> Segment::Map(int fd, size_t need, size_t max) {
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  const UniqueFd closer(fd);  // the mapping, if made, outlives it
   // Sealed against shrinking and growing, and its seals sealed too (F_SEAL_SEAL),
   // as Create makes it: the sender cannot change them under the mapping.
   const int seals = ::fcntl(fd, F_GET_SEALS);

@@ -91,8 +91,7 @@ ProcessGroup::~ProcessGroup() {
   for (const auto& [pid, fd] : pidfds_) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    ::close(fd);
-  }
+  }  // the pidfds close with the map
 }
 
 namespace {
@@ -144,7 +143,7 @@ Result<pid_t> ProcessGroup::Spawn(const std::vector<std::string>& argv,
     ::waitpid(pid, nullptr, 0);
     return Status::IoError(std::string("pidfd_open failed: ") + std::strerror(errno));
   }
-  pidfds_[pid] = fd;
+  pidfds_[pid] = UniqueFd(fd);
   return pid;
 }
 
@@ -157,7 +156,7 @@ std::optional<ChildExit> ProcessGroup::WaitAny(double timeout_s) {
   std::vector<pollfd> fds;
   std::vector<pid_t> pids;
   for (const auto& [pid, fd] : pidfds_) {
-    fds.push_back(pollfd{fd, POLLIN, 0});
+    fds.push_back(pollfd{fd.get(), POLLIN, 0});
     pids.push_back(pid);
   }
   const int ms = timeout_s <= 0 ? 0 : static_cast<int>(timeout_s * 1000 + 0.999);
@@ -167,8 +166,7 @@ std::optional<ChildExit> ProcessGroup::WaitAny(double timeout_s) {
     if (!(fds[i].revents & (POLLIN | POLLHUP))) continue;
     int status = 0;
     if (::waitpid(pids[i], &status, 0) != pids[i]) continue;
-    ::close(pidfds_[pids[i]]);
-    pidfds_.erase(pids[i]);
+    pidfds_.erase(pids[i]);  // closes its pidfd
     return ChildExit{pids[i], status, DescribeExit(status)};
   }
   return std::nullopt;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/unique_fd.h"
 
 namespace gm {
 
@@ -62,7 +63,7 @@ class ProcessGroup {
   size_t running() const { return pidfds_.size(); }
 
  private:
-  std::map<pid_t, int> pidfds_;  // running children -> pidfd
+  std::map<pid_t, UniqueFd> pidfds_;  // running children -> pidfd
 };
 
 }  // namespace gm

@@ -38,23 +38,21 @@ Result<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
   SpawnRequest request(argv, env);
   request.inherit_env = false;
   request.dup2 = {{fds[1], 0}, {fds[1], 1}};
+  UniqueFd ours(fds[0]);
   Result<pid_t> pid = SpawnProcess(request);
-  ::close(fds[1]);
-  if (!pid.ok()) {
-    ::close(fds[0]);
-    return pid.status();
-  }
-  return Subprocess(*pid, fds[0]);
+  ::close(fds[1]);  // the child's end: it has its own copies now
+  if (!pid.ok()) return pid.status();
+  return Subprocess(*pid, std::move(ours));
 }
 
 Subprocess::Subprocess(Subprocess&& other) noexcept
-    : pid_(std::exchange(other.pid_, -1)), fd_(std::exchange(other.fd_, -1)) {}
+    : pid_(std::exchange(other.pid_, -1)), fd_(std::move(other.fd_)) {}
 
 Subprocess& Subprocess::operator=(Subprocess&& other) noexcept {
   if (this != &other) {
     Kill();
     pid_ = std::exchange(other.pid_, -1);
-    fd_ = std::exchange(other.fd_, -1);
+    fd_ = std::move(other.fd_);
   }
   return *this;
 }
@@ -63,7 +61,7 @@ Subprocess::~Subprocess() { Kill(); }
 
 Status Subprocess::Poll(short events, double deadline_s, std::string_view what) {
   for (;;) {
-    pollfd p{fd_, events, 0};
+    pollfd p{fd_.get(), events, 0};
     int n = ::poll(&p, 1, PollTimeoutMs(deadline_s));
     if (n > 0) return Status::Ok();
     if (n == 0) {
@@ -75,11 +73,12 @@ Status Subprocess::Poll(short events, double deadline_s, std::string_view what) 
 }
 
 Status Subprocess::WriteAll(std::string_view data, double deadline_s) {
-  if (fd_ < 0) return Status::Internal("write to a subprocess that is not running");
+  if (!fd_.valid()) return Status::Internal("write to a subprocess that is not running");
   size_t off = 0;
   while (off < data.size()) {
     GM_RETURN_IF_ERROR(Poll(POLLOUT, deadline_s, "write to"));
-    ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n =
+        ::send(fd_.get(), data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
       return Status::IoError("write to child process " + std::to_string(pid_) +
@@ -91,12 +90,12 @@ Status Subprocess::WriteAll(std::string_view data, double deadline_s) {
 }
 
 Status Subprocess::ReadExact(size_t n, std::string& out, double deadline_s) {
-  if (fd_ < 0) return Status::Internal("read from a subprocess that is not running");
+  if (!fd_.valid()) return Status::Internal("read from a subprocess that is not running");
   out.resize(n);
   size_t got = 0;
   while (got < n) {
     GM_RETURN_IF_ERROR(Poll(POLLIN, deadline_s, "read from"));
-    ssize_t r = ::recv(fd_, out.data() + got, n - got, MSG_DONTWAIT);
+    ssize_t r = ::recv(fd_.get(), out.data() + got, n - got, MSG_DONTWAIT);
     if (r < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
       return Status::IoError("read from child process " + std::to_string(pid_) +
@@ -114,17 +113,16 @@ Status Subprocess::ReadExact(size_t n, std::string& out, double deadline_s) {
 Result<double> Subprocess::CpuSeconds() const { return CpuSecondsOfProcess(pid_); }
 
 std::string Subprocess::Kill(double grace_s) {
-  if (fd_ >= 0) ::close(std::exchange(fd_, -1));
+  fd_.Reset();
   if (pid_ <= 0) return "was not running";
   pid_t pid = std::exchange(pid_, -1);
   if (grace_s > 0) {
     // A pidfd becomes readable when the child exits: wait for that, no polling loop.
-    int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-    if (pidfd >= 0) {
-      pollfd p{pidfd, POLLIN, 0};
+    const UniqueFd pidfd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    if (pidfd.valid()) {
+      pollfd p{pidfd.get(), POLLIN, 0};
       while (::poll(&p, 1, static_cast<int>(grace_s * 1000)) < 0 && errno == EINTR) {
       }
-      ::close(pidfd);
     }
   }
   int status = 0;

@@ -19,6 +19,7 @@
 
 #include "core/clock.h"
 #include "core/status.h"
+#include "core/unique_fd.h"
 
 namespace gm {
 
@@ -59,10 +60,10 @@ class Subprocess {
   std::string Kill(double grace_s = 0);
 
  private:
-  Subprocess(pid_t pid, int fd) : pid_(pid), fd_(fd) {}
+  Subprocess(pid_t pid, UniqueFd fd) : pid_(pid), fd_(std::move(fd)) {}
   Status Poll(short events, double deadline_s, std::string_view what);
   pid_t pid_ = -1;
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 }  // namespace gm

@@ -63,15 +63,16 @@ ok "another seed draws other crops"
 export GM_TEST_GOLDMINER=$GM
 run() {  # run NAME PIPELINE WORKERS [env...]
   local name=$1 pipe=$2 workers=$3; shift 3
-  env "$@" "$GM" run --backend local --pipeline "$pipe" --workers "$workers" --samples-per-split 4 \
-    --liveness-timeout 5 -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.json" 2 >"$T/out" 2>"$T/err" ||
-    { cat "$T/err" >&2; fail "run $name"; }
+  ( (($# == 0)) || export "$@"
+    run_trainer "$name" "run $name" -- --backend local --pipeline "$pipe" --workers "$workers" \
+      --samples-per-split 4 --liveness-timeout 5 -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.json" 2 ) ||
+    exit 1
 }
 for p in draws folder; do
   run "$p-1" "$T/$p.json" 1
   run "$p-2" "$T/$p.json" 2
   run "$p-kill" "$T/$p.json" 2 GM_TEST_KILL_AFTER=2
-  expect_in "$T/err" "killed by signal 9" "$p: a worker was killed mid-epoch"
+  expect_in "$T/$p-kill.err" "killed by signal 9" "$p: a worker was killed mid-epoch"
   $PY - "$T" "$p" <<'PY' || fail "$p: digests across workers"
 import json, sys
 t, p = sys.argv[1], sys.argv[2]

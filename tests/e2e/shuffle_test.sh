@@ -32,11 +32,11 @@ pipeline "$T/p6.json" 6 '"shuffle": true,'
 pipeline "$T/plain.json" 5 ''
 
 export GM_TEST_GOLDMINER=$GM
-run() {  # run NAME PIPELINE WORKERS [env...]: the trainer reads 2 epochs under `goldminer run`
+run() {  # run NAME PIPELINE WORKERS [VAR=value...]: the trainer reads 2 epochs under `goldminer run`
   local name=$1 pipe=$2 workers=$3; shift 3
-  env "$@" "$GM" run --backend local --pipeline "$pipe" --workers "$workers" \
-    --liveness-timeout 5 -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.json" 2 >"$T/out" 2>"$T/err" ||
-    { cat "$T/err" >&2; fail "run $name"; }
+  ( (($# == 0)) || export "$@"
+    run_trainer "$name" "run $name" -- --backend local --pipeline "$pipe" --workers "$workers" \
+      --liveness-timeout 5 -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.json" 2 ) || exit 1
 }
 
 # mixing NAME...: each epoch a permutation of the 768 samples; the mean number of
@@ -71,11 +71,11 @@ same() {
 
 cd "$T"
 run w1 "$T/p5.json" 1
-expect_in "$T/err" "2 epoch(s) delivered" "run serves the 2 epochs the trainer asks for, without --epochs"
+expect_in "$T/w1.err" "2 epoch(s) delivered" "run serves the 2 epochs the trainer asks for, without --epochs"
 run w2 "$T/p5.json" 2
 run w3 "$T/p5.json" 3
 run kill "$T/p5.json" 2 GM_TEST_KILL_AFTER=5
-expect_in "$T/err" "killed by signal 9" "a worker was killed mid-epoch"
+expect_in "$T/kill.err" "killed by signal 9" "a worker was killed mid-epoch"
 mixing w1 w2 w3 kill || fail "batches mix the classes as a uniform permutation does"
 ok "1, 2 and 3 workers and a killed worker: every epoch a permutation, batches mixed like a uniform shuffle"
 same w1 w2 && same w1 w3 && same w1 kill || fail "the order depends on the seed only"
@@ -100,8 +100,8 @@ ok "worker --local delivers the same order as run"
 
 # --- without a shuffle key: source order, and one line saying so ---------------------
 run plain "$T/plain.json" 1
-expect_in "$T/err" "samples are read in source order" "run says it reads in source order"
-[[ $(grep -c "source order" "$T/err") == 1 ]] || fail "the source-order line is printed once"
+expect_in "$T/plain.err" "samples are read in source order" "run says it reads in source order"
+[[ $(grep -c "source order" "$T/plain.err") == 1 ]] || fail "the source-order line is printed once"
 ok "the source-order line is printed once"
 $PY -c 'import json,sys; r=json.load(open(sys.argv[1])); k=r["epochs"][0]; sys.exit(0 if k==sorted(k) else 1)' "$T/plain.json" ||
   fail "source order"
