@@ -6,6 +6,9 @@
 // Threads: one accepting, one per connection, one ticking (liveness). Every
 // access to the state is under one mutex. Start() returns once listening;
 // Stop() (or the destructor) closes everything and joins every thread.
+//
+// Files: coordinator_server.cc (connections, epochs, liveness),
+// coordinator_workers.cc (worker sessions), coordinator_clients.cc (client sessions).
 #pragma once
 
 #include <condition_variable>
@@ -98,6 +101,13 @@ class CoordinatorServer {
   void Stop();
 
  private:
+  // The bound on sending one answer or plan to a peer (coordinator_*.cc).
+  static constexpr double kSendTimeoutS = 30;
+  // A split count for the wire: kUnknownCount is -1.
+  static int64_t CountOrMinusOne(uint64_t count) {
+    return count == kUnknownCount ? -1 : static_cast<int64_t>(count);
+  }
+
   CoordinatorServer(CoordinatorConfig config, Pipeline pipeline, CoordinatorState state,
                     Listener listener);
   // One accepted connection and the thread serving it.

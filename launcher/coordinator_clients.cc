@@ -1,0 +1,337 @@
+// The coordinator's client sessions (launcher/coordinator_server.h): SUBSCRIBE,
+// plans and resumes, the epoch a rank may skip to, WORKERS, ACKs and FAULTs.
+#include <sys/socket.h>
+
+#include <algorithm>
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/thread_annotations.h"
+#include "dataplane/auth.h"
+#include "dataplane/messages.h"
+#include "launcher/coordinator_server.h"
+
+namespace gm {
+namespace {
+
+// How long a second client for a rank waits for the first one's session to end
+// before it is refused.
+constexpr double kSessionHandoverS = 5;
+constexpr double kPlanWaitS = 5;  // a GET_PLAN for a future epoch waits this long per answer
+// Seconds a rank resuming a later epoch waits for every other rank to resume it too.
+constexpr double kSkipAgreementS = 60;
+
+}  // namespace
+
+Status CoordinatorServer::AgreeToSkip(int rank, uint64_t epoch, MutexLock& lock) {
+  const std::string who =
+      "rank " + std::to_string(rank) + " resumes epoch " + std::to_string(epoch);
+  if (skip_ranks_.empty()) {
+    skip_epoch_ = epoch;
+    skip_refused_.clear();
+  } else if (epoch != skip_epoch_) {
+    skip_refused_ = "ranks resume different epochs (" + std::to_string(skip_epoch_) + " and " +
+                    std::to_string(epoch) + ")";
+    cv_.notify_all();
+    return Status::InvalidArgument(who + ", but " + skip_refused_ +
+                                   ": every rank must resume from the same checkpoint");
+  }
+  for (const auto& [other, read] : plan_read_) {
+    if (other != rank && read == state_.epoch() && skip_refused_.empty())
+      skip_refused_ = "rank " + std::to_string(other) + " reads epoch " + std::to_string(read);
+  }
+  skip_ranks_.insert(rank);
+  cv_.notify_all();
+  const auto world = static_cast<size_t>(config_.world_size);
+  lock.WaitFor(cv_, kSkipAgreementS, [&]() REQUIRES(mu_) {
+    return stopping_ || !skip_refused_.empty() || skip_ranks_.size() >= world ||
+           state_.epoch() >= epoch || state_.EpochTouched();
+  });
+  if (state_.epoch() >= epoch) return Status::Ok();  // another rank moved the run
+  std::string why = skip_refused_;
+  if (why.empty() && state_.EpochTouched())
+    why = "epoch " + std::to_string(state_.epoch()) + " is being read";
+  if (why.empty() && skip_ranks_.size() < world) {
+    why = std::to_string(world - skip_ranks_.size()) + " other rank(s) did not resume it within " +
+          std::to_string(static_cast<int>(kSkipAgreementS)) + " s";
+  }
+  if (why.empty() && stopping_) why = "the run is stopping";
+  if (!why.empty()) {
+    skip_ranks_.erase(rank);
+    return Status::InvalidArgument(who + ", but " + why +
+                                   ": every rank must resume from the same checkpoint");
+  }
+  skip_ranks_.clear();
+  return Status::Ok();  // every rank agreed: this one moves the run
+}
+
+Status CoordinatorServer::ResumeRank(int rank, const ResumeMsg& resume, MutexLock& lock) {
+  const uint64_t epoch = resume.epoch;
+  if (config_.epochs > 0 && epoch >= static_cast<uint64_t>(config_.epochs)) {
+    return Status::InvalidArgument(
+        "the trainer resumes epoch " + std::to_string(epoch) + ", but this run serves epochs 0.." +
+        std::to_string(config_.epochs - 1) + " (--epochs " + std::to_string(config_.epochs) + ")");
+  }
+  if (epoch > state_.epoch()) {
+    // A new run continuing an earlier one's checkpoint: the earlier epochs were
+    // delivered by that run. Only before this run delivered anything of its epoch.
+    if (state_.EpochTouched()) {
+      return Status::InvalidArgument(
+          "rank " + std::to_string(rank) + " resumes epoch " + std::to_string(epoch) +
+          ", but this run is delivering epoch " + std::to_string(state_.epoch()) +
+          " to other ranks: every rank must resume from the same checkpoint");
+    }
+    GM_RETURN_IF_ERROR(AgreeToSkip(rank, epoch, lock));
+    if (state_.epoch() < epoch) {
+      if (state_.EpochTouched()) {
+        return Status::InvalidArgument("rank " + std::to_string(rank) + " resumes epoch " +
+                                       std::to_string(epoch) + ", but epoch " +
+                                       std::to_string(state_.epoch()) +
+                                       " was read meanwhile: every rank must resume from the "
+                                       "same checkpoint");
+      }
+      GM_ASSIGN_OR_RETURN(EpochPlan plan, PlanFor(epoch));
+      GM_RETURN_IF_ERROR(state_.SkipToEpoch(plan));
+      epochs_done_ = epoch;
+      LogInfo("run: every rank resumes at epoch " + std::to_string(epoch) +
+              " (epochs before it were delivered by an earlier run)");
+      cv_.notify_all();
+    }
+  }
+  Status st = resume.at ? state_.ResumeAt(rank, epoch, resume.position, *resume.at)
+                        : state_.Resume(rank, epoch, resume.position);
+  if (!st.ok() && !resume.at && st.message().find("is not known") != std::string::npos) {
+    return Status::InvalidArgument(
+        st.message() +
+        ": the state has no split index (saved by an older goldminer); "
+        "a state from Loader.state_dict() of this version can be resumed in a new run");
+  }
+  return st;
+}
+
+Status CoordinatorServer::ServeClient(Socket& socket) {
+  GM_ASSIGN_OR_RETURN(Frame sub,
+                      RecvFrame(socket, kHandshakeLimits, Deadline::After(kHandshakeTimeoutS)));
+  if (sub.type != MsgType::kSubscribe) {
+    return Status::Corrupt("expected SUBSCRIBE from a client, got " +
+                           std::string(MsgTypeName(sub.type)));
+  }
+  GM_ASSIGN_OR_RETURN(SubscribeMsg subscription, SubscribeMsg::Decode(sub.meta, true));
+  const int rank = static_cast<int>(subscription.rank);
+  const int world = static_cast<int>(subscription.world_size);
+  if (rank >= config_.world_size || world != config_.world_size) {
+    std::string why = "this run has " + std::to_string(config_.world_size) +
+                      " trainer rank(s); a client subscribed as rank " + std::to_string(rank) +
+                      " of " + std::to_string(world);
+    SendError(socket, why, Deadline::After(1));
+    return Status::InvalidArgument(why);
+  }
+  // One session per rank: a second client for a rank that is being served is
+  // refused, never silently swapped in (it would take the rank's acknowledgements).
+  // It waits a little first: a trainer that replaces its loader (resume) may
+  // subscribe before the old session's close has been seen. Each session gets a
+  // new number, higher than every earlier one: the ticket it is given for the data
+  // ports carries it, and a data port lets a rank's newer session replace an
+  // older one (whose batches and acknowledgements stop there), never the reverse.
+  uint64_t session = 0;
+  {
+    MutexLock lock(mu_);
+    lock.WaitFor(cv_, kSessionHandoverS,
+                 [&]() REQUIRES(mu_) { return stopping_ || !rank_peers_.contains(rank); });
+    auto [it, fresh] = rank_peers_.emplace(rank, socket.peer());
+    if (!fresh) {
+      std::string why = "rank " + std::to_string(rank) + " is already subscribed from " +
+                        it->second +
+                        "; a restarted trainer can subscribe once the old "
+                        "process's connection has closed";
+      SendError(socket, why, Deadline::After(1));
+      return Status::InvalidArgument(why);
+    }
+    session = ++sessions_;
+    rank_session_[rank] = session;
+  }
+  Status st = ServeSubscribedClient(socket, rank, session);
+  MutexLock lock(mu_);
+  rank_peers_.erase(rank);
+  cv_.notify_all();
+  return st;
+}
+
+Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank, uint64_t session) {
+  SubscribedMsg subscribed;
+  subscribed.run_id = config_.run_id;
+  subscribed.batch_size = pipeline_.batch_size();
+  subscribed.world_size = config_.world_size;
+  subscribed.epochs = config_.epochs;
+  subscribed.session = session;
+  subscribed.ticket = TicketKey(RoleKey(config_.secret, kWorkerRole), rank, session);
+  subscribed.order = order_;
+  subscribed.seed = pipeline_.seed();
+  subscribed.device_stages = pipeline_.device_stages();
+  GM_RETURN_IF_ERROR(
+      SendFrame(socket, MsgType::kSubscribed, subscribed.Encode(), Deadline::After(kSendTimeoutS)));
+  bool done = false;
+  while (!done) {
+    // A trainer may compute for a long time between batches; its client says
+    // HEARTBEAT meanwhile, so a connection silent for kClientIdleS is not a trainer.
+    GM_ASSIGN_OR_RETURN(Frame frame,
+                        RecvFrame(socket, kControlLimits, Deadline::After(config_.client_idle_s)));
+    GM_RETURN_IF_ERROR(HandleClientFrame(socket, rank, session, frame, &done));
+  }
+  return Status::Ok();
+}
+
+// The answer to GET_PLAN: the epoch's PLAN, or {end}, {wait} or {done}.
+nlohmann::json CoordinatorServer::AnswerGetPlan(int rank, uint64_t session, uint64_t epoch,
+                                                MutexLock& lock) {
+  PlanMsg answer;
+  answer.epoch = epoch;
+  if (config_.epochs > 0 && epoch >= static_cast<uint64_t>(config_.epochs)) {
+    answer.kind = PlanMsg::Kind::kEnd;
+    answer.epochs = config_.epochs;
+    return answer.Encode();
+  }
+  // A rank that reads the current epoch calls off a move to a later one.
+  if (!skip_ranks_.empty() && epoch < skip_epoch_ && skip_refused_.empty()) {
+    skip_refused_ = "rank " + std::to_string(rank) + " reads epoch " + std::to_string(epoch);
+    cv_.notify_all();
+  }
+  // A later epoch starts when every rank has finished this one.
+  lock.WaitFor(cv_, kPlanWaitS,
+               [&]() REQUIRES(mu_) { return stopping_ || finished_ || state_.epoch() >= epoch; });
+  if (state_.epoch() < epoch) {
+    answer.kind = PlanMsg::Kind::kWait;
+    return answer.Encode();
+  }
+  if (state_.epoch() > epoch) {
+    answer.kind = PlanMsg::Kind::kDone;
+    return answer.Encode();
+  }
+  plan_read_[rank] = epoch;
+  const auto place = TakeOverRank(rank, session);
+  epoch_session_[rank] = {epoch, session};
+  return PlanMessage(epoch, place);
+}
+
+std::optional<std::pair<uint64_t, SequenceKey>> CoordinatorServer::TakeOverRank(int rank,
+                                                                                uint64_t session) {
+  auto last = epoch_session_.find(rank);
+  if (last == epoch_session_.end() || last->second.first != state_.epoch() ||
+      last->second.second == session) {
+    return std::nullopt;
+  }
+  const auto [position, at] = state_.RankCursor(rank);
+  Status st = state_.ResumeAt(rank, state_.epoch(), position, at);
+  const std::string who =
+      "coordinator: rank " + std::to_string(rank) + " session " + std::to_string(session);
+  if (!st.ok()) {
+    LogWarning(who + " could not continue where session " + std::to_string(last->second.second) +
+               " left epoch " + std::to_string(state_.epoch()) + ": " + st.message());
+    return std::nullopt;
+  }
+  LogInfo(who + " continues epoch " + std::to_string(state_.epoch()) + " at batch " +
+          std::to_string(position) + ", where session " + std::to_string(last->second.second) +
+          " left it (a trainer restarted without its state); what that session was sent and "
+          "did not acknowledge is made again");
+  return std::make_pair(position, at);
+}
+
+// The answer to GET_WORKERS: the live workers and who holds the rank's splits.
+nlohmann::json CoordinatorServer::AnswerGetWorkers(int rank) const {
+  WorkersMsg workers;
+  std::map<WorkerId, uint64_t> index;
+  for (const auto& [id, addr] : data_addr_) {
+    index[id] = workers.workers.size();
+    workers.workers.push_back(addr);
+  }
+  workers.epoch = state_.epoch();
+  workers.holders_known = true;
+  for (const auto& [split, holder] : state_.Holders(rank)) {
+    if (auto it = index.find(holder); it != index.end())
+      workers.holders.emplace_back(split, it->second);
+  }
+  return workers.Encode();
+}
+
+void CoordinatorServer::DropFaulty(int rank, const FaultMsg& fault) {
+  // The trainer holds the client key: it is trusted with its own run's data, so
+  // its word drops a worker (the launcher replaces it). A worker not live (gone
+  // already, or an address no worker has) is left alone.
+  auto it = std::find_if(data_addr_.begin(), data_addr_.end(),
+                         [&](const auto& entry) { return entry.second == fault.worker; });
+  if (it == data_addr_.end() || faulted_.contains(it->first)) return;
+  const WorkerId id = it->first;
+  faulted_.insert(id);
+  ++workers_faulted_;
+  LogWarning("coordinator: rank " + std::to_string(rank) + " reports worker " + std::to_string(id) +
+             " (" + PeerText(fault.worker) + "): " + PeerText(fault.why) +
+             "; it is dropped and its splits go to others");
+  if (auto fd = worker_fd_.find(id); fd != worker_fd_.end())
+    ::shutdown(fd->second, SHUT_RDWR);  // its connection's thread sees it and ends
+}
+
+Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, uint64_t session,
+                                            const Frame& frame, bool* done) {
+  MutexLock lock(mu_);
+  if (stopping_) return Status::Cancelled("coordinator stopping");
+  nlohmann::json reply;
+  MsgType reply_type = MsgType::kPlan;
+  const bool asks = frame.type == MsgType::kGetPlan || frame.type == MsgType::kGetWorkers;
+  if (asks && !failure_.empty()) {
+    const std::string why = "the run failed: " + failure_;
+    lock.Unlock();
+    SendError(socket, why, Deadline::After(1));
+    return Status::Cancelled(why);
+  }
+  switch (frame.type) {
+    case MsgType::kGetPlan: {
+      GM_ASSIGN_OR_RETURN(GetPlanMsg get_plan, GetPlanMsg::Decode(frame.meta));
+      reply = AnswerGetPlan(rank, session, get_plan.epoch, lock);
+      break;
+    }
+    case MsgType::kGetWorkers: {
+      reply = AnswerGetWorkers(rank);
+      reply_type = MsgType::kWorkers;
+      break;
+    }
+    case MsgType::kAck: {
+      GM_ASSIGN_OR_RETURN(AckMsg ack, AckMsg::Decode(frame.meta));
+      for (const auto& [split, split_batch] : ack.batches) {
+        auto outcome = state_.Ack(rank, ack.epoch, split, split_batch);
+        if (!outcome.ok())
+          return outcome.status().WithContext("ACK from rank " + std::to_string(rank));
+      }
+      AdvanceEpochIfDone();
+      return Status::Ok();
+    }
+    case MsgType::kResume: {
+      GM_ASSIGN_OR_RETURN(ResumeMsg resume, ResumeMsg::Decode(frame.meta));
+      if (Status st = ResumeRank(rank, resume, lock); !st.ok()) {
+        // The trainer learns why; the session ends (its state is not this run's).
+        lock.Unlock();
+        SendError(socket, st.message(), Deadline::After(1));
+        return st;
+      }
+      epoch_session_[rank] = {resume.epoch, session};
+      reply = PlanMessage(resume.epoch);
+      break;
+    }
+    case MsgType::kFault: {
+      GM_ASSIGN_OR_RETURN(FaultMsg fault, FaultMsg::Decode(frame.meta));
+      DropFaulty(rank, fault);
+      return Status::Ok();
+    }
+    case MsgType::kHeartbeat:
+      return Status::Ok();
+    case MsgType::kBye:
+      *done = true;
+      return Status::Ok();
+    default:
+      return Status::Corrupt(std::string("unexpected ") + std::string(MsgTypeName(frame.type)) +
+                             " from a client");
+  }
+  lock.Unlock();
+  return SendFrame(socket, reply_type, reply, Deadline::After(kSendTimeoutS));
+}
+
+}  // namespace gm

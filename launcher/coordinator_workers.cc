@@ -1,0 +1,166 @@
+// The coordinator's worker sessions (launcher/coordinator_server.h): REGISTER,
+// splits asked for and done (their sizes checked), heartbeats and stage reports.
+
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/thread_annotations.h"
+#include "dataplane/auth.h"
+#include "dataplane/messages.h"
+#include "launcher/coordinator_server.h"
+#include "worker/engine.h"
+
+namespace gm {
+
+Status CoordinatorServer::CheckSplitSize(const SplitDoneMsg& done) const {
+  const auto& splits = pipeline_.splits();
+  if (done.split >= splits.size() || splits[done.split].count == 0) return Status::Ok();
+  const uint64_t size = splits[done.split].count;
+  const std::string what = SplitName(done.epoch, done.split) + " (" + std::to_string(size) +
+                           " samples) has " + std::to_string(done.batch_count) + " batches with " +
+                           std::to_string(done.skipped) + " samples skipped";
+  if (done.skipped > 0 && pipeline_.on_error() == OnError::kFail) {
+    return Status::InvalidArgument(what + ", but on_error is \"fail\"");
+  }
+  if (done.skipped > size) return Status::InvalidArgument(what + ": more than it holds");
+  const uint64_t left = size - done.skipped;
+  const uint64_t b = static_cast<uint64_t>(pipeline_.batch_size());
+  const uint64_t batches = pipeline_.drop_last() ? left / b : (left + b - 1) / b;
+  if (done.batch_count != batches) {
+    return Status::InvalidArgument(what + ", but the rest make " + std::to_string(batches) +
+                                   " batches of " + std::to_string(b));
+  }
+  return Status::Ok();
+}
+
+Status CoordinatorServer::ServeWorker(Socket& socket) {
+  GM_ASSIGN_OR_RETURN(Frame reg,
+                      RecvFrame(socket, kHandshakeLimits, Deadline::After(kHandshakeTimeoutS)));
+  if (reg.type != MsgType::kRegister) {
+    return Status::Corrupt("expected REGISTER from a worker, got " +
+                           std::string(MsgTypeName(reg.type)));
+  }
+  GM_ASSIGN_OR_RETURN(RegisterMsg registration, RegisterMsg::Decode(reg.meta));
+  WorkerId id;
+  {
+    MutexLock lock(mu_);
+    id = state_.RegisterWorker(Now());
+    data_addr_[id] = registration.data_addr;
+    worker_fd_[id] = socket.fd();
+    ++workers_registered_;
+    // Bounded: a peer that registers again and again holds at most kMaxPlaces.
+    constexpr size_t kMaxPlaces = 4096;
+    if (!registration.tag.empty() && !places_.contains(registration.tag)) {
+      if (place_order_.size() >= kMaxPlaces) {
+        places_.erase(place_order_.front());
+        place_order_.erase(place_order_.begin());
+      }
+      place_order_.push_back(registration.tag);
+    }
+    if (!registration.tag.empty()) {
+      places_[registration.tag] = {registration.host, registration.step};
+    }
+    LogInfo("coordinator: worker " + std::to_string(id) + " registered, data at " + data_addr_[id]);
+  }
+  RegisteredMsg registered;
+  registered.worker_id = id;
+  registered.pipeline = config_.pipeline_doc;
+  registered.pipeline_origin = config_.pipeline_origin;
+  registered.base_dir = config_.base_dir;
+  registered.samples_per_split = static_cast<int64_t>(config_.samples_per_split);
+  registered.heartbeat_s = config_.heartbeat_s;
+  registered.liveness_timeout_s = config_.liveness_timeout_s;
+  Status st =
+      SendFrame(socket, MsgType::kRegistered, registered.Encode(), Deadline::After(kSendTimeoutS));
+  bool done = false;
+  while (st.ok() && !done) {
+    Result<Frame> frame =
+        RecvFrame(socket, kControlLimits, Deadline::After(config_.liveness_timeout_s));
+    st = frame.ok() ? HandleWorkerFrame(socket, id, *frame, &done) : frame.status();
+  }
+  MutexLock lock(mu_);
+  (void)state_.WorkerExited(id);  // its unfinished splits go back to the queue
+  data_addr_.erase(id);
+  worker_fd_.erase(id);
+  const bool faulted = faulted_.erase(id) > 0;  // said when the FAULT came
+  if (!faulted && !st.ok() && !stopping_) {
+    LogWarning("coordinator: worker " + std::to_string(id) + " gone (" + st.message() +
+               "); its unfinished splits go to others");
+  }
+  return Status::Ok();
+}
+
+Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame,
+                                            bool* done) {
+  MutexLock lock(mu_);
+  if (stopping_) return Status::Cancelled("coordinator stopping");
+  GM_RETURN_IF_ERROR(state_.Heartbeat(id, Now()));
+  GM_ASSIGN_OR_RETURN(std::optional<std::vector<StageStats>> stages,
+                      DecodeStagesReport(frame.meta, std::string(MsgTypeName(frame.type)).c_str()));
+  if (stages) worker_stages_[id] = std::move(*stages);
+  switch (frame.type) {
+    case MsgType::kGetSplit: {
+      GM_ASSIGN_OR_RETURN(Assignment a, state_.RequestSplit(id));
+      AssignMsg reply;
+      switch (a.kind) {
+        case Assignment::Kind::kAssign:
+          reply.kind = AssignMsg::Kind::kAssign;
+          break;
+        case Assignment::Kind::kWait:
+          reply.kind = AssignMsg::Kind::kWait;
+          break;
+        case Assignment::Kind::kDrain:
+          reply.kind = AssignMsg::Kind::kDrain;
+          break;
+        case Assignment::Kind::kExit:
+          reply.kind = AssignMsg::Kind::kExit;
+          break;
+        case Assignment::Kind::kEpochDone:
+          reply.kind = AssignMsg::Kind::kEpochDone;
+          break;
+      }
+      reply.epoch = a.epoch;
+      reply.split = a.split;
+      reply.rank = a.rank;
+      reply.start_batch = a.start_batch;
+      reply.end_batch = CountOrMinusOne(a.end_batch);
+      if (auto it = rank_session_.find(a.rank); it != rank_session_.end())
+        reply.session = it->second;
+      lock.Unlock();
+      return SendFrame(socket, MsgType::kAssign, reply.Encode(), Deadline::After(kSendTimeoutS));
+    }
+    case MsgType::kSplitDone: {
+      GM_ASSIGN_OR_RETURN(SplitDoneMsg done_msg, SplitDoneMsg::Decode(frame.meta));
+      if (Status size = CheckSplitSize(done_msg); !size.ok()) {
+        // A worker that lies about what it made is dropped (its splits go to
+        // others). Where the plan left the count open, the trainer may have read
+        // the split short already: the run cannot deliver every sample.
+        if (done_msg.epoch == state_.epoch() && state_.MakesSplit(id, done_msg.split) &&
+            state_.PlannedCount(done_msg.split) == kUnknownCount && failure_.empty()) {
+          failure_ = "worker " + std::to_string(id) + " says " + size.message() +
+                     ": the trainer may have read the split short, so the run stops";
+          LogError("coordinator: " + failure_);
+          cv_.notify_all();
+        }
+        return size;
+      }
+      Status st = state_.SplitDone(id, done_msg.epoch, done_msg.split, done_msg.batch_count,
+                                   done_msg.skipped);
+      if (uint64_t held = 0; !st.ok() && worker_warnings_.Allow(&held)) {
+        LogWarning("coordinator: worker " + std::to_string(id) + ": " + st.message() + " (" +
+                   std::to_string(held) + " such warnings held back)");
+      }
+      AdvanceEpochIfDone();
+      return Status::Ok();
+    }
+    case MsgType::kHeartbeat:
+      return Status::Ok();
+    case MsgType::kBye:
+      *done = true;
+      return Status::Ok();
+    default:
+      return Status::Corrupt(std::string("unexpected ") + std::string(MsgTypeName(frame.type)) +
+                             " from a worker");
+  }
+}
+
+}  // namespace gm
