@@ -20,8 +20,9 @@ static_assert(gm::kMaxCreditReleases >= gm::kMaxSegments, "a CREDIT can return e
 namespace gm {
 namespace {
 
-// Seconds the accept thread waits for a connection before it checks for shutdown.
-constexpr double kAcceptSliceS = 0.2;
+// Tags of the two listeners (ConnectionServer::Listen).
+constexpr int kTcpTag = 0;
+constexpr int kSameHostTag = 1;
 // How long a second connection for a rank waits for the first one to go.
 constexpr double kRankHandoverS = 5;
 // Limits for what a client sends on the data port: small meta, never a payload.
@@ -30,17 +31,17 @@ constexpr FrameLimits kClientLimits{64u << 10, 0, kFrameFinishS};
 }  // namespace
 
 struct DataServer::Conn {
-  explicit Conn(Socket s) : socket(std::move(s)), peer(socket.peer()) {}
+  explicit Conn(std::shared_ptr<Socket> s)
+      : owner(std::move(s)), socket(*owner), peer(socket.peer()) {}
   // Wakes this connection's reader (and fails a send under way) without closing
   // the descriptor, which other threads may still be using.
   void Hangup() { ::shutdown(socket.fd(), SHUT_RDWR); }
 
-  Socket socket;  // the reader thread receives, SendToRank sends
+  const std::shared_ptr<Socket> owner;  // shared with the ConnectionServer
+  Socket& socket;                       // the reader thread receives, SendToRank sends
   const std::string peer;
-  int64_t rank = -1;        // the ticket's rank; SUBSCRIBE must name the same
-  uint64_t session = 0;     // the ticket's session at the coordinator
-  std::string hello_nonce;  // of the HELLO sent before the connection waited in the lobby
-  uint64_t gate_id = 0;     // in DataServer::gate_
+  int64_t rank = -1;     // the ticket's rank; SUBSCRIBE must name the same
+  uint64_t session = 0;  // the ticket's session at the coordinator
   // Guarded by DataServer::mu_ (a member of another object: not annotated).
   uint64_t credit = 0;
   bool same_host = false;  // accepted on the same-host socket
@@ -64,104 +65,40 @@ void DataServer::ReservationDeleter::operator()(Reservation* r) const {
   delete r;
 }
 
-DataServer::DataServer(Listener listener, std::string secret)
-    : listener_(std::move(listener)),
-      secret_(std::move(secret)),
-      port_(listener_.port()),
-      address_(listener_.address()) {}
+DataServer::DataServer(std::string secret, int port, std::string address)
+    : secret_(std::move(secret)), port_(port), address_(std::move(address)) {}
 
 Result<std::unique_ptr<DataServer>> DataServer::Start(const std::string& host, int port,
                                                       std::string secret) {
   GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenTcp(host, port));
-  std::unique_ptr<DataServer> server(new DataServer(std::move(listener), std::move(secret)));
-  GM_ASSIGN_OR_RETURN(server->lobby_, Lobby::Start(kHandshakeTimeoutS, DefaultLobbySize()));
-  server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(s->listener_, false); });
+  std::unique_ptr<DataServer> server(
+      new DataServer(std::move(secret), listener.port(), listener.address()));
+  ConnectionServer::Options options;
+  options.name = "data port " + server->address_;
+  options.hello_role = "worker";
+  GM_ASSIGN_OR_RETURN(
+      server->connections_,
+      ConnectionServer::Start(
+          std::move(options),
+          [s = server.get()](const ConnectionServer::Connection& c) { s->Serve(c); }));
+  GM_RETURN_IF_ERROR(server->connections_->Listen(std::move(listener), kTcpTag));
   return server;
 }
 
 Status DataServer::ListenSameHost(const std::string& advertised) {
   GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenUnix(SameHostName(advertised)));
-  same_host_listener_ = std::move(listener);
-  same_host_thread_ = std::thread([this] { AcceptLoop(same_host_listener_, true); });
-  return Status::Ok();
+  return connections_->Listen(std::move(listener), kSameHostTag);
 }
 
 DataServer::~DataServer() { Shutdown(); }
 
-void DataServer::AcceptLoop(Listener& listener, bool same_host) {
-  for (;;) {
-    {
-      MutexLock lock(mu_);
-      if (stopping_) return;
-    }
-    ReapFinished();
-    Result<Socket> socket = listener.Accept(kAcceptSliceS);
-    if (!socket.ok()) {
-      if (socket.status().code() == Code::kUnavailable) continue;  // no one came
-      if (uint64_t held = 0; accept_warnings_.Allow(&held)) {
-        LogWarning("data port " + address_ + ": " + socket.status().message() + " (" +
-                   std::to_string(held) + " such warnings held back)");
-      }
-      MutexLock lock(mu_);  // e.g. out of descriptors: back off
-      lock.WaitFor(cv_, kAcceptSliceS, [&]() REQUIRES(mu_) { return stopping_; });
-      continue;
-    }
-    // HELLO first (the server speaks first), then the client's answer is awaited
-    // in the lobby: a peer that closes or says nothing costs no thread.
-    Result<std::string> nonce = SendServerHello(*socket, "worker", Deadline::After(1));
-    if (!nonce.ok()) continue;  // gone already
-    lobby_->Add(std::move(*socket), [this, same_host, n = std::move(*nonce)](Socket s) {
-      Admit(std::move(s), same_host, n);
-    });
-  }
-}
-
-void DataServer::Admit(Socket socket, bool same_host, std::string hello_nonce) {
+void DataServer::Serve(const ConnectionServer::Connection& connection) {
   {
     MutexLock lock(mu_);
     if (stopping_) return;
   }
-  const std::optional<uint64_t> gate_id = gate_.Admit(socket.fd(), socket.peer());
-  if (!gate_id) return;  // too many connections: this one closes (counted by the gate)
-  auto conn = std::make_shared<Conn>(std::move(socket));
-  conn->gate_id = *gate_id;
-  conn->same_host = same_host;
-  conn->hello_nonce = std::move(hello_nonce);
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  {
-    MutexLock lock(mu_);
-    if (stopping_) {
-      gate_.Closed(conn->gate_id);
-      return;
-    }
-    try {
-      conns_.push_back(ConnThread{std::thread([this, conn, done] {
-                                    Serve(conn);
-                                    gate_.Closed(conn->gate_id);  // the fd is still open
-                                    done->store(true);
-                                  }),
-                                  conn, done});
-    } catch (const std::system_error& e) {  // no thread to serve it: drop this one only
-      gate_.Closed(conn->gate_id);
-      LogWarning("data port " + address_ + ": cannot start a thread for a connection: " + e.what());
-    }
-  }
-}
-
-void DataServer::ReapFinished() {
-  std::list<ConnThread> finished;
-  {
-    MutexLock lock(mu_);
-    for (auto it = conns_.begin(); it != conns_.end();) {
-      auto next = std::next(it);
-      if (it->done->load()) finished.splice(finished.end(), conns_, it);
-      it = next;
-    }
-  }
-  for (ConnThread& c : finished) c.thread.join();
-}
-
-void DataServer::Serve(const std::shared_ptr<Conn>& conn) {
+  auto conn = std::make_shared<Conn>(connection.socket());
+  conn->same_host = connection.tag() == kSameHostTag;
   // Only clients with a ticket from the coordinator get in: the role they claim
   // names their rank and session, and the ticket for it is derived from our key.
   auto key_for = [this, &conn](std::string_view claimed) -> Result<std::string> {
@@ -171,8 +108,8 @@ void DataServer::Serve(const std::shared_ptr<Conn>& conn) {
     return TicketKey(secret_, conn->rank, conn->session);
   };
   Status st = ServerHandshake(conn->socket, key_for, "worker", Deadline::After(kHandshakeTimeoutS),
-                              nullptr, &conn->hello_nonce);
-  if (st.ok()) gate_.Authenticated(conn->gate_id);
+                              nullptr, &connection.hello_nonce());
+  if (st.ok()) connection.Authenticated();
   if (st.ok()) st = Subscribe(*conn);
   if (st.ok()) st = Attach(conn);
   if (!st.ok()) {
@@ -421,19 +358,9 @@ void DataServer::Shutdown() {
     if (interrupt_.ok()) interrupt_ = Status::Cancelled("the data port " + address_ + " shut down");
     cv_.notify_all();
   }
-  if (accept_thread_.joinable()) accept_thread_.join();
-  if (same_host_thread_.joinable()) same_host_thread_.join();
-  lobby_.reset();  // what waits there is closed (Admit refuses once stopping_)
-  std::list<ConnThread> conns;
-  {
-    MutexLock lock(mu_);
-    conns.swap(conns_);
-    ranks_.clear();
-    for (ConnThread& c : conns) c.conn->Hangup();
-  }
-  for (ConnThread& c : conns) c.thread.join();
-  listener_.Close();
-  same_host_listener_.Close();
+  if (connections_) connections_->Stop();  // hangs every connection up, joins their threads
+  MutexLock lock(mu_);
+  ranks_.clear();
 }
 
 }  // namespace gm

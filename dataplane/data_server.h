@@ -1,9 +1,9 @@
 // The data port of a data worker: trainer clients connect here and receive the
 // batches the worker makes for their rank (connection 3 of dataplane/messages.h).
 //
-// One accept thread that sends each accepted connection HELLO and lets it wait
-// in a Lobby (dataplane/lobby.h) for the client's answer, with no thread of its
-// own; then one thread per connection that answered, which runs the rest of the
+// Its connections come through a ConnectionServer (dataplane/connection_server.h:
+// HELLO at accept, a lobby until the client answers, a bounded thread per
+// connection that answered); each connection's thread runs the rest of the
 // handshake (the client proves a ticket for "client:RANK:SESSION", derived from
 // the worker key this server holds: dataplane/auth.h), reads SUBSCRIBE {rank}
 // and then adds each CREDIT {n} to the connection's credit. A connection that
@@ -22,21 +22,18 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <thread>
 
 #include "core/log.h"
 #include "core/sample.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
-#include "dataplane/handshake_gate.h"
-#include "dataplane/lobby.h"
+#include "dataplane/connection_server.h"
 #include "dataplane/socket.h"
 
 namespace gm {
@@ -113,19 +110,10 @@ class DataServer {
   struct ReservationDeleter {
     void operator()(Reservation* r) const;
   };
-  struct ConnThread {
-    std::thread thread;
-    std::shared_ptr<Conn> conn;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
-
-  DataServer(Listener listener, std::string secret);
-  void AcceptLoop(Listener& listener, bool same_host);
-  // A connection whose client answered HELLO (`hello_nonce`), from the lobby:
-  // admitted by the gate and served by a thread of its own.
-  void Admit(Socket socket, bool same_host, std::string hello_nonce);
-  void ReapFinished();
-  void Serve(const std::shared_ptr<Conn>& conn);
+  DataServer(std::string secret, int port, std::string address);
+  // One connection, on its own thread (ConnectionServer): the handshake,
+  // SUBSCRIBE, then its credit until it ends.
+  void Serve(const ConnectionServer::Connection& connection);
   Status Subscribe(Conn& conn);
   Status Attach(const std::shared_ptr<Conn>& conn);
   std::string Admit(const std::shared_ptr<Conn>& conn, MutexLock& lock) REQUIRES(mu_);
@@ -138,28 +126,23 @@ class DataServer {
   void LearnSession(int64_t rank, uint64_t session, const std::string& by, MutexLock& lock)
       REQUIRES(mu_);
 
-  Listener listener_;
   const std::string secret_;
   const int port_;
   const std::string address_;
   std::atomic<uint64_t> batches_sent_{0};
   std::atomic<uint64_t> shm_batches_sent_{0};
   std::atomic<uint64_t> in_place_batches_sent_{0};
-  std::thread accept_thread_;
-  std::unique_ptr<Lobby> lobby_;  // accepted connections wait for a first byte
-  Listener same_host_listener_;   // "@goldminer-data/HOST:PORT" once ListenSameHost ran
-  std::thread same_host_thread_;
 
   Mutex mu_;
   std::condition_variable cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
   Status interrupt_ GUARDED_BY(mu_);
-  HandshakeGate gate_;                                 // bounds connections and pending handshakes
   RateLimit refused_warnings_{kPeerWarningIntervalS};  // "dropped connection"
-  RateLimit accept_warnings_{kPeerWarningIntervalS};   // accept failing (out of descriptors)
   std::map<int64_t, std::shared_ptr<Conn>> ranks_ GUARDED_BY(mu_);
   std::map<int64_t, uint64_t> newest_session_ GUARDED_BY(mu_);  // per rank
-  std::list<ConnThread> conns_ GUARDED_BY(mu_);
+  // The TCP port and, once ListenSameHost ran, "@goldminer-data/HOST:PORT";
+  // set once by Start. Declared last: stopped first.
+  std::unique_ptr<ConnectionServer> connections_;
 };
 
 }  // namespace gm

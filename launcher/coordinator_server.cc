@@ -1,7 +1,5 @@
 #include "launcher/coordinator_server.h"
 
-#include <sys/socket.h>
-
 #include <algorithm>
 
 #include "core/clock.h"
@@ -16,8 +14,6 @@
 namespace gm {
 namespace {
 
-constexpr double kAcceptPollS = 0.5;
-constexpr double kAcceptBackoffS = 0.1;  // after accept fails (EMFILE, ENFILE, ENOMEM)
 constexpr double kTickS = 0.25;
 
 }  // namespace
@@ -38,15 +34,22 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   GM_ASSIGN_OR_RETURN(CoordinatorState state, CoordinatorState::Create(co));
   GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenTcp(config.host, config.port));
   std::unique_ptr<CoordinatorServer> server(
-      new CoordinatorServer(config, std::move(pipeline), std::move(state), std::move(listener)));
+      new CoordinatorServer(config, std::move(pipeline), std::move(state), listener.port()));
   {
     MutexLock lock(server->mu_);
     GM_ASSIGN_OR_RETURN(EpochPlan plan, server->PlanFor(0));
     GM_RETURN_IF_ERROR(server->state_.StartEpoch(plan).WithContext("epoch 0"));
   }
-  GM_ASSIGN_OR_RETURN(server->lobby_, Lobby::Start(kHandshakeTimeoutS, DefaultLobbySize()));
-  server->accept_thread_ = std::thread([s = server.get()] { s->AcceptLoop(); });
+  ConnectionServer::Options options;
+  options.name = "coordinator";
+  options.hello_role = "coordinator";
+  GM_ASSIGN_OR_RETURN(
+      server->connections_,
+      ConnectionServer::Start(
+          std::move(options),
+          [s = server.get()](const ConnectionServer::Connection& c) { s->Serve(c); }));
   server->tick_thread_ = std::thread([s = server.get()] { s->TickLoop(); });
+  GM_RETURN_IF_ERROR(server->connections_->Listen(std::move(listener)));
   return server;
 }
 
@@ -61,11 +64,11 @@ static std::string OrderDigest(const CoordinatorConfig& config) {
 }
 
 CoordinatorServer::CoordinatorServer(CoordinatorConfig config, Pipeline pipeline,
-                                     CoordinatorState state, Listener listener)
+                                     CoordinatorState state, int port)
     : config_(std::move(config)),
       pipeline_(std::move(pipeline)),
       order_(OrderDigest(config_)),
-      listener_(std::move(listener)),
+      port_(port),
       state_(std::move(state)) {}
 
 CoordinatorServer::~CoordinatorServer() { Stop(); }
@@ -73,7 +76,7 @@ CoordinatorServer::~CoordinatorServer() { Stop(); }
 std::string CoordinatorServer::address() const {
   std::string host = config_.advertise_host;
   if (host.empty()) host = IsWildcardHost(config_.host) ? ReachableHostName() : config_.host;
-  return JoinHostPort(host, listener_.port());
+  return JoinHostPort(host, port_);
 }
 
 bool CoordinatorServer::WaitFinished(double timeout_s) {
@@ -90,8 +93,8 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.workers_registered = workers_registered_;
   s.workers_faulted = workers_faulted_;
   s.connections_refused = refused_;
-  s.connections_dropped = gate_.dropped() + accept_failures_;
-  s.connections_open = gate_.open();
+  s.connections_dropped = connections_->dropped();
+  s.connections_open = connections_->open();
   s.worker_stages = worker_stages_;
   s.places = places_;
   s.workers_live = data_addr_.size();
@@ -101,23 +104,11 @@ CoordinatorSummary CoordinatorServer::Summary() const {
 void CoordinatorServer::Stop() {
   {
     MutexLock lock(mu_);
-    if (stopping_ && connections_.empty() && !accept_thread_.joinable()) return;
-    stopping_ = true;
-    for (Connection& c : connections_) {
-      if (!c.done) ::shutdown(c.fd, SHUT_RDWR);  // wakes blocked receives
-    }
+    stopping_ = true;  // sessions end; what the lobby hands on now is refused
     cv_.notify_all();
   }
-  if (accept_thread_.joinable()) accept_thread_.join();
-  lobby_.reset();  // what waits there is closed (Admit refuses once stopping_)
+  if (connections_) connections_->Stop();  // shuts every connection down, joins their threads
   if (tick_thread_.joinable()) tick_thread_.join();
-  std::list<Connection> connections;
-  {
-    MutexLock lock(mu_);
-    connections.swap(connections_);
-  }
-  for (Connection& c : connections) c.thread.join();
-  listener_.Close();
 }
 
 Result<EpochPlan> CoordinatorServer::PlanFor(uint64_t epoch) const {
@@ -188,81 +179,6 @@ void CoordinatorServer::AdvanceEpochIfDone() {
   }
 }
 
-void CoordinatorServer::AcceptLoop() {
-  for (;;) {
-    ReapFinished();
-    {
-      MutexLock lock(mu_);
-      if (stopping_) return;
-    }
-    Result<Socket> socket = listener_.Accept(kAcceptPollS);
-    if (socket.ok()) {
-      // HELLO first (the server speaks first), then the client's answer is awaited
-      // in the lobby: a peer that closes or says nothing costs no thread.
-      Result<std::string> nonce = SendServerHello(*socket, "coordinator", Deadline::After(1));
-      if (!nonce.ok()) continue;  // gone already
-      lobby_->Add(std::move(*socket),
-                  [this, n = std::move(*nonce)](Socket s) { Admit(std::move(s), n); });
-      continue;
-    }
-    if (socket.status().code() == Code::kUnavailable) continue;  // timeout: look again
-    // Out of descriptors or memory: accept fails at once until something is
-    // closed, so wait rather than spin, and say so now and then.
-    MutexLock lock(mu_);
-    ++accept_failures_;
-    if (uint64_t held = 0; drop_warnings_.Allow(&held)) {
-      LogWarning("coordinator: " + socket.status().message() + " (retrying; " +
-                 std::to_string(connections_.size()) + " connections open; " +
-                 std::to_string(held) + " such warnings held back)");
-    }
-    lock.WaitFor(cv_, kAcceptBackoffS, [&]() REQUIRES(mu_) { return stopping_; });
-  }
-}
-
-void CoordinatorServer::ReapFinished() {
-  std::list<Connection> finished;
-  {
-    MutexLock lock(mu_);
-    for (auto it = connections_.begin(); it != connections_.end();) {
-      auto next = std::next(it);
-      if (it->done) finished.splice(finished.end(), connections_, it);
-      it = next;
-    }
-  }
-  for (Connection& c : finished) c.thread.join();
-}
-
-void CoordinatorServer::Admit(Socket socket, std::string hello_nonce) {
-  MutexLock lock(mu_);
-  if (stopping_) return;
-  const std::optional<uint64_t> gate_id = gate_.Admit(socket.fd(), socket.peer());
-  if (!gate_id) {
-    if (uint64_t held = 0; drop_warnings_.Allow(&held)) {
-      LogWarning("coordinator: closed a connection from " + socket.peer() + ": " +
-                 std::to_string(gate_.open()) + " connections are open (" + std::to_string(held) +
-                 " such warnings held back)");
-    }
-    return;
-  }
-  Connection& c = connections_.emplace_back();
-  c.fd = socket.fd();
-  c.gate_id = *gate_id;
-  try {
-    c.thread = std::thread([this, s = std::make_shared<Socket>(std::move(socket)), &c,
-                            nonce = std::move(hello_nonce)]() mutable {
-      Serve(*s, c.gate_id, nonce);
-      gate_.Closed(c.gate_id);  // before the descriptor closes, so it is never reused under it
-      s.reset();
-      MutexLock inner(mu_);
-      c.done = true;
-    });
-  } catch (const std::system_error& e) {  // no thread to serve it: drop this one only
-    gate_.Closed(c.gate_id);
-    connections_.pop_back();
-    LogWarning(std::string("coordinator: cannot start a thread for a connection: ") + e.what());
-  }
-}
-
 void CoordinatorServer::TickLoop() {
   MutexLock lock(mu_);
   while (!lock.WaitFor(cv_, kTickS, [&]() REQUIRES(mu_) { return stopping_; })) {
@@ -275,7 +191,12 @@ void CoordinatorServer::TickLoop() {
   }
 }
 
-void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id, const std::string& hello_nonce) {
+void CoordinatorServer::Serve(const ConnectionServer::Connection& connection) {
+  {
+    MutexLock lock(mu_);
+    if (stopping_) return;
+  }
+  Socket& socket = *connection.socket();
   std::string role;
   // Workers and clients prove the key of their role (dataplane/auth.h).
   auto key_for = [this](std::string_view claimed) -> Result<std::string> {
@@ -283,9 +204,9 @@ void CoordinatorServer::Serve(Socket& socket, uint64_t gate_id, const std::strin
     return Status::InvalidArgument("no such role");
   };
   Status st = ServerHandshake(socket, key_for, "coordinator", Deadline::After(kHandshakeTimeoutS),
-                              &role, &hello_nonce);
+                              &role, &connection.hello_nonce());
   const bool role_known = st.ok();
-  if (st.ok()) gate_.Authenticated(gate_id);
+  if (st.ok()) connection.Authenticated();
   if (st.ok() && role == "worker") {
     st = ServeWorker(socket);
   } else if (st.ok() && role == "client") {

@@ -3,7 +3,8 @@
 // keeps the run's CoordinatorState, hands out splits, records acknowledgements,
 // declares silent workers lost and moves from epoch to epoch.
 //
-// Threads: one accepting, one per connection, one ticking (liveness). Every
+// Threads: one accepting, one per connection (dataplane/connection_server.h),
+// one ticking (liveness). Every
 // access to the state is under one mutex. Start() returns once listening;
 // Stop() (or the destructor) closes everything and joins every thread.
 //
@@ -12,7 +13,6 @@
 #pragma once
 
 #include <condition_variable>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,8 +26,7 @@
 #include "core/log.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
-#include "dataplane/handshake_gate.h"
-#include "dataplane/lobby.h"
+#include "dataplane/connection_server.h"
 #include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
@@ -108,23 +107,12 @@ class CoordinatorServer {
     return count == kUnknownCount ? -1 : static_cast<int64_t>(count);
   }
 
-  CoordinatorServer(CoordinatorConfig config, Pipeline pipeline, CoordinatorState state,
-                    Listener listener);
-  // One accepted connection and the thread serving it.
-  struct Connection {
-    std::thread thread;
-    int fd = -1;
-    uint64_t gate_id = 0;  // in gate_
-    bool done = false;     // the thread has finished (guarded by mu_)
-  };
-
-  void AcceptLoop();
-  // A connection whose client answered HELLO (`hello_nonce`), from the lobby.
-  void Admit(Socket socket, std::string hello_nonce);
-  void ReapFinished();  // joins the threads of finished connections
+  CoordinatorServer(CoordinatorConfig config, Pipeline pipeline, CoordinatorState state, int port);
   void TickLoop();
   double Now() const { return (config_.clock != nullptr ? *config_.clock : SystemClock()).Now(); }
-  void Serve(Socket& socket, uint64_t gate_id, const std::string& hello_nonce);
+  // One connection, on its own thread (ConnectionServer): the handshake, then
+  // a worker's or a client's session.
+  void Serve(const ConnectionServer::Connection& connection);
   Status ServeWorker(Socket& socket);
   Status ServeClient(Socket& socket);
   Status ServeSubscribedClient(Socket& socket, int rank,
@@ -162,7 +150,7 @@ class CoordinatorServer {
   const CoordinatorConfig config_;
   const Pipeline pipeline_;
   const std::string order_;  // digest of what the batch order derives from (SUBSCRIBED)
-  Listener listener_;
+  const int port_;           // listened on
 
   mutable Mutex mu_;
   std::condition_variable cv_;  // epoch changes, finish, stop
@@ -195,18 +183,13 @@ class CoordinatorServer {
   std::map<WorkerId, std::vector<StageStats>> worker_stages_ GUARDED_BY(mu_);
   std::map<std::string, CoordinatorSummary::Place> places_ GUARDED_BY(mu_);  // by tag
   std::vector<std::string> place_order_ GUARDED_BY(mu_);                     // oldest first
-  std::list<Connection> connections_ GUARDED_BY(mu_);  // live and not yet reaped
-  HandshakeGate gate_;                                 // bounds connections and pending handshakes
-  uint64_t accept_failures_ GUARDED_BY(mu_) = 0;
-  RateLimit drop_warnings_{kPeerWarningIntervalS};     // connections closed at accept
   RateLimit refused_warnings_{kPeerWarningIntervalS};  // connections that failed
   RateLimit worker_warnings_{kPeerWarningIntervalS};   // SPLIT_DONE a worker got wrong
 
-  std::thread accept_thread_;
-  // Accepted connections wait here for their first byte, on one thread: a peer
-  // that connects and closes costs no thread.
-  std::unique_ptr<Lobby> lobby_;
   std::thread tick_thread_;
+  // Accepts, says HELLO, bounds and serves the connections (a thread each); set
+  // once by Start.
+  std::unique_ptr<ConnectionServer> connections_;
 };
 
 }  // namespace gm
