@@ -158,21 +158,20 @@ Result<std::unique_ptr<StepLogWriter>> StepLogWriter::Open(const std::string& di
   }
   const std::string pid = std::to_string(::getpid());
   const std::string path = dir + "/steps." + pid + ".log";
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!fd.valid()) {
     return Status::IoError(path + ": cannot open the step log: " + std::strerror(errno) + " (is $" +
                            std::string(kProfileDirEnv) + " a writable directory?)");
   }
   const std::string header = std::string(kHeaderPrefix) + std::to_string(kStepLogVersion) +
                              " pid=" + pid + " source=" + std::string(source) + "\n";
   errno = 0;
-  if (!WriteLine(fd, header)) {
+  if (!WriteLine(fd.get(), header)) {
     const int err = errno;
-    ::close(fd);
     return Status::IoError(path + ": cannot write the step log header: " +
                            (err != 0 ? std::strerror(err) : "short write (disk full?)"));
   }
-  return std::unique_ptr<StepLogWriter>(new StepLogWriter(fd));
+  return std::unique_ptr<StepLogWriter>(new StepLogWriter(std::move(fd)));
 }
 
 std::unique_ptr<StepLogWriter> StepLogWriter::FromEnvironment(std::string_view source) {
@@ -187,17 +186,17 @@ std::unique_ptr<StepLogWriter> StepLogWriter::FromEnvironment(std::string_view s
 }
 
 StepLogWriter::~StepLogWriter() {
-  if (fd_ < 0) return;
+  if (!fd_.valid()) return;
   char buf[96];
   // %.9f: nanosecond resolution, the clock's own.
   int n = std::snprintf(buf, sizeof buf, "O %.9f %llu\n", seconds_spent_,
                         static_cast<unsigned long long>(records_));
-  if (n > 0) (void)WriteLine(fd_, std::string_view(buf, static_cast<size_t>(n)));
+  if (n > 0) (void)WriteLine(fd_.get(), std::string_view(buf, static_cast<size_t>(n)));
   if (failures_ > 0) {
-    (void)WriteLine(fd_, "E " + std::to_string(failures_) + " of " + std::to_string(records_) +
-                             " step records could not be written\n");
+    (void)WriteLine(fd_.get(), "E " + std::to_string(failures_) + " of " +
+                                   std::to_string(records_) +
+                                   " step records could not be written\n");
   }
-  ::close(fd_);
 }
 
 void StepLogWriter::Record(const StepRecord& step) {
@@ -215,7 +214,7 @@ void StepLogWriter::Record(const StepRecord& step) {
   AppendNumber(buf, sizeof buf, &at, last_cost_ns_);
   buf[at++] = '\n';
   ++records_;
-  if (!WriteLine(fd_, std::string_view(buf, at))) ++failures_;
+  if (!WriteLine(fd_.get(), std::string_view(buf, at))) ++failures_;
   last_cost_ns_ = MonotonicNanos() - started;
   seconds_spent_ += static_cast<double>(last_cost_ns_) * 1e-9;
 }
@@ -279,8 +278,8 @@ std::vector<uint64_t> StepCounter::Update() {
   for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (!IsStepLogName(name)) continue;
-    int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
+    const UniqueFd fd(::open(it->path().c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid()) continue;
     File& f = files_[name];
     // Reads from the start of the first line not yet complete; a line is counted
     // when its '\n' is read, so an unfinished one is read again next time.
@@ -288,7 +287,7 @@ std::vector<uint64_t> StepCounter::Update() {
     uint64_t at = f.offset;
     std::string line;  // the "S" line being read (other lines are skipped)
     bool line_start = true, step_line = false;
-    for (ssize_t n; (n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(at))) > 0;) {
+    for (ssize_t n; (n = ::pread(fd.get(), buf, sizeof buf, static_cast<off_t>(at))) > 0;) {
       for (ssize_t i = 0; i < n; ++i) {
         if (line_start) {
           step_line = buf[i] == 'S';
@@ -313,7 +312,6 @@ std::vector<uint64_t> StepCounter::Update() {
       }
       at += static_cast<uint64_t>(n);
     }
-    ::close(fd);
   }
   std::vector<uint64_t> counts;
   for (const auto& [name, f] : files_) counts.push_back(f.steps);

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/unique_fd.h"
 
 namespace gm {
 
@@ -81,8 +82,8 @@ class StepLogWriter {
   double seconds_spent() const { return seconds_spent_; }
 
  private:
-  explicit StepLogWriter(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  explicit StepLogWriter(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
   uint64_t records_ = 0;       // Record() calls
   uint64_t last_cost_ns_ = 0;  // the previous Record()'s own time
   uint64_t failures_ = 0;

@@ -43,7 +43,7 @@ Result<std::shared_ptr<Segment>> Segment::Create(size_t bytes) {
     return Status::Unavailable("mapping a " + std::to_string(bytes) +
                                "-byte segment: " + Errno(errno));
   }
-  return std::shared_ptr<Segment>(new Segment(fd.Release(), static_cast<uint8_t*>(p), bytes));
+  return std::shared_ptr<Segment>(new Segment(std::move(fd), static_cast<uint8_t*>(p), bytes));
 }
 
 Result<std::shared_ptr<Segment>> Segment::Map(int fd, size_t need, size_t max) {
@@ -68,12 +68,11 @@ Result<std::shared_ptr<Segment>> Segment::Map(int fd, size_t need, size_t max) {
   }
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return Status::Corrupt("mapping the segment passed: " + Errno(errno));
-  return std::shared_ptr<Segment>(new Segment(-1, static_cast<uint8_t*>(p), size));
+  return std::shared_ptr<Segment>(new Segment(UniqueFd(), static_cast<uint8_t*>(p), size));
 }
 
 Segment::~Segment() {
-  ::munmap(data_, size_);
-  if (fd_ >= 0) ::close(fd_);
+  ::munmap(data_, size_);  // fd_ closes after
 }
 
 std::optional<SegmentPool::Lease> SegmentPool::Acquire(size_t bytes) {

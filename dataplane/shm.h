@@ -50,6 +50,7 @@
 #include "core/plan.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
+#include "core/unique_fd.h"
 
 namespace gm {
 
@@ -89,11 +90,11 @@ class Segment {
   size_t size() const { return size_; }
   // The memfd (worker side: kept to pass to the client); -1 once mapped on the
   // client side.
-  int fd() const { return fd_; }
+  int fd() const { return fd_.get(); }
 
  private:
-  Segment(int fd, uint8_t* data, size_t size) : fd_(fd), data_(data), size_(size) {}
-  int fd_;
+  Segment(UniqueFd fd, uint8_t* data, size_t size) : fd_(std::move(fd)), data_(data), size_(size) {}
+  UniqueFd fd_;
   uint8_t* data_;
   size_t size_;
 };

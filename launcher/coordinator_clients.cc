@@ -321,14 +321,8 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, uint64_t s
       DropFaulty(rank, fault);
       return Status::Ok();
     }
-    case MsgType::kHeartbeat:
-      return Status::Ok();
-    case MsgType::kBye:
-      *done = true;
-      return Status::Ok();
     default:
-      return Status::Corrupt(std::string("unexpected ") + std::string(MsgTypeName(frame.type)) +
-                             " from a client");
+      return SessionFrame(frame, "a client", done);
   }
   lock.Unlock();
   return SendFrame(socket, reply_type, reply, Deadline::After(kSendTimeoutS));

@@ -179,6 +179,19 @@ void CoordinatorServer::AdvanceEpochIfDone() {
   }
 }
 
+Status CoordinatorServer::SessionFrame(const Frame& frame, std::string_view who, bool* done) {
+  switch (frame.type) {
+    case MsgType::kHeartbeat:
+      return Status::Ok();
+    case MsgType::kBye:
+      *done = true;
+      return Status::Ok();
+    default:
+      return Status::Corrupt("unexpected " + std::string(MsgTypeName(frame.type)) + " from " +
+                             std::string(who));
+  }
+}
+
 void CoordinatorServer::TickLoop() {
   MutexLock lock(mu_);
   while (!lock.WaitFor(cv_, kTickS, [&]() REQUIRES(mu_) { return stopping_; })) {

@@ -117,6 +117,9 @@ class CoordinatorServer {
   Status ServeClient(Socket& socket);
   Status ServeSubscribedClient(Socket& socket, int rank,
                                uint64_t session);  // after SUBSCRIBE was accepted
+  // What a worker's and a client's sessions answer alike: HEARTBEAT (nothing to
+  // do), BYE (`*done`), and Corrupt naming anything else as unexpected from `who`.
+  static Status SessionFrame(const Frame& frame, std::string_view who, bool* done);
   Status HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame, bool* done);
   Status HandleClientFrame(Socket& socket, int rank, uint64_t session, const Frame& frame,
                            bool* done);

@@ -152,14 +152,8 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       AdvanceEpochIfDone();
       return Status::Ok();
     }
-    case MsgType::kHeartbeat:
-      return Status::Ok();
-    case MsgType::kBye:
-      *done = true;
-      return Status::Ok();
     default:
-      return Status::Corrupt(std::string("unexpected ") + std::string(MsgTypeName(frame.type)) +
-                             " from a worker");
+      return SessionFrame(frame, "a worker", done);
   }
 }
 
