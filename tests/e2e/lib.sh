@@ -25,14 +25,23 @@ expect_rc() {
   ok "$what"
 }
 
-# run_trainer NAME WHAT -- RUN_ARGS...: `goldminer run RUN_ARGS...` within 120 s,
-# its output in $T/NAME.out and $T/NAME.err; the suite fails saying WHAT (with
-# the run's stderr) unless it succeeds. Environment for the run goes before
-# the call (VAR=value run_trainer ...).
+# gm_run NAME [VAR=value...] -- RUN_ARGS...: `goldminer run RUN_ARGS...` with that
+# environment, within 300 s, its output in $T/NAME.out and $T/NAME.err; returns its
+# exit status (124: it hung), for suites that expect a run to fail.
+gm_run() {
+  local name=$1 env=()
+  shift
+  while [[ $# -gt 0 && $1 != -- ]]; do env+=("$1"); shift; done
+  shift
+  env "${env[@]}" timeout 300 "$GM" run "$@" >"$T/$name.out" 2>"$T/$name.err"
+}
+
+# run_trainer NAME WHAT -- RUN_ARGS...: gm_run, and the suite fails saying WHAT (with
+# the run's stderr) unless it succeeds. Environment for the run goes before the
+# call (VAR=value run_trainer ...).
 run_trainer() {
   local name=$1 what=$2; shift 3
-  timeout 120 "$GM" run "$@" >"$T/$name.out" 2>"$T/$name.err" ||
-    { cat "$T/$name.err" >&2; fail "$what: the run failed"; }
+  gm_run "$name" -- "$@" || { cat "$T/$name.err" >&2; fail "$what: the run failed"; }
 }
 
 # expect_in FILE TEXT DESCRIPTION

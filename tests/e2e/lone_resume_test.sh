@@ -11,9 +11,9 @@ small_pipeline "$T/pipeline.json"
 export GM_TEST_GOLDMINER=$GM
 run() {  # run NAME [env...]: two ranks under `goldminer run`
   local name=$1; shift
-  env "$@" timeout 300 "$GM" run --backend local --pipeline "$T/pipeline.json" --workers 2 \
+  gm_run "$name" "$@" -- --backend local --pipeline "$T/pipeline.json" --workers 2 \
     --world-size 2 --epochs 2 --samples-per-split 8 --no-db \
-    -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.{rank}.json" 2 >"$T/$name.out" 2>"$T/$name.err"
+    -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.{rank}.json" 2
 }
 
 # Each rank has 18 samples (5 batches of 4) per epoch: after 7 it is inside epoch 1.

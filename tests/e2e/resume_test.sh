@@ -23,9 +23,9 @@ JSON
 export GM_TEST_GOLDMINER=$GM
 run() {  # run NAME WORKERS WORLD PIPELINE [env...]: the trainer under `goldminer run`
   local name=$1 workers=$2 world=$3 pipeline=$4; shift 4
-  env "$@" "$GM" run --backend local --pipeline "$pipeline" --workers "$workers" \
+  gm_run "$name" "$@" -- --backend local --pipeline "$pipeline" --workers "$workers" \
     --world-size "$world" --epochs 2 --samples-per-split 8 --no-db \
-    -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.{rank}.json" 2 >"$T/$name.out" 2>"$T/$name.err"
+    -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.{rank}.json" 2
 }
 
 # joined REF A B WORLD: for each rank, A's batches then B's equal REF's, per epoch.
@@ -120,9 +120,9 @@ c = json.load(open(sys.argv[1]))
 c["loader"]["epoch"] = 5
 json.dump(c, open(sys.argv[2], "w"))
 PY
-env GM_TEST_STATE="$T/e.{rank}.json.state" "$GM" run --backend local --pipeline "$T/pipeline.json" \
+gm_run e GM_TEST_STATE="$T/e.{rank}.json.state" -- --backend local --pipeline "$T/pipeline.json" \
   --workers 1 --epochs 2 --samples-per-split 8 --no-db \
-  -- $PY "$SRC/tests/e2e/trainer.py" "$T/e.{rank}.json" 9 >"$T/e.out" 2>"$T/e.err"
+  -- $PY "$SRC/tests/e2e/trainer.py" "$T/e.{rank}.json" 9
 [[ $? == 3 ]] || { cat "$T/e.err" >&2; fail "a state past the run's epochs"; }
 expect_in "$T/e.0.json" "this run serves epochs 0..1 (--epochs 2)" "a state past the last epoch"
 done_suite

@@ -15,9 +15,8 @@ shm_before=$(ls -A /dev/shm | sort)
 
 run() {  # run NAME WORKERS [env...]
   local name=$1 workers=$2; shift 2
-  env "$@" "$GM" run --backend local --pipeline "$T/pipeline.json" --workers "$workers" --epochs 2 \
-    --samples-per-split 8 --no-db -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.json" 2 \
-    >"$T/$name.out" 2>"$T/$name.err"
+  gm_run "$name" "$@" -- --backend local --pipeline "$T/pipeline.json" --workers "$workers" \
+    --epochs 2 --samples-per-split 8 --no-db -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.json" 2
 }
 check() {  # check NAME REF WHAT: NAME delivered exactly REF's samples and pixels; prints stats
   $PY - "$T/$1.json" "$T/$2.json" "$3" <<'PY'

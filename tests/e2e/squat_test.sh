@@ -24,9 +24,8 @@ trap cleanup EXIT
 
 run() {  # run NAME [env...]
   local name=$1; shift
-  env "$@" "$GM" run --backend local --pipeline "$T/pipeline.json" --workers 2 --epochs 2 \
-    --samples-per-split 8 --no-db -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.json" 2 \
-    >"$T/$name.out" 2>"$T/$name.err"
+  gm_run "$name" "$@" -- --backend local --pipeline "$T/pipeline.json" --workers 2 --epochs 2 \
+    --samples-per-split 8 --no-db -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.json" 2
 }
 
 run clean GOLDMINER_SAME_HOST=off || { cat "$T/clean.err" >&2; fail "the clean TCP run"; }
