@@ -12,7 +12,8 @@ packages=(
   libturbojpeg0-dev libjpeg62-turbo-dev libssl-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev clang-format clang-tidy
-  python3 python3-numpy python3-pil python3-torch python3-torchvision iperf3
+  python3 python3-numpy python3-pil python3-torch python3-torchvision python3-cloudpickle
+  python3-lmdb iperf3
   # a real browser for the report's tests
   chromium
   # a real Slurm cluster for the plan and run tests (iproute2: nodes in network namespaces)

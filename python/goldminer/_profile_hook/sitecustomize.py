@@ -1,4 +1,6 @@
-"""goldminer's PyTorch hook for `goldminer profile -- python3 train.py`.
+"""goldminer's PyTorch hook for `goldminer profile -- python3 train.py`, and for
+DataLoaders whose workers goldminer serves ($GOLDMINER_OFFLOAD: goldminer/offload.py,
+which it installs once torch.utils.data.dataloader is imported).
 
 `goldminer profile` puts this directory first on the trainer's PYTHONPATH and sets
 $GOLDMINER_PROFILE_DIR, so Python's `site` module runs this file at start-up, as
@@ -35,6 +37,8 @@ import sys
 import time
 
 _DIR_ENV = "GOLDMINER_PROFILE_DIR"
+_OFFLOAD_ENV = "GOLDMINER_OFFLOAD"  # goldminer/offload.py
+_OFFLOAD_MODES = ("local",)
 _TARGET = "torch.utils.data.dataloader"
 _MAX_DEPTH = 4  # how deep into nested tuples/lists/dicts to look for a tensor
 _Mapping = dict  # collections.abc.Mapping once torch is there (it imports collections)
@@ -113,6 +117,9 @@ class _StepLog:
         self.spent_ns += self.last_ns
 
     def error(self, text):
+        if not self.directory:  # not profiling: say it on stderr
+            sys.stderr.write("goldminer: warning: torch hook: %s\n" % " ".join(str(text).split()))
+            return
         try:
             fd = self._open()
             if fd is not None:
@@ -196,12 +203,24 @@ def _wrap(base, log):
 
 
 def _patch(module, log):
-    try:
-        base = module._BaseDataLoaderIter
-        if not getattr(base.__next__, "_goldminer_wrapped", False):
-            _wrap(base, log)
-    except Exception as e:
-        log.error("cannot wrap %s._BaseDataLoaderIter: %s: %s" % (_TARGET, type(e).__name__, e))
+    if log.directory:
+        try:
+            base = module._BaseDataLoaderIter
+            if not getattr(base.__next__, "_goldminer_wrapped", False):
+                _wrap(base, log)
+        except Exception as e:
+            log.error("cannot wrap %s._BaseDataLoaderIter: %s: %s" % (_TARGET, type(e).__name__, e))
+    if os.environ.get(_OFFLOAD_ENV) in _OFFLOAD_MODES:
+        try:
+            try:
+                from goldminer import offload
+            except ImportError:  # the package beside this hook's directory
+                sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(
+                    os.path.abspath(__file__)))))
+                from goldminer import offload
+            offload.install(module)
+        except Exception as e:
+            log.error("cannot offload DataLoader workers: %s: %s" % (type(e).__name__, e))
 
 
 class _Finder:
@@ -248,7 +267,12 @@ class _Finder:
 
 def _install():
     directory = os.environ.get(_DIR_ENV)
-    if not directory:
+    offload = os.environ.get(_OFFLOAD_ENV)
+    if offload and offload not in _OFFLOAD_MODES:
+        sys.stderr.write("goldminer: warning: $%s=%s is not one of %s: DataLoaders keep their "
+                         "stock workers\n" % (_OFFLOAD_ENV, offload, ", ".join(_OFFLOAD_MODES)))
+        offload = None
+    if not directory and not offload:
         return
     if any(getattr(f, "goldminer_profile_hook", False) for f in sys.meta_path):
         return  # another copy of this hook, chained above, is installed already

@@ -1,0 +1,155 @@
+"""Frames between a trainer's offloaded DataLoader and its virtual workers
+(goldminer.offload, goldminer._vworker).
+
+A frame is a 24-byte header, then its pickle, then its out-of-band buffers
+(pickle protocol 5: a tensor's or array's bytes travel beside the pickle, never
+copied into it). All integers little-endian:
+
+    magic     4 bytes  b"GMV1"
+    kind      u8       JOB 1, TASK 2, RESULT 3, FAILED 4
+    reserved  3 bytes  zero
+    buffers   u32      out-of-band buffers, at most MAX_BUFFERS
+    pickle    u64      bytes of pickle
+then `buffers` u64 lengths, the pickle, and each buffer in turn. The pickle plus
+the buffers are at most MAX_FRAME bytes. What each kind carries:
+
+    JOB     (trainer -> worker, first and once) a dict: versions (python, torch,
+            numpy as the trainer has them), digest (sha256 hex of blob), blob
+            (cloudpickle of the DataLoader's worker arguments: dataset kind,
+            dataset, auto_collation, collate_fn, drop_last, worker_init_fn,
+            num_workers, persistent_workers), worker_id, base_seed, shared_seed
+    TASK    (trainer -> worker) what torch's main process puts in the worker's
+            index queue: (task index, sampler indices), a resume marker, or None
+    RESULT  (worker -> trainer) what torch's worker loop puts in its data queue:
+            (task index, batch or ExceptionWrapper), or a resume acknowledgement
+    FAILED  (worker -> trainer, last) a str: why the worker cannot go on (a
+            version mismatch, a dataset that does not unpickle there)
+
+Pickles are cloudpickle's (by value where the trainer registered it), so that a
+class defined in the training script comes back as the trainer's own class.
+CPU tensors of a dtype numpy has travel as numpy arrays out of band and come back
+as torch tensors of the same dtype, shape and values (contiguous).
+"""
+
+import io
+import pickle
+import struct
+import sys
+
+import cloudpickle
+
+MAGIC = b"GMV1"
+JOB, TASK, RESULT, FAILED = 1, 2, 3, 4
+KINDS = {JOB: "JOB", TASK: "TASK", RESULT: "RESULT", FAILED: "FAILED"}
+HEADER = struct.Struct("<4sB3xIQ")
+HEADER_BYTES = HEADER.size
+MAX_BUFFERS = 1 << 16
+MAX_FRAME = 1 << 36  # 64 GiB: a bound on one frame, not a target
+_FIRST_CHUNK = 1 << 20
+
+
+class FrameError(ValueError):
+    """A malformed frame, or a channel that ended inside one."""
+
+
+def _rebuild_tensor(array):
+    import torch
+    return torch.from_numpy(array)
+
+
+class _Pickler(cloudpickle.CloudPickler):
+    """cloudpickle, with CPU tensors as numpy arrays (out of band under protocol 5)."""
+
+    def reducer_override(self, obj):
+        torch = sys.modules.get("torch")
+        if torch is not None and type(obj) is torch.Tensor:
+            reduced = _reduce_tensor(torch, obj)
+            if reduced is not None:
+                return reduced
+        return super().reducer_override(obj)
+
+
+def _reduce_tensor(torch, t):
+    if t.device.type != "cpu" or t.layout != torch.strided or t.requires_grad or t.is_quantized:
+        return None
+    if t.is_conj() or t.is_neg():
+        return None
+    try:
+        array = t.detach().contiguous().numpy()
+    except (TypeError, RuntimeError):  # a dtype numpy has not (bfloat16, ...)
+        return None
+    return _rebuild_tensor, (array,)
+
+
+def dumps(obj):
+    """(pickle bytes, [out-of-band buffers]) of `obj`."""
+    buffers = []
+    out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
+    return out.getvalue(), [b.raw() for b in buffers]
+
+
+def encode(kind, obj):
+    """The frame of `obj` as a list of byte-like parts (to write in turn)."""
+    data, buffers = dumps(obj)
+    if len(buffers) > MAX_BUFFERS:
+        raise FrameError(f"{KINDS[kind]} frame: {len(buffers)} out-of-band buffers "
+                         f"(at most {MAX_BUFFERS})")
+    total = len(data) + sum(b.nbytes for b in buffers)
+    if total > MAX_FRAME:
+        raise FrameError(f"{KINDS[kind]} frame: {total} bytes (at most {MAX_FRAME})")
+    head = HEADER.pack(MAGIC, kind, len(buffers), len(data))
+    lengths = struct.pack(f"<{len(buffers)}Q", *(b.nbytes for b in buffers))
+    return [head + lengths, data, *buffers]
+
+
+def write(stream, kind, obj):
+    """Writes one frame of `obj` on a binary stream and flushes it."""
+    for part in encode(kind, obj):
+        stream.write(part)
+    stream.flush()
+
+
+def _read_exact(stream, n, what):
+    """n bytes; the buffer grows (doubling from 1 MiB) as bytes arrive, so a peer
+    that announces more than it sends makes us hold only what it sent."""
+    buf = bytearray(min(n, _FIRST_CHUNK))
+    got = 0
+    while got < n:
+        if got == len(buf):
+            buf += bytearray(min(n - len(buf), len(buf)))
+        with memoryview(buf) as view, view[got:] as tail:
+            k = stream.readinto(tail)
+        if not k:
+            raise FrameError(f"the channel ended inside {what} ({got} of {n} bytes)")
+        got += k
+    return buf
+
+
+def read(stream):
+    """(kind, object) of the next frame, or None at a clean end of the channel
+    (before a frame's first byte). FrameError for anything malformed."""
+    first = stream.read(1)
+    if not first:
+        return None
+    head = bytes(first) + bytes(_read_exact(stream, HEADER_BYTES - 1, "a frame header"))
+    magic, kind, nbuf, size = HEADER.unpack(head)
+    if magic != MAGIC:
+        raise FrameError(f"not a goldminer virtual-worker frame (magic {magic!r}, "
+                         f"expected {MAGIC!r})")
+    if kind not in KINDS:
+        raise FrameError(f"unknown frame kind {kind}")
+    if nbuf > MAX_BUFFERS:
+        raise FrameError(f"{KINDS[kind]} frame: {nbuf} out-of-band buffers "
+                         f"(at most {MAX_BUFFERS})")
+    lengths = struct.unpack(f"<{nbuf}Q", _read_exact(stream, 8 * nbuf, "the buffer lengths"))
+    total = size + sum(lengths)
+    if total > MAX_FRAME:
+        raise FrameError(f"{KINDS[kind]} frame: {total} bytes (at most {MAX_FRAME})")
+    data = _read_exact(stream, size, "a pickle")
+    buffers = [_read_exact(stream, n, "an out-of-band buffer") for n in lengths]
+    try:
+        return kind, pickle.loads(data, buffers=buffers)
+    except Exception as e:  # whatever a malformed pickle raises
+        raise FrameError(f"{KINDS[kind]} frame: its pickle does not load: "
+                         f"{type(e).__name__}: {e}") from e

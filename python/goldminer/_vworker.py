@@ -1,0 +1,150 @@
+"""A virtual DataLoader worker: `python3 -m goldminer._vworker`.
+
+Runs one worker of a trainer's DataLoader, as torch's own worker process would,
+with frames (goldminer._vwire) on stdin and stdout instead of multiprocessing
+queues. The first frame is the JOB; then TASK frames come in and RESULT frames go
+out until a TASK of None (the trainer shuts its workers down) or the end of stdin.
+
+The work itself is torch's own worker loop (torch.utils.data._utils.worker.
+_worker_loop), given the dataset, collate_fn and worker_init_fn unpickled from the
+JOB: the same seeding (random and torch from base_seed + worker_id, numpy from
+torch's _generate_state), the same get_worker_info() (id, num_workers, seed, this
+process's copy of the dataset), worker_init_fn(worker_id), the same fetcher, and
+exceptions wrapped as torch wraps them. So a task gives the batch the stock worker
+would have given.
+
+stdout carries only frames: what the dataset prints goes to stderr. A JOB this
+process cannot take (another Python, torch or numpy version than the trainer's;
+a dataset that does not unpickle here, e.g. a module missing on this node) is
+answered with one FAILED frame naming the cause and the host, and exit status 3.
+"""
+
+import os
+import queue
+import socket
+import sys
+import threading
+
+from goldminer import _vwire
+
+
+def _versions():
+    import numpy
+    import torch
+    return {"python": "%d.%d" % sys.version_info[:2], "torch": torch.__version__,
+            "numpy": numpy.__version__}
+
+
+class _Tasks:
+    """The index queue torch's worker loop reads: TASK frames from stdin, read by a
+    thread. None (or the end of stdin) sets `done` first, as torch's main process
+    sets its done event before it sends None."""
+
+    def __init__(self, stream, done):
+        self.items = queue.Queue()
+        self.done = done
+        self.error = None
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream):
+        try:
+            while True:
+                frame = _vwire.read(stream)
+                if frame is None or frame[1] is None:
+                    break
+                kind, item = frame
+                if kind != _vwire.TASK:
+                    raise _vwire.FrameError(f"{_vwire.KINDS[kind]} frame where TASK was expected")
+                self.items.put(item)
+        except Exception as e:  # a broken channel ends the worker like a shutdown
+            self.error = e
+        self.done.set()
+        self.items.put(None)
+
+    def get(self, timeout=None):
+        return self.items.get(timeout=timeout)  # queue.Empty on timeout, as torch expects
+
+
+class _Results:
+    """The data queue torch's worker loop writes: RESULT frames on stdout."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.lock = threading.Lock()
+
+    def put(self, item):
+        with self.lock:
+            _vwire.write(self.stream, _vwire.RESULT, item)
+
+    def cancel_join_thread(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def _fail(out, why):
+    try:
+        _vwire.write(out, _vwire.FAILED, f"{why} (virtual DataLoader worker on "
+                                         f"{socket.gethostname()}, pid {os.getpid()})")
+    except OSError:
+        pass
+    return 3
+
+
+def _take_job(job):
+    """The worker loop's arguments from a JOB dict; raises ValueError saying why not."""
+    mine, theirs = _versions(), job.get("versions", {})
+    for name in ("python", "torch", "numpy"):
+        if theirs.get(name) != mine[name]:
+            raise ValueError(f"the trainer has {name} {theirs.get(name)}, this worker "
+                             f"{mine[name]}: install the same version on every node")
+    import hashlib
+    import pickle
+    blob = job["blob"]
+    if hashlib.sha256(blob).hexdigest() != job.get("digest"):
+        raise ValueError("the DataLoader's blob does not match its digest")
+    try:
+        (kind, dataset, auto_collation, collate_fn, drop_last, init_fn, num_workers,
+         persistent_workers) = pickle.loads(blob)
+    except ModuleNotFoundError as e:
+        raise ValueError(f"the DataLoader needs module {e.name!r}, which this worker's "
+                         f"Python cannot import ({sys.executable})") from e
+    except Exception as e:
+        raise ValueError(f"the DataLoader's dataset does not unpickle here: "
+                         f"{type(e).__name__}: {e}") from e
+    return (kind, dataset, auto_collation, collate_fn, drop_last, job["base_seed"], init_fn,
+            job["worker_id"], num_workers, persistent_workers, job.get("shared_seed"))
+
+
+def main():
+    inp = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # print() in the dataset goes to stderr, never between frames
+    sys.stdout = sys.stderr
+    try:
+        frame = _vwire.read(inp)
+        if frame is None:
+            return 0
+        if frame[0] != _vwire.JOB:
+            return _fail(out, f"{_vwire.KINDS[frame[0]]} frame where JOB was expected")
+        args = _take_job(frame[1])
+    except (ValueError, KeyError, TypeError) as e:
+        return _fail(out, str(e))
+    from torch.utils.data._utils.worker import _worker_loop
+    done = threading.Event()
+    tasks = _Tasks(inp, done)
+    kind, dataset, auto_collation, collate_fn, drop_last, base_seed, init_fn, worker_id, \
+        num_workers, persistent_workers, shared_seed = args
+    _worker_loop(kind, dataset, tasks, _Results(out), done, auto_collation, collate_fn,
+                 drop_last, base_seed, init_fn, worker_id, num_workers, persistent_workers,
+                 shared_seed)
+    if tasks.error is not None:
+        sys.stderr.write(f"goldminer: virtual DataLoader worker {worker_id}: the trainer's "
+                         f"channel broke: {tasks.error}\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,454 @@
+"""Unchanged PyTorch programs: a DataLoader's worker processes as goldminer
+virtual workers.
+
+A DataLoader with num_workers > 0 keeps its main-process half in the program: the
+sampler, batch sampler, generator and base-seed draw, task order, prefetching,
+pin_memory, persistent_workers and shutdown are torch's own code
+(torch.utils.data.dataloader._MultiProcessingDataLoaderIter). Only the worker
+half moves: each of its N workers is a virtual worker (goldminer._vworker) that
+runs torch's own worker loop on a copy of the dataset, collate_fn and
+worker_init_fn shipped to it once as a cloudpickle blob. Tasks go to worker
+t mod N and come back in task order, as stock; so the batches are those of stock
+PyTorch with the same N, bit for bit ("exact" mode).
+
+install() patches DataLoader._get_iterator. It leaves alone, running stock:
+  - a DataLoader with num_workers=0 (its transforms draw from the program's RNG);
+  - a DataLoader subclass with its own __iter__ or _get_iterator;
+  - a DataPipe dataset (torch shards and seeds those itself; not served yet);
+  - what cannot travel to another process: an open file, an LMDB environment, a
+    lock or queue of multiprocessing, a CUDA tensor, a blob over MAX_BLOB_BYTES.
+    One line on stderr names the attribute path (e.g. `dataset.env`) and the
+    usual fix, once per DataLoader; the program goes on with stock workers.
+
+Code is shipped by value for the script's own modules (__main__ and modules
+under the script's directory) and by reference for installed packages, which
+the worker's Python must be able to import (the same versions of Python, torch
+and numpy: a worker checks, and refuses naming both). Data paths the dataset
+opens must be reachable from where the workers run, as with torch under spawn.
+
+Where the virtual workers run is the transport's choice. This release has one:
+"local", worker processes of the trainer itself (GOLDMINER_OFFLOAD=local; the
+same batches as stock, no offload yet: it exists to check the mechanism on one
+host). Serving them on goldminer's data workers comes with `goldminer run
+--offload`.
+
+Premise (as for stock workers): __getitem__ keeps no state between calls that
+its result depends on, beyond the random draws torch seeds per worker.
+"""
+
+import hashlib
+import os
+import sys
+import threading
+
+OFFLOAD_ENV = "GOLDMINER_OFFLOAD"
+MAX_BLOB_BYTES = 1 << 30  # a dataset bigger than this is not shipped (it would be per worker)
+_MAX_WALK_DEPTH = 8  # how deep the search for what cannot travel looks
+_installed = False
+_warned = set()  # ids of DataLoaders whose fallback was said
+
+
+def _say(line):
+    sys.stderr.write("goldminer: " + line + "\n")
+    sys.stderr.flush()
+
+
+# ---- what cannot travel -----------------------------------------------------------
+
+
+class CannotTravel(Exception):
+    """Why a DataLoader's worker arguments cannot be shipped: `path` names the
+    attribute (e.g. "dataset.env"), `why` the error, `fix` what usually helps."""
+
+    def __init__(self, path, why, fix):
+        super().__init__(f"{path} cannot travel to the data workers ({why}); {fix}")
+        self.path, self.why, self.fix = path, why, fix
+
+
+_FIX_OPEN = "open it lazily, in __getitem__ or worker_init_fn"
+_FIX_CUDA = "keep the dataset's tensors on the CPU and move batches to the GPU in the loop"
+_FIX_SIZE = ("load the data lazily (from files, in __getitem__) rather than holding it in "
+             "the dataset object")
+
+
+def _children(obj):
+    """(name, value) of what `obj` holds, for the search: attributes, items."""
+    if isinstance(obj, dict):
+        return [(f"[{k!r}]", v) for k, v in list(obj.items())[:1000]]
+    if isinstance(obj, (list, tuple)):
+        return [(f"[{i}]", v) for i, v in enumerate(obj[:1000])]
+    out = []
+    d = getattr(obj, "__dict__", None)
+    if isinstance(d, dict):
+        out += [(f".{k}", v) for k, v in d.items()]
+    for k in getattr(type(obj), "__slots__", ()):
+        if isinstance(k, str) and hasattr(obj, k):
+            out.append((f".{k}", getattr(obj, k)))
+    return out
+
+
+def _find_cuda(obj, path, depth, seen):
+    torch = sys.modules.get("torch")
+    if torch is None or depth > _MAX_WALK_DEPTH or id(obj) in seen:
+        return None
+    seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        return path if obj.is_cuda else None
+    if isinstance(obj, (str, bytes, int, float, type(None))):
+        return None
+    for name, value in _children(obj):
+        found = _find_cuda(value, path + name, depth + 1, seen)
+        if found:
+            return found
+    return None
+
+
+def _culprit(dumps, obj, path, depth=0):
+    """The deepest attribute path under `obj` that does not pickle, and its error."""
+    try:
+        dumps(obj)
+        return None
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"
+    if depth < _MAX_WALK_DEPTH:
+        for name, value in _children(obj):
+            try:
+                dumps(value)
+            except Exception:
+                found = _culprit(dumps, value, path + name, depth + 1)
+                if found:
+                    return found
+    return path, error
+
+
+def _register_script_modules():
+    """cloudpickle by value for __main__ and the modules under the script's folder."""
+    import cloudpickle
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not script:
+        return
+    root = os.path.dirname(os.path.abspath(script)) + os.sep
+    for name, module in list(sys.modules.items()):
+        f = getattr(module, "__file__", None)
+        if not f or name == "__main__" or name.startswith("goldminer"):
+            continue
+        if os.path.abspath(f).startswith(root) and "site-packages" not in f \
+                and "dist-packages" not in f:
+            try:
+                cloudpickle.register_pickle_by_value(module)
+            except (ValueError, TypeError):
+                pass
+
+
+def ship(parts, names):
+    """(blob, sha256 hex) of the tuple `parts`; raises CannotTravel naming the
+    attribute (by `names`, one per part, e.g. "dataset") that cannot go."""
+    import cloudpickle
+    _register_script_modules()
+    for part, name in zip(parts, names):
+        cuda = _find_cuda(part, name, 0, set())
+        if cuda:
+            raise CannotTravel(cuda, "a CUDA tensor", _FIX_CUDA)
+    try:
+        blob = cloudpickle.dumps(tuple(parts), protocol=5)
+    except Exception:
+        for part, name in zip(parts, names):
+            found = _culprit(lambda o: cloudpickle.dumps(o, protocol=5), part, name)
+            if found:
+                raise CannotTravel(found[0], found[1], _FIX_OPEN) from None
+        raise
+    if len(blob) > MAX_BLOB_BYTES:
+        raise CannotTravel(names[0], f"{len(blob)} bytes pickled, more than {MAX_BLOB_BYTES}",
+                           _FIX_SIZE)
+    return blob, hashlib.sha256(blob).hexdigest()
+
+
+# ---- the workers' stand-ins for multiprocessing -------------------------------------
+
+
+class _Failed:
+    """Put in the result queue when a virtual worker cannot go on."""
+
+    def __init__(self, worker_id, why):
+        self.worker_id, self.why = worker_id, why
+
+
+class _ResultQueue:
+    """The queue torch's main process reads results from (and the pin-memory thread)."""
+
+    def __init__(self):
+        import queue
+        self._q = queue.Queue()
+
+    def put(self, item):
+        self._q.put(item)
+
+    def get(self, timeout=None):
+        return self._q.get(timeout=timeout)
+
+    def cancel_join_thread(self):
+        pass
+
+    def close(self):
+        pass
+
+
+class _IndexQueue:
+    """A worker's index queue: what torch puts goes to its virtual worker as TASK
+    frames (once the worker is started: torch starts it before the first put)."""
+
+    def __init__(self):
+        self.worker = None
+
+    def put(self, item):
+        if self.worker is not None:
+            self.worker.send(item)
+
+    def cancel_join_thread(self):
+        pass
+
+    def close(self):
+        pass
+
+
+class _Event:
+    def __init__(self):
+        self._e = threading.Event()
+
+    def set(self):
+        self._e.set()
+
+    def is_set(self):
+        return self._e.is_set()
+
+
+class LocalWorker:
+    """A virtual worker as a child process of the trainer (transport "local")."""
+
+    def __init__(self, job, index_queue, result_queue, worker_id):
+        self.job, self.index_queue, self.results, self.worker_id = \
+            job, index_queue, result_queue, worker_id
+        self.daemon = True
+        self.proc = None
+        self.lock = threading.Lock()
+        self.failed = False
+        # Not a pid torch may wait for: torch's SIGCHLD check ignores it, and a
+        # worker's end is reported by its reader (FAILED, or how it ended).
+        self.pid = -1
+
+    def start(self):
+        import subprocess
+        from goldminer import _vwire
+        env = dict(os.environ)
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                    else "")
+        env.pop(OFFLOAD_ENV, None)  # a worker's own DataLoaders stay stock
+        self.proc = subprocess.Popen([sys.executable, "-m", "goldminer._vworker"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                     close_fds=True)
+        self.index_queue.worker = self
+        self.send_frame(_vwire.JOB, self.job)
+        threading.Thread(target=self._read, daemon=True,
+                         name=f"goldminer vworker {self.worker_id}").start()
+
+    def send(self, item):
+        from goldminer import _vwire
+        self.send_frame(_vwire.TASK, item)
+
+    def send_frame(self, kind, obj):
+        from goldminer import _vwire
+        with self.lock:
+            try:
+                _vwire.write(self.proc.stdin, kind, obj)
+            except (BrokenPipeError, ValueError, OSError):
+                pass  # it ended: its reader says how
+
+    def _read(self):
+        from goldminer import _vwire
+        why = None
+        try:
+            while True:
+                frame = _vwire.read(self.proc.stdout)
+                if frame is None:
+                    break
+                kind, item = frame
+                if kind == _vwire.RESULT:
+                    self.results.put(item)
+                elif kind == _vwire.FAILED:
+                    why = str(item)
+                    break
+                else:
+                    why = f"sent a {_vwire.KINDS[kind]} frame"
+                    break
+        except _vwire.FrameError as e:
+            why = str(e)
+        code = self.proc.wait()
+        if why is None and code != 0:
+            why = (f"killed by signal {-code}" if code < 0 else f"exited with status {code}")
+        if why is not None and not self.failed:
+            self.failed = True
+            self.results.put((None, _Failed(self.worker_id, why)))
+
+    def is_alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def join(self, timeout=None):
+        import subprocess
+        if self.proc is None:
+            return
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def terminate(self):
+        if self.is_alive():
+            self.failed = True  # its end is ours, not a failure to report
+            self.proc.terminate()
+
+
+class _Context:
+    """What torch's iterator asks its multiprocessing context for: queues, an
+    event, and processes (virtual workers)."""
+
+    def __init__(self, loader):
+        self.loader = loader
+        self.shipped = None  # (blob, digest) of the loader's worker arguments
+
+    def Queue(self):
+        return _IndexQueue()
+
+    def Event(self):
+        return _Event()
+
+    def Process(self, target, args):
+        (kind, dataset, index_queue, result_queue, done_event, auto_collation, collate_fn,
+         drop_last, base_seed, init_fn, worker_id, num_workers, persistent_workers,
+         shared_seed) = args
+        if self.shipped is None:
+            self.shipped = ship((kind, dataset, auto_collation, collate_fn, drop_last, init_fn,
+                                 num_workers, persistent_workers),
+                                ("dataset kind", "dataset", "auto_collation", "collate_fn",
+                                 "drop_last", "worker_init_fn", "num_workers",
+                                 "persistent_workers"))
+        blob, digest = self.shipped
+        import numpy
+        import torch
+        job = {"versions": {"python": "%d.%d" % sys.version_info[:2],
+                            "torch": torch.__version__, "numpy": numpy.__version__},
+               "digest": digest, "blob": blob, "worker_id": worker_id,
+               "base_seed": base_seed, "shared_seed": shared_seed}
+        return LocalWorker(job, index_queue, result_queue, worker_id)
+
+
+class _LoaderView:
+    """The user's DataLoader as torch's iterator reads it, with our context."""
+
+    def __init__(self, loader, context):
+        object.__setattr__(self, "_loader", loader)
+        object.__setattr__(self, "multiprocessing_context", context)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def _iterator_class():
+    from torch.utils.data import dataloader as dl
+
+    class OffloadIter(dl._MultiProcessingDataLoaderIter):
+        """torch's multi-process iterator with virtual workers."""
+
+        def __init__(self, loader):
+            context = _Context(loader)
+            view = _LoaderView(loader, context)
+            result_queue = _ResultQueue()
+            context.Queue = _queue_factory(context, result_queue)
+            super().__init__(view)
+            self.goldminer_digest = context.shipped[1] if context.shipped else None
+            self.goldminer_blob_bytes = len(context.shipped[0]) if context.shipped else 0
+
+        def _try_get_data(self, timeout=5.0):
+            ok, data = super()._try_get_data(timeout)
+            if ok and isinstance(data, tuple) and len(data) == 2 and \
+                    isinstance(data[1], _Failed):
+                failed = data[1]
+                raise RuntimeError(f"goldminer: virtual DataLoader worker {failed.worker_id} "
+                                   f"cannot go on: {failed.why}")
+            return ok, data
+
+    return OffloadIter
+
+
+def _queue_factory(context, result_queue):
+    """torch asks for the result queue first, then one index queue per worker."""
+    made = [0]
+
+    def Queue():
+        made[0] += 1
+        return result_queue if made[0] == 1 else _IndexQueue()
+
+    return Queue
+
+
+def _why_not(loader):
+    """Why `loader` runs stock (a short phrase), or None when it is served."""
+    from torch.utils.data import DataLoader, IterDataPipe, MapDataPipe
+    cls = type(loader)
+    if cls.__iter__ is not DataLoader.__iter__ or \
+            getattr(cls._get_iterator, "_goldminer", False) is False:
+        return "its class has its own iterator"
+    if isinstance(loader.dataset, (IterDataPipe, MapDataPipe)):
+        return "DataPipe datasets are not served yet"
+    return None
+
+
+_OffloadIter = None
+
+
+def _get_iterator(self):
+    global _OffloadIter
+    if self.num_workers == 0:
+        return _stock_get_iterator(self)
+    why = _why_not(self)
+    if why is None:
+        try:
+            if _OffloadIter is None:
+                _OffloadIter = _iterator_class()
+            self.check_worker_number_rationality()
+            return _OffloadIter(self)
+        except CannotTravel as e:
+            why = str(e)
+    if id(self) not in _warned:
+        _warned.add(id(self))
+        _say(f"DataLoader of {type(self.dataset).__name__} runs on stock local workers: {why}")
+    return _stock_get_iterator(self)
+
+
+_get_iterator._goldminer = True
+_stock_get_iterator = None
+
+
+def install(dataloader_module=None):
+    """Patches torch's DataLoader (once) so that its multi-process iterators use
+    virtual workers. Called by goldminer's sitecustomize hook when $GOLDMINER_OFFLOAD
+    is set, once torch.utils.data.dataloader is imported."""
+    global _installed, _stock_get_iterator
+    if _installed:
+        return
+    if dataloader_module is None:
+        from torch.utils.data import dataloader as dataloader_module
+    loader_cls = dataloader_module.DataLoader
+    _stock_get_iterator = loader_cls._get_iterator
+    loader_cls._get_iterator = _get_iterator
+    _installed = True
+
+
+def uninstall():
+    """Undoes install() (tests)."""
+    global _installed
+    if not _installed:
+        return
+    from torch.utils.data import DataLoader
+    DataLoader._get_iterator = _stock_get_iterator
+    _installed = False

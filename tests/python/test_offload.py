@@ -1,0 +1,413 @@
+"""Tests of goldminer/offload.py: unchanged torch programs, run by /usr/bin/python3
+once stock and once with goldminer's hook ($GOLDMINER_OFFLOAD=local, the hook's
+directory first on PYTHONPATH, as `goldminer run` sets them), must print the same
+SHA-256 of every batch. Real photos (tests/data/engine), torchvision's ImageFolder
+and transforms, Debian's python3-lmdb. Nothing here depends on speed. Run:
+/usr/bin/python3 -m unittest discover -s tests/python
+"""
+
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+HOOK_DIR = os.path.join(ROOT, "python", "goldminer", "_profile_hook")
+PHOTOS = os.path.join(ROOT, "tests", "data", "engine")
+PYTHON = "/usr/bin/python3"
+TIMEOUT_S = 300  # a program ends by then (each worker imports torch: seconds each)
+
+# Prints {"epochs": [[sha256 of each batch, in order], ...]} on its last line.
+# A batch's digest covers every tensor's dtype, shape and bytes, and the repr of
+# everything else, in order.
+COMMON = """
+import hashlib, json, sys
+import torch
+
+def digest(batch):
+    h = hashlib.sha256()
+    def walk(x):
+        if isinstance(x, torch.Tensor):
+            h.update(str((x.dtype, tuple(x.shape))).encode())
+            h.update(x.contiguous().numpy().tobytes())
+        elif isinstance(x, dict):
+            for k in sorted(x):
+                h.update(repr(k).encode()); walk(x[k])
+        elif isinstance(x, (list, tuple)):
+            h.update(b"[")
+            for v in x:
+                walk(v)
+            h.update(b"]")
+        else:
+            h.update(repr(x).encode())
+    walk(batch)
+    return h.hexdigest()
+
+def run(loader, epochs):
+    out = []
+    for _ in range(epochs):
+        out.append([digest(b) for b in loader])
+    print(json.dumps({"epochs": out}))
+"""
+
+IMAGES = COMMON + """
+import numpy as np
+import torchvision
+from torchvision import transforms
+
+workers, persistent, noisy = int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
+
+class Noisy(torchvision.datasets.ImageFolder):
+    def __getitem__(self, i):
+        x, y = super().__getitem__(i)
+        return (x + float(np.random.rand()), y) if noisy else (x, y)
+
+def seed_numpy(worker_id):  # a common worker_init_fn
+    np.random.seed(torch.initial_seed() % 2**32)
+
+t = transforms.Compose([transforms.RandomResizedCrop(24), transforms.RandomHorizontalFlip(),
+                        transforms.ToTensor()])
+g = torch.Generator()
+g.manual_seed(11)
+loader = torch.utils.data.DataLoader(
+    Noisy(sys.argv[1], transform=t), batch_size=3, shuffle=True, generator=g,
+    num_workers=workers, persistent_workers=persistent,
+    worker_init_fn=seed_numpy if noisy else None)
+run(loader, 2)
+"""
+
+DICTS = COMMON + """
+import random
+from torch.utils.data import DataLoader, Dataset
+
+class Texts(Dataset):
+    def __len__(self):
+        return 17
+    def __getitem__(self, i):
+        n = 1 + (i * 7) % 5
+        return {"ids": torch.randint(0, 100, (n,)), "text": "sample %d %.6f" % (i, random.random()),
+                "len": n}
+
+def pad(items):  # a padding collate_fn, as text and speech scripts have
+    longest = max(it["len"] for it in items)
+    ids = torch.zeros(len(items), longest, dtype=torch.long)
+    for row, it in enumerate(items):
+        ids[row, :it["len"]] = it["ids"]
+    return {"ids": ids, "text": [it["text"] for it in items],
+            "lens": torch.tensor([it["len"] for it in items])}
+
+g = torch.Generator()
+g.manual_seed(5)
+loader = DataLoader(Texts(), batch_size=4, shuffle=True, generator=g, num_workers=2,
+                    collate_fn=lambda items: pad(items))  # a lambda travels too
+run(loader, 2)
+"""
+
+ITERABLE = COMMON + """
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+class Shards(IterableDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        for i in range(info.id, 23, info.num_workers):  # each worker its shard
+            yield torch.tensor([i, info.id, info.num_workers]), torch.rand(2)
+
+torch.manual_seed(3)  # the base seed comes from the global generator here
+run(DataLoader(Shards(), batch_size=4, num_workers=3), 2)
+"""
+
+LMDB = COMMON + """
+import lmdb
+from torch.utils.data import DataLoader, Dataset
+
+class Records(Dataset):
+    def __init__(self, path):
+        self.env = lmdb.open(path, map_size=1 << 20)  # opened eagerly: cannot travel
+    def __len__(self):
+        return 9
+    def __getitem__(self, i):
+        return torch.tensor([i]) * torch.rand(1)
+
+run(DataLoader(Records(sys.argv[1]), batch_size=2, num_workers=2), 1)
+"""
+
+OPEN_FILE = COMMON + """
+from torch.utils.data import DataLoader, Dataset
+
+class Lines(Dataset):
+    def __init__(self, path):
+        self.meta = {"source": open(path, "rb")}
+    def __len__(self):
+        return 5
+    def __getitem__(self, i):
+        return torch.tensor([i])
+
+run(DataLoader(Lines(sys.argv[1]), batch_size=2, num_workers=2), 1)
+"""
+
+RAISES = COMMON + """
+from torch.utils.data import DataLoader, Dataset
+
+class Bad(Dataset):
+    def __len__(self):
+        return 10
+    def __getitem__(self, i):
+        if i == 7:
+            raise KeyError("row 7 is corrupt")
+        return torch.tensor([i])
+
+try:
+    for _ in DataLoader(Bad(), batch_size=2, num_workers=2):
+        pass
+except KeyError as e:
+    print(json.dumps({"type": type(e).__name__, "message": str(e)}))
+"""
+
+KILLED = COMMON + """
+import os, signal
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 40
+    def __getitem__(self, i):
+        return torch.tensor([i])
+
+def virtual_workers():
+    me = str(os.getpid())
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = f.read().rsplit(")", 1)[1].split()[1]
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, IndexError):
+            continue
+        if ppid == me and b"goldminer._vworker" in cmd:
+            found.append(int(pid))
+    return found
+
+try:
+    for n, _ in enumerate(DataLoader(Slow(), batch_size=2, num_workers=2)):
+        if n == 1:
+            os.kill(virtual_workers()[0], signal.SIGKILL)
+    print(json.dumps({"error": None}))
+except RuntimeError as e:
+    print(json.dumps({"error": str(e)}))
+"""
+
+SUBCLASS = COMMON + """
+from torch.utils.data import DataLoader, Dataset
+
+class Items(Dataset):
+    def __len__(self):
+        return 6
+    def __getitem__(self, i):
+        return torch.tensor([i])
+
+class Mine(DataLoader):  # its own iterator: left alone
+    def __iter__(self):
+        return super().__iter__()
+
+run(Mine(Items(), batch_size=2, num_workers=2), 1)
+run(DataLoader(Items(), batch_size=2, num_workers=0), 1)
+"""
+
+
+class OffloadTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="goldminer-offload-test-")
+        cls.images = os.path.join(cls.tmp, "images")
+        photos = sorted(f for f in os.listdir(PHOTOS) if f.startswith("photo"))
+        for n, name in enumerate(photos * 2):  # 12 photos, two classes
+            d = os.path.join(cls.images, "ab"[n % 2])
+            os.makedirs(d, exist_ok=True)
+            shutil.copy(os.path.join(PHOTOS, name), os.path.join(d, f"{n}.jpg"))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def program(self, source, *args, offload):
+        path = os.path.join(self.tmp, "train.py")
+        with open(path, "w") as f:
+            f.write(source)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
+        env["PYTHONPATH"] = ""
+        if offload:
+            env["PYTHONPATH"] = HOOK_DIR
+            env["GOLDMINER_OFFLOAD"] = "local"
+        proc = subprocess.run([PYTHON, path, *map(str, args)], capture_output=True, text=True,
+                              env=env, timeout=TIMEOUT_S, cwd=self.tmp)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        lines = proc.stdout.strip().splitlines()
+        self.assertTrue(lines, proc.stderr[-3000:])
+        return json.loads(lines[-1]), proc.stderr
+
+    def same_as_stock(self, source, *args):
+        stock, _ = self.program(source, *args, offload=False)
+        served, stderr = self.program(source, *args, offload=True)
+        self.assertNotIn("runs on stock local workers", stderr)
+        self.assertEqual([len(e) for e in served["epochs"]], [len(e) for e in stock["epochs"]])
+        self.assertEqual(served, stock)
+        self.assertNotEqual(stock["epochs"][0], stock["epochs"][-1])  # the epochs differ
+        return stderr
+
+    def test_image_folder_with_random_transforms_is_bit_identical_with_two_workers(self):
+        self.same_as_stock(IMAGES, self.images, 2, 0, 0)
+
+    def test_three_persistent_workers_are_bit_identical(self):
+        self.same_as_stock(IMAGES, self.images, 3, 1, 0)
+
+    def test_a_worker_init_fn_that_seeds_numpy_is_bit_identical(self):
+        self.same_as_stock(IMAGES, self.images, 2, 0, 1)
+
+    def test_dicts_strings_and_a_padding_collate_fn_lambda_are_bit_identical(self):
+        self.same_as_stock(DICTS)
+
+    def test_an_iterable_dataset_sharded_by_worker_info_is_bit_identical(self):
+        stock, _ = self.program(ITERABLE, offload=False)
+        served, _ = self.program(ITERABLE, offload=True)
+        self.assertEqual(served, stock)
+        self.assertEqual(len(stock["epochs"][0]), 6)  # shards of 8, 8, 7 items: 2 batches each
+
+    def test_an_lmdb_environment_falls_back_naming_the_attribute(self):
+        db = os.path.join(self.tmp, "db")
+        stock, _ = self.program(LMDB, db, offload=False)
+        served, stderr = self.program(LMDB, db, offload=True)
+        self.assertIn("DataLoader of Records runs on stock local workers: dataset.env cannot "
+                      "travel to the data workers", stderr)
+        self.assertIn("open it lazily, in __getitem__ or worker_init_fn", stderr)
+        self.assertEqual(stderr.count("runs on stock local workers"), 1)
+        self.assertEqual(len(served["epochs"][0]), len(stock["epochs"][0]))
+
+    def test_an_open_file_in_a_dict_falls_back_naming_the_path(self):
+        path = os.path.join(self.tmp, "lines.txt")
+        with open(path, "w") as f:
+            f.write("x\n")
+        served, stderr = self.program(OPEN_FILE, path, offload=True)
+        self.assertIn("dataset.meta['source'] cannot travel", stderr)
+        stock, _ = self.program(OPEN_FILE, path, offload=False)
+        self.assertEqual(served, stock)
+
+    def test_an_exception_in_getitem_has_the_stock_type_and_message(self):
+        stock, _ = self.program(RAISES, offload=False)
+        served, _ = self.program(RAISES, offload=True)
+        self.assertEqual(served["type"], "KeyError")
+        self.assertEqual(served, stock)
+        self.assertIn("Caught KeyError in DataLoader worker process 1", served["message"])
+        self.assertIn("row 7 is corrupt", served["message"])
+        self.assertIn("Traceback", served["message"])  # the remote one
+
+    def test_a_killed_virtual_worker_is_an_error_naming_it(self):
+        served, _ = self.program(KILLED, offload=True)
+        self.assertIsNotNone(served["error"])
+        self.assertIn("virtual DataLoader worker", served["error"])
+        self.assertIn("killed by signal 9", served["error"])
+
+    def test_subclasses_with_their_own_iterator_and_zero_workers_are_left_alone(self):
+        stock, _ = self.program(SUBCLASS, offload=False)
+        served, stderr = self.program(SUBCLASS, offload=True)
+        self.assertIn("DataLoader of Items runs on stock local workers: its class has its own "
+                      "iterator", stderr)
+        self.assertEqual(stderr.count("runs on stock local workers"), 1)  # not for num_workers=0
+        self.assertEqual(served, stock)
+
+
+class VirtualWorkerTest(unittest.TestCase):
+    """The virtual worker's JOB checks and its frames, in this process."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        from goldminer import _vwire, _vworker
+        self.wire, self.worker = _vwire, _vworker
+
+    def job(self, **change):
+        import hashlib
+        import cloudpickle
+        blob = cloudpickle.dumps((0, [1, 2], True, None, False, None, 1, False))
+        job = {"versions": self.worker._versions(), "digest": hashlib.sha256(blob).hexdigest(),
+               "blob": blob, "worker_id": 0, "base_seed": 1, "shared_seed": None}
+        job.update(change)
+        return job
+
+    def test_a_job_is_taken(self):
+        args = self.worker._take_job(self.job())
+        self.assertEqual(args[1], [1, 2])
+        self.assertEqual(args[5], 1)  # base seed
+
+    def test_another_torch_version_is_refused_naming_both(self):
+        versions = dict(self.worker._versions(), torch="0.0.1")
+        with self.assertRaisesRegex(ValueError, "the trainer has torch 0.0.1, this worker"):
+            self.worker._take_job(self.job(versions=versions))
+
+    def test_a_module_missing_on_the_worker_is_named(self):
+        import hashlib
+        import importlib
+        import pickle
+        # A class by reference to a module that the worker's Python does not have.
+        d = tempfile.mkdtemp(prefix="goldminer-offload-mod-")
+        with open(os.path.join(d, "gm_no_such_mod.py"), "w") as f:
+            f.write("class X:\n    pass\n")
+        sys.path.insert(0, d)
+        try:
+            import gm_no_such_mod
+            blob = pickle.dumps((0, gm_no_such_mod.X(), True, None, False, None, 1, False))
+        finally:
+            sys.path.remove(d)
+            sys.modules.pop("gm_no_such_mod", None)
+            shutil.rmtree(d)
+            importlib.invalidate_caches()
+        job = self.job(blob=blob, digest=hashlib.sha256(blob).hexdigest())
+        with self.assertRaisesRegex(ValueError, "needs module 'gm_no_such_mod'"):
+            self.worker._take_job(job)
+
+    def test_a_blob_that_does_not_match_its_digest_is_refused(self):
+        with self.assertRaisesRegex(ValueError, "digest"):
+            self.worker._take_job(self.job(digest="0" * 64))
+
+    def test_frames_round_trip_tensors_out_of_band(self):
+        import torch
+        batch = {"x": torch.arange(12, dtype=torch.float32).reshape(3, 4).t(), "s": ["a", "b"],
+                 "b": torch.tensor([True, False]), "h": torch.ones(2, dtype=torch.bfloat16)}
+        parts = self.wire.encode(self.wire.RESULT, (4, batch))
+        self.assertGreaterEqual(len(parts), 3)  # header, pickle, buffers
+        kind, (idx, got) = self.wire.read(io.BytesIO(b"".join(bytes(p) for p in parts)))
+        self.assertEqual((kind, idx), (self.wire.RESULT, 4))
+        for k in ("x", "b", "h"):
+            self.assertEqual(got[k].dtype, batch[k].dtype)
+            self.assertTrue(torch.equal(got[k], batch[k]))
+        self.assertEqual(got["s"], ["a", "b"])
+
+    def test_malformed_frames_are_frame_errors(self):
+        good = b"".join(bytes(p) for p in self.wire.encode(self.wire.TASK, (3, [1, 2, 3])))
+        rng = random.Random(1)
+        for n in range(3000):
+            data = bytearray(good)
+            if n % 3 == 0:
+                data = data[:rng.randrange(1, len(data))]  # cut short
+            else:
+                for _ in range(rng.randrange(1, 4)):
+                    data[rng.randrange(len(data))] = rng.randrange(256)
+            try:
+                self.wire.read(io.BytesIO(bytes(data)))
+            except self.wire.FrameError:
+                pass
+        with self.assertRaisesRegex(self.wire.FrameError, "magic"):
+            self.wire.read(io.BytesIO(b"XXXX" + good[4:]))
+        huge = self.wire.HEADER.pack(self.wire.MAGIC, self.wire.TASK, 0, 1 << 40)
+        with self.assertRaisesRegex(self.wire.FrameError, "at most"):
+            self.wire.read(io.BytesIO(huge))
+        self.assertIsNone(self.wire.read(io.BytesIO(b"")))
+
+
+if __name__ == "__main__":
+    unittest.main()
