@@ -17,11 +17,14 @@ the buffers are at most MAX_FRAME bytes. What each kind carries:
             numpy as the trainer has them), digest (sha256 hex of blob), blob
             (cloudpickle of the DataLoader's worker arguments: dataset kind,
             dataset, auto_collation, collate_fn, drop_last, worker_init_fn,
-            num_workers, persistent_workers), worker_id, base_seed, shared_seed
+            num_workers, persistent_workers), worker_id, base_seed, shared_seed;
+            for a replacement of a lost worker, restore (the generators' state
+            after its last result) or replay (tasks it answered, to do again)
     TASK    (trainer -> worker) what torch's main process puts in the worker's
             index queue: (task index, sampler indices), a resume marker, or None
-    RESULT  (worker -> trainer) what torch's worker loop puts in its data queue:
-            (task index, batch or ExceptionWrapper), or a resume acknowledgement
+    RESULT  (worker -> trainer) (what torch's worker loop puts in its data queue:
+            (task index, batch or ExceptionWrapper) or a resume acknowledgement;
+            the state of Python's, numpy's and torch's generators after it)
     FAILED  (worker -> trainer, last) a str: why the worker cannot go on (a
             version mismatch, a dataset that does not unpickle there)
 

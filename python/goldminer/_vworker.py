@@ -4,6 +4,8 @@ Runs one worker of a trainer's DataLoader, as torch's own worker process would,
 with frames (goldminer._vwire) on stdin and stdout instead of multiprocessing
 queues. The first frame is the JOB; then TASK frames come in and RESULT frames go
 out until a TASK of None (the trainer shuts its workers down) or the end of stdin.
+Each RESULT carries the state of the worker's generators after it, so that a
+replacement of a lost worker continues where it stood (_Tasks).
 
 The work itself is torch's own worker loop (torch.utils.data._utils.worker.
 _worker_loop), given the dataset, collate_fn and worker_init_fn unpickled from the
@@ -35,15 +37,43 @@ def _versions():
             "numpy": numpy.__version__}
 
 
+def rng_state():
+    """The global generators torch seeds per worker: Python's, numpy's, torch's."""
+    import random
+    import numpy as np
+    import torch
+    return {"random": random.getstate(), "numpy": np.random.get_state(),
+            "torch": torch.get_rng_state()}
+
+
+def set_rng_state(state):
+    import random
+    import numpy as np
+    import torch
+    random.setstate(state["random"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+
+
 class _Tasks:
     """The index queue torch's worker loop reads: TASK frames from stdin, read by a
     thread. None (or the end of stdin) sets `done` first, as torch's main process
-    sets its done event before it sends None."""
+    sets its done event before it sends None.
 
-    def __init__(self, stream, done):
+    A replacement worker (after one was lost) gets in its JOB either `restore`, the
+    generators' state after the last result the trainer received, set before the
+    first task is handed over (on the loop's thread, after worker_init_fn ran), or
+    `replay`, tasks already answered that it does again first, silently (an
+    IterableDataset's replica has no state to restore: it is run again up to
+    where it stood)."""
+
+    def __init__(self, stream, done, replay=(), restore=None):
         self.items = queue.Queue()
         self.done = done
         self.error = None
+        self.restore = restore
+        for item in replay:
+            self.items.put(item)
         threading.Thread(target=self._read, args=(stream,), daemon=True).start()
 
     def _read(self, stream):
@@ -62,19 +92,29 @@ class _Tasks:
         self.items.put(None)
 
     def get(self, timeout=None):
-        return self.items.get(timeout=timeout)  # queue.Empty on timeout, as torch expects
+        item = self.items.get(timeout=timeout)  # queue.Empty on timeout, as torch expects
+        if self.restore is not None:
+            set_rng_state(self.restore)
+            self.restore = None
+        return item
 
 
 class _Results:
-    """The data queue torch's worker loop writes: RESULT frames on stdout."""
+    """The data queue torch's worker loop writes: RESULT frames on stdout, each
+    (torch's item, the generators' state after it). The first `silent` results
+    (of replayed tasks) are not sent."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, silent=0):
         self.stream = stream
+        self.silent = silent
         self.lock = threading.Lock()
 
     def put(self, item):
         with self.lock:
-            _vwire.write(self.stream, _vwire.RESULT, item)
+            if self.silent > 0:
+                self.silent -= 1
+                return
+            _vwire.write(self.stream, _vwire.RESULT, (item, rng_state()))
 
     def cancel_join_thread(self):
         pass
@@ -133,10 +173,11 @@ def main():
         return _fail(out, str(e))
     from torch.utils.data._utils.worker import _worker_loop
     done = threading.Event()
-    tasks = _Tasks(inp, done)
+    replay = list(frame[1].get("replay") or ())
+    tasks = _Tasks(inp, done, replay, frame[1].get("restore"))
     kind, dataset, auto_collation, collate_fn, drop_last, base_seed, init_fn, worker_id, \
         num_workers, persistent_workers, shared_seed = args
-    _worker_loop(kind, dataset, tasks, _Results(out), done, auto_collation, collate_fn,
+    _worker_loop(kind, dataset, tasks, _Results(out, len(replay)), done, auto_collation, collate_fn,
                  drop_last, base_seed, init_fn, worker_id, num_workers, persistent_workers,
                  shared_seed)
     if tasks.error is not None:

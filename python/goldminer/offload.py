@@ -32,8 +32,19 @@ same batches as stock, no offload yet: it exists to check the mechanism on one
 host). Serving them on goldminer's data workers comes with `goldminer run
 --offload`.
 
-Premise (as for stock workers): __getitem__ keeps no state between calls that
-its result depends on, beyond the random draws torch seeds per worker.
+Exactly once, bit for bit, when a worker is lost (killed, crashed): each result
+carries the state of the worker's generators (Python's, numpy's, torch's) after
+it; a replacement starts as the worker did (seeds, worker_info, worker_init_fn),
+takes that state, and does the tasks sent and not answered, in order. An
+IterableDataset's replica has no state to take: the replacement does again,
+silently, every task the lost one answered, then goes on. A worker lost
+LocalWorker.MAX_RESTARTS times (a dataset that crashes its process) is an error
+naming it and how it ended.
+
+Premise (as for stock workers, and for the recovery): __getitem__ keeps no state
+between calls that its result depends on, beyond the global generators torch
+seeds per worker (a generator of the dataset's own is not restored); an
+IterableDataset's replica yields the same items from the same seeds.
 """
 
 import hashlib
@@ -223,20 +234,41 @@ class _Event:
 
 
 class LocalWorker:
-    """A virtual worker as a child process of the trainer (transport "local")."""
+    """A virtual worker as a child process of the trainer (transport "local").
 
-    def __init__(self, job, index_queue, result_queue, worker_id):
+    A worker that ends while the iterator still needs it (killed, crashed) is
+    replaced, at most MAX_RESTARTS times: the new one gets the generators' state
+    after the last result received (a map-style dataset) or replays the tasks
+    already answered (an IterableDataset's replica), then the tasks sent and not
+    answered, in order. So the batches stay those of stock PyTorch."""
+
+    MAX_RESTARTS = 3
+
+    def __init__(self, job, index_queue, result_queue, worker_id, iterable):
         self.job, self.index_queue, self.results, self.worker_id = \
             job, index_queue, result_queue, worker_id
+        self.iterable = iterable
         self.daemon = True
         self.proc = None
         self.lock = threading.Lock()
+        self.stopping = False  # None was sent, or terminate(): an end is no failure
         self.failed = False
+        self.pending = []   # items sent and not answered, in order
+        self.answered = []  # items answered (an IterableDataset's, for a replay)
+        self.state = None   # the generators' state after the last result
+        self.restarts = 0
         # Not a pid torch may wait for: torch's SIGCHLD check ignores it, and a
         # worker's end is reported by its reader (FAILED, or how it ended).
         self.pid = -1
 
     def start(self):
+        self.index_queue.worker = self
+        with self.lock:
+            self._spawn(self.job)
+        threading.Thread(target=self._read, daemon=True,
+                         name=f"goldminer vworker {self.worker_id}").start()
+
+    def _spawn(self, job):
         import subprocess
         from goldminer import _vwire
         env = dict(os.environ)
@@ -247,65 +279,125 @@ class LocalWorker:
         self.proc = subprocess.Popen([sys.executable, "-m", "goldminer._vworker"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                                      close_fds=True)
-        self.index_queue.worker = self
-        self.send_frame(_vwire.JOB, self.job)
-        threading.Thread(target=self._read, daemon=True,
-                         name=f"goldminer vworker {self.worker_id}").start()
+        self._write(_vwire.JOB, job)
+
+    def _write(self, kind, obj):
+        from goldminer import _vwire
+        try:
+            _vwire.write(self.proc.stdin, kind, obj)
+        except (BrokenPipeError, ValueError, OSError):
+            pass  # it ended: its reader says how, or replaces it
 
     def send(self, item):
         from goldminer import _vwire
-        self.send_frame(_vwire.TASK, item)
-
-    def send_frame(self, kind, obj):
-        from goldminer import _vwire
         with self.lock:
-            try:
-                _vwire.write(self.proc.stdin, kind, obj)
-            except (BrokenPipeError, ValueError, OSError):
-                pass  # it ended: its reader says how
+            if item is None:
+                self.stopping = True
+            else:
+                self.pending.append(item)
+            self._write(_vwire.TASK, item)
+
+    def _answer(self, item, state):
+        """Takes the result `item` off the pending list (under the lock)."""
+        self.state = state
+        key = item[0]
+        for n, sent in enumerate(self.pending):
+            if (sent[0] == key) if isinstance(key, int) else not isinstance(sent, tuple):
+                # Those before it were skipped (an IterableDataset's replica that
+                # ended takes no more tasks): they did nothing to replay.
+                if self.iterable:
+                    self.answered.append(sent)
+                del self.pending[:n + 1]
+                return
 
     def _read(self):
+        try:
+            self._serve()
+        except Exception as e:  # never leave the trainer waiting on a dead reader
+            self.failed = True
+            self.results.put((None, _Failed(self.worker_id, f"its reader failed: "
+                                                            f"{type(e).__name__}: {e}")))
+
+    def _serve(self):
+        from goldminer import _vwire
+        while True:
+            why = self._read_one(self.proc)
+            with self.lock:
+                if why is None or self.stopping:
+                    return
+                if self.restarts < self.MAX_RESTARTS:
+                    self.restarts += 1
+                    job = dict(self.job)
+                    if self.iterable:
+                        job["replay"] = list(self.answered)
+                    else:
+                        job["restore"] = self.state
+                    _say(f"virtual DataLoader worker {self.worker_id} {why}; a new one goes on "
+                         f"from its last result ({len(self.pending)} tasks made again, "
+                         f"restart {self.restarts} of {self.MAX_RESTARTS})")
+                    self._spawn(job)
+                    for item in self.pending:
+                        self._write(_vwire.TASK, item)
+                    continue
+                self.failed = True
+            self.results.put((None, _Failed(self.worker_id, f"{why} (restarted "
+                                                             f"{self.restarts} times)")))
+            return
+
+    def _read_one(self, proc):
+        """Reads `proc`'s results until it ends; None for a clean end, else how it ended."""
         from goldminer import _vwire
         why = None
         try:
             while True:
-                frame = _vwire.read(self.proc.stdout)
+                frame = _vwire.read(proc.stdout)
                 if frame is None:
                     break
-                kind, item = frame
+                kind, obj = frame
                 if kind == _vwire.RESULT:
+                    if not (isinstance(obj, tuple) and len(obj) == 2 and
+                            isinstance(obj[0], tuple) and len(obj[0]) == 2):
+                        why = "sent a RESULT that is not (item, state)"
+                        break
+                    item, state = obj
+                    with self.lock:
+                        self._answer(item, state)
                     self.results.put(item)
                 elif kind == _vwire.FAILED:
-                    why = str(item)
-                    break
+                    self.failed = True
+                    self.results.put((None, _Failed(self.worker_id, str(obj))))
+                    proc.wait()
+                    return None  # no replacement: another would fail alike
                 else:
                     why = f"sent a {_vwire.KINDS[kind]} frame"
                     break
         except _vwire.FrameError as e:
             why = str(e)
-        code = self.proc.wait()
+        code = proc.wait()
         if why is None and code != 0:
-            why = (f"killed by signal {-code}" if code < 0 else f"exited with status {code}")
-        if why is not None and not self.failed:
-            self.failed = True
-            self.results.put((None, _Failed(self.worker_id, why)))
+            why = (f"was killed by signal {-code}" if code < 0 else f"exited with status {code}")
+        return why
 
     def is_alive(self):
-        return self.proc is not None and self.proc.poll() is None
+        with self.lock:
+            return not self.failed and self.proc is not None
 
     def join(self, timeout=None):
         import subprocess
-        if self.proc is None:
+        with self.lock:
+            proc = self.proc
+        if proc is None:
             return
         try:
-            self.proc.wait(timeout)
+            proc.wait(timeout)
         except subprocess.TimeoutExpired:
             pass
 
     def terminate(self):
-        if self.is_alive():
-            self.failed = True  # its end is ours, not a failure to report
-            self.proc.terminate()
+        with self.lock:
+            self.stopping = True
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.terminate()
 
 
 class _Context:
@@ -339,7 +431,9 @@ class _Context:
                             "torch": torch.__version__, "numpy": numpy.__version__},
                "digest": digest, "blob": blob, "worker_id": worker_id,
                "base_seed": base_seed, "shared_seed": shared_seed}
-        return LocalWorker(job, index_queue, result_queue, worker_id)
+        from torch.utils.data import _DatasetKind
+        return LocalWorker(job, index_queue, result_queue, worker_id,
+                           kind == _DatasetKind.Iterable)
 
 
 class _LoaderView:

@@ -169,20 +169,13 @@ except KeyError as e:
     print(json.dumps({"type": type(e).__name__, "message": str(e)}))
 """
 
-KILLED = COMMON + """
+# Kills one of the program's virtual workers (none under stock) at batch 2.
+KILL = """
 import os, signal
-from torch.utils.data import DataLoader, Dataset
 
-class Slow(Dataset):
-    def __len__(self):
-        return 40
-    def __getitem__(self, i):
-        return torch.tensor([i])
-
-def virtual_workers():
+def kill_a_virtual_worker():
     me = str(os.getpid())
-    found = []
-    for pid in os.listdir("/proc"):
+    for pid in sorted(os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/stat") as f:
                 ppid = f.read().rsplit(")", 1)[1].split()[1]
@@ -191,13 +184,64 @@ def virtual_workers():
         except (OSError, IndexError):
             continue
         if ppid == me and b"goldminer._vworker" in cmd:
-            found.append(int(pid))
-    return found
+            os.kill(int(pid), signal.SIGKILL)
+            return
+
+def run_killing(loader, epochs):
+    out = []
+    for e in range(epochs):
+        batches = []
+        for n, b in enumerate(loader):
+            batches.append(digest(b))
+            if e == 0 and n == 2:
+                kill_a_virtual_worker()
+        out.append(batches)
+    print(json.dumps({"epochs": out}))
+"""
+
+KILLED = COMMON + KILL + """
+from torch.utils.data import DataLoader, Dataset
+
+class Noisy(Dataset):
+    def __len__(self):
+        return 40
+    def __getitem__(self, i):
+        return torch.rand(2) + i
+
+g = torch.Generator()
+g.manual_seed(9)
+run_killing(DataLoader(Noisy(), batch_size=2, shuffle=True, generator=g, num_workers=2,
+                       persistent_workers=sys.argv[1] == "1"), 2)
+"""
+
+KILLED_ITERABLE = COMMON + KILL + """
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+class Shards(IterableDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        for i in range(info.id, 30, info.num_workers):
+            yield torch.rand(2) + i
+
+torch.manual_seed(4)
+run_killing(DataLoader(Shards(), batch_size=3, num_workers=2), 2)
+"""
+
+CRASHES = COMMON + """
+import os, signal
+from torch.utils.data import DataLoader, Dataset
+
+class Crashes(Dataset):
+    def __len__(self):
+        return 10
+    def __getitem__(self, i):
+        if i == 7:
+            os.kill(os.getpid(), signal.SIGKILL)  # every time: a replacement cannot help
+        return torch.tensor([i])
 
 try:
-    for n, _ in enumerate(DataLoader(Slow(), batch_size=2, num_workers=2)):
-        if n == 1:
-            os.kill(virtual_workers()[0], signal.SIGKILL)
+    for _ in DataLoader(Crashes(), batch_size=2, num_workers=2):
+        pass
     print(json.dumps({"error": None}))
 except RuntimeError as e:
     print(json.dumps({"error": str(e)}))
@@ -307,11 +351,25 @@ class OffloadTest(unittest.TestCase):
         self.assertIn("row 7 is corrupt", served["message"])
         self.assertIn("Traceback", served["message"])  # the remote one
 
-    def test_a_killed_virtual_worker_is_an_error_naming_it(self):
-        served, _ = self.program(KILLED, offload=True)
+    def test_after_a_kill_9_of_a_worker_the_batches_are_still_bit_identical(self):
+        stderr = self.same_as_stock(KILLED, 0)
+        self.assertIn("virtual DataLoader worker", stderr)
+        self.assertIn("was killed by signal 9; a new one goes on from its last result", stderr)
+
+    def test_after_a_kill_9_of_a_persistent_worker_the_batches_are_still_bit_identical(self):
+        stderr = self.same_as_stock(KILLED, 1)
+        self.assertIn("was killed by signal 9; a new one goes on", stderr)
+
+    def test_after_a_kill_9_an_iterable_replica_replays_and_stays_bit_identical(self):
+        stderr = self.same_as_stock(KILLED_ITERABLE)
+        self.assertIn("was killed by signal 9; a new one goes on", stderr)
+
+    def test_a_worker_that_dies_on_every_try_is_an_error_naming_it(self):
+        served, stderr = self.program(CRASHES, offload=True)
         self.assertIsNotNone(served["error"])
         self.assertIn("virtual DataLoader worker", served["error"])
-        self.assertIn("killed by signal 9", served["error"])
+        self.assertIn("was killed by signal 9 (restarted 3 times)", served["error"])
+        self.assertEqual(stderr.count("a new one goes on"), 3)
 
     def test_subclasses_with_their_own_iterator_and_zero_workers_are_left_alone(self):
         stock, _ = self.program(SUBCLASS, offload=False)
