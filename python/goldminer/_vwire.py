@@ -30,6 +30,14 @@ the buffers are at most MAX_FRAME bytes. What each kind carries:
 
 Pickles are cloudpickle's (by value where the trainer registered it), so that a
 class defined in the training script comes back as the trainer's own class.
+
+Trust: a pickle runs code where it is loaded, so the two ends of a channel trust
+each other with their processes: the trainer's JOB is code the worker runs (the
+dataset), and a worker's RESULT could run code in the trainer. Channels exist
+only between a trainer and the virtual workers it started. The header's bounds
+catch a corrupted or foreign stream (they are not a defence against a peer,
+which the pickle could not be anyway); a corrupted length costs at most
+_DIRECT bytes more than what arrived.
 CPU tensors of a dtype numpy has travel as numpy arrays out of band and come back
 as torch tensors of the same dtype, shape and values (contiguous).
 """
@@ -48,7 +56,7 @@ HEADER = struct.Struct("<4sB3xIQ")
 HEADER_BYTES = HEADER.size
 MAX_BUFFERS = 1 << 16
 MAX_FRAME = 1 << 36  # 64 GiB: a bound on one frame, not a target
-_FIRST_CHUNK = 1 << 20
+_DIRECT = 1 << 26  # 64 MiB
 
 
 class FrameError(ValueError):
@@ -114,18 +122,24 @@ def write(stream, kind, obj):
 
 
 def _read_exact(stream, n, what):
-    """n bytes; the buffer grows (doubling from 1 MiB) as bytes arrive, so a peer
-    that announces more than it sends makes us hold only what it sent."""
-    buf = bytearray(min(n, _FIRST_CHUNK))
-    got = 0
-    while got < n:
-        if got == len(buf):
-            buf += bytearray(min(n - len(buf), len(buf)))
-        with memoryview(buf) as view, view[got:] as tail:
-            k = stream.readinto(tail)
-        if not k:
-            raise FrameError(f"the channel ended inside {what} ({got} of {n} bytes)")
-        got += k
+    """n bytes as a bytearray. Up to _DIRECT bytes are read into one buffer of
+    that size; a larger one in chunks joined at the end, so that a corrupted
+    length makes us hold what arrived, not what it says."""
+    if n > _DIRECT:
+        chunks, got = [], 0
+        while got < n:
+            chunk = _read_exact(stream, min(_DIRECT, n - got), what)
+            chunks.append(chunk)
+            got += len(chunk)
+        return bytearray().join(chunks)
+    buf = bytearray(n)
+    with memoryview(buf) as view:
+        got = 0
+        while got < n:
+            k = stream.readinto(view[got:])
+            if not k:
+                raise FrameError(f"the channel ended inside {what} ({got} of {n} bytes)")
+            got += k
     return buf
 
 

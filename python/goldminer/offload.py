@@ -161,7 +161,7 @@ def ship(parts, names):
         if cuda:
             raise CannotTravel(cuda, "a CUDA tensor", _FIX_CUDA)
     try:
-        blob = cloudpickle.dumps(tuple(parts), protocol=5)
+        blob, modules = _dumps_noting_modules(tuple(parts))
     except Exception:
         for part, name in zip(parts, names):
             found = _culprit(lambda o: cloudpickle.dumps(o, protocol=5), part, name)
@@ -171,7 +171,28 @@ def ship(parts, names):
     if len(blob) > MAX_BLOB_BYTES:
         raise CannotTravel(names[0], f"{len(blob)} bytes pickled, more than {MAX_BLOB_BYTES}",
                            _FIX_SIZE)
-    return blob, hashlib.sha256(blob).hexdigest()
+    return blob, hashlib.sha256(blob).hexdigest(), modules
+
+
+def _dumps_noting_modules(obj):
+    """cloudpickle of `obj`, and the modules of the classes and functions it
+    names by reference (the host imports them once, not each worker)."""
+    import io
+    import cloudpickle
+
+    modules = set()
+
+    class Pickler(cloudpickle.CloudPickler):
+        def reducer_override(self, o):
+            if isinstance(o, type) or callable(o):
+                m = getattr(o, "__module__", None)
+                if isinstance(m, str) and m != "__main__":
+                    modules.add(m)
+            return super().reducer_override(o)
+
+    out = io.BytesIO()
+    Pickler(out, protocol=5).dump(obj)
+    return out.getvalue(), sorted(modules)
 
 
 # ---- the workers' stand-ins for multiprocessing -------------------------------------
@@ -234,7 +255,8 @@ class _Event:
 
 
 class LocalWorker:
-    """A virtual worker as a child process of the trainer (transport "local").
+    """A virtual worker on the trainer's host (transport "local"): a process the
+    trainer's goldminer._vhost forks, on a socket pair.
 
     A worker that ends while the iterator still needs it (killed, crashed) is
     replaced, at most MAX_RESTARTS times: the new one gets the generators' state
@@ -244,12 +266,14 @@ class LocalWorker:
 
     MAX_RESTARTS = 3
 
-    def __init__(self, job, index_queue, result_queue, worker_id, iterable):
-        self.job, self.index_queue, self.results, self.worker_id = \
-            job, index_queue, result_queue, worker_id
+    def __init__(self, job, modules, index_queue, result_queue, worker_id, iterable):
+        self.job, self.modules, self.index_queue, self.results, self.worker_id = \
+            job, modules, index_queue, result_queue, worker_id
         self.iterable = iterable
         self.daemon = True
-        self.proc = None
+        self.chan = None
+        self.host = None
+        self.pid_ = 0  # in the host
         self.lock = threading.Lock()
         self.stopping = False  # None was sent, or terminate(): an end is no failure
         self.failed = False
@@ -269,23 +293,18 @@ class LocalWorker:
                          name=f"goldminer vworker {self.worker_id}").start()
 
     def _spawn(self, job):
-        import subprocess
         from goldminer import _vwire
-        env = dict(os.environ)
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
-                                    else "")
-        env.pop(OFFLOAD_ENV, None)  # a worker's own DataLoaders stay stock
-        self.proc = subprocess.Popen([sys.executable, "-m", "goldminer._vworker"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                                     close_fds=True)
+        self.host = _host()
+        self.chan, self.pid_ = self.host.spawn(self.modules)
+        self.reader = self.chan.makefile("rb", buffering=1 << 16)
+        self.writer = self.chan.makefile("wb", buffering=1 << 16)
         self._write(_vwire.JOB, job)
 
     def _write(self, kind, obj):
         from goldminer import _vwire
         try:
-            _vwire.write(self.proc.stdin, kind, obj)
-        except (BrokenPipeError, ValueError, OSError):
+            _vwire.write(self.writer, kind, obj)
+        except (BrokenPipeError, ConnectionError, ValueError, OSError):
             pass  # it ended: its reader says how, or replaces it
 
     def send(self, item):
@@ -321,7 +340,7 @@ class LocalWorker:
     def _serve(self):
         from goldminer import _vwire
         while True:
-            why = self._read_one(self.proc)
+            why = self._read_one()
             with self.lock:
                 if why is None or self.stopping:
                     return
@@ -344,13 +363,14 @@ class LocalWorker:
                                                              f"{self.restarts} times)")))
             return
 
-    def _read_one(self, proc):
-        """Reads `proc`'s results until it ends; None for a clean end, else how it ended."""
+    def _read_one(self):
+        """Reads the worker's results until it ends; None for a clean end, else how
+        it ended."""
         from goldminer import _vwire
         why = None
         try:
             while True:
-                frame = _vwire.read(proc.stdout)
+                frame = _vwire.read(self.reader)
                 if frame is None:
                     break
                 kind, obj = frame
@@ -366,38 +386,143 @@ class LocalWorker:
                 elif kind == _vwire.FAILED:
                     self.failed = True
                     self.results.put((None, _Failed(self.worker_id, str(obj))))
-                    proc.wait()
+                    self._close()
                     return None  # no replacement: another would fail alike
                 else:
                     why = f"sent a {_vwire.KINDS[kind]} frame"
                     break
-        except _vwire.FrameError as e:
+        except ConnectionError:
+            pass  # a worker that died with tasks unread resets its socket: as an end
+        except (_vwire.FrameError, OSError) as e:
             why = str(e)
-        code = proc.wait()
+        if why is not None:
+            self.host.kill(self.pid_)
+        code = self.host.wait_exit(self.pid_, _EXIT_WAIT_S)
+        self._close()
         if why is None and code != 0:
-            why = (f"was killed by signal {-code}" if code < 0 else f"exited with status {code}")
+            why = ("was killed by signal %d" % -code if code is not None and code < 0 else
+                   "exited with status %s" % code if code is not None else
+                   "closed its channel and did not exit")
         return why
+
+    def _close(self):
+        for f in (self.reader, self.writer, self.chan):
+            try:
+                f.close()
+            except OSError:
+                pass
 
     def is_alive(self):
         with self.lock:
-            return not self.failed and self.proc is not None
+            return not self.failed and self.chan is not None
 
     def join(self, timeout=None):
-        import subprocess
         with self.lock:
-            proc = self.proc
-        if proc is None:
-            return
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pass
+            host, pid = self.host, self.pid_
+        if pid:
+            host.wait_exit(pid, timeout)
 
     def terminate(self):
         with self.lock:
             self.stopping = True
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.terminate()
+            if self.pid_:
+                self.host.kill(self.pid_)
+
+
+_EXIT_WAIT_S = 10  # for a worker whose channel ended to be reaped
+
+
+class _Host:
+    """The trainer's goldminer._vhost process, which forks the virtual workers."""
+
+    def __init__(self):
+        import socket
+        import subprocess
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = dict(os.environ)
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                    else "")
+        env.pop(OFFLOAD_ENV, None)  # a worker's own DataLoaders stay stock
+        self.proc = subprocess.Popen([sys.executable, "-m", "goldminer._vhost",
+                                      str(theirs.fileno())], pass_fds=[theirs.fileno()],
+                                     env=env, stdin=subprocess.DEVNULL)
+        theirs.close()
+        self.ctl = mine
+        self.cv = threading.Condition()
+        self.replies = []  # one [pid or None] per SPAWN sent, in order
+        self.exits = {}    # pid -> status
+        self.alive = True
+        threading.Thread(target=self._read, daemon=True, name="goldminer vhost").start()
+
+    def _read(self):
+        while True:
+            try:
+                msg = self.ctl.recv(256)
+            except OSError:
+                msg = b""
+            with self.cv:
+                if not msg:
+                    self.alive = False
+                    for reply in self.replies:
+                        reply[0] = 0
+                    self.replies.clear()
+                    self.cv.notify_all()
+                    return
+                word, _, rest = msg.partition(b" ")
+                if word == b"SPAWNED" and self.replies:
+                    self.replies.pop(0)[0] = int(rest)
+                elif word == b"EXIT":
+                    pid, code = rest.split()
+                    self.exits[int(pid)] = int(code)
+                self.cv.notify_all()
+
+    def spawn(self, modules):
+        """(channel socket, pid) of a new virtual worker; raises RuntimeError when
+        the host cannot fork one."""
+        import json
+        import socket
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        reply = [None]
+        with self.cv:
+            self.replies.append(reply)
+            try:
+                socket.send_fds(self.ctl, [b"SPAWN " + json.dumps(modules).encode()],
+                                [theirs.fileno()])
+            except OSError as e:
+                self.replies.remove(reply)
+                raise RuntimeError(f"goldminer: the virtual worker host is gone: {e}") from e
+            finally:
+                theirs.close()
+            self.cv.wait_for(lambda: reply[0] is not None)
+        if not reply[0]:
+            mine.close()
+            raise RuntimeError("goldminer: the virtual worker host could not start a worker")
+        return mine, reply[0]
+
+    def wait_exit(self, pid, timeout):
+        """The exit status of worker `pid` once it ended (None: not within timeout)."""
+        with self.cv:
+            self.cv.wait_for(lambda: pid in self.exits or not self.alive, timeout)
+            return self.exits.get(pid)
+
+    def kill(self, pid):
+        try:
+            self.ctl.send(b"KILL %d" % pid)
+        except OSError:
+            pass
+
+
+_hosts = {}  # pid of the trainer process -> its host
+_hosts_lock = threading.Lock()
+
+
+def _host():
+    with _hosts_lock:
+        h = _hosts.get(os.getpid())
+        if h is None or not h.alive:
+            h = _hosts[os.getpid()] = _Host()
+        return h
 
 
 class _Context:
@@ -424,7 +549,7 @@ class _Context:
                                 ("dataset kind", "dataset", "auto_collation", "collate_fn",
                                  "drop_last", "worker_init_fn", "num_workers",
                                  "persistent_workers"))
-        blob, digest = self.shipped
+        blob, digest, modules = self.shipped
         import numpy
         import torch
         job = {"versions": {"python": "%d.%d" % sys.version_info[:2],
@@ -432,7 +557,7 @@ class _Context:
                "digest": digest, "blob": blob, "worker_id": worker_id,
                "base_seed": base_seed, "shared_seed": shared_seed}
         from torch.utils.data import _DatasetKind
-        return LocalWorker(job, index_queue, result_queue, worker_id,
+        return LocalWorker(job, modules, index_queue, result_queue, worker_id,
                            kind == _DatasetKind.Iterable)
 
 
@@ -536,6 +661,12 @@ def install(dataloader_module=None):
     _stock_get_iterator = loader_cls._get_iterator
     loader_cls._get_iterator = _get_iterator
     _installed = True
+    # The host imports torch while the program builds its model: warm by the
+    # first iterator.
+    try:
+        _host()
+    except OSError as e:
+        _say(f"cannot start the virtual worker host yet: {e}")
 
 
 def uninstall():

@@ -1,0 +1,146 @@
+#!/usr/bin/python3
+"""Benchmark: an unchanged PyTorch script's DataLoader, stock beside goldminer's
+virtual workers (goldminer/offload.py, GOLDMINER_OFFLOAD=local), in one run.
+
+The script (written here, plain torch: ImageFolder-style dataset of real photos,
+PIL decode, RandomResizedCrop(224), RandomHorizontalFlip, ToTensor, Normalize,
+batch 64, shuffle with a seeded generator) runs E epochs with N workers, with and
+without persistent_workers. For each run it reports:
+  - images/s over the epochs (first batch of the run excluded);
+  - the trainer's own CPU per batch (the main process only: what the program pays
+    to receive batches);
+  - the epoch boundary: from the last batch of an epoch to the first of the next
+    (median over the run's boundaries; a new iterator each epoch unless persistent);
+  - the first batch of the run (workers start: the host's torch import for
+    goldminer, a fork for stock);
+  - whether both gave the same batches (SHA-256 of each).
+Rounds alternate stock and goldminer; medians and ratios are printed. On this
+machine the virtual workers run beside the trainer (the "local" transport), so this
+measures the mechanism's cost, not an offload.
+
+usage: offload_bench.py [--build build] [--images 512] [--epochs 4] [--workers 2]
+                        [--rounds 3]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+HOOK_DIR = os.path.join(ROOT, "python", "goldminer", "_profile_hook")
+
+SCRIPT = r'''
+import glob, hashlib, json, os, resource, statistics, sys, time
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+import torch
+from PIL import Image
+from torchvision import transforms
+torch.set_num_threads(1)
+
+root, workers, epochs, persistent = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+
+class Folder(torch.utils.data.Dataset):
+    def __init__(self, root):
+        self.files = sorted(glob.glob(os.path.join(root, "**", "*.jpg"), recursive=True))
+        classes = sorted({os.path.basename(os.path.dirname(f)) for f in self.files})
+        self.label = {c: i for i, c in enumerate(classes)}
+        self.tf = transforms.Compose([
+            transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(),
+            transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+    def __len__(self):
+        return len(self.files)
+    def __getitem__(self, i):
+        f = self.files[i]
+        with Image.open(f) as im:
+            x = self.tf(im.convert("RGB"))
+        return x, self.label[os.path.basename(os.path.dirname(f))]
+
+g = torch.Generator()
+g.manual_seed(1)
+loader = torch.utils.data.DataLoader(Folder(root), batch_size=64, shuffle=True, generator=g,
+                                     num_workers=workers, persistent_workers=persistent)
+h = hashlib.sha256()
+times, boundaries, images = [], [], 0
+cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+start = time.monotonic()
+for e in range(epochs):
+    for n, (x, y) in enumerate(loader):
+        now = time.monotonic()
+        if n == 0 and times:
+            boundaries.append(now - times[-1])
+        times.append(now)
+        images += x.shape[0]
+        h.update(x.numpy().tobytes()); h.update(y.numpy().tobytes())
+cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+first = times[0] - start
+steady = (images - 64) / (times[-1] - times[0])
+print(json.dumps({"images_per_s": steady, "first_batch_s": first,
+                  "boundary_s": statistics.median(boundaries) if boundaries else 0,
+                  "trainer_cpu_ms_per_batch": 1000 * cpu / len(times),
+                  "batches": len(times), "digest": h.hexdigest()}))
+'''
+
+
+def run(script, corpus, workers, epochs, persistent, offload):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
+    env["PYTHONPATH"] = HOOK_DIR if offload else ""
+    if offload:
+        env["GOLDMINER_OFFLOAD"] = "local"
+    out = subprocess.run([sys.executable, script, corpus, str(workers), str(epochs),
+                          "1" if persistent else "0"], env=env, capture_output=True, text=True,
+                         timeout=3600)
+    if out.returncode != 0:
+        sys.exit(f"the script failed ({'goldminer' if offload else 'stock'}):\n{out.stderr}")
+    if offload and "runs on stock local workers" in out.stderr:
+        sys.exit(f"goldminer fell back to stock workers:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--images", type=int, default=512)
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    corpus = os.path.join(args.build, "bench", f"corpus-{args.images}")
+    subprocess.run([sys.executable, os.path.join(HERE, "make_corpus.py"), corpus,
+                    "--count", str(args.images)], check=True)
+    script = os.path.join(args.build, "bench", "offload_script.py")
+    with open(script, "w") as f:
+        f.write(SCRIPT)
+    results = {}
+    for r in range(args.rounds):
+        for persistent in (False, True):
+            for offload in (False, True):
+                got = run(script, corpus, args.workers, args.epochs, persistent, offload)
+                results.setdefault((persistent, offload), []).append(got)
+                print(f"round {r + 1}: persistent={persistent} "
+                      f"{'goldminer' if offload else 'stock'}: {got['images_per_s']:.0f} images/s, "
+                      f"boundary {got['boundary_s'] * 1000:.0f} ms", file=sys.stderr)
+    print(f"{args.images} images, {args.epochs} epochs, {args.workers} workers, "
+          f"{args.rounds} rounds, medians (goldminer / stock):")
+    print("| persistent_workers | figure | stock | goldminer | ratio |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for persistent in (False, True):
+        stock, ours = results[(persistent, False)], results[(persistent, True)]
+        for key, label, fmt in (("images_per_s", "images/s", "%.0f"),
+                                ("trainer_cpu_ms_per_batch", "trainer CPU ms/batch", "%.1f"),
+                                ("boundary_s", "epoch boundary s", "%.3f"),
+                                ("first_batch_s", "first batch s", "%.2f")):
+            a = statistics.median(x[key] for x in stock)
+            b = statistics.median(x[key] for x in ours)
+            print(f"| {persistent} | {label} | {fmt % a} | {fmt % b} | "
+                  f"{(b / a if a else float('nan')):.2f}x |")
+        same = all(x["digest"] == y["digest"] for x, y in zip(stock, ours))
+        print(f"| {persistent} | same batches | | | {'yes' if same else 'NO'} |")
+
+
+if __name__ == "__main__":
+    main()
