@@ -525,13 +525,25 @@ def _host():
         return h
 
 
+_ARG_NAMES = ("dataset kind", "dataset", "auto_collation", "collate_fn", "drop_last",
+              "worker_init_fn", "num_workers", "persistent_workers")
+
+
+def _worker_args(loader):
+    """What torch hands each worker process, less its id and seeds (_ARG_NAMES)."""
+    return (loader._dataset_kind, loader.dataset, loader._auto_collation, loader.collate_fn,
+            loader.drop_last, loader.worker_init_fn, loader.num_workers,
+            loader.persistent_workers)
+
+
 class _Context:
     """What torch's iterator asks its multiprocessing context for: queues, an
-    event, and processes (virtual workers)."""
+    event, and processes (virtual workers). `shipped`: ship() of the loader's
+    worker arguments, made before the iterator draws its base seed."""
 
-    def __init__(self, loader):
+    def __init__(self, loader, shipped):
         self.loader = loader
-        self.shipped = None  # (blob, digest) of the loader's worker arguments
+        self.shipped = shipped
 
     def Queue(self):
         return _IndexQueue()
@@ -543,12 +555,6 @@ class _Context:
         (kind, dataset, index_queue, result_queue, done_event, auto_collation, collate_fn,
          drop_last, base_seed, init_fn, worker_id, num_workers, persistent_workers,
          shared_seed) = args
-        if self.shipped is None:
-            self.shipped = ship((kind, dataset, auto_collation, collate_fn, drop_last, init_fn,
-                                 num_workers, persistent_workers),
-                                ("dataset kind", "dataset", "auto_collation", "collate_fn",
-                                 "drop_last", "worker_init_fn", "num_workers",
-                                 "persistent_workers"))
         blob, digest, modules = self.shipped
         import numpy
         import torch
@@ -578,14 +584,14 @@ def _iterator_class():
     class OffloadIter(dl._MultiProcessingDataLoaderIter):
         """torch's multi-process iterator with virtual workers."""
 
-        def __init__(self, loader):
-            context = _Context(loader)
+        def __init__(self, loader, shipped):
+            context = _Context(loader, shipped)
             view = _LoaderView(loader, context)
             result_queue = _ResultQueue()
             context.Queue = _queue_factory(context, result_queue)
             super().__init__(view)
-            self.goldminer_digest = context.shipped[1] if context.shipped else None
-            self.goldminer_blob_bytes = len(context.shipped[0]) if context.shipped else 0
+            self.goldminer_digest = shipped[1]
+            self.goldminer_blob_bytes = len(shipped[0])
 
         def _try_get_data(self, timeout=5.0):
             ok, data = super()._try_get_data(timeout)
@@ -631,13 +637,19 @@ def _get_iterator(self):
         return _stock_get_iterator(self)
     why = _why_not(self)
     if why is None:
+        # Before anything draws from the loader's generator: a DataLoader that
+        # falls back gives the batches it would have given without the hook.
         try:
-            if _OffloadIter is None:
-                _OffloadIter = _iterator_class()
-            self.check_worker_number_rationality()
-            return _OffloadIter(self)
+            shipped = ship(_worker_args(self), _ARG_NAMES)
         except CannotTravel as e:
             why = str(e)
+        except ImportError as e:
+            why = f"{e} (goldminer needs cloudpickle: Debian's python3-cloudpickle)"
+    if why is None:
+        if _OffloadIter is None:
+            _OffloadIter = _iterator_class()
+        self.check_worker_number_rationality()
+        return _OffloadIter(self, shipped)
     if id(self) not in _warned:
         _warned.add(id(self))
         _say(f"DataLoader of {type(self.dataset).__name__} runs on stock local workers: {why}")
