@@ -2,9 +2,9 @@
 """Benchmark: an unchanged PyTorch script's DataLoader, stock beside goldminer's
 virtual workers (goldminer/offload.py, GOLDMINER_OFFLOAD=local), in one run.
 
-The script (written here, plain torch: ImageFolder-style dataset of real photos,
-PIL decode, RandomResizedCrop(224), RandomHorizontalFlip, ToTensor, Normalize,
-batch 64, shuffle with a seeded generator) runs E epochs with N workers, with and
+The script (written here, plain torch, with torch_peer.py's dataset of real
+photos: PIL decode, RandomResizedCrop(224), RandomHorizontalFlip, ToTensor,
+Normalize; batch 64, shuffle with a seeded generator) runs E epochs with N workers, with and
 without persistent_workers. For each run it reports:
   - images/s over the epochs (first batch of the run excluded);
   - the trainer's own CPU per batch (the main process only: what the program pays
@@ -33,35 +33,15 @@ ROOT = os.path.dirname(HERE)
 HOOK_DIR = os.path.join(ROOT, "python", "goldminer", "_profile_hook")
 
 SCRIPT = r'''
-import glob, hashlib, json, os, resource, statistics, sys, time
-os.environ.setdefault("OMP_NUM_THREADS", "1")
-import torch
-from PIL import Image
-from torchvision import transforms
-torch.set_num_threads(1)
-
+import hashlib, json, os, resource, statistics, sys, time
 root, workers, epochs, persistent = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
-
-class Folder(torch.utils.data.Dataset):
-    def __init__(self, root):
-        self.files = sorted(glob.glob(os.path.join(root, "**", "*.jpg"), recursive=True))
-        classes = sorted({os.path.basename(os.path.dirname(f)) for f in self.files})
-        self.label = {c: i for i, c in enumerate(classes)}
-        self.tf = transforms.Compose([
-            transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
-            transforms.ToTensor(),
-            transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
-    def __len__(self):
-        return len(self.files)
-    def __getitem__(self, i):
-        f = self.files[i]
-        with Image.open(f) as im:
-            x = self.tf(im.convert("RGB"))
-        return x, self.label[os.path.basename(os.path.dirname(f))]
+sys.path.insert(0, sys.argv[5])  # bench/: the peer's dataset, a module outside the script's folder
+import torch
+from torch_peer import Folder
 
 g = torch.Generator()
 g.manual_seed(1)
-loader = torch.utils.data.DataLoader(Folder(root), batch_size=64, shuffle=True, generator=g,
+loader = torch.utils.data.DataLoader(Folder(root, 0), batch_size=64, shuffle=True, generator=g,
                                      num_workers=workers, persistent_workers=persistent)
 h = hashlib.sha256()
 times, boundaries, images = [], [], 0
@@ -92,7 +72,7 @@ def run(script, corpus, workers, epochs, persistent, offload):
     if offload:
         env["GOLDMINER_OFFLOAD"] = "local"
     out = subprocess.run([sys.executable, script, corpus, str(workers), str(epochs),
-                          "1" if persistent else "0"], env=env, capture_output=True, text=True,
+                          "1" if persistent else "0", HERE], env=env, capture_output=True, text=True,
                          timeout=3600)
     if out.returncode != 0:
         sys.exit(f"the script failed ({'goldminer' if offload else 'stock'}):\n{out.stderr}")

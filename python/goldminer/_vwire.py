@@ -17,7 +17,8 @@ the buffers are at most MAX_FRAME bytes. What each kind carries:
             numpy as the trainer has them), digest (sha256 hex of blob), blob
             (cloudpickle of the DataLoader's worker arguments: dataset kind,
             dataset, auto_collation, collate_fn, drop_last, worker_init_fn,
-            num_workers, persistent_workers), worker_id, base_seed, shared_seed;
+            num_workers, persistent_workers), worker_id, base_seed, shared_seed,
+            sys_path (the trainer's, appended to the worker's before unpickling);
             for a replacement of a lost worker, restore (the generators' state
             after its last result) or replay (tasks it answered, to do again)
     TASK    (trainer -> worker) what torch's main process puts in the worker's

@@ -141,6 +141,11 @@ def _take_job(job):
                              f"{mine[name]}: install the same version on every node")
     import hashlib
     import pickle
+    # The trainer's sys.path (a script may add its own folders at run time), after
+    # this worker's own, as multiprocessing's spawn gives its children.
+    for entry in job.get("sys_path") or ():
+        if isinstance(entry, str) and entry not in sys.path:
+            sys.path.append(entry)
     blob = job["blob"]
     if hashlib.sha256(blob).hexdigest() != job.get("digest"):
         raise ValueError("the DataLoader's blob does not match its digest")

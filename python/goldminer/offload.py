@@ -561,7 +561,8 @@ class _Context:
         job = {"versions": {"python": "%d.%d" % sys.version_info[:2],
                             "torch": torch.__version__, "numpy": numpy.__version__},
                "digest": digest, "blob": blob, "worker_id": worker_id,
-               "base_seed": base_seed, "shared_seed": shared_seed}
+               "base_seed": base_seed, "shared_seed": shared_seed,
+               "sys_path": [p for p in sys.path if isinstance(p, str)]}
         from torch.utils.data import _DatasetKind
         return LocalWorker(job, modules, index_queue, result_queue, worker_id,
                            kind == _DatasetKind.Iterable)

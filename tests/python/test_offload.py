@@ -253,6 +253,17 @@ except RuntimeError as e:
     print(json.dumps({"error": str(e)}))
 """
 
+# The dataset's class is in a module of a folder the script adds to sys.path.
+ELSEWHERE = COMMON + """
+sys.path.insert(0, sys.argv[1])
+from gm_elsewhere import Far
+from torch.utils.data import DataLoader
+
+g = torch.Generator()
+g.manual_seed(8)
+run(DataLoader(Far(), batch_size=3, shuffle=True, generator=g, num_workers=2), 2)
+"""
+
 SUBCLASS = COMMON + """
 from torch.utils.data import DataLoader, Dataset
 
@@ -328,6 +339,15 @@ class OffloadTest(unittest.TestCase):
         served, _ = self.program(ITERABLE, offload=True)
         self.assertEqual(served, stock)
         self.assertEqual(len(stock["epochs"][0]), 6)  # shards of 8, 8, 7 items: 2 batches each
+
+    def test_a_module_from_a_folder_the_script_adds_to_sys_path_is_found_there(self):
+        far = tempfile.mkdtemp(prefix="goldminer-offload-far-")  # not under the script's folder
+        self.addCleanup(shutil.rmtree, far, True)
+        with open(os.path.join(far, "gm_elsewhere.py"), "w") as f:
+            f.write("import torch\nclass Far(torch.utils.data.Dataset):\n"
+                    "    def __len__(self):\n        return 11\n"
+                    "    def __getitem__(self, i):\n        return torch.rand(2) + i\n")
+        self.same_as_stock(ELSEWHERE, far)
 
     def test_an_lmdb_environment_falls_back_naming_the_attribute(self):
         db = os.path.join(self.tmp, "db")
