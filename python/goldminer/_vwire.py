@@ -6,7 +6,7 @@ A frame is a 24-byte header, then its pickle, then its out-of-band buffers
 copied into it). All integers little-endian:
 
     magic     4 bytes  b"GMV1"
-    kind      u8       JOB 1, TASK 2, RESULT 3, FAILED 4
+    kind      u8       JOB 1, TASK 2, RESULT 3, FAILED 4, STATE 5
     reserved  3 bytes  zero
     buffers   u32      out-of-band buffers, at most MAX_BUFFERS
     pickle    u64      bytes of pickle
@@ -23,9 +23,15 @@ the buffers are at most MAX_FRAME bytes. What each kind carries:
             after its last result) or replay (tasks it answered, to do again)
     TASK    (trainer -> worker) what torch's main process puts in the worker's
             index queue: (task index, sampler indices), a resume marker, or None
-    RESULT  (worker -> trainer) (what torch's worker loop puts in its data queue:
-            (task index, batch or ExceptionWrapper) or a resume acknowledgement;
-            the state of Python's, numpy's and torch's generators after it)
+    STATE   (worker -> trainer, just before each RESULT) (key, state): the task
+            index the RESULT answers ("resume" for a resume acknowledgement) and
+            the state of Python's, numpy's and torch's generators after it, in
+            plain types (ints, lists, bytes), so the trainer's reader thread can
+            keep its books without loading the RESULT
+    RESULT  (worker -> trainer) what torch's worker loop puts in its data queue:
+            (task index, batch or ExceptionWrapper), or a resume acknowledgement;
+            loaded by the thread that takes it from the queue, as stock loads
+            results in the thread that reads its queue
     FAILED  (worker -> trainer, last) a str: why the worker cannot go on (a
             version mismatch, a dataset that does not unpickle there)
 
@@ -51,8 +57,8 @@ import sys
 import cloudpickle
 
 MAGIC = b"GMV1"
-JOB, TASK, RESULT, FAILED = 1, 2, 3, 4
-KINDS = {JOB: "JOB", TASK: "TASK", RESULT: "RESULT", FAILED: "FAILED"}
+JOB, TASK, RESULT, FAILED, STATE = 1, 2, 3, 4, 5
+KINDS = {JOB: "JOB", TASK: "TASK", RESULT: "RESULT", FAILED: "FAILED", STATE: "STATE"}
 HEADER = struct.Struct("<4sB3xIQ")
 HEADER_BYTES = HEADER.size
 MAX_BUFFERS = 1 << 16
@@ -144,9 +150,10 @@ def _read_exact(stream, n, what):
     return buf
 
 
-def read(stream):
-    """(kind, object) of the next frame, or None at a clean end of the channel
-    (before a frame's first byte). FrameError for anything malformed."""
+def read_raw(stream):
+    """(kind, pickle, buffers) of the next frame, not loaded, or None at a clean
+    end of the channel (before a frame's first byte). FrameError for a malformed
+    header or a channel that ends inside the frame."""
     first = stream.read(1)
     if not first:
         return None
@@ -166,8 +173,20 @@ def read(stream):
         raise FrameError(f"{KINDS[kind]} frame: {total} bytes (at most {MAX_FRAME})")
     data = _read_exact(stream, size, "a pickle")
     buffers = [_read_exact(stream, n, "an out-of-band buffer") for n in lengths]
+    return kind, data, buffers
+
+
+def loads(kind, data, buffers):
+    """The object of a frame read by read_raw; FrameError when it does not load."""
     try:
-        return kind, pickle.loads(data, buffers=buffers)
+        return pickle.loads(data, buffers=buffers)
     except Exception as e:  # whatever a malformed pickle raises
         raise FrameError(f"{KINDS[kind]} frame: its pickle does not load: "
                          f"{type(e).__name__}: {e}") from e
+
+
+def read(stream):
+    """(kind, object) of the next frame, or None at a clean end of the channel
+    (before a frame's first byte). FrameError for anything malformed."""
+    frame = read_raw(stream)
+    return None if frame is None else (frame[0], loads(*frame))

@@ -38,12 +38,14 @@ def _versions():
 
 
 def rng_state():
-    """The global generators torch seeds per worker: Python's, numpy's, torch's."""
+    """The global generators torch seeds per worker (Python's, numpy's, torch's),
+    in plain types: ints, lists, bytes."""
     import random
     import numpy as np
     import torch
-    return {"random": random.getstate(), "numpy": np.random.get_state(),
-            "torch": torch.get_rng_state()}
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"random": random.getstate(), "numpy": (name, keys.tolist(), pos, has_gauss, cached),
+            "torch": bytes(torch.get_rng_state().numpy())}
 
 
 def set_rng_state(state):
@@ -51,8 +53,9 @@ def set_rng_state(state):
     import numpy as np
     import torch
     random.setstate(state["random"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(torch.frombuffer(bytearray(state["torch"]), dtype=torch.uint8))
 
 
 class _Tasks:
@@ -100,9 +103,9 @@ class _Tasks:
 
 
 class _Results:
-    """The data queue torch's worker loop writes: RESULT frames on stdout, each
-    (torch's item, the generators' state after it). The first `silent` results
-    (of replayed tasks) are not sent."""
+    """The data queue torch's worker loop writes: for each of torch's items a STATE
+    frame (its key, the generators' state after it) and a RESULT frame on stdout.
+    The first `silent` results (of replayed tasks) are not sent."""
 
     def __init__(self, stream, silent=0):
         self.stream = stream
@@ -114,7 +117,9 @@ class _Results:
             if self.silent > 0:
                 self.silent -= 1
                 return
-            _vwire.write(self.stream, _vwire.RESULT, (item, rng_state()))
+            key = item[0] if isinstance(item[0], int) else "resume"
+            _vwire.write(self.stream, _vwire.STATE, (key, rng_state()))
+            _vwire.write(self.stream, _vwire.RESULT, item)
 
     def cancel_join_thread(self):
         pass

@@ -205,8 +205,18 @@ class _Failed:
         self.worker_id, self.why = worker_id, why
 
 
+class _Raw:
+    """A RESULT frame as read, loaded by whoever takes it from the queue."""
+
+    def __init__(self, data, buffers):
+        self.data, self.buffers = data, buffers
+
+
 class _ResultQueue:
-    """The queue torch's main process reads results from (and the pin-memory thread)."""
+    """The queue torch's main process reads results from (and the pin-memory thread).
+    Results are loaded in the thread that takes them, as stock's queue does: our
+    reader threads run no torch code (a daemon thread inside torch's C++ when the
+    interpreter exits aborts the process)."""
 
     def __init__(self):
         import queue
@@ -216,7 +226,11 @@ class _ResultQueue:
         self._q.put(item)
 
     def get(self, timeout=None):
-        return self._q.get(timeout=timeout)
+        item = self._q.get(timeout=timeout)
+        if isinstance(item, _Raw):
+            from goldminer import _vwire
+            item = _vwire.loads(_vwire.RESULT, item.data, item.buffers)
+        return item
 
     def cancel_join_thread(self):
         pass
@@ -289,8 +303,7 @@ class LocalWorker:
         self.index_queue.worker = self
         with self.lock:
             self._spawn(self.job)
-        threading.Thread(target=self._read, daemon=True,
-                         name=f"goldminer vworker {self.worker_id}").start()
+        _start_thread(self._read, f"goldminer vworker {self.worker_id}")
 
     def _spawn(self, job):
         from goldminer import _vwire
@@ -316,12 +329,13 @@ class LocalWorker:
                 self.pending.append(item)
             self._write(_vwire.TASK, item)
 
-    def _answer(self, item, state):
-        """Takes the result `item` off the pending list (under the lock)."""
+    def _answer(self, key, state):
+        """Takes the result of `key` (a task index, or "resume") off the pending
+        list (under the lock)."""
         self.state = state
-        key = item[0]
         for n, sent in enumerate(self.pending):
-            if (sent[0] == key) if isinstance(key, int) else not isinstance(sent, tuple):
+            if (isinstance(sent, tuple) and sent[0] == key) if isinstance(key, int) \
+                    else not isinstance(sent, tuple):
                 # Those before it were skipped (an IterableDataset's replica that
                 # ended takes no more tasks): they did nothing to replay.
                 if self.iterable:
@@ -368,24 +382,30 @@ class LocalWorker:
         it ended."""
         from goldminer import _vwire
         why = None
+        meta = None  # the STATE before the RESULT that follows it
         try:
             while True:
-                frame = _vwire.read(self.reader)
+                frame = _vwire.read_raw(self.reader)
                 if frame is None:
                     break
-                kind, obj = frame
-                if kind == _vwire.RESULT:
-                    if not (isinstance(obj, tuple) and len(obj) == 2 and
-                            isinstance(obj[0], tuple) and len(obj[0]) == 2):
-                        why = "sent a RESULT that is not (item, state)"
+                kind = frame[0]
+                if kind == _vwire.STATE:
+                    meta = _vwire.loads(*frame)  # plain types only: no torch code here
+                    if not (isinstance(meta, tuple) and len(meta) == 2 and
+                            isinstance(meta[0], (int, str)) and isinstance(meta[1], dict)):
+                        why = "sent a STATE that is not (key, state)"
                         break
-                    item, state = obj
+                elif kind == _vwire.RESULT:
+                    if meta is None:
+                        why = "sent a RESULT without its STATE"
+                        break
                     with self.lock:
-                        self._answer(item, state)
-                    self.results.put(item)
+                        self._answer(*meta)
+                    meta = None
+                    self.results.put(_Raw(frame[1], frame[2]))
                 elif kind == _vwire.FAILED:
                     self.failed = True
-                    self.results.put((None, _Failed(self.worker_id, str(obj))))
+                    self.results.put((None, _Failed(self.worker_id, str(_vwire.loads(*frame)))))
                     self._close()
                     return None  # no replacement: another would fail alike
                 else:
@@ -453,7 +473,7 @@ class _Host:
         self.replies = []  # one [pid or None] per SPAWN sent, in order
         self.exits = {}    # pid -> status
         self.alive = True
-        threading.Thread(target=self._read, daemon=True, name="goldminer vhost").start()
+        _start_thread(self._read, "goldminer vhost")
 
     def _read(self):
         while True:
@@ -511,6 +531,41 @@ class _Host:
             self.ctl.send(b"KILL %d" % pid)
         except OSError:
             pass
+
+    def close(self):
+        """Ends the host, which kills its workers: their channels end too."""
+        import socket
+        try:
+            self.ctl.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+_threads = []  # our reader threads, joined at exit
+_threads_lock = threading.Lock()
+_EXIT_JOIN_S = 5
+
+
+def _start_thread(target, name):
+    t = threading.Thread(target=target, daemon=True, name=name)
+    t.start()
+    with _threads_lock:
+        _threads[:] = [x for x in _threads if x.is_alive()] + [t]
+
+
+def _at_exit():
+    """Before the interpreter's teardown: end the host (its workers with it) and
+    wait for our threads, so none is running when daemon threads are stopped."""
+    import time
+    with _hosts_lock:
+        hosts = list(_hosts.values())
+    with _threads_lock:
+        threads = list(_threads)
+    for h in hosts:
+        h.close()
+    until = time.monotonic() + _EXIT_JOIN_S
+    for t in threads:
+        t.join(max(0.0, until - time.monotonic()))
 
 
 _hosts = {}  # pid of the trainer process -> its host
@@ -674,6 +729,8 @@ def install(dataloader_module=None):
     _stock_get_iterator = loader_cls._get_iterator
     loader_cls._get_iterator = _get_iterator
     _installed = True
+    import atexit
+    atexit.register(_at_exit)
     # The host imports torch while the program builds its model: warm by the
     # first iterator.
     try:
