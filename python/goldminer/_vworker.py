@@ -30,7 +30,7 @@ import threading
 from goldminer import _vwire
 
 
-def _versions():
+def versions():
     import numpy
     import torch
     return {"python": "%d.%d" % sys.version_info[:2], "torch": torch.__version__,
@@ -139,7 +139,7 @@ def _fail(out, why):
 
 def _take_job(job):
     """The worker loop's arguments from a JOB dict; raises ValueError saying why not."""
-    mine, theirs = _versions(), job.get("versions", {})
+    mine, theirs = versions(), job.get("versions", {})
     for name in ("python", "torch", "numpy"):
         if theirs.get(name) != mine[name]:
             raise ValueError(f"the trainer has {name} {theirs.get(name)}, this worker "

@@ -257,17 +257,6 @@ class _IndexQueue:
         pass
 
 
-class _Event:
-    def __init__(self):
-        self._e = threading.Event()
-
-    def set(self):
-        self._e.set()
-
-    def is_set(self):
-        return self._e.is_set()
-
-
 class LocalWorker:
     """A virtual worker on the trainer's host (transport "local"): a process the
     trainer's goldminer._vhost forks, on a socket pair.
@@ -593,30 +582,31 @@ def _worker_args(loader):
 
 class _Context:
     """What torch's iterator asks its multiprocessing context for: queues, an
-    event, and processes (virtual workers). `shipped`: ship() of the loader's
+    event, and processes (virtual workers). torch asks for the result queue
+    first, then one index queue per worker. `shipped`: ship() of the loader's
     worker arguments, made before the iterator draws its base seed."""
 
-    def __init__(self, loader, shipped):
-        self.loader = loader
+    def __init__(self, shipped):
         self.shipped = shipped
+        self.result_queue = None
 
     def Queue(self):
+        if self.result_queue is None:
+            self.result_queue = _ResultQueue()
+            return self.result_queue
         return _IndexQueue()
 
     def Event(self):
-        return _Event()
+        return threading.Event()
 
     def Process(self, target, args):
+        from goldminer import _vworker
         (kind, dataset, index_queue, result_queue, done_event, auto_collation, collate_fn,
          drop_last, base_seed, init_fn, worker_id, num_workers, persistent_workers,
          shared_seed) = args
         blob, digest, modules = self.shipped
-        import numpy
-        import torch
-        job = {"versions": {"python": "%d.%d" % sys.version_info[:2],
-                            "torch": torch.__version__, "numpy": numpy.__version__},
-               "digest": digest, "blob": blob, "worker_id": worker_id,
-               "base_seed": base_seed, "shared_seed": shared_seed,
+        job = {"versions": _vworker.versions(), "digest": digest, "blob": blob,
+               "worker_id": worker_id, "base_seed": base_seed, "shared_seed": shared_seed,
                "sys_path": [p for p in sys.path if isinstance(p, str)]}
         from torch.utils.data import _DatasetKind
         return LocalWorker(job, modules, index_queue, result_queue, worker_id,
@@ -641,11 +631,7 @@ def _iterator_class():
         """torch's multi-process iterator with virtual workers."""
 
         def __init__(self, loader, shipped):
-            context = _Context(loader, shipped)
-            view = _LoaderView(loader, context)
-            result_queue = _ResultQueue()
-            context.Queue = _queue_factory(context, result_queue)
-            super().__init__(view)
+            super().__init__(_LoaderView(loader, _Context(shipped)))
             self.goldminer_digest = shipped[1]
             self.goldminer_blob_bytes = len(shipped[0])
 
@@ -659,17 +645,6 @@ def _iterator_class():
             return ok, data
 
     return OffloadIter
-
-
-def _queue_factory(context, result_queue):
-    """torch asks for the result queue first, then one index queue per worker."""
-    made = [0]
-
-    def Queue():
-        made[0] += 1
-        return result_queue if made[0] == 1 else _IndexQueue()
-
-    return Queue
 
 
 def _why_not(loader):

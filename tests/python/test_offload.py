@@ -418,7 +418,7 @@ class VirtualWorkerTest(unittest.TestCase):
         import hashlib
         import cloudpickle
         blob = cloudpickle.dumps((0, [1, 2], True, None, False, None, 1, False))
-        job = {"versions": self.worker._versions(), "digest": hashlib.sha256(blob).hexdigest(),
+        job = {"versions": self.worker.versions(), "digest": hashlib.sha256(blob).hexdigest(),
                "blob": blob, "worker_id": 0, "base_seed": 1, "shared_seed": None}
         job.update(change)
         return job
@@ -429,7 +429,7 @@ class VirtualWorkerTest(unittest.TestCase):
         self.assertEqual(args[5], 1)  # base seed
 
     def test_another_torch_version_is_refused_naming_both(self):
-        versions = dict(self.worker._versions(), torch="0.0.1")
+        versions = dict(self.worker.versions(), torch="0.0.1")
         with self.assertRaisesRegex(ValueError, "the trainer has torch 0.0.1, this worker"):
             self.worker._take_job(self.job(versions=versions))
 
