@@ -5,11 +5,15 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "client/client.h"
+#include "client/offload.h"
 #include "include/goldminer/client.h"
 
 #define GM_API extern "C" __attribute__((visibility("default")))
@@ -198,3 +202,102 @@ GM_API void gm_batch_free(gm_batch* batch) {
   if (batch != nullptr && batch->pool) batch->pool->Give(std::move(batch->batch.data.bytes));
   delete batch;
 }
+
+// ---- the DataLoader offload ----
+
+struct gm_offload {
+  std::unique_ptr<gm::Offload> offload;
+};
+
+struct gm_vchannel {
+  std::unique_ptr<gm::VirtualChannel> channel;
+};
+
+GM_API int gm_offload_open(const char* coordinator, int rank, gm_offload** out) {
+  if (out == nullptr) return FailArg("gm_offload_open: out is NULL");
+  *out = nullptr;
+  return Guard([&] {
+    gm::ClientOptions options;
+    if (coordinator != nullptr) options.coordinator = coordinator;
+    options.rank = rank;
+    auto offload = gm::Offload::Open(options);
+    if (!offload.ok()) return Fail(offload.status());
+    *out = new gm_offload{std::move(*offload)};
+    return 0;
+  });
+}
+
+GM_API int gm_offload_workers(gm_offload* offload, const char** json) {
+  if (offload == nullptr || json == nullptr) return FailArg("gm_offload_workers: NULL argument");
+  return Guard([&] {
+    static thread_local std::string text;
+    auto workers = offload->offload->Workers();
+    if (!workers.ok()) return Fail(workers.status());
+    text = nlohmann::json(*workers).dump();
+    *json = text.c_str();
+    return 0;
+  });
+}
+
+GM_API void gm_offload_close(gm_offload* offload) { delete offload; }
+
+GM_API int gm_vchannel_open(gm_offload* offload, const char* worker, const char* python,
+                            const char* modules_json, gm_vchannel** out) {
+  if (out == nullptr) return FailArg("gm_vchannel_open: out is NULL");
+  *out = nullptr;
+  if (offload == nullptr || worker == nullptr || python == nullptr || modules_json == nullptr)
+    return FailArg("gm_vchannel_open: NULL argument");
+  return Guard([&] {
+    std::vector<std::string> modules;
+    const nlohmann::json parsed = nlohmann::json::parse(modules_json, nullptr, false);
+    if (!parsed.is_array()) return FailArg("gm_vchannel_open: modules_json is not a JSON array");
+    for (const auto& m : parsed) {
+      if (!m.is_string()) return FailArg("gm_vchannel_open: modules_json holds a non-string");
+      modules.push_back(m.get<std::string>());
+    }
+    auto channel = offload->offload->OpenChannel(worker, python, modules);
+    if (!channel.ok()) return Fail(channel.status());
+    *out = new gm_vchannel{std::move(*channel)};
+    return 0;
+  });
+}
+
+GM_API int64_t gm_vchannel_pid(const gm_vchannel* channel) {
+  return channel == nullptr ? 0 : channel->channel->pid();
+}
+
+GM_API const char* gm_vchannel_host(const gm_vchannel* channel) {
+  return channel == nullptr ? "" : channel->channel->host().c_str();
+}
+
+GM_API int gm_vchannel_send(gm_vchannel* channel, const void* data, size_t n) {
+  if (channel == nullptr || (data == nullptr && n > 0))
+    return FailArg("gm_vchannel_send: NULL argument");
+  return Guard([&] {
+    gm::Status st = channel->channel->Write(std::string_view(static_cast<const char*>(data), n));
+    return st.ok() ? 0 : Fail(st);
+  });
+}
+
+GM_API int gm_vchannel_recv(gm_vchannel* channel, const void** data, size_t* n, int* exit_status,
+                            int* has_status) {
+  if (channel == nullptr || data == nullptr || n == nullptr || exit_status == nullptr ||
+      has_status == nullptr)
+    return FailArg("gm_vchannel_recv: NULL argument");
+  return Guard([&] {
+    std::optional<int> status;
+    auto bytes = channel->channel->Read(&status);
+    if (!bytes.ok()) return Fail(bytes.status());
+    *data = bytes->data();
+    *n = bytes->size();
+    *exit_status = status.value_or(0);
+    *has_status = status.has_value() ? 1 : 0;
+    return 0;
+  });
+}
+
+GM_API void gm_vchannel_shutdown(gm_vchannel* channel) {
+  if (channel != nullptr) channel->channel->Shutdown();
+}
+
+GM_API void gm_vchannel_close(gm_vchannel* channel) { delete channel; }

@@ -54,6 +54,7 @@ struct RunFlags {
   int port = 0;
   double liveness_timeout_s = 10;
   std::optional<int> stall_timeout_s;  // --stall-timeout: the trainer's GOLDMINER_STALL_TIMEOUT_S
+  std::string offload = "exact";       // --offload
   int max_restarts = 3;
   std::string db = "runs.db";
   bool no_db = false;
@@ -334,6 +335,7 @@ Result<int> RunWithFlags(const RunFlags& f) {
                             std::to_string(*f.stall_timeout_s));
   }
   c.max_restarts = f.max_restarts;
+  c.offload_dataloaders = f.offload == "exact";
   if (!f.plan.empty()) {
     std::error_code ec;
     c.plan_path = std::filesystem::absolute(f.plan, ec).string();
@@ -436,6 +438,12 @@ Verb RunVerb() {
                        "others make its splits (default 60, or the trainer's "
                        "GOLDMINER_STALL_TIMEOUT_S)")
             ->check(CLI::Range(1, 86400));
+        sub.add_option("--offload", f->offload,
+                       "The trainer's PyTorch DataLoaders with num_workers > 0: exact (their "
+                       "workers run on the data workers, the batches stock PyTorch gives, bit "
+                       "for bit) or off (they run stock, in the trainer's host)")
+            ->check(CLI::IsMember({"exact", "off"}))
+            ->capture_default_str();
         sub.add_option("--max-restarts", f->max_restarts,
                        "Crashed workers replaced at most this many times")
             ->check(CLI::Range(0, 1000000));

@@ -47,6 +47,7 @@ struct WorkerFlags {
   std::string advertise;
   std::string cpus;  // --cpus, else $GOLDMINER_WORKER_CPUS
   std::string step_name;
+  size_t max_virtual_workers = 64;
 };
 
 // Pins the worker to --cpus (or $GOLDMINER_WORKER_CPUS, which `goldminer run`'s
@@ -175,6 +176,7 @@ Result<int> RunWithCoordinator(const WorkerFlags& f) {
   options.secret = *secret;
   if (const char* tag = std::getenv("GOLDMINER_WORKER_TAG")) options.tag = tag;
   options.step_name = f.step_name;
+  options.max_virtual_workers = f.max_virtual_workers;
   StopOnSignal signals;  // before Start(), so the service's threads inherit the mask (the
                          // first SIGTERM or SIGINT stops the service)
   Result<std::unique_ptr<WorkerService>> service = WorkerService::Start(options);
@@ -241,6 +243,12 @@ Verb WorkerVerb() {
             ->check([](const std::string& s) {
               return s.size() <= 128 ? std::string() : std::string("at most 128 characters");
             });
+        sub.add_option("--max-virtual-workers", f->max_virtual_workers,
+                       "Virtual DataLoader workers this worker hosts at once for a "
+                       "trainer's offloaded DataLoaders (a Python process each; 0: none); "
+                       "the interpreter is $GOLDMINER_PYTHON, else the trainer's own path")
+            ->check(CLI::Range(0, 4096))
+            ->capture_default_str();
         return std::function<Result<int>()>([f]() -> Result<int> {
           GM_RETURN_IF_ERROR(ApplyCpus(*f));
           if (!f->local) {

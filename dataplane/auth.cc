@@ -237,8 +237,12 @@ std::string TicketRole(int64_t rank, uint64_t session) {
   return std::string(kClientRole) + ":" + std::to_string(rank) + ":" + std::to_string(session);
 }
 
-bool ParseTicketRole(std::string_view role, int64_t* rank, uint64_t* session) {
-  const std::string prefix = std::string(kClientRole) + ":";
+namespace {
+
+// "KIND:RANK:NUMBER" with a rank of 0..65535 and a number of at most 2^62.
+bool ParseRankedRole(std::string_view role, std::string_view kind, int64_t* rank,
+                     uint64_t* session) {
+  const std::string prefix = std::string(kind) + ":";
   if (!role.starts_with(prefix)) return false;
   role.remove_prefix(prefix.size());
   const size_t colon = role.find(':');
@@ -262,6 +266,25 @@ bool ParseTicketRole(std::string_view role, int64_t* rank, uint64_t* session) {
   }
   *rank = static_cast<int64_t>(r);
   return true;
+}
+
+}  // namespace
+
+bool ParseTicketRole(std::string_view role, int64_t* rank, uint64_t* session) {
+  return ParseRankedRole(role, kClientRole, rank, session);
+}
+
+std::string OffloadTicketKey(std::string_view worker_key, int64_t rank, uint64_t channel) {
+  return HmacSha256Hex(
+      worker_key, "goldminer-offload-v1|" + std::to_string(rank) + "|" + std::to_string(channel));
+}
+
+std::string OffloadRole(int64_t rank, uint64_t channel) {
+  return std::string(kOffloadRole) + ":" + std::to_string(rank) + ":" + std::to_string(channel);
+}
+
+bool ParseOffloadRole(std::string_view role, int64_t* rank, uint64_t* channel) {
+  return ParseRankedRole(role, kOffloadRole, rank, channel);
 }
 
 Status ServerHandshake(Socket& socket, std::string_view key, std::string_view server_role,

@@ -94,6 +94,19 @@ std::string TicketRole(int64_t rank, uint64_t session);
 // Parses TicketRole's form; false for anything else (ranks 0..65535).
 bool ParseTicketRole(std::string_view role, int64_t* rank, uint64_t* session);
 
+// The DataLoader offload's tickets (python/goldminer/offload.py): the coordinator
+// gives a client that asks OFFLOAD a channel number and the key of role
+// "offload:RANK:CHANNEL" at data ports, where it opens virtual DataLoader workers
+// (worker/virtual_workers.h):
+//
+//   offload ticket = hex HMAC-SHA256(worker key, "goldminer-offload-v1|RANK|CHANNEL")
+//
+// It is a client-key holder's: it runs code on the workers (goldminer-protocol(7)).
+inline constexpr std::string_view kOffloadRole = "offload";
+std::string OffloadTicketKey(std::string_view worker_key, int64_t rank, uint64_t channel);
+std::string OffloadRole(int64_t rank, uint64_t channel);
+bool ParseOffloadRole(std::string_view role, int64_t* rank, uint64_t* channel);
+
 // The key a server checks a client claiming `role` with; an error (any) refuses
 // the client as "authentication failed".
 using KeyForRole = std::function<Result<std::string>(std::string_view role)>;

@@ -101,15 +101,35 @@ void DataServer::Serve(const ConnectionServer::Connection& connection) {
   conn->same_host = connection.tag() == kSameHostTag;
   // Only clients with a ticket from the coordinator get in: the role they claim
   // names their rank and session, and the ticket for it is derived from our key.
-  auto key_for = [this, &conn](std::string_view claimed) -> Result<std::string> {
-    if (!ParseTicketRole(claimed, &conn->rank, &conn->session)) {
-      return Status::InvalidArgument("not a ticket");
+  // An offload ticket opens a virtual DataLoader worker instead (SetOffloadHandler).
+  bool offload = false;
+  auto key_for = [this, &conn, &offload](std::string_view claimed) -> Result<std::string> {
+    if (ParseTicketRole(claimed, &conn->rank, &conn->session)) {
+      return TicketKey(secret_, conn->rank, conn->session);
     }
-    return TicketKey(secret_, conn->rank, conn->session);
+    if (ParseOffloadRole(claimed, &conn->rank, &conn->session)) {
+      offload = true;
+      return OffloadTicketKey(secret_, conn->rank, conn->session);
+    }
+    return Status::InvalidArgument("not a ticket");
   };
   Status st = ServerHandshake(conn->socket, key_for, "worker", Deadline::After(kHandshakeTimeoutS),
                               nullptr, &connection.hello_nonce());
   if (st.ok()) connection.Authenticated();
+  if (st.ok() && offload) {
+    OffloadHandler handler;
+    {
+      MutexLock lock(mu_);
+      handler = offload_handler_;
+    }
+    if (handler) {
+      st = handler(conn->socket, conn->rank, conn->session);
+    } else {
+      st = Status::InvalidArgument("this worker hosts no virtual DataLoader workers");
+      SendError(conn->socket, st.message(), Deadline::After(1));
+    }
+    if (st.ok()) return;
+  }
   if (st.ok()) st = Subscribe(*conn);
   if (st.ok()) st = Attach(conn);
   if (!st.ok()) {
@@ -130,6 +150,11 @@ void DataServer::Serve(const ConnectionServer::Connection& connection) {
   }
   ReadCredit(conn);
   Detach(conn);
+}
+
+void DataServer::SetOffloadHandler(OffloadHandler handler) {
+  MutexLock lock(mu_);
+  offload_handler_ = std::move(handler);
 }
 
 Status DataServer::Subscribe(Conn& conn) {

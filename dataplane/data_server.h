@@ -22,6 +22,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -91,6 +92,15 @@ class DataServer {
   // dropped unsent gives its segment back.
   std::optional<Batch::External> ReserveSegment(int64_t rank, size_t bytes);
 
+  // Serves the connections that authenticate with an offload ticket (role
+  // "offload:RANK:CHANNEL", dataplane/auth.h): `handler` gets the socket (sealed,
+  // after the handshake), the rank and channel, on the connection's own thread,
+  // and keeps it until it returns; the socket closes then. An error it returns is
+  // logged as a dropped connection. Without a handler such connections are sent
+  // ERROR. Set it before clients can hold an offload ticket (before REGISTER).
+  using OffloadHandler = std::function<Status(Socket& socket, int64_t rank, uint64_t channel)>;
+  void SetOffloadHandler(OffloadHandler handler);
+
   // Makes every current and later SendToRank wait return `why` (not OK). Final.
   void Interrupt(Status why);
 
@@ -140,6 +150,7 @@ class DataServer {
   RateLimit refused_warnings_{kPeerWarningIntervalS};  // "dropped connection"
   std::map<int64_t, std::shared_ptr<Conn>> ranks_ GUARDED_BY(mu_);
   std::map<int64_t, uint64_t> newest_session_ GUARDED_BY(mu_);  // per rank
+  OffloadHandler offload_handler_ GUARDED_BY(mu_);
   // The TCP port and, once ListenSameHost ran, "@goldminer-data/HOST:PORT";
   // set once by Start. Declared last: stopped first.
   std::unique_ptr<ConnectionServer> connections_;

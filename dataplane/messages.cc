@@ -1,10 +1,12 @@
 #include "dataplane/messages.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <limits>
 #include <string_view>
 
+#include "core/digest.h"
 #include "core/json.h"
 #include "dataplane/auth.h"
 #include "dataplane/batch_order.h"
@@ -43,6 +45,15 @@ bool Printable(std::string_view s) {
     if (c < 0x21 || c > 0x7e) return false;
   }
   return true;
+}
+
+// An optional name field ("" when absent): printable ASCII, at most 256 bytes.
+Result<std::string> OptionalName(const JsonNode& m, std::string_view key) {
+  GM_ASSIGN_OR_RETURN(std::string v, m.StringOr(key, ""));
+  if (v.size() > 256 || (!v.empty() && !Printable(v))) {
+    return (*m.Get(key)).Expected("printable ASCII, at most 256 bytes");
+  }
+  return v;
 }
 
 // A "HOST:PORT" a peer sent: printable, at most kMaxAddressBytes.
@@ -367,10 +378,7 @@ Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<SubscribedMsg> {
     const JsonNode m(meta, "SUBSCRIBED");
     SubscribedMsg r;
-    GM_ASSIGN_OR_RETURN(r.run_id, m.StringOr("run_id", ""));
-    if (r.run_id.size() > 256 || (!r.run_id.empty() && !Printable(r.run_id))) {
-      return (*m.Get("run_id")).Expected("printable ASCII, at most 256 bytes");
-    }
+    GM_ASSIGN_OR_RETURN(r.run_id, OptionalName(m, "run_id"));
     GM_ASSIGN_OR_RETURN(r.batch_size, Int(m, "batch_size", 1, int64_t{1} << 24));
     GM_ASSIGN_OR_RETURN(r.world_size, Int(m, "world_size", 1, 65536));
     GM_ASSIGN_OR_RETURN(r.epochs, Int(m, "epochs", 0, static_cast<int64_t>(kMaxEpochs)));
@@ -616,6 +624,118 @@ Result<FaultMsg> FaultMsg::Decode(const nlohmann::json& meta) {
     if (r.why.size() > kMaxFaultWhyBytes) {
       return why_node.Expected("at most " + std::to_string(kMaxFaultWhyBytes) + " bytes");
     }
+    return r;
+  }());
+}
+
+// ---- the DataLoader offload ----
+
+nlohmann::json OffloadMsg::Encode() const { return {{"rank", rank}}; }
+
+Result<OffloadMsg> OffloadMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<OffloadMsg> {
+    const JsonNode m(meta, "OFFLOAD");
+    OffloadMsg r;
+    GM_ASSIGN_OR_RETURN(r.rank, Int(m, "rank", 0, 65535));
+    return r;
+  }());
+}
+
+nlohmann::json OffloadingMsg::Encode() const {
+  return {{"run_id", run_id}, {"channel", channel}, {"ticket", ticket}, {"workers", workers}};
+}
+
+Result<OffloadingMsg> OffloadingMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<OffloadingMsg> {
+    const JsonNode m(meta, "OFFLOADING");
+    OffloadingMsg r;
+    GM_ASSIGN_OR_RETURN(r.run_id, OptionalName(m, "run_id"));
+    GM_ASSIGN_OR_RETURN(int64_t number, Int(m, "channel", 1, int64_t{1} << 62));
+    r.channel = static_cast<uint64_t>(number);
+    GM_ASSIGN_OR_RETURN(r.ticket, m.String("ticket"));
+    if (!CheckSecret(r.ticket, "ticket").ok()) {
+      return (*m.Get("ticket")).Expected("64 lower-case hex characters");
+    }
+    GM_ASSIGN_OR_RETURN(r.workers, Addresses(m));
+    return r;
+  }());
+}
+
+nlohmann::json OffloadOpenMsg::Encode() const { return {{"python", python}, {"modules", modules}}; }
+
+Result<OffloadOpenMsg> OffloadOpenMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<OffloadOpenMsg> {
+    const JsonNode m(meta, "OFFLOAD_OPEN");
+    OffloadOpenMsg r;
+    GM_ASSIGN_OR_RETURN(r.python, m.String("python"));
+    if (r.python.empty() || r.python.size() > kMaxPythonPathBytes || r.python[0] != '/' ||
+        !Printable(r.python)) {
+      return (*m.Get("python"))
+          .Expected("an absolute path in printable ASCII, at most " +
+                    std::to_string(kMaxPythonPathBytes) + " bytes");
+    }
+    GM_ASSIGN_OR_RETURN(JsonNode list, m.Get("modules"));
+    GM_ASSIGN_OR_RETURN(r.modules, list.AsStrings());
+    if (r.modules.size() > kMaxOffloadModules) {
+      return list.Expected("at most " + std::to_string(kMaxOffloadModules) + " module names");
+    }
+    for (const std::string& name : r.modules) {
+      const bool ok = !name.empty() && name.size() <= kMaxModuleNameBytes &&
+                      std::all_of(name.begin(), name.end(), [](unsigned char c) {
+                        return std::isalnum(c) || c == '_' || c == '.';
+                      });
+      if (!ok) {
+        return list.Expected("module names of [A-Za-z0-9_.], at most " +
+                             std::to_string(kMaxModuleNameBytes) + " bytes each");
+      }
+    }
+    return r;
+  }());
+}
+
+nlohmann::json OffloadOpenedMsg::Encode() const { return {{"pid", pid}, {"host", host}}; }
+
+Result<OffloadOpenedMsg> OffloadOpenedMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<OffloadOpenedMsg> {
+    const JsonNode m(meta, "OFFLOAD_OPENED");
+    OffloadOpenedMsg r;
+    GM_ASSIGN_OR_RETURN(r.pid, Int(m, "pid", 1, int64_t{1} << 22));
+    GM_ASSIGN_OR_RETURN(r.host, OptionalName(m, "host"));
+    return r;
+  }());
+}
+
+nlohmann::json EncodeOffloadData(std::string_view payload) {
+  return {{"sha256", Sha256Hex(payload)}};
+}
+
+Status CheckOffloadData(const nlohmann::json& meta, std::string_view payload) {
+  return AsCorrupt([&]() -> Result<bool> {
+           const JsonNode m(meta, "OFFLOAD_DATA");
+           GM_ASSIGN_OR_RETURN(std::string sha, m.String("sha256"));
+           if (sha != Sha256Hex(payload)) {
+             return (*m.Get("sha256"))
+                 .Expected("the SHA-256 of the frame's " + std::to_string(payload.size()) +
+                           " payload bytes (they were altered on the way)");
+           }
+           return true;
+         }())
+      .status();
+}
+
+nlohmann::json OffloadExitMsg::Encode() const {
+  nlohmann::json out = {{"status", status}};
+  if (!why.empty()) out["why"] = why.substr(0, 1024);
+  return out;
+}
+
+Result<OffloadExitMsg> OffloadExitMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<OffloadExitMsg> {
+    const JsonNode m(meta, "OFFLOAD_EXIT");
+    OffloadExitMsg r;
+    GM_ASSIGN_OR_RETURN(r.status, Int(m, "status", -64, 255));
+    GM_ASSIGN_OR_RETURN(r.why, m.StringOr("why", ""));
+    if (r.why.size() > 1024) return (*m.Get("why")).Expected("at most 1024 bytes");
     return r;
   }());
 }

@@ -86,6 +86,32 @@
 //    (ClientOptions::max_buffered_bytes) for a worker whose batches are not
 //    checked against WORKERS' holders yet.
 //
+// 4. client -> coordinator (offload control): the trainer's DataLoader offload
+//    (python/goldminer/offload.py), beside or instead of connection 2.
+//      K->C OFFLOAD     {rank}
+//      C->K OFFLOADING  {run_id, channel, ticket, workers: ["HOST:PORT", ...]}
+//                       channel: this offload session's number (each OFFLOAD
+//                       gets a higher one); ticket: its key at data ports as
+//                       role "offload:RANK:CHANNEL" (dataplane/auth.h)
+//      K->C GET_WORKERS, HEARTBEAT, BYE as on connection 2 (WORKERS without
+//                       holders)
+//
+// 5. client -> worker (a virtual DataLoader worker: worker/virtual_workers.h).
+//    The client authenticates with its offload ticket. One connection is one
+//    virtual worker: a Python process on the worker's host that speaks
+//    goldminer._vwire frames on a byte stream; this connection carries that
+//    stream both ways.
+//      K->W OFFLOAD_OPEN   {python, modules}  (the trainer's interpreter path, the
+//                          modules its blob names, for the host to import first)
+//      W->K OFFLOAD_OPENED {pid, host}  or ERROR {message} and close
+//      either way OFFLOAD_DATA {sha256} ; payload: the stream's next bytes, at
+//                          most kMaxOffloadChunkBytes; sha256 (64 hex) of the
+//                          payload, which the seal covers through the meta
+//      W->K OFFLOAD_EXIT   {status[, why]}: the process ended (status as
+//                          Python's returncode: negative for a signal); the
+//                          worker closes after it
+//    The client closing its end ends the process (SIGKILL).
+//
 // Typed messages. Every message a role receives (the coordinator from workers
 // and clients, a worker from the coordinator and at its data port from clients,
 // a client from the coordinator) is decoded by its struct's Decode below, never
@@ -99,6 +125,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -312,6 +339,61 @@ struct FaultMsg {
   static Result<FaultMsg> Decode(const nlohmann::json& meta);
 };
 inline constexpr size_t kMaxFaultWhyBytes = 1024;
+
+// ---- the DataLoader offload (connections 4 and 5) ----
+
+inline constexpr uint64_t kMaxOffloadChunkBytes = uint64_t{16} << 20;  // one OFFLOAD_DATA
+inline constexpr size_t kMaxOffloadModules = 4096;                     // OFFLOAD_OPEN modules
+inline constexpr size_t kMaxModuleNameBytes = 256;
+inline constexpr size_t kMaxPythonPathBytes = 4096;
+
+// K->C OFFLOAD {rank}.
+struct OffloadMsg {
+  int64_t rank = 0;  // 0 .. 65535
+  nlohmann::json Encode() const;
+  static Result<OffloadMsg> Decode(const nlohmann::json& meta);
+};
+
+// C->K OFFLOADING {run_id, channel, ticket, workers}.
+struct OffloadingMsg {
+  std::string run_id;
+  uint64_t channel = 0;  // >= 1
+  std::string ticket;    // 64 hex
+  std::vector<std::string> workers;
+  nlohmann::json Encode() const;
+  static Result<OffloadingMsg> Decode(const nlohmann::json& meta);
+};
+
+// K->W OFFLOAD_OPEN {python, modules}: python an absolute path, printable, at
+// most kMaxPythonPathBytes; modules dotted Python names ([A-Za-z0-9_.]), each at
+// most kMaxModuleNameBytes, at most kMaxOffloadModules of them.
+struct OffloadOpenMsg {
+  std::string python;
+  std::vector<std::string> modules;
+  nlohmann::json Encode() const;
+  static Result<OffloadOpenMsg> Decode(const nlohmann::json& meta);
+};
+
+// W->K OFFLOAD_OPENED {pid, host}.
+struct OffloadOpenedMsg {
+  int64_t pid = 0;   // 1 .. 2^22
+  std::string host;  // printable, at most 256 bytes
+  nlohmann::json Encode() const;
+  static Result<OffloadOpenedMsg> Decode(const nlohmann::json& meta);
+};
+
+// Either way OFFLOAD_DATA {sha256}: `payload` is the frame's payload.
+// CheckOffloadData: Corrupt unless sha256 is the payload's.
+nlohmann::json EncodeOffloadData(std::string_view payload);
+Status CheckOffloadData(const nlohmann::json& meta, std::string_view payload);
+
+// W->K OFFLOAD_EXIT {status[, why]}.
+struct OffloadExitMsg {
+  int64_t status = 0;  // -64 .. 255
+  std::string why;     // optional, printable text, at most 1024 bytes
+  nlohmann::json Encode() const;
+  static Result<OffloadExitMsg> Decode(const nlohmann::json& meta);
+};
 
 // Either way: ERROR {message}; the sender closes afterwards. Decode never fails:
 // a missing or non-string message reads "(no message)". The text is the peer's:

@@ -149,6 +149,18 @@ std::string_view MsgTypeName(MsgType type) {
       return "RESUME";
     case MsgType::kFault:
       return "FAULT";
+    case MsgType::kOffload:
+      return "OFFLOAD";
+    case MsgType::kOffloading:
+      return "OFFLOADING";
+    case MsgType::kOffloadOpen:
+      return "OFFLOAD_OPEN";
+    case MsgType::kOffloadOpened:
+      return "OFFLOAD_OPENED";
+    case MsgType::kOffloadData:
+      return "OFFLOAD_DATA";
+    case MsgType::kOffloadExit:
+      return "OFFLOAD_EXIT";
   }
   return "UNKNOWN";
 }

@@ -80,7 +80,13 @@ enum class MsgType : uint8_t {
   kGetWorkers = 32,
   kWorkers = 33,
   kResume = 34,
-  kFault = 35,  // client -> coordinator: a worker proven to lie, or stalled (no reply)
+  kFault = 35,    // client -> coordinator: a worker proven to lie, or stalled (no reply)
+  kOffload = 36,  // the DataLoader offload: connections 4 and 5 of dataplane/messages.h
+  kOffloading = 37,
+  kOffloadOpen = 38,
+  kOffloadOpened = 39,
+  kOffloadData = 40,
+  kOffloadExit = 41,
   // Message fields: dataplane/messages.h.
 };
 

@@ -112,8 +112,9 @@ Status CoordinatorServer::ResumeRank(int rank, const ResumeMsg& resume, MutexLoc
 Status CoordinatorServer::ServeClient(Socket& socket) {
   GM_ASSIGN_OR_RETURN(Frame sub,
                       RecvFrame(socket, kHandshakeLimits, Deadline::After(kHandshakeTimeoutS)));
+  if (sub.type == MsgType::kOffload) return ServeOffloadClient(socket, sub);
   if (sub.type != MsgType::kSubscribe) {
-    return Status::Corrupt("expected SUBSCRIBE from a client, got " +
+    return Status::Corrupt("expected SUBSCRIBE or OFFLOAD from a client, got " +
                            std::string(MsgTypeName(sub.type)));
   }
   GM_ASSIGN_OR_RETURN(SubscribeMsg subscription, SubscribeMsg::Decode(sub.meta, true));
@@ -177,6 +178,49 @@ Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank, uint64
     GM_ASSIGN_OR_RETURN(Frame frame,
                         RecvFrame(socket, kControlLimits, Deadline::After(config_.client_idle_s)));
     GM_RETURN_IF_ERROR(HandleClientFrame(socket, rank, session, frame, &done));
+  }
+  return Status::Ok();
+}
+
+// A trainer's DataLoader offload (connection 4 of dataplane/messages.h): a
+// channel number and its ticket, the workers, then only GET_WORKERS and
+// heartbeats. It takes no rank's session: a goldminer.Loader of the same rank
+// goes on beside it. Channels are not bounded here: each holds one connection,
+// which the connection server bounds.
+Status CoordinatorServer::ServeOffloadClient(Socket& socket, const Frame& first) {
+  GM_ASSIGN_OR_RETURN(OffloadMsg offload, OffloadMsg::Decode(first.meta));
+  if (offload.rank >= config_.world_size) {
+    return Status::InvalidArgument("this run has " + std::to_string(config_.world_size) +
+                                   " trainer rank(s); a client offloads as rank " +
+                                   std::to_string(offload.rank));
+  }
+  OffloadingMsg answer;
+  answer.run_id = config_.run_id;
+  {
+    MutexLock lock(mu_);
+    answer.channel = ++offload_channels_;
+    for (const auto& [id, addr] : data_addr_) answer.workers.push_back(addr);
+  }
+  answer.ticket =
+      OffloadTicketKey(RoleKey(config_.secret, kWorkerRole), offload.rank, answer.channel);
+  GM_RETURN_IF_ERROR(
+      SendFrame(socket, MsgType::kOffloading, answer.Encode(), Deadline::After(kSendTimeoutS)));
+  LogDebug("coordinator: rank " + std::to_string(offload.rank) + " offload channel " +
+           std::to_string(answer.channel) + " from " + socket.peer());
+  for (bool done = false; !done;) {
+    GM_ASSIGN_OR_RETURN(Frame frame,
+                        RecvFrame(socket, kControlLimits, Deadline::After(config_.client_idle_s)));
+    if (frame.type != MsgType::kGetWorkers) {
+      GM_RETURN_IF_ERROR(SessionFrame(frame, "an offload client", &done));
+      continue;
+    }
+    WorkersMsg workers;
+    {
+      MutexLock lock(mu_);
+      for (const auto& [id, addr] : data_addr_) workers.workers.push_back(addr);
+    }
+    GM_RETURN_IF_ERROR(
+        SendFrame(socket, MsgType::kWorkers, workers.Encode(), Deadline::After(kSendTimeoutS)));
   }
   return Status::Ok();
 }

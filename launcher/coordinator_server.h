@@ -116,7 +116,8 @@ class CoordinatorServer {
   Status ServeWorker(Socket& socket);
   Status ServeClient(Socket& socket);
   Status ServeSubscribedClient(Socket& socket, int rank,
-                               uint64_t session);  // after SUBSCRIBE was accepted
+                               uint64_t session);                 // after SUBSCRIBE was accepted
+  Status ServeOffloadClient(Socket& socket, const Frame& first);  // after OFFLOAD
   // What a worker's and a client's sessions answer alike: HEARTBEAT (nothing to
   // do), BYE (`*done`), and Corrupt naming anything else as unexpected from `who`.
   static Status SessionFrame(const Frame& frame, std::string_view who, bool* done);
@@ -165,7 +166,8 @@ class CoordinatorServer {
   std::set<WorkerId> faulted_ GUARDED_BY(mu_);  // dropped by FAULT, not yet gone
   uint64_t workers_faulted_ GUARDED_BY(mu_) = 0;
   std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);  // subscribed ranks -> peer
-  uint64_t sessions_ GUARDED_BY(mu_) = 0;  // client sessions issued (the last one's number)
+  uint64_t sessions_ GUARDED_BY(mu_) = 0;          // client sessions issued (the last one's number)
+  uint64_t offload_channels_ GUARDED_BY(mu_) = 0;  // OFFLOAD channels issued
   uint64_t epochs_done_ GUARDED_BY(mu_) = 0;
   // AgreeToSkip: the later epoch some ranks resume into, those ranks, and why
   // the move was called off ("" while it stands).

@@ -48,9 +48,13 @@ Result<std::vector<std::string>> TrainerEnv(const RunConfig& c, const std::strin
   GM_RETURN_IF_ERROR(CheckTrustedPath(
       library, "the client library the trainer's goldminer.Loader loads (GOLDMINER_CLIENT_LIB)"));
   const char* old = std::getenv("PYTHONPATH");
+  // With the offload, the import hook first (it installs it once torch's DataLoader
+  // is imported), then the package.
+  const std::string hook = c.offload_dataloaders ? python + "/goldminer/_profile_hook:" : "";
   std::vector<std::string> env = {
-      "PYTHONPATH=" + python + (old && *old ? ":" + std::string(old) : ""),
+      "PYTHONPATH=" + hook + python + (old && *old ? ":" + std::string(old) : ""),
       "GOLDMINER_CLIENT_LIB=" + library};
+  if (c.offload_dataloaders) env.push_back("GOLDMINER_OFFLOAD=workers");
   env.insert(env.end(), c.trainer_env.begin(), c.trainer_env.end());
   if (!StepDirFromEnv(c.trainer_env)) env.push_back(std::string(kProfileDirEnv) + "=" + steps_dir);
   return env;

@@ -40,6 +40,10 @@ struct RunConfig {
   double liveness_timeout_s = 10;
   int max_restarts = 3;  // crashed workers replaced at most this many times (supervisor)
   std::vector<std::string> trainer_env;  // "NAME=value" added to each trainer's environment
+  // The trainers' PyTorch DataLoaders (num_workers > 0) run their workers as
+  // virtual workers on the run's data workers (python/goldminer/offload.py): the
+  // import hook goes first on their PYTHONPATH, with GOLDMINER_OFFLOAD=workers.
+  bool offload_dataloaders = true;
   // CPUs the trainer processes, and the workers started as children here, run on
   // (their mask from the first instruction); empty: this process's.
   std::vector<int> trainer_cpus;

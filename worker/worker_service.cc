@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/host.h"
 #include "core/log.h"
+#include "core/paths.h"
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
@@ -134,6 +135,19 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
       LogWarning("worker " + service->data_addr_ + ": no same-host path (" + same_host.message() +
                  "); clients on this host use TCP");
     }
+  }
+  if (options.max_virtual_workers > 0) {  // before REGISTER: no offload ticket names us yet
+    VirtualWorkers::Options vw;
+    vw.max_channels = options.max_virtual_workers;
+    const char* python = std::getenv(std::string(kPythonEnv).c_str());
+    vw.python = python != nullptr ? python : "";
+    vw.package_dir = PythonPackageDir();
+    vw.host_name = service->data_addr_;
+    service->virtual_workers_ = std::make_unique<VirtualWorkers>(std::move(vw));
+    service->data_->SetOffloadHandler(
+        [vws = service->virtual_workers_.get()](Socket& socket, int64_t rank, uint64_t channel) {
+          return vws->Serve(socket, rank, channel);
+        });
   }
   GM_RETURN_IF_ERROR(service->Register());
   return service;

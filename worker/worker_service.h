@@ -40,6 +40,7 @@
 #include "dataplane/socket.h"
 #include "worker/engine.h"
 #include "worker/pipeline.h"
+#include "worker/virtual_workers.h"
 
 namespace gm {
 
@@ -55,6 +56,9 @@ struct WorkerServiceOptions {
   // JOB.STEP, as squeue -s and scancel write it). Either may be empty.
   std::string tag;
   std::string step_name;
+  // Virtual DataLoader workers this worker hosts at once (worker/virtual_workers.h);
+  // 0: none (offload connections are refused).
+  size_t max_virtual_workers = 64;
 };
 
 // Splits "HOST:PORT" or "[IPV6]:PORT". InvalidArgument naming `what` (e.g.
@@ -108,7 +112,8 @@ class WorkerService {
   const WorkerServiceOptions options_;
   const std::string coordinator_;
   std::unique_ptr<DataServer> data_;
-  Socket control_;  // Run's thread receives; sends hold send_mu_
+  std::unique_ptr<VirtualWorkers> virtual_workers_;  // used by data_'s threads: outlives them
+  Socket control_;                                   // Run's thread receives; sends hold send_mu_
   std::string data_addr_;
   void SetMaking(bool making);
   // Per-stage costs of every split made so far, for HEARTBEAT and SPLIT_DONE.

@@ -152,6 +152,56 @@ uint64_t gm_batch_split_batch(const gm_batch* batch);
 /* Frees the batch and its buffers. NULL is allowed. */
 void gm_batch_free(gm_batch* batch);
 
+/* ---- The DataLoader offload (python/goldminer/offload.py) ----
+ *
+ * A gm_offload is a rank's offload session at the coordinator (it takes no rank
+ * session: a gm_client of the same rank may run beside it). A gm_vchannel is one
+ * virtual DataLoader worker on a data worker: a Python process there that reads
+ * the bytes sent and whose output comes back by gm_vchannel_recv. Threads: one
+ * sender and one receiver at a time per channel; gm_vchannel_shutdown from any
+ * thread; gm_offload_* from any thread. */
+typedef struct gm_offload gm_offload;
+typedef struct gm_vchannel gm_vchannel;
+
+/* Connects to the coordinator (NULL: $GOLDMINER_ADDR) as rank `rank` (-1: from
+ * the environment, as gm_client_open) and asks for an offload channel. */
+int gm_offload_open(const char* coordinator, int rank, gm_offload** out);
+
+/* The run's live data workers, as a JSON array of "HOST:PORT" strings, asked of
+ * the coordinator. *json is valid until the next gm_offload_workers call on
+ * this thread. */
+int gm_offload_workers(gm_offload* offload, const char** json);
+
+/* BYE to the coordinator; frees the offload (open channels stay usable). NULL is allowed. */
+void gm_offload_close(gm_offload* offload);
+
+/* Opens a virtual worker on the data worker `worker` ("HOST:PORT" from
+ * gm_offload_workers) running `python` (an absolute path; the worker's
+ * $GOLDMINER_PYTHON wins) after importing the modules of `modules_json` (a JSON
+ * array of names). */
+int gm_vchannel_open(gm_offload* offload, const char* worker, const char* python,
+                     const char* modules_json, gm_vchannel** out);
+
+/* The process's pid on its host, and the host's name (valid until close). */
+int64_t gm_vchannel_pid(const gm_vchannel* channel);
+const char* gm_vchannel_host(const gm_vchannel* channel);
+
+/* Sends n bytes to the process. */
+int gm_vchannel_send(gm_vchannel* channel, const void* data, size_t n);
+
+/* The next bytes the process wrote: *data and *n, valid until the next recv or
+ * close. *n is 0 at the end of its stream; *exit_status is then how it ended
+ * (Python's returncode: negative for a signal) and *has_status 1, or 0 when
+ * the worker could not tell. */
+int gm_vchannel_recv(gm_vchannel* channel, const void** data, size_t* n, int* exit_status,
+                     int* has_status);
+
+/* Wakes a blocked send or recv (they fail); the data worker ends the process. */
+void gm_vchannel_shutdown(gm_vchannel* channel);
+
+/* Closes the connection (the process is ended) and frees the channel. NULL is allowed. */
+void gm_vchannel_close(gm_vchannel* channel);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

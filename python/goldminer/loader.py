@@ -147,6 +147,18 @@ def _declare(lib):
         "gm_batch_key": (c.c_char_p, [p, c.c_size_t]),
         "gm_batch_epoch": (u64, [p]),
         "gm_batch_free": (None, [p]),
+        # The DataLoader offload (goldminer/offload.py).
+        "gm_offload_open": (c.c_int, [c.c_char_p, c.c_int, c.POINTER(p)]),
+        "gm_offload_workers": (c.c_int, [p, c.POINTER(c.c_char_p)]),
+        "gm_offload_close": (None, [p]),
+        "gm_vchannel_open": (c.c_int, [p, c.c_char_p, c.c_char_p, c.c_char_p, c.POINTER(p)]),
+        "gm_vchannel_pid": (c.c_int64, [p]),
+        "gm_vchannel_host": (c.c_char_p, [p]),
+        "gm_vchannel_send": (c.c_int, [p, p, c.c_size_t]),
+        "gm_vchannel_recv": (c.c_int, [p, c.POINTER(p), c.POINTER(c.c_size_t),
+                                       c.POINTER(c.c_int), c.POINTER(c.c_int)]),
+        "gm_vchannel_shutdown": (None, [p]),
+        "gm_vchannel_close": (None, [p]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)

@@ -26,11 +26,14 @@ the worker's Python must be able to import (the same versions of Python, torch
 and numpy: a worker checks, and refuses naming both). Data paths the dataset
 opens must be reachable from where the workers run, as with torch under spawn.
 
-Where the virtual workers run is the transport's choice. This release has one:
-"local", worker processes of the trainer itself (GOLDMINER_OFFLOAD=local; the
-same batches as stock, no offload yet: it exists to check the mechanism on one
-host). Serving them on goldminer's data workers comes with `goldminer run
---offload`.
+Where the virtual workers run is $GOLDMINER_OFFLOAD's choice:
+  - "workers": on the data workers of the `goldminer run` the program runs in
+    (worker/virtual_workers.h): an offload session at the coordinator
+    (gm_offload_open) gives a ticket, and each virtual worker is one connection
+    to a data worker (gm_vchannel_open), virtual worker k on worker k mod W of
+    the W live ones (a replacement on the next one);
+  - "local": processes of the trainer's own host (a goldminer._vhost it starts),
+    the same batches with no goldminer run around it: it checks the mechanism.
 
 Exactly once, bit for bit, when a worker is lost (killed, crashed): each result
 carries the state of the worker's generators (Python's, numpy's, torch's) after
@@ -38,7 +41,7 @@ it; a replacement starts as the worker did (seeds, worker_info, worker_init_fn),
 takes that state, and does the tasks sent and not answered, in order. An
 IterableDataset's replica has no state to take: the replacement does again,
 silently, every task the lost one answered, then goes on. A worker lost
-LocalWorker.MAX_RESTARTS times (a dataset that crashes its process) is an error
+VirtualWorker.MAX_RESTARTS times (a dataset that crashes its process) is an error
 naming it and how it ended.
 
 Premise (as for stock workers, and for the recovery): __getitem__ keeps no state
@@ -47,7 +50,9 @@ seeds per worker (a generator of the dataset's own is not restored); an
 IterableDataset's replica yields the same items from the same seeds.
 """
 
+import ctypes
 import hashlib
+import io
 import os
 import sys
 import threading
@@ -257,9 +262,9 @@ class _IndexQueue:
         pass
 
 
-class LocalWorker:
-    """A virtual worker on the trainer's host (transport "local"): a process the
-    trainer's goldminer._vhost forks, on a socket pair.
+class VirtualWorker:
+    """One of a DataLoader iterator's workers, as a process that `place` starts
+    (_LocalPlace: on the trainer's host; _WorkersPlace: on a data worker).
 
     A worker that ends while the iterator still needs it (killed, crashed) is
     replaced, at most MAX_RESTARTS times: the new one gets the generators' state
@@ -269,14 +274,13 @@ class LocalWorker:
 
     MAX_RESTARTS = 3
 
-    def __init__(self, job, modules, index_queue, result_queue, worker_id, iterable):
+    def __init__(self, job, modules, index_queue, result_queue, worker_id, iterable, place):
         self.job, self.modules, self.index_queue, self.results, self.worker_id = \
             job, modules, index_queue, result_queue, worker_id
         self.iterable = iterable
+        self.place = place
         self.daemon = True
-        self.chan = None
-        self.host = None
-        self.pid_ = 0  # in the host
+        self.chan = None  # the process's channel (_LocalChan, _RemoteChan)
         self.lock = threading.Lock()
         self.stopping = False  # None was sent, or terminate(): an end is no failure
         self.failed = False
@@ -296,10 +300,8 @@ class LocalWorker:
 
     def _spawn(self, job):
         from goldminer import _vwire
-        self.host = _host()
-        self.chan, self.pid_ = self.host.spawn(self.modules)
-        self.reader = self.chan.makefile("rb", buffering=1 << 16)
-        self.writer = self.chan.makefile("wb", buffering=1 << 16)
+        self.chan = self.place.open(self.worker_id, self.modules, self.restarts)
+        self.reader, self.writer = self.chan.reader, self.chan.writer
         self._write(_vwire.JOB, job)
 
     def _write(self, kind, obj):
@@ -354,7 +356,8 @@ class LocalWorker:
                         job["replay"] = list(self.answered)
                     else:
                         job["restore"] = self.state
-                    _say(f"virtual DataLoader worker {self.worker_id} {why}; a new one goes on "
+                    _say(f"virtual DataLoader worker {self.worker_id}{self.chan.where} {why}; "
+                         f"a new one goes on "
                          f"from its last result ({len(self.pending)} tasks made again, "
                          f"restart {self.restarts} of {self.MAX_RESTARTS})")
                     self._spawn(job)
@@ -405,21 +408,19 @@ class LocalWorker:
         except (_vwire.FrameError, OSError) as e:
             why = str(e)
         if why is not None:
-            self.host.kill(self.pid_)
-        code = self.host.wait_exit(self.pid_, _EXIT_WAIT_S)
+            self.chan.kill()
+        code = self.chan.wait_exit(_EXIT_WAIT_S)
         self._close()
         if why is None and code != 0:
             why = ("was killed by signal %d" % -code if code is not None and code < 0 else
                    "exited with status %s" % code if code is not None else
-                   "closed its channel and did not exit")
+                   self.chan.lost or "closed its channel and did not exit")
         return why
 
     def _close(self):
-        for f in (self.reader, self.writer, self.chan):
-            try:
-                f.close()
-            except OSError:
-                pass
+        self.chan.kill()  # wakes a send blocked on a channel that reads no more
+        with self.lock:  # no send is under way on what is closed
+            self.chan.close()
 
     def is_alive(self):
         with self.lock:
@@ -427,15 +428,16 @@ class LocalWorker:
 
     def join(self, timeout=None):
         with self.lock:
-            host, pid = self.host, self.pid_
-        if pid:
-            host.wait_exit(pid, timeout)
+            chan = self.chan
+        if chan is not None:
+            chan.wait_exit(timeout)
 
     def terminate(self):
         with self.lock:
             self.stopping = True
-            if self.pid_:
-                self.host.kill(self.pid_)
+            chan = self.chan
+        if chan is not None:
+            chan.kill()
 
 
 _EXIT_WAIT_S = 10  # for a worker whose channel ended to be reaped
@@ -530,6 +532,191 @@ class _Host:
             pass
 
 
+class _LocalChan:
+    """A virtual worker forked by the trainer's _Host, on a socket pair."""
+
+    where = ""
+    lost = None
+
+    def __init__(self, host, sock, pid):
+        self.host, self.sock, self.pid = host, sock, pid
+        self.reader = sock.makefile("rb", buffering=1 << 16)
+        self.writer = sock.makefile("wb", buffering=1 << 16)
+
+    def kill(self):
+        self.host.kill(self.pid)
+
+    def wait_exit(self, timeout):
+        return self.host.wait_exit(self.pid, timeout)
+
+    def close(self):
+        for f in (self.reader, self.writer, self.sock):
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass
+
+
+class _LocalPlace:
+    """Virtual workers on the trainer's host (GOLDMINER_OFFLOAD=local)."""
+
+    def open(self, worker_id, modules, attempt):
+        host = _host()
+        sock, pid = host.spawn(modules)
+        return _LocalChan(host, sock, pid)
+
+
+class _ChannelIO(io.RawIOBase):
+    """A gm_vchannel as the raw stream under a BufferedReader and a BufferedWriter:
+    readinto() takes the next OFFLOAD_DATA bytes (the library's buffer, until the
+    next recv), write() sends. The end of the stream records the exit status."""
+
+    def __init__(self, lib, handle, worker):
+        super().__init__()
+        self.lib, self.handle, self.worker = lib, handle, worker
+        self.ptr, self.len, self.pos = None, 0, 0
+        self.exit_status = None
+        self.lost = None  # why the connection broke, when it did
+        self.ended = threading.Event()
+
+    def readable(self):
+        return True
+
+    def writable(self):
+        return True
+
+    def readinto(self, b):
+        c = ctypes
+        if self.pos >= self.len:
+            if self.ended.is_set() or self.handle is None:
+                return 0
+            data, n = c.c_void_p(), c.c_size_t()
+            status, has = c.c_int(), c.c_int()
+            rc = self.lib.gm_vchannel_recv(self.handle, c.byref(data), c.byref(n),
+                                           c.byref(status), c.byref(has))
+            if rc != 0:
+                self.lost = ("its data worker %s went away (%s)" %
+                             (self.worker, self.lib.gm_last_error().decode("utf-8", "replace")))
+                self.ended.set()
+                raise ConnectionError(self.lost)
+            if n.value == 0:
+                self.exit_status = status.value if has.value else None
+                self.ended.set()
+                return 0
+            self.ptr, self.len, self.pos = data.value, n.value, 0
+        with memoryview(b) as view, view.cast("B") as flat:
+            k = min(flat.nbytes, self.len - self.pos)
+            c.memmove((c.c_char * flat.nbytes).from_buffer(flat), self.ptr + self.pos, k)
+        self.pos += k
+        return k
+
+    def write(self, b):
+        if self.handle is None:  # closed (under the worker's lock, as writes are)
+            raise BrokenPipeError("the virtual worker's channel is closed")
+        with memoryview(b) as view, view.cast("B") as flat:
+            n = flat.nbytes
+            buf = (ctypes.c_char * n).from_buffer_copy(flat) if flat.readonly else \
+                (ctypes.c_char * n).from_buffer(flat)
+            rc = self.lib.gm_vchannel_send(self.handle, buf, n)
+            del buf  # releases its hold on the view
+        if rc != 0:
+            raise BrokenPipeError(self.lib.gm_last_error().decode("utf-8", "replace"))
+        return n
+
+
+class _RemoteChan:
+    """A virtual worker on a data worker, over one gm_vchannel."""
+
+    def __init__(self, lib, handle, worker):
+        self.lib, self.handle = lib, handle
+        self.io = _ChannelIO(lib, handle, worker)
+        self.reader = io.BufferedReader(self.io, 1 << 16)
+        self.writer = io.BufferedWriter(self.io, 1 << 16)
+        host = lib.gm_vchannel_host(handle).decode("utf-8", "replace")
+        self.pid = lib.gm_vchannel_pid(handle)
+        self.where = f" (pid {self.pid} on worker {host or worker})"
+        # kill() may come from any thread, close() from the reader's (under the
+        # worker's lock, which writes hold): the handle is freed once, unused.
+        self.mu = threading.Lock()
+
+    @property
+    def lost(self):
+        return self.io.lost
+
+    def kill(self):
+        with self.mu:
+            if self.io.handle is not None:
+                self.lib.gm_vchannel_shutdown(self.handle)  # the worker ends the process
+
+    def wait_exit(self, timeout):
+        self.io.ended.wait(timeout)
+        return self.io.exit_status
+
+    def close(self):
+        with self.mu:
+            if self.io.handle is not None:
+                self.io.handle = None
+                self.io.ended.set()
+                self.lib.gm_vchannel_close(self.handle)
+
+
+class _WorkersPlace:
+    """Virtual workers on the data workers of the run (GOLDMINER_OFFLOAD=workers):
+    one offload session per trainer process, opened at the first use."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.lib = None
+        self.handle = None
+
+    def _session(self):
+        from goldminer import loader
+        with self.lock:
+            if self.handle is None:
+                lib = loader._library()
+                handle = ctypes.c_void_p()
+                loader._check(lib, lib.gm_offload_open(None, -1, ctypes.byref(handle)))
+                self.lib, self.handle = lib, handle
+            return self.lib, self.handle
+
+    def close(self):
+        """BYE to the coordinator (channels open stay usable)."""
+        with self.lock:
+            if self.handle is not None:
+                self.lib.gm_offload_close(self.handle)
+                self.handle = None
+
+    def open(self, worker_id, modules, attempt):
+        import json
+        from goldminer import loader
+        lib, offload = self._session()
+        text = ctypes.c_char_p()
+        loader._check(lib, lib.gm_offload_workers(offload, ctypes.byref(text)))
+        workers = json.loads(text.value.decode())
+        if not workers:
+            raise RuntimeError("goldminer: the run has no data worker up to host virtual "
+                               "DataLoader workers")
+        worker = workers[(worker_id + attempt) % len(workers)]
+        handle = ctypes.c_void_p()
+        loader._check(lib, lib.gm_vchannel_open(offload, worker.encode(),
+                                                sys.executable.encode(),
+                                                json.dumps(modules).encode(),
+                                                ctypes.byref(handle)))
+        return _RemoteChan(lib, handle, worker)
+
+
+_places = {}  # transport name -> its place (one per process)
+_places_lock = threading.Lock()
+
+
+def _place(transport):
+    with _places_lock:
+        key = (transport, os.getpid())
+        if key not in _places:
+            _places[key] = _WorkersPlace() if transport == "workers" else _LocalPlace()
+        return _places[key]
+
+
 _threads = []  # our reader threads, joined at exit
 _threads_lock = threading.Lock()
 _EXIT_JOIN_S = 5
@@ -555,6 +742,11 @@ def _at_exit():
     until = time.monotonic() + _EXIT_JOIN_S
     for t in threads:
         t.join(max(0.0, until - time.monotonic()))
+    with _places_lock:
+        places = list(_places.values())
+    for p in places:
+        if isinstance(p, _WorkersPlace):
+            p.close()
 
 
 _hosts = {}  # pid of the trainer process -> its host
@@ -609,8 +801,8 @@ class _Context:
                "worker_id": worker_id, "base_seed": base_seed, "shared_seed": shared_seed,
                "sys_path": [p for p in sys.path if isinstance(p, str)]}
         from torch.utils.data import _DatasetKind
-        return LocalWorker(job, modules, index_queue, result_queue, worker_id,
-                           kind == _DatasetKind.Iterable)
+        return VirtualWorker(job, modules, index_queue, result_queue, worker_id,
+                             kind == _DatasetKind.Iterable, _place(_transport))
 
 
 class _LoaderView:
@@ -691,13 +883,22 @@ _get_iterator._goldminer = True
 _stock_get_iterator = None
 
 
-def install(dataloader_module=None):
+TRANSPORTS = ("local", "workers")
+_transport = "local"
+
+
+def install(dataloader_module=None, transport=None):
     """Patches torch's DataLoader (once) so that its multi-process iterators use
-    virtual workers. Called by goldminer's sitecustomize hook when $GOLDMINER_OFFLOAD
+    virtual workers placed by `transport` (TRANSPORTS; None: $GOLDMINER_OFFLOAD,
+    else "local"). Called by goldminer's sitecustomize hook when $GOLDMINER_OFFLOAD
     is set, once torch.utils.data.dataloader is imported."""
-    global _installed, _stock_get_iterator
+    global _installed, _stock_get_iterator, _transport
     if _installed:
         return
+    transport = transport or os.environ.get(OFFLOAD_ENV) or "local"
+    if transport not in TRANSPORTS:
+        raise ValueError(f"offload transport {transport!r} is not one of {', '.join(TRANSPORTS)}")
+    _transport = transport
     if dataloader_module is None:
         from torch.utils.data import dataloader as dataloader_module
     loader_cls = dataloader_module.DataLoader
@@ -706,12 +907,13 @@ def install(dataloader_module=None):
     _installed = True
     import atexit
     atexit.register(_at_exit)
-    # The host imports torch while the program builds its model: warm by the
-    # first iterator.
-    try:
-        _host()
-    except OSError as e:
-        _say(f"cannot start the virtual worker host yet: {e}")
+    if transport == "local":
+        # The host imports torch while the program builds its model: warm by the
+        # first iterator.
+        try:
+            _host()
+        except OSError as e:
+            _say(f"cannot start the virtual worker host yet: {e}")
 
 
 def uninstall():

@@ -186,12 +186,19 @@ def children(ppid):
             continue
     return found
 
-def kill_a_virtual_worker():  # a child of the program's goldminer._vhost
-    for host, cmd in children(os.getpid()):
-        if b"goldminer._vhost" in cmd:
-            for pid, _ in children(host):
-                os.kill(pid, signal.SIGKILL)
-                return
+def vhosts():  # the goldminer._vhost processes serving this program: its own children
+    # (offload "local"), else those of the data workers of the goldminer run it runs in
+    mine = [pid for pid, cmd in children(os.getpid()) if b"goldminer._vhost" in cmd]
+    if mine:
+        return mine
+    return [host for worker, cmd in children(os.getppid()) if b"worker" in cmd
+            for host, hcmd in children(worker) if b"goldminer._vhost" in hcmd]
+
+def kill_a_virtual_worker():  # a child of a goldminer._vhost
+    for host in vhosts():
+        for pid, _ in children(host):
+            os.kill(pid, signal.SIGKILL)
+            return
 
 def run_killing(loader, epochs):
     out = []
@@ -264,6 +271,25 @@ g.manual_seed(8)
 run(DataLoader(Far(), batch_size=3, shuffle=True, generator=g, num_workers=2), 2)
 """
 
+# Where each sample was made: the command of the virtual worker's host's parent.
+WHERE = COMMON + """
+import os
+from torch.utils.data import DataLoader, Dataset
+
+class Where(Dataset):
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        with open(f"/proc/{os.getppid()}/stat") as f:
+            grandparent = f.read().rsplit(")", 1)[1].split()[1]
+        with open(f"/proc/{grandparent}/cmdline", "rb") as f:
+            argv = f.read().split(b"\\0")
+        return os.path.basename(argv[0].decode()) + " " + argv[1].decode()
+
+print(json.dumps({"parents": [p for b in DataLoader(Where(), batch_size=2, num_workers=2)
+                              for p in b]}))
+"""
+
 SUBCLASS = COMMON + """
 from torch.utils.data import DataLoader, Dataset
 
@@ -282,6 +308,28 @@ run(DataLoader(Items(), batch_size=2, num_workers=0), 1)
 """
 
 
+def goldminer_binary():
+    """The binary under test: $GOLDMINER_BINARY (ctest sets it), else the build tree's."""
+    path = os.environ.get("GOLDMINER_BINARY") or os.path.join(ROOT, "build", "cmd", "goldminer")
+    if not os.access(path, os.X_OK):
+        raise AssertionError(f"no goldminer binary at {path}: build it (scripts/build.sh) or "
+                             f"set GOLDMINER_BINARY")
+    return path
+
+
+def tiny_pipeline(folder, images):
+    """A pipeline for `goldminer run` around a program whose DataLoader is offloaded
+    (the run needs one; the program does not read it)."""
+    path = os.path.join(folder, "tiny.json")
+    with open(path, "w") as f:
+        json.dump({"version": 1, "source": {"type": "files", "root": images,
+                                            "pattern": "**/*.jpg", "label": "parent_dir"},
+                   "stages": [{"op": "decode_jpeg"}, {"op": "resize", "size": [8, 8]},
+                              {"op": "to_tensor", "layout": "CHW", "dtype": "uint8"}],
+                   "batch": {"size": 4}, "seed": 1}, f)
+    return path
+
+
 class OffloadTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -297,16 +345,25 @@ class OffloadTest(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
+    TRANSPORT = "local"
+    RUN_FLAGS = ()  # more flags of `goldminer run` (transport "workers")
+
     def program(self, source, *args, offload):
         path = os.path.join(self.tmp, "train.py")
         with open(path, "w") as f:
             f.write(source)
         env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
         env["PYTHONPATH"] = ""
-        if offload:
+        argv = [PYTHON, path, *map(str, args)]
+        if offload and self.TRANSPORT == "workers":
+            # The DataLoader's work on a run's data workers: run's default --offload exact
+            # sets the hook and the transport.
+            argv = [goldminer_binary(), "run", "--workers", "2", "--pipeline",
+                    tiny_pipeline(self.tmp, self.images), *self.RUN_FLAGS, "--"] + argv
+        elif offload:
             env["PYTHONPATH"] = HOOK_DIR
-            env["GOLDMINER_OFFLOAD"] = "local"
-        proc = subprocess.run([PYTHON, path, *map(str, args)], capture_output=True, text=True,
+            env["GOLDMINER_OFFLOAD"] = self.TRANSPORT
+        proc = subprocess.run(argv, capture_output=True, text=True,
                               env=env, timeout=TIMEOUT_S, cwd=self.tmp)
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         lines = proc.stdout.strip().splitlines()
@@ -404,6 +461,34 @@ class OffloadTest(unittest.TestCase):
                       "iterator", stderr)
         self.assertEqual(stderr.count("runs on stock local workers"), 1)  # not for num_workers=0
         self.assertEqual(served, stock)
+
+
+class WorkersTransportTest(OffloadTest):
+    """The same programs under `goldminer run --workers 2` with $GOLDMINER_OFFLOAD=workers:
+    each virtual worker is a process under one of the run's data workers
+    (worker/virtual_workers.h), reached over the data plane."""
+
+    TRANSPORT = "workers"
+
+    def test_the_virtual_workers_run_under_the_data_workers(self):
+        served, stderr = self.program(WHERE, offload=True)
+        self.assertEqual(served["parents"], ["goldminer worker"] * 4, stderr[-2000:])
+
+    def test_offload_off_leaves_the_dataloader_stock(self):
+        self.RUN_FLAGS = ("--offload", "off")
+        served, stderr = self.program(WHERE, offload=True)
+        self.assertEqual(set(served["parents"]), {"goldminer run"}, stderr[-2000:])
+        self.assertNotIn("virtual", stderr)
+
+    # Of OffloadTest's cases, those the data plane changes (the others test the
+    # trainer's half, which is the same for both transports).
+    test_three_persistent_workers_are_bit_identical = None
+    test_a_worker_init_fn_that_seeds_numpy_is_bit_identical = None
+    test_a_module_from_a_folder_the_script_adds_to_sys_path_is_found_there = None
+    test_an_lmdb_environment_falls_back_naming_the_attribute = None
+    test_an_open_file_in_a_dict_falls_back_naming_the_path = None
+    test_after_a_kill_9_of_a_persistent_worker_the_batches_are_still_bit_identical = None
+    test_subclasses_with_their_own_iterator_and_zero_workers_are_left_alone = None
 
 
 class VirtualWorkerTest(unittest.TestCase):

@@ -539,5 +539,22 @@ TEST(RoleKeyTest, GivenTheRunSecret_ThenRoleKeysAndTicketsDifferAndTicketRolesRo
   }
 }
 
+TEST(AuthTest, GivenOffloadRolesThenTheyParseAndTheirTicketsDifferFromBatchTickets) {
+  int64_t rank = -1;
+  uint64_t channel = 0;
+  ASSERT_TRUE(ParseOffloadRole(OffloadRole(3, 17), &rank, &channel));
+  EXPECT_EQ(rank, 3);
+  EXPECT_EQ(channel, 17u);
+  for (const char* bad : {"offload", "offload:1", "offload:-1:2", "offload:65536:1", "client:1:2",
+                          "offload:1:2:3", "offload:1:x"}) {
+    EXPECT_FALSE(ParseOffloadRole(bad, &rank, &channel)) << bad;
+  }
+  EXPECT_FALSE(ParseTicketRole(OffloadRole(1, 2), &rank, &channel));
+  const std::string key(64, 'b');
+  EXPECT_NE(OffloadTicketKey(key, 1, 2), TicketKey(key, 1, 2));
+  EXPECT_EQ(OffloadTicketKey(key, 1, 2).size(), 64u);
+  EXPECT_NE(OffloadTicketKey(key, 1, 2), OffloadTicketKey(key, 1, 3));
+}
+
 }  // namespace
 }  // namespace gm

@@ -211,6 +211,48 @@ TEST_F(CoordinatorServerTest,
 }
 
 TEST_F(CoordinatorServerTest,
+       GivenOffloadClients_ThenEachGetsAChannelAndItsTicketBesideTheRanksSession) {
+  Socket worker = RegisteredWorker("127.0.0.1:9");
+  std::vector<Socket> ranks;
+  SubscribeRanks(1, ranks);  // the rank's session stays: an offload takes none
+  uint64_t previous = 0;
+  for (int i = 0; i < 2; ++i) {
+    auto client = Connect("client", secret_);
+    ASSERT_TRUE(client.ok()) << client.status().message();
+    Frame ing = Ask(*client, MsgType::kOffload, {{"rank", 0}});
+    ASSERT_EQ(ing.type, MsgType::kOffloading) << ing.meta.dump();
+    auto msg = OffloadingMsg::Decode(ing.meta);
+    ASSERT_TRUE(msg.ok()) << msg.status().message();
+    EXPECT_GT(msg->channel, previous);
+    EXPECT_EQ(msg->ticket, OffloadTicketKey(RoleKey(secret_, kWorkerRole), 0, msg->channel));
+    EXPECT_EQ(msg->workers, std::vector<std::string>{"127.0.0.1:9"});
+    Frame workers = Ask(*client, MsgType::kGetWorkers, {});
+    ASSERT_EQ(workers.type, MsgType::kWorkers);
+    EXPECT_EQ(workers.meta["workers"], nlohmann::json::array({"127.0.0.1:9"}));
+    previous = msg->channel;
+  }
+  EXPECT_EQ(Ask(ranks[0], MsgType::kGetWorkers, {}).type, MsgType::kWorkers);
+  // A rank the run does not have, and anything but GET_WORKERS, HEARTBEAT and BYE, are refused.
+  auto stranger = Connect("client", secret_);
+  ASSERT_TRUE(stranger.ok());
+  Frame refused = Ask(*stranger, MsgType::kOffload, {{"rank", 3}});
+  EXPECT_EQ(refused.type, MsgType::kError);
+  EXPECT_NE(ErrorMsg::Decode(refused.meta).message.find("1 trainer rank(s)"), std::string::npos);
+  auto client = Connect("client", secret_);
+  ASSERT_TRUE(client.ok());
+  ASSERT_EQ(Ask(*client, MsgType::kOffload, {{"rank", 0}}).type, MsgType::kOffloading);
+  Frame odd = Ask(*client, MsgType::kGetPlan, {{"epoch", 0}});
+  EXPECT_EQ(odd.type, MsgType::kError);
+  EXPECT_NE(ErrorMsg::Decode(odd.meta).message.find("unexpected GET_PLAN from an offload client"),
+            std::string::npos);
+  // A worker key does not get an offload channel: OFFLOAD is a client's (the
+  // worker's connection is closed).
+  ASSERT_TRUE(SendFrame(worker, MsgType::kOffload, {{"rank", 0}}, Deadline::After(kWait)).ok());
+  auto from_worker = RecvFrame(worker, FrameLimits{}, Deadline::After(kWait));
+  EXPECT_TRUE(!from_worker.ok() || from_worker->type == MsgType::kError);
+}
+
+TEST_F(CoordinatorServerTest,
        GivenAClientThatFallsSilent_ThenItsConnectionIsClosedAfterTheIdleLimit) {
   Start(/*client_idle_s=*/5);
   auto client = Connect("client", secret_);

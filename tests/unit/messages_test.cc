@@ -131,6 +131,63 @@ TEST(MessagesTest, GivenAFault_ThenItRoundTripsAndItsFieldsAreChecked) {
       std::string::npos);
 }
 
+TEST(MessagesTest, GivenTheOffloadMessagesThenTheyRoundTripAndBadFieldsAreNamed) {
+  auto o = OffloadMsg::Decode(OffloadMsg{7}.Encode());
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->rank, 7);
+  EXPECT_NE(Refusal(OffloadMsg::Decode({{"rank", 70000}})).find("OFFLOAD: $.rank"),
+            std::string::npos);
+  OffloadingMsg ing{"run-1", 4, std::string(64, 'c'), {"h:1", "h:2"}};
+  auto i = OffloadingMsg::Decode(ing.Encode());
+  ASSERT_TRUE(i.ok()) << i.status().message();
+  EXPECT_EQ(i->channel, 4u);
+  EXPECT_EQ(i->workers, ing.workers);
+  nlohmann::json bad = ing.Encode();
+  bad["ticket"] = "xyz";
+  EXPECT_NE(Refusal(OffloadingMsg::Decode(bad)).find("OFFLOADING: $.ticket"), std::string::npos);
+  bad = ing.Encode();
+  bad["channel"] = 0;
+  EXPECT_NE(Refusal(OffloadingMsg::Decode(bad)).find("OFFLOADING: $.channel"), std::string::npos);
+
+  auto open =
+      OffloadOpenMsg::Decode(OffloadOpenMsg{"/usr/bin/python3", {"torch", "a.b_c"}}.Encode());
+  ASSERT_TRUE(open.ok()) << open.status().message();
+  EXPECT_EQ(open->modules.size(), 2u);
+  EXPECT_NE(Refusal(OffloadOpenMsg::Decode(OffloadOpenMsg{"bin/python", {}}.Encode()))
+                .find("OFFLOAD_OPEN: $.python"),
+            std::string::npos);
+  EXPECT_NE(Refusal(OffloadOpenMsg::Decode(OffloadOpenMsg{"/p", {"a b"}}.Encode()))
+                .find("OFFLOAD_OPEN: $.modules"),
+            std::string::npos);
+  EXPECT_NE(
+      Refusal(
+          OffloadOpenMsg::Decode(
+              OffloadOpenMsg{"/p", std::vector<std::string>(kMaxOffloadModules + 1, "m")}.Encode()))
+          .find("at most 4096 module names"),
+      std::string::npos);
+
+  auto opened = OffloadOpenedMsg::Decode(OffloadOpenedMsg{123, "node-1"}.Encode());
+  ASSERT_TRUE(opened.ok());
+  EXPECT_EQ(opened->pid, 123);
+  EXPECT_NE(Refusal(OffloadOpenedMsg::Decode({{"pid", 0}})).find("OFFLOAD_OPENED: $.pid"),
+            std::string::npos);
+
+  EXPECT_TRUE(CheckOffloadData(EncodeOffloadData("bytes"), "bytes").ok());
+  EXPECT_NE(CheckOffloadData(EncodeOffloadData("bytes"), "bytez")
+                .message()
+                .find("OFFLOAD_DATA: $.sha256"),
+            std::string::npos);
+  EXPECT_EQ(CheckOffloadData({{"sha256", 5}}, "x").code(), Code::kCorrupt);
+  EXPECT_EQ(CheckOffloadData(nlohmann::json::object(), "x").code(), Code::kCorrupt);
+
+  auto exit = OffloadExitMsg::Decode(OffloadExitMsg{-9, "killed"}.Encode());
+  ASSERT_TRUE(exit.ok());
+  EXPECT_EQ(exit->status, -9);
+  EXPECT_EQ(exit->why, "killed");
+  EXPECT_NE(Refusal(OffloadExitMsg::Decode({{"status", 300}})).find("OFFLOAD_EXIT: $.status"),
+            std::string::npos);
+}
+
 TEST(MessagesTest, GivenFieldsOfTheWrongTypeOrRangeThenCorruptNamingMessageAndField) {
   EXPECT_NE(Refusal(SubscribeMsg::Decode({{"rank", "0"}, {"world_size", 1}}, true))
                 .find("SUBSCRIBE: $.rank: expected an integer from 0 to 65535"),

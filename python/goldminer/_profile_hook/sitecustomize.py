@@ -38,7 +38,7 @@ import time
 
 _DIR_ENV = "GOLDMINER_PROFILE_DIR"
 _OFFLOAD_ENV = "GOLDMINER_OFFLOAD"  # goldminer/offload.py
-_OFFLOAD_MODES = ("local",)
+_OFFLOAD_MODES = ("local", "workers")
 _TARGET = "torch.utils.data.dataloader"
 _MAX_DEPTH = 4  # how deep into nested tuples/lists/dicts to look for a tensor
 _Mapping = dict  # collections.abc.Mapping once torch is there (it imports collections)

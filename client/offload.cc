@@ -1,0 +1,167 @@
+#include "client/offload.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "client/client_impl.h"  // Dial
+#include "core/log.h"
+#include "dataplane/auth.h"
+#include "dataplane/messages.h"
+
+namespace gm {
+namespace {
+
+// What a data worker sends on a virtual worker's connection.
+constexpr FrameLimits kChannelLimits{64u << 10, kMaxOffloadChunkBytes, 60};
+// Opening a virtual worker: the data worker may start its host (a Python that
+// imports torch) and import the blob's modules first.
+constexpr double kOpenTimeoutS = 180;
+constexpr double kWriteTimeoutS = 300;  // a virtual worker that reads nothing for this long
+
+}  // namespace
+
+Result<std::unique_ptr<Offload>> Offload::Open(const ClientOptions& given) {
+  ClientOptions options = given;
+  if (options.world_size < 0 && options.rank >= 0) options.world_size = options.rank + 1;
+  GM_ASSIGN_OR_RETURN(options, ResolveClientOptions(options));
+  std::unique_ptr<Offload> offload(new Offload());
+  offload->options_ = options;
+  offload->coordinator_name_ = "coordinator " + options.coordinator;
+  Result<Socket> socket = Dial(options.coordinator, options.secret, kClientRole,
+                               options.connect_timeout_s, "coordinator");
+  if (!socket.ok()) return socket.status().WithContext(offload->coordinator_name_);
+  const Deadline deadline = Deadline::After(options.timeout_s);
+  Status st = SendFrame(*socket, MsgType::kOffload, OffloadMsg{options.rank}.Encode(), deadline);
+  Result<Frame> answer = st.ok() ? RecvFrame(*socket, kControlLimits, deadline) : Result<Frame>(st);
+  if (!answer.ok()) return answer.status().WithContext(offload->coordinator_name_);
+  if (answer->type == MsgType::kError) {
+    return Status::InvalidArgument(offload->coordinator_name_ + " refused the offload: " +
+                                   PeerText(ErrorMsg::Decode(answer->meta).message));
+  }
+  if (answer->type != MsgType::kOffloading) {
+    return Status::Corrupt(offload->coordinator_name_ + " answered OFFLOAD with " +
+                           std::string(MsgTypeName(answer->type)));
+  }
+  Result<OffloadingMsg> offloading = OffloadingMsg::Decode(answer->meta);
+  if (!offloading.ok()) return offloading.status().WithContext(offload->coordinator_name_);
+  offload->channel_ = offloading->channel;
+  offload->ticket_ = offloading->ticket;
+  {
+    MutexLock lock(offload->mu_);
+    offload->coordinator_ = std::move(*socket);
+  }
+  Offload* raw = offload.get();
+  offload->heartbeat_ = std::thread([raw] { raw->HeartbeatLoop(); });
+  return offload;
+}
+
+Offload::~Offload() {
+  {
+    MutexLock lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+    (void)SendFrame(coordinator_, MsgType::kBye, nlohmann::json::object(), Deadline::After(1));
+  }
+  if (heartbeat_.joinable()) heartbeat_.join();
+}
+
+void Offload::HeartbeatLoop() {
+  MutexLock lock(mu_);
+  while (!lock.WaitFor(cv_, options_.heartbeat_s, [&]() REQUIRES(mu_) { return stop_; })) {
+    // A failure shows at the next request.
+    (void)SendFrame(coordinator_, MsgType::kHeartbeat, nlohmann::json::object(),
+                    Deadline::After(options_.heartbeat_s));
+  }
+}
+
+Result<std::vector<std::string>> Offload::Workers() {
+  MutexLock lock(mu_);
+  const Deadline deadline = Deadline::After(options_.timeout_s);
+  Status st = SendFrame(coordinator_, MsgType::kGetWorkers, nlohmann::json::object(), deadline);
+  Result<Frame> answer =
+      st.ok() ? RecvFrame(coordinator_, kControlLimits, deadline) : Result<Frame>(st);
+  if (!answer.ok())
+    return Status::Unavailable(coordinator_name_ + ": " + answer.status().message());
+  if (answer->type != MsgType::kWorkers) {
+    return Status::Corrupt(coordinator_name_ + " answered GET_WORKERS with " +
+                           std::string(MsgTypeName(answer->type)));
+  }
+  Result<WorkersMsg> workers = WorkersMsg::Decode(answer->meta);
+  if (!workers.ok()) return workers.status().WithContext(coordinator_name_);
+  return std::move(workers->workers);
+}
+
+Result<std::unique_ptr<VirtualChannel>> Offload::OpenChannel(
+    const std::string& worker, const std::string& python, const std::vector<std::string>& modules) {
+  const std::string who = "worker " + worker;
+  GM_ASSIGN_OR_RETURN(Socket socket, Dial(worker, ticket_, OffloadRole(options_.rank, channel_),
+                                          options_.connect_timeout_s, "worker"));
+  OffloadOpenMsg open{python, modules};
+  const Deadline deadline = Deadline::After(kOpenTimeoutS);
+  Status st = SendFrame(socket, MsgType::kOffloadOpen, open.Encode(), deadline);
+  Result<Frame> answer = st.ok() ? RecvFrame(socket, kControlLimits, deadline) : Result<Frame>(st);
+  if (!answer.ok()) return answer.status().WithContext(who);
+  if (answer->type == MsgType::kError) {
+    return Status::Unavailable(who + " could not start a virtual DataLoader worker: " +
+                               PeerText(ErrorMsg::Decode(answer->meta).message));
+  }
+  if (answer->type != MsgType::kOffloadOpened) {
+    return Status::Corrupt(who + " answered OFFLOAD_OPEN with " +
+                           std::string(MsgTypeName(answer->type)));
+  }
+  Result<OffloadOpenedMsg> opened = OffloadOpenedMsg::Decode(answer->meta);
+  if (!opened.ok()) return opened.status().WithContext(who);
+  return std::unique_ptr<VirtualChannel>(
+      new VirtualChannel(std::move(socket), worker, opened->pid, opened->host));
+}
+
+VirtualChannel::VirtualChannel(Socket socket, std::string worker, int64_t pid, std::string host)
+    : socket_(std::move(socket)), worker_(std::move(worker)), pid_(pid), host_(std::move(host)) {}
+
+VirtualChannel::~VirtualChannel() = default;
+
+Status VirtualChannel::Write(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const std::string_view chunk = bytes.substr(0, kMaxOffloadChunkBytes);
+    iovec iov{const_cast<char*>(chunk.data()), chunk.size()};
+    Status st = SendFrame(socket_, MsgType::kOffloadData, EncodeOffloadData(chunk),
+                          std::span<const iovec>(&iov, 1), Deadline::After(kWriteTimeoutS));
+    if (!st.ok()) return Status::Unavailable("worker " + worker_ + ": " + st.message());
+    bytes.remove_prefix(chunk.size());
+  }
+  return Status::Ok();
+}
+
+Result<std::string_view> VirtualChannel::Read(std::optional<int>* exit_status) {
+  *exit_status = std::nullopt;
+  Status st = RecvFrameInto(socket_, kChannelLimits, Deadline::Never(), frame_);
+  while (st.ok() && frame_.type == MsgType::kOffloadData && frame_.payload.empty()) {
+    st = RecvFrameInto(socket_, kChannelLimits, Deadline::Never(), frame_);  // nothing to say
+  }
+  if (!st.ok()) return st.WithContext("worker " + worker_);
+  const std::string_view payload(reinterpret_cast<const char*>(frame_.payload.data()),
+                                 frame_.payload.size());
+  switch (frame_.type) {
+    case MsgType::kOffloadData:
+      GM_RETURN_IF_ERROR(CheckOffloadData(frame_.meta, payload).WithContext("worker " + worker_));
+      return payload;
+    case MsgType::kOffloadExit: {
+      GM_ASSIGN_OR_RETURN(OffloadExitMsg exit, OffloadExitMsg::Decode(frame_.meta));
+      *exit_status = exit.status;
+      return std::string_view();
+    }
+    case MsgType::kError:
+      return Status::Unavailable("worker " + worker_ +
+                                 " sent ERROR: " + PeerText(ErrorMsg::Decode(frame_.meta).message));
+    default:
+      return Status::Corrupt("worker " + worker_ + " sent " +
+                             std::string(MsgTypeName(frame_.type)) +
+                             " on a virtual worker's connection");
+  }
+}
+
+void VirtualChannel::Shutdown() { ::shutdown(socket_.fd(), SHUT_RDWR); }
+
+}  // namespace gm

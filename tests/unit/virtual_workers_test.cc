@@ -1,0 +1,230 @@
+// Virtual DataLoader workers at a real data port (DataServer + VirtualWorkers),
+// with a real Python host: the handshake with offload tickets, the bounds and
+// refusals, the relay with its digests, the exit status, and the process ending
+// with its connection.
+#include "worker/virtual_workers.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "core/clock.h"
+#include "dataplane/auth.h"
+#include "dataplane/data_server.h"
+#include "dataplane/messages.h"
+#include "dataplane/protocol.h"
+
+namespace gm {
+namespace {
+
+constexpr double kWait = 60;  // the host imports torch before its first worker
+const std::string kWorkerKey(64, 'a');
+
+bool ProcessGone(int64_t pid, double within_s) {
+  const Deadline deadline = Deadline::After(within_s);
+  while (!deadline.expired()) {
+    struct stat st;
+    if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) != 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+class VirtualWorkersTest : public ::testing::Test {
+ protected:
+  void Start(size_t max_channels, bool with_handler = true) {
+    auto server = DataServer::Start("127.0.0.1", 0, kWorkerKey);
+    ASSERT_TRUE(server.ok()) << server.status().message();
+    server_ = std::move(*server);
+    VirtualWorkers::Options options;
+    options.max_channels = max_channels;
+    options.package_dir = std::string(GOLDMINER_SOURCE_DIR) + "/python";
+    options.host_name = "test-worker";
+    workers_ = std::make_unique<VirtualWorkers>(options);
+    if (with_handler) {
+      server_->SetOffloadHandler([w = workers_.get()](Socket& s, int64_t rank, uint64_t channel) {
+        return w->Serve(s, rank, channel);
+      });
+    }
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    workers_.reset();
+  }
+
+  Result<Socket> Dial(const std::string& key, const std::string& role) {
+    GM_ASSIGN_OR_RETURN(Socket s, Socket::ConnectTcp("127.0.0.1", server_->port(), kWait));
+    GM_RETURN_IF_ERROR(ClientHandshake(s, key, role, Deadline::After(kWait), nullptr));
+    return s;
+  }
+  Result<Socket> DialOffload(int64_t rank = 0, uint64_t channel = 1) {
+    return Dial(OffloadTicketKey(kWorkerKey, rank, channel), OffloadRole(rank, channel));
+  }
+  static Status Open(Socket& s, const std::string& python = "/usr/bin/python3",
+                     const nlohmann::json& modules = nlohmann::json::array()) {
+    return SendFrame(s, MsgType::kOffloadOpen, {{"python", python}, {"modules", modules}},
+                     Deadline::After(kWait));
+  }
+  static Result<Frame> Next(Socket& s) {
+    return RecvFrame(s, FrameLimits{64u << 10, kMaxOffloadChunkBytes, 0}, Deadline::After(kWait));
+  }
+  // OFFLOAD_OPENED's pid (the test fails otherwise).
+  static int64_t Opened(Socket& s) {
+    Result<Frame> f = Next(s);
+    EXPECT_TRUE(f.ok()) << f.status().message();
+    if (!f.ok()) return 0;
+    EXPECT_EQ(f->type, MsgType::kOffloadOpened) << f->meta.dump();
+    Result<OffloadOpenedMsg> opened = OffloadOpenedMsg::Decode(f->meta);
+    EXPECT_TRUE(opened.ok());
+    if (!opened.ok()) return 0;
+    EXPECT_EQ(opened->host, "test-worker");
+    return opened->pid;
+  }
+  static std::string ErrorOf(Socket& s) {
+    Result<Frame> f = Next(s);
+    if (!f.ok()) return "(no frame: " + f.status().message() + ")";
+    if (f->type != MsgType::kError) return "(a " + std::string(MsgTypeName(f->type)) + " frame)";
+    return ErrorMsg::Decode(f->meta).message;
+  }
+
+  std::unique_ptr<DataServer> server_;
+  std::unique_ptr<VirtualWorkers> workers_;
+};
+
+TEST_F(VirtualWorkersTest, GivenNoHandler_WhenAnOffloadTicketConnects_ThenErrorSaysSo) {
+  Start(4, /*with_handler=*/false);
+  auto s = DialOffload();
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_NE(ErrorOf(*s).find("hosts no virtual DataLoader workers"), std::string::npos);
+}
+
+TEST_F(VirtualWorkersTest, GivenABatchTicket_WhenItClaimsTheOffloadRole_ThenAuthenticationFails) {
+  Start(4);
+  auto s = Dial(TicketKey(kWorkerKey, 0, 1), OffloadRole(0, 1));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("authentication failed"), std::string::npos)
+      << s.status().message();
+  // And an offload ticket does not subscribe to batches: its key is not a batch ticket's.
+  auto t = Dial(OffloadTicketKey(kWorkerKey, 0, 1), TicketRole(0, 1));
+  EXPECT_FALSE(t.ok());
+}
+
+TEST_F(VirtualWorkersTest, GivenAPythonThatCannotRun_ThenTheErrorNamesItAndTheFix) {
+  Start(4);
+  auto s = DialOffload();
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(Open(*s, "/nonexistent/bin/python3").ok());
+  const std::string why = ErrorOf(*s);
+  EXPECT_NE(why.find("/nonexistent/bin/python3"), std::string::npos) << why;
+  EXPECT_NE(why.find("GOLDMINER_PYTHON"), std::string::npos) << why;
+  EXPECT_NE(why.find("test-worker"), std::string::npos) << why;
+}
+
+TEST_F(VirtualWorkersTest, GivenBadOpenFields_ThenEachIsRefusedNamingTheField) {
+  Start(4);
+  for (const auto& [python, modules, field] :
+       {std::tuple<std::string, nlohmann::json, std::string>{"python3", nlohmann::json::array(),
+                                                             "$.python"},
+        {"/usr/bin/python3", nlohmann::json::array({"os; import x"}), "$.modules"},
+        {"/usr/bin/python3", nlohmann::json::array({1}), "$.modules"},
+        {"/usr/bin/python3", nlohmann::json::array({std::string(300, 'a')}), "$.modules"}}) {
+    auto s = DialOffload();
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(Open(*s, python, modules).ok());
+    const std::string why = ErrorOf(*s);
+    EXPECT_NE(why.find(field), std::string::npos) << why;
+  }
+  EXPECT_EQ(workers_->open(), 0u);
+}
+
+TEST_F(VirtualWorkersTest,
+       GivenAStreamThatIsNotAJob_ThenTheWorkerSaysWhyAndItsExitStatusComesBack) {
+  Start(4);
+  auto s = DialOffload(2, 7);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ASSERT_TRUE(Open(*s, "/usr/bin/python3", {"json"}).ok());
+  const int64_t pid = Opened(*s);
+  ASSERT_GT(pid, 0);
+  const std::string garbage(64, 'x');  // not a GMV1 frame
+  iovec iov{const_cast<char*>(garbage.data()), garbage.size()};
+  ASSERT_TRUE(SendFrame(*s, MsgType::kOffloadData, EncodeOffloadData(garbage),
+                        std::span<const iovec>(&iov, 1), Deadline::After(kWait))
+                  .ok());
+  std::string out;
+  int64_t status = 0;
+  for (;;) {
+    Result<Frame> f = Next(*s);
+    ASSERT_TRUE(f.ok()) << f.status().message();
+    const std::string_view payload(reinterpret_cast<const char*>(f->payload.data()),
+                                   f->payload.size());
+    if (f->type == MsgType::kOffloadData) {
+      ASSERT_TRUE(CheckOffloadData(f->meta, payload).ok());
+      out += payload;
+      continue;
+    }
+    ASSERT_EQ(f->type, MsgType::kOffloadExit) << MsgTypeName(f->type);
+    Result<OffloadExitMsg> exit = OffloadExitMsg::Decode(f->meta);
+    ASSERT_TRUE(exit.ok());
+    status = exit->status;
+    break;
+  }
+  EXPECT_EQ(status, 3);  // _vworker's "cannot go on"
+  ASSERT_GE(out.size(), 5u);
+  EXPECT_EQ(out.substr(0, 4), "GMV1");
+  EXPECT_EQ(out[4], 4) << "a FAILED frame";
+  EXPECT_FALSE(Next(*s).ok()) << "the worker closes after OFFLOAD_EXIT";
+  EXPECT_TRUE(ProcessGone(pid, 10));
+}
+
+TEST_F(VirtualWorkersTest, GivenAnAlteredPayload_ThenTheConnectionEndsAndTheProcessIsKilled) {
+  Start(4);
+  auto s = DialOffload();
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(Open(*s).ok());
+  const int64_t pid = Opened(*s);
+  ASSERT_GT(pid, 0);
+  const std::string sent = "GMV1 honest bytes", claimed = "GMV1 other bytes!";
+  iovec iov{const_cast<char*>(sent.data()), sent.size()};
+  ASSERT_TRUE(SendFrame(*s, MsgType::kOffloadData, EncodeOffloadData(claimed),
+                        std::span<const iovec>(&iov, 1), Deadline::After(kWait))
+                  .ok());
+  // Whatever comes (an OFFLOAD_EXIT of the killed process, an ERROR), no data.
+  for (Result<Frame> f = Next(*s); f.ok(); f = Next(*s)) {
+    EXPECT_NE(f->type, MsgType::kOffloadData);
+  }
+  EXPECT_TRUE(ProcessGone(pid, 10));
+}
+
+TEST_F(VirtualWorkersTest, GivenTheTrainerCloses_ThenTheProcessIsKilledAndTheSlotFreed) {
+  Start(1);
+  {
+    auto s = DialOffload();
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(Open(*s).ok());
+    const int64_t pid = Opened(*s);
+    ASSERT_GT(pid, 0);
+    EXPECT_EQ(workers_->open(), 1u);
+    // The bound: a second channel is refused while the first is open.
+    auto t = DialOffload(0, 2);
+    ASSERT_TRUE(t.ok());
+    const std::string why = ErrorOf(*t);
+    EXPECT_NE(why.find("at most 1 virtual DataLoader workers"), std::string::npos) << why;
+    s->Close();
+    EXPECT_TRUE(ProcessGone(pid, 10));
+  }
+  const Deadline deadline = Deadline::After(10);
+  while (workers_->open() != 0 && !deadline.expired())
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(workers_->open(), 0u);
+  auto again = DialOffload(0, 3);  // the slot is free again; the host is reused
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(Open(*again).ok());
+  EXPECT_GT(Opened(*again), 0);
+}
+
+}  // namespace
+}  // namespace gm
