@@ -595,8 +595,8 @@ class _ChannelIO(io.RawIOBase):
             rc = self.lib.gm_vchannel_recv(self.handle, c.byref(data), c.byref(n),
                                            c.byref(status), c.byref(has))
             if rc != 0:
-                self.lost = ("its data worker %s went away (%s)" %
-                             (self.worker, self.lib.gm_last_error().decode("utf-8", "replace")))
+                self.lost = ("lost its data worker (%s)" %
+                             self.lib.gm_last_error().decode("utf-8", "replace"))
                 self.ended.set()
                 raise ConnectionError(self.lost)
             if n.value == 0:

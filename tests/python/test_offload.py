@@ -227,6 +227,37 @@ run_killing(DataLoader(Noisy(), batch_size=2, shuffle=True, generator=g, num_wor
                        persistent_workers=sys.argv[1] == "1"), 2)
 """
 
+# Under goldminer run: after batch 2 of epoch 0, a whole data worker (and with it
+# the virtual workers under it) is killed.
+KILLED_DATA_WORKER = COMMON + KILL + """
+from torch.utils.data import DataLoader, Dataset
+
+def kill_a_data_worker():
+    for pid, cmd in children(os.getppid()):
+        if b"worker" in cmd and any(b"goldminer._vhost" in c for _, c in children(pid)):
+            os.kill(pid, signal.SIGKILL)
+            return
+
+class Noisy(Dataset):
+    def __len__(self):
+        return 40
+    def __getitem__(self, i):
+        return torch.rand(2) + i
+
+g = torch.Generator()
+g.manual_seed(9)
+out = []
+for e in range(2):
+    batches = []
+    for n, b in enumerate(DataLoader(Noisy(), batch_size=2, shuffle=True, generator=g,
+                                     num_workers=2)):
+        batches.append(digest(b))
+        if e == 0 and n == 2:
+            kill_a_data_worker()
+    out.append(batches)
+print(json.dumps({"epochs": out}))
+"""
+
 KILLED_ITERABLE = COMMON + KILL + """
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
@@ -473,6 +504,11 @@ class WorkersTransportTest(OffloadTest):
     def test_the_virtual_workers_run_under_the_data_workers(self):
         served, stderr = self.program(WHERE, offload=True)
         self.assertEqual(served["parents"], ["goldminer worker"] * 4, stderr[-2000:])
+
+    def test_after_a_kill_9_of_a_data_worker_the_batches_are_still_bit_identical(self):
+        stderr = self.same_as_stock(KILLED_DATA_WORKER)
+        self.assertIn("lost its data worker", stderr)
+        self.assertIn("a new one goes on from its last result", stderr)
 
     def test_offload_off_leaves_the_dataloader_stock(self):
         self.RUN_FLAGS = ("--offload", "off")
