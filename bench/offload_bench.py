@@ -14,12 +14,15 @@ without persistent_workers. For each run it reports:
   - the first batch of the run (workers start: the host's torch import for
     goldminer, a fork for stock);
   - whether both gave the same batches (SHA-256 of each).
-Rounds alternate stock and goldminer; medians and ratios are printed. On this
-machine the virtual workers run beside the trainer (the "local" transport), so this
-measures the mechanism's cost, not an offload.
+Three ways, in rounds that alternate them: stock; goldminer's virtual workers on
+the trainer's host ("local": the mechanism's own cost); and under `goldminer run
+--workers W` with its default --offload exact ("workers": each virtual worker a
+process under a data worker, its batches over the data plane). Medians and ratios
+to stock are printed. On one machine the data workers share the trainer's cores,
+so "workers" measures the transport's cost, not an offload's gain.
 
 usage: offload_bench.py [--build build] [--images 512] [--epochs 4] [--workers 2]
-                        [--rounds 3]
+                        [--data-workers 2] [--rounds 3]
 """
 import argparse
 import json
@@ -66,19 +69,33 @@ print(json.dumps({"images_per_s": steady, "first_batch_s": first,
 '''
 
 
-def run(script, corpus, workers, epochs, persistent, offload):
+MODES = ("stock", "local", "workers")
+
+
+def run(script, corpus, args, persistent, mode):
     env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
-    env["PYTHONPATH"] = HOOK_DIR if offload else ""
-    if offload:
+    env["PYTHONPATH"] = HOOK_DIR if mode == "local" else ""
+    argv = [sys.executable, script, corpus, str(args.workers), str(args.epochs),
+            "1" if persistent else "0", HERE]
+    if mode == "local":
         env["GOLDMINER_OFFLOAD"] = "local"
-    out = subprocess.run([sys.executable, script, corpus, str(workers), str(epochs),
-                          "1" if persistent else "0", HERE], env=env, capture_output=True, text=True,
-                         timeout=3600)
+    elif mode == "workers":
+        pipeline = os.path.join(args.build, "bench", "offload_pipeline.json")
+        with open(pipeline, "w") as f:  # the run needs one; the script does not read it
+            json.dump({"version": 1, "source": {"type": "files", "root": corpus,
+                                                "pattern": "**/*.jpg", "label": "parent_dir"},
+                       "stages": [{"op": "decode_jpeg"}, {"op": "resize", "size": [8, 8]},
+                                  {"op": "to_tensor", "layout": "CHW", "dtype": "uint8"}],
+                       "batch": {"size": 8}}, f)
+        argv = [os.path.join(args.build, "cmd", "goldminer"), "run", "--no-db", "--no-progress",
+                "--workers", str(args.data_workers), "--pipeline", pipeline, "--"] + argv
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
-        sys.exit(f"the script failed ({'goldminer' if offload else 'stock'}):\n{out.stderr}")
-    if offload and "runs on stock local workers" in out.stderr:
-        sys.exit(f"goldminer fell back to stock workers:\n{out.stderr}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        sys.exit(f"the script failed ({mode}):\n{out.stderr}")
+    if mode != "stock" and "runs on stock local workers" in out.stderr:
+        sys.exit(f"goldminer fell back to stock workers ({mode}):\n{out.stderr}")
+    return json.loads([line for line in out.stdout.strip().splitlines()
+                       if line.startswith("{")][-1])
 
 
 def main():
@@ -87,6 +104,8 @@ def main():
     ap.add_argument("--images", type=int, default=512)
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--data-workers", type=int, default=2,
+                    help="goldminer data workers for the \"workers\" mode")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     corpus = os.path.join(args.build, "bench", f"corpus-{args.images}")
@@ -98,29 +117,32 @@ def main():
     results = {}
     for r in range(args.rounds):
         for persistent in (False, True):
-            for offload in (False, True):
-                got = run(script, corpus, args.workers, args.epochs, persistent, offload)
-                results.setdefault((persistent, offload), []).append(got)
-                print(f"round {r + 1}: persistent={persistent} "
-                      f"{'goldminer' if offload else 'stock'}: {got['images_per_s']:.0f} images/s, "
+            for mode in MODES:
+                got = run(script, corpus, args, persistent, mode)
+                results.setdefault((persistent, mode), []).append(got)
+                print(f"round {r + 1}: persistent={persistent} {mode}: "
+                      f"{got['images_per_s']:.0f} images/s, "
                       f"boundary {got['boundary_s'] * 1000:.0f} ms", file=sys.stderr)
-    print(f"{args.images} images, {args.epochs} epochs, {args.workers} workers, "
-          f"{args.rounds} rounds, medians (goldminer / stock):")
-    print("| persistent_workers | figure | stock | goldminer | ratio |")
-    print("| --- | --- | ---: | ---: | ---: |")
+    print(f"{args.images} images, {args.epochs} epochs, {args.workers} DataLoader workers, "
+          f"{args.data_workers} data workers, {args.rounds} rounds, medians (ratio: to stock):")
+    print("| persistent_workers | figure | stock | local | ratio | workers | ratio |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for persistent in (False, True):
-        stock, ours = results[(persistent, False)], results[(persistent, True)]
+        stock = results[(persistent, "stock")]
         for key, label, fmt in (("images_per_s", "images/s", "%.0f"),
                                 ("trainer_cpu_ms_per_batch", "trainer CPU ms/batch", "%.1f"),
                                 ("boundary_s", "epoch boundary s", "%.3f"),
                                 ("first_batch_s", "first batch s", "%.2f")):
             a = statistics.median(x[key] for x in stock)
-            b = statistics.median(x[key] for x in ours)
-            print(f"| {persistent} | {label} | {fmt % a} | {fmt % b} | "
-                  f"{(b / a if a else float('nan')):.2f}x |")
-        same = all(x["digest"] == y["digest"] for x, y in zip(stock, ours))
-        print(f"| {persistent} | same batches | | | {'yes' if same else 'NO'} |")
-
+            cells = []
+            for mode in MODES[1:]:
+                b = statistics.median(x[key] for x in results[(persistent, mode)])
+                cells.append(f"{fmt % b} | {(b / a if a else float('nan')):.2f}x")
+            print(f"| {persistent} | {label} | {fmt % a} | " + " | ".join(cells) + " |")
+        same = ["yes" if all(x["digest"] == y["digest"] for x, y in
+                             zip(stock, results[(persistent, mode)])) else "NO"
+                for mode in MODES[1:]]
+        print(f"| {persistent} | same batches | | | {same[0]} | | {same[1]} |")
 
 if __name__ == "__main__":
     main()

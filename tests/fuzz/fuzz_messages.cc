@@ -40,6 +40,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check<gm::PlanMsg>(*meta, gm::PlanMsg::Decode);
   Check<gm::WorkersMsg>(*meta, gm::WorkersMsg::Decode);
   Check<gm::FaultMsg>(*meta, gm::FaultMsg::Decode);
+  Check<gm::OffloadMsg>(*meta, gm::OffloadMsg::Decode);
+  Check<gm::OffloadingMsg>(*meta, gm::OffloadingMsg::Decode);
+  Check<gm::OffloadOpenMsg>(*meta, gm::OffloadOpenMsg::Decode);
+  Check<gm::OffloadOpenedMsg>(*meta, gm::OffloadOpenedMsg::Decode);
+  Check<gm::OffloadExitMsg>(*meta, gm::OffloadExitMsg::Decode);
+  const gm::Status digest =
+      gm::CheckOffloadData(*meta, std::string_view(reinterpret_cast<const char*>(data), size));
+  if (!digest.ok() && digest.code() != gm::Code::kCorrupt) __builtin_trap();
   (void)gm::ErrorMsg::Decode(*meta);  // never fails
   Check<gm::SubscribeMsg>(
       *meta, [](const nlohmann::json& j) { return gm::SubscribeMsg::Decode(j, true); });
