@@ -200,14 +200,20 @@ def kill_a_virtual_worker():  # a child of a goldminer._vhost
             os.kill(pid, signal.SIGKILL)
             return
 
-def run_killing(loader, epochs):
+def kill_a_data_worker():  # under goldminer run: a data worker, its virtual workers with it
+    for pid, cmd in children(os.getppid()):
+        if b"worker" in cmd and any(b"goldminer._vhost" in c for _, c in children(pid)):
+            os.kill(pid, signal.SIGKILL)
+            return
+
+def run_killing(loader, epochs, kill=kill_a_virtual_worker):
     out = []
     for e in range(epochs):
         batches = []
         for n, b in enumerate(loader):
             batches.append(digest(b))
             if e == 0 and n == 2:
-                kill_a_virtual_worker()
+                kill()
         out.append(batches)
     print(json.dumps({"epochs": out}))
 """
@@ -224,38 +230,8 @@ class Noisy(Dataset):
 g = torch.Generator()
 g.manual_seed(9)
 run_killing(DataLoader(Noisy(), batch_size=2, shuffle=True, generator=g, num_workers=2,
-                       persistent_workers=sys.argv[1] == "1"), 2)
-"""
-
-# Under goldminer run: after batch 2 of epoch 0, a whole data worker (and with it
-# the virtual workers under it) is killed.
-KILLED_DATA_WORKER = COMMON + KILL + """
-from torch.utils.data import DataLoader, Dataset
-
-def kill_a_data_worker():
-    for pid, cmd in children(os.getppid()):
-        if b"worker" in cmd and any(b"goldminer._vhost" in c for _, c in children(pid)):
-            os.kill(pid, signal.SIGKILL)
-            return
-
-class Noisy(Dataset):
-    def __len__(self):
-        return 40
-    def __getitem__(self, i):
-        return torch.rand(2) + i
-
-g = torch.Generator()
-g.manual_seed(9)
-out = []
-for e in range(2):
-    batches = []
-    for n, b in enumerate(DataLoader(Noisy(), batch_size=2, shuffle=True, generator=g,
-                                     num_workers=2)):
-        batches.append(digest(b))
-        if e == 0 and n == 2:
-            kill_a_data_worker()
-    out.append(batches)
-print(json.dumps({"epochs": out}))
+                       persistent_workers=sys.argv[1] == "1"), 2,
+            kill_a_data_worker if sys.argv[2:] == ["data-worker"] else kill_a_virtual_worker)
 """
 
 KILLED_ITERABLE = COMMON + KILL + """
@@ -506,7 +482,7 @@ class WorkersTransportTest(OffloadTest):
         self.assertEqual(served["parents"], ["goldminer worker"] * 4, stderr[-2000:])
 
     def test_after_a_kill_9_of_a_data_worker_the_batches_are_still_bit_identical(self):
-        stderr = self.same_as_stock(KILLED_DATA_WORKER)
+        stderr = self.same_as_stock(KILLED, 0, "data-worker")
         self.assertIn("lost its data worker", stderr)
         self.assertIn("a new one goes on from its last result", stderr)
 
