@@ -20,6 +20,20 @@ constexpr FrameLimits kChannelLimits{64u << 10, kMaxOffloadChunkBytes, 60};
 constexpr double kOpenTimeoutS = 180;
 constexpr double kWriteTimeoutS = 300;  // a virtual worker that reads nothing for this long
 
+// Sends `type` {meta} and receives the answer, which must be `answer` or ERROR
+// (returned as a frame: the callers say what a refusal means). Failures name `who`.
+Result<Frame> Exchange(Socket& socket, MsgType type, const nlohmann::json& meta, MsgType answer,
+                       Deadline deadline, const std::string& who) {
+  Status st = SendFrame(socket, type, meta, deadline);
+  Result<Frame> frame = st.ok() ? RecvFrame(socket, kControlLimits, deadline) : Result<Frame>(st);
+  if (!frame.ok()) return frame.status().WithContext(who);
+  if (frame->type != answer && frame->type != MsgType::kError) {
+    return Status::Corrupt(who + " answered " + std::string(MsgTypeName(type)) + " with " +
+                           std::string(MsgTypeName(frame->type)));
+  }
+  return frame;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Offload>> Offload::Open(const ClientOptions& given) {
@@ -32,19 +46,15 @@ Result<std::unique_ptr<Offload>> Offload::Open(const ClientOptions& given) {
   Result<Socket> socket = Dial(options.coordinator, options.secret, kClientRole,
                                options.connect_timeout_s, "coordinator");
   if (!socket.ok()) return socket.status().WithContext(offload->coordinator_name_);
-  const Deadline deadline = Deadline::After(options.timeout_s);
-  Status st = SendFrame(*socket, MsgType::kOffload, OffloadMsg{options.rank}.Encode(), deadline);
-  Result<Frame> answer = st.ok() ? RecvFrame(*socket, kControlLimits, deadline) : Result<Frame>(st);
-  if (!answer.ok()) return answer.status().WithContext(offload->coordinator_name_);
-  if (answer->type == MsgType::kError) {
+  GM_ASSIGN_OR_RETURN(
+      Frame answer,
+      Exchange(*socket, MsgType::kOffload, OffloadMsg{options.rank}.Encode(), MsgType::kOffloading,
+               Deadline::After(options.timeout_s), offload->coordinator_name_));
+  if (answer.type == MsgType::kError) {
     return Status::InvalidArgument(offload->coordinator_name_ + " refused the offload: " +
-                                   PeerText(ErrorMsg::Decode(answer->meta).message));
+                                   PeerText(ErrorMsg::Decode(answer.meta).message));
   }
-  if (answer->type != MsgType::kOffloading) {
-    return Status::Corrupt(offload->coordinator_name_ + " answered OFFLOAD with " +
-                           std::string(MsgTypeName(answer->type)));
-  }
-  Result<OffloadingMsg> offloading = OffloadingMsg::Decode(answer->meta);
+  Result<OffloadingMsg> offloading = OffloadingMsg::Decode(answer.meta);
   if (!offloading.ok()) return offloading.status().WithContext(offload->coordinator_name_);
   offload->channel_ = offloading->channel;
   offload->ticket_ = offloading->ticket;
@@ -78,15 +88,16 @@ void Offload::HeartbeatLoop() {
 
 Result<std::vector<std::string>> Offload::Workers() {
   MutexLock lock(mu_);
-  const Deadline deadline = Deadline::After(options_.timeout_s);
-  Status st = SendFrame(coordinator_, MsgType::kGetWorkers, nlohmann::json::object(), deadline);
   Result<Frame> answer =
-      st.ok() ? RecvFrame(coordinator_, kControlLimits, deadline) : Result<Frame>(st);
-  if (!answer.ok())
-    return Status::Unavailable(coordinator_name_ + ": " + answer.status().message());
-  if (answer->type != MsgType::kWorkers) {
-    return Status::Corrupt(coordinator_name_ + " answered GET_WORKERS with " +
-                           std::string(MsgTypeName(answer->type)));
+      Exchange(coordinator_, MsgType::kGetWorkers, nlohmann::json::object(), MsgType::kWorkers,
+               Deadline::After(options_.timeout_s), coordinator_name_);
+  if (!answer.ok()) {  // the coordinator is gone, unless it broke the protocol
+    return answer.status().code() == Code::kCorrupt
+               ? answer.status()
+               : Status::Unavailable(answer.status().message());
+  }
+  if (answer->type != MsgType::kWorkers) {  // ERROR: an offload session is never refused here
+    return Status::Corrupt(coordinator_name_ + " answered GET_WORKERS with ERROR");
   }
   Result<WorkersMsg> workers = WorkersMsg::Decode(answer->meta);
   if (!workers.ok()) return workers.status().WithContext(coordinator_name_);
@@ -98,20 +109,15 @@ Result<std::unique_ptr<VirtualChannel>> Offload::OpenChannel(
   const std::string who = "worker " + worker;
   GM_ASSIGN_OR_RETURN(Socket socket, Dial(worker, ticket_, OffloadRole(options_.rank, channel_),
                                           options_.connect_timeout_s, "worker"));
-  OffloadOpenMsg open{python, modules};
-  const Deadline deadline = Deadline::After(kOpenTimeoutS);
-  Status st = SendFrame(socket, MsgType::kOffloadOpen, open.Encode(), deadline);
-  Result<Frame> answer = st.ok() ? RecvFrame(socket, kControlLimits, deadline) : Result<Frame>(st);
-  if (!answer.ok()) return answer.status().WithContext(who);
-  if (answer->type == MsgType::kError) {
+  GM_ASSIGN_OR_RETURN(
+      Frame answer,
+      Exchange(socket, MsgType::kOffloadOpen, OffloadOpenMsg{python, modules}.Encode(),
+               MsgType::kOffloadOpened, Deadline::After(kOpenTimeoutS), who));
+  if (answer.type == MsgType::kError) {
     return Status::Unavailable(who + " could not start a virtual DataLoader worker: " +
-                               PeerText(ErrorMsg::Decode(answer->meta).message));
+                               PeerText(ErrorMsg::Decode(answer.meta).message));
   }
-  if (answer->type != MsgType::kOffloadOpened) {
-    return Status::Corrupt(who + " answered OFFLOAD_OPEN with " +
-                           std::string(MsgTypeName(answer->type)));
-  }
-  Result<OffloadOpenedMsg> opened = OffloadOpenedMsg::Decode(answer->meta);
+  Result<OffloadOpenedMsg> opened = OffloadOpenedMsg::Decode(answer.meta);
   if (!opened.ok()) return opened.status().WithContext(who);
   return std::unique_ptr<VirtualChannel>(
       new VirtualChannel(std::move(socket), worker, opened->pid, opened->host));

@@ -53,6 +53,13 @@ std::string PythonPackageDir() {
   return std::string(GOLDMINER_SOURCE_DIR) + "/python";
 }
 
+std::string ProfileHookDir() { return PythonPackageDir() + "/goldminer/_profile_hook"; }
+
+std::string PythonPathPrepending(const std::string& front) {
+  const char* old = std::getenv("PYTHONPATH");
+  return "PYTHONPATH=" + front + (old != nullptr && *old != '\0' ? ":" + std::string(old) : "");
+}
+
 std::string ClientLibraryPath() {
   const char* env = std::getenv("GOLDMINER_CLIENT_LIB");
   if (env != nullptr && *env != '\0') return env;

@@ -22,6 +22,14 @@ std::string ExecutablePath();
 //   3. <source tree>/python, fixed at compile time (development builds).
 std::string PythonPackageDir();
 
+// PythonPackageDir()'s goldminer/_profile_hook: the import hook (sitecustomize)
+// that a PyTorch program gets first on its PYTHONPATH under `profile` and `run`.
+std::string ProfileHookDir();
+
+// "PYTHONPATH=" + `front` + ":" + this process's $PYTHONPATH (when set), for a
+// child's environment (core/spawn.h).
+std::string PythonPathPrepending(const std::string& front);
+
 // The client shared library (libgoldminer_client.so, include/goldminer/client.h),
 // first match of:
 //   1. $GOLDMINER_CLIENT_LIB when set and non-empty;

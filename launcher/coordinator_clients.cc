@@ -199,7 +199,7 @@ Status CoordinatorServer::ServeOffloadClient(Socket& socket, const Frame& first)
   {
     MutexLock lock(mu_);
     answer.channel = ++offload_channels_;
-    for (const auto& [id, addr] : data_addr_) answer.workers.push_back(addr);
+    answer.workers = LiveAddresses();
   }
   answer.ticket =
       OffloadTicketKey(RoleKey(config_.secret, kWorkerRole), offload.rank, answer.channel);
@@ -217,7 +217,7 @@ Status CoordinatorServer::ServeOffloadClient(Socket& socket, const Frame& first)
     WorkersMsg workers;
     {
       MutexLock lock(mu_);
-      for (const auto& [id, addr] : data_addr_) workers.workers.push_back(addr);
+      workers.workers = LiveAddresses();
     }
     GM_RETURN_IF_ERROR(
         SendFrame(socket, MsgType::kWorkers, workers.Encode(), Deadline::After(kSendTimeoutS)));

@@ -149,8 +149,15 @@ nlohmann::json CoordinatorServer::PlanMessage(
   for (const auto& slot_split : EpochSplitOrder(pipeline_, epoch)) {
     plan.splits.emplace_back(slot_split, CountOrMinusOne(state_.BatchCount(slot_split)));
   }
-  for (const auto& [id, addr] : data_addr_) plan.workers.push_back(addr);
+  plan.workers = LiveAddresses();
   return plan.Encode();
+}
+
+std::vector<std::string> CoordinatorServer::LiveAddresses() const {
+  std::vector<std::string> out;
+  out.reserve(data_addr_.size());
+  for (const auto& [id, addr] : data_addr_) out.push_back(addr);
+  return out;
 }
 
 void CoordinatorServer::AdvanceEpochIfDone() {

@@ -134,6 +134,8 @@ class CoordinatorServer {
   std::optional<std::pair<uint64_t, SequenceKey>> TakeOverRank(int rank, uint64_t session)
       REQUIRES(mu_);
   nlohmann::json AnswerGetWorkers(int rank) const REQUIRES(mu_);
+  // The live workers' data addresses, in worker id order (PLAN, WORKERS, OFFLOADING).
+  std::vector<std::string> LiveAddresses() const REQUIRES(mu_);
   // A rank's RESUME of an epoch past the current one: the run moves there only
   // once every rank has asked for it (waiting up to kSkipAgreementS for the
   // others). InvalidArgument, saying why, when a rank reads the current epoch

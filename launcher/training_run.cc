@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -47,12 +46,10 @@ Result<std::vector<std::string>> TrainerEnv(const RunConfig& c, const std::strin
       "the Python package goldminer puts on the trainer's PYTHONPATH (GOLDMINER_PYTHONPATH)"));
   GM_RETURN_IF_ERROR(CheckTrustedPath(
       library, "the client library the trainer's goldminer.Loader loads (GOLDMINER_CLIENT_LIB)"));
-  const char* old = std::getenv("PYTHONPATH");
   // With the offload, the import hook first (it installs it once torch's DataLoader
   // is imported), then the package.
-  const std::string hook = c.offload_dataloaders ? python + "/goldminer/_profile_hook:" : "";
   std::vector<std::string> env = {
-      "PYTHONPATH=" + hook + python + (old && *old ? ":" + std::string(old) : ""),
+      PythonPathPrepending(c.offload_dataloaders ? ProfileHookDir() + ":" + python : python),
       "GOLDMINER_CLIENT_LIB=" + library};
   if (c.offload_dataloaders) env.push_back("GOLDMINER_OFFLOAD=workers");
   env.insert(env.end(), c.trainer_env.begin(), c.trainer_env.end());

@@ -3,7 +3,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 
 #include "core/clock.h"
@@ -114,10 +113,7 @@ std::vector<std::string> ProfileEnv(const TrainerRunOptions& o, TrainerRunOutcom
 // Runs the unchanged program with the torch import hook on its PYTHONPATH.
 Status RunTorchProgram(const TrainerRunOptions& o, std::vector<std::string> env, StopRule& rule,
                        TrainerRunOutcome& out) {
-  const char* old = std::getenv("PYTHONPATH");
-  const std::string pkg = PythonPackageDir();
-  env.push_back("PYTHONPATH=" + pkg + "/goldminer/_profile_hook:" + pkg +
-                (old && *old ? ":" + std::string(old) : ""));
+  env.push_back(PythonPathPrepending(ProfileHookDir() + ":" + PythonPackageDir()));
   // The same supervisor as `run`'s: SIGTERM when the rule says stop, SIGKILL after
   // the grace period.
   std::unique_ptr<ProcessLauncher> launcher = MakeChildLauncher();

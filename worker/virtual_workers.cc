@@ -1,6 +1,5 @@
 #include "worker/virtual_workers.h"
 
-#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -8,7 +7,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -17,6 +15,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "core/paths.h"
 #include "core/spawn.h"
 #include "core/unique_fd.h"
 #include "dataplane/auth.h"
@@ -61,10 +60,9 @@ class VirtualWorkers::Host {
       return Status::FromErrno(errno, "virtual worker host: socketpair");
     }
     UniqueFd mine(sv[0]), theirs(sv[1]);
-    const char* old = std::getenv("PYTHONPATH");
     SpawnRequest request(
         {python, "-m", "goldminer._vhost", "3"},
-        {"PYTHONPATH=" + package_dir + (old && *old ? ":" + std::string(old) : ""),
+        {PythonPathPrepending(package_dir),
          // The run's keys stay with the worker; a DataLoader in
          // the blob runs stock.
          std::string(kSecretFileEnv) + "=", std::string(kSecretEnv) + "=", "GOLDMINER_OFFLOAD="});

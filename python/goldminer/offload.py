@@ -628,8 +628,8 @@ class _RemoteChan:
     """A virtual worker on a data worker, over one gm_vchannel."""
 
     def __init__(self, lib, handle, worker):
-        self.lib, self.handle = lib, handle
-        self.io = _ChannelIO(lib, handle, worker)
+        self.lib = lib
+        self.io = _ChannelIO(lib, handle, worker)  # holds the handle, None once closed
         self.reader = io.BufferedReader(self.io, 1 << 16)
         self.writer = io.BufferedWriter(self.io, 1 << 16)
         host = lib.gm_vchannel_host(handle).decode("utf-8", "replace")
@@ -646,7 +646,7 @@ class _RemoteChan:
     def kill(self):
         with self.mu:
             if self.io.handle is not None:
-                self.lib.gm_vchannel_shutdown(self.handle)  # the worker ends the process
+                self.lib.gm_vchannel_shutdown(self.io.handle)  # the worker ends the process
 
     def wait_exit(self, timeout):
         self.io.ended.wait(timeout)
@@ -654,10 +654,10 @@ class _RemoteChan:
 
     def close(self):
         with self.mu:
-            if self.io.handle is not None:
-                self.io.handle = None
+            handle, self.io.handle = self.io.handle, None
+            if handle is not None:
                 self.io.ended.set()
-                self.lib.gm_vchannel_close(self.handle)
+                self.lib.gm_vchannel_close(handle)
 
 
 class _WorkersPlace:
