@@ -154,8 +154,9 @@ void Client::Impl::CheckStall(std::optional<uint64_t> holder, bool holder_bounde
 
 Status Client::Impl::FlushAcks() {
   if (acks.empty()) return Status::Ok();
-  AckMsg ack{ack_epoch, std::move(acks)};
+  AckMsg ack{ack_epoch, std::move(acks), std::move(ack_samples)};
   acks.clear();
+  ack_samples.clear();
   Status sent = SendToCoordinator(MsgType::kAck, ack.Encode(), Deadline::After(options.timeout_s));
   if (!sent.ok()) return Status::Unavailable(coordinator_name + ": " + sent.message());
   return Status::Ok();
@@ -276,6 +277,7 @@ std::optional<Batch> Client::Impl::TakeLocked(MutexLock& lock) {
   stats.samples += batch.size();
   stats.bytes += batch.data_size() + batch.labels.bytes.size();
   acks.emplace_back(batch.split, batch.split_batch);
+  ack_samples.push_back(batch.size());
   return std::move(batch);
 }
 
@@ -297,6 +299,9 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
     stats.duplicates_dropped = reorder.dropped();
     if (reorder.done()) return std::optional<Batch>();
     if (auto batch = TakeLocked(lock)) return std::optional<Batch>(std::move(*batch));
+    // The awaited batch is here but not known to come from its split's holder:
+    // ask the coordinator now rather than at the next refresh.
+    const bool ask_holders = reorder.AwaitsView();
     // Progress rule (dataplane/messages.h): every live connection out of credit -> +1
     // each, and the awaited split's holder out of credit -> +1 (the others may hold
     // credit they have nothing to spend on), within the look-ahead bound
@@ -334,7 +339,7 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
     GM_RETURN_IF_ERROR(FlushFaults());
     FlushCredits();
     ReapDead();
-    if (clock->Now() >= next_refresh) {
+    if (ask_holders || clock->Now() >= next_refresh) {
       GM_RETURN_IF_ERROR(Refresh());
       next_refresh = clock->Now() + kClientRefreshS;
     }

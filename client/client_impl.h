@@ -128,6 +128,7 @@ struct Client::Impl {
   // Used by the trainer's thread only.
   uint64_t next_conn_id = 1;
   std::vector<std::pair<uint64_t, uint64_t>> acks;  // (split, split_batch) not sent yet
+  std::vector<uint64_t> ack_samples;                // each one's sample count
   uint64_t ack_epoch = 0;
   Status deferred;  // a failure after a batch was taken, reported by the next call
   // Set when $GOLDMINER_PROFILE_DIR is: one "S" line per batch Next() returns.

@@ -78,7 +78,10 @@ Result<std::vector<std::pair<uint64_t, uint64_t>>> SplitPairs(const JsonNode& li
   for (const JsonNode& pair : pairs) {
     GM_ASSIGN_OR_RETURN(std::vector<JsonNode> two, pair.Elements());
     if (two.size() != 2) return pair.Expected("a " + what + " pair");
-    Result<int64_t> split = two[0].AsInt(), n = two[1].AsInt();
+    const auto integer = [](const JsonNode& v) {  // never 1.0 or "1"
+      return v.json().is_number_integer() ? v.AsInt() : Result<int64_t>(Status::Corrupt(""));
+    };
+    Result<int64_t> split = integer(two[0]), n = integer(two[1]);
     if (!split.ok() || !n.ok() || *split < 0 || *n < 0 ||
         static_cast<uint64_t>(*split) >= kMaxSplitId || static_cast<uint64_t>(*n) >= n_limit) {
       return pair.Expected("a " + what + " pair of integers in range");
@@ -241,7 +244,9 @@ Result<GetPlanMsg> GetPlanMsg::Decode(const nlohmann::json& meta) {
 nlohmann::json AckMsg::Encode() const {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& [split, batch] : batches) list.push_back({split, batch});
-  return {{"epoch", epoch}, {"batches", list}};
+  nlohmann::json out = {{"epoch", epoch}, {"batches", list}};
+  if (!samples.empty()) out["samples"] = samples;
+  return out;
 }
 
 Result<AckMsg> AckMsg::Decode(const nlohmann::json& meta) {
@@ -252,6 +257,22 @@ Result<AckMsg> AckMsg::Decode(const nlohmann::json& meta) {
     GM_ASSIGN_OR_RETURN(JsonNode list, m.Get("batches"));
     GM_ASSIGN_OR_RETURN(r.batches,
                         SplitPairs(list, kMaxAckBatches, kMaxSplitBatches, "[split, split_batch]"));
+    if (m.has("samples")) {
+      GM_ASSIGN_OR_RETURN(JsonNode counts, m.Get("samples"));
+      GM_ASSIGN_OR_RETURN(std::vector<JsonNode> each, counts.Elements());
+      if (each.size() != r.batches.size()) {
+        return counts.Expected("one sample count per batch (" + std::to_string(r.batches.size()) +
+                               ")");
+      }
+      for (const JsonNode& n : each) {
+        Result<int64_t> v =
+            n.json().is_number_integer() ? n.AsInt() : Result<int64_t>(Status::Corrupt(""));
+        if (!v.ok() || *v < 1 || static_cast<uint64_t>(*v) > kMaxSplitSamples) {
+          return n.Expected("a sample count from 1 to 2^40");
+        }
+        r.samples.push_back(static_cast<uint64_t>(*v));
+      }
+    }
     return r;
   }());
 }

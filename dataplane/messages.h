@@ -210,10 +210,13 @@ struct GetPlanMsg {
   static Result<GetPlanMsg> Decode(const nlohmann::json& meta);
 };
 
-// K->C ACK {epoch, batches: [[split, split_batch], ...]}.
+// K->C ACK {epoch, batches: [[split, split_batch], ...][, samples: [n, ...]]}.
+// samples, optional: each batch's sample count as the trainer got it (1..2^40,
+// one per batch); the coordinator checks a complete split's sum against its size.
 struct AckMsg {
   uint64_t epoch = 0;
   std::vector<std::pair<uint64_t, uint64_t>> batches;  // at most kMaxAckBatches
+  std::vector<uint64_t> samples;                       // empty, or one per batch
   nlohmann::json Encode() const;
   static Result<AckMsg> Decode(const nlohmann::json& meta);
 };

@@ -212,6 +212,8 @@ ReorderBuffer::Outcome ReorderBuffer::OfferCopy(Entry& entry, Batch batch, uint6
     ReleaseCopies(entry);
     Unhold(entry.source, entry.bytes);
     buffered_bytes_ += bytes - entry.bytes;
+    See(entry.batch, false);  // its keys were another source's word
+    See(batch, true);
     entry.batch = std::move(batch);
     entry.source = source;
     entry.bytes = bytes;
@@ -224,6 +226,21 @@ ReorderBuffer::Outcome ReorderBuffer::OfferCopy(Entry& entry, Batch batch, uint6
   Hold(source, bytes);
   entry.copies.push_back(Copy{std::move(batch), source});
   return Outcome::kAside;
+}
+
+void ReorderBuffer::See(const Batch& batch, bool seen) {
+  auto it = seen_.find({batch.epoch, batch.split});
+  if (!seen && it == seen_.end()) return;
+  std::unordered_set<uint64_t>& hashes =
+      it != seen_.end() ? it->second : seen_[{batch.epoch, batch.split}];
+  for (const std::string& key : batch.keys) {
+    const uint64_t h = std::hash<std::string>{}(key);
+    if (seen) {
+      hashes.insert(h);
+    } else {
+      hashes.erase(h);
+    }
+  }
 }
 
 void ReorderBuffer::Verify(Entry& entry) {
@@ -264,8 +281,11 @@ std::set<uint64_t> ReorderBuffer::SetHolders(uint64_t epoch,
     }
     const Key key = it->first;
     ++dropped_;
+    // Its sample keys were its source's word only: the real batch may hold them.
+    See(entry.batch, false);
     Forget(it++);
     if (real) {  // the holder's copy takes its place
+      See(real->batch, true);
       Keep(key, std::move(real->batch), real->source);
       --dropped_;
     }
@@ -308,6 +328,7 @@ Status ReorderBuffer::SetBatchCount(uint64_t epoch, uint64_t split, uint64_t bat
         ++it;
       } else {
         ++dropped_;
+        See(it->second.batch, false);
         Forget(it++);
       }
     }
@@ -336,7 +357,9 @@ void ReorderBuffer::Disown(uint64_t source) {
 std::optional<std::pair<Batch, uint64_t>> ReorderBuffer::TakeNext() {
   if (!seq_ || seq_->done()) return std::nullopt;
   auto it = buffer_.find(Key{epoch_, seq_->next_split(), seq_->next_key().batch});
-  if (it == buffer_.end()) return std::nullopt;
+  // Never a batch whose source is not known to hold its split: a worker could
+  // otherwise slip in the batch awaited for a split another worker makes.
+  if (it == buffer_.end() || !it->second.verified) return std::nullopt;
   const uint64_t split = seq_->next_split();
   Batch batch = std::move(it->second.batch);
   const uint64_t source = it->second.source;
@@ -344,6 +367,12 @@ std::optional<std::pair<Batch, uint64_t>> ReorderBuffer::TakeNext() {
   seq_->Advance();
   if (seq_->done() || seq_->next_split() != split) seen_.erase({epoch_, split});
   return std::pair<Batch, uint64_t>{std::move(batch), source};
+}
+
+bool ReorderBuffer::AwaitsView() const {
+  if (!seq_ || seq_->done()) return false;
+  auto it = buffer_.find(Key{epoch_, seq_->next_split(), seq_->next_key().batch});
+  return it != buffer_.end() && !it->second.verified && it->second.view >= views_asked_;
 }
 
 bool ReorderBuffer::WaitingForCount() const {

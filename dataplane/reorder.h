@@ -72,9 +72,14 @@ class ReorderBuffer {
   // dropped as usual, and what it made is not known to be wrong.
   void Disown(uint64_t source);
 
-  // The next batch of the sequence and the connection it came from, when buffered;
-  // advances the sequence. nullopt when it has not arrived (or done()).
+  // The next batch of the sequence and the connection it came from, when buffered
+  // and verified (its source held its split by a view of the holders: SetHolders,
+  // or one known when it arrived); advances the sequence. nullopt when it has not
+  // arrived, is not verified yet (see AwaitsView), or done().
   std::optional<std::pair<Batch, uint64_t>> TakeNext();
+  // The awaited batch is buffered but not verified, and no view of the holders
+  // was asked for since it arrived: the caller should ask now.
+  bool AwaitsView() const;
 
   bool started() const { return seq_.has_value(); }
   // The current epoch's share has been consumed (false before StartEpoch).
@@ -132,6 +137,9 @@ class ReorderBuffer {
   // batch or against earlier batches of its split; else records them.
   bool CheckSamples(const Batch& batch, std::string* why);
   bool InOrder(const Batch& batch, uint64_t source, std::string* why) const;
+  // Records (`seen`) or forgets the hashes of `batch`'s sample keys in seen_: a
+  // batch dropped as another source's word must not make the real one a repeat.
+  void See(const Batch& batch, bool seen);
   // Rejects (with `*why`) a batch of no samples, of more than the batch size, or
   // of fewer when it is not its split's last.
   bool CheckSize(const Batch& batch, std::optional<uint64_t> split_batches, std::string* why) const;

@@ -340,10 +340,14 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, uint64_t s
     }
     case MsgType::kAck: {
       GM_ASSIGN_OR_RETURN(AckMsg ack, AckMsg::Decode(frame.meta));
-      for (const auto& [split, split_batch] : ack.batches) {
-        auto outcome = state_.Ack(rank, ack.epoch, split, split_batch);
+      for (size_t i = 0; i < ack.batches.size(); ++i) {
+        const auto [split, split_batch] = ack.batches[i];
+        auto outcome =
+            state_.Ack(rank, ack.epoch, split, split_batch,
+                       ack.samples.empty() ? std::nullopt : std::optional(ack.samples[i]));
         if (!outcome.ok())
           return outcome.status().WithContext("ACK from rank " + std::to_string(rank));
+        if (*outcome == AckOutcome::kAcked) CheckDelivered(ack.epoch, split);
       }
       AdvanceEpochIfDone();
       return Status::Ok();

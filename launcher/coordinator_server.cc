@@ -98,6 +98,7 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.worker_stages = worker_stages_;
   s.places = places_;
   s.workers_live = data_addr_.size();
+  s.failure = failure_;
   return s;
 }
 
@@ -166,7 +167,9 @@ void CoordinatorServer::AdvanceEpochIfDone() {
     if (config_.epochs > 0 && epochs_done_ >= static_cast<uint64_t>(config_.epochs)) {
       finished_ = true;
       const uint64_t skipped = state_.Stats().samples_skipped;
-      if (skipped == 0) {
+      if (!failure_.empty()) {
+        LogError("run: every epoch ended, but samples were lost: " + failure_);
+      } else if (skipped == 0) {
         LogInfo("run: every epoch delivered");
       } else {
         LogWarning("run: every epoch ended, but the workers skipped " + std::to_string(skipped) +

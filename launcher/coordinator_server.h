@@ -70,6 +70,9 @@ struct CoordinatorSummary {
   uint64_t workers_faulted = 0;      // dropped because a trainer's client said so (FAULT)
   size_t connections_open = 0;       // served now (each by one thread)
   size_t workers_live = 0;           // registered and still connected
+  // Why the run cannot have delivered every sample (a split that reached the
+  // trainer short, a worker's count contradicting its split): empty when none.
+  std::string failure;
   // The latest per-stage totals each worker reported (HEARTBEAT, SPLIT_DONE).
   std::map<WorkerId, std::vector<StageStats>> worker_stages;  // each one's latest report
   // Where tagged workers run, by tag (REGISTER's tag, host, step): the launcher's
@@ -148,6 +151,11 @@ class CoordinatorServer {
   // source knows it): its batch count must be that of the size less the samples
   // it says it skipped, and it may skip none under on_error "fail".
   Status CheckSplitSize(const SplitDoneMsg& done) const;
+  // Once a split of known size is complete (and, under on_error "skip", its
+  // maker said what it skipped): the samples the trainer acknowledged must be
+  // the size less what was skipped (and drop_last's tail); else failure_ says
+  // what was lost and the run stops.
+  void CheckDelivered(uint64_t epoch, uint64_t split) REQUIRES(mu_);
   // FAULT from rank `rank`: closes the named worker's connection (ServeWorker then
   // gives its splits to others).
   void DropFaulty(int rank, const FaultMsg& fault) REQUIRES(mu_);

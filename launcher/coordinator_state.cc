@@ -147,6 +147,7 @@ void CoordinatorState::Release(size_t position) {
     holder->held.erase(position);
     if (!split.produced) --holder->producing;
   }
+  if (split.holder != 0) split.last_holder = split.holder;
   split.holder = 0;
   split.produced = false;
 }
@@ -260,11 +261,19 @@ Status CoordinatorState::SplitDone(WorkerId worker, uint64_t epoch, uint64_t spl
     GM_RETURN_IF_ERROR(LearnCount(position, worker, batch_count));
     split.produced = true;
     split.samples_skipped = skipped;
+    split.skip_told = true;
     --record->producing;
     ++record->stats.splits_done;
     if (split.deliver > split.assigned_start) {
       record->stats.batches += split.deliver - split.assigned_start;
     }
+  } else if (split.phase == Phase::kComplete && !split.skipped && !split.skip_told &&
+             split.last_holder == worker) {
+    // Its maker's word on what it skipped, after the trainer acknowledged the
+    // whole split (the count was planned).
+    split.samples_skipped = skipped;
+    split.skip_told = true;
+    ++record->stats.splits_done;  // (Release counted it as no longer producing)
   } else {
     ++stale_split_done_;
   }
@@ -272,8 +281,16 @@ Status CoordinatorState::SplitDone(WorkerId worker, uint64_t epoch, uint64_t spl
   return Status::Ok();
 }
 
+std::optional<CoordinatorState::Delivery> CoordinatorState::Delivered(uint64_t split_id) const {
+  const std::optional<size_t> p = PositionOf(split_id);
+  if (!p) return std::nullopt;
+  const SplitProgress& split = splits_[*p];
+  if (split.phase != Phase::kComplete || split.skipped || split.uncounted) return std::nullopt;
+  return Delivery{split.acked_samples, split.samples_skipped, split.skip_told};
+}
+
 Result<AckOutcome> CoordinatorState::Ack(int rank, uint64_t epoch, uint64_t split_id,
-                                         uint64_t split_batch) {
+                                         uint64_t split_batch, std::optional<uint64_t> samples) {
   GM_RETURN_IF_ERROR(CheckEpoch(epoch, "ack from rank " + std::to_string(rank)));
   if (epoch < epoch_) {  // an earlier epoch finished, so all of it was acknowledged
     ++duplicate_acks_;
@@ -308,6 +325,11 @@ Result<AckOutcome> CoordinatorState::Ack(int rank, uint64_t epoch, uint64_t spli
   if (split.acked.size() <= split_batch) split.acked.resize(split_batch + 1, false);
   split.acked[split_batch] = true;
   ++split.acked_count;
+  if (samples) {
+    split.acked_samples += *samples;
+  } else {
+    split.uncounted = true;
+  }
   ++acks_;
   touched_ = true;
   while (split.contiguous < split.acked.size() && split.acked[split.contiguous]) {
@@ -330,6 +352,8 @@ void CoordinatorState::SetAckedPrefix(size_t position, uint64_t count) {
   }
   split.acked.assign(count, true);
   split.acked_count = count;
+  split.acked_samples = 0;
+  split.uncounted = count > 0;  // acknowledged by a resume: not counted in samples
   split.contiguous = count;
   if (split.phase == Phase::kComplete) {
     if (count == split.deliver) return;

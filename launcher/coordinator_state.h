@@ -152,7 +152,21 @@ class CoordinatorState {
   // InvalidArgument when no epoch started, the epoch is in the future, the rank is
   // out of range, the split is not in the plan or belongs to another rank, or the
   // batch is not below the split's delivered count.
-  Result<AckOutcome> Ack(int rank, uint64_t epoch, uint64_t split, uint64_t split_batch);
+  // `samples`: the batch's sample count as the trainer got it (ACK's samples),
+  // summed per split for Delivered; a split acknowledged without it is not counted.
+  Result<AckOutcome> Ack(int rank, uint64_t epoch, uint64_t split, uint64_t split_batch,
+                         std::optional<uint64_t> samples = std::nullopt);
+  // What the trainer got of a complete split of the current epoch, for the
+  // coordinator's count check: nullopt while the split is not complete, when a
+  // batch of it was acknowledged without its sample count (or by a resume), or
+  // when an earlier run delivered it. `skip_told`: its maker's SPLIT_DONE said
+  // how many samples it skipped (`skipped`), also when it came after the last ack.
+  struct Delivery {
+    uint64_t samples = 0;
+    uint64_t skipped = 0;
+    bool skip_told = false;
+  };
+  std::optional<Delivery> Delivered(uint64_t split) const;
   // Trainer `rank` restarted from a checkpoint at `position`: exactly the first
   // `position` batches of its sequence count as acknowledged (later acknowledgements
   // of the rank are forgotten), and every split of the rank held by a worker is
@@ -213,6 +227,10 @@ class CoordinatorState {
     uint64_t assigned_start = 0;
     bool skipped = false;          // delivered by an earlier run (ResumeAt); count may be unknown
     uint64_t samples_skipped = 0;  // by the holder's SplitDone (on_error: skip)
+    bool skip_told = false;        // samples_skipped came from a SplitDone
+    uint64_t acked_samples = 0;    // sum of the acknowledged batches' samples
+    bool uncounted = false;        // a batch acknowledged without its sample count
+    WorkerId last_holder = 0;      // who held it last (kept after Release)
   };
   struct WorkerRecord {
     double last_heard_s = 0;

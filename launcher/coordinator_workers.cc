@@ -32,6 +32,28 @@ Status CoordinatorServer::CheckSplitSize(const SplitDoneMsg& done) const {
   return Status::Ok();
 }
 
+void CoordinatorServer::CheckDelivered(uint64_t epoch, uint64_t split) {
+  const auto& splits = pipeline_.splits();
+  if (epoch != state_.epoch() || split >= splits.size() || splits[split].count == 0 ||
+      !failure_.empty())
+    return;
+  const std::optional<CoordinatorState::Delivery> got = state_.Delivered(split);
+  // Under on_error "skip" the count is the maker's word: checked once it is told.
+  if (!got || (pipeline_.on_error() != OnError::kFail && !got->skip_told)) return;
+  const uint64_t size = splits[split].count;
+  const uint64_t b = static_cast<uint64_t>(pipeline_.batch_size());
+  const uint64_t left = size - std::min(size, got->skipped);
+  const uint64_t expected = pipeline_.drop_last() ? left / b * b : left;
+  if (got->samples == expected && got->skipped <= size) return;
+  failure_ = SplitName(epoch, split) + " (" + std::to_string(size) +
+             " samples) reached the trainer with " + std::to_string(got->samples) +
+             " samples and " + std::to_string(got->skipped) + " said skipped, where " +
+             std::to_string(expected) +
+             " were due: a worker cut it short or hid what it skipped, so the run stops";
+  LogError("coordinator: " + failure_);
+  cv_.notify_all();
+}
+
 Status CoordinatorServer::ServeWorker(Socket& socket) {
   GM_ASSIGN_OR_RETURN(Frame reg,
                       RecvFrame(socket, kHandshakeLimits, Deadline::After(kHandshakeTimeoutS)));
@@ -145,6 +167,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       }
       Status st = state_.SplitDone(id, done_msg.epoch, done_msg.split, done_msg.batch_count,
                                    done_msg.skipped);
+      if (st.ok()) CheckDelivered(done_msg.epoch, done_msg.split);
       if (uint64_t held = 0; !st.ok() && worker_warnings_.Allow(&held)) {
         LogWarning("coordinator: worker " + std::to_string(id) + ": " + st.message() + " (" +
                    std::to_string(held) + " such warnings held back)");

@@ -215,6 +215,13 @@ Result<RunResult> RunTraining(const RunConfig& c) {
   }
   RunResult result = ResultOf(*outcome, run_id);
   result.summary = coordinator->Summary();
+  if (!result.summary.failure.empty() && result.status == "succeeded") {
+    // The trainer ended well, but what it read was not every sample: the run failed.
+    LogError("run: the trainer exited 0, but samples were lost: " + result.summary.failure);
+    recorder.Event("run", "samples lost: " + result.summary.failure);
+    result.status = "failed";
+    result.exit_code = 1;
+  }
   recorder.Event("run", "run " + result.status +
                             (result.stop_cause.empty() ? "" : " (" + result.stop_cause + ")") +
                             ": the trainer " + result.exit);

@@ -83,6 +83,22 @@ expect_in "$T/cut-skip.err" "the trainer may have read the split short, so the r
 grep -q "every epoch delivered" "$T/cut-skip.err" && fail "cut (on_error skip): 'every epoch delivered' was printed"
 ok "cut (on_error skip): 'every epoch delivered' is not printed"
 
+# A worker whose every count is right but whose split's last batch holds 1
+# sample of 10 (9 lost, under on_error "skip", where a last batch may be short):
+# the coordinator sums what the trainer acknowledged against the split's size
+# and the run fails saying what was lost, whether or not the trainer got that
+# far before it ended.
+timeout 120 "$GM" run --backend local --pipeline "$T/pipeline.json" --workers 2 \
+  --epochs 2 --samples-per-split 20 --liveness-timeout 5 --no-db -- \
+  $PY "$SRC/tests/e2e/flood_trainer.py" "$T/short.json" 2 short 6 1 800 >"$T/short.out" 2>"$T/short.err"
+rc=$?
+[[ $rc == 1 || $rc == 3 ]] || { cat "$T/short.err" >&2; fail "short: exit $rc, expected a failure"; }
+ok "short: the run fails (exit $rc)"
+expect_in "$T/short.err" "reached the trainer with 11 samples and 0 said skipped, where 20 were due" \
+  "short: the coordinator says what was lost"
+grep -q "every epoch delivered" "$T/short.err" && fail "short: 'every epoch delivered' was printed"
+ok "short: 'every epoch delivered' is not printed"
+
 # A worker that takes a split and heartbeats but never sends a batch of it (it
 # would hold the split for 60 s): the trainer's client reports it once it has
 # held the awaited batch for the stall timeout (2 s here), the coordinator drops

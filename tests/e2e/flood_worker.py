@@ -18,6 +18,9 @@ that connects with a valid ticket it sends one MIB-MiB BATCH per credit, forever
   cut          batch 0 of its split only, marked as the split's last
                (split_batches 1), and SPLIT_DONE {batch_count: 1, skipped: 0}
                for it: the split cut short, and the samples lost not owned up to
+  short        batches 0 and 1 of its split, the second (the last, split_batches
+               2) with 1 sample of 10, and SPLIT_DONE {batch_count: 2, skipped:
+               0}: every count right, 9 samples lost
   hold         nothing: it takes the credit and heartbeats, and stops when the
                coordinator drops it (the trainer's progress deadline)
 
@@ -122,11 +125,21 @@ def main():
             if mode == "hold":
                 break
             s = conn[0]
-            while conn[1] > 0 and sent * mib < limit and not (mode == "cut" and len(conn) > 2):
+            while conn[1] > 0 and sent * mib < limit and not conn[2:] == ["sent"]:
                 n = 10
                 split_id = split["split"]
                 extra = {}
-                if mode == "cut":
+                body = data
+                if mode == "short":
+                    split_batch = 1 if conn[2:] == ["0"] else 0
+                    n = 1 if split_batch == 1 else 10
+                    keys, body = ["forged-short-%d-%d" % (split_batch, i) for i in range(n)], data[:len(data) // 10 * n]
+                    if split_batch == 1:
+                        extra = {"split_batches": 2}
+                        conn[2:] = ["sent"]
+                    else:
+                        conn.append("0")
+                elif mode == "cut":
                     keys, split_batch, extra = ["forged-cut-%d" % i for i in range(n)], 0, {"split_batches": 1}
                     conn.append("sent")
                 elif mode == "repeat":
@@ -141,20 +154,20 @@ def main():
                     number += 1
                 epoch = split["epoch"] + (1 if mode == "next-epoch" else 0)
                 meta = {"epoch": epoch, "index": 0, "split": split_id, "split_batch": split_batch,
-                        "rank": split["rank"], "dtype": "uint8", "shape": [n, len(data) // n],
+                        "rank": split["rank"], "dtype": "uint8", "shape": [n, len(body) // n],
                         "layout": "none", "n": n, "keys": keys, "sample_indices": list(range(n)),
-                        "data_bytes": len(data), "labels_bytes": 8 * n, **extra}
+                        "data_bytes": len(body), "labels_bytes": 8 * n, **extra}
                 try:
-                    send_frame(s, BATCH, meta, data + bytes(8 * n))
+                    send_frame(s, BATCH, meta, body + bytes(8 * n))
                 except OSError:
                     conns.remove(conn)
                     s.close()
                     break
                 conn[1] -= 1
                 sent += 1
-                if mode == "cut" and not told:
+                if mode in ("cut", "short") and len(conn) > 2 and conn[2] == "sent" and not told:
                     send_frame(coord, SPLIT_DONE, {"epoch": split["epoch"], "split": split["split"],
-                                                   "batch_count": 1, "skipped": 0})
+                                                   "batch_count": 1 if mode == "cut" else 2, "skipped": 0})
                     told = True
     for conn in conns:
         conn[0].close()

@@ -111,6 +111,19 @@ class FakeCoordinator {
     workers_after_fault_ = std::move(workers_after_fault);
     holders_known_ = true;
   }
+  // WORKERS then lists `workers` (not the plan's) and says that `holders`
+  // ((split, index into `workers`)) hold the splits of epoch 0. Without this or
+  // SetHolders, WORKERS lists the plan's workers and says the first holds every
+  // split of the plan.
+  void SetView(std::vector<std::pair<uint64_t, uint64_t>> holders,
+               std::vector<std::string> workers) {
+    MutexLock lock(mu_);
+    holders_ = std::move(holders);
+    after_fault_ = holders_;
+    view_workers_ = workers;
+    workers_after_fault_ = std::move(workers);
+    holders_known_ = true;
+  }
   size_t FaultCount() {
     MutexLock lock(mu_);
     return faults_.size();
@@ -176,17 +189,21 @@ class FakeCoordinator {
         if (close_after_plan) return s.Close();
       } else if (frame->type == MsgType::kGetWorkers) {
         ++get_workers_;
-        nlohmann::json answer = {{"workers", workers}};
+        nlohmann::json answer = {
+            {"workers", view_workers_ ? nlohmann::json(*view_workers_) : workers}};
+        nlohmann::json holders = nlohmann::json::array();
         if (holders_known_) {
-          nlohmann::json holders = nlohmann::json::array();
           for (auto [split, index] : holders_) holders.push_back({split, index});
-          answer.update({{"epoch", 0}, {"holders", holders}});
+        } else if (!workers_.empty()) {
+          for (auto [split, count] : splits_) holders.push_back({split, 0});
         }
+        answer.update({{"epoch", 0}, {"holders", holders}});
         (void)SendFrame(s, MsgType::kWorkers, answer, Deadline::After(5));
       } else if (frame->type == MsgType::kFault) {
         if (faults_.empty() && holders_known_) {
           holders_ = after_fault_;
           workers_ = workers_after_fault_;
+          view_workers_.reset();
         }
         faults_.push_back(frame->meta);
       } else if (frame->type == MsgType::kAck) {
@@ -207,6 +224,7 @@ class FakeCoordinator {
   bool holders_known_ = false;
   std::vector<std::pair<uint64_t, uint64_t>> holders_, after_fault_;
   std::vector<std::string> workers_after_fault_;
+  std::optional<std::vector<std::string>> view_workers_;
   std::vector<nlohmann::json> faults_;
   int get_workers_ = 0;
   int heartbeats_ = 0;
@@ -466,6 +484,8 @@ TEST_F(ClientTest, GivenTwoWorkersServingSplitsOutOfOrderThenNextReturnsTheSeque
   FakeWorker early(secret_, {Script{Items({0})}});
   FakeCoordinator coordinator(secret_);
   coordinator.SetPlan(Plan(true), {late.address(), early.address()});
+  coordinator.SetView({{order_[0], 1}, {order_[1], 0}, {order_[2], 0}},
+                      {late.address(), early.address()});
   auto client = Client::Connect(Options(coordinator.address()));
   ASSERT_TRUE(client.ok()) << client.status().message();
   EXPECT_EQ(Drain(**client), Expected());
@@ -490,6 +510,8 @@ TEST_F(ClientTest, GivenAWorkerThatBreaksMidSplitWhenAnotherRemakesItThenEveryBa
   FakeWorker other(secret_, {Script{Items({0, 1, 2})}});
   FakeCoordinator coordinator(secret_);
   coordinator.SetPlan(Plan(false), {broken.address(), other.address()});
+  // The coordinator has given the broken worker's split to the other.
+  coordinator.SetView({{order_[0], 0}, {order_[1], 0}, {order_[2], 0}}, {other.address()});
   auto client = Client::Connect(Options(coordinator.address()));
   ASSERT_TRUE(client.ok()) << client.status().message();
   std::vector<std::string> keys = Drain(**client);
@@ -505,6 +527,8 @@ TEST_F(ClientTest, GivenABatchForAnotherRank_ThenThatWorkerIsDroppedAndAnotherMa
   FakeWorker other(secret_, {Script{Items({0, 1, 2})}});
   FakeCoordinator coordinator(secret_);
   coordinator.SetPlan(Plan(false), {liar.address(), other.address()});
+  coordinator.SetView({{order_[0], 1}, {order_[1], 1}, {order_[2], 1}},
+                      {liar.address(), other.address()});
   auto client = Client::Connect(Options(coordinator.address()));
   ASSERT_TRUE(client.ok()) << client.status().message();
   EXPECT_EQ(Drain(**client), Expected());  // every batch once, from the honest worker

@@ -120,6 +120,41 @@ class CoordinatorServerTest : public ::testing::Test {
             .ok());
   }
 
+  // A worker takes a 4-sample split (2 batches of 2) and says it made it whole
+  // (before the acks, or after them with `done_last`); the trainer acknowledges
+  // both batches with `samples` each. Waits until the worker has made `made`
+  // splits; returns the answer to the next GET_PLAN.
+  Frame DeliverSplit(Socket& worker, Socket& client, std::vector<int> samples, bool done_last,
+                     uint64_t made) {
+    uint64_t split = 2;  // the 2-sample split, if assigned: ask again
+    while (split == 2) {
+      Frame a = Ask(worker, MsgType::kGetSplit, nlohmann::json::object());
+      EXPECT_EQ(a.meta["kind"], "assign") << a.meta.dump();
+      if (a.meta["kind"] != "assign") return a;
+      split = a.meta["split"];
+    }
+    const auto done = [&] {
+      EXPECT_TRUE(SendFrame(worker, MsgType::kSplitDone,
+                            {{"epoch", 0}, {"split", split}, {"batch_count", 2}, {"skipped", 0}},
+                            Deadline::After(kWait))
+                      .ok());
+    };
+    if (!done_last) done();
+    EXPECT_TRUE(
+        SendFrame(client, MsgType::kAck,
+                  {{"epoch", 0}, {"batches", {{split, 0}, {split, 1}}}, {"samples", samples}},
+                  Deadline::After(kWait))
+            .ok());
+    if (done_last) done();
+    const double until = MonotonicSeconds() + kWait;
+    while (MonotonicSeconds() < until) {
+      const CoordinatorStats stats = server_->Summary().state;
+      if (!stats.workers.empty() && stats.workers[0].splits_done >= made) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return Ask(client, MsgType::kGetPlan, {{"epoch", 0}});
+  }
+
   std::string secret_;
   std::unique_ptr<CoordinatorServer> server_;
   int port_ = 0;
@@ -465,6 +500,31 @@ TEST_F(CoordinatorServerTest,
                          "batches of 2"),
             std::string::npos)
       << message;
+}
+
+TEST_F(CoordinatorServerTest,
+       GivenASplitThatReachesTheTrainerShort_ThenTheRunFailsSayingWhatWasLost) {
+  for (const std::string on_error : {"skip", "fail"}) {
+    for (bool done_last : {false, true}) {
+      SCOPED_TRACE(on_error + (done_last ? ", SPLIT_DONE after the acks" : ", SPLIT_DONE first"));
+      Start(kClientIdleS, 1, 1, on_error);
+      Socket worker, client;
+      Frame plan;
+      ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+      Frame honest = DeliverSplit(worker, client, {2, 2}, done_last, 1);
+      EXPECT_EQ(honest.type, MsgType::kPlan) << honest.meta.dump();
+      // The next split's last batch holds 1 sample of 2, its count still right.
+      Frame refused = DeliverSplit(worker, client, {2, 1}, done_last, 2);
+      ASSERT_EQ(refused.type, MsgType::kError) << refused.meta.dump();
+      const std::string message = refused.meta.value("message", "");
+      EXPECT_NE(message.find("(4 samples) reached the trainer with 3 samples and 0 said skipped, "
+                             "where 4 were due"),
+                std::string::npos)
+          << message;
+      EXPECT_NE(server_->Summary().failure.find("reached the trainer with 3 samples"),
+                std::string::npos);
+    }
+  }
 }
 
 TEST_F(CoordinatorServerTest, GivenOnErrorSkip_WhenAWorkerSaysItSkipped_ThenTheSummaryCountsIt) {

@@ -50,10 +50,25 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
                         {{"epoch", 0}, {"split", 1}, {"batch_count", 2}, {"skipped", -1}}))
                 .find("$.skipped"),
             std::string::npos);
-  AckMsg ack{2, {{1, 0}, {1, 1}}};
+  AckMsg ack{2, {{1, 0}, {1, 1}}, {}};
   auto a = AckMsg::Decode(ack.Encode());
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->batches, ack.batches);
+  EXPECT_TRUE(a->samples.empty());  // optional
+  ack.samples = {4, 1};
+  EXPECT_EQ(AckMsg::Decode(ack.Encode())->samples, ack.samples);
+  // One count per batch, each an integer from 1.
+  for (const json& bad : {json::array({4}), json::array({4, 0}), json::array({4, 1.0}),
+                          json::array({4, "1"}), json("x")}) {
+    EXPECT_NE(
+        Refusal(AckMsg::Decode({{"epoch", 2}, {"batches", {{1, 0}, {1, 1}}}, {"samples", bad}}))
+            .find("$.samples"),
+        std::string::npos)
+        << bad;
+  }
+  // A pair's integers are integers: 1.0 is not 1.
+  EXPECT_NE(Refusal(AckMsg::Decode({{"epoch", 2}, {"batches", {{1, 1.0}}}})).find("$.batches"),
+            std::string::npos);
   auto s = SubscribeMsg::Decode(SubscribeMsg{1, 4, false}.Encode(), true);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->world_size, 4);

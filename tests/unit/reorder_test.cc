@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,6 +25,14 @@ Batch MakeBatch(uint64_t epoch, uint64_t split, uint64_t split_batch, std::vecto
   return b;
 }
 
+// Tells `buffer` who holds which split of `epoch` (split -> source), as the
+// client does with each view of the coordinator's.
+void Hold(ReorderBuffer& buffer, uint64_t epoch, const std::map<uint64_t, uint64_t>& holders) {
+  std::set<uint64_t> listed;
+  for (const auto& [split, source] : holders) listed.insert(source);
+  EXPECT_TRUE(buffer.SetHolders(epoch, holders, listed, buffer.AskView()).empty());
+}
+
 // Two splits of two batches each, one rank.
 EpochPlan TwoSplits(uint64_t epoch) { return EpochPlan{epoch, {{0, 2}, {1, 2}}}; }
 
@@ -43,12 +52,14 @@ TEST(ReorderTest, GivenTheCurrentEpochDone_ThenTheNextEpochsBatchesAreKept) {
   std::string why;
   ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, std::nullopt, &why),
             ReorderBuffer::Outcome::kBuffered);
+  Hold(buffer, 0, {{0, 1}});
   ASSERT_TRUE(buffer.TakeNext().has_value());
   ASSERT_TRUE(buffer.done());
   EXPECT_EQ(buffer.Offer(MakeBatch(1, 0, 0, {"a"}), 1, std::nullopt, &why),
             ReorderBuffer::Outcome::kBuffered)
       << why;
   ASSERT_TRUE(buffer.StartEpoch(EpochPlan{1, {{0, 1}}}, 1, 0, 0).ok());
+  Hold(buffer, 1, {{0, 1}});
   EXPECT_TRUE(buffer.TakeNext().has_value());
 }
 
@@ -82,6 +93,7 @@ TEST(ReorderTest, GivenASourceDisowned_ThenTheCountItToldGivesWayToTheNextWorker
   // Source 1 says split 0 has 3 batches, sends batch 0, then nothing more.
   ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, 3, &why), ReorderBuffer::Outcome::kBuffered)
       << why;
+  Hold(buffer, 0, {{0, 1}});
   ASSERT_TRUE(buffer.TakeNext().has_value());
   // Before it is disowned, the next worker's count contradicts it.
   EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 1, {"b"}), 2, 2, &why), ReorderBuffer::Outcome::kRejected);
@@ -89,6 +101,7 @@ TEST(ReorderTest, GivenASourceDisowned_ThenTheCountItToldGivesWayToTheNextWorker
   buffer.Disown(1);
   EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 1, {"b"}), 2, 2, &why), ReorderBuffer::Outcome::kBuffered)
       << why;
+  Hold(buffer, 0, {{0, 2}});
   ASSERT_TRUE(buffer.TakeNext().has_value());
   EXPECT_TRUE(buffer.done());
 }
@@ -122,6 +135,7 @@ TEST(ReorderTest, GivenASourceSkippingAhead_ThenItsBatchIsRejected) {
   // starts there (or before).
   ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, std::nullopt, &why),
             ReorderBuffer::Outcome::kBuffered);
+  Hold(buffer, 0, {{0, 1}});
   ASSERT_TRUE(buffer.TakeNext().has_value());
   EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 1, {"b"}), 2, std::nullopt, &why),
             ReorderBuffer::Outcome::kBuffered)
@@ -172,6 +186,7 @@ TEST(ReorderTest, GivenBatchesFromTwoSources_ThenWhatEachHoldsIsCountedUntilTake
   EXPECT_EQ(buffer.held_from(2).bytes, 216u);  // data + one 8-byte label each
   EXPECT_EQ(buffer.held_from(1).batches, 1u);
   EXPECT_EQ(buffer.buffered_bytes(), 234u);
+  Hold(buffer, 0, {{0, 1}, {1, 2}});
   auto taken = buffer.TakeNext();
   ASSERT_TRUE(taken.has_value());
   EXPECT_EQ(taken->second, 1u);
@@ -234,11 +249,65 @@ TEST(ReorderTest, GivenTheBatchSize_ThenOnlyASplitsLastBatchMayHoldFewerSamples)
   EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 1, {"z"}), 2, std::nullopt, &why),
             ReorderBuffer::Outcome::kBuffered)
       << why;
+  Hold(buffer, 0, {{0, 1}, {1, 2}});
   ASSERT_TRUE(buffer.TakeNext().has_value());
   // Split 0 was read: a copy from a worker that made it again is dropped, even
   // one that contradicts the count the first worker sent.
   EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 1, {"b", "c"}), 3, uint64_t{2}, &why),
             ReorderBuffer::Outcome::kDropped);
+}
+
+TEST(ReorderTest, GivenTheAwaitedBatchFromASourceNotKnownToHoldItsSplit_ThenItWaitsForAView) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
+  std::string why;
+  // Source 9 sends the awaited batch of split 0, which source 1 holds.
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"forged"}), 9, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  EXPECT_FALSE(buffer.TakeNext().has_value());  // not before a view says who holds it
+  EXPECT_TRUE(buffer.AwaitsView());
+  const uint64_t view = buffer.AskView();
+  EXPECT_FALSE(buffer.AwaitsView());  // asked: no need to ask again
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"real"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kAside);
+  EXPECT_EQ(buffer.SetHolders(0, {{0, 1}}, {1, 9}, view), std::set<uint64_t>{9});
+  auto taken = buffer.TakeNext();
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->first.keys, std::vector<std::string>{"real"});
+  EXPECT_EQ(taken->second, 1u);
+  // Once the holders are known, the holder's batches go at once.
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 1, {"b"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  EXPECT_FALSE(buffer.AwaitsView());
+  EXPECT_TRUE(buffer.TakeNext().has_value());
+}
+
+TEST(ReorderTest, GivenALiarThatSentTheRealSampleKeysFirst_ThenTheHoldersBatchIsNoRepeat) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
+  std::string why;
+  // Source 9 sends batch 0 of split 0 with the real keys before its holder ...
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a", "b"}), 9, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  const uint64_t view = buffer.AskView();
+  // ... and split 1's while the coordinator is asked (not proven by that view).
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"x", "y"}), 9, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  EXPECT_EQ(buffer.SetHolders(0, {{0, 1}, {1, 2}}, {1, 2, 9}, view), std::set<uint64_t>{9});
+  // Split 0's batch went with the view; the holder's, with the same keys, is no repeat.
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a", "b"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered)
+      << why;
+  // Split 1's holder replaces the liar's batch with its copy; its next batch may
+  // still not repeat the keys.
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"x", "y"}), 2, std::nullopt, &why),
+            ReorderBuffer::Outcome::kDropped);  // the liar's, replaced
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 1, 1, {"y"}), 2, std::nullopt, &why),
+            ReorderBuffer::Outcome::kRejected);
+  EXPECT_NE(why.find("repeats sample \"y\""), std::string::npos) << why;
+  auto first = buffer.TakeNext();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->second, 1u);
 }
 
 }  // namespace
