@@ -165,6 +165,7 @@ class CoordinatorState {
     uint64_t samples = 0;
     uint64_t skipped = 0;
     bool skip_told = false;
+    uint64_t batches = 0;  // delivered: fewer than the split makes where equal shares cut it
   };
   std::optional<Delivery> Delivered(uint64_t split) const;
   // Trainer `rank` restarted from a checkpoint at `position`: exactly the first
