@@ -130,7 +130,8 @@ def serve_coordinator(worker_address, log, count=-1, device_stages=None):
                 send_frame(sock, PLAN, {"epoch": meta["epoch"], "splits": [[7, count], [3, count]],
                                         "workers": [worker_address]})
             elif msg_type == GET_WORKERS:
-                send_frame(sock, WORKERS, {"workers": [worker_address]})
+                # The one worker holds both splits (the client delivers only the holders' batches).
+                send_frame(sock, WORKERS, {"workers": [worker_address], "epoch": 0, "holders": [[7, 0], [3, 0]]})
             elif msg_type == BYE:
                 return
     return serve
