@@ -15,12 +15,16 @@
 namespace gm {
 namespace {
 
+// A JSON integer (never 1.0 or "1"); the caller says what was expected.
+Result<int64_t> JsonInteger(const JsonNode& n) {
+  return n.json().is_number_integer() ? n.AsInt() : Result<int64_t>(Status::Corrupt(""));
+}
+
 // A field read as an integer in [lo, hi]: a JSON integer (never 1.0 or "1"); the
 // error names the message and field.
 Result<int64_t> Int(const JsonNode& m, std::string_view key, int64_t lo, int64_t hi) {
   GM_ASSIGN_OR_RETURN(JsonNode n, m.Get(key));
-  Result<int64_t> v =
-      n.json().is_number_integer() ? n.AsInt() : Result<int64_t>(Status::Corrupt(""));
+  Result<int64_t> v = JsonInteger(n);
   if (!v.ok() || *v < lo || *v > hi) {
     return n.Expected("an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
   }
@@ -78,10 +82,7 @@ Result<std::vector<std::pair<uint64_t, uint64_t>>> SplitPairs(const JsonNode& li
   for (const JsonNode& pair : pairs) {
     GM_ASSIGN_OR_RETURN(std::vector<JsonNode> two, pair.Elements());
     if (two.size() != 2) return pair.Expected("a " + what + " pair");
-    const auto integer = [](const JsonNode& v) {  // never 1.0 or "1"
-      return v.json().is_number_integer() ? v.AsInt() : Result<int64_t>(Status::Corrupt(""));
-    };
-    Result<int64_t> split = integer(two[0]), n = integer(two[1]);
+    Result<int64_t> split = JsonInteger(two[0]), n = JsonInteger(two[1]);
     if (!split.ok() || !n.ok() || *split < 0 || *n < 0 ||
         static_cast<uint64_t>(*split) >= kMaxSplitId || static_cast<uint64_t>(*n) >= n_limit) {
       return pair.Expected("a " + what + " pair of integers in range");
@@ -265,8 +266,7 @@ Result<AckMsg> AckMsg::Decode(const nlohmann::json& meta) {
                                ")");
       }
       for (const JsonNode& n : each) {
-        Result<int64_t> v =
-            n.json().is_number_integer() ? n.AsInt() : Result<int64_t>(Status::Corrupt(""));
+        Result<int64_t> v = JsonInteger(n);
         if (!v.ok() || *v < 1 || static_cast<uint64_t>(*v) > kMaxSplitSamples) {
           return n.Expected("a sample count from 1 to 2^40");
         }

@@ -229,18 +229,15 @@ ReorderBuffer::Outcome ReorderBuffer::OfferCopy(Entry& entry, Batch batch, uint6
 }
 
 void ReorderBuffer::See(const Batch& batch, bool seen) {
-  auto it = seen_.find({batch.epoch, batch.split});
-  if (!seen && it == seen_.end()) return;
-  std::unordered_set<uint64_t>& hashes =
-      it != seen_.end() ? it->second : seen_[{batch.epoch, batch.split}];
-  for (const std::string& key : batch.keys) {
-    const uint64_t h = std::hash<std::string>{}(key);
-    if (seen) {
-      hashes.insert(h);
-    } else {
-      hashes.erase(h);
-    }
+  const std::pair<uint64_t, uint64_t> split{batch.epoch, batch.split};
+  if (seen) {
+    std::unordered_set<uint64_t>& hashes = seen_[split];
+    for (const std::string& key : batch.keys) hashes.insert(std::hash<std::string>{}(key));
+    return;
   }
+  auto it = seen_.find(split);
+  if (it == seen_.end()) return;
+  for (const std::string& key : batch.keys) it->second.erase(std::hash<std::string>{}(key));
 }
 
 void ReorderBuffer::Verify(Entry& entry) {
@@ -354,9 +351,15 @@ void ReorderBuffer::Disown(uint64_t source) {
   }
 }
 
-std::optional<std::pair<Batch, uint64_t>> ReorderBuffer::TakeNext() {
+std::optional<ReorderBuffer::Key> ReorderBuffer::AwaitedKey() const {
   if (!seq_ || seq_->done()) return std::nullopt;
-  auto it = buffer_.find(Key{epoch_, seq_->next_split(), seq_->next_key().batch});
+  return Key{epoch_, seq_->next_split(), seq_->next_key().batch};
+}
+
+std::optional<std::pair<Batch, uint64_t>> ReorderBuffer::TakeNext() {
+  const std::optional<Key> awaited = AwaitedKey();
+  if (!awaited) return std::nullopt;
+  auto it = buffer_.find(*awaited);
   // Never a batch whose source is not known to hold its split: a worker could
   // otherwise slip in the batch awaited for a split another worker makes.
   if (it == buffer_.end() || !it->second.verified) return std::nullopt;
@@ -370,8 +373,9 @@ std::optional<std::pair<Batch, uint64_t>> ReorderBuffer::TakeNext() {
 }
 
 bool ReorderBuffer::AwaitsView() const {
-  if (!seq_ || seq_->done()) return false;
-  auto it = buffer_.find(Key{epoch_, seq_->next_split(), seq_->next_key().batch});
+  const std::optional<Key> awaited = AwaitedKey();
+  if (!awaited) return false;
+  auto it = buffer_.find(*awaited);
   return it != buffer_.end() && !it->second.verified && it->second.view >= views_asked_;
 }
 

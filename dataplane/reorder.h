@@ -140,6 +140,8 @@ class ReorderBuffer {
   // Records (`seen`) or forgets the hashes of `batch`'s sample keys in seen_: a
   // batch dropped as another source's word must not make the real one a repeat.
   void See(const Batch& batch, bool seen);
+  // The key of the batch the sequence awaits (nullopt before an epoch or when done).
+  std::optional<Key> AwaitedKey() const;
   // Rejects (with `*why`) a batch of no samples, of more than the batch size, or
   // of fewer when it is not its split's last.
   bool CheckSize(const Batch& batch, std::optional<uint64_t> split_batches, std::string* why) const;

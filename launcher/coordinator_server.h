@@ -151,6 +151,13 @@ class CoordinatorServer {
   // source knows it): its batch count must be that of the size less the samples
   // it says it skipped, and it may skip none under on_error "fail".
   Status CheckSplitSize(const SplitDoneMsg& done) const;
+  // What a split of `size` samples makes with `skipped` of them skipped: its
+  // batches and the samples they hold (drop_last drops a short tail).
+  struct SplitYield {
+    uint64_t batches = 0;
+    uint64_t samples = 0;
+  };
+  SplitYield YieldOf(uint64_t size, uint64_t skipped) const;
   // Once a split of known size is complete (and, under on_error "skip", its
   // maker said what it skipped): the samples the trainer acknowledged must be
   // the size less what was skipped (and drop_last's tail); else failure_ says

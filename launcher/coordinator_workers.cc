@@ -11,6 +11,13 @@
 
 namespace gm {
 
+CoordinatorServer::SplitYield CoordinatorServer::YieldOf(uint64_t size, uint64_t skipped) const {
+  const uint64_t left = size - std::min(size, skipped);
+  const uint64_t b = static_cast<uint64_t>(pipeline_.batch_size());
+  if (pipeline_.drop_last()) return {left / b, left / b * b};
+  return {(left + b - 1) / b, left};
+}
+
 Status CoordinatorServer::CheckSplitSize(const SplitDoneMsg& done) const {
   const auto& splits = pipeline_.splits();
   if (done.split >= splits.size() || splits[done.split].count == 0) return Status::Ok();
@@ -22,12 +29,10 @@ Status CoordinatorServer::CheckSplitSize(const SplitDoneMsg& done) const {
     return Status::InvalidArgument(what + ", but on_error is \"fail\"");
   }
   if (done.skipped > size) return Status::InvalidArgument(what + ": more than it holds");
-  const uint64_t left = size - done.skipped;
-  const uint64_t b = static_cast<uint64_t>(pipeline_.batch_size());
-  const uint64_t batches = pipeline_.drop_last() ? left / b : (left + b - 1) / b;
+  const uint64_t batches = YieldOf(size, done.skipped).batches;
   if (done.batch_count != batches) {
     return Status::InvalidArgument(what + ", but the rest make " + std::to_string(batches) +
-                                   " batches of " + std::to_string(b));
+                                   " batches of " + std::to_string(pipeline_.batch_size()));
   }
   return Status::Ok();
 }
@@ -42,11 +47,10 @@ void CoordinatorServer::CheckDelivered(uint64_t epoch, uint64_t split) {
   if (!got || (pipeline_.on_error() != OnError::kFail && !got->skip_told)) return;
   const uint64_t size = splits[split].count;
   const uint64_t b = static_cast<uint64_t>(pipeline_.batch_size());
-  const uint64_t left = size - std::min(size, got->skipped);
-  const uint64_t whole = pipeline_.drop_last() ? left / b * b : left;
+  const uint64_t whole = YieldOf(size, got->skipped).samples;
   // Where equal shares between ranks cut the split after `batches` full
   // batches, those are due.
-  const uint64_t expected = got->batches * b < whole ? got->batches * b : whole;
+  const uint64_t expected = std::min(got->batches * b, whole);
   if (got->samples == expected && got->skipped <= size) return;
   failure_ = SplitName(epoch, split) + " (" + std::to_string(size) +
              " samples) reached the trainer with " + std::to_string(got->samples) +
