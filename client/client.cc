@@ -316,13 +316,18 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
     }
     bool bounded = false, holder_bounded = false;
     for (auto& [id, conn] : conns) {
-      if (!out_of_credit(*conn) || !(all_used || conn->source == holder)) continue;
-      if (UnderLookAheadBound(*conn)) {
+      const bool holds = conn->source == holder;
+      if (!out_of_credit(*conn) || !(all_used || holds)) continue;
+      const Bound bound = LookAheadBound(*conn, holds);
+      if (bound == Bound::kUnder) {
         ++conn->owed;
-      } else {
-        bounded = true;
-        if (conn->source == holder) holder_bounded = true;
+        continue;
       }
+      bounded = true;
+      // Its unverified part full: the next view may verify it, so no stall yet.
+      // The whole bound full of what the holder sent itself while the awaited
+      // batch is not among it: the holder's doing, so the stall clock runs.
+      if (holds && bound == Bound::kUnverified) holder_bounded = true;
     }
     const double now = clock->Now();
     if (stall.since < started) stall = {reorder.epoch(), reorder.key(), holder, now};  // a new wait

@@ -51,10 +51,16 @@ struct ClientOptions {
   double heartbeat_s = kClientHeartbeatS;
   // The look-ahead bound: the progress rule (dataplane/messages.h) grants a
   // worker more credit only while fewer than max_lookahead_batches of its
-  // batches wait in the re-order buffer and they hold less than an equal part
-  // of max_buffered_bytes (divided among the live worker connections). So no
-  // worker can grow the trainer's memory past its part + the credit granted
-  // (prefetch + 1 batches per connection), nor stop the credit of the others.
+  // batches that are not verified yet (sent by a worker not yet named as its
+  // split's holder) wait in the re-order buffer and they hold less than an
+  // equal part of max_buffered_bytes (divided among the live worker
+  // connections); and while the whole buffer holds fewer than
+  // max_lookahead_batches per live connection and less than max_buffered_bytes,
+  // except for the awaited split's holder, which is held to that bound for what
+  // it sent itself (a holder that fills it without sending the awaited batch is
+  // reported as a stall). So no worker can grow the trainer's memory past twice
+  // max_buffered_bytes + the credit granted (prefetch + 1 batches per
+  // connection), nor stop the credit of the others.
   // 0: $GOLDMINER_CLIENT_BUFFER_MB MiB, else 1 GiB.
   uint64_t max_buffered_bytes = 0;
   uint64_t max_lookahead_batches = kDefaultLookAheadBatches;

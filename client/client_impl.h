@@ -161,7 +161,12 @@ struct Client::Impl {
                   std::optional<SequenceKey> at);
   Status CheckState(const ResumeState& state) const;
   std::optional<Batch> TakeLocked(MutexLock& lock) REQUIRES(mu);
-  bool UnderLookAheadBound(const WorkerConn& conn) const REQUIRES(mu);
+  // Whether the look-ahead bound (ClientOptions::max_buffered_bytes) lets `conn`
+  // have more credit: kUnverified when what its worker sent that is not verified
+  // yet fills its part; kTotal when the buffer is full (for the awaited split's
+  // holder, `holder`: when what it sent itself fills the whole bound).
+  enum class Bound { kUnder, kUnverified, kTotal };
+  Bound LookAheadBound(const WorkerConn& conn, bool holder) const REQUIRES(mu);
   // The re-order buffer's source id of the worker at `address` (made on first use).
   uint64_t SourceOf(const std::string& address) REQUIRES(mu) {
     return source_of.emplace(address, source_of.size() + 1).first->second;

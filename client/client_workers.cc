@@ -325,15 +325,26 @@ void Client::Impl::CheckHolders(const WorkersMsg& workers, uint64_t view) {
   ++events;
 }
 
-// Each live worker gets an equal part of the byte bound, so one that fills its
-// part with batches nobody needs cannot stop the credit of the one that holds
-// the batch awaited.
-bool Client::Impl::UnderLookAheadBound(const WorkerConn& conn) const {
-  const auto live = static_cast<uint64_t>(
-      std::count_if(conns.begin(), conns.end(), [](const auto& c) { return !c.second->dead; }));
-  const ReorderBuffer::Held held = reorder.held_from(conn.source);
-  return held.batches < options.max_lookahead_batches &&
-         held.bytes < options.max_buffered_bytes / std::max<uint64_t>(live, 1);
+// Each live worker gets an equal part of the bound for batches not verified yet,
+// so one that fills its part with batches nobody needs cannot stop the credit of
+// the one that holds the batch awaited. Verified batches (of splits their worker
+// holds, not awaited yet) count in the whole bound: past it only the awaited
+// split's holder gets credit, and only while what it sent itself is under the
+// whole bound. So the buffer never holds more than twice the bound, plus the
+// credit granted (prefetch + 1 per connection), whatever the workers send.
+Client::Impl::Bound Client::Impl::LookAheadBound(const WorkerConn& conn, bool holder) const {
+  const auto live = std::max<uint64_t>(
+      1, static_cast<uint64_t>(std::count_if(conns.begin(), conns.end(),
+                                             [](const auto& c) { return !c.second->dead; })));
+  const ReorderBuffer::Held unverified = reorder.held_from(conn.source);
+  if (unverified.batches >= options.max_lookahead_batches ||
+      unverified.bytes >= options.max_buffered_bytes / live)
+    return Bound::kUnverified;
+  const ReorderBuffer::Held kept = holder ? reorder.kept_from(conn.source) : reorder.kept();
+  if (kept.batches >= options.max_lookahead_batches * live ||
+      kept.bytes >= options.max_buffered_bytes)
+    return Bound::kTotal;
+  return Bound::kUnder;
 }
 
 }  // namespace gm

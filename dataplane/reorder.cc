@@ -139,22 +139,27 @@ ReorderBuffer::Outcome ReorderBuffer::Offer(Batch batch, uint64_t source,
 }
 
 bool ReorderBuffer::CheckSamples(const Batch& batch, std::string* why) {
-  std::unordered_set<uint64_t>& seen = seen_[{batch.epoch, batch.split}];
-  std::vector<uint64_t> hashes;
-  hashes.reserve(batch.keys.size());
-  std::unordered_set<uint64_t> in_batch;
+  Seen& seen = seen_[{batch.epoch, batch.split}];
+  std::unordered_set<uint64_t> keys, indices;  // this batch's
+  const auto repeats = [&](const std::string& what, bool earlier) {
+    *why = "batch " + std::to_string(batch.split_batch) + " of epoch " +
+           std::to_string(batch.epoch) + " split " + std::to_string(batch.split) + " repeats " +
+           what + (earlier ? " of an earlier batch of the split" : "");
+    return false;
+  };
   for (size_t i = 0; i < batch.keys.size(); ++i) {
     const uint64_t h = std::hash<std::string>{}(batch.keys[i]);
-    if (seen.contains(h) || !in_batch.insert(h).second) {
-      *why = "batch " + std::to_string(batch.split_batch) + " of epoch " +
-             std::to_string(batch.epoch) + " split " + std::to_string(batch.split) +
-             " repeats sample \"" + batch.keys[i].substr(0, 200) + "\"" +
-             (seen.contains(h) ? " of an earlier batch of the split" : "");
-      return false;
-    }
-    hashes.push_back(h);
+    if (seen.keys.contains(h) || !keys.insert(h).second)
+      return repeats("sample \"" + batch.keys[i].substr(0, 200) + "\"", seen.keys.contains(h));
   }
-  seen.insert(hashes.begin(), hashes.end());
+  // A key names one sample and so does its index: a batch can repeat a sample
+  // under another name, but not under another index.
+  for (uint64_t index : batch.sample_indices) {
+    if (seen.indices.contains(index) || !indices.insert(index).second)
+      return repeats("sample index " + std::to_string(index), seen.indices.contains(index));
+  }
+  seen.keys.insert(keys.begin(), keys.end());
+  seen.indices.insert(indices.begin(), indices.end());
   return true;
 }
 
@@ -174,7 +179,17 @@ bool ReorderBuffer::InOrder(const Batch& batch, uint64_t source, std::string* wh
   return false;
 }
 
-// Accounting of what a source's unverified batches hold (the look-ahead bound).
+// Accounting of what is buffered, in all and by source (the look-ahead bound).
+void ReorderBuffer::Count(uint64_t source, uint64_t bytes, bool in) {
+  Held& from = kept_from_[source];
+  for (Held* held : {&kept_, &from}) {
+    held->batches = in ? held->batches + 1 : held->batches - 1;
+    held->bytes = in ? held->bytes + bytes : held->bytes - bytes;
+  }
+  if (from.batches == 0) kept_from_.erase(source);
+}
+
+// What a source's unverified batches hold.
 void ReorderBuffer::Hold(uint64_t source, uint64_t bytes) {
   Held& held = held_[source];
   ++held.batches;
@@ -192,7 +207,7 @@ void ReorderBuffer::Unhold(uint64_t source, uint64_t bytes) {
 void ReorderBuffer::ReleaseCopies(Entry& entry) {
   for (const Copy& c : entry.copies) {
     const uint64_t bytes = BatchBytes(c.batch);
-    buffered_bytes_ -= bytes;
+    Count(c.source, bytes, false);
     Unhold(c.source, bytes);
   }
   entry.copies.clear();
@@ -211,7 +226,8 @@ ReorderBuffer::Outcome ReorderBuffer::OfferCopy(Entry& entry, Batch batch, uint6
     // The holder's copy replaces a batch from a source that does not hold the split.
     ReleaseCopies(entry);
     Unhold(entry.source, entry.bytes);
-    buffered_bytes_ += bytes - entry.bytes;
+    Count(entry.source, entry.bytes, false);
+    Count(source, bytes, true);
     See(entry.batch, false);  // its keys were another source's word
     See(batch, true);
     entry.batch = std::move(batch);
@@ -222,7 +238,7 @@ ReorderBuffer::Outcome ReorderBuffer::OfferCopy(Entry& entry, Batch batch, uint6
     return Outcome::kDropped;
   }
   // Kept aside until SetHolders says whose is real; counted as its source's.
-  buffered_bytes_ += bytes;
+  Count(source, bytes, true);
   Hold(source, bytes);
   entry.copies.push_back(Copy{std::move(batch), source});
   return Outcome::kAside;
@@ -231,13 +247,15 @@ ReorderBuffer::Outcome ReorderBuffer::OfferCopy(Entry& entry, Batch batch, uint6
 void ReorderBuffer::See(const Batch& batch, bool seen) {
   const std::pair<uint64_t, uint64_t> split{batch.epoch, batch.split};
   if (seen) {
-    std::unordered_set<uint64_t>& hashes = seen_[split];
-    for (const std::string& key : batch.keys) hashes.insert(std::hash<std::string>{}(key));
+    Seen& s = seen_[split];
+    for (const std::string& key : batch.keys) s.keys.insert(std::hash<std::string>{}(key));
+    s.indices.insert(batch.sample_indices.begin(), batch.sample_indices.end());
     return;
   }
   auto it = seen_.find(split);
   if (it == seen_.end()) return;
-  for (const std::string& key : batch.keys) it->second.erase(std::hash<std::string>{}(key));
+  for (const std::string& key : batch.keys) it->second.keys.erase(std::hash<std::string>{}(key));
+  for (uint64_t index : batch.sample_indices) it->second.indices.erase(index);
 }
 
 void ReorderBuffer::Verify(Entry& entry) {
@@ -274,7 +292,7 @@ std::set<uint64_t> ReorderBuffer::SetHolders(uint64_t epoch,
       real = std::move(*copy);
       entry.copies.erase(copy);
       Unhold(real->source, BatchBytes(real->batch));
-      buffered_bytes_ -= BatchBytes(real->batch);
+      Count(real->source, BatchBytes(real->batch), false);
     }
     const Key key = it->first;
     ++dropped_;
@@ -292,7 +310,7 @@ std::set<uint64_t> ReorderBuffer::SetHolders(uint64_t epoch,
 
 void ReorderBuffer::Keep(const Key& key, Batch batch, uint64_t source) {
   const uint64_t bytes = BatchBytes(batch);
-  buffered_bytes_ += bytes;
+  Count(source, bytes, true);
   Hold(source, bytes);
   Entry entry{std::move(batch), source, bytes, false, views_asked_, {}};
   auto [it, fresh] = buffer_.emplace(key, std::move(entry));
@@ -302,7 +320,7 @@ void ReorderBuffer::Keep(const Key& key, Batch batch, uint64_t source) {
 }
 
 void ReorderBuffer::Forget(std::map<Key, Entry>::iterator it) {
-  buffered_bytes_ -= it->second.bytes;
+  Count(it->second.source, it->second.bytes, false);
   ReleaseCopies(it->second);
   if (!it->second.verified) Unhold(it->second.source, it->second.bytes);
   buffer_.erase(it);
@@ -311,6 +329,11 @@ void ReorderBuffer::Forget(std::map<Key, Entry>::iterator it) {
 ReorderBuffer::Held ReorderBuffer::held_from(uint64_t source) const {
   auto it = held_.find(source);
   return it == held_.end() ? Held{} : it->second;
+}
+
+ReorderBuffer::Held ReorderBuffer::kept_from(uint64_t source) const {
+  auto it = kept_from_.find(source);
+  return it == kept_from_.end() ? Held{} : it->second;
 }
 
 Status ReorderBuffer::SetBatchCount(uint64_t epoch, uint64_t split, uint64_t batch_count) {

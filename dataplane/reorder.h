@@ -103,13 +103,16 @@ class ReorderBuffer {
   // Numbers the next view of the holders: call before asking the coordinator.
   uint64_t AskView() { return ++views_asked_; }
 
-  // What is buffered (not taken yet): data and label bytes in all, and the
-  // batches and bytes not verified yet (SetHolders) that came from `source`.
-  uint64_t buffered_bytes() const { return buffered_bytes_; }
+  // What is buffered (not taken yet), copies kept aside included: in all
+  // (kept()), what came from `source` (kept_from), and of that what is not
+  // verified yet (held_from: SetHolders). Bytes are data and labels.
   struct Held {
     uint64_t batches = 0;
     uint64_t bytes = 0;
   };
+  uint64_t buffered_bytes() const { return kept_.bytes; }
+  Held kept() const { return kept_; }
+  Held kept_from(uint64_t source) const;
   Held held_from(uint64_t source) const;
   // "epoch E split S batch B" of the batch awaited, for messages.
   std::string Awaited() const;
@@ -126,7 +129,7 @@ class ReorderBuffer {
   struct Entry {
     Batch batch;
     uint64_t source = 0;
-    uint64_t bytes = 0;        // data and labels, counted in buffered_bytes_
+    uint64_t bytes = 0;        // data and labels, counted in kept_
     bool verified = false;     // its source held its split (SetHolders)
     uint64_t view = 0;         // views_asked_ when it arrived
     std::vector<Copy> copies;  // from other sources, while not verified
@@ -134,11 +137,15 @@ class ReorderBuffer {
   static constexpr size_t kMaxCopies = 4;
   Outcome Classify(const Key& key, std::string* why);
   // Rejects (with `*why`) a batch whose keys or sample indices repeat, within the
-  // batch or against earlier batches of its split; else records them.
+  // batch or against earlier batches of its split; else records them. (Which
+  // indices a split holds is the layout's: a permuted split is a random subset
+  // of the dataset, so no range is checked here. A split that holds too few
+  // samples is the coordinator's count check: CoordinatorServer::CheckDelivered.)
   bool CheckSamples(const Batch& batch, std::string* why);
   bool InOrder(const Batch& batch, uint64_t source, std::string* why) const;
-  // Records (`seen`) or forgets the hashes of `batch`'s sample keys in seen_: a
-  // batch dropped as another source's word must not make the real one a repeat.
+  // Records (`seen`) or forgets the hashes of `batch`'s sample keys and its
+  // sample indices in seen_: a batch dropped as another source's word must not
+  // make the real one a repeat.
   void See(const Batch& batch, bool seen);
   // The key of the batch the sequence awaits (nullopt before an epoch or when done).
   std::optional<Key> AwaitedKey() const;
@@ -148,6 +155,9 @@ class ReorderBuffer {
   // A copy of a buffered batch: kept aside while the buffered one is not verified.
   Outcome OfferCopy(Entry& entry, Batch batch, uint64_t source);
   void Verify(Entry& entry);
+  // Counts `bytes` of a batch from `source` in or out of kept_ and kept_from_
+  // (Count), or of its unverified part held_ (Hold, Unhold).
+  void Count(uint64_t source, uint64_t bytes, bool in);
   void Hold(uint64_t source, uint64_t bytes);
   void Unhold(uint64_t source, uint64_t bytes);
   void ReleaseCopies(Entry& entry);
@@ -161,11 +171,17 @@ class ReorderBuffer {
   // (epoch, split) -> the source whose split_batches told the count.
   std::map<std::pair<uint64_t, uint64_t>, uint64_t> told_by_;
   uint64_t dropped_ = 0;
-  uint64_t buffered_bytes_ = 0;
-  std::map<uint64_t, Held> held_;  // by source
-  // Hashes of the sample keys of each (epoch, split) accepted so far, until the
-  // sequence moves past the split (later copies are dropped before the check).
-  std::map<std::pair<uint64_t, uint64_t>, std::unordered_set<uint64_t>> seen_;
+  Held kept_;                           // everything buffered
+  std::map<uint64_t, Held> kept_from_;  // by source
+  std::map<uint64_t, Held> held_;       // by source, not verified yet
+  // Hashes of the sample keys, and the sample indices, of each (epoch, split)
+  // accepted so far, until the sequence moves past the split (later copies are
+  // dropped before the check).
+  struct Seen {
+    std::unordered_set<uint64_t> keys;
+    std::unordered_set<uint64_t> indices;
+  };
+  std::map<std::pair<uint64_t, uint64_t>, Seen> seen_;
   // The next split_batch expected from (epoch, source, split).
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, uint64_t> next_from_;
   std::map<uint64_t, uint64_t> holders_;  // split -> source, for holders_epoch_

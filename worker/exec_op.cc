@@ -125,11 +125,18 @@ class ExecOp : public Op {
       return status;
     }
     pid_t pid = child.pid();
-    std::string how = child.Kill(status.code() == Code::kIoError ? kExitGraceSeconds : 0);
+    int ended = 0;
+    std::string how = child.Kill(status.code() == Code::kIoError ? kExitGraceSeconds : 0, &ended);
     pool_->Discard();
-    return Status(status.code(), label_ + ": " + status.message() + "; child process " +
-                                     std::to_string(pid) + " " + how +
-                                     " (a fresh process will serve the next sample)");
+    // Killed by SIGKILL that we did not send (Kill reports its own as such only
+    // after the grace): the kernel's out-of-memory killer, most likely, or an
+    // admin; not the sample's fault, so the split is made again, not skipped.
+    const bool oom = ended == Subprocess::kKilledByOthers;
+    return Status(oom ? Code::kResourceExhausted : status.code(),
+                  label_ + ": " + status.message() + "; child process " + std::to_string(pid) +
+                      " " + how +
+                      (oom ? " by something other than goldminer (out of memory?)" : "") +
+                      " (a fresh process will serve the next sample)");
   }
 
  private:
@@ -152,10 +159,14 @@ class ExecOp : public Op {
       if (body.size() < sizeof(uint64_t)) return Status::Corrupt("response: no room for the seed");
       body.erase(0, sizeof(uint64_t));
     }
-    if (h.kind == FrameKind::kError) {
+    if (h.kind == FrameKind::kError || h.kind == FrameKind::kResourceError) {
       healthy = true;
       sample.extra_cpu_s += cpu;
-      return Status::Corrupt(label_ + ": " + body);
+      // A resource error is not the sample's: never skipped, the split is made again.
+      return h.kind == FrameKind::kError
+                 ? Status::Corrupt(label_ + ": " + body)
+                 : Status::ResourceExhausted(label_ + ": " + body +
+                                             " (the child is short of a resource)");
     }
     Sample out;
     GM_RETURN_IF_ERROR(DecodeSampleBody(body, out).WithContext("response"));

@@ -145,9 +145,9 @@ Result<std::string> EncodeSampleFrame(const Sample& s, std::optional<uint64_t> s
   return out;
 }
 
-std::string EncodeErrorFrame(std::string_view message) {
+std::string EncodeErrorFrame(std::string_view message, bool resource) {
   message = message.substr(0, kMaxFrameBody);
-  std::string out(kErrorMagic);
+  std::string out(resource ? kResourceErrorMagic : kErrorMagic);
   Put<uint32_t>(out, static_cast<uint32_t>(message.size()));
   out.append(message);
   return out;
@@ -166,11 +166,13 @@ Result<FrameHeader> DecodeFrameHeader(std::string_view header) {
     h.kind = FrameKind::kSeededSample;
   } else if (magic == kErrorMagic) {
     h.kind = FrameKind::kError;
+  } else if (magic == kResourceErrorMagic) {
+    h.kind = FrameKind::kResourceError;
   } else {
     std::string shown;
     for (char c : magic) shown += (c >= 0x20 && c < 0x7f) ? c : '?';
     return Status::Corrupt("frame header: bad magic \"" + shown +
-                           "\" (expected \"GMS1\", \"GMS2\" or \"GME1\")");
+                           "\" (expected \"GMS1\", \"GMS2\", \"GME1\" or \"GMR1\")");
   }
   h.body_bytes = GetLe<uint32_t>(header.data() + 4);
   if (h.body_bytes > kMaxFrameBody) {
@@ -218,6 +220,7 @@ Result<Sample> DecodeSampleFrame(std::string_view frame, uint64_t* seed) {
                            " body bytes, got " + std::to_string(body.size()));
   }
   if (h.kind == FrameKind::kError) return Status::Corrupt(std::string(body));
+  if (h.kind == FrameKind::kResourceError) return Status::ResourceExhausted(std::string(body));
   if (h.kind == FrameKind::kSeededSample) {
     if (body.size() < sizeof(uint64_t))
       return Status::Corrupt("sample frame: no room for the seed");

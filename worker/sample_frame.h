@@ -4,7 +4,7 @@
 // All integers are little-endian. A frame is an 8-byte header and a body:
 //
 //   header   magic (4 bytes)  "GMS1" for a sample, "GMS2" for a seeded sample,
-//                             "GME1" for an error
+//                             "GME1" for an error, "GMR1" for a resource error
 //            u32 length       number of body bytes that follow the header;
 //                             at most kMaxFrameBody (1 GiB), larger is an error
 //   sample body ("GMS1"), fields in this order:
@@ -28,10 +28,16 @@
 //            sample index, stage number) as native ops draw theirs; the Python
 //            helper seeds random, numpy and torch from it before the user's code.
 //   error body ("GME1"): the message, UTF-8 bytes (the whole body).
+//   resource error body ("GMR1"): the same, for a failure that is not the
+//            sample's fault: the child ran out of memory or descriptors (the
+//            Python helper sends it for MemoryError and OSError EMFILE, ENFILE,
+//            ENOMEM, ENOBUFS, ENOSPC).
 //
 // An exec stage sends one seeded sample frame per request and reads one frame
 // back: the transformed sample ("GMS1"; a "GMS2" answer has its seed dropped),
-// or an error frame that fails that sample only.
+// an error frame that fails that sample only (skipped under on_error "skip"), or
+// a resource error frame, which is never a skipped sample: the worker makes the
+// split again (worker/worker_service.cc).
 // Sample::normalized and Sample::extra_cpu_s do not travel.
 //
 // Plain functions on values: thread-safe.
@@ -53,8 +59,9 @@ inline constexpr uint32_t kMaxFrameBody = 1u << 30;  // bytes
 inline constexpr std::string_view kSampleMagic = "GMS1";
 inline constexpr std::string_view kSeededSampleMagic = "GMS2";
 inline constexpr std::string_view kErrorMagic = "GME1";
+inline constexpr std::string_view kResourceErrorMagic = "GMR1";
 
-enum class FrameKind { kSample, kSeededSample, kError };
+enum class FrameKind { kSample, kSeededSample, kError, kResourceError };
 
 struct FrameHeader {
   FrameKind kind = FrameKind::kSample;
@@ -68,8 +75,9 @@ struct FrameHeader {
 Result<std::string> EncodeSampleFrame(const Sample& sample,
                                       std::optional<uint64_t> seed = std::nullopt);
 
-// Encodes a whole "GME1" frame carrying `message` (truncated to kMaxFrameBody).
-std::string EncodeErrorFrame(std::string_view message);
+// Encodes a whole "GME1" frame carrying `message` (truncated to kMaxFrameBody),
+// or "GMR1" when `resource`.
+std::string EncodeErrorFrame(std::string_view message, bool resource = false);
 
 // Parses the first kFrameHeaderBytes of `header`. Corrupt on a short header, an
 // unknown magic or a length over kMaxFrameBody.
@@ -81,7 +89,8 @@ Result<FrameHeader> DecodeFrameHeader(std::string_view header);
 // inconsistent tensor. `out` is unspecified after a failure.
 Status DecodeSampleBody(std::string_view body, Sample& out);
 
-// Decodes one whole frame. A "GME1" frame yields Corrupt carrying its message;
+// Decodes one whole frame. A "GME1" frame yields Corrupt carrying its message,
+// a "GMR1" frame ResourceExhausted;
 // a "GMS2" frame's seed goes to `seed` when given (else it is dropped).
 Result<Sample> DecodeSampleFrame(std::string_view frame, uint64_t* seed = nullptr);
 

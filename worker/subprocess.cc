@@ -112,7 +112,8 @@ Status Subprocess::ReadExact(size_t n, std::string& out, double deadline_s) {
 
 Result<double> Subprocess::CpuSeconds() const { return CpuSecondsOfProcess(pid_); }
 
-std::string Subprocess::Kill(double grace_s) {
+std::string Subprocess::Kill(double grace_s, int* ended) {
+  if (ended != nullptr) *ended = 0;
   fd_.Reset();
   if (pid_ <= 0) return "was not running";
   pid_t pid = std::exchange(pid_, -1);
@@ -126,7 +127,11 @@ std::string Subprocess::Kill(double grace_s) {
     }
   }
   int status = 0;
-  if (::waitpid(pid, &status, WNOHANG) == pid) return DescribeExit(status);
+  if (::waitpid(pid, &status, WNOHANG) == pid) {
+    if (ended != nullptr && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+      *ended = kKilledByOthers;
+    return DescribeExit(status);
+  }
   ::kill(pid, SIGKILL);
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return "could not be reaped: " + std::string(std::strerror(errno));

@@ -56,8 +56,11 @@ class Subprocess {
 
   // Ends the child: waits up to `grace_s` seconds for it to exit by itself
   // (e.g. after closing its stdout), then sends SIGKILL, reaps it, and returns how it
-  // ended: "exited with status 3" or "was killed by signal 9 (Killed)".
-  std::string Kill(double grace_s = 0);
+  // ended: "exited with status 3" or "was killed by signal 9 (Killed)". With
+  // `ended`, also kKilledByOthers when the child had ended by SIGKILL before
+  // Kill sent one (else 0).
+  static constexpr int kKilledByOthers = 1;
+  std::string Kill(double grace_s = 0, int* ended = nullptr);
 
  private:
   Subprocess(pid_t pid, UniqueFd fd) : pid_(pid), fd_(std::move(fd)) {}

@@ -14,6 +14,9 @@ import numpy as np
 SAMPLE_MAGIC = b"GMS1"
 SEEDED_MAGIC = b"GMS2"  # a request: u64 seed, then a GMS1 body
 ERROR_MAGIC = b"GME1"
+# A failure that is not the sample's (out of memory or descriptors): the worker
+# makes the split again rather than skipping the sample.
+RESOURCE_MAGIC = b"GMR1"
 HEADER_BYTES = 8
 MAX_BODY = 1 << 30
 
@@ -51,12 +54,13 @@ class _Reader:
 
 def decode_header(header):
     """Returns (magic, body_length) for 8 header bytes: magic is SAMPLE_MAGIC,
-    SEEDED_MAGIC or ERROR_MAGIC."""
+    SEEDED_MAGIC, ERROR_MAGIC or RESOURCE_MAGIC."""
     if len(header) < HEADER_BYTES:
         raise FrameError(f"frame header: got {len(header)} bytes, need {HEADER_BYTES}")
     magic = bytes(header[:4])
-    if magic not in (SAMPLE_MAGIC, SEEDED_MAGIC, ERROR_MAGIC):
-        raise FrameError(f"frame header: bad magic {magic!r} (expected b'GMS1', b'GMS2' or b'GME1')")
+    if magic not in (SAMPLE_MAGIC, SEEDED_MAGIC, ERROR_MAGIC, RESOURCE_MAGIC):
+        raise FrameError(f"frame header: bad magic {magic!r} "
+                         "(expected b'GMS1', b'GMS2', b'GME1' or b'GMR1')")
     (length,) = struct.unpack_from("<I", header, 4)
     if length > MAX_BODY:
         raise FrameError(f"frame header: body of {length} bytes is over the 1 GiB limit")
@@ -129,7 +133,7 @@ def decode_frame(frame):
     body = bytearray(frame[HEADER_BYTES:])
     if len(body) != length:
         raise FrameError(f"sample frame: header says {length} body bytes, got {len(body)}")
-    if magic == ERROR_MAGIC:
+    if magic in (ERROR_MAGIC, RESOURCE_MAGIC):
         raise FrameError(body.decode("utf-8", "replace"))
     return decode_body(split_seed(magic, body)[1])
 
@@ -203,7 +207,8 @@ def encode_sample(sample):
     return SAMPLE_MAGIC + struct.pack("<I", len(body)) + body
 
 
-def encode_error(message):
-    """Encodes an error frame carrying message (str)."""
+def encode_error(message, resource=False):
+    """Encodes an error frame carrying message (str): a resource error frame when
+    resource (the failure is not the sample's)."""
     body = str(message).encode("utf-8", "replace")[:MAX_BODY]
-    return ERROR_MAGIC + struct.pack("<I", len(body)) + body
+    return (RESOURCE_MAGIC if resource else ERROR_MAGIC) + struct.pack("<I", len(body)) + body

@@ -15,7 +15,11 @@ ext (str), fields (dict str -> bytes), tensor (numpy array or None) and layout
 ("none", "hwc" or "chw"). Returning a numpy array instead of a dict replaces the
 tensor and keeps the rest (the layout stays when the array has as many
 dimensions as the input tensor, else it becomes "none"). An exception fails that
-sample only: its last traceback line travels back as the error. print() output
+sample only: its last traceback line travels back as the error (skipped under the
+pipeline's on_error "skip"). MemoryError, and OSError EMFILE, ENFILE, ENOMEM,
+ENOBUFS or ENOSPC, say the process is short of a resource, not that the sample is
+bad: they travel as a resource error, the sample is never skipped for them, and
+the worker makes the split again (a few times, then the split fails). print() output
 goes to stderr; stdout carries only frames. A script with its own main can call
 goldminer.stage.serve(fn).
 
@@ -30,8 +34,8 @@ goldminer.stage.sample_seed(), e.g. np.random.default_rng(sample_seed()).
 Frame format (all integers little-endian). A frame is an 8-byte header, then a
 body:
     magic   4 bytes   b"GMS1" (a sample), b"GMS2" (a seeded sample: a request
-                      whose body is a u64 seed, then a GMS1 body) or b"GME1"
-                      (an error)
+                      whose body is a u64 seed, then a GMS1 body), b"GME1"
+                      (an error) or b"GMR1" (a resource error)
     length  u32       bytes of body after the header, at most 1 GiB
 A sample body is, in order:
     u64 index
@@ -47,11 +51,12 @@ A sample body is, in order:
             u8 ndim (>= 1), i64 dims[ndim] (each >= 0)
             u64 nbytes (= product(dims) * dtype size), then the bytes,
             row-major and contiguous
-and ends exactly there. An error body is the UTF-8 message. For each request
+and ends exactly there. An error body (either kind) is the UTF-8 message. For each request
 frame the stage writes exactly one response frame: the transformed sample or an
 error.
 """
 
+import errno
 import importlib
 import os
 import random
@@ -84,7 +89,7 @@ class _Channel:
         if not header:
             return None
         magic, length = _frame.decode_header(header)
-        if magic == _frame.ERROR_MAGIC:
+        if magic in (_frame.ERROR_MAGIC, _frame.RESOURCE_MAGIC):
             raise _frame.FrameError("stage received an error frame as a request")
         body = bytearray(length)
         got = self.inp.readinto(body) if length else 0
@@ -142,9 +147,23 @@ def seed_generators(seed):
         torch.manual_seed(seed & 0x7FFFFFFFFFFFFFFF)
 
 
+# errno values that say the process is short of a resource, not that the sample
+# is bad: such a failure is sent as a resource error (the split is made again).
+RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS,
+                             errno.ENOSPC})
+
+
+def is_resource_error(exc):
+    """True for MemoryError and an OSError whose errno is in RESOURCE_ERRNOS."""
+    return isinstance(exc, MemoryError) or (
+        isinstance(exc, OSError) and exc.errno in RESOURCE_ERRNOS)
+
+
 def handle(fn, body, seed=None):
     """One request body -> one response frame (never raises for a bad sample). A
-    seed (from a GMS2 request) seeds the global generators first."""
+    seed (from a GMS2 request) seeds the global generators first. Out of memory or
+    descriptors (is_resource_error) answers a resource error frame: the sample is
+    then not skipped, and the worker makes its split again."""
     try:
         if seed is not None:
             seed_generators(seed)
@@ -152,7 +171,7 @@ def handle(fn, body, seed=None):
         return _frame.encode_sample(apply_result(sample, fn(sample)))
     except Exception as exc:  # the boundary: any user error fails one sample only
         traceback.print_exc(file=sys.stderr)
-        return _frame.encode_error(error_message(exc))
+        return _frame.encode_error(error_message(exc), resource=is_resource_error(exc))
 
 
 def serve(fn):

@@ -34,6 +34,7 @@ Each batch holds 10 samples (the batch size of the suites' sleepy_pipeline).
   flood_worker.py MODE SECONDS MIB LIMIT
 """
 import json
+import zlib
 import os
 import select
 import socket
@@ -155,7 +156,7 @@ def main():
                 epoch = split["epoch"] + (1 if mode == "next-epoch" else 0)
                 meta = {"epoch": epoch, "index": 0, "split": split_id, "split_batch": split_batch,
                         "rank": split["rank"], "dtype": "uint8", "shape": [n, len(body) // n],
-                        "layout": "none", "n": n, "keys": keys, "sample_indices": list(range(n)),
+                        "layout": "none", "n": n, "keys": keys, "sample_indices": [zlib.crc32(k.encode()) for k in keys],
                         "data_bytes": len(body), "labels_bytes": 8 * n, **extra}
                 try:
                     send_frame(s, BATCH, meta, body + bytes(8 * n))

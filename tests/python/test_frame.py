@@ -3,6 +3,7 @@
 Run: /usr/bin/python3 -m unittest discover -s tests/python
 """
 
+import errno
 import os
 import struct
 import subprocess
@@ -118,6 +119,27 @@ class StageFunctionTest(unittest.TestCase):
                 sys.stderr = saved
         with self.assertRaisesRegex(_frame.FrameError, "ValueError: row 7 is broken"):
             _frame.decode_frame(frame)
+
+    def test_given_a_function_short_of_memory_or_descriptors_then_a_resource_error_frame(self):
+        body = _frame.encode_sample(make_sample())[8:]
+        cases = [(MemoryError(), _frame.RESOURCE_MAGIC),
+                 (OSError(errno.EMFILE, "Too many open files"), _frame.RESOURCE_MAGIC),
+                 (OSError(errno.ENOSPC, "No space left on device"), _frame.RESOURCE_MAGIC),
+                 (OSError(errno.ENOENT, "No such file"), _frame.ERROR_MAGIC),
+                 (ValueError("bad row"), _frame.ERROR_MAGIC)]
+        for exc, magic in cases:
+            def fn(sample, exc=exc):
+                raise exc
+
+            with open(os.devnull, "w") as devnull:
+                saved, sys.stderr = sys.stderr, devnull
+                try:
+                    frame = stage.handle(fn, bytearray(body))
+                finally:
+                    sys.stderr = saved
+            self.assertEqual(frame[:4], magic, repr(exc))
+            with self.assertRaises(_frame.FrameError):
+                _frame.decode_frame(frame)
 
     def test_given_served_module_when_frames_are_piped_then_each_gets_a_response(self):
         with tempfile.TemporaryDirectory() as tmp:

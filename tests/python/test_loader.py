@@ -100,7 +100,7 @@ def serve_worker(batches):
                     credit += meta["n"]
             meta = {"epoch": 0, "index": i, "split": b["split"], "split_batch": b["split_batch"],
                     "dtype": "uint8", "shape": list(b["image"].shape), "layout": "HWC", "n": 2,
-                    "keys": b["key"], "sample_indices": [0, 1], "data_bytes": b["image"].nbytes,
+                    "keys": b["key"], "sample_indices": [int(b["label"][0]), int(b["label"][1])], "data_bytes": b["image"].nbytes,
                     "labels_bytes": 16, "rank": 0}
             if b["split_batch"] == 1:
                 meta["split_batches"] = 2

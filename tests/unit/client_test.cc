@@ -254,6 +254,7 @@ class FakeWorker {
       : scripts_(std::move(scripts)),
         server_(std::move(secret), "worker", [this](Socket& s, size_t n) { Serve(s, n); }) {}
   std::string address() const { return server_.address(); }
+  size_t sent() const { return sent_; }  // BATCH frames, over all connections
 
  private:
   void Serve(Socket& s, size_t n) {
@@ -275,12 +276,14 @@ class FakeWorker {
       if (!SendFrame(s, MsgType::kBatch, meta, BatchPayload(*item.batch), Deadline::After(5)).ok())
         return;
       --credit;
+      ++sent_;
     }
     if (script.close_at_end) return s.Close();
     while (RecvFrame(s, FrameLimits{}, Deadline::After(kTestTimeoutS)).ok()) {
     }
   }
   std::vector<Script> scripts_;
+  std::atomic<size_t> sent_{0};
   FakeServer server_;
 };
 
@@ -291,6 +294,12 @@ class BatchCollector : public BatchSink {
     return Status::Ok();
   }
   std::vector<Batch> batches;
+};
+
+// How ClientTest::DrainBesideAFaultyWorker sets up the faulty worker.
+struct FaultSetup {
+  bool holds_second = false;                      // it holds the second split too
+  uint64_t lookahead = kDefaultLookAheadBatches;  // ClientOptions::max_lookahead_batches
 };
 
 // Given 12 photos, 2 per batch and 4 per split: 3 splits of 2 batches, made by RunSplit.
@@ -371,8 +380,9 @@ class ClientTest : public ::testing::Test {
     std::vector<nlohmann::json> faults;
     std::string faulty;  // its address
     uint64_t connections_lost = 0;
+    size_t sent_by_faulty = 0;
   };
-  FaultRun DrainBesideAFaultyWorker(Script faulty) {
+  FaultRun DrainBesideAFaultyWorker(Script faulty, FaultSetup setup = FaultSetup{}) {
     FaultRun run;
     FakeCoordinator coordinator(secret_);
     FakeWorker bad(secret_, {std::move(faulty)});
@@ -380,13 +390,15 @@ class ClientTest : public ::testing::Test {
     after_fault.before_first = [&] { (void)coordinator.WaitFaults(1); };
     FakeWorker other(secret_, {after_fault});
     coordinator.SetPlan(Plan(false), {bad.address(), other.address()});
-    coordinator.SetHolders({{order_[0], 0}, {order_[1], 1}, {order_[2], 1}},
-                           {{order_[0], 0}, {order_[1], 0}, {order_[2], 0}}, {other.address()});
+    coordinator.SetHolders(
+        {{order_[0], 0}, {order_[1], setup.holds_second ? 0 : 1}, {order_[2], 1}},
+        {{order_[0], 0}, {order_[1], 0}, {order_[2], 0}}, {other.address()});
     FakeClock clock;
     ClientOptions options = Options(coordinator.address());
     options.stall_s = 5;
     options.timeout_s = 1000;  // on the fake clock: only the stall deadline can pass
     options.clock = &clock;
+    options.max_lookahead_batches = setup.lookahead;
     std::atomic<bool> drained{false};
     std::thread ticker([&] { MoveUntilFault(clock, coordinator, drained); });
     auto client = Client::Connect(options);
@@ -398,6 +410,7 @@ class ClientTest : public ::testing::Test {
     run.faults = coordinator.WaitFaults(1);
     run.faulty = bad.address();
     run.connections_lost = (*client)->stats().connections_lost;
+    run.sent_by_faulty = bad.sent();
     return run;
   }
   // Moves `clock` on while the client drains: 10 ms a millisecond until the
@@ -550,6 +563,35 @@ TEST_F(ClientTest, GivenAWorkerThatHoldsTheAwaitedSplitAndSendsNothing_ThenItIsR
   EXPECT_NE(run.faults[0]["why"].get<std::string>().find("without sending it"), std::string::npos)
       << run.faults[0];
   EXPECT_GE(run.connections_lost, 1u);
+}
+
+// A worker that holds the awaited split and a later one, and sends batches of the
+// later one without end (its count unknown) instead of the one awaited: they are
+// its split's, so checked, but the whole look-ahead bound stops them, and the
+// stall deadline runs meanwhile.
+TEST_F(ClientTest, GivenTheAwaitedSplitsHolderSendingAnotherSplitWithoutEnd_ThenTheBoundStopsIt) {
+  const std::vector<Batch>& second = splits_[order_[1]];
+  std::vector<Batch> flood;
+  for (uint64_t k = 2; k < 200; ++k) {
+    Batch b = second[0];
+    b.split_batch = k;
+    for (size_t i = 0; i < b.keys.size(); ++i) {
+      b.keys[i] = "flood-" + std::to_string(k) + "-" + std::to_string(i);
+      b.sample_indices[i] = 1000 * k + i;
+    }
+    flood.push_back(std::move(b));
+  }
+  Script faulty{{Item{&second[0], std::nullopt}, Item{&second[1], std::nullopt}}};
+  for (const Batch& b : flood) faulty.items.push_back(Item{&b, std::nullopt});
+  FaultRun run = DrainBesideAFaultyWorker(std::move(faulty), FaultSetup{true, 4});
+  EXPECT_EQ(run.keys, Expected());
+  ASSERT_EQ(run.faults.size(), 1u);
+  EXPECT_EQ(run.faults[0]["worker"], run.faulty);
+  EXPECT_NE(run.faults[0]["why"].get<std::string>().find("without sending it"), std::string::npos)
+      << run.faults[0];
+  // 4 batches per live connection (2) in the whole bound, plus the credit granted
+  // before it was reached: the initial prefetch and one more.
+  EXPECT_LE(run.sent_by_faulty, 8u + kDefaultPrefetchBatches + 1) << run.sent_by_faulty;
 }
 
 TEST_F(ClientTest, GivenATrainerThatTakesNothingForAWhile_ThenTheClientSaysHeartbeatOncePerPeriod) {

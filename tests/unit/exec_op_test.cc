@@ -44,6 +44,27 @@ def burn(s):
     while time.process_time() - start < 0.1:
         pass
     return s
+
+def out_of_memory(s):
+    raise MemoryError()
+
+def out_of_descriptors(s):
+    # A real EMFILE: the soft limit lowered to the descriptors open now.
+    import resource
+    fd = os.dup(0)
+    os.close(fd)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (fd, hard))
+    try:
+        open(os.devnull).close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    return s
+
+def killed_on_3(s):
+    if s["index"] == 3:
+        os.kill(os.getpid(), 9)
+    return s
 )";
 
 constexpr char kDatasets[] = R"(import numpy as np
@@ -176,6 +197,38 @@ TEST_F(ExecOpTest, GivenStageThatRaisesThenOnlyThatSampleFailsWithTheExceptionTe
   EXPECT_NE(st.message().find("goldminer.stage stages:fail_on_odd"), std::string::npos);
   Sample even = TextSample(2, "y");
   EXPECT_TRUE(op->Apply(even, RunContext{}).ok());
+}
+
+// Out of memory or descriptors is the worker's state, not bad input: never a
+// skipped sample (the engine makes the split again for ResourceExhausted).
+TEST_F(ExecOpTest, GivenAStageShortOfMemoryOrDescriptors_ThenTheSampleFailsAsShortOfAResource) {
+  for (const auto& [stage, said] : std::vector<std::pair<std::string, std::string>>{
+           {"stages:out_of_memory", "MemoryError"},
+           {"stages:out_of_descriptors", "Too many open files"}}) {
+    auto op = MakeStage(stage, R"(,"processes":1)");
+    ASSERT_NE(op, nullptr);
+    Sample s = TextSample(1, "x");
+    Status st = op->Apply(s, RunContext{});
+    EXPECT_EQ(st.code(), Code::kResourceExhausted) << stage << ": " << st.message();
+    EXPECT_NE(st.message().find(said), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("short of a resource"), std::string::npos) << st.message();
+  }
+  auto raises = MakeStage("stages:fail_on_odd", R"(,"processes":1)");  // bad input stays so
+  ASSERT_NE(raises, nullptr);
+  Sample odd = TextSample(1, "x");
+  EXPECT_EQ(raises->Apply(odd, RunContext{}).code(), Code::kCorrupt);
+}
+
+TEST_F(ExecOpTest, GivenAChildKilledBySigkillFromOutside_ThenTheSampleFailsAsShortOfAResource) {
+  auto op = MakeStage("stages:killed_on_3", R"(,"processes":1)");
+  ASSERT_NE(op, nullptr);
+  Sample dying = TextSample(3, "b");
+  Status st = op->Apply(dying, RunContext{});
+  EXPECT_EQ(st.code(), Code::kResourceExhausted) << st.message();
+  EXPECT_NE(st.message().find("killed by signal 9"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("out of memory?"), std::string::npos) << st.message();
+  Sample next = TextSample(4, "c");
+  EXPECT_TRUE(op->Apply(next, RunContext{}).ok());
 }
 
 TEST_F(ExecOpTest, GivenChildThatExitsThenErrorNamesExitCodeAndNextSampleGetsFreshChild) {

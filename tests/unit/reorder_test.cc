@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -11,14 +12,15 @@
 namespace gm {
 namespace {
 
-// A batch of `keys` with `bytes` bytes of data.
+// A batch of `keys` with `bytes` bytes of data. A sample's index is its key's
+// hash, so that distinct keys have distinct indices, as from a real source.
 Batch MakeBatch(uint64_t epoch, uint64_t split, uint64_t split_batch, std::vector<std::string> keys,
                 size_t bytes = 16) {
   Batch b;
   b.epoch = epoch;
   b.split = split;
   b.split_batch = split_batch;
-  for (size_t i = 0; i < keys.size(); ++i) b.sample_indices.push_back(i);
+  for (const std::string& key : keys) b.sample_indices.push_back(std::hash<std::string>{}(key));
   b.keys = std::move(keys);
   b.data.bytes.assign(bytes, 1);
   b.labels.bytes.assign(8 * b.keys.size(), 0);
@@ -193,6 +195,59 @@ TEST(ReorderTest, GivenBatchesFromTwoSources_ThenWhatEachHoldsIsCountedUntilTake
   EXPECT_EQ(buffer.held_from(1).batches, 0u);
   EXPECT_EQ(buffer.buffered_bytes(), 216u);
   EXPECT_EQ(buffer.held_from(3).batches, 0u);
+}
+
+TEST(ReorderTest, GivenVerifiedBatches_ThenTheyCountInWhatIsKeptButNotInWhatIsHeld) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
+  Hold(buffer, 0, {{0, 1}, {1, 2}});
+  std::string why;
+  // Source 2 holds split 1, which is not awaited yet: its batches are verified
+  // at once, so they are no longer "held" but still kept.
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"x"}, 100), 2, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 1, {"y"}, 100), 2, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  // Source 9 holds nothing: its batch is held (not verified) and kept.
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"f"}, 50), 9, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  EXPECT_EQ(buffer.held_from(2).batches, 0u);
+  EXPECT_EQ(buffer.kept_from(2).batches, 2u);
+  EXPECT_EQ(buffer.kept_from(2).bytes, 216u);
+  EXPECT_EQ(buffer.held_from(9).bytes, 58u);
+  EXPECT_EQ(buffer.kept_from(9).bytes, 58u);
+  EXPECT_EQ(buffer.kept().batches, 3u);
+  EXPECT_EQ(buffer.kept().bytes, 274u);
+  // The holder's copy of split 0 batch 0 replaces source 9's.
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}, 10), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kDropped);
+  EXPECT_EQ(buffer.kept_from(9).batches, 0u);
+  EXPECT_EQ(buffer.kept_from(1).bytes, 18u);
+  EXPECT_EQ(buffer.kept().bytes, 234u);
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  EXPECT_EQ(buffer.kept().batches, 2u);
+  EXPECT_EQ(buffer.kept().bytes, 216u);
+}
+
+TEST(ReorderTest, GivenASampleIndexTwiceInASplit_ThenTheBatchIsRejected) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
+  std::string why;
+  Batch twice = MakeBatch(0, 0, 0, {"a", "b"});
+  twice.sample_indices = {5, 5};  // two names for one sample
+  EXPECT_EQ(buffer.Offer(twice, 1, std::nullopt, &why), ReorderBuffer::Outcome::kRejected);
+  EXPECT_NE(why.find("repeats sample index 5"), std::string::npos) << why;
+  Batch first = MakeBatch(0, 0, 0, {"a"});
+  first.sample_indices = {5};
+  ASSERT_EQ(buffer.Offer(first, 1, std::nullopt, &why), ReorderBuffer::Outcome::kBuffered);
+  Batch again = MakeBatch(0, 0, 1, {"b"});
+  again.sample_indices = {5};
+  EXPECT_EQ(buffer.Offer(again, 1, std::nullopt, &why), ReorderBuffer::Outcome::kRejected);
+  EXPECT_NE(why.find("sample index 5 of an earlier batch of the split"), std::string::npos) << why;
+  // The next split may hold index 5 (the layout decides what a split holds).
+  Batch other = MakeBatch(0, 1, 0, {"c"});
+  other.sample_indices = {5};
+  EXPECT_EQ(buffer.Offer(other, 2, std::nullopt, &why), ReorderBuffer::Outcome::kBuffered) << why;
 }
 
 TEST(ReorderTest, GivenTheHolders_ThenTheAwaitedSplitsHolderIsKnownUntilTheEpochMoves) {

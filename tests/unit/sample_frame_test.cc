@@ -99,6 +99,15 @@ TEST(SampleFrameTest, GivenErrorFrameWhenDecodedThenCorruptCarriesTheMessage) {
   EXPECT_EQ(out.status().message(), "ValueError: row 7");
 }
 
+TEST(SampleFrameTest, GivenResourceErrorFrameWhenDecodedThenResourceExhaustedCarriesTheMessage) {
+  const std::string frame = EncodeErrorFrame("MemoryError", /*resource=*/true);
+  EXPECT_EQ(frame.substr(0, 4), "GMR1");
+  auto out = DecodeSampleFrame(frame);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), Code::kResourceExhausted);
+  EXPECT_EQ(out.status().message(), "MemoryError");
+}
+
 TEST(SampleFrameTest, GivenShortOrBadHeaderThenCorrupt) {
   EXPECT_EQ(DecodeSampleFrame("GMS").status().code(), Code::kCorrupt);
   auto bad = DecodeSampleFrame(std::string("XXXX\0\0\0\0", 8));
