@@ -156,6 +156,14 @@ void CoordinatorState::TakeBack(size_t position) {
   SplitProgress& split = splits_[position];
   if (WorkerRecord* holder = FindWorker(split.holder)) ++holder->stats.reassigned;
   ++reassignments_;
+  if (split.produced) {
+    // What the holder said of the split (its count where the plan left it open,
+    // what it skipped) was its word only: a holder dropped as a liar may have
+    // said more batches than it sent. The next holder says it again.
+    split.deliver = layout_->slots[position].deliver;
+    split.samples_skipped = 0;
+    split.skip_told = false;
+  }
   Release(position);
   split.phase = Phase::kPending;
   pending_.insert(position);
@@ -506,7 +514,8 @@ uint64_t CoordinatorState::BatchCount(uint64_t split_id) const {
   const std::optional<size_t> p = PositionOf(split_id);
   if (!p) return kUnknownCount;
   const uint64_t planned = layout_->slots[*p].batch_count;
-  return planned != kUnknownCount ? planned : splits_[*p].deliver;
+  if (planned != kUnknownCount) return planned;
+  return splits_[*p].phase == Phase::kComplete ? splits_[*p].deliver : kUnknownCount;
 }
 
 bool CoordinatorState::MakesSplit(WorkerId worker, uint64_t split_id) const {

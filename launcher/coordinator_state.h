@@ -201,7 +201,10 @@ class CoordinatorState {
   // The splits of `rank`'s share of the current epoch that a worker holds (made
   // or being made and not fully acknowledged), with the holder, in plan order.
   std::vector<std::pair<uint64_t, WorkerId>> Holders(int rank) const;
-  // The split's batch count if planned or learned from a worker, else kUnknownCount.
+  // The split's batch count if planned, or learned from its maker once the split
+  // is complete (acknowledged to its end), else kUnknownCount: before that the
+  // maker's word may yet be taken back (TakeBack, when it is dropped), and a
+  // trainer told it would refuse the next maker's. What PLAN says.
   uint64_t BatchCount(uint64_t split) const;
   // True when `worker` holds `split` of the current epoch and has not said it is
   // done: its SplitDone would set the split's count.

@@ -448,8 +448,37 @@ TEST(CoordinatorStateTest, GivenSplitDoneFromAWorkerThatDoesNotHoldTheSplitThenI
   EXPECT_EQ(state.BatchCount(1), kUnknownCount);
   EXPECT_FALSE(state.EpochDone());
   ASSERT_TRUE(state.SplitDone(holder, 0, a.split, 3).ok());
+  EXPECT_EQ(state.BatchCount(a.split), kUnknownCount);  // the maker's word, until acknowledged
+  AckRange(state, a, 0, 3);
   EXPECT_EQ(state.BatchCount(a.split), 3u);
   EXPECT_EQ(state.Stats().stale_split_done, 2u);
+}
+
+// An attack: a holder says its split has more batches than it sends (and skipped
+// samples), then is dropped (its process ends). Its word goes with it: the next
+// holder's count is taken, and the split completes with what it sent.
+TEST(CoordinatorStateTest, GivenAHolderThatOverCountsWhenItIsDropped_ThenTheNextHoldersCountStands) {
+  CoordinatorState state = Make(1, Plan(0, {{0, kUnknownCount}}));
+  WorkerId liar = state.RegisterWorker(0);
+  Assignment a = Request(state, liar);
+  ASSERT_EQ(a.kind, Kind::kAssign);
+  for (uint64_t b : {0, 1}) ASSERT_TRUE(state.Ack(0, 0, a.split, b, 8).ok());
+  ASSERT_TRUE(state.SplitDone(liar, 0, a.split, 9, 4).ok());  // 9 batches, 4 skipped: sent 2
+  EXPECT_EQ(state.BatchCount(a.split), kUnknownCount);       // not told to trainers
+  ASSERT_TRUE(state.WorkerExited(liar).ok());
+  WorkerId honest = state.RegisterWorker(0);
+  Assignment again = Request(state, honest);
+  ASSERT_EQ(again.kind, Kind::kAssign);
+  EXPECT_EQ(again.split, a.split);
+  EXPECT_EQ(again.start_batch, 2u);
+  EXPECT_EQ(again.end_batch, kUnknownCount);  // the liar's 9 forgotten
+  ASSERT_TRUE(state.Ack(0, 0, a.split, 2, 8).ok());
+  ASSERT_TRUE(state.SplitDone(honest, 0, a.split, 3, 0).ok()) << "the liar's count was kept";
+  EXPECT_TRUE(state.EpochDone());
+  EXPECT_EQ(state.BatchCount(a.split), 3u);
+  auto delivered = state.Delivered(a.split);
+  ASSERT_TRUE(delivered.has_value());
+  EXPECT_EQ(delivered->skipped, 0u);  // the liar's 4 forgotten too
 }
 
 }  // namespace
