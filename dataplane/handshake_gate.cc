@@ -4,18 +4,29 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/thread_annotations.h"
 
 namespace gm {
 
-size_t DefaultLobbySize() { return std::max<size_t>(DefaultMaxConnections() / 4, 16); }
+namespace {
+
+// The descriptors a server's peers may make it hold: the soft limit less the reserve.
+size_t PeerBudget() {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return SIZE_MAX;
+  const auto soft = static_cast<size_t>(limit.rlim_cur);
+  return soft > kDescriptorReserve ? soft - kDescriptorReserve : 0;
+}
+
+}  // namespace
+
+size_t DefaultLobbySize() { return std::clamp<size_t>(PeerBudget() / 5, 4, 256); }
 
 size_t DefaultMaxConnections() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1024;
-  const auto soft = static_cast<size_t>(limit.rlim_cur);
-  return std::clamp<size_t>(soft > kDescriptorReserve ? soft - kDescriptorReserve : 0, 16, 1024);
+  const size_t budget = PeerBudget();
+  return std::clamp<size_t>(budget - std::min(budget, DefaultLobbySize()), 16, 1024);
 }
 
 std::string HostOfPeer(const std::string& peer) {

@@ -23,14 +23,15 @@
 
 namespace gm {
 
-// Open connections a server admits: 1024, or fewer when the process's soft
-// descriptor limit (RLIMIT_NOFILE, read now) minus kDescriptorReserve is lower,
-// so that a full server still has descriptors for its files, pipes and
-// children (at least 16).
+// What a server lets its peers hold comes out of the process's soft descriptor
+// limit (RLIMIT_NOFILE, read now; the CLI raises it to the hard limit at start)
+// less kDescriptorReserve, so that a full server still has descriptors for its
+// files, pipes and children: a fifth of that for the Lobby (dataplane/lobby.h:
+// connections before their first byte; 4 to 256), and the rest for admitted
+// connections (16 to 1024). So the lobby and the admitted connections together
+// stay under the limit less the reserve (a limit below 148 aside).
 inline constexpr size_t kDescriptorReserve = 128;
 size_t DefaultMaxConnections();
-// Connections a server's Lobby (dataplane/lobby.h) holds before their first
-// byte: a quarter of DefaultMaxConnections, at least 16.
 size_t DefaultLobbySize();
 
 struct HandshakeLimits {

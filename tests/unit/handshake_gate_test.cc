@@ -59,17 +59,25 @@ TEST(HandshakeGateTest, GivenAFloodFromOneHostThenItsOldestPendingConnectionsAre
   EXPECT_EQ(gate.open(), 2u);
 }
 
-TEST(HandshakeGateTest, GivenADescriptorLimit_ThenTheConnectionCapStaysBelowItWithAReserve) {
+TEST(HandshakeGateTest, GivenADescriptorLimit_ThenTheConnectionCapAndLobbyStayBelowItWithAReserve) {
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
-  for (const auto& [soft, cap] : std::vector<std::pair<rlim_t, size_t>>{
-           {4096, 1024}, {1024, 1024 - kDescriptorReserve}, {300, 172}, {100, 16}}) {
-    if (soft > saved.rlim_max) continue;
+  struct Case {
+    rlim_t soft;
+    size_t connections, lobby;
+  };
+  for (const Case& c : std::vector<Case>{
+           {4096, 1024, 256}, {1024, 717, 179}, {300, 138, 34}, {100, 16, 4}}) {
+    if (c.soft > saved.rlim_max) continue;
     rlimit low = saved;
-    low.rlim_cur = soft;
+    low.rlim_cur = c.soft;
     ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
-    EXPECT_EQ(DefaultMaxConnections(), cap) << "soft limit " << soft;
-    EXPECT_EQ(HandshakeLimits{}.max_connections, cap);
+    EXPECT_EQ(DefaultMaxConnections(), c.connections) << "soft limit " << c.soft;
+    EXPECT_EQ(DefaultLobbySize(), c.lobby) << "soft limit " << c.soft;
+    EXPECT_EQ(HandshakeLimits{}.max_connections, c.connections);
+    if (c.soft >= 148) {
+      EXPECT_LE(c.connections + c.lobby + kDescriptorReserve, c.soft) << "soft limit " << c.soft;
+    }
   }
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
