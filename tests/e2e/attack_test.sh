@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: a live `goldminer run` under attack (goldminer-protocol(7), THREAT
 # MODEL). While a trainer reads two epochs, tests/e2e/gmp_peer.py connects and
-# closes 20,000 times, holds 1,000 idle connections, stalls inside a frame, sends
+# closes 20,000 times (and 10,000 at a data port), holds 1,000 idle connections, stalls inside a frame, sends
 # a SUBSCRIBE with a string rank, a second SUBSCRIBE for a live rank, SPLIT_DONE
 # lies from a registered worker, a 60 MiB control frame, a role full of terminal
 # escapes, replayed, unsealed and tampered frames, the trainer's key claiming the
@@ -37,11 +37,10 @@ check "r['max_threads'] <= r['idle_threads'] + 1024" "threads stay within the 10
 check "r['max_rss_kib'] < r['idle_rss_kib'] + 64 * 1024" "memory grows by less than 64 MiB under attack"
 check "r['attacks']['churn']['cycles'] == $CHURN" "$CHURN connect/close cycles done"
 check "r['attacks']['handshakes']['refused'] == 0" "300 legitimate handshakes beside the churn (two processes) and the idle flood, dialled as our clients dial: none failed"
-# The lobby's bound (dataplane/handshake_gate.h): a quarter of the connection cap,
-# which is min(the descriptor limit goldminer raises its soft limit to, less 128,
-# 1024), at least 16. Connections past it are closed; the rest wait for the
-# handshake deadline.
-LOBBY=$(( $(ulimit -Hn) - 128 )); (( LOBBY > 1024 )) && LOBBY=1024; LOBBY=$(( LOBBY / 4 )); (( LOBBY < 16 )) && LOBBY=16
+# The lobby's bound (dataplane/handshake_gate.h): a fifth of the descriptor limit
+# goldminer raises its soft limit to, less 128, from 4 to 256. Connections past it
+# are closed; the rest wait for the handshake deadline.
+LOBBY=$(( ($(ulimit -Hn) - 128) / 5 )); (( LOBBY > 256 )) && LOBBY=256; (( LOBBY < 4 )) && LOBBY=4
 check "r['attacks']['idle']['open_at_4_5_s'] <= $LOBBY and r['attacks']['idle']['closed_by_server'] + r['attacks']['idle']['open_at_4_5_s'] + r['attacks']['idle']['never_answered'] == $IDLE" \
   "of $IDLE idle connections, at most the lobby's $LOBBY were held past 4.5 s; the others were closed by the bound, not the deadline"
 check "r['attacks']['bad-subscribe']['answer'][0] == 4 and 'SUBSCRIBE: \$.rank: expected an integer' in r['attacks']['bad-subscribe']['answer'][1]['message']" "SUBSCRIBE with a string rank: refused with an error naming the field, and the run goes on"
@@ -56,6 +55,9 @@ check "r['attacks']['slow']['answer'][0] == 'closed' and r['attacks']['slow']['s
 check "len(r['attacks']['data-ports']) == 2 and 'authentication failed' in r['attacks']['data-hijack']['answer']" "a client without a ticket is refused at a data port"
 check "'authentication failed' in r['attacks']['forged-ticket']['answer']" "a ticket made up with the client key is refused at a data port"
 check "'authentication failed' in r['attacks']['client-as-worker']['answer']" "the trainer's key cannot act as a worker"
+$PY -c "import json,sys; r=json.load(open(sys.argv[1])); print('# data workers: %d threads idle, at most %d under a churn at a data port' % (r['worker_idle_threads'], r['worker_max_threads']))" "$T/r.json"
+check "r['attacks']['data-churn']['cycles'] == $CHURN // 2" "$((CHURN / 2)) connect/close cycles at a data port done, the trainer reading through it"
+check "r['worker_max_threads'] <= r['worker_idle_threads'] + 64" "a churn at a data port costs its worker no thread per connection (at most the 64 of the handshake bound)"
 check "r['attacks']['replay']['first'] == 20" "a sealed GET_SPLIT is answered (ASSIGN)"
 for a in replay unsealed tamper; do
   check "r['attacks']['$a']['answer'][0] == 'closed'" "a $a control frame ends the connection"

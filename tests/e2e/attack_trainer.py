@@ -3,9 +3,11 @@
 
 It reads EPOCHS epochs with goldminer.Loader while tests/e2e/gmp_peer.py attacks
 the run it belongs to (the coordinator in its parent `goldminer run`, and the data
-workers), samples the threads and resident memory of `goldminer run` meanwhile, and
-writes OUT (JSON): {"epochs": [[key, ...], ...], "attacks": {name: result},
-"max_threads": N, "max_rss_kib": N, "idle_threads": N, "idle_rss_kib": N}.
+workers), samples the threads and resident memory of `goldminer run` meanwhile (and
+the data workers' threads, summed, while a churn hits a data port), and writes OUT
+(JSON): {"epochs": [[key, ...], ...], "attacks": {name: result}, "max_threads": N,
+"max_rss_kib": N, "idle_threads": N, "idle_rss_kib": N, "worker_idle_threads": N,
+"worker_max_threads": N}.
 
 usage: attack_trainer.py OUT EPOCHS CHURN IDLE
 """
@@ -122,6 +124,17 @@ def main():
             time.sleep(0.02)
         for name, proc in running.items():
             attacks[name] = result(proc)
+    # Last, a churn at a data port, the trainer reading through it all the while:
+    # connections that close before their first byte must cost the worker no thread.
+    worker_threads = lambda: sum(proc_status(pid)[0] for pid in workers)  # noqa: E731
+    worker_idle = worker_max = worker_threads()
+    if hijack_env:
+        churning = attack("churn", churn_n // 2, env=hijack_env)
+        while churning.poll() is None:
+            take(1)
+            worker_max = max(worker_max, worker_threads())
+            time.sleep(0.02)
+        attacks["data-churn"] = result(churning)
     attacks["data-ports"] = ports
     stop.set()
     sampler.join()
@@ -131,7 +144,8 @@ def main():
     with open(out, "w") as f:
         json.dump({"epochs": seen, "attacks": attacks,
                    "max_threads": max(t for t, _ in samples), "max_rss_kib": max(r for _, r in samples),
-                   "idle_threads": idle_threads, "idle_rss_kib": idle_rss}, f)
+                   "idle_threads": idle_threads, "idle_rss_kib": idle_rss,
+                   "worker_idle_threads": worker_idle, "worker_max_threads": worker_max}, f)
 
 
 if __name__ == "__main__":

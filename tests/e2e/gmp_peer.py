@@ -30,6 +30,11 @@ Attacks:
   data-hijack      client key: rank 0 at the data port in $GOLDMINER_ADDR while
                    the trainer's connection is live, without a ticket
   forged-ticket    client key: a ticket made up for rank 0, session 999999
+  stale-ticket R S the real ticket of rank R's ended session S (made with the
+                   worker key, as the coordinator makes it) at the data
+                   port in $GOLDMINER_ADDR: SUBSCRIBE, CREDIT 64, then reports
+                   what came within 3 s (a BATCH must not: the data port learned
+                   the rank's newer session from the coordinator)
 """
 import json
 import os
@@ -41,6 +46,7 @@ import time
 
 REGISTER, REGISTERED, HEARTBEAT, GET_SPLIT, ASSIGN, SPLIT_DONE = 16, 17, 18, 19, 20, 21
 SUBSCRIBE, CREDIT, SUBSCRIBED, GET_PLAN, PLAN = 24, 25, 29, 30, 31
+BATCH, ERROR = 26, 4
 
 
 def address():
@@ -248,6 +254,29 @@ def main():
         out = {"answer": result, "seconds": time.monotonic() - start}
     elif attack == "data-hijack":  # GOLDMINER_ADDR is a worker's data port here
         out = {"answer": refused()}
+    elif attack == "stale-ticket":
+        rank, session = int(sys.argv[2]), int(sys.argv[3])
+        try:
+            s = connect(role=ticket_role(rank, session), key=ticket_key(worker_key(), rank, session))
+        except ConnectionError as e:
+            out = {"handshake": str(e), "batches": 0}
+        else:
+            send_frame(s, SUBSCRIBE, {"rank": rank})
+            send_frame(s, CREDIT, {"n": 64})
+            s.settimeout(3)
+            got, batches = [], 0
+            while True:
+                try:
+                    msg_type, meta = recv_frame(s)
+                except socket.timeout:
+                    got.append("silence")
+                    break
+                except (ConnectionError, OSError, struct.error) as e:
+                    got.append("closed: %s" % e)
+                    break
+                batches += msg_type == BATCH
+                got.append(msg_type if msg_type != ERROR else meta.get("message"))
+            out = {"handshake": "accepted", "answers": got, "batches": batches}
     elif attack == "forged-ticket":  # at a data port too
         out = {"answer": refused(role=ticket_role(0, 999999), key=ticket_key(client_key(), 0, 999999))}
     else:

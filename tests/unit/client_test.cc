@@ -233,7 +233,7 @@ class FakeCoordinator {
 
 // One batch a fake worker sends; `split_batches` marks a split's last batch.
 struct Item {
-  const Batch* batch = nullptr;
+  const Batch* batch = nullptr;  // null: a HEARTBEAT frame instead, which no data port sends
   std::optional<uint64_t> split_batches;
   int64_t rank = 0;  // BATCH's rank (the client is rank 0)
 };
@@ -269,6 +269,11 @@ class FakeWorker {
         auto frame = RecvFrame(s, FrameLimits{}, Deadline::After(kTestTimeoutS));
         if (!frame.ok()) return;
         if (frame->type == MsgType::kCredit) credit += frame->meta["n"].get<uint64_t>();
+      }
+      if (item.batch == nullptr) {
+        if (!SendFrame(s, MsgType::kHeartbeat, nlohmann::json::object(), Deadline::After(5)).ok())
+          return;
+        continue;
       }
       nlohmann::json meta = EncodeBatchMeta(*item.batch);
       meta["rank"] = item.rank;
@@ -592,6 +597,18 @@ TEST_F(ClientTest, GivenTheAwaitedSplitsHolderSendingAnotherSplitWithoutEnd_Then
   // 4 batches per live connection (2) in the whole bound, plus the credit granted
   // before it was reached: the initial prefetch and one more.
   EXPECT_LE(run.sent_by_faulty, 8u + kDefaultPrefetchBatches + 1) << run.sent_by_faulty;
+}
+
+TEST_F(ClientTest, GivenAWorkerThatSendsAFrameOtherThanBatch_ThenItIsReportedAndOthersMakeItsSplits) {
+  FaultRun run = DrainBesideAFaultyWorker(Script{{Item{nullptr, std::nullopt}}});
+  EXPECT_EQ(run.keys, Expected());
+  ASSERT_EQ(run.faults.size(), 1u);
+  EXPECT_EQ(run.faults[0]["worker"], run.faulty);
+  EXPECT_NE(run.faults[0]["why"].get<std::string>().find(
+                "sent HEARTBEAT on a data connection, where only BATCH and ERROR come"),
+            std::string::npos)
+      << run.faults[0];
+  EXPECT_GE(run.connections_lost, 1u);
 }
 
 TEST_F(ClientTest, GivenATrainerThatTakesNothingForAWhile_ThenTheClientSaysHeartbeatOncePerPeriod) {
