@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <system_error>
 
 namespace gm {
@@ -104,11 +105,22 @@ Status CheckTrustedPath(const std::string& path, const std::string& what) {
   }
   GM_RETURN_IF_ERROR(check(path, st));
   const bool folder = S_ISDIR(st.st_mode);
-  const std::string parent = std::filesystem::path(path).parent_path().string();
-  if (!parent.empty() && ::stat(parent.c_str(), &st) == 0) GM_RETURN_IF_ERROR(check(parent, st));
+  // Every folder above it, up to /, as given and as resolved (links followed):
+  // whoever may rename an entry in any of them may put another file in its place.
+  std::error_code ec;
+  std::set<std::string> above;
+  for (const std::filesystem::path& p :
+       {std::filesystem::absolute(path, ec), std::filesystem::canonical(path, ec)}) {
+    for (std::filesystem::path up = p.parent_path(); !up.empty(); up = up.parent_path()) {
+      if (!above.insert(up.string()).second) break;  // the rest is checked already
+      if (up == up.root_path()) break;
+    }
+  }
+  for (const std::string& dir : above) {
+    if (::stat(dir.c_str(), &st) == 0) GM_RETURN_IF_ERROR(check(dir, st));
+  }
   if (!folder) return Status::Ok();
   // A folder (a package): each file and folder in it, as far as kMaxTrustedEntries.
-  std::error_code ec;
   size_t seen = 0;
   for (auto it = std::filesystem::recursive_directory_iterator(
            path, std::filesystem::directory_options::skip_permission_denied, ec);

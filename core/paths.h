@@ -46,8 +46,9 @@ std::string ClientLibraryPath();
 // Empty when none exists (the library is built only where CUPTI was found).
 std::string CuptiLibraryPath();
 
-// OK when `path` exists and neither it nor its folder can be changed by a user
-// other than root and us: each is owned by root or this process's user and not
+// OK when `path` exists and neither it nor any folder above it (up to /, as given
+// and with links resolved) can be changed by a user other than root and us:
+// each is owned by root or this process's user and not
 // writable by others, nor by a group other than root's and ours (a folder with
 // the sticky bit, like /tmp, may be).
 // Else InvalidArgument naming `what` (e.g. "the Python package goldminer puts on

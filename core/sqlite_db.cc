@@ -1,5 +1,6 @@
 #include "core/sqlite_db.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -151,23 +152,49 @@ std::optional<std::string> Statement::OptionalText(int column) const {
 
 namespace {
 
-// InvalidArgument when `file` is a symbolic link that another user owns in a
-// folder anyone may write to (/tmp): following it would write where that user
-// chose, with our rights. Our own links, and links elsewhere, are followed.
-Status CheckNotPlanted(const std::string& file) {
-  struct stat link {};
-  if (::lstat(file.c_str(), &link) != 0 || !S_ISLNK(link.st_mode) || link.st_uid == ::geteuid()) {
-    return Status::Ok();
-  }
+// Where `file`'s folder is one anyone may write to (/tmp), what SQLite opens
+// there must be ours: the file is opened here first without following a link
+// (O_NOFOLLOW; with `create`, made empty when missing, which SQLite takes as it
+// would have made it), so that no link another user plants can be followed in the moment
+// between a check and SQLite's open, and must be a regular file of our own. The
+// folder must have the sticky bit, so that nobody else may rename or remove that
+// file afterwards. Our own link there is followed. InvalidArgument otherwise,
+// naming the file and the fix. Folders others cannot write to are not checked.
+Status CheckNotPlanted(const std::string& file, bool create) {
   const size_t slash = file.rfind('/');
   const std::string dir =
       slash == std::string::npos ? "." : file.substr(0, std::max<size_t>(slash, 1));
   struct stat folder {};
   if (::stat(dir.c_str(), &folder) != 0 || (folder.st_mode & S_IWOTH) == 0) return Status::Ok();
-  return Status::InvalidArgument(
-      file + " is a symbolic link owned by uid " + std::to_string(link.st_uid) + " in " + dir +
-      ", a folder anyone may write to: it is not followed (another user may have planted it); "
-      "remove it, or give the database's real path");
+  const std::string fix = "; remove it, or give the database's path in a folder of your own";
+  if ((folder.st_mode & S_ISVTX) == 0) {
+    return Status::InvalidArgument(file + ": its folder " + dir +
+                                   " may be written by anyone and has no sticky bit, so another "
+                                   "user may replace the database there; give a path in a "
+                                   "folder of your own");
+  }
+  const int fd =
+      ::open(file.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+  if (fd < 0) {
+    struct stat link {};
+    // ELOOP, or EACCES where the kernel protects such links (fs.protected_symlinks).
+    if (::lstat(file.c_str(), &link) != 0 || !S_ISLNK(link.st_mode) || link.st_uid == ::geteuid()) {
+      return Status::Ok();  // our own link, or what SQLite will report itself
+    }
+    return Status::InvalidArgument(
+        file + " is a symbolic link owned by uid " + std::to_string(link.st_uid) + " in " + dir +
+        ", a folder anyone may write to: it is not followed (another user may have planted it)" +
+        fix);
+  }
+  struct stat st {};
+  const bool stated = ::fstat(fd, &st) == 0;
+  ::close(fd);
+  if (stated && S_ISREG(st.st_mode) && st.st_uid == ::geteuid()) return Status::Ok();
+  return Status::InvalidArgument(file + " in " + dir + ", a folder anyone may write to, " +
+                                 (stated && !S_ISREG(st.st_mode)
+                                      ? std::string("is not a regular file")
+                                      : "belongs to uid " + std::to_string(st.st_uid)) +
+                                 ": another user may have put it there" + fix);
 }
 
 }  // namespace
@@ -175,7 +202,8 @@ Status CheckNotPlanted(const std::string& file) {
 Result<Database> Database::Open(const std::string& path) {
   // SQLite also writes PATH-wal, PATH-shm and PATH-journal beside the file.
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
-    GM_RETURN_IF_ERROR(CheckNotPlanted(path + suffix));
+    // The rollback journal is not made ahead: in WAL mode it would stay behind.
+    GM_RETURN_IF_ERROR(CheckNotPlanted(path + suffix, std::string_view(suffix) != "-journal"));
   }
   sqlite3* db = nullptr;
   const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;

@@ -599,7 +599,8 @@ TEST_F(ClientTest, GivenTheAwaitedSplitsHolderSendingAnotherSplitWithoutEnd_Then
   EXPECT_LE(run.sent_by_faulty, 8u + kDefaultPrefetchBatches + 1) << run.sent_by_faulty;
 }
 
-TEST_F(ClientTest, GivenAWorkerThatSendsAFrameOtherThanBatch_ThenItIsReportedAndOthersMakeItsSplits) {
+TEST_F(ClientTest,
+       GivenAWorkerThatSendsAFrameOtherThanBatch_ThenItIsReportedAndOthersMakeItsSplits) {
   FaultRun run = DrainBesideAFaultyWorker(Script{{Item{nullptr, std::nullopt}}});
   EXPECT_EQ(run.keys, Expected());
   ASSERT_EQ(run.faults.size(), 1u);

@@ -457,14 +457,15 @@ TEST(CoordinatorStateTest, GivenSplitDoneFromAWorkerThatDoesNotHoldTheSplitThenI
 // An attack: a holder says its split has more batches than it sends (and skipped
 // samples), then is dropped (its process ends). Its word goes with it: the next
 // holder's count is taken, and the split completes with what it sent.
-TEST(CoordinatorStateTest, GivenAHolderThatOverCountsWhenItIsDropped_ThenTheNextHoldersCountStands) {
+TEST(CoordinatorStateTest,
+     GivenAHolderThatOverCountsWhenItIsDropped_ThenTheNextHoldersCountStands) {
   CoordinatorState state = Make(1, Plan(0, {{0, kUnknownCount}}));
   WorkerId liar = state.RegisterWorker(0);
   Assignment a = Request(state, liar);
   ASSERT_EQ(a.kind, Kind::kAssign);
   for (uint64_t b : {0, 1}) ASSERT_TRUE(state.Ack(0, 0, a.split, b, 8).ok());
   ASSERT_TRUE(state.SplitDone(liar, 0, a.split, 9, 4).ok());  // 9 batches, 4 skipped: sent 2
-  EXPECT_EQ(state.BatchCount(a.split), kUnknownCount);       // not told to trainers
+  EXPECT_EQ(state.BatchCount(a.split), kUnknownCount);        // not told to trainers
   ASSERT_TRUE(state.WorkerExited(liar).ok());
   WorkerId honest = state.RegisterWorker(0);
   Assignment again = Request(state, honest);

@@ -168,6 +168,22 @@ TEST(PathsTest, GivenAPackageOthersCanWriteOrThatIsMissing_ThenItIsRefusedNaming
   EXPECT_FALSE(CheckTrustedPath(pkg, "the package").ok());
   ASSERT_EQ(::chmod((dir.path() + "/python").c_str(), 01777), 0);  // sticky, like /tmp: fine
   EXPECT_TRUE(CheckTrustedPath(pkg, "the package").ok());
+  // A folder two levels up that anyone may write to: the package's folder could
+  // be renamed away and replaced.
+  ASSERT_EQ(::chmod((dir.path() + "/python").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0777), 0);
+  Status high = CheckTrustedPath(pkg, "the package");
+  EXPECT_NE(high.message().find("the package: " + dir.path() + " is writable by group or others"),
+            std::string::npos)
+      << high.message();
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0700), 0);
+  // Through a link in a trusted folder to the package: the folders above the
+  // package itself are checked too.
+  const std::string link = dir.path() + "/link";
+  std::filesystem::create_directory_symlink(pkg, link);
+  EXPECT_TRUE(CheckTrustedPath(link, "the package").ok());
+  ASSERT_EQ(::chmod((dir.path() + "/python").c_str(), 0777), 0);
+  EXPECT_FALSE(CheckTrustedPath(link, "the package").ok());
   // A file inside the package that others may rewrite.
   ASSERT_EQ(::chmod((dir.path() + "/python").c_str(), 0755), 0);
   const std::string module = pkg + "/sub/loader.py";

@@ -116,6 +116,26 @@ TEST(SqliteDbTest, GivenALinkAnotherUserPlantedInAWorldWritableFolder_ThenItIsNo
   ASSERT_EQ(::symlink(target.c_str(), elsewhere.c_str()), 0);
   ASSERT_EQ(::lchown(elsewhere.c_str(), other, other), 0);
   EXPECT_TRUE(sqlite::Database::Open(elsewhere).ok());
+  // A file another user put there first, in place of the one we would make.
+  const std::string theirs = shared + "/theirs.db";
+  dir.Write("shared/theirs.db", "");
+  ASSERT_EQ(::chown(theirs.c_str(), other, other), 0);
+  auto foreign = sqlite::Database::Open(theirs);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.status().message().find("belongs to uid " + std::to_string(other)),
+            std::string::npos)
+      << foreign.status().message();
+  // A new database there is made ours before SQLite opens it.
+  EXPECT_TRUE(sqlite::Database::Open(shared + "/new.db").ok());
+  ASSERT_EQ(::stat((shared + "/new.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, ::geteuid());
+  // A folder anyone may write to without the sticky bit: anything there can be
+  // replaced by another user later, so it is refused.
+  ASSERT_EQ(::chmod(shared.c_str(), 0777), 0);
+  auto open_folder = sqlite::Database::Open(shared + "/new.db");
+  ASSERT_FALSE(open_folder.ok());
+  EXPECT_NE(open_folder.status().message().find("has no sticky bit"), std::string::npos)
+      << open_folder.status().message();
 }
 
 TEST(SqliteRunStoreTest, ProfilesSurviveAReopen) {
