@@ -99,6 +99,7 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.places = places_;
   s.workers_live = data_addr_.size();
   s.failure = failure_;
+  s.splits_unchecked = unchecked_.size();
   return s;
 }
 
@@ -169,6 +170,13 @@ void CoordinatorServer::AdvanceEpochIfDone() {
       const uint64_t skipped = state_.Stats().samples_skipped;
       if (!failure_.empty()) {
         LogError("run: every epoch ended, but samples were lost: " + failure_);
+      } else if (!unchecked_.empty()) {
+        const auto [e, s] = *unchecked_.begin();
+        LogWarning("run: every epoch ended, but " + std::to_string(unchecked_.size()) +
+                   " split(s) could not be checked against their size (" + SplitName(e, s) +
+                   " the first): their maker left before saying what it skipped (on_error "
+                   "\"skip\"), so what reached the trainer is not known to be whole; " +
+                   std::to_string(skipped) + " samples were said skipped");
       } else if (skipped == 0) {
         LogInfo("run: every epoch delivered");
       } else {

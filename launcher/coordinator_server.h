@@ -73,6 +73,10 @@ struct CoordinatorSummary {
   // Why the run cannot have delivered every sample (a split that reached the
   // trainer short, a worker's count contradicting its split): empty when none.
   std::string failure;
+  // Splits complete under on_error "skip" whose maker never said what it
+  // skipped (it left first), so their samples were not checked against their
+  // size; the run's last line says so instead of "every epoch delivered".
+  size_t splits_unchecked = 0;
   // The latest per-stage totals each worker reported (HEARTBEAT, SPLIT_DONE).
   std::map<WorkerId, std::vector<StageStats>> worker_stages;  // each one's latest report
   // Where tagged workers run, by tag (REGISTER's tag, host, step): the launcher's
@@ -199,6 +203,7 @@ class CoordinatorServer {
   // Why the run cannot deliver every sample (a worker cut a split the trainer may
   // have read short): every later GET_PLAN and GET_WORKERS is answered with ERROR.
   std::string failure_ GUARDED_BY(mu_);
+  std::set<std::pair<uint64_t, uint64_t>> unchecked_ GUARDED_BY(mu_);  // (epoch, split)
   bool stopping_ GUARDED_BY(mu_) = false;
   uint64_t workers_registered_ GUARDED_BY(mu_) = 0;
   uint64_t refused_ GUARDED_BY(mu_) = 0;

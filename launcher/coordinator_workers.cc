@@ -43,8 +43,15 @@ void CoordinatorServer::CheckDelivered(uint64_t epoch, uint64_t split) {
       !failure_.empty())
     return;
   const std::optional<CoordinatorState::Delivery> got = state_.Delivered(split);
+  if (!got) return;
   // Under on_error "skip" the count is the maker's word: checked once it is told.
-  if (!got || (pipeline_.on_error() != OnError::kFail && !got->skip_told)) return;
+  // Until then (a maker that left before its SPLIT_DONE never tells) the run
+  // says the split went unchecked.
+  if (pipeline_.on_error() != OnError::kFail && !got->skip_told) {
+    unchecked_.insert({epoch, split});
+    return;
+  }
+  unchecked_.erase({epoch, split});
   const uint64_t size = splits[split].count;
   const uint64_t b = static_cast<uint64_t>(pipeline_.batch_size());
   const uint64_t whole = YieldOf(size, got->skipped).samples;

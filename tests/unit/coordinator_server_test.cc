@@ -527,6 +527,45 @@ TEST_F(CoordinatorServerTest,
   }
 }
 
+// Under on_error "skip" a split's size is checked once its maker says what it
+// skipped; a maker that leaves after the trainer acknowledged the whole split
+// but before its SPLIT_DONE never says, and the run says that split went
+// unchecked. (With two ranks the counts are planned, so the split completes on
+// its acks alone.)
+TEST_F(CoordinatorServerTest,
+       GivenOnErrorSkip_WhenTheMakerLeavesBeforeSplitDone_ThenTheSplitIsSaidUnchecked) {
+  Start(kClientIdleS, 2, 1, "skip");
+  auto worker = Connect("worker", secret_);
+  ASSERT_TRUE(worker.ok()) << worker.status().message();
+  ASSERT_EQ(Ask(*worker, MsgType::kRegister, {{"data_addr", "127.0.0.1:9"}}).type,
+            MsgType::kRegistered);
+  std::vector<Socket> ranks;
+  ASSERT_NO_FATAL_FAILURE(SubscribeRanks(2, ranks));
+  for (Socket& rank : ranks) {
+    ASSERT_EQ(Ask(rank, MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
+  }
+  Frame a = Ask(*worker, MsgType::kGetSplit, nlohmann::json::object());
+  ASSERT_EQ(a.meta["kind"], "assign") << a.meta.dump();
+  const uint64_t split = a.meta["split"], end = a.meta["end_batch"];
+  const int rank = a.meta["rank"];
+  nlohmann::json batches = nlohmann::json::array(), samples = nlohmann::json::array();
+  for (uint64_t b = 0; b < end; ++b) {
+    batches.push_back({split, b});
+    samples.push_back(2);
+  }
+  ASSERT_TRUE(SendFrame(ranks[static_cast<size_t>(rank)], MsgType::kAck,
+                        {{"epoch", 0}, {"batches", batches}, {"samples", samples}},
+                        Deadline::After(kWait))
+                  .ok());
+  // A request after the ack: the coordinator has read it.
+  EXPECT_EQ(Ask(ranks[static_cast<size_t>(rank)], MsgType::kGetPlan, {{"epoch", 0}}).type,
+            MsgType::kPlan);
+  worker->Close();
+  const CoordinatorSummary summary = server_->Summary();
+  EXPECT_EQ(summary.splits_unchecked, 1u);
+  EXPECT_TRUE(summary.failure.empty()) << summary.failure;
+}
+
 TEST_F(CoordinatorServerTest, GivenOnErrorSkip_WhenAWorkerSaysItSkipped_ThenTheSummaryCountsIt) {
   Start(kClientIdleS, 1, 1, "skip");
   Socket worker, client;
