@@ -313,10 +313,11 @@ Result<int> RunWithFlags(const RunFlags& f) {
   // Before any thread starts: a SIGTERM or SIGINT from now on stays pending until
   // the run loop takes it and stops the trainer and workers.
   StopOnSignal signals;
-  if (f.spec.pipeline.empty()) {  // a usage error: exit 2
+  if (f.spec.pipeline.empty() && f.offload == "off") {  // a usage error: exit 2
     LogError(
         "run needs --pipeline FILE or --plan plan.json, e.g. goldminer run --pipeline "
-        "p.json -- python3 train.py");
+        "p.json -- python3 train.py (without one, the workers serve the trainer's torch "
+        "DataLoaders, which --offload off turns off)");
     return kExitUsage;
   }
   if (f.spec.command.empty()) {
@@ -369,7 +370,23 @@ Result<int> RunWithFlags(const RunFlags& f) {
   c.take_signal = [&signals] { return signals.TakePending(); };
   GM_ASSIGN_OR_RETURN(RunResult r, RunTraining(c));
   const CoordinatorSummary& s = r.summary;
+  // One offload session per trainer process that used one (python/goldminer/offload.py).
+  const std::string channels =
+      std::to_string(s.offload_channels) + " trainer process(es) offloading DataLoaders";
+  if (s.offload_only) {
+    LogInfo("run " + r.run_id + " " + r.status + (store ? " (recorded in " + f.db + ")" : "") +
+            ": no pipeline; the trainer's DataLoaders were served by the data workers: " +
+            channels + ", " + std::to_string(s.workers_registered) + " worker registrations");
+    if (s.offload_channels == 0) {
+      LogWarning(
+          "run: the trainer started no DataLoader with num_workers > 0 (or each fell back to "
+          "stock workers: see the lines above), so the data workers did nothing; give the "
+          "DataLoader num_workers, or a --pipeline for goldminer.Loader");
+    }
+    return r.exit_code;
+  }
   LogInfo("run " + r.run_id + " " + r.status + (store ? " (recorded in " + f.db + ")" : "") + ": " +
+          (s.offload_channels > 0 ? channels + ", " : std::string()) +
           std::to_string(s.epochs_done) + " epoch(s) delivered, " + std::to_string(s.state.acks) +
           " batches acknowledged, " + std::to_string(s.workers_registered) +
           " worker registrations, " + std::to_string(s.state.reassignments) +
@@ -421,7 +438,11 @@ Verb RunVerb() {
                        "plan.json from `goldminer plan`: pipeline, workers, their threads, "
                        "world size and trainer command (flags given here win)")
             ->check(CLI::ExistingFile);
-        AddRunSpecFlags(sub, f->spec);
+        RunSpecHelp help;
+        help.pipeline =
+            "pipeline.json the workers run; none: they serve only the trainer's torch "
+            "DataLoaders (see --offload)";
+        AddRunSpecFlags(sub, f->spec, help);
         sub.add_option("--bind", f->bind,
                        "Address the coordinator and the workers' data ports listen on: "
                        "127.0.0.1 (this machine only), a node's address, or 0.0.0.0 (every "

@@ -118,6 +118,14 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
                            std::string(MsgTypeName(sub.type)));
   }
   GM_ASSIGN_OR_RETURN(SubscribeMsg subscription, SubscribeMsg::Decode(sub.meta, true));
+  if (config_.offload_only) {
+    const std::string why =
+        "this run has no pipeline (goldminer run without --pipeline serves only the "
+        "trainer's torch DataLoaders): goldminer.Loader reads a pipeline's batches; give "
+        "--pipeline FILE, or read the data through a torch DataLoader";
+    SendError(socket, why, Deadline::After(1));
+    return Status::InvalidArgument(why);
+  }
   const int rank = static_cast<int>(subscription.rank);
   const int world = static_cast<int>(subscription.world_size);
   if (rank >= config_.world_size || world != config_.world_size) {

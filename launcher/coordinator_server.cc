@@ -35,7 +35,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenTcp(config.host, config.port));
   std::unique_ptr<CoordinatorServer> server(
       new CoordinatorServer(config, std::move(pipeline), std::move(state), listener.port()));
-  {
+  if (!config.offload_only) {  // a run without a pipeline plans no epoch
     MutexLock lock(server->mu_);
     GM_ASSIGN_OR_RETURN(EpochPlan plan, server->PlanFor(0));
     GM_RETURN_IF_ERROR(server->state_.StartEpoch(plan).WithContext("epoch 0"));
@@ -100,6 +100,8 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.workers_live = data_addr_.size();
   s.failure = failure_;
   s.splits_unchecked = unchecked_.size();
+  s.offload_channels = offload_channels_;
+  s.offload_only = config_.offload_only;
   return s;
 }
 

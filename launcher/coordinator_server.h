@@ -35,6 +35,12 @@
 
 namespace gm {
 
+// The pipeline document of a run without one (CoordinatorConfig::offload_only).
+inline constexpr std::string_view kOffloadOnlyPipeline =
+    R"({"version": 1, "source": {"type": "range", "count": 1}, "stages": [],
+        "batch": {"size": 1}})";
+inline constexpr double kOffloadOnlyRetryS = 1.0;
+
 struct CoordinatorConfig {
   std::string host = "127.0.0.1";  // address to listen on
   // Host in the address given to workers and trainers; empty: `host`, or this
@@ -47,6 +53,12 @@ struct CoordinatorConfig {
   nlohmann::json pipeline_doc;
   std::string pipeline_origin;
   std::string base_dir;
+  // A run without a pipeline (`goldminer run` with no --pipeline): the workers
+  // host only the trainers' offloaded DataLoaders (OFFLOAD, virtual workers).
+  // No epoch is planned, GET_SPLIT is answered "wait" (every kOffloadOnlyRetryS),
+  // and a goldminer.Loader's SUBSCRIBE is refused with the reason.
+  // pipeline_doc is then kOffloadOnlyPipeline, which workers load and never read.
+  bool offload_only = false;
   size_t samples_per_split = 256;
   int world_size = 1;
   int epochs = 1;  // epochs the run serves; 0: as many as the trainers ask for
@@ -77,6 +89,8 @@ struct CoordinatorSummary {
   // skipped (it left first), so their samples were not checked against their
   // size; the run's last line says so instead of "every epoch delivered".
   size_t splits_unchecked = 0;
+  uint64_t offload_channels = 0;  // DataLoader offload sessions (OFFLOAD), one per process
+  bool offload_only = false;      // CoordinatorConfig::offload_only
   // The latest per-stage totals each worker reported (HEARTBEAT, SPLIT_DONE).
   std::map<WorkerId, std::vector<StageStats>> worker_stages;  // each one's latest report
   // Where tagged workers run, by tag (REGISTER's tag, host, step): the launcher's

@@ -143,6 +143,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
           break;
         case Assignment::Kind::kWait:
           reply.kind = AssignMsg::Kind::kWait;
+          if (config_.offload_only) reply.retry_s = kOffloadOnlyRetryS;  // nothing will come
           break;
         case Assignment::Kind::kDrain:
           reply.kind = AssignMsg::Kind::kDrain;

@@ -110,6 +110,7 @@ CoordinatorConfig CoordinatorConfigOf(const RunConfig& c, const std::string& sec
   cc.secret = secret;
   cc.pipeline_doc = doc;
   cc.pipeline_origin = origin;
+  cc.offload_only = c.spec.pipeline.empty();
   cc.base_dir = std::filesystem::path(origin).parent_path().string();
   cc.samples_per_split = c.spec.samples_per_split;
   cc.world_size = c.spec.world_size;
@@ -124,7 +125,7 @@ RunRecord RecordOf(const RunConfig& c, const std::string& run_id, const std::str
   RunRecord record;
   record.id = run_id;
   record.backend = c.launcher != nullptr ? c.launcher->name() : "local";
-  record.pipeline_path = origin;
+  if (!c.spec.pipeline.empty()) record.pipeline_path = origin;
   record.plan_path = c.plan_path;
   record.plan_id = c.plan_id;
   record.command = c.spec.command;
@@ -162,9 +163,20 @@ Result<RunResult> RunTraining(const RunConfig& c) {
         "a trainer command is needed after --, e.g. "
         "-- python3 train.py");
   }
-  GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(c.spec.pipeline));
+  // Without a pipeline file the workers host only the trainer's offloaded
+  // DataLoaders (CoordinatorConfig::offload_only).
+  const bool offload_only = c.spec.pipeline.empty();
+  if (offload_only && !c.offload_dataloaders) {
+    return Status::InvalidArgument(
+        "a run without --pipeline serves only the trainer's torch DataLoaders, and "
+        "--offload off turns that off: give --pipeline FILE, or drop --offload off");
+  }
+  GM_ASSIGN_OR_RETURN(nlohmann::json doc,
+                      offload_only ? ParseJson(std::string(kOffloadOnlyPipeline), "(no pipeline)")
+                                   : LoadJsonFile(c.spec.pipeline));
   std::error_code ec;
-  const std::string origin = std::filesystem::absolute(c.spec.pipeline, ec).string();
+  const std::string origin =
+      std::filesystem::absolute(offload_only ? "(no pipeline)" : c.spec.pipeline, ec).string();
   if (ec) return Status::IoError(c.spec.pipeline + ": " + ec.message());
   GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make("goldminer-run-"));
   GM_ASSIGN_OR_RETURN(std::string secret, NewSecret());
@@ -181,8 +193,13 @@ Result<RunResult> RunTraining(const RunConfig& c) {
           std::to_string(c.spec.workers) + " workers, " + std::to_string(c.spec.world_size) +
           " trainer rank(s)");
   if (const std::string notice = coordinator->pipeline().OrderNotice();
-      c.order_notice && !notice.empty()) {
+      c.order_notice && !notice.empty() && !offload_only) {
     LogInfo("run: " + notice);
+  }
+  if (offload_only) {
+    LogInfo(
+        "run: no --pipeline: the workers serve only the trainer's torch DataLoaders "
+        "(num_workers > 0), each worker process of theirs a virtual worker on them");
   }
   RunRecorder recorder(c.store, run_id, c.spec.world_size);
   GM_RETURN_IF_ERROR(recorder.Begin(RecordOf(c, run_id, origin)));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: makes a small corpus of real photos (crops of Debian's wallpapers), runs
 # the ImageNet training pipeline on it with a local data worker (throughput and
-# per-stage costs), profiles a plain PyTorch program with its own DataLoader and
+# per-stage costs), profiles a plain PyTorch program with its own DataLoader, runs
+# it unchanged with its DataLoader's workers on goldminer's data workers, profiles
 # the same loop fed by goldminer (profile.json, runs.db, a trace), plans the workers
 # for this machine from that profile (plan.json, job.sbatch), then trains it for a
 # few steps fed by the planned data worker processes under `goldminer run --plan`.
@@ -23,6 +24,10 @@ echo
 echo "== goldminer profile: an unmodified PyTorch program with its own DataLoader (1 loader process)"
 build/cmd/goldminer profile --steps 6 --warmup-steps 2 --db "$demo/runs.db" -o "$demo/profile-torch.json" -- \
   /usr/bin/python3 examples/train/torch_train.py "$demo/corpus" --workers 1 --epochs 2
+echo
+echo "== goldminer run: the same program unchanged, its DataLoader's 2 workers on goldminer's data workers"
+build/cmd/goldminer run --workers 2 --db "$demo/runs.db" --no-progress -- \
+  /usr/bin/python3 examples/train/torch_train.py "$demo/corpus" --workers 2 --steps 6
 echo
 echo "== goldminer profile: the ImageNet pipeline, and the same loop fed by 2 data workers"
 build/cmd/goldminer profile --pipeline "$demo/pipeline.json" --samples 256 --steps 10 --warmup-steps 3 \

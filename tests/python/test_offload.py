@@ -354,6 +354,10 @@ class OffloadTest(unittest.TestCase):
 
     TRANSPORT = "local"
     RUN_FLAGS = ()  # more flags of `goldminer run` (transport "workers")
+    # Transport "workers": give `goldminer run` a pipeline file beside the program
+    # (which does not read it); without one the run serves only the DataLoaders,
+    # the program unchanged.
+    PIPELINE = False
 
     def program(self, source, *args, offload):
         path = os.path.join(self.tmp, "train.py")
@@ -365,8 +369,9 @@ class OffloadTest(unittest.TestCase):
         if offload and self.TRANSPORT == "workers":
             # The DataLoader's work on a run's data workers: run's default --offload exact
             # sets the hook and the transport.
-            argv = [goldminer_binary(), "run", "--workers", "2", "--pipeline",
-                    tiny_pipeline(self.tmp, self.images), *self.RUN_FLAGS, "--"] + argv
+            pipeline = ["--pipeline", tiny_pipeline(self.tmp, self.images)] if self.PIPELINE else []
+            argv = [goldminer_binary(), "run", "--workers", "2", *pipeline, *self.RUN_FLAGS,
+                    "--"] + argv
         elif offload:
             env["PYTHONPATH"] = HOOK_DIR
             env["GOLDMINER_OFFLOAD"] = self.TRANSPORT
@@ -486,7 +491,40 @@ class WorkersTransportTest(OffloadTest):
         self.assertIn("lost its data worker", stderr)
         self.assertIn("a new one goes on from its last result", stderr)
 
+    def test_with_a_pipeline_file_beside_the_dataloaders_they_are_served_too(self):
+        self.PIPELINE = True
+        served, stderr = self.program(WHERE, offload=True)
+        self.assertEqual(served["parents"], ["goldminer worker"] * 4, stderr[-2000:])
+        self.assertNotIn("no --pipeline", stderr)
+
+    def test_without_a_pipeline_the_run_says_so_and_a_loader_is_refused_saying_why(self):
+        path = os.path.join(self.tmp, "loader.py")
+        with open(path, "w") as f:
+            f.write("import goldminer\n"
+                    "try:\n"
+                    "    next(iter(goldminer.Loader(epochs=1)))\n"
+                    "except Exception as e:\n"
+                    "    print(e)\n")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
+        proc = subprocess.run([goldminer_binary(), "run", "--workers", "1", "--", PYTHON, path],
+                              capture_output=True, text=True, env=env, timeout=TIMEOUT_S,
+                              cwd=self.tmp)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        self.assertIn("no --pipeline: the workers serve only the trainer's torch DataLoaders",
+                      proc.stderr)
+        self.assertIn("this run has no pipeline", proc.stdout)
+        self.assertIn("give --pipeline FILE", proc.stdout)
+
+    def test_without_a_pipeline_offload_off_is_a_usage_error(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
+        proc = subprocess.run([goldminer_binary(), "run", "--offload", "off", "--", PYTHON, "-c",
+                               "pass"], capture_output=True, text=True, env=env,
+                              timeout=TIMEOUT_S, cwd=self.tmp)
+        self.assertEqual(proc.returncode, 2, proc.stderr[-3000:])
+        self.assertIn("run needs --pipeline FILE", proc.stderr)
+
     def test_offload_off_leaves_the_dataloader_stock(self):
+        self.PIPELINE = True  # a run with --offload off needs one
         self.RUN_FLAGS = ("--offload", "off")
         served, stderr = self.program(WHERE, offload=True)
         self.assertEqual(set(served["parents"]), {"goldminer run"}, stderr[-2000:])
