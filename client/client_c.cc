@@ -239,6 +239,21 @@ GM_API int gm_offload_workers(gm_offload* offload, const char** json) {
   });
 }
 
+GM_API int gm_offload_note(gm_offload* offload, int served, const char* dataset, int workers,
+                           uint64_t blob_bytes, const char* why) {
+  if (offload == nullptr || dataset == nullptr) return FailArg("gm_offload_note: NULL argument");
+  return Guard([&] {
+    gm::OffloadNoteMsg note;
+    note.served = served != 0;
+    note.dataset = dataset;
+    note.workers = workers > 0 ? static_cast<uint64_t>(workers) : 0;
+    note.blob_bytes = blob_bytes;
+    note.why = why != nullptr ? why : "";
+    gm::Status st = offload->offload->Note(note);
+    return st.ok() ? 0 : Fail(st);
+  });
+}
+
 GM_API void gm_offload_close(gm_offload* offload) { delete offload; }
 
 GM_API int gm_vchannel_open(gm_offload* offload, const char* worker, const char* python,

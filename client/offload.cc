@@ -104,6 +104,16 @@ Result<std::vector<std::string>> Offload::Workers() {
   return std::move(workers->workers);
 }
 
+Status Offload::Note(const OffloadNoteMsg& note) {
+  // Checked as the coordinator will check it: a bad note would end the session.
+  GM_RETURN_IF_ERROR(OffloadNoteMsg::Decode(note.Encode()).status());
+  MutexLock lock(mu_);
+  Status sent = SendFrame(coordinator_, MsgType::kOffloadNote, note.Encode(),
+                          Deadline::After(options_.timeout_s));
+  if (!sent.ok()) return Status::Unavailable(coordinator_name_ + ": " + sent.message());
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<VirtualChannel>> Offload::OpenChannel(
     const std::string& worker, const std::string& python, const std::vector<std::string>& modules) {
   const std::string who = "worker " + worker;

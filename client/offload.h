@@ -26,6 +26,7 @@
 #include "client/client.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
+#include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
 
@@ -45,6 +46,8 @@ class Offload {
   uint64_t channel() const { return channel_; }
   // The run's live data workers ("HOST:PORT"), asked of the coordinator.
   Result<std::vector<std::string>> Workers();
+  // OFFLOAD_NOTE: what became of one DataLoader, for the run's record.
+  Status Note(const OffloadNoteMsg& note);
   // Opens a virtual worker on the data worker at `worker` running `python`
   // (the trainer's interpreter path) after importing `modules`.
   Result<std::unique_ptr<VirtualChannel>> OpenChannel(const std::string& worker,

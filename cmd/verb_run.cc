@@ -370,14 +370,15 @@ Result<int> RunWithFlags(const RunFlags& f) {
   c.take_signal = [&signals] { return signals.TakePending(); };
   GM_ASSIGN_OR_RETURN(RunResult r, RunTraining(c));
   const CoordinatorSummary& s = r.summary;
-  // One offload session per trainer process that used one (python/goldminer/offload.py).
-  const std::string channels =
-      std::to_string(s.offload_channels) + " trainer process(es) offloading DataLoaders";
+  const uint64_t dataloaders = s.dataloaders_served + s.dataloaders_stock;
+  const std::string channels = std::to_string(s.dataloaders_served) +
+                               " DataLoader(s) on virtual workers, " +
+                               std::to_string(s.dataloaders_stock) + " on stock local workers";
   if (s.offload_only) {
     LogInfo("run " + r.run_id + " " + r.status + (store ? " (recorded in " + f.db + ")" : "") +
             ": no pipeline; the trainer's DataLoaders were served by the data workers: " +
             channels + ", " + std::to_string(s.workers_registered) + " worker registrations");
-    if (s.offload_channels == 0) {
+    if (s.dataloaders_served == 0) {
       LogWarning(
           "run: the trainer started no DataLoader with num_workers > 0 (or each fell back to "
           "stock workers: see the lines above), so the data workers did nothing; give the "
@@ -386,11 +387,11 @@ Result<int> RunWithFlags(const RunFlags& f) {
     return r.exit_code;
   }
   LogInfo("run " + r.run_id + " " + r.status + (store ? " (recorded in " + f.db + ")" : "") + ": " +
-          (s.offload_channels > 0 ? channels + ", " : std::string()) +
-          std::to_string(s.epochs_done) + " epoch(s) delivered, " + std::to_string(s.state.acks) +
-          " batches acknowledged, " + std::to_string(s.workers_registered) +
-          " worker registrations, " + std::to_string(s.state.reassignments) +
-          " splits reassigned, " + std::to_string(s.state.duplicate_acks) + " duplicate acks" +
+          (dataloaders > 0 ? channels + ", " : std::string()) + std::to_string(s.epochs_done) +
+          " epoch(s) delivered, " + std::to_string(s.state.acks) + " batches acknowledged, " +
+          std::to_string(s.workers_registered) + " worker registrations, " +
+          std::to_string(s.state.reassignments) + " splits reassigned, " +
+          std::to_string(s.state.duplicate_acks) + " duplicate acks" +
           (s.state.samples_skipped > 0
                ? ", " + std::to_string(s.state.samples_skipped) + " samples skipped (on_error)"
                : std::string()) +

@@ -651,6 +651,43 @@ Result<FaultMsg> FaultMsg::Decode(const nlohmann::json& meta) {
 
 // ---- the DataLoader offload ----
 
+nlohmann::json OffloadNoteMsg::Encode() const {
+  nlohmann::json m = {{"served", served}, {"dataset", dataset}};
+  if (served) {
+    m["workers"] = workers;
+    m["blob_bytes"] = blob_bytes;
+  } else {
+    m["why"] = why;
+  }
+  return m;
+}
+
+Result<OffloadNoteMsg> OffloadNoteMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<OffloadNoteMsg> {
+    const JsonNode m(meta, "OFFLOAD_NOTE");
+    OffloadNoteMsg r;
+    GM_ASSIGN_OR_RETURN(JsonNode served, m.Get("served"));
+    GM_ASSIGN_OR_RETURN(r.served, served.AsBool());
+    GM_ASSIGN_OR_RETURN(JsonNode dataset, m.Get("dataset"));
+    GM_ASSIGN_OR_RETURN(r.dataset, dataset.AsString());
+    if (r.dataset.empty() || r.dataset.size() > 256 || !Printable(r.dataset)) {
+      return dataset.Expected("a class name in printable ASCII, 1 to 256 bytes");
+    }
+    if (r.served) {
+      GM_ASSIGN_OR_RETURN(int64_t workers, Int(m, "workers", 1, 65536));
+      r.workers = static_cast<uint64_t>(workers);
+      GM_ASSIGN_OR_RETURN(r.blob_bytes, Count(m, "blob_bytes", uint64_t{1} << 40));
+      return r;
+    }
+    GM_ASSIGN_OR_RETURN(JsonNode why, m.Get("why"));
+    GM_ASSIGN_OR_RETURN(r.why, why.AsString());
+    if (r.why.empty() || r.why.size() > kMaxOffloadNoteWhyBytes) {
+      return why.Expected("1 to " + std::to_string(kMaxOffloadNoteWhyBytes) + " bytes");
+    }
+    return r;
+  }());
+}
+
 nlohmann::json OffloadMsg::Encode() const { return {{"rank", rank}}; }
 
 Result<OffloadMsg> OffloadMsg::Decode(const nlohmann::json& meta) {

@@ -95,6 +95,8 @@
 //                       role "offload:RANK:CHANNEL" (dataplane/auth.h)
 //      K->C GET_WORKERS, HEARTBEAT, BYE as on connection 2 (WORKERS without
 //                       holders)
+//      K->C OFFLOAD_NOTE {served, dataset, workers, blob_bytes | why} (no
+//                       reply): what became of a DataLoader, for the record
 //
 // 5. client -> worker (a virtual DataLoader worker: worker/virtual_workers.h).
 //    The client authenticates with its offload ticket. One connection is one
@@ -356,6 +358,23 @@ struct OffloadMsg {
   nlohmann::json Encode() const;
   static Result<OffloadMsg> Decode(const nlohmann::json& meta);
 };
+
+// K->C OFFLOAD_NOTE {served, dataset, workers, blob_bytes, why} (no reply), on
+// an offload connection: what became of one of the trainer's DataLoaders, for
+// the run's record. served: its workers run as virtual workers (workers: how
+// many, 1..65536; blob_bytes: the pickled dataset, collate_fn and worker_init_fn,
+// 0..2^40); else it runs on stock local workers, `why` saying why (1..1024
+// bytes). dataset: the dataset's class name, 1..256 printable bytes.
+struct OffloadNoteMsg {
+  bool served = false;
+  std::string dataset;
+  uint64_t workers = 0;
+  uint64_t blob_bytes = 0;
+  std::string why;
+  nlohmann::json Encode() const;
+  static Result<OffloadNoteMsg> Decode(const nlohmann::json& meta);
+};
+inline constexpr size_t kMaxOffloadNoteWhyBytes = 1024;
 
 // C->K OFFLOADING {run_id, channel, ticket, workers}.
 struct OffloadingMsg {

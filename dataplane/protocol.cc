@@ -161,6 +161,8 @@ std::string_view MsgTypeName(MsgType type) {
       return "OFFLOAD_DATA";
     case MsgType::kOffloadExit:
       return "OFFLOAD_EXIT";
+    case MsgType::kOffloadNote:
+      return "OFFLOAD_NOTE";
   }
   return "UNKNOWN";
 }

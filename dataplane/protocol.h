@@ -87,6 +87,7 @@ enum class MsgType : uint8_t {
   kOffloadOpened = 39,
   kOffloadData = 40,
   kOffloadExit = 41,
+  kOffloadNote = 42,  // client -> coordinator: what became of a DataLoader (no reply)
   // Message fields: dataplane/messages.h.
 };
 

@@ -190,6 +190,25 @@ Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank, uint64
   return Status::Ok();
 }
 
+// One line of the run's record per note, the first kMaxOffloadNotes (a trainer
+// that makes DataLoaders in a loop says the same thing again: counted only).
+void CoordinatorServer::NoteOffload(int64_t rank, const OffloadNoteMsg& note) {
+  const std::string who = "rank " + std::to_string(rank) + ": a DataLoader of " + note.dataset;
+  const std::string line = note.served
+                               ? who + " runs its " + std::to_string(note.workers) +
+                                     " worker(s) as virtual workers on the data workers (" +
+                                     std::to_string((note.blob_bytes + 1023) / 1024) +
+                                     " KiB of dataset, collate_fn and worker_init_fn shipped)"
+                               : who + " runs on stock local workers: " + PeerText(note.why);
+  MutexLock lock(mu_);
+  ++(note.served ? dataloaders_served_ : dataloaders_stock_);
+  if (offload_notes_.size() < kMaxOffloadNotes) {
+    offload_notes_.push_back(line);
+  } else {
+    ++offload_notes_dropped_;
+  }
+}
+
 // A trainer's DataLoader offload (connection 4 of dataplane/messages.h): a
 // channel number and its ticket, the workers, then only GET_WORKERS and
 // heartbeats. It takes no rank's session: a goldminer.Loader of the same rank
@@ -218,6 +237,11 @@ Status CoordinatorServer::ServeOffloadClient(Socket& socket, const Frame& first)
   for (bool done = false; !done;) {
     GM_ASSIGN_OR_RETURN(Frame frame,
                         RecvFrame(socket, kControlLimits, Deadline::After(config_.client_idle_s)));
+    if (frame.type == MsgType::kOffloadNote) {
+      GM_ASSIGN_OR_RETURN(OffloadNoteMsg note, OffloadNoteMsg::Decode(frame.meta));
+      NoteOffload(offload.rank, note);
+      continue;
+    }
     if (frame.type != MsgType::kGetWorkers) {
       GM_RETURN_IF_ERROR(SessionFrame(frame, "an offload client", &done));
       continue;

@@ -102,6 +102,10 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.splits_unchecked = unchecked_.size();
   s.offload_channels = offload_channels_;
   s.offload_only = config_.offload_only;
+  s.offload_notes = offload_notes_;
+  s.offload_notes_dropped = offload_notes_dropped_;
+  s.dataloaders_served = dataloaders_served_;
+  s.dataloaders_stock = dataloaders_stock_;
   return s;
 }
 

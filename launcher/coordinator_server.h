@@ -40,6 +40,7 @@ inline constexpr std::string_view kOffloadOnlyPipeline =
     R"({"version": 1, "source": {"type": "range", "count": 1}, "stages": [],
         "batch": {"size": 1}})";
 inline constexpr double kOffloadOnlyRetryS = 1.0;
+inline constexpr size_t kMaxOffloadNotes = 1024;  // OFFLOAD_NOTE lines kept per run
 
 struct CoordinatorConfig {
   std::string host = "127.0.0.1";  // address to listen on
@@ -90,7 +91,13 @@ struct CoordinatorSummary {
   // size; the run's last line says so instead of "every epoch delivered".
   size_t splits_unchecked = 0;
   uint64_t offload_channels = 0;  // DataLoader offload sessions (OFFLOAD), one per process
-  bool offload_only = false;      // CoordinatorConfig::offload_only
+  // What became of the trainers' DataLoaders (OFFLOAD_NOTE), one line each, in
+  // arrival order: the first kMaxOffloadNotes, and how many more came.
+  std::vector<std::string> offload_notes;
+  uint64_t offload_notes_dropped = 0;
+  uint64_t dataloaders_served = 0;  // notes: on virtual workers
+  uint64_t dataloaders_stock = 0;   // notes: on stock local workers
+  bool offload_only = false;        // CoordinatorConfig::offload_only
   // The latest per-stage totals each worker reported (HEARTBEAT, SPLIT_DONE).
   std::map<WorkerId, std::vector<StageStats>> worker_stages;  // each one's latest report
   // Where tagged workers run, by tag (REGISTER's tag, host, step): the launcher's
@@ -185,6 +192,7 @@ class CoordinatorServer {
   // gives its splits to others).
   void DropFaulty(int rank, const FaultMsg& fault) REQUIRES(mu_);
   void AdvanceEpochIfDone() REQUIRES(mu_);
+  void NoteOffload(int64_t rank, const OffloadNoteMsg& note);
 
   const CoordinatorConfig config_;
   const Pipeline pipeline_;
@@ -203,6 +211,10 @@ class CoordinatorServer {
   std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);  // subscribed ranks -> peer
   uint64_t sessions_ GUARDED_BY(mu_) = 0;          // client sessions issued (the last one's number)
   uint64_t offload_channels_ GUARDED_BY(mu_) = 0;  // OFFLOAD channels issued
+  std::vector<std::string> offload_notes_ GUARDED_BY(mu_);
+  uint64_t offload_notes_dropped_ GUARDED_BY(mu_) = 0;
+  uint64_t dataloaders_served_ GUARDED_BY(mu_) = 0;
+  uint64_t dataloaders_stock_ GUARDED_BY(mu_) = 0;
   uint64_t epochs_done_ GUARDED_BY(mu_) = 0;
   // AgreeToSkip: the later epoch some ranks resume into, those ranks, and why
   // the move was called off ("" while it stands).

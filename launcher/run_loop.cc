@@ -244,6 +244,8 @@ Status RunLoop::WritePids() {
 // A point of the run's time series (launcher/run_recorder.h).
 void RunLoop::Sample() {
   if (!recorder_.enabled() && !o_.on_rates && !autoscaler_) return;
+  const CoordinatorSummary summary = edges_.summary();
+  RecordOffloadNotes(summary);
   const StepCounter::Totals t = edges_.trainers();
   RunSample s;
   s.t_s = edges_.clock->Now() - start_;
@@ -255,7 +257,6 @@ void RunLoop::Sample() {
     if (auto cpu = edges_.cpu_seconds(pid)) cpu_seen_[pid] = *cpu;
     s.worker_cpu_s += cpu_seen_[pid];
   }
-  const CoordinatorSummary summary = edges_.summary();
   PlaceWorkers(summary);
   s.workers_ready = static_cast<int>(summary.workers_live);
   s.epoch = summary.state.epoch;
@@ -265,6 +266,20 @@ void RunLoop::Sample() {
   const std::optional<RunRates> rates = recorder_.Sample(s);
   if (rates && autoscaler_ && !stopped_) Scale(*rates);
   if (rates && o_.on_rates) o_.on_rates(run_id_, *rates);
+}
+
+// What became of the trainers' DataLoaders since the last sample, as events.
+void RunLoop::RecordOffloadNotes(const CoordinatorSummary& summary) {
+  for (; offload_notes_recorded_ < summary.offload_notes.size(); ++offload_notes_recorded_)
+    recorder_.Event("offload", summary.offload_notes[offload_notes_recorded_]);
+  if (summary.offload_notes_dropped > offload_notes_dropped_) {
+    offload_notes_dropped_ = summary.offload_notes_dropped;
+    if (!offload_dropped_said_) {
+      offload_dropped_said_ = true;
+      recorder_.Event("offload", "more DataLoaders than " + std::to_string(kMaxOffloadNotes) +
+                                     ": the rest are not recorded one by one");
+    }
+  }
 }
 
 // Applies the autoscaler's decision for this sample, if any.

@@ -110,6 +110,7 @@ class RunLoop {
   void Forget(pid_t pid);
   Status WritePids();
   void Sample();
+  void RecordOffloadNotes(const CoordinatorSummary& summary);
   void Scale(const RunRates& rates);
 
   const RunLoopOptions o_;
@@ -120,8 +121,11 @@ class RunLoop {
   Supervisor supervisor_;            // starts, replaces, drains and stops the processes
   std::map<pid_t, Worker> workers_;  // running workers
   int64_t next_worker_id_ = 0;
-  std::map<pid_t, double> cpu_seen_;  // running workers' CPU seconds, last read
-  double cpu_of_exited_ = 0;          // CPU seconds of workers that have exited
+  std::map<pid_t, double> cpu_seen_;   // running workers' CPU seconds, last read
+  double cpu_of_exited_ = 0;           // CPU seconds of workers that have exited
+  size_t offload_notes_recorded_ = 0;  // of CoordinatorSummary::offload_notes
+  uint64_t offload_notes_dropped_ = 0;
+  bool offload_dropped_said_ = false;
   std::optional<Autoscaler> autoscaler_;
   bool signalled_ = false;    // a signal (not should_stop) stopped the run
   std::set<pid_t> draining_;  // workers told to drain (SIGTERM), still running

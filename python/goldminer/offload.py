@@ -62,6 +62,7 @@ MAX_BLOB_BYTES = 1 << 30  # a dataset bigger than this is not shipped (it would 
 _MAX_WALK_DEPTH = 8  # how deep the search for what cannot travel looks
 _installed = False
 _warned = set()  # ids of DataLoaders whose fallback was said
+_noted = set()  # ids of DataLoaders whose offload was told to the run's record
 
 
 def _say(line):
@@ -686,6 +687,19 @@ class _WorkersPlace:
                 self.lib.gm_offload_close(self.handle)
                 self.handle = None
 
+    def note(self, served, dataset, workers=0, blob_bytes=0, why=""):
+        """Tells the coordinator what became of a DataLoader, for the run's record
+        (runs.db, the report). Never fails the program: a note that cannot be
+        sent is dropped."""
+        try:
+            lib, handle = self._session()
+            name = "".join(c if 32 < ord(c) < 127 else "?" for c in dataset)[:256] or "?"
+            text = why.encode("ascii", "backslashreplace")[:1024] or b"?"
+            lib.gm_offload_note(handle, int(bool(served)), name.encode(), int(workers),
+                                int(blob_bytes), text)
+        except Exception:  # noqa: BLE001 - the record is not worth the program
+            pass
+
     def open(self, worker_id, modules, attempt):
         import json
         from goldminer import loader
@@ -868,14 +882,20 @@ def _get_iterator(self):
             why = str(e)
         except ImportError as e:
             why = f"{e} (goldminer needs cloudpickle: Debian's python3-cloudpickle)"
+    note = getattr(_place(_transport), "note", None)  # the run's record, when in one
     if why is None:
         if _OffloadIter is None:
             _OffloadIter = _iterator_class()
         self.check_worker_number_rationality()
+        if note is not None and id(self) not in _noted:
+            _noted.add(id(self))
+            note(True, type(self.dataset).__name__, self.num_workers, len(shipped[0]))
         return _OffloadIter(self, shipped)
     if id(self) not in _warned:
         _warned.add(id(self))
         _say(f"DataLoader of {type(self.dataset).__name__} runs on stock local workers: {why}")
+        if note is not None:
+            note(False, type(self.dataset).__name__, why=why)
     return _stock_get_iterator(self)
 
 

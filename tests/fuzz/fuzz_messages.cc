@@ -41,6 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check<gm::WorkersMsg>(*meta, gm::WorkersMsg::Decode);
   Check<gm::FaultMsg>(*meta, gm::FaultMsg::Decode);
   Check<gm::OffloadMsg>(*meta, gm::OffloadMsg::Decode);
+  Check<gm::OffloadNoteMsg>(*meta, gm::OffloadNoteMsg::Decode);
   Check<gm::OffloadingMsg>(*meta, gm::OffloadingMsg::Decode);
   Check<gm::OffloadOpenMsg>(*meta, gm::OffloadOpenMsg::Decode);
   Check<gm::OffloadOpenedMsg>(*meta, gm::OffloadOpenedMsg::Decode);

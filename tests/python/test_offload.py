@@ -491,6 +491,32 @@ class WorkersTransportTest(OffloadTest):
         self.assertIn("lost its data worker", stderr)
         self.assertIn("a new one goes on from its last result", stderr)
 
+    def test_runs_db_records_what_became_of_each_dataloader(self):
+        db = os.path.join(self.tmp, "notes.db")
+        if os.path.exists(db):
+            os.remove(db)
+        self.RUN_FLAGS = ("--db", db)
+        self.program(WHERE, offload=True)
+        path = os.path.join(self.tmp, "lines.txt")
+        with open(path, "w") as f:
+            f.write("x\n")
+        self.program(OPEN_FILE, path, offload=True)
+        import sqlite3
+        with sqlite3.connect(db) as c:
+            rows = c.execute("SELECT r.id, e.message FROM events e JOIN runs r ON e.run_id = r.id "
+                             "WHERE e.kind = 'offload' ORDER BY e.id").fetchall()
+            runs = [r for (r,) in c.execute("SELECT id FROM runs ORDER BY rowid")]
+        self.assertEqual(len(runs), 2, rows)
+        served = [m for r, m in rows if r == runs[0]]
+        self.assertEqual(len(served), 1, rows)  # one line per DataLoader, not per epoch
+        self.assertRegex(served[0], r"^rank 0: a DataLoader of Where runs its 2 worker\(s\) as "
+                                    r"virtual workers on the data workers \([1-9][0-9]* KiB of "
+                                    r"dataset, collate_fn and worker_init_fn shipped\)$")
+        stock = [m for r, m in rows if r == runs[1]]
+        self.assertEqual(len(stock), 1, rows)
+        self.assertIn("rank 0: a DataLoader of Lines runs on stock local workers: "
+                      "dataset.meta['source'] cannot travel", stock[0])
+
     def test_with_a_pipeline_file_beside_the_dataloaders_they_are_served_too(self):
         self.PIPELINE = True
         served, stderr = self.program(WHERE, offload=True)

@@ -288,6 +288,44 @@ TEST_F(CoordinatorServerTest,
 }
 
 TEST_F(CoordinatorServerTest,
+       GivenOffloadNotes_ThenTheSummaryHasALineEachAndABadNoteEndsTheSession) {
+  auto client = Connect("client", secret_);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_EQ(Ask(*client, MsgType::kOffload, {{"rank", 0}}).type, MsgType::kOffloading);
+  ASSERT_TRUE(SendFrame(*client, MsgType::kOffloadNote,
+                        OffloadNoteMsg{true, "Folder", 3, 4096, ""}.Encode(),
+                        Deadline::After(kWait))
+                  .ok());
+  ASSERT_TRUE(SendFrame(*client, MsgType::kOffloadNote,
+                        OffloadNoteMsg{false, "Lines", 0, 0, "an open file\x1b[2J"}.Encode(),
+                        Deadline::After(kWait))
+                  .ok());
+  // A request after the notes (which get no answer): they were read by then.
+  ASSERT_EQ(Ask(*client, MsgType::kGetWorkers, {}).type, MsgType::kWorkers);
+  CoordinatorSummary summary = server_->Summary();
+  ASSERT_EQ(summary.offload_notes.size(), 2u);
+  EXPECT_EQ(summary.offload_notes[0],
+            "rank 0: a DataLoader of Folder runs its 3 worker(s) as virtual workers on the data "
+            "workers (4 KiB of dataset, collate_fn and worker_init_fn shipped)");
+  EXPECT_EQ(summary.offload_notes[1].find("rank 0: a DataLoader of Lines runs on stock local "
+                                          "workers: an open file"),
+            0u)
+      << summary.offload_notes[1];
+  EXPECT_EQ(summary.offload_notes[1].find('\x1b'), std::string::npos);  // escaped, not kept
+  EXPECT_EQ(summary.dataloaders_served, 1u);
+  EXPECT_EQ(summary.dataloaders_stock, 1u);
+  // A note out of bounds ends the session.
+  ASSERT_TRUE(
+      SendFrame(*client, MsgType::kOffloadNote,
+                {{"served", true}, {"dataset", "Folder"}, {"workers", 0}, {"blob_bytes", 1}},
+                Deadline::After(kWait))
+          .ok());
+  auto after = RecvFrame(*client, FrameLimits{}, Deadline::After(kWait));
+  EXPECT_TRUE(!after.ok() || after->type == MsgType::kError);
+  EXPECT_EQ(server_->Summary().offload_notes.size(), 2u);
+}
+
+TEST_F(CoordinatorServerTest,
        GivenAClientThatFallsSilent_ThenItsConnectionIsClosedAfterTheIdleLimit) {
   Start(/*client_idle_s=*/5);
   auto client = Connect("client", secret_);

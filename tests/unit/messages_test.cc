@@ -146,6 +146,47 @@ TEST(MessagesTest, GivenAFault_ThenItRoundTripsAndItsFieldsAreChecked) {
       std::string::npos);
 }
 
+TEST(MessagesTest, GivenOffloadNotesThenTheyRoundTripAndBadFieldsAreNamed) {
+  OffloadNoteMsg served{true, "ImageFolder", 4, 12345, ""};
+  auto s = OffloadNoteMsg::Decode(served.Encode());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_TRUE(s->served);
+  EXPECT_EQ(s->dataset, "ImageFolder");
+  EXPECT_EQ(s->workers, 4u);
+  EXPECT_EQ(s->blob_bytes, 12345u);
+  OffloadNoteMsg stock{false, "Lines", 0, 0, "dataset.meta['source'] cannot travel"};
+  auto k = OffloadNoteMsg::Decode(stock.Encode());
+  ASSERT_TRUE(k.ok()) << k.status().message();
+  EXPECT_FALSE(k->served);
+  EXPECT_EQ(k->why, stock.why);
+  const auto refused = [](nlohmann::json m, const std::string& field) {
+    EXPECT_NE(Refusal(OffloadNoteMsg::Decode(m)).find("OFFLOAD_NOTE: $." + field),
+              std::string::npos)
+        << m.dump();
+  };
+  nlohmann::json m = served.Encode();
+  m["served"] = 1;
+  refused(m, "served");
+  m = served.Encode();
+  m["dataset"] = "";
+  refused(m, "dataset");
+  m["dataset"] = "a\x1b[31m";
+  refused(m, "dataset");
+  m = served.Encode();
+  m["workers"] = 0;
+  refused(m, "workers");
+  m["workers"] = 70000;
+  refused(m, "workers");
+  m = served.Encode();
+  m["blob_bytes"] = -1;
+  refused(m, "blob_bytes");
+  m = stock.Encode();
+  m["why"] = std::string(2000, 'x');
+  refused(m, "why");
+  m.erase("why");
+  EXPECT_FALSE(OffloadNoteMsg::Decode(m).ok());
+}
+
 TEST(MessagesTest, GivenTheOffloadMessagesThenTheyRoundTripAndBadFieldsAreNamed) {
   auto o = OffloadMsg::Decode(OffloadMsg{7}.Encode());
   ASSERT_TRUE(o.ok());
