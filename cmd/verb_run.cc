@@ -309,6 +309,40 @@ Result<AutoscalerOptions> AutoscaleOptions(const RunFlags& f) {
   return a;
 }
 
+// The run's last line: how it ended and what the coordinator counted; `db`,
+// when not empty, where it is recorded.
+void LogRunEnd(const RunResult& r, const std::string& db) {
+  const CoordinatorSummary& s = r.summary;
+  const uint64_t dataloaders = s.dataloaders_served + s.dataloaders_stock;
+  const std::string channels = std::to_string(s.dataloaders_served) +
+                               " DataLoader(s) on virtual workers, " +
+                               std::to_string(s.dataloaders_stock) + " on stock local workers";
+  if (s.offload_only) {
+    LogInfo("run " + r.run_id + " " + r.status + (db.empty() ? "" : " (recorded in " + db + ")") +
+            ": no pipeline; the trainer's DataLoaders were served by the data workers: " +
+            channels + ", " + std::to_string(s.workers_registered) + " worker registrations");
+    if (s.dataloaders_served == 0) {
+      LogWarning(
+          "run: the trainer started no DataLoader with num_workers > 0 (or each fell back to "
+          "stock workers: see the lines above), so the data workers did nothing; give the "
+          "DataLoader num_workers, or a --pipeline for goldminer.Loader");
+    }
+    return;
+  }
+  LogInfo("run " + r.run_id + " " + r.status + (db.empty() ? "" : " (recorded in " + db + ")") +
+          ": " + (dataloaders > 0 ? channels + ", " : std::string()) +
+          std::to_string(s.epochs_done) + " epoch(s) delivered, " + std::to_string(s.state.acks) +
+          " batches acknowledged, " + std::to_string(s.workers_registered) +
+          " worker registrations, " + std::to_string(s.state.reassignments) +
+          " splits reassigned, " + std::to_string(s.state.duplicate_acks) + " duplicate acks" +
+          (s.state.samples_skipped > 0
+               ? ", " + std::to_string(s.state.samples_skipped) + " samples skipped (on_error)"
+               : std::string()) +
+          (s.workers_faulted > 0
+               ? ", " + std::to_string(s.workers_faulted) + " workers dropped at a trainer's word"
+               : std::string()));
+}
+
 Result<int> RunWithFlags(const RunFlags& f) {
   // Before any thread starts: a SIGTERM or SIGINT from now on stays pending until
   // the run loop takes it and stops the trainer and workers.
@@ -369,35 +403,7 @@ Result<int> RunWithFlags(const RunFlags& f) {
   }
   c.take_signal = [&signals] { return signals.TakePending(); };
   GM_ASSIGN_OR_RETURN(RunResult r, RunTraining(c));
-  const CoordinatorSummary& s = r.summary;
-  const uint64_t dataloaders = s.dataloaders_served + s.dataloaders_stock;
-  const std::string channels = std::to_string(s.dataloaders_served) +
-                               " DataLoader(s) on virtual workers, " +
-                               std::to_string(s.dataloaders_stock) + " on stock local workers";
-  if (s.offload_only) {
-    LogInfo("run " + r.run_id + " " + r.status + (store ? " (recorded in " + f.db + ")" : "") +
-            ": no pipeline; the trainer's DataLoaders were served by the data workers: " +
-            channels + ", " + std::to_string(s.workers_registered) + " worker registrations");
-    if (s.dataloaders_served == 0) {
-      LogWarning(
-          "run: the trainer started no DataLoader with num_workers > 0 (or each fell back to "
-          "stock workers: see the lines above), so the data workers did nothing; give the "
-          "DataLoader num_workers, or a --pipeline for goldminer.Loader");
-    }
-    return r.exit_code;
-  }
-  LogInfo("run " + r.run_id + " " + r.status + (store ? " (recorded in " + f.db + ")" : "") + ": " +
-          (dataloaders > 0 ? channels + ", " : std::string()) + std::to_string(s.epochs_done) +
-          " epoch(s) delivered, " + std::to_string(s.state.acks) + " batches acknowledged, " +
-          std::to_string(s.workers_registered) + " worker registrations, " +
-          std::to_string(s.state.reassignments) + " splits reassigned, " +
-          std::to_string(s.state.duplicate_acks) + " duplicate acks" +
-          (s.state.samples_skipped > 0
-               ? ", " + std::to_string(s.state.samples_skipped) + " samples skipped (on_error)"
-               : std::string()) +
-          (s.workers_faulted > 0
-               ? ", " + std::to_string(s.workers_faulted) + " workers dropped at a trainer's word"
-               : std::string()));
+  LogRunEnd(r, store ? f.db : std::string());
   return r.exit_code;
 }
 

@@ -666,23 +666,23 @@ Result<OffloadNoteMsg> OffloadNoteMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<OffloadNoteMsg> {
     const JsonNode m(meta, "OFFLOAD_NOTE");
     OffloadNoteMsg r;
-    GM_ASSIGN_OR_RETURN(JsonNode served, m.Get("served"));
-    GM_ASSIGN_OR_RETURN(r.served, served.AsBool());
-    GM_ASSIGN_OR_RETURN(JsonNode dataset, m.Get("dataset"));
-    GM_ASSIGN_OR_RETURN(r.dataset, dataset.AsString());
+    GM_ASSIGN_OR_RETURN(JsonNode served_node, m.Get("served"));
+    GM_ASSIGN_OR_RETURN(r.served, served_node.AsBool());
+    GM_ASSIGN_OR_RETURN(JsonNode dataset_node, m.Get("dataset"));
+    GM_ASSIGN_OR_RETURN(r.dataset, dataset_node.AsString());
     if (r.dataset.empty() || r.dataset.size() > 256 || !Printable(r.dataset)) {
-      return dataset.Expected("a class name in printable ASCII, 1 to 256 bytes");
+      return dataset_node.Expected("a class name in printable ASCII, 1 to 256 bytes");
     }
     if (r.served) {
-      GM_ASSIGN_OR_RETURN(int64_t workers, Int(m, "workers", 1, 65536));
-      r.workers = static_cast<uint64_t>(workers);
+      GM_ASSIGN_OR_RETURN(int64_t count, Int(m, "workers", 1, 65536));
+      r.workers = static_cast<uint64_t>(count);
       GM_ASSIGN_OR_RETURN(r.blob_bytes, Count(m, "blob_bytes", uint64_t{1} << 40));
       return r;
     }
-    GM_ASSIGN_OR_RETURN(JsonNode why, m.Get("why"));
-    GM_ASSIGN_OR_RETURN(r.why, why.AsString());
+    GM_ASSIGN_OR_RETURN(JsonNode why_node, m.Get("why"));
+    GM_ASSIGN_OR_RETURN(r.why, why_node.AsString());
     if (r.why.empty() || r.why.size() > kMaxOffloadNoteWhyBytes) {
-      return why.Expected("1 to " + std::to_string(kMaxOffloadNoteWhyBytes) + " bytes");
+      return why_node.Expected("1 to " + std::to_string(kMaxOffloadNoteWhyBytes) + " bytes");
     }
     return r;
   }());

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "core/clock.h"
 #include "core/cpus.h"
@@ -151,6 +152,26 @@ RunResult ResultOf(const RunLoopOutcome& outcome, const std::string& run_id) {
   return result;
 }
 
+// The pipeline document and the absolute path it came from. Without a pipeline
+// file the workers host only the trainer's offloaded DataLoaders
+// (CoordinatorConfig::offload_only): the placeholder document, "(no pipeline)".
+Result<std::pair<nlohmann::json, std::string>> PipelineOf(const RunConfig& c) {
+  const bool offload_only = c.spec.pipeline.empty();
+  if (offload_only && !c.offload_dataloaders) {
+    return Status::InvalidArgument(
+        "a run without --pipeline serves only the trainer's torch DataLoaders, and "
+        "--offload off turns that off: give --pipeline FILE, or drop --offload off");
+  }
+  GM_ASSIGN_OR_RETURN(nlohmann::json doc,
+                      offload_only ? ParseJson(std::string(kOffloadOnlyPipeline), "(no pipeline)")
+                                   : LoadJsonFile(c.spec.pipeline));
+  std::error_code ec;
+  std::string origin =
+      std::filesystem::absolute(offload_only ? "(no pipeline)" : c.spec.pipeline, ec).string();
+  if (ec) return Status::IoError(c.spec.pipeline + ": " + ec.message());
+  return std::pair{std::move(doc), std::move(origin)};
+}
+
 }  // namespace
 
 std::string NewRunId() {
@@ -163,21 +184,9 @@ Result<RunResult> RunTraining(const RunConfig& c) {
         "a trainer command is needed after --, e.g. "
         "-- python3 train.py");
   }
-  // Without a pipeline file the workers host only the trainer's offloaded
-  // DataLoaders (CoordinatorConfig::offload_only).
   const bool offload_only = c.spec.pipeline.empty();
-  if (offload_only && !c.offload_dataloaders) {
-    return Status::InvalidArgument(
-        "a run without --pipeline serves only the trainer's torch DataLoaders, and "
-        "--offload off turns that off: give --pipeline FILE, or drop --offload off");
-  }
-  GM_ASSIGN_OR_RETURN(nlohmann::json doc,
-                      offload_only ? ParseJson(std::string(kOffloadOnlyPipeline), "(no pipeline)")
-                                   : LoadJsonFile(c.spec.pipeline));
-  std::error_code ec;
-  const std::string origin =
-      std::filesystem::absolute(offload_only ? "(no pipeline)" : c.spec.pipeline, ec).string();
-  if (ec) return Status::IoError(c.spec.pipeline + ": " + ec.message());
+  GM_ASSIGN_OR_RETURN(auto pipeline, PipelineOf(c));
+  const auto& [doc, origin] = pipeline;
   GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make("goldminer-run-"));
   GM_ASSIGN_OR_RETURN(std::string secret, NewSecret());
   // The secret stays in this process (the coordinator); workers and trainers get
