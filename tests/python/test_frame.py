@@ -27,6 +27,17 @@ def make_sample(**overrides):
     return sample
 
 
+def handle_quietly(fn):
+    """stage.handle(fn) on make_sample()'s body, its traceback kept off stderr."""
+    body = _frame.encode_sample(make_sample())[8:]
+    with open(os.devnull, "w") as devnull:
+        saved, sys.stderr = sys.stderr, devnull
+        try:
+            return stage.handle(fn, bytearray(body))
+        finally:
+            sys.stderr = saved
+
+
 class FrameRoundTripTest(unittest.TestCase):
     def test_given_a_sample_with_tensor_when_encoded_and_decoded_then_all_fields_survive(self):
         sample = make_sample()
@@ -110,18 +121,11 @@ class StageFunctionTest(unittest.TestCase):
         def fn(sample):
             raise ValueError("row 7 is broken")
 
-        body = _frame.encode_sample(make_sample())[8:]
-        with open(os.devnull, "w") as devnull:
-            saved, sys.stderr = sys.stderr, devnull
-            try:
-                frame = stage.handle(fn, bytearray(body))
-            finally:
-                sys.stderr = saved
+        frame = handle_quietly(fn)
         with self.assertRaisesRegex(_frame.FrameError, "ValueError: row 7 is broken"):
             _frame.decode_frame(frame)
 
     def test_given_a_function_short_of_memory_or_descriptors_then_a_resource_error_frame(self):
-        body = _frame.encode_sample(make_sample())[8:]
         cases = [(MemoryError(), _frame.RESOURCE_MAGIC),
                  (OSError(errno.EMFILE, "Too many open files"), _frame.RESOURCE_MAGIC),
                  (OSError(errno.ENOSPC, "No space left on device"), _frame.RESOURCE_MAGIC),
@@ -131,12 +135,7 @@ class StageFunctionTest(unittest.TestCase):
             def fn(sample, exc=exc):
                 raise exc
 
-            with open(os.devnull, "w") as devnull:
-                saved, sys.stderr = sys.stderr, devnull
-                try:
-                    frame = stage.handle(fn, bytearray(body))
-                finally:
-                    sys.stderr = saved
+            frame = handle_quietly(fn)
             self.assertEqual(frame[:4], magic, repr(exc))
             with self.assertRaises(_frame.FrameError):
                 _frame.decode_frame(frame)
