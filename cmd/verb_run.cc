@@ -55,6 +55,7 @@ struct RunFlags {
   double liveness_timeout_s = 10;
   std::optional<int> stall_timeout_s;  // --stall-timeout: the trainer's GOLDMINER_STALL_TIMEOUT_S
   std::string offload = "exact";       // --offload
+  std::optional<int> dataloader_workers;  // --dataloader-workers: GOLDMINER_DATALOADER_WORKERS
   int max_restarts = 3;
   std::string db = "runs.db";
   bool no_db = false;
@@ -309,6 +310,26 @@ Result<AutoscalerOptions> AutoscaleOptions(const RunFlags& f) {
   return a;
 }
 
+// What the flags set in the trainer: the stall timeout, the offload of its
+// DataLoaders and their worker count.
+Status ApplyTrainerFlags(const RunFlags& f, RunConfig& c) {
+  if (f.stall_timeout_s) {
+    c.trainer_env.push_back(std::string(kStallTimeoutEnv) + "=" +
+                            std::to_string(*f.stall_timeout_s));
+  }
+  c.offload_dataloaders = f.offload == "exact";
+  if (f.dataloader_workers) {
+    if (!c.offload_dataloaders) {
+      return Status::InvalidArgument(
+          "--dataloader-workers sets how many virtual workers each offloaded DataLoader has, "
+          "and --offload off offloads none: drop one of them");
+    }
+    c.trainer_env.push_back("GOLDMINER_DATALOADER_WORKERS=" +
+                            std::to_string(*f.dataloader_workers));
+  }
+  return Status::Ok();
+}
+
 // The run's last line: how it ended and what the coordinator counted; `db`,
 // when not empty, where it is recorded.
 void LogRunEnd(const RunResult& r, const std::string& db) {
@@ -365,12 +386,8 @@ Result<int> RunWithFlags(const RunFlags& f) {
   c.bind = f.bind;
   c.port = f.port;
   c.liveness_timeout_s = f.liveness_timeout_s;
-  if (f.stall_timeout_s) {
-    c.trainer_env.push_back(std::string(kStallTimeoutEnv) + "=" +
-                            std::to_string(*f.stall_timeout_s));
-  }
   c.max_restarts = f.max_restarts;
-  c.offload_dataloaders = f.offload == "exact";
+  GM_RETURN_IF_ERROR(ApplyTrainerFlags(f, c));
   if (!f.plan.empty()) {
     std::error_code ec;
     c.plan_path = std::filesystem::absolute(f.plan, ec).string();
@@ -429,6 +446,27 @@ void AddAutoscaleFlags(CLI::App& sub, RunFlags& f) {
 
 }  // namespace
 
+// The flags of what reaches the trainer: its stall timeout and its DataLoaders.
+void AddTrainerFlags(CLI::App& sub, RunFlags& f) {
+  sub.add_option("--stall-timeout", f.stall_timeout_s,
+                 "Seconds a worker may hold the batch a trainer waits for without "
+                 "sending it; then the trainer reports it, the coordinator drops it and "
+                 "others make its splits (default 60, or the trainer's "
+                 "GOLDMINER_STALL_TIMEOUT_S)")
+      ->check(CLI::Range(1, 86400));
+  sub.add_option("--offload", f.offload,
+                 "The trainer's PyTorch DataLoaders with num_workers > 0: exact (their "
+                 "workers run on the data workers, the batches stock PyTorch gives, bit "
+                 "for bit) or off (they run stock, in the trainer's host)")
+      ->check(CLI::IsMember({"exact", "off"}))
+      ->capture_default_str();
+  sub.add_option("--dataloader-workers", f.dataloader_workers,
+                 "Each offloaded DataLoader gets M virtual workers, whatever num_workers "
+                 "the script set: the batches DataLoader(num_workers=M) would give, bit "
+                 "for bit (M may exceed this host's cores: they run on the data workers)")
+      ->check(CLI::Range(1, 1024));
+}
+
 Verb RunVerb() {
   return Verb{
       "run", "Run data workers beside the trainer command (on this machine, or as Slurm job steps)",
@@ -460,18 +498,7 @@ Verb RunVerb() {
         sub.add_option("--liveness-timeout", f->liveness_timeout_s,
                        "Seconds of silence after which a worker is declared lost")
             ->check(CLI::Range(0.1, 3600.0));
-        sub.add_option("--stall-timeout", f->stall_timeout_s,
-                       "Seconds a worker may hold the batch a trainer waits for without "
-                       "sending it; then the trainer reports it, the coordinator drops it and "
-                       "others make its splits (default 60, or the trainer's "
-                       "GOLDMINER_STALL_TIMEOUT_S)")
-            ->check(CLI::Range(1, 86400));
-        sub.add_option("--offload", f->offload,
-                       "The trainer's PyTorch DataLoaders with num_workers > 0: exact (their "
-                       "workers run on the data workers, the batches stock PyTorch gives, bit "
-                       "for bit) or off (they run stock, in the trainer's host)")
-            ->check(CLI::IsMember({"exact", "off"}))
-            ->capture_default_str();
+        AddTrainerFlags(sub, *f);
         sub.add_option("--max-restarts", f->max_restarts,
                        "Crashed workers replaced at most this many times")
             ->check(CLI::Range(0, 1000000));

@@ -58,6 +58,10 @@ import sys
 import threading
 
 OFFLOAD_ENV = "GOLDMINER_OFFLOAD"
+# `goldminer run --dataloader-workers M`: each served DataLoader gives the batches
+# DataLoader(num_workers=M) would give, whatever num_workers the script set.
+WORKERS_ENV = "GOLDMINER_DATALOADER_WORKERS"
+MAX_DATALOADER_WORKERS = 1024
 MAX_BLOB_BYTES = 1 << 30  # a dataset bigger than this is not shipped (it would be per worker)
 _MAX_WALK_DEPTH = 8  # how deep the search for what cannot travel looks
 _installed = False
@@ -68,6 +72,25 @@ _noted = set()  # ids of DataLoaders whose offload was told to the run's record
 def _say(line):
     sys.stderr.write("goldminer: " + line + "\n")
     sys.stderr.flush()
+
+
+def _num_workers(loader):
+    """The served loader's worker count: $GOLDMINER_DATALOADER_WORKERS when set (a
+    value out of 1..MAX_DATALOADER_WORKERS is said once and ignored), else its own."""
+    text = os.environ.get(WORKERS_ENV, "")
+    if not text:
+        return loader.num_workers
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if 1 <= n <= MAX_DATALOADER_WORKERS:
+        return n
+    if WORKERS_ENV not in _warned:
+        _warned.add(WORKERS_ENV)
+        _say(f"{WORKERS_ENV}={text!r} is not a worker count from 1 to {MAX_DATALOADER_WORKERS}: "
+             "each DataLoader keeps its own num_workers")
+    return loader.num_workers
 
 
 # ---- what cannot travel -----------------------------------------------------------
@@ -779,11 +802,10 @@ _ARG_NAMES = ("dataset kind", "dataset", "auto_collation", "collate_fn", "drop_l
               "worker_init_fn", "num_workers", "persistent_workers")
 
 
-def _worker_args(loader):
+def _worker_args(loader, num_workers):
     """What torch hands each worker process, less its id and seeds (_ARG_NAMES)."""
     return (loader._dataset_kind, loader.dataset, loader._auto_collation, loader.collate_fn,
-            loader.drop_last, loader.worker_init_fn, loader.num_workers,
-            loader.persistent_workers)
+            loader.drop_last, loader.worker_init_fn, num_workers, loader.persistent_workers)
 
 
 class _Context:
@@ -820,11 +842,13 @@ class _Context:
 
 
 class _LoaderView:
-    """The user's DataLoader as torch's iterator reads it, with our context."""
+    """The user's DataLoader as torch's iterator reads it, with our context and
+    the worker count served (_num_workers)."""
 
-    def __init__(self, loader, context):
+    def __init__(self, loader, context, num_workers):
         object.__setattr__(self, "_loader", loader)
         object.__setattr__(self, "multiprocessing_context", context)
+        object.__setattr__(self, "num_workers", num_workers)
 
     def __getattr__(self, name):
         return getattr(self._loader, name)
@@ -836,8 +860,8 @@ def _iterator_class():
     class OffloadIter(dl._MultiProcessingDataLoaderIter):
         """torch's multi-process iterator with virtual workers."""
 
-        def __init__(self, loader, shipped):
-            super().__init__(_LoaderView(loader, _Context(shipped)))
+        def __init__(self, loader, shipped, num_workers):
+            super().__init__(_LoaderView(loader, _Context(shipped), num_workers))
             self.goldminer_digest = shipped[1]
             self.goldminer_blob_bytes = len(shipped[0])
 
@@ -877,7 +901,8 @@ def _get_iterator(self):
         # Before anything draws from the loader's generator: a DataLoader that
         # falls back gives the batches it would have given without the hook.
         try:
-            shipped = ship(_worker_args(self), _ARG_NAMES)
+            num_workers = _num_workers(self)
+            shipped = ship(_worker_args(self, num_workers), _ARG_NAMES)
         except CannotTravel as e:
             why = str(e)
         except ImportError as e:
@@ -886,11 +911,12 @@ def _get_iterator(self):
     if why is None:
         if _OffloadIter is None:
             _OffloadIter = _iterator_class()
-        self.check_worker_number_rationality()
+        if num_workers == self.num_workers:  # as stock; an override means other hosts
+            self.check_worker_number_rationality()
         if note is not None and id(self) not in _noted:
             _noted.add(id(self))
-            note(True, type(self.dataset).__name__, self.num_workers, len(shipped[0]))
-        return _OffloadIter(self, shipped)
+            note(True, type(self.dataset).__name__, num_workers, len(shipped[0]))
+        return _OffloadIter(self, shipped, num_workers)
     if id(self) not in _warned:
         _warned.add(id(self))
         _say(f"DataLoader of {type(self.dataset).__name__} runs on stock local workers: {why}")

@@ -491,6 +491,14 @@ class WorkersTransportTest(OffloadTest):
         self.assertIn("lost its data worker", stderr)
         self.assertIn("a new one goes on from its last result", stderr)
 
+    def test_dataloader_workers_gives_the_batches_of_that_many_stock_workers(self):
+        stock3, _ = self.program(IMAGES, self.images, 3, 0, 0, offload=False)
+        stock2, _ = self.program(IMAGES, self.images, 2, 0, 0, offload=False)
+        self.assertNotEqual(stock2, stock3)  # the worker count decides the random draws
+        self.RUN_FLAGS = ("--dataloader-workers", "3")
+        served, stderr = self.program(IMAGES, self.images, 2, 0, 0, offload=True)
+        self.assertEqual(served, stock3, stderr[-2000:])
+
     def test_runs_db_records_what_became_of_each_dataloader(self):
         db = os.path.join(self.tmp, "notes.db")
         if os.path.exists(db):
@@ -565,6 +573,48 @@ class WorkersTransportTest(OffloadTest):
     test_an_open_file_in_a_dict_falls_back_naming_the_path = None
     test_after_a_kill_9_of_a_persistent_worker_the_batches_are_still_bit_identical = None
     test_subclasses_with_their_own_iterator_and_zero_workers_are_left_alone = None
+
+
+class WorkerCountTest(unittest.TestCase):
+    """$GOLDMINER_DATALOADER_WORKERS (`goldminer run --dataloader-workers M`)."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        from goldminer import offload
+        self.offload = offload
+        self.saved = os.environ.pop(offload.WORKERS_ENV, None)
+
+    def tearDown(self):
+        os.environ.pop(self.offload.WORKERS_ENV, None)
+        if self.saved is not None:
+            os.environ[self.offload.WORKERS_ENV] = self.saved
+
+    def test_the_override_wins_and_a_bad_value_is_said_and_ignored(self):
+        class Loader:
+            num_workers = 2
+
+        self.assertEqual(self.offload._num_workers(Loader()), 2)
+        os.environ[self.offload.WORKERS_ENV] = "5"
+        self.assertEqual(self.offload._num_workers(Loader()), 5)
+        err = io.StringIO()
+        saved, sys.stderr = sys.stderr, err
+        try:
+            for bad in ("0", "abc", "5000"):
+                os.environ[self.offload.WORKERS_ENV] = bad
+                self.assertEqual(self.offload._num_workers(Loader()), 2, bad)
+        finally:
+            sys.stderr = saved
+        self.assertIn("is not a worker count from 1 to 1024", err.getvalue())
+        self.assertEqual(err.getvalue().count("goldminer:"), 1)  # said once
+
+    def test_with_offload_off_the_flag_is_refused(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
+        proc = subprocess.run([goldminer_binary(), "run", "--offload", "off", "--no-db",
+                               "--dataloader-workers", "3", "--pipeline", os.devnull, "--",
+                               PYTHON, "-c", "pass"], capture_output=True, text=True, env=env,
+                              timeout=TIMEOUT_S)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("--dataloader-workers sets how many virtual workers", proc.stderr)
 
 
 class VirtualWorkerTest(unittest.TestCase):
