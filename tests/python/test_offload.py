@@ -337,6 +337,33 @@ def tiny_pipeline(folder, images):
     return path
 
 
+# Each rank's DataLoader over a DistributedSampler, its batches' digests written
+# to OUT % rank (RANK and WORLD_SIZE from the environment, as `goldminer run
+# --world-size` sets them).
+RANKS = COMMON + """
+import os
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+class Noisy(Dataset):
+    def __len__(self):
+        return 24
+    def __getitem__(self, i):
+        return torch.rand(3) + i  # from the worker's seed
+
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+sampler = DistributedSampler(Noisy(), num_replicas=world, rank=rank, shuffle=True, seed=7)
+generator = torch.Generator()
+generator.manual_seed(5)
+loader = DataLoader(Noisy(), batch_size=3, sampler=sampler, num_workers=2, generator=generator)
+out = []
+for epoch in range(2):
+    sampler.set_epoch(epoch)
+    out.append([digest(b) for b in loader])
+with open(sys.argv[1] % rank, "w") as f:
+    json.dump(out, f)
+"""
+
+
 class OffloadTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -498,6 +525,32 @@ class WorkersTransportTest(OffloadTest):
         self.RUN_FLAGS = ("--dataloader-workers", "3")
         served, stderr = self.program(IMAGES, self.images, 2, 0, 0, offload=True)
         self.assertEqual(served, stock3, stderr[-2000:])
+
+    def test_two_ranks_with_a_distributed_sampler_each_get_the_stock_batches(self):
+        path = os.path.join(self.tmp, "ranks.py")
+        with open(path, "w") as f:
+            f.write(RANKS)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
+        env["PYTHONPATH"] = ""
+        stock = []
+        for rank in range(2):
+            out = os.path.join(self.tmp, "stock.%d.json")
+            proc = subprocess.run([PYTHON, path, out], capture_output=True, text=True,
+                                  env=dict(env, RANK=str(rank), WORLD_SIZE="2"),
+                                  timeout=TIMEOUT_S, cwd=self.tmp)
+            self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+            with open(out % rank) as f:
+                stock.append(json.load(f))
+        out = os.path.join(self.tmp, "served.%d.json")
+        proc = subprocess.run([goldminer_binary(), "run", "--workers", "2", "--world-size", "2",
+                               "--no-db", "--", PYTHON, path, out], capture_output=True,
+                              text=True, env=env, timeout=TIMEOUT_S, cwd=self.tmp)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        self.assertIn("2 DataLoader(s) on virtual workers, 0 on stock local workers", proc.stderr)
+        for rank in range(2):
+            with open(out % rank) as f:
+                self.assertEqual(json.load(f), stock[rank], f"rank {rank}")
+        self.assertNotEqual(stock[0], stock[1])
 
     def test_runs_db_records_what_became_of_each_dataloader(self):
         db = os.path.join(self.tmp, "notes.db")
