@@ -16,7 +16,7 @@ without persistent_workers. For each run it reports:
   - whether both gave the same batches (SHA-256 of each).
 Three ways, in rounds that alternate them: stock; goldminer's virtual workers on
 the trainer's host ("local": the mechanism's own cost); and under `goldminer run
---workers W` with its default --offload exact ("workers": each virtual worker a
+--workers W` with no pipeline file (its default --offload exact) ("workers": each virtual worker a
 process under a data worker, its batches over the data plane). Medians and ratios
 to stock are printed. On one machine the data workers share the trainer's cores,
 so "workers" measures the transport's cost, not an offload's gain.
@@ -79,16 +79,9 @@ def run(script, corpus, args, persistent, mode):
             "1" if persistent else "0", HERE]
     if mode == "local":
         env["GOLDMINER_OFFLOAD"] = "local"
-    elif mode == "workers":
-        pipeline = os.path.join(args.build, "bench", "offload_pipeline.json")
-        with open(pipeline, "w") as f:  # the run needs one; the script does not read it
-            json.dump({"version": 1, "source": {"type": "files", "root": corpus,
-                                                "pattern": "**/*.jpg", "label": "parent_dir"},
-                       "stages": [{"op": "decode_jpeg"}, {"op": "resize", "size": [8, 8]},
-                                  {"op": "to_tensor", "layout": "CHW", "dtype": "uint8"}],
-                       "batch": {"size": 8}}, f)
+    elif mode == "workers":  # the unchanged script, no pipeline file
         argv = [os.path.join(args.build, "cmd", "goldminer"), "run", "--no-db", "--no-progress",
-                "--workers", str(args.data_workers), "--pipeline", pipeline, "--"] + argv
+                "--workers", str(args.data_workers), "--"] + argv
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
         sys.exit(f"the script failed ({mode}):\n{out.stderr}")

@@ -291,4 +291,47 @@ expect_in "$T/toobig.out" "3 worker(s) of 6 CPUs in all do not fit in job $job (
 [[ $(sqlite3 "$DB" "SELECT status || ' ' || job_id FROM runs WHERE id = 'toobig'") == "failed $job" ]] ||
   fail "the refused run is not recorded: $(sqlite3 "$DB" "SELECT * FROM runs WHERE id = 'toobig'")"
 ok "the refused run is recorded as failed, with its job id"
+
+# 8. An unchanged PyTorch program, no pipeline file: its DataLoader's 2 workers run
+#    as virtual workers under the worker steps, and give stock PyTorch's batches.
+cat >"$T/loader.py" <<'PY'
+import hashlib, json, os, sys
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Where(Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        with open(f"/proc/{os.getppid()}/stat") as f:
+            grandparent = f.read().rsplit(")", 1)[1].split()[1]
+        with open(f"/proc/{grandparent}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        return torch.rand(2) + i, os.path.basename(argv[0].decode()) + " " + argv[1].decode()
+
+generator = torch.Generator()
+generator.manual_seed(3)
+batches = list(DataLoader(Where(), batch_size=2, shuffle=True, num_workers=2, generator=generator))
+json.dump({"digests": [hashlib.sha256(x.numpy().tobytes()).hexdigest() for x, _ in batches],
+           "parents": sorted({p for _, where in batches for p in where})}, open(sys.argv[1], "w"))
+PY
+PYTHONPATH= $PY "$T/loader.py" "$T/loader.stock.json" || fail "the program fails stock"
+job=$(sbatch --parsable --chdir="$T" --output="$T/offload.out" --partition=cpu --nodes=1 \
+  --ntasks=1 --cpus-per-task=4 --export=ALL \
+  --wrap="'$GM' run --workers 2 --db '$T/runs.db' --name offload -- $PY '$T/loader.py' '$T/loader.served.json'") ||
+  fail "sbatch refused the offload job"
+job=${job%%;*}
+wait_job "$job" || fail "the offload job did not end"
+[[ $state == *"JobState=COMPLETED"* && $state == *"ExitCode=0:0"* ]] ||
+  fail "the offload job: $(grep -o 'JobState=[A-Z]* .*ExitCode=[0-9:]*' <<<"$state"); $(cat "$T/offload.out")"
+$PY - "$T/loader.stock.json" "$T/loader.served.json" <<'PY' || fail "the offloaded batches: $(cat "$T/offload.out")"
+import json, sys
+stock, served = (json.load(open(f)) for f in sys.argv[1:3])
+assert served["digests"] == stock["digests"], "not the stock batches"
+assert served["parents"] == ["goldminer worker"], served["parents"]
+PY
+ok "under Slurm, an unchanged program's DataLoader ran on the worker steps, with the stock batches"
+[[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'offload' AND kind = 'offload' AND message LIKE 'rank 0: a DataLoader of Where runs its 2 worker(s) as virtual workers%'") == 1 ]] ||
+  fail "the offload is not recorded: $(sqlite3 "$DB" "SELECT kind, message FROM events WHERE run_id = 'offload'")"
+ok "runs.db records the DataLoader served"
 done_suite

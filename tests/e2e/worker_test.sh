@@ -17,7 +17,11 @@ expect_in "$T/err" "$T/none.db does not exist" "report names the missing runs.db
 (unset SLURM_JOB_ID; expect_rc 1 "run --backend slurm outside a Slurm job" -- "$GM" run --backend slurm \
   --no-db --pipeline "$SRC/examples/imagenet/pipeline.json" -- true) || exit 1
 expect_in "$T/err" "SLURM_JOB_ID is not set" "run says there is no allocation"
-expect_rc 2 "run without --pipeline exits 2" -- "$GM" run -- true
+expect_rc 2 "run without --pipeline, its DataLoaders' offload off, exits 2" -- "$GM" run --offload off -- true
+expect_in "$T/err" "run needs --pipeline FILE or --plan plan.json" "it says what run needs"
+expect_rc 0 "run without --pipeline serves only the trainer's DataLoaders" -- "$GM" run --no-db --workers 1 -- true
+expect_in "$T/err" "the trainer started no DataLoader with num_workers > 0" \
+  "it says that a trainer without a DataLoader left the workers idle"
 expect_rc 2 "an unknown flag exits 2" -- "$GM" worker --local --bogus
 expect_rc 2 "a missing pipeline file exits 2" -- "$GM" worker --local --pipeline "$T/nope.json"
 expect_in "$T/err" "nope.json" "the missing file is named"
