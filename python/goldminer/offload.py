@@ -30,8 +30,9 @@ Where the virtual workers run is $GOLDMINER_OFFLOAD's choice:
   - "workers": on the data workers of the `goldminer run` the program runs in
     (worker/virtual_workers.h): an offload session at the coordinator
     (gm_offload_open) gives a ticket, and each virtual worker is one connection
-    to a data worker (gm_vchannel_open), virtual worker k on worker k mod W of
-    the W live ones (a replacement on the next one);
+    to a data worker (gm_vchannel_open), rank r's virtual worker k on worker
+    (k + r * W / world size) mod W of the W live ones, so the ranks spread over
+    them (a replacement on the next one);
   - "local": processes of the trainer's own host (a goldminer._vhost it starts),
     the same batches with no goldminer run around it: it checks the mechanism.
 
@@ -733,13 +734,27 @@ class _WorkersPlace:
         if not workers:
             raise RuntimeError("goldminer: the run has no data worker up to host virtual "
                                "DataLoader workers")
-        worker = workers[(worker_id + attempt) % len(workers)]
+        worker = workers[(worker_id + attempt + _rank_offset(len(workers))) % len(workers)]
         handle = ctypes.c_void_p()
         loader._check(lib, lib.gm_vchannel_open(offload, worker.encode(),
                                                 sys.executable.encode(),
                                                 json.dumps(modules).encode(),
                                                 ctypes.byref(handle)))
         return _RemoteChan(lib, handle, worker)
+
+
+def _rank_offset(live):
+    """Where rank r's virtual worker 0 goes among `live` data workers: r * live /
+    world size, so that the ranks' virtual workers spread over the data workers
+    instead of all starting on the first ($RANK and $WORLD_SIZE, as `goldminer run`
+    sets them; 0 without them)."""
+    try:
+        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 0
+    if world < 1 or not 0 <= rank < world:
+        return 0
+    return rank * live // world
 
 
 _places = {}  # transport name -> its place (one per process)

@@ -552,6 +552,39 @@ class WorkersTransportTest(OffloadTest):
                 self.assertEqual(json.load(f), stock[rank], f"rank {rank}")
         self.assertNotEqual(stock[0], stock[1])
 
+    def test_the_ranks_virtual_workers_spread_over_the_data_workers(self):
+        path = os.path.join(self.tmp, "spread.py")
+        with open(path, "w") as f:
+            f.write(textwrap.dedent("""
+                import json, os, sys
+                from torch.utils.data import DataLoader, Dataset
+
+                class Host(Dataset):  # the pid of the data worker above the virtual worker
+                    def __len__(self):
+                        return 2
+                    def __getitem__(self, i):
+                        with open(f"/proc/{os.getppid()}/stat") as f:
+                            return int(f.read().rsplit(")", 1)[1].split()[1])
+
+                hosts = sorted({int(p) for b in DataLoader(Host(), batch_size=1, num_workers=1)
+                                for p in b})
+                with open(sys.argv[1] % int(os.environ["RANK"]), "w") as f:
+                    json.dump(hosts, f)
+                """))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
+        env["PYTHONPATH"] = ""
+        out = os.path.join(self.tmp, "spread.%d.json")
+        proc = subprocess.run([goldminer_binary(), "run", "--workers", "2", "--world-size", "2",
+                               "--no-db", "--", PYTHON, path, out], capture_output=True,
+                              text=True, env=env, timeout=TIMEOUT_S, cwd=self.tmp)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        hosts = []
+        for rank in range(2):
+            with open(out % rank) as f:
+                hosts.append(json.load(f))
+        self.assertEqual([len(h) for h in hosts], [1, 1], hosts)
+        self.assertNotEqual(hosts[0], hosts[1], "both ranks' virtual worker 0 on one data worker")
+
     def test_runs_db_records_what_became_of_each_dataloader(self):
         db = os.path.join(self.tmp, "notes.db")
         if os.path.exists(db):
