@@ -110,6 +110,10 @@ def library_path():
 
 
 _lib = None
+# goldminer.Loader clients opened in this process: each records its own steps, so
+# the profile hook then records no DataLoader's (the library alone, loaded for a
+# DataLoader's offload, is not a client).
+_clients_opened = 0
 
 
 def _library():
@@ -238,6 +242,8 @@ class Loader:
             handle = ctypes.c_void_p()
             address = None if self._coordinator is None else self._coordinator.encode()
             _check(lib, lib.gm_client_open(address, self._rank, self._world_size, ctypes.byref(handle)))
+            global _clients_opened
+            _clients_opened += 1
             self._lib, self._client = lib, handle
             self._close = weakref.finalize(self, lib.gm_client_close, handle)
             self._device_stages = json.loads(lib.gm_client_device_stages(handle).decode())

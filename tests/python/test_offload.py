@@ -600,7 +600,13 @@ class WorkersTransportTest(OffloadTest):
             rows = c.execute("SELECT r.id, e.message FROM events e JOIN runs r ON e.run_id = r.id "
                              "WHERE e.kind = 'offload' ORDER BY e.id").fetchall()
             runs = [r for (r,) in c.execute("SELECT id FROM runs ORDER BY rowid")]
+            # The served DataLoader's steps reach the run's time series (the hook
+            # records them as stock: the client library loaded for the offload is
+            # no goldminer.Loader).
+            (rate,) = c.execute("SELECT max(value) FROM metrics WHERE run_id = ? AND "
+                                "name = 'samples_per_s'", (runs[0],)).fetchone()
         self.assertEqual(len(runs), 2, rows)
+        self.assertGreater(rate or 0, 0, "the run recorded no delivered sample")
         served = [m for r, m in rows if r == runs[0]]
         self.assertEqual(len(served), 1, rows)  # one line per DataLoader, not per epoch
         self.assertRegex(served[0], r"^rank 0: a DataLoader of Where runs its 2 worker\(s\) as "

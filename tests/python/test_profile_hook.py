@@ -168,13 +168,29 @@ class ProfileHookTest(unittest.TestCase):
         program = """
         import sys, types
         loader = types.ModuleType("goldminer.loader")
-        loader._lib = object()  # what goldminer.Loader sets once the client is open
+        loader._lib = object()  # the library loaded...
+        loader._clients_opened = 1  # ...and a goldminer.Loader client opened
         sys.modules["goldminer.loader"] = loader
         from torch.utils.data import DataLoader
         print(len(list(DataLoader(list(range(6)), batch_size=2))))
         """
         self.assertEqual(self.run_program(program).stdout, "3\n")
         self.assertEqual(os.listdir(self.profile_dir), [])
+
+    def test_the_client_library_loaded_for_an_offload_alone_leaves_the_steps_to_the_hook(self):
+        program = """
+        import sys, types
+        loader = types.ModuleType("goldminer.loader")
+        loader._lib = object()  # loaded for an offloaded DataLoader: no Loader client
+        loader._clients_opened = 0
+        sys.modules["goldminer.loader"] = loader
+        from torch.utils.data import DataLoader
+        print(len(list(DataLoader(list(range(6)), batch_size=2))))
+        """
+        self.assertEqual(self.run_program(program).stdout, "3\n")
+        logs = self.logs()
+        self.assertEqual(len(logs), 1)
+        self.assertEqual([s[2] for s in logs[0]["steps"]], [2, 2, 2])
 
     def test_a_shadowed_sitecustomize_still_runs_and_nothing_is_hooked_without_the_variable(self):
         other = os.path.join(self.tmp, "other")

@@ -25,9 +25,10 @@ samples: the first dimension of the first tensor (anything with a non-empty
 loader's batch_size; else 1.
 
 Only the process that created an iterator records its steps (DataLoader worker
-processes never do). Nor does a process in which the goldminer client library is
-open (goldminer.Loader, e.g. under goldminer.torch.GoldminerDataset): that client
-records the same waits itself. The hook never breaks the program: an exception in
+processes never do). Nor does a process in which a goldminer.Loader client is
+open (e.g. under goldminer.torch.GoldminerDataset): that client records the same
+waits itself. A DataLoader whose workers goldminer serves records its steps as
+stock does, so `goldminer run` shows its rate and data wait. The hook never breaks the program: an exception in
 its own code is caught and written as an "E" line; exceptions of the DataLoader
 pass through unchanged.
 """
@@ -159,9 +160,10 @@ def _samples(data, depth=0):
 
 
 def _goldminer_client_open():
-    """Whether this process has goldminer's client library loaded: it logs the steps."""
+    """Whether this process opened a goldminer.Loader client: it logs the steps. (The
+    client library alone, loaded for an offloaded DataLoader, logs none.)"""
     loader = sys.modules.get("goldminer.loader")
-    return loader is not None and getattr(loader, "_lib", None) is not None
+    return loader is not None and getattr(loader, "_clients_opened", 0) > 0
 
 
 def _wrap(base, log):
