@@ -224,6 +224,11 @@ size_t VirtualWorkers::open() const {
   return open_;
 }
 
+uint64_t VirtualWorkers::served() const {
+  MutexLock lock(mu_);
+  return served_;
+}
+
 Result<std::shared_ptr<VirtualWorkers::Host>> VirtualWorkers::HostFor(const std::string& python) {
   MutexLock lock(mu_);
   auto it = hosts_.find(python);
@@ -263,6 +268,10 @@ Status VirtualWorkers::Serve(Socket& socket, int64_t rank, uint64_t channel) {
     }
   } release{this};
   GM_ASSIGN_OR_RETURN(Started started, StartOne(socket));
+  {
+    MutexLock lock(mu_);
+    ++served_;
+  }
   LogDebug("worker: " + who + " is pid " + std::to_string(started.pid) + ", for " + socket.peer());
   Status st = Relay(socket, started);
   // The trainer closing its end, at a frame's boundary, is how a virtual worker ends.

@@ -68,7 +68,8 @@ class VirtualWorkers {
   // the trainer can still read it) for a refused request or a broken frame.
   Status Serve(Socket& socket, int64_t rank, uint64_t channel);
 
-  size_t open() const;  // virtual workers now
+  size_t open() const;      // virtual workers now
+  uint64_t served() const;  // virtual workers started so far (OFFLOAD_OPENED sent)
 
  private:
   class Host;
@@ -87,6 +88,7 @@ class VirtualWorkers {
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Host>> hosts_ GUARDED_BY(mu_);
   size_t open_ GUARDED_BY(mu_) = 0;
+  uint64_t served_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gm

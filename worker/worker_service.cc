@@ -244,9 +244,12 @@ void WorkerService::Stop() {
 }
 
 Status WorkerService::Bye() {
+  const uint64_t hosted = virtual_workers_ ? virtual_workers_->served() : 0;
   LogInfo("worker " + data_addr_ + ": sent " + std::to_string(data_->batches_sent()) +
           " batches, " + std::to_string(data_->shm_batches_sent()) + " in shared memory (" +
-          std::to_string(data_->in_place_batches_sent()) + " written in place)");
+          std::to_string(data_->in_place_batches_sent()) + " written in place)" +
+          (hosted > 0 ? "; hosted " + std::to_string(hosted) + " virtual DataLoader worker(s)"
+                      : std::string()));
   Status st = SendControl(MsgType::kBye, nlohmann::json::object());
   if (!st.ok())
     LogWarning("worker: BYE to coordinator " + coordinator_ + " failed: " + st.message());

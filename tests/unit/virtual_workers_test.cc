@@ -131,6 +131,7 @@ TEST_F(VirtualWorkersTest, GivenAPythonThatCannotRun_ThenTheErrorNamesItAndTheFi
   EXPECT_NE(why.find("/nonexistent/bin/python3"), std::string::npos) << why;
   EXPECT_NE(why.find("GOLDMINER_PYTHON"), std::string::npos) << why;
   EXPECT_NE(why.find("test-worker"), std::string::npos) << why;
+  EXPECT_EQ(workers_->served(), 0u);
 }
 
 TEST_F(VirtualWorkersTest, GivenBadOpenFields_ThenEachIsRefusedNamingTheField) {
@@ -226,7 +227,8 @@ TEST_F(VirtualWorkersTest, GivenTheTrainerCloses_ThenTheProcessIsKilledAndTheSlo
     EXPECT_TRUE(ProcessGone(pid, 10));
   }
   EXPECT_EQ(OpenOnceSettled(), 0u);
-  auto again = DialOffload(0, 3);  // the slot is free again; the host is reused
+  EXPECT_EQ(workers_->served(), 1u);  // the refused one never started
+  auto again = DialOffload(0, 3);     // the slot is free again; the host is reused
   ASSERT_TRUE(again.ok());
   ASSERT_TRUE(Open(*again).ok());
   EXPECT_GT(Opened(*again), 0);
