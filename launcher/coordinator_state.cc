@@ -156,14 +156,13 @@ void CoordinatorState::TakeBack(size_t position) {
   SplitProgress& split = splits_[position];
   if (WorkerRecord* holder = FindWorker(split.holder)) ++holder->stats.reassigned;
   ++reassignments_;
-  if (split.produced) {
-    // What the holder said of the split (its count where the plan left it open,
-    // what it skipped) was its word only: a holder dropped as a liar may have
-    // said more batches than it sent. The next holder says it again.
-    split.deliver = layout_->slots[position].deliver;
-    split.samples_skipped = 0;
-    split.skip_told = false;
-  }
+  // The count the holder said where the plan left it open was its word only: a
+  // holder dropped as a liar may have said more batches than it sent. It stays
+  // (acknowledgements still on their way complete the split by it, as for an
+  // honest holder that died), but the next holder makes the split to its real
+  // end and its count replaces it (LearnCount).
+  if (split.produced && layout_->slots[position].batch_count == kUnknownCount)
+    split.count_from_lost = true;
   Release(position);
   split.phase = Phase::kPending;
   pending_.insert(position);
@@ -220,7 +219,7 @@ Assignment CoordinatorState::AssignNext(WorkerRecord& worker) {
   answer.plan_position = position;
   answer.rank = slot.rank;
   answer.start_batch = split.contiguous;
-  answer.end_batch = split.deliver;
+  answer.end_batch = split.count_from_lost ? kUnknownCount : split.deliver;
   answer.batch_count = slot.batch_count;
   return answer;
 }
@@ -237,7 +236,9 @@ Status CoordinatorState::CheckEpoch(uint64_t epoch, std::string_view what) const
 Status CoordinatorState::LearnCount(size_t position, WorkerId worker, uint64_t batch_count) {
   const SplitSlot& slot = layout_->slots[position];
   SplitProgress& split = splits_[position];
-  const uint64_t known = slot.batch_count != kUnknownCount ? slot.batch_count : split.deliver;
+  const uint64_t known = slot.batch_count != kUnknownCount ? slot.batch_count
+                         : split.count_from_lost           ? kUnknownCount
+                                                           : split.deliver;
   const std::string who = WorkerName(worker) + ": " + SplitName(epoch_, slot.split);
   if (known != kUnknownCount && known != batch_count) {
     return Status::InvalidArgument(who + " has " + std::to_string(batch_count) +
@@ -247,7 +248,8 @@ Status CoordinatorState::LearnCount(size_t position, WorkerId worker, uint64_t b
     return Status::InvalidArgument(who + ": batch count " + std::to_string(batch_count) +
                                    " is impossible (too large, or below an acknowledged batch)");
   }
-  if (split.deliver == kUnknownCount) split.deliver = batch_count;
+  if (split.deliver == kUnknownCount || split.count_from_lost) split.deliver = batch_count;
+  split.count_from_lost = false;
   return Status::Ok();
 }
 

@@ -235,6 +235,7 @@ class CoordinatorState {
     uint64_t acked_samples = 0;    // sum of the acknowledged batches' samples
     bool uncounted = false;        // a batch acknowledged without its sample count
     WorkerId last_holder = 0;      // who held it last (kept after Release)
+    bool count_from_lost = false;  // deliver was told by a holder since taken back
   };
   struct WorkerRecord {
     double last_heard_s = 0;
