@@ -106,10 +106,11 @@ Result<std::vector<std::string>> Offload::Workers() {
 
 Status Offload::Note(const OffloadNoteMsg& note) {
   // Checked as the coordinator will check it: a bad note would end the session.
-  GM_RETURN_IF_ERROR(OffloadNoteMsg::Decode(note.Encode()).status());
+  const nlohmann::json meta = note.Encode();
+  GM_RETURN_IF_ERROR(OffloadNoteMsg::Decode(meta).status());
   MutexLock lock(mu_);
-  Status sent = SendFrame(coordinator_, MsgType::kOffloadNote, note.Encode(),
-                          Deadline::After(options_.timeout_s));
+  Status sent =
+      SendFrame(coordinator_, MsgType::kOffloadNote, meta, Deadline::After(options_.timeout_s));
   if (!sent.ok()) return Status::Unavailable(coordinator_name_ + ": " + sent.message());
   return Status::Ok();
 }

@@ -334,13 +334,14 @@ Status ApplyTrainerFlags(const RunFlags& f, RunConfig& c) {
 // when not empty, where it is recorded.
 void LogRunEnd(const RunResult& r, const std::string& db) {
   const CoordinatorSummary& s = r.summary;
+  const std::string head =
+      "run " + r.run_id + " " + r.status + (db.empty() ? "" : " (recorded in " + db + ")") + ": ";
   const uint64_t dataloaders = s.dataloaders_served + s.dataloaders_stock;
   const std::string channels = std::to_string(s.dataloaders_served) +
                                " DataLoader(s) on virtual workers, " +
                                std::to_string(s.dataloaders_stock) + " on stock local workers";
   if (s.offload_only) {
-    LogInfo("run " + r.run_id + " " + r.status + (db.empty() ? "" : " (recorded in " + db + ")") +
-            ": no pipeline; the trainer's DataLoaders were served by the data workers: " +
+    LogInfo(head + "no pipeline; the trainer's DataLoaders were served by the data workers: " +
             channels + ", " + std::to_string(s.workers_registered) + " worker registrations");
     if (s.dataloaders_served == 0) {
       LogWarning(
@@ -350,8 +351,7 @@ void LogRunEnd(const RunResult& r, const std::string& db) {
     }
     return;
   }
-  LogInfo("run " + r.run_id + " " + r.status + (db.empty() ? "" : " (recorded in " + db + ")") +
-          ": " + (dataloaders > 0 ? channels + ", " : std::string()) +
+  LogInfo(head + (dataloaders > 0 ? channels + ", " : std::string()) +
           std::to_string(s.epochs_done) + " epoch(s) delivered, " + std::to_string(s.state.acks) +
           " batches acknowledged, " + std::to_string(s.workers_registered) +
           " worker registrations, " + std::to_string(s.state.reassignments) +

@@ -100,7 +100,6 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.workers_live = data_addr_.size();
   s.failure = failure_;
   s.splits_unchecked = unchecked_.size();
-  s.offload_channels = offload_channels_;
   s.offload_only = config_.offload_only;
   s.offload_notes = offload_notes_;
   s.offload_notes_dropped = offload_notes_dropped_;

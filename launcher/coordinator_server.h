@@ -90,7 +90,6 @@ struct CoordinatorSummary {
   // skipped (it left first), so their samples were not checked against their
   // size; the run's last line says so instead of "every epoch delivered".
   size_t splits_unchecked = 0;
-  uint64_t offload_channels = 0;  // DataLoader offload sessions (OFFLOAD), one per process
   // What became of the trainers' DataLoaders (OFFLOAD_NOTE), one line each, in
   // arrival order: the first kMaxOffloadNotes, and how many more came.
   std::vector<std::string> offload_notes;

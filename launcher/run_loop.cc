@@ -272,13 +272,10 @@ void RunLoop::Sample() {
 void RunLoop::RecordOffloadNotes(const CoordinatorSummary& summary) {
   for (; offload_notes_recorded_ < summary.offload_notes.size(); ++offload_notes_recorded_)
     recorder_.Event("offload", summary.offload_notes[offload_notes_recorded_]);
-  if (summary.offload_notes_dropped > offload_notes_dropped_) {
-    offload_notes_dropped_ = summary.offload_notes_dropped;
-    if (!offload_dropped_said_) {
-      offload_dropped_said_ = true;
-      recorder_.Event("offload", "more DataLoaders than " + std::to_string(kMaxOffloadNotes) +
-                                     ": the rest are not recorded one by one");
-    }
+  if (summary.offload_notes_dropped > 0 && !offload_dropped_said_) {
+    offload_dropped_said_ = true;
+    recorder_.Event("offload", "more DataLoaders than " + std::to_string(kMaxOffloadNotes) +
+                                   ": the rest are not recorded one by one");
   }
 }
 

@@ -124,7 +124,6 @@ class RunLoop {
   std::map<pid_t, double> cpu_seen_;   // running workers' CPU seconds, last read
   double cpu_of_exited_ = 0;           // CPU seconds of workers that have exited
   size_t offload_notes_recorded_ = 0;  // of CoordinatorSummary::offload_notes
-  uint64_t offload_notes_dropped_ = 0;
   bool offload_dropped_said_ = false;
   std::optional<Autoscaler> autoscaler_;
   bool signalled_ = false;    // a signal (not should_stop) stopped the run

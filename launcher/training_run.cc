@@ -162,9 +162,9 @@ Result<std::pair<nlohmann::json, std::string>> PipelineOf(const RunConfig& c) {
         "a run without --pipeline serves only the trainer's torch DataLoaders, and "
         "--offload off turns that off: give --pipeline FILE, or drop --offload off");
   }
-  GM_ASSIGN_OR_RETURN(nlohmann::json doc,
-                      offload_only ? ParseJson(std::string(kOffloadOnlyPipeline), "(no pipeline)")
-                                   : LoadJsonFile(c.spec.pipeline));
+  GM_ASSIGN_OR_RETURN(nlohmann::json doc, offload_only
+                                              ? ParseJson(kOffloadOnlyPipeline, "(no pipeline)")
+                                              : LoadJsonFile(c.spec.pipeline));
   std::error_code ec;
   std::string origin =
       std::filesystem::absolute(offload_only ? "(no pipeline)" : c.spec.pipeline, ec).string();
