@@ -240,7 +240,7 @@ GM_API int gm_offload_workers(gm_offload* offload, const char** json) {
 }
 
 GM_API int gm_offload_note(gm_offload* offload, int served, const char* dataset, int workers,
-                           uint64_t blob_bytes, const char* why) {
+                           uint64_t blob_bytes, const char* why, const char* mode) {
   if (offload == nullptr || dataset == nullptr) return FailArg("gm_offload_note: NULL argument");
   return Guard([&] {
     gm::OffloadNoteMsg note;
@@ -249,6 +249,7 @@ GM_API int gm_offload_note(gm_offload* offload, int served, const char* dataset,
     note.workers = workers > 0 ? static_cast<uint64_t>(workers) : 0;
     note.blob_bytes = blob_bytes;
     note.why = why != nullptr ? why : "";
+    note.elastic = mode != nullptr && std::string_view(mode) == "elastic";
     gm::Status st = offload->offload->Note(note);
     return st.ok() ? 0 : Fail(st);
   });

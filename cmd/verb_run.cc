@@ -317,7 +317,8 @@ Status ApplyTrainerFlags(const RunFlags& f, RunConfig& c) {
     c.trainer_env.push_back(std::string(kStallTimeoutEnv) + "=" +
                             std::to_string(*f.stall_timeout_s));
   }
-  c.offload_dataloaders = f.offload == "exact";
+  c.offload_dataloaders = f.offload != "off";
+  if (f.offload == "elastic") c.trainer_env.emplace_back("GOLDMINER_OFFLOAD_MODE=elastic");
   if (f.dataloader_workers) {
     if (!c.offload_dataloaders) {
       return Status::InvalidArgument(
@@ -457,13 +458,17 @@ void AddTrainerFlags(CLI::App& sub, RunFlags& f) {
   sub.add_option("--offload", f.offload,
                  "The trainer's PyTorch DataLoaders with num_workers > 0: exact (their "
                  "workers run on the data workers, the batches stock PyTorch gives, bit "
-                 "for bit) or off (they run stock, in the trainer's host)")
-      ->check(CLI::IsMember({"exact", "off"}))
+                 "for bit), elastic (each batch seeded on its own: the same batches "
+                 "whatever the number of virtual workers, which follows the data workers "
+                 "the autoscaler adds and drains; not stock's batches) or off (they run "
+                 "stock, in the trainer's host)")
+      ->check(CLI::IsMember({"exact", "elastic", "off"}))
       ->capture_default_str();
   sub.add_option("--dataloader-workers", f.dataloader_workers,
                  "Each offloaded DataLoader gets M virtual workers, whatever num_workers "
                  "the script set: the batches DataLoader(num_workers=M) would give, bit "
-                 "for bit (M may exceed this host's cores: they run on the data workers)")
+                 "for bit (M may exceed this host's cores: they run on the data workers); "
+                 "with --offload elastic, M to start with, ceil(M / data workers) on each")
       ->check(CLI::Range(1, 1024));
 }
 

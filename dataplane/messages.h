@@ -371,6 +371,7 @@ struct OffloadNoteMsg {
   uint64_t workers = 0;
   uint64_t blob_bytes = 0;
   std::string why;
+  bool elastic = false;  // served: "mode" "elastic" (absent or "exact": false)
   nlohmann::json Encode() const;
   static Result<OffloadNoteMsg> Decode(const nlohmann::json& meta);
 };

@@ -174,10 +174,11 @@ int gm_offload_workers(gm_offload* offload, const char** json);
 
 /* Tells the coordinator, for the run's record, what became of one DataLoader:
  * served (1: its `workers` workers run as virtual workers, `blob_bytes` of it
- * shipped) or not (0: it runs on stock local workers, `why` saying why).
- * `dataset`: the dataset's class name. No answer comes. */
+ * shipped, in `mode` "exact" or "elastic"; NULL: exact) or not (0: it runs on
+ * stock local workers, `why` saying why). `dataset`: the dataset's class name.
+ * No answer comes. */
 int gm_offload_note(gm_offload* offload, int served, const char* dataset, int workers,
-                    uint64_t blob_bytes, const char* why);
+                    uint64_t blob_bytes, const char* why, const char* mode);
 
 /* BYE to the coordinator; frees the offload (open channels stay usable). NULL is allowed. */
 void gm_offload_close(gm_offload* offload);

@@ -102,6 +102,8 @@ def serve(ctl):
                 msg, fds, _, _ = socket.recv_fds(ctl, MAX_PACKET, 1)
             except InterruptedError:
                 continue
+            except ConnectionError:  # the trainer ended with our EXIT lines unread
+                return
             if not msg:
                 return  # the trainer is gone
             word, _, rest = msg.partition(b" ")

@@ -20,14 +20,16 @@ the buffers are at most MAX_FRAME bytes. What each kind carries:
             num_workers, persistent_workers), worker_id, base_seed, shared_seed,
             sys_path (the trainer's, appended to the worker's before unpickling);
             for a replacement of a lost worker, restore (the generators' state
-            after its last result) or replay (tasks it answered, to do again)
+            after its last result) or replay (tasks it answered, to do again);
+            elastic (true in elastic mode: goldminer._elastic)
     TASK    (trainer -> worker) what torch's main process puts in the worker's
-            index queue: (task index, sampler indices), a resume marker, or None
+            index queue: (task index, sampler indices), a resume marker, or None;
+            in elastic mode (task index, sampler indices, the task's seed)
     STATE   (worker -> trainer, just before each RESULT) (key, state): the task
             index the RESULT answers ("resume" for a resume acknowledgement) and
             the state of Python's, numpy's and torch's generators after it, in
-            plain types (ints, lists, bytes), so the trainer's reader thread can
-            keep its books without loading the RESULT
+            plain types (ints, lists, bytes; {} in elastic mode), so the
+            trainer's reader thread can keep its books without loading the RESULT
     RESULT  (worker -> trainer) what torch's worker loop puts in its data queue:
             (task index, batch or ExceptionWrapper), or a resume acknowledgement;
             loaded by the thread that takes it from the queue, as stock loads

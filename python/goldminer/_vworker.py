@@ -13,7 +13,8 @@ JOB: the same seeding (random and torch from base_seed + worker_id, numpy from
 torch's _generate_state), the same get_worker_info() (id, num_workers, seed, this
 process's copy of the dataset), worker_init_fn(worker_id), the same fetcher, and
 exceptions wrapped as torch wraps them. So a task gives the batch the stock worker
-would have given.
+would have given. A JOB with `elastic` set (goldminer._elastic) has each TASK carry
+its own seed, from which the generators are set before the task is fetched.
 
 stdout carries only frames: what the dataset prints goes to stderr. A JOB this
 process cannot take (another Python, torch or numpy version than the trainer's;
@@ -48,6 +49,22 @@ def rng_state():
             "torch": bytes(torch.get_rng_state().numpy())}
 
 
+def seed_task(seed):
+    """Elastic mode (goldminer._elastic): the global generators torch seeds per
+    worker, set from one task's seed, as torch's worker loop sets them from
+    base_seed + worker_id."""
+    import random
+    import torch
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy as np
+    except ImportError:
+        return
+    from torch.utils.data._utils.worker import _generate_state
+    np.random.seed(_generate_state(seed, 0))
+
+
 def set_rng_state(state):
     import random
     import numpy as np
@@ -68,13 +85,17 @@ class _Tasks:
     first task is handed over (on the loop's thread, after worker_init_fn ran), or
     `replay`, tasks already answered that it does again first, silently (an
     IterableDataset's replica has no state to restore: it is run again up to
-    where it stood)."""
+    where it stood).
 
-    def __init__(self, stream, done, replay=(), restore=None):
+    In elastic mode a task comes as (task index, sampler indices, seed): the
+    generators are set from the seed before torch's loop has the task."""
+
+    def __init__(self, stream, done, replay=(), restore=None, elastic=False):
         self.items = queue.Queue()
         self.done = done
         self.error = None
         self.restore = restore
+        self.elastic = elastic
         for item in replay:
             self.items.put(item)
         threading.Thread(target=self._read, args=(stream,), daemon=True).start()
@@ -99,17 +120,23 @@ class _Tasks:
         if self.restore is not None:
             set_rng_state(self.restore)
             self.restore = None
+        if self.elastic and isinstance(item, tuple) and len(item) == 3:
+            index, indices, seed = item
+            seed_task(seed)
+            item = (index, indices)
         return item
 
 
 class _Results:
     """The data queue torch's worker loop writes: for each of torch's items a STATE
     frame (its key, the generators' state after it) and a RESULT frame on stdout.
-    The first `silent` results (of replayed tasks) are not sent."""
+    The first `silent` results (of replayed tasks) are not sent. In elastic mode
+    the state is left empty: each task is seeded on its own."""
 
-    def __init__(self, stream, silent=0):
+    def __init__(self, stream, silent=0, elastic=False):
         self.stream = stream
         self.silent = silent
+        self.elastic = elastic
         self.lock = threading.Lock()
 
     def put(self, item):
@@ -118,7 +145,7 @@ class _Results:
                 self.silent -= 1
                 return
             key = item[0] if isinstance(item[0], int) else "resume"
-            _vwire.write(self.stream, _vwire.STATE, (key, rng_state()))
+            _vwire.write(self.stream, _vwire.STATE, (key, {} if self.elastic else rng_state()))
             _vwire.write(self.stream, _vwire.RESULT, item)
 
     def cancel_join_thread(self):
@@ -184,12 +211,13 @@ def main():
     from torch.utils.data._utils.worker import _worker_loop
     done = threading.Event()
     replay = list(frame[1].get("replay") or ())
-    tasks = _Tasks(inp, done, replay, frame[1].get("restore"))
+    elastic = bool(frame[1].get("elastic"))
+    tasks = _Tasks(inp, done, replay, frame[1].get("restore"), elastic)
     kind, dataset, auto_collation, collate_fn, drop_last, base_seed, init_fn, worker_id, \
         num_workers, persistent_workers, shared_seed = args
-    _worker_loop(kind, dataset, tasks, _Results(out, len(replay)), done, auto_collation, collate_fn,
-                 drop_last, base_seed, init_fn, worker_id, num_workers, persistent_workers,
-                 shared_seed)
+    _worker_loop(kind, dataset, tasks, _Results(out, len(replay), elastic), done, auto_collation,
+                 collate_fn, drop_last, base_seed, init_fn, worker_id, num_workers,
+                 persistent_workers, shared_seed)
     if tasks.error is not None:
         sys.stderr.write(f"goldminer: virtual DataLoader worker {worker_id}: the trainer's "
                          f"channel broke: {tasks.error}\n")

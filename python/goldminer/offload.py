@@ -62,6 +62,11 @@ OFFLOAD_ENV = "GOLDMINER_OFFLOAD"
 # `goldminer run --dataloader-workers M`: each served DataLoader gives the batches
 # DataLoader(num_workers=M) would give, whatever num_workers the script set.
 WORKERS_ENV = "GOLDMINER_DATALOADER_WORKERS"
+# `goldminer run --offload exact|elastic`: exact, the batches of stock PyTorch with
+# N workers; elastic (goldminer._elastic), every task seeded on its own, any
+# number of processes, added and lost while an epoch runs.
+MODE_ENV = "GOLDMINER_OFFLOAD_MODE"
+MODES = ("exact", "elastic")
 MAX_DATALOADER_WORKERS = 1024
 MAX_BLOB_BYTES = 1 << 30  # a dataset bigger than this is not shipped (it would be per worker)
 _MAX_WALK_DEPTH = 8  # how deep the search for what cannot travel looks
@@ -92,6 +97,17 @@ def _num_workers(loader):
         _say(f"{WORKERS_ENV}={text!r} is not a worker count from 1 to {MAX_DATALOADER_WORKERS}: "
              "each DataLoader keeps its own num_workers")
     return loader.num_workers
+
+
+def _mode():
+    """$GOLDMINER_OFFLOAD_MODE (MODES); another value is said once, and exact."""
+    text = os.environ.get(MODE_ENV, "") or "exact"
+    if text in MODES:
+        return text
+    if MODE_ENV not in _warned:
+        _warned.add(MODE_ENV)
+        _say(f"{MODE_ENV}={text!r} is not one of {', '.join(MODES)}: exact mode")
+    return "exact"
 
 
 # ---- what cannot travel -----------------------------------------------------------
@@ -397,49 +413,18 @@ class VirtualWorker:
     def _read_one(self):
         """Reads the worker's results until it ends; None for a clean end, else how
         it ended."""
-        from goldminer import _vwire
-        why = None
-        meta = None  # the STATE before the RESULT that follows it
-        try:
-            while True:
-                frame = _vwire.read_raw(self.reader)
-                if frame is None:
-                    break
-                kind = frame[0]
-                if kind == _vwire.STATE:
-                    meta = _vwire.loads(*frame)  # plain types only: no torch code here
-                    if not (isinstance(meta, tuple) and len(meta) == 2 and
-                            isinstance(meta[0], (int, str)) and isinstance(meta[1], dict)):
-                        why = "sent a STATE that is not (key, state)"
-                        break
-                elif kind == _vwire.RESULT:
-                    if meta is None:
-                        why = "sent a RESULT without its STATE"
-                        break
-                    with self.lock:
-                        self._answer(*meta)
-                    meta = None
-                    self.results.put(_Raw(frame[1], frame[2]))
-                elif kind == _vwire.FAILED:
-                    self.failed = True
-                    self.results.put((None, _Failed(self.worker_id, str(_vwire.loads(*frame)))))
-                    self._close()
-                    return None  # no replacement: another would fail alike
-                else:
-                    why = f"sent a {_vwire.KINDS[kind]} frame"
-                    break
-        except ConnectionError:
-            pass  # a worker that died with tasks unread resets its socket: as an end
-        except (_vwire.FrameError, OSError) as e:
-            why = str(e)
-        if why is not None:
-            self.chan.kill()
-        code = self.chan.wait_exit(_EXIT_WAIT_S)
+        def take(key, state, raw):
+            with self.lock:
+                self._answer(key, state)
+            self.results.put(raw)
+
+        why = read_channel(self.chan, take)
+        if isinstance(why, Failure):
+            self.failed = True
+            self.results.put((None, _Failed(self.worker_id, why.text)))
+            self._close()
+            return None  # no replacement: another would fail alike
         self._close()
-        if why is None and code != 0:
-            why = ("was killed by signal %d" % -code if code is not None and code < 0 else
-                   "exited with status %s" % code if code is not None else
-                   self.chan.lost or "closed its channel and did not exit")
         return why
 
     def _close(self):
@@ -466,6 +451,59 @@ class VirtualWorker:
 
 
 _EXIT_WAIT_S = 10  # for a worker whose channel ended to be reaped
+
+
+class Failure:
+    """A worker's FAILED frame, as read_channel returns it: `text` says why."""
+
+    def __init__(self, text):
+        self.text = text
+
+
+def read_channel(chan, take):
+    """Reads a virtual worker's frames from `chan` until its channel ends, calling
+    take(key, state, raw) for each STATE and RESULT pair (raw: the _Raw RESULT,
+    loaded by whoever takes it from the result queue). Returns None for a clean
+    end (exit status 0), a Failure for a FAILED frame (the channel not yet
+    waited for), else how it ended (a phrase: "was killed by signal 9", ...)."""
+    from goldminer import _vwire
+    why = None
+    meta = None  # the STATE before the RESULT that follows it
+    try:
+        while True:
+            frame = _vwire.read_raw(chan.reader)
+            if frame is None:
+                break
+            kind = frame[0]
+            if kind == _vwire.STATE:
+                meta = _vwire.loads(*frame)  # plain types only: no torch code here
+                if not (isinstance(meta, tuple) and len(meta) == 2 and
+                        isinstance(meta[0], (int, str)) and isinstance(meta[1], dict)):
+                    why = "sent a STATE that is not (key, state)"
+                    break
+            elif kind == _vwire.RESULT:
+                if meta is None:
+                    why = "sent a RESULT without its STATE"
+                    break
+                take(meta[0], meta[1], _Raw(frame[1], frame[2]))
+                meta = None
+            elif kind == _vwire.FAILED:
+                return Failure(str(_vwire.loads(*frame)))
+            else:
+                why = f"sent a {_vwire.KINDS[kind]} frame"
+                break
+    except ConnectionError:
+        pass  # a worker that died with tasks unread resets its socket: as an end
+    except (_vwire.FrameError, OSError) as e:
+        why = str(e)
+    if why is not None:
+        chan.kill()
+    code = chan.wait_exit(_EXIT_WAIT_S)
+    if why is None and code != 0:
+        why = ("was killed by signal %d" % -code if code is not None and code < 0 else
+               "exited with status %s" % code if code is not None else
+               chan.lost or "closed its channel and did not exit")
+    return why
 
 
 class _Host:
@@ -586,6 +624,13 @@ class _LocalPlace:
     """Virtual workers on the trainer's host (GOLDMINER_OFFLOAD=local)."""
 
     def open(self, worker_id, modules, attempt):
+        return self.open_on("local", modules)
+
+    def live(self):
+        """Where virtual workers may go: this host, under one name."""
+        return ["local"]
+
+    def open_on(self, where, modules):
         host = _host()
         sock, pid = host.spawn(modules)
         return _LocalChan(host, sock, pid)
@@ -711,7 +756,7 @@ class _WorkersPlace:
                 self.lib.gm_offload_close(self.handle)
                 self.handle = None
 
-    def note(self, served, dataset, workers=0, blob_bytes=0, why=""):
+    def note(self, served, dataset, workers=0, blob_bytes=0, why="", mode="exact"):
         """Tells the coordinator what became of a DataLoader, for the run's record
         (runs.db, the report). Never fails the program: a note that cannot be
         sent is dropped."""
@@ -720,21 +765,31 @@ class _WorkersPlace:
             name = "".join(c if 32 < ord(c) < 127 else "?" for c in dataset)[:256] or "?"
             text = why.encode("ascii", "backslashreplace")[:1024] or b"?"
             lib.gm_offload_note(handle, int(bool(served)), name.encode(), int(workers),
-                                int(blob_bytes), text)
+                                int(blob_bytes), text, mode.encode())
         except Exception:  # noqa: BLE001 - the record is not worth the program
             pass
 
-    def open(self, worker_id, modules, attempt):
+    def live(self):
+        """The run's live data workers ("HOST:PORT"), as the coordinator lists them."""
         import json
         from goldminer import loader
         lib, offload = self._session()
         text = ctypes.c_char_p()
         loader._check(lib, lib.gm_offload_workers(offload, ctypes.byref(text)))
-        workers = json.loads(text.value.decode())
+        return json.loads(text.value.decode())
+
+    def open(self, worker_id, modules, attempt):
+        workers = self.live()
         if not workers:
             raise RuntimeError("goldminer: the run has no data worker up to host virtual "
                                "DataLoader workers")
         worker = workers[(worker_id + attempt + _rank_offset(len(workers))) % len(workers)]
+        return self.open_on(worker, modules)
+
+    def open_on(self, worker, modules):
+        import json
+        from goldminer import loader
+        lib, offload = self._session()
         handle = ctypes.c_void_p()
         loader._check(lib, lib.gm_vchannel_open(offload, worker.encode(),
                                                 sys.executable.encode(),
@@ -769,6 +824,7 @@ def _place(transport):
         return _places[key]
 
 
+exiting = False  # the interpreter is ending: workers that end are not lost
 _threads = []  # our reader threads, joined at exit
 _threads_lock = threading.Lock()
 _EXIT_JOIN_S = 5
@@ -785,6 +841,8 @@ def _at_exit():
     """Before the interpreter's teardown: end the host (its workers with it) and
     wait for our threads, so none is running when daemon threads are stopped."""
     import time
+    global exiting
+    exiting = True
     with _hosts_lock:
         hosts = list(_hosts.values())
     with _threads_lock:
@@ -827,16 +885,23 @@ class _Context:
     """What torch's iterator asks its multiprocessing context for: queues, an
     event, and processes (virtual workers). torch asks for the result queue
     first, then one index queue per worker. `shipped`: ship() of the loader's
-    worker arguments, made before the iterator draws its base seed."""
+    worker arguments, made before the iterator draws its base seed. In elastic
+    mode every index queue and process stands for one _elastic.Dispatcher, made
+    at the first process."""
 
-    def __init__(self, shipped):
+    def __init__(self, shipped, elastic):
         self.shipped = shipped
+        self.elastic = elastic
         self.result_queue = None
+        self.dispatcher = None
 
     def Queue(self):
         if self.result_queue is None:
             self.result_queue = _ResultQueue()
             return self.result_queue
+        if self.elastic:
+            from goldminer import _elastic
+            return _elastic.SlotQueue(self)
         return _IndexQueue()
 
     def Event(self):
@@ -851,6 +916,13 @@ class _Context:
         job = {"versions": _vworker.versions(), "digest": digest, "blob": blob,
                "worker_id": worker_id, "base_seed": base_seed, "shared_seed": shared_seed,
                "sys_path": [p for p in sys.path if isinstance(p, str)]}
+        if self.elastic:
+            from goldminer import _elastic
+            if self.dispatcher is None:
+                self.dispatcher = _elastic.Dispatcher(
+                    job, modules, result_queue, _place(_transport), num_workers, num_workers,
+                    _say, lambda why: (None, _Failed(None, why)))
+            return _elastic.Slot(self.dispatcher)
         from torch.utils.data import _DatasetKind
         return VirtualWorker(job, modules, index_queue, result_queue, worker_id,
                              kind == _DatasetKind.Iterable, _place(_transport))
@@ -875,21 +947,61 @@ def _iterator_class():
     class OffloadIter(dl._MultiProcessingDataLoaderIter):
         """torch's multi-process iterator with virtual workers."""
 
-        def __init__(self, loader, shipped, num_workers):
-            super().__init__(_LoaderView(loader, _Context(shipped), num_workers))
+        def __init__(self, loader, shipped, num_workers, elastic):
+            # Before torch's __init__, which calls _reset.
+            self._gm_context = _Context(shipped, elastic)
+            self._gm_prefetch = None
+            super().__init__(_LoaderView(loader, self._gm_context, num_workers))
             self.goldminer_digest = shipped[1]
             self.goldminer_blob_bytes = len(shipped[0])
+
+        def _reset(self, loader, first_iter=False):
+            dispatcher = self._gm_context.dispatcher
+            if dispatcher is not None:  # elastic: this epoch's tasks get its seeds
+                dispatcher.epoch = _next_epoch(getattr(loader, "_loader", loader))
+            super()._reset(loader, first_iter)
+
+        def _process_data(self, data):
+            dispatcher = self._gm_context.dispatcher
+            if dispatcher is not None:
+                self._widen(dispatcher.capacity())
+            return super()._process_data(data)
+
+        def _widen(self, capacity):
+            """Elastic: keeps as many tasks in flight as the processes can hold
+            (they may be more than torch's N workers times its prefetch
+            factor); torch's _process_data then sends the one it frees."""
+            if self._gm_prefetch is None:
+                self._gm_prefetch = self._prefetch_factor
+            self._prefetch_factor = max(self._gm_prefetch,
+                                        -(-capacity // self._num_workers))
+            # torch keeps the tasks from the one being taken on (its index
+            # _rcvd_idx) to the next to send within the window: so does this.
+            while self._send_idx - self._rcvd_idx < self._prefetch_factor * self._num_workers:
+                sent = self._send_idx
+                self._try_put_index()
+                if self._send_idx == sent:  # the sampler is done
+                    return
 
         def _try_get_data(self, timeout=5.0):
             ok, data = super()._try_get_data(timeout)
             if ok and isinstance(data, tuple) and len(data) == 2 and \
                     isinstance(data[1], _Failed):
                 failed = data[1]
+                if failed.worker_id is None:  # elastic: the phrase names the worker
+                    raise RuntimeError(f"goldminer: {failed.why}")
                 raise RuntimeError(f"goldminer: virtual DataLoader worker {failed.worker_id} "
                                    f"cannot go on: {failed.why}")
             return ok, data
 
     return OffloadIter
+
+
+def _next_epoch(loader):
+    """How many epochs `loader` began before this one (its iterators' resets)."""
+    epoch = loader.__dict__.get("_goldminer_epoch", 0)
+    loader.__dict__["_goldminer_epoch"] = epoch + 1  # past DataLoader.__setattr__
+    return epoch
 
 
 def _why_not(loader):
@@ -928,10 +1040,19 @@ def _get_iterator(self):
             _OffloadIter = _iterator_class()
         if num_workers == self.num_workers:  # as stock; an override means other hosts
             self.check_worker_number_rationality()
+        mode = _mode()
+        from torch.utils.data import _DatasetKind
+        if mode == "elastic" and self._dataset_kind == _DatasetKind.Iterable:
+            mode = "exact"
+            if ("iterable", id(self)) not in _warned:
+                _warned.add(("iterable", id(self)))
+                _say(f"DataLoader of {type(self.dataset).__name__} is served in exact mode: "
+                     "an IterableDataset's replicas keep their place, so its tasks cannot move "
+                     "between workers as elastic mode needs")
         if note is not None and id(self) not in _noted:
             _noted.add(id(self))
-            note(True, type(self.dataset).__name__, num_workers, len(shipped[0]))
-        return _OffloadIter(self, shipped, num_workers)
+            note(True, type(self.dataset).__name__, num_workers, len(shipped[0]), mode=mode)
+        return _OffloadIter(self, shipped, num_workers, mode == "elastic")
     if id(self) not in _warned:
         _warned.add(id(self))
         _say(f"DataLoader of {type(self.dataset).__name__} runs on stock local workers: {why}")

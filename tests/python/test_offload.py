@@ -610,8 +610,9 @@ class WorkersTransportTest(OffloadTest):
         served = [m for r, m in rows if r == runs[0]]
         self.assertEqual(len(served), 1, rows)  # one line per DataLoader, not per epoch
         self.assertRegex(served[0], r"^rank 0: a DataLoader of Where runs its 2 worker\(s\) as "
-                                    r"virtual workers on the data workers \([1-9][0-9]* KiB of "
-                                    r"dataset, collate_fn and worker_init_fn shipped\)$")
+                                    r"virtual workers on the data workers, exact mode "
+                                    r"\([1-9][0-9]* KiB of dataset, collate_fn and "
+                                    r"worker_init_fn shipped\)$")
         stock = [m for r, m in rows if r == runs[1]]
         self.assertEqual(len(stock), 1, rows)
         self.assertIn("rank 0: a DataLoader of Lines runs on stock local workers: "

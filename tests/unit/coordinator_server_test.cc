@@ -306,7 +306,7 @@ TEST_F(CoordinatorServerTest,
   ASSERT_EQ(summary.offload_notes.size(), 2u);
   EXPECT_EQ(summary.offload_notes[0],
             "rank 0: a DataLoader of Folder runs its 3 worker(s) as virtual workers on the data "
-            "workers (4 KiB of dataset, collate_fn and worker_init_fn shipped)");
+            "workers, exact mode (4 KiB of dataset, collate_fn and worker_init_fn shipped)");
   EXPECT_EQ(summary.offload_notes[1].find("rank 0: a DataLoader of Lines runs on stock local "
                                           "workers: an open file"),
             0u)

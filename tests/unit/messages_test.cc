@@ -154,6 +154,17 @@ TEST(MessagesTest, GivenOffloadNotesThenTheyRoundTripAndBadFieldsAreNamed) {
   EXPECT_EQ(s->dataset, "ImageFolder");
   EXPECT_EQ(s->workers, 4u);
   EXPECT_EQ(s->blob_bytes, 12345u);
+  EXPECT_FALSE(s->elastic);
+  OffloadNoteMsg elastic = served;
+  elastic.elastic = true;
+  auto e = OffloadNoteMsg::Decode(elastic.Encode());
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_TRUE(e->elastic);
+  nlohmann::json older = served.Encode();  // a client from before the modes: exact
+  older.erase("mode");
+  auto o = OffloadNoteMsg::Decode(older);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_FALSE(o->elastic);
   OffloadNoteMsg stock{false, "Lines", 0, 0, "dataset.meta['source'] cannot travel"};
   auto k = OffloadNoteMsg::Decode(stock.Encode());
   ASSERT_TRUE(k.ok()) << k.status().message();
@@ -180,6 +191,11 @@ TEST(MessagesTest, GivenOffloadNotesThenTheyRoundTripAndBadFieldsAreNamed) {
   m = served.Encode();
   m["blob_bytes"] = -1;
   refused(m, "blob_bytes");
+  m = served.Encode();
+  m["mode"] = "fast";
+  refused(m, "mode");
+  m["mode"] = 1;
+  refused(m, "mode");
   m = stock.Encode();
   m["why"] = std::string(2000, 'x');
   refused(m, "why");
