@@ -168,7 +168,7 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
         ", which is not the cut pipeline.json makes (run follows the file: mark the stages after "
         "the cut \"on\": \"device\", or plan again without --all-cuts)");
   }
-  if (sub.count("--pipeline") == 0) {
+  if (sub.count("--pipeline") == 0 && !plan.run.pipeline.empty()) {
     f.spec.pipeline = plan.run.pipeline;
     std::error_code ec;  // the non-throwing overloads: an unreadable path reads as absent
     if (!std::filesystem::exists(f.spec.pipeline, ec)) {
@@ -184,6 +184,10 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
     }
   }
   if (sub.count("--workers") == 0) f.spec.workers = plan.run.workers;
+  // A plan of an unchanged program sizes its DataLoaders' virtual workers.
+  if (!f.dataloader_workers && plan.run.dataloader_workers > 0 && f.offload != "off") {
+    f.dataloader_workers = plan.run.dataloader_workers;
+  }
   const bool plan_threads = sub.count("--threads-per-worker") == 0;
   if (plan_threads) f.spec.threads_per_worker = plan.run.threads_per_worker;
   // One slot per planned worker: its threads (unless --threads-per-worker says

@@ -102,7 +102,8 @@ json ToJson(const PlanRun& r) {
           {"threads_per_worker", r.threads_per_worker},
           {"worker_threads", worker_threads},
           {"world_size", r.world_size},
-          {"command", r.command}};
+          {"command", r.command},
+          {"dataloader_workers", r.dataloader_workers}};
 }
 
 Status Convert(const JsonNode& n, PlanSources& out) {
@@ -202,7 +203,11 @@ Status Convert(const JsonNode& n, PlanRun& out) {
   f.Optional("worker_threads", worker_threads);
   f.Optional("world_size", out.world_size);
   f.Optional("command", out.command);
-  f.Check(!out.pipeline.empty(), "pipeline", "a pipeline.json path");
+  f.Optional("dataloader_workers", out.dataloader_workers);
+  // "" is a plan of an unchanged program: the workers serve only its DataLoaders.
+  f.Check(out.dataloader_workers >= 0 && out.dataloader_workers <= kMaxDataLoaderWorkers,
+          "dataloader_workers",
+          ("an integer from 0 to " + std::to_string(kMaxDataLoaderWorkers)).c_str());
   const std::string workers = "an integer from 1 to " + std::to_string(kMaxRunWorkers);
   const std::string threads = std::to_string(kMaxWorkerThreads);
   f.Check(out.workers >= 1 && out.workers <= kMaxRunWorkers, "workers", workers.c_str());

@@ -1,6 +1,7 @@
 #include "core/profile.h"
 
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -105,29 +106,39 @@ json ToJson(const PipelineProfile& p) {
           {"cuts", ArrayOf(p.cuts)}};
 }
 
+json ToJson(const DataLoaderProfile& d) {
+  return {{"workers", d.workers},
+          {"cpu_s", d.cpu_s},
+          {"samples", d.samples},
+          {"cpu_s_per_sample", d.cpu_s_per_sample},
+          {"bytes_per_sample", d.bytes_per_sample}};
+}
+
 json ToJson(const TrainerProfile& t) {
-  return {{"command", t.command},
-          {"source", t.source},
-          {"workers", t.workers},
-          {"exit_code", t.exit_code},
-          {"exit", t.exit},
-          {"stopped_by_profile", t.stopped_by_profile},
-          {"steps_recorded", t.steps_recorded},
-          {"warmup_steps", t.warmup_steps},
-          {"steps", t.steps},
-          {"seconds", t.seconds},
-          {"samples_per_s", t.samples_per_s},
-          {"batch_size", t.batch_size},
-          {"step_s_median", t.step_s_median},
-          {"wait_s_median", t.wait_s_median},
-          {"wait_s_mean", t.wait_s_mean},
-          {"compute_s_median", t.compute_s_median},
-          {"demand_samples_per_s", t.demand_samples_per_s},
-          {"stall_fraction", t.stall_fraction},
-          {"instrumentation_s_per_step", t.instrumentation_s_per_step},
-          {"instrumentation_overhead", t.instrumentation_overhead},
-          {"gpu", ToJson(t.gpu)},
-          {"step_list", ArrayOf(t.step_list)}};
+  json j = {{"command", t.command},
+            {"source", t.source},
+            {"workers", t.workers},
+            {"exit_code", t.exit_code},
+            {"exit", t.exit},
+            {"stopped_by_profile", t.stopped_by_profile},
+            {"steps_recorded", t.steps_recorded},
+            {"warmup_steps", t.warmup_steps},
+            {"steps", t.steps},
+            {"seconds", t.seconds},
+            {"samples_per_s", t.samples_per_s},
+            {"batch_size", t.batch_size},
+            {"step_s_median", t.step_s_median},
+            {"wait_s_median", t.wait_s_median},
+            {"wait_s_mean", t.wait_s_mean},
+            {"compute_s_median", t.compute_s_median},
+            {"demand_samples_per_s", t.demand_samples_per_s},
+            {"stall_fraction", t.stall_fraction},
+            {"instrumentation_s_per_step", t.instrumentation_s_per_step},
+            {"instrumentation_overhead", t.instrumentation_overhead},
+            {"gpu", ToJson(t.gpu)},
+            {"step_list", ArrayOf(t.step_list)}};
+  if (t.dataloader) j["dataloader"] = ToJson(*t.dataloader);
+  return j;
 }
 
 // ---- Reading -------------------------------------------------------------------
@@ -222,6 +233,21 @@ Status Convert(const JsonNode& n, GpuProfile& out) {
   return f.status();
 }
 
+Status Convert(const JsonNode& n, DataLoaderProfile& out) {
+  Fields f(n);
+  f.Required("workers", out.workers);
+  f.Optional("cpu_s", out.cpu_s);
+  f.Optional("samples", out.samples);
+  f.Required("cpu_s_per_sample", out.cpu_s_per_sample);
+  f.Optional("bytes_per_sample", out.bytes_per_sample);
+  f.Check(out.workers >= 1, "workers", "a worker count of at least 1");
+  f.Check(out.cpu_s_per_sample > 0 && std::isfinite(out.cpu_s_per_sample), "cpu_s_per_sample",
+          "a positive number of seconds");
+  f.Check(out.bytes_per_sample >= 0 && std::isfinite(out.bytes_per_sample), "bytes_per_sample",
+          "a number of bytes, 0 or more");
+  return f.status();
+}
+
 Status Convert(const JsonNode& n, TrainerProfile& out) {
   Fields f(n);
   f.Required("command", out.command);
@@ -245,6 +271,7 @@ Status Convert(const JsonNode& n, TrainerProfile& out) {
   f.Optional("instrumentation_s_per_step", out.instrumentation_s_per_step);
   f.Optional("instrumentation_overhead", out.instrumentation_overhead);
   f.Optional("gpu", out.gpu);
+  f.Optional("dataloader", out.dataloader);
   f.Optional("step_list", out.step_list);
   return f.status();
 }

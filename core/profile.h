@@ -127,6 +127,18 @@ struct GpuProfile {
   bool operator==(const GpuProfile&) const = default;  // field by field (tests, round trips)
 };
 
+// An unchanged program's DataLoader worker processes (stock workers,
+// num_workers > 0), from the "D" lines of its measured steps (core/step_log.h):
+// what `goldminer plan` sizes data workers by when the profile has no pipeline.
+struct DataLoaderProfile {
+  int workers = 0;              // the most worker processes one of its iterators had
+  double cpu_s = 0;             // their CPU over the measured steps (all processes)
+  uint64_t samples = 0;         // samples delivered over the same steps
+  double cpu_s_per_sample = 0;  // cpu_s / samples
+  double bytes_per_sample = 0;  // batch bytes / batch samples, over the measured steps
+  bool operator==(const DataLoaderProfile&) const = default;  // field by field
+};
+
 struct TrainerProfile {
   std::vector<std::string> command;
   std::string source;  // "goldminer" (fed by workers) or "torch" (its own DataLoader)
@@ -149,6 +161,9 @@ struct TrainerProfile {
   double instrumentation_s_per_step = 0;  // the step log's own cost, per step
   double instrumentation_overhead = 0;    // that cost / step time
   GpuProfile gpu;
+  // Its DataLoader's worker processes (source "torch"); absent when its batches
+  // came from no stock worker process, or its CPU did not move over the steps.
+  std::optional<DataLoaderProfile> dataloader;
   std::vector<StepProfile> step_list;  // measured steps (at most 10000 kept)
 
   bool operator==(const TrainerProfile&) const = default;  // field by field (tests, round trips)

@@ -28,6 +28,8 @@ struct WorkerSlot {
   bool operator==(const WorkerSlot&) const = default;
 };
 
+inline constexpr int kMaxDataLoaderWorkers = 1024;  // run --dataloader-workers
+
 struct RunSpec {
   std::string pipeline;              // pipeline.json the workers run
   int workers = 2;                   // data workers to start
@@ -37,6 +39,10 @@ struct RunSpec {
   int world_size = 1;                // trainer ranks, one process each
   size_t samples_per_split = 256;    // split size of files/jsonl/range sources
   std::vector<std::string> command;  // the trainer's argv
+  // Virtual workers for each of the trainer's offloaded DataLoaders (run
+  // --dataloader-workers); 0: each keeps its own num_workers. Set by a plan of an
+  // unchanged program whose workers need more CPUs than its num_workers.
+  int dataloader_workers = 0;
 
   // Stage threads of the worker in `slot` (a replacement keeps its slot's size;
   // slots beyond the plan's get threads_per_worker).

@@ -122,6 +122,19 @@ Status ParseLine(std::string_view line, StepLog* log) {
     log->steps.push_back(step);
     return Status::Ok();
   }
+  if (fields[0] == "D") {
+    LoaderRecord loader;
+    if (fields.size() != 4 || !ParseNumber(fields[1], &loader.workers) || loader.workers == 0 ||
+        !ParseNumber(fields[2], &loader.cpu_ns) || !ParseNumber(fields[3], &loader.bytes)) {
+      return Status::Corrupt(
+          "malformed DataLoader line, expected \"D WORKERS CPU_NS BYTES\" (WORKERS >= 1)");
+    }
+    if (log->steps.empty() || log->steps.back().loader) {
+      return Status::Corrupt("a DataLoader line (D) that follows no step line (S) of its own");
+    }
+    log->steps.back().loader = loader;
+    return Status::Ok();
+  }
   if (fields[0] == "O") {
     double seconds = 0;
     uint64_t records = 0;
@@ -134,7 +147,7 @@ Status ParseLine(std::string_view line, StepLog* log) {
     return Status::Ok();
   }
   return Status::Corrupt("unknown line \"" + std::string(line.substr(0, 40)) +
-                         "\" (expected a line starting with S, O, E or #)");
+                         "\" (expected a line starting with S, D, O, E or #)");
 }
 
 // Whether a directory entry is named like a step log, "steps.<pid>.log".

@@ -7,6 +7,7 @@
 //   # goldminer step log 1 pid=<pid> source=<goldminer|torch>
 //   S <wait_begin_ns> <wait_end_ns> <samples> [<previous_cost_ns>]
 //   S ...
+//   D <workers> <cpu_ns> <bytes>
 // one "S" line per batch request (the optional last field: nanoseconds the writer
 // spent writing its previous "S" line, so a killed process still leaves its cost), written with one
 // write(2) on an O_APPEND file as soon as the batch is handed over (so a crash loses nothing
@@ -16,7 +17,11 @@
 // comments; "E <text>" records an error the writer met; "O <seconds_spent> <records>", written when
 // a writer closes, is the log's own cost: seconds spent writing its `records` "S" lines (reported
 // as instrumentation overhead; a process that opened several writers has one "O" line per writer,
-// and its header once per writer, with the same pid).
+// and its header once per writer, with the same pid). A "D" line, written by the PyTorch hook with
+// the "S" line of a batch made by stock DataLoader worker processes, belongs to that step: the
+// iterator's worker count (>= 1), the CPU nanoseconds its process's DataLoader workers used so
+// far (cumulative over the process's life) and the batch's bytes; a "D" line with no "S" line
+// before it, or a second one for a step, is an error.
 //
 // Threads: a StepLogWriter may be used from one thread at a time.
 #pragma once
@@ -24,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,10 +42,19 @@ namespace gm {
 
 inline constexpr std::string_view kProfileDirEnv = "GOLDMINER_PROFILE_DIR";
 
+// A "D" line: the DataLoader worker processes behind a step's batch.
+struct LoaderRecord {
+  uint64_t workers = 0;  // the iterator's worker processes, >= 1
+  uint64_t cpu_ns = 0;   // their process's DataLoader workers' CPU so far (cumulative)
+  uint64_t bytes = 0;    // the batch's bytes
+  bool operator==(const LoaderRecord&) const = default;
+};
+
 struct StepRecord {
   uint64_t wait_begin_ns = 0;
   uint64_t wait_end_ns = 0;
   uint64_t samples = 0;
+  std::optional<LoaderRecord> loader = std::nullopt;  // its "D" line, when it had one
   bool operator==(const StepRecord&) const = default;
 };
 

@@ -341,10 +341,10 @@ Result<CpuRate> MeasuredCpuRate(const Profile& profile, const std::string& origi
   if (!profile.pipeline) {
     return Status::InvalidArgument(
         origin +
-        " has no pipeline part (it profiled a trainer alone), so the CPU cost per "
-        "sample is unknown; profile the pipeline: goldminer profile --pipeline "
-        "pipeline.json -o " +
-        origin + " [-- trainer command]");
+        " has no pipeline part and no DataLoader figures (it profiled a trainer whose batches "
+        "came from no DataLoader worker process), so the CPU cost per sample is unknown; "
+        "profile the pipeline (goldminer profile --pipeline pipeline.json -o " +
+        origin + " [-- trainer command]), or a program whose DataLoader has num_workers > 0");
   }
   const PipelineProfile& pipe = *profile.pipeline;
   CpuRate r;
@@ -758,10 +758,76 @@ Status CheckPlanInputs(const Cluster& cluster, const PlanOptions& o) {
   return Status::Ok();
 }
 
+// An unchanged program's DataLoader workers as the model's pipeline: one stateless
+// stage of their measured CPU per sample, all of it on the data workers (its
+// virtual workers), its batches' bytes on the wire, one process per CPU (so one
+// run at 1 thread with efficiency 1: the model scales it linearly).
+PipelineProfile DataLoaderAsPipeline(const DataLoaderProfile& d, double batch_size) {
+  PipelineProfile p;
+  p.batch_size = static_cast<int>(std::lround(batch_size));
+  p.cpu_s_per_sample = p.stage_cpu_s_per_sample = d.cpu_s_per_sample;
+  p.samples_per_s_per_core = 1 / d.cpu_s_per_sample;
+  p.runs.push_back(
+      PipelineRun{1, d.samples, d.cpu_s, d.cpu_s, 1 / d.cpu_s_per_sample, 1 / d.cpu_s_per_sample});
+  StageProfile stage;
+  stage.name = "DataLoader worker";
+  stage.cpu_s_per_sample = stage.wall_s_per_sample = d.cpu_s_per_sample;
+  stage.bytes_out_per_sample = d.bytes_per_sample;
+  stage.cpu_share = 1;
+  p.stages.push_back(stage);
+  CutPoint cut;
+  cut.after_stage = 0;
+  cut.bytes_per_sample = d.bytes_per_sample;
+  cut.remote_cpu_s_per_sample = d.cpu_s_per_sample;
+  p.cuts.push_back(cut);
+  return p;
+}
+
+// The plan of an unchanged program: its DataLoader workers' cost as the pipeline,
+// the workers serving only its DataLoaders (no pipeline file), and as many virtual
+// workers as the planned CPUs when its num_workers is fewer.
+Result<Plan> MakeDataLoaderPlan(const Profile& profile, const Cluster& cluster,
+                                const PlanOptions& o) {
+  const DataLoaderProfile& d = *profile.trainer->dataloader;
+  Profile as_pipeline = profile;
+  as_pipeline.pipeline = DataLoaderAsPipeline(d, profile.trainer->batch_size);
+  GM_ASSIGN_OR_RETURN(Plan plan, MakePlan(as_pipeline, cluster, o));
+  plan.run.pipeline.clear();
+  plan.sources.pipeline_path.clear();
+  const int cpus = plan.prediction.worker_cpus;
+  if (cpus > d.workers) plan.run.dataloader_workers = std::min(cpus, kMaxDataLoaderWorkers);
+  // Not the pipeline's measured scaling: one Python process per CPU.
+  std::erase_if(plan.notes,
+                [](const std::string& n) { return n.starts_with("scaling efficiency "); });
+  plan.notes.insert(plan.notes.begin(),
+                    "a DataLoader worker is one Python process on one CPU: the model scales "
+                    "its rate linearly with the CPUs (scaling efficiency 1)");
+  plan.notes.insert(
+      plan.notes.begin(),
+      "an unchanged program: its DataLoader's " + std::to_string(d.workers) +
+          " worker process(es) used " + Num(d.cpu_s_per_sample * 1e3, 3) + " ms CPU per sample (" +
+          Num(d.bytes_per_sample / 1e3, 1) +
+          " kB per sample in its batches); run --plan serves only its DataLoaders, each "
+          "worker CPU hosting a virtual worker" +
+          (plan.run.dataloader_workers > 0
+               ? "; " + std::to_string(plan.run.dataloader_workers) +
+                     " virtual workers (run --dataloader-workers " +
+                     std::to_string(plan.run.dataloader_workers) +
+                     ": the batches of DataLoader(num_workers=" +
+                     std::to_string(plan.run.dataloader_workers) + "), not those of its " +
+                     std::to_string(d.workers) + "; give --dataloader-workers " +
+                     std::to_string(d.workers) + " to keep them, or run --offload elastic)"
+               : std::string()));
+  return plan;
+}
+
 }  // namespace
 
 Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const PlanOptions& o) {
   const std::string& origin = o.profile_path.empty() ? "profile.json" : o.profile_path;
+  if (!profile.pipeline && profile.trainer && profile.trainer->dataloader) {
+    return MakeDataLoaderPlan(profile, cluster, o);
+  }
   GM_ASSIGN_OR_RETURN(CpuRate rate, MeasuredCpuRate(profile, origin));
   GM_RETURN_IF_ERROR(CheckPlanInputs(cluster, o));
   Setup s;

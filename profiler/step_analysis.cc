@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "profiler/median.h"
@@ -61,6 +62,44 @@ struct ProcessTotals {
   uint64_t samples = 0;
 };
 
+// Sums of the DataLoader worker figures ("D" lines) over the processes.
+struct LoaderTotals {
+  int workers = 0;
+  uint64_t cpu_ns = 0, samples = 0, bytes = 0, bytes_samples = 0;
+};
+
+// Adds what one process's DataLoader workers did over records [first, last]:
+// the CPU between the batch of `first` and that of `last` (cumulative figures),
+// against the samples of the batches after `first`; the bytes of all of them.
+// Only when every one of those records has a "D" line.
+void AddLoader(const std::vector<StepRecord>& r, uint64_t first, uint64_t last, LoaderTotals& out) {
+  if (last <= first || last >= r.size()) return;
+  for (uint64_t i = first; i <= last; ++i) {
+    if (!r[i].loader) return;
+  }
+  const uint64_t begin = r[first].loader->cpu_ns, end = r[last].loader->cpu_ns;
+  if (end < begin) return;  // not cumulative: a log of another writer
+  out.cpu_ns += end - begin;
+  for (uint64_t i = first; i <= last; ++i) {
+    out.workers = std::max<int>(out.workers, static_cast<int>(r[i].loader->workers));
+    out.bytes += r[i].loader->bytes;
+    out.bytes_samples += r[i].samples;
+    if (i > first) out.samples += r[i].samples;
+  }
+}
+
+std::optional<DataLoaderProfile> LoaderOf(const LoaderTotals& l) {
+  if (l.cpu_ns == 0 || l.samples == 0) return std::nullopt;
+  DataLoaderProfile d;
+  d.workers = l.workers;
+  d.cpu_s = static_cast<double>(l.cpu_ns) * kNs;
+  d.samples = l.samples;
+  d.cpu_s_per_sample = d.cpu_s / static_cast<double>(l.samples);
+  d.bytes_per_sample =
+      l.bytes_samples > 0 ? static_cast<double>(l.bytes) / static_cast<double>(l.bytes_samples) : 0;
+  return d;
+}
+
 }  // namespace
 
 std::vector<Interval> UnionOf(std::vector<Interval> v) {
@@ -98,6 +137,7 @@ TrainerProfile AnalyzeSteps(const std::vector<StepLog>& logs, const std::vector<
   std::vector<double> step_s, wait_s, compute_s, samples;
   double total_wait = 0, total_step = 0, overhead_s = 0;
   uint64_t overhead_records = 0;
+  LoaderTotals loader;
   for (const StepLog& log : logs) {
     std::vector<StepRecord> r = log.steps;
     std::sort(r.begin(), r.end(), [](const StepRecord& a, const StepRecord& b) {
@@ -144,6 +184,7 @@ TrainerProfile AnalyzeSteps(const std::vector<StepLog>& logs, const std::vector<
       samples.push_back(static_cast<double>(s.samples));
       if (t.step_list.size() < o.max_step_list) t.step_list.push_back(s);
     }
+    AddLoader(r, warm, last, loader);
     const double wall = p.wait_s + p.compute_s;
     if (wall > 0) t.samples_per_s += static_cast<double>(p.samples) / wall;
     if (p.compute_s > 0) t.demand_samples_per_s += static_cast<double>(p.samples) / p.compute_s;
@@ -152,6 +193,7 @@ TrainerProfile AnalyzeSteps(const std::vector<StepLog>& logs, const std::vector<
     total_step += wall;
   }
   t.steps = step_s.size();
+  t.dataloader = LoaderOf(loader);
   t.batch_size = Median(samples);
   t.step_s_median = Median(step_s);
   t.wait_s_median = Median(wait_s);

@@ -14,6 +14,11 @@
 // of all processes): busy = union of kernel/memcpy/memset intervals inside the step,
 // idle = step - busy, stall = the part of the data wait the GPU was idle for.
 // Several processes (ranks) add their rates; fractions are over all their steps.
+// The DataLoader figures (TrainerProfile::dataloader), from the "D" lines of the
+// measured steps: CPU per sample = the workers' CPU from the batch before the first
+// measured step's to the last measured step's, over the samples of the batches in
+// between (a constant prefetch cancels out); bytes per sample = batch bytes over
+// batch samples. Absent unless every such record of a process has a "D" line.
 //
 // Pure functions; thread-compatible.
 #pragma once

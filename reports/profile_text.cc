@@ -106,6 +106,15 @@ std::string TrainerText(const TrainerProfile& t) {
          Ms(t.compute_s_median) + " ms\n";
   out += "  data wait: " + Pct(t.stall_fraction) + " of step time; step log overhead " +
          Pct(t.instrumentation_overhead) + "\n";
+  if (t.dataloader) {
+    const DataLoaderProfile& d = *t.dataloader;
+    out += Format(
+        "  DataLoader workers: %d process(es), %s ms CPU per sample (%.2f CPU-s over %llu "
+        "samples), %.1f kB per sample in its batches: what `goldminer plan` sizes data workers "
+        "by\n",
+        d.workers, Ms(d.cpu_s_per_sample).c_str(), d.cpu_s,
+        static_cast<unsigned long long>(d.samples), d.bytes_per_sample / 1e3);
+  }
   out += GpuText(t.gpu);
   return out;
 }

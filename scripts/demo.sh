@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The demo: makes a small corpus of real photos (crops of Debian's wallpapers), runs
 # the ImageNet training pipeline on it with a local data worker (throughput and
-# per-stage costs), profiles a plain PyTorch program with its own DataLoader, runs
-# it unchanged with its DataLoader's workers on goldminer's data workers, profiles
+# per-stage costs), profiles a plain PyTorch program with its own DataLoader, plans
+# data workers for it from its DataLoader workers' CPU per sample and runs it
+# unchanged with its DataLoader's workers on them (run --plan), profiles
 # the same loop fed by goldminer (profile.json, runs.db, a trace), plans the workers
 # for this machine from that profile (plan.json, job.sbatch), then trains it for a
 # few steps fed by the planned data worker processes under `goldminer run --plan`.
@@ -25,8 +26,12 @@ echo "== goldminer profile: an unmodified PyTorch program with its own DataLoade
 build/cmd/goldminer profile --steps 6 --warmup-steps 2 --db "$demo/runs.db" -o "$demo/profile-torch.json" -- \
   /usr/bin/python3 examples/train/torch_train.py "$demo/corpus" --workers 1 --epochs 2
 echo
-echo "== goldminer run: the same program unchanged, its DataLoader's 2 workers on goldminer's data workers"
-build/cmd/goldminer run --workers 2 --db "$demo/runs.db" --no-progress -- \
+echo "== goldminer plan: data workers for that program, from its DataLoader workers' CPU per sample"
+build/cmd/goldminer plan --profile "$demo/profile-torch.json" --db "$demo/runs.db" \
+  -o "$demo/plan-torch.json"
+echo
+echo "== goldminer run --plan: the same program unchanged, its DataLoader's 2 workers on the planned data workers"
+build/cmd/goldminer run --plan "$demo/plan-torch.json" --db "$demo/runs.db" --no-progress -- \
   /usr/bin/python3 examples/train/torch_train.py "$demo/corpus" --workers 2 --steps 6
 echo
 echo "== goldminer profile: the ImageNet pipeline, and the same loop fed by 2 data workers"
@@ -49,5 +54,5 @@ echo "Batches (.npy, loadable with numpy.load) and keys.tsv are in $demo/batches
 echo "Pipeline file: $demo/pipeline.json (see: man -l man/goldminer-pipeline.5)"
 echo "Profiles: $demo/profile.json and $demo/profile-torch.json (man -l man/goldminer-profile.1),"
 echo "  also recorded in $demo/runs.db; trace: $demo/trace.json (open it in ui.perfetto.dev)"
-echo "Plan: $demo/plan.json and the job script $demo/job.sbatch (man -l man/goldminer-plan.1)"
+echo "Plans: $demo/plan.json (and the job script $demo/job.sbatch), $demo/plan-torch.json (man -l man/goldminer-plan.1)"
 echo "Report: $demo/report.html (open it in a browser; man -l man/goldminer-report.1)"

@@ -1038,7 +1038,9 @@ def _get_iterator(self):
     if why is None:
         if _OffloadIter is None:
             _OffloadIter = _iterator_class()
-        if num_workers == self.num_workers:  # as stock; an override means other hosts
+        # As stock, when the workers share this host's CPUs (an override, or the
+        # data workers, mean other CPUs: the check would count the wrong ones).
+        if num_workers == self.num_workers and _transport == "local":
             self.check_worker_number_rationality()
         mode = _mode()
         from torch.utils.data import _DatasetKind
@@ -1058,11 +1060,14 @@ def _get_iterator(self):
         _say(f"DataLoader of {type(self.dataset).__name__} runs on stock local workers: {why}")
         if note is not None:
             note(False, type(self.dataset).__name__, why=why)
+        if _stock_check is not None:
+            _stock_check(self)
     return _stock_get_iterator(self)
 
 
 _get_iterator._goldminer = True
 _stock_get_iterator = None
+_stock_check = None  # DataLoader.check_worker_number_rationality, when install() replaced it
 
 
 TRANSPORTS = ("local", "workers")
@@ -1086,6 +1091,13 @@ def install(dataloader_module=None, transport=None):
     loader_cls = dataloader_module.DataLoader
     _stock_get_iterator = loader_cls._get_iterator
     loader_cls._get_iterator = _get_iterator
+    if transport == "workers":
+        # torch warns, at DataLoader() and at each iterator, when num_workers
+        # exceeds this host's CPUs: served workers run on the data workers' CPUs.
+        # A DataLoader left stock is checked when it falls back.
+        global _stock_check
+        _stock_check = loader_cls.check_worker_number_rationality
+        loader_cls.check_worker_number_rationality = lambda self: None
     _installed = True
     import atexit
     atexit.register(_at_exit)
@@ -1103,6 +1115,10 @@ def uninstall():
     global _installed
     if not _installed:
         return
+    global _stock_check
     from torch.utils.data import DataLoader
     DataLoader._get_iterator = _stock_get_iterator
+    if _stock_check is not None:
+        DataLoader.check_worker_number_rationality = _stock_check
+        _stock_check = None
     _installed = False

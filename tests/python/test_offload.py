@@ -297,6 +297,33 @@ print(json.dumps({"parents": [p for b in DataLoader(Where(), batch_size=2, num_w
                               for p in b]}))
 """
 
+# Each sample spins 10 ms of CPU; prints the names of the processes above the
+# workers that made the batches of argv[1] epochs.
+BUSY = """
+import json, os, sys, time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Busy(Dataset):
+    def __len__(self):
+        return 64
+    def __getitem__(self, i):
+        start = time.process_time()
+        while time.process_time() - start < 0.010:
+            pass
+        with open(f"/proc/{os.getppid()}/stat") as f:
+            grandparent = f.read().rsplit(")", 1)[1].split()[1]
+        with open(f"/proc/{grandparent}/cmdline", "rb") as f:
+            argv = f.read().split(b"\\0")
+        return torch.zeros(16), os.path.basename(argv[0].decode()) + " " + argv[1].decode()
+
+parents = set()
+for _ in range(int(sys.argv[1])):
+    for x, p in DataLoader(Busy(), batch_size=4, num_workers=2):
+        parents |= set(p)
+print(json.dumps({"parents": sorted(parents)}))
+"""
+
 SUBCLASS = COMMON + """
 from torch.utils.data import DataLoader, Dataset
 
@@ -617,6 +644,41 @@ class WorkersTransportTest(OffloadTest):
         self.assertEqual(len(stock), 1, rows)
         self.assertIn("rank 0: a DataLoader of Lines runs on stock local workers: "
                       "dataset.meta['source'] cannot travel", stock[0])
+
+    def test_profile_plan_and_run_plan_serve_an_unchanged_program(self):
+        path = os.path.join(self.tmp, "busy.py")
+        with open(path, "w") as f:
+            f.write(BUSY)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
+        env["PYTHONPATH"] = ""
+        profile, plan = os.path.join(self.tmp, "busy-profile.json"), \
+            os.path.join(self.tmp, "busy-plan.json")
+
+        def goldminer(*args):
+            proc = subprocess.run([goldminer_binary(), *args], capture_output=True, text=True,
+                                  env=env, timeout=TIMEOUT_S, cwd=self.tmp)
+            self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+            return proc
+
+        goldminer("profile", "--steps", "16", "--warmup-steps", "2", "--no-db", "-o", profile,
+                  "--", PYTHON, path, "3")
+        with open(profile) as f:
+            loader = json.load(f)["trainer"]["dataloader"]
+        self.assertEqual(loader["workers"], 2)
+        # Each sample spins 10 ms of CPU in its worker, whatever the machine; the
+        # figure is read in clock ticks with batches in flight at both ends: half is
+        # a floor.
+        self.assertGreaterEqual(loader["cpu_s_per_sample"], 0.005)
+        self.assertGreaterEqual(loader["bytes_per_sample"], 16 * 4)  # its float32 tensor
+        out = goldminer("plan", "--profile", profile, "--no-db", "-o", plan).stdout
+        self.assertIn("an unchanged program: its DataLoader's 2 worker process(es)", out)
+        with open(plan) as f:
+            self.assertEqual(json.load(f)["run"]["pipeline"], "")
+        proc = goldminer("run", "--plan", plan, "--no-db", "--no-progress")
+        self.assertEqual(json.loads(proc.stdout.strip().splitlines()[-1]),
+                         {"parents": ["goldminer worker"]})
+        self.assertIn("DataLoader(s) on virtual workers, 0 on stock local workers", proc.stderr)
+        self.assertNotIn("UserWarning", proc.stderr)  # no warning about this host's CPUs
 
     def test_with_a_pipeline_file_beside_the_dataloaders_they_are_served_too(self):
         self.PIPELINE = True

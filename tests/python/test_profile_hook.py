@@ -69,20 +69,24 @@ except ValueError as e:
 
 def parse_step_log(path):
     """{"pid", "source", "steps": [(begin, end, samples)], "costs": [previous_cost_ns],
-    "errors", "overhead"}."""
+    "loader": {step index: (workers, cpu_ns, bytes)}, "errors", "overhead"}."""
     with open(path) as f:
         lines = f.read().split("\n")
     assert lines[-1] == "", "the log must end with a complete line"
     header = lines[0].split()
     assert header[:5] == ["#", "goldminer", "step", "log", "1"], lines[0]
     log = {"pid": int(header[5][len("pid="):]), "source": header[6][len("source="):],
-           "steps": [], "costs": [], "errors": [], "overhead": []}
+           "steps": [], "costs": [], "loader": {}, "errors": [], "overhead": []}
     for line in lines[1:-1]:
         kind, _, rest = line.partition(" ")
         if kind == "S":
             begin, end, samples, cost = (int(v) for v in rest.split())
             log["steps"].append((begin, end, samples))
             log["costs"].append(cost)
+        elif kind == "D":
+            step = len(log["steps"]) - 1
+            assert step >= 0 and step not in log["loader"], "a D line of no step of its own"
+            log["loader"][step] = tuple(int(v) for v in rest.split())
         elif kind == "E":
             log["errors"].append(rest)
         elif kind == "O":
@@ -144,6 +148,18 @@ class ProfileHookTest(unittest.TestCase):
         seconds, records = log["overhead"][0]
         self.assertEqual(records, 3)
         self.assertGreaterEqual(seconds, 0.0)
+        if num_workers == 0:
+            self.assertEqual(log["loader"], {})  # no worker process made the batches
+        else:
+            # Each batch from the worker processes: their count, their CPU so far
+            # (cumulative), the batch's bytes (x float32 and y int64: 4 + 8 a sample
+            # and column; 3 columns of x).
+            self.assertEqual(sorted(log["loader"]), [0, 1, 2])
+            self.assertEqual([d[0] for d in log["loader"].values()], [num_workers] * 3)
+            cpu = [d[1] for d in log["loader"].values()]
+            self.assertEqual(cpu, sorted(cpu))
+            self.assertEqual([d[2] for d in log["loader"].values()],
+                             [n * (3 * 4 + 8) for n in (4, 4, 2)])
 
     def test_single_process_dataloader_records_one_step_per_batch(self):
         self.check_dataloader(0, "tuple")

@@ -326,6 +326,50 @@ TEST(PlannerTest, AmongCutsThatMeetTheTargetTheFewestBytesWin) {
   for (const PlanCutOption& c : plan->cuts) EXPECT_NEAR(c.samples_per_s, 400, 1e-6);
 }
 
+TEST(PlannerTest, AnUnchangedProgramIsPlannedFromItsDataLoaderWorkers) {
+  // A profile of a program with its own DataLoader: 2 worker processes at 10 ms CPU
+  // per sample (one CPU each: 100 samples/s per CPU), 150 kB per sample. 400/s needs
+  // 4 CPUs: one 4-CPU worker on gpu1's spare CPUs, each CPU a virtual worker.
+  Profile p = TestProfile(400);
+  p.pipeline.reset();
+  p.trainer->dataloader = DataLoaderProfile{2, 1.5, 150, 0.01, 150000};
+  auto plan = MakePlan(p, TestCluster(), {});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->prediction.limit, "none");
+  EXPECT_NEAR(plan->prediction.samples_per_s, 400, 1e-6);
+  EXPECT_NEAR(plan->model.cpus_needed, 4, 1e-9);
+  EXPECT_NEAR(plan->model.scaling_efficiency, 1, 1e-12);
+  EXPECT_EQ(Cpus(*plan), 4);
+  EXPECT_EQ(plan->run.pipeline, "");  // the workers serve only its DataLoaders
+  EXPECT_EQ(plan->sources.pipeline_path, "");
+  EXPECT_EQ(plan->run.dataloader_workers, 4);
+  EXPECT_NEAR(plan->cut.bytes_per_sample, 150000, 1e-9);
+  ASSERT_FALSE(plan->notes.empty());
+  EXPECT_NE(plan->notes[0].find("an unchanged program: its DataLoader's 2 worker process(es) "
+                                "used 10.000 ms CPU per sample"),
+            std::string::npos)
+      << plan->notes[0];
+  EXPECT_NE(plan->notes[0].find("give --dataloader-workers 2 to keep them"), std::string::npos);
+  for (const std::string& n : plan->notes) EXPECT_FALSE(n.starts_with("scaling efficiency ")) << n;
+  auto back = PlanFromJson(PlanToJson(*plan), "plan.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, *plan);
+
+  // As many worker processes as the CPUs planned, or more: its own count stays.
+  p.trainer->dataloader->workers = 8;
+  plan = MakePlan(p, TestCluster(), {});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->run.dataloader_workers, 0);
+
+  // A pipeline part wins over the DataLoader figures.
+  p = TestProfile(400);
+  p.trainer->dataloader = DataLoaderProfile{2, 1.5, 150, 0.5, 1};
+  plan = MakePlan(p, TestCluster(), {});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->run.pipeline, "pipeline.json");
+  EXPECT_EQ(plan->run.dataloader_workers, 0);
+}
+
 TEST(PlannerTest, ErrorsNameTheInput) {
   Profile no_pipeline = TestProfile(400);
   no_pipeline.pipeline.reset();
@@ -572,6 +616,13 @@ TEST(PlanJsonTest, RoundTripAndErrors) {
   j = PlanToJson(*plan);
   j["run"].erase("pipeline");
   EXPECT_FALSE(PlanFromJson(j, "plan.json").ok());
+  j = PlanToJson(*plan);
+  j["run"]["dataloader_workers"] = 1025;
+  EXPECT_EQ(PlanFromJson(j, "plan.json").status().message(),
+            "plan.json: $.run.dataloader_workers: expected an integer from 0 to 1024, got 1025");
+  j["run"].erase("dataloader_workers");  // a plan from before the field: each keeps its own
+  ASSERT_TRUE(PlanFromJson(j, "plan.json").ok());
+  EXPECT_EQ(PlanFromJson(j, "plan.json")->run.dataloader_workers, 0);
 }
 
 template <typename Store>

@@ -116,6 +116,7 @@ inline TrainerProfile FullTrainer() {
   t.gpu.busy_fraction = 0.54;
   t.gpu.instrumentation_overhead = 0.021;
   t.gpu.stall_fraction = 0.33;
+  t.dataloader = DataLoaderProfile{4, 2.25, 1500, 0.0015, 150528.5};
   t.step_list = {FullStep(20), FullStep(21), FullStep(22)};
   return t;
 }

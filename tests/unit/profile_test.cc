@@ -56,6 +56,7 @@ TEST(ProfileTest, TheFixtureSetsEveryFieldToANonDefaultValue) {
   defaults.trainer->command.resize(4);
   defaults.trainer->step_list.resize(3);
   defaults.trainer->gpu.instrumentation_overhead = 0.0;
+  defaults.trainer->dataloader = DataLoaderProfile{};
   for (StepProfile& s : defaults.trainer->step_list) {
     s.gpu_busy_s = s.gpu_idle_s = s.gpu_stall_s = 0.0;
   }
@@ -159,6 +160,17 @@ TEST(ProfileTest, AWrongTypeNamesTheJsonPath) {
   j = ProfileToJson(FullProfile());
   j["trainer"]["gpu"] = "none";
   EXPECT_EQ(ErrorOf(j), "profile.json: $.trainer.gpu: expected an object, got \"none\"");
+
+  j = ProfileToJson(FullProfile());
+  j["trainer"]["dataloader"]["cpu_s_per_sample"] = 0;
+  EXPECT_EQ(ErrorOf(j),
+            "profile.json: $.trainer.dataloader.cpu_s_per_sample: expected a positive number of "
+            "seconds, got 0");
+  j["trainer"]["dataloader"]["cpu_s_per_sample"] = 0.002;
+  j["trainer"]["dataloader"]["workers"] = 0;
+  EXPECT_EQ(ErrorOf(j),
+            "profile.json: $.trainer.dataloader.workers: expected a worker count of at least 1, "
+            "got 0");
 
   j = ProfileToJson(FullProfile());
   j["verdict"] = "slow";

@@ -65,6 +65,34 @@ TEST(AnalyzeSteps, GivenSteadyStepsThenDemandAndStallAreExact) {
   EXPECT_FALSE(t.step_list.front().gpu_busy_s.has_value());
 }
 
+TEST(AnalyzeSteps, GivenDataLoaderLinesThenTheWorkersCpuPerSampleIsOverTheMeasuredSteps) {
+  StepAnalysisOptions o;
+  o.warmup_steps = 2;
+  // 12 requests of 8 samples; the workers' CPU grows 40 ms a batch after 500 ms of
+  // start-up, each batch 4,096 bytes.
+  StepLog log = Regular(7, 12, 5, 20, 8);
+  for (size_t i = 0; i < log.steps.size(); ++i) {
+    log.steps[i].loader = LoaderRecord{2, (500 + 40 * i) * kMs, 4096};
+  }
+  StepLog other = Regular(8, 12, 5, 20, 8);  // a second rank, twice the cost
+  for (size_t i = 0; i < other.steps.size(); ++i) {
+    other.steps[i].loader = LoaderRecord{3, (900 + 80 * i) * kMs, 4096};
+  }
+  TrainerProfile t = AnalyzeSteps({log, other}, {}, o);
+  ASSERT_TRUE(t.dataloader.has_value());
+  // Measured steps 2..10: the CPU from record 2 to record 11, 9 batches of 8 samples each.
+  EXPECT_EQ(t.dataloader->samples, 2u * 9 * 8);
+  EXPECT_NEAR(t.dataloader->cpu_s, 9 * 0.040 + 9 * 0.080, 1e-9);
+  EXPECT_NEAR(t.dataloader->cpu_s_per_sample, (0.360 + 0.720) / 144, 1e-12);
+  EXPECT_NEAR(t.dataloader->bytes_per_sample, 512, 1e-9);
+  EXPECT_EQ(t.dataloader->workers, 3);
+
+  log.steps[5].loader.reset();  // a batch of no worker process: no figure for that process
+  t = AnalyzeSteps({log}, {}, o);
+  EXPECT_FALSE(t.dataloader.has_value());
+  EXPECT_FALSE(AnalyzeSteps({Regular(7, 12, 5, 20, 8)}, {}, o).dataloader.has_value());
+}
+
 TEST(AnalyzeSteps, GivenFewStepsThenHalfAreWarmUp) {
   StepAnalysisOptions o;
   o.warmup_steps = 5;

@@ -120,6 +120,21 @@ TEST(StepLogTest, GivenErrorAndOverheadLinesThenTheyAreParsedAndSummed) {
   EXPECT_EQ(log->overhead_records, 11u);
 }
 
+TEST(StepLogTest, GivenDataLoaderLinesThenEachBelongsToTheStepBeforeIt) {
+  auto log = ParseStepLog(std::string(kHeader) +
+                              "S 1 2 4\n"
+                              "D 2 170000000 1640\n"
+                              "S 3 4 4\n"
+                              "S 5 6 4\n"
+                              "D 3 660000000 1640\n",
+                          "steps.42.log");
+  ASSERT_TRUE(log.ok()) << log.status().message();
+  ASSERT_EQ(log->steps.size(), 3u);
+  EXPECT_EQ(log->steps[0].loader, (LoaderRecord{2, 170000000, 1640}));
+  EXPECT_FALSE(log->steps[1].loader);  // a batch made in the process itself
+  EXPECT_EQ(log->steps[2].loader, (LoaderRecord{3, 660000000, 1640}));
+}
+
 TEST(StepLogTest, GivenALastLineWithoutNewlineThenItIsIgnored) {
   auto log = ParseStepLog(std::string(kHeader) + "S 1 2 3\nS 4 5", "x.log");
   ASSERT_TRUE(log.ok()) << log.status().message();
@@ -152,6 +167,11 @@ TEST(StepLogTest, GivenMalformedLinesThenCorruptNamesFileLineAndProblem) {
       {h + "S 1 2 3\nO nan 1\n", "f.log:3:", "malformed overhead"},
       {h + "O 0.5\n", "f.log:2:", "malformed overhead"},
       {h + "O -0.5 1\n", "f.log:2:", "malformed overhead"},
+      {h + "D 2 1 1\n", "f.log:2:", "follows no step line"},
+      {h + "S 1 2 3\nD 2 1 1\nD 2 1 1\n", "f.log:4:", "follows no step line"},
+      {h + "S 1 2 3\nD 0 1 1\n", "f.log:3:", "malformed DataLoader line"},
+      {h + "S 1 2 3\nD 2 1\n", "f.log:3:", "malformed DataLoader line"},
+      {h + "S 1 2 3\nD 2 -1 1\n", "f.log:3:", "malformed DataLoader line"},
       {h + "\n", "f.log:2:", "unknown line"},
       {h + "X 1\n", "f.log:2:", "unknown line \"X 1\""},
       {h + "# goldminer step log 1 pid=43 source=torch\n", "f.log:2:", "pid 43"},

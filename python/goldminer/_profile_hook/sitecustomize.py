@@ -19,6 +19,13 @@ $GOLDMINER_PROFILE_DIR, so Python's `site` module runs this file at start-up, as
    $GOLDMINER_PROFILE_DIR/steps.<pid>.log (format: core/step_log.h, source=torch),
    opened at the first step. At exit (atexit) it adds "O <seconds> <records>", its
    own time spent recording. StopIteration is not a step.
+4. after the "S" line of a batch from stock worker processes (num_workers > 0, not
+   offloaded), in the same write, "D <workers> <cpu_ns> <bytes>": the iterator's
+   worker count, the CPU its process's DataLoader workers used so far (utime +
+   stime of /proc/PID/stat, summed over every worker it saw, cumulative for the
+   process) and the batch's bytes (tensors' and arrays' nbytes, str and bytes
+   lengths), so `goldminer profile` gives the CPU per sample of an unchanged
+   program's DataLoader workers, which `goldminer plan` sizes data workers by.
 
 samples: the first dimension of the first tensor (anything with a non-empty
 .shape) found in the batch, searching tuples, lists and dict values; else the
@@ -108,11 +115,12 @@ class _StepLog:
         atexit.register(self.close, pid)
         return fd
 
-    def step(self, begin, end, samples, started):
+    def step(self, begin, end, samples, started, loader=b""):
+        """One "S" line, and `loader` (a "D" line, or nothing) in the same write."""
         fd = self._open()
         if fd is None:
             return
-        os.write(fd, b"S %d %d %d %d\n" % (begin, end, samples, self.last_ns))
+        os.write(fd, b"S %d %d %d %d\n%s" % (begin, end, samples, self.last_ns, loader))
         self.records += 1
         self.last_ns = time.monotonic_ns() - started
         self.spent_ns += self.last_ns
@@ -159,6 +167,67 @@ def _samples(data, depth=0):
     return None
 
 
+def _nbytes(data, depth=0):
+    """The bytes of a batch: its tensors' and arrays' nbytes, str and bytes lengths."""
+    n = getattr(data, "nbytes", None)
+    if isinstance(n, int):
+        return n
+    size = getattr(data, "element_size", None)  # a tensor of a torch without .nbytes
+    if callable(size) and callable(getattr(data, "numel", None)):
+        return int(size()) * int(data.numel())
+    if isinstance(data, (bytes, bytearray, str)):
+        return len(data)
+    if depth >= _MAX_DEPTH:
+        return 0
+    if isinstance(data, _Mapping):
+        data = data.values()
+    elif not isinstance(data, (tuple, list)):
+        return 0
+    return sum(_nbytes(item, depth + 1) for item in data)
+
+
+_TICK_NS = None  # nanoseconds per clock tick of /proc/PID/stat
+
+
+class _WorkerCpu:
+    """The CPU of the stock DataLoader worker processes of this process, summed
+    over every worker seen (utime + stime, read from /proc/PID/stat at each step),
+    in nanoseconds."""
+
+    def __init__(self):
+        self.seen = {}  # pid -> ticks at the last read
+        self.total_ticks = 0
+
+    def update(self, pids):
+        global _TICK_NS
+        if _TICK_NS is None:
+            _TICK_NS = 10 ** 9 // os.sysconf("SC_CLK_TCK")
+        for pid in pids:
+            try:
+                with open("/proc/%d/stat" % pid, "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                ticks = int(fields[11]) + int(fields[12])  # utime, stime
+            except (OSError, IndexError, ValueError):
+                continue  # it ended: its last read stays counted
+            self.total_ticks += max(0, ticks - self.seen.get(pid, 0))
+            self.seen[pid] = ticks
+        return self.total_ticks * _TICK_NS
+
+
+_worker_cpu = _WorkerCpu()
+
+
+def _loader_line(iterator, data):
+    """The "D" line of a batch from stock worker processes, else b""."""
+    workers = getattr(iterator, "_workers", None)
+    if not workers:
+        return b""
+    pids = [w.pid for w in workers if isinstance(getattr(w, "pid", None), int) and w.pid > 0]
+    if len(pids) != len(workers):  # virtual workers (offloaded): not this host's processes
+        return b""
+    return b"D %d %d %d\n" % (len(pids), _worker_cpu.update(pids), _nbytes(data))
+
+
 def _goldminer_client_open():
     """Whether this process opened a goldminer.Loader client: it logs the steps. (The
     client library alone, loaded for an offloaded DataLoader, logs none.)"""
@@ -195,7 +264,7 @@ def _wrap(base, log):
                 samples = _samples(data)
                 if samples is None:
                     samples = getattr(self, "_goldminer_batch_size", None) or 1
-                log.step(begin, end, samples, end)
+                log.step(begin, end, samples, end, _loader_line(self, data))
         except Exception as e:
             log.error("step: %s: %s" % (type(e).__name__, e))
         return data
