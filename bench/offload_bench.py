@@ -17,8 +17,10 @@ without persistent_workers. For each run it reports:
 Three ways, in rounds that alternate them: stock; goldminer's virtual workers on
 the trainer's host ("local": the mechanism's own cost); and under `goldminer run
 --workers W` with no pipeline file (its default --offload exact) ("workers": each virtual worker a
-process under a data worker, its batches over the data plane). Medians and ratios
-to stock are printed. On one machine the data workers share the trainer's cores,
+process under a data worker, its batches over the data plane: on this host, each
+result's buffers in a memfd the trainer maps), and the same with --offload
+elastic ("elastic": tasks seeded on their own, handed to any virtual worker).
+Medians and ratios to stock are printed. On one machine the data workers share the trainer's cores,
 so "workers" measures the transport's cost, not an offload's gain.
 
 usage: offload_bench.py [--build build] [--images 512] [--epochs 4] [--workers 2]
@@ -69,7 +71,7 @@ print(json.dumps({"images_per_s": steady, "first_batch_s": first,
 '''
 
 
-MODES = ("stock", "local", "workers")
+MODES = ("stock", "local", "workers", "elastic")
 
 
 def run(script, corpus, args, persistent, mode):
@@ -79,9 +81,10 @@ def run(script, corpus, args, persistent, mode):
             "1" if persistent else "0", HERE]
     if mode == "local":
         env["GOLDMINER_OFFLOAD"] = "local"
-    elif mode == "workers":  # the unchanged script, no pipeline file
+    elif mode in ("workers", "elastic"):  # the unchanged script, no pipeline file
         argv = [os.path.join(args.build, "cmd", "goldminer"), "run", "--no-db", "--no-progress",
-                "--workers", str(args.data_workers), "--"] + argv
+                "--workers", str(args.data_workers),
+                "--offload", "exact" if mode == "workers" else "elastic", "--"] + argv
     out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
         sys.exit(f"the script failed ({mode}):\n{out.stderr}")
@@ -118,8 +121,9 @@ def main():
                       f"boundary {got['boundary_s'] * 1000:.0f} ms", file=sys.stderr)
     print(f"{args.images} images, {args.epochs} epochs, {args.workers} DataLoader workers, "
           f"{args.data_workers} data workers, {args.rounds} rounds, medians (ratio: to stock):")
-    print("| persistent_workers | figure | stock | local | ratio | workers | ratio |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| persistent_workers | figure | stock | local | ratio | workers | ratio | elastic | "
+          "ratio |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for persistent in (False, True):
         stock = results[(persistent, "stock")]
         for key, label, fmt in (("images_per_s", "images/s", "%.0f"),
@@ -134,8 +138,13 @@ def main():
             print(f"| {persistent} | {label} | {fmt % a} | " + " | ".join(cells) + " |")
         same = ["yes" if all(x["digest"] == y["digest"] for x, y in
                              zip(stock, results[(persistent, mode)])) else "NO"
-                for mode in MODES[1:]]
-        print(f"| {persistent} | same batches | | | {same[0]} | | {same[1]} |")
+                for mode in MODES[1:3]]
+        # Elastic mode seeds each batch on its own: not stock's batches, but the
+        # same in every round.
+        elastic = results[(persistent, "elastic")]
+        again = "yes" if len({x["digest"] for x in elastic}) == 1 else "NO"
+        print(f"| {persistent} | same batches | | | {same[0]} | | {same[1]} | | "
+              f"as stock: no (own seeds); every round alike: {again} |")
 
 if __name__ == "__main__":
     main()

@@ -286,6 +286,14 @@ GM_API const char* gm_vchannel_host(const gm_vchannel* channel) {
   return channel == nullptr ? "" : channel->channel->host().c_str();
 }
 
+GM_API int gm_vchannel_same_host(const gm_vchannel* channel) {
+  return channel != nullptr && channel->channel->same_host() ? 1 : 0;
+}
+
+GM_API int gm_vchannel_take_fd(gm_vchannel* channel) {
+  return channel == nullptr ? -1 : channel->channel->TakeFd();
+}
+
 GM_API int gm_vchannel_send(gm_vchannel* channel, const void* data, size_t n) {
   if (channel == nullptr || (data == nullptr && n > 0))
     return FailArg("gm_vchannel_send: NULL argument");

@@ -38,6 +38,12 @@ Result<Socket> Dial(const std::string& address, const std::string& key, std::str
                     double timeout_s, std::string_view server_role,
                     const std::function<Status(const Socket&)>& before = nullptr);
 
+// Dials a worker's same-host socket (dataplane/shm.h) at the worker whose TCP data
+// port is `address`, as `role` with `ticket`; only a process of this user may
+// answer there. Unavailable when nothing listens (another host).
+Result<Socket> DialSameHost(const std::string& address, const std::string& ticket,
+                            const std::string& role, double timeout_s);
+
 // One data connection to a worker. `socket` is used for sending by the trainer's
 // thread and for receiving by `thread`; the counters are guarded by Impl::mu.
 // Segment ids the trainer is done with, to return with the next CREDIT. Shared

@@ -33,23 +33,6 @@ Result<Socket> ConnectAddress(const std::string& address, double timeout_s) {
   return Socket::ConnectTcp(host, port, timeout_s);
 }
 
-// Dials a worker's same-host socket (dataplane/shm.h). Only a process of this
-// user may answer there: another user who took the name first is refused before
-// a byte is sent (and a relay to the worker's TCP port would fail the handshake,
-// whose MACs cover the transport). Unavailable when nothing listens.
-Result<Socket> DialSameHost(const std::string& address, const std::string& ticket,
-                            const std::string& role, double timeout_s) {
-  return Dial("unix:" + SameHostName(address), ticket, role, timeout_s, "worker",
-              [](const Socket& socket) -> Status {
-                GM_ASSIGN_OR_RETURN(Socket::PeerCredentials peer, socket.peer_credentials());
-                if (peer.uid == ::geteuid()) return Status::Ok();
-                return Status::InvalidArgument(socket.peer() + " is held by user id " +
-                                               std::to_string(peer.uid) + " (pid " +
-                                               std::to_string(peer.pid) + "), not by this user (" +
-                                               std::to_string(::geteuid()) +
-                                               "): another user took the worker's same-host name");
-              });
-}
 
 // A BATCH whose data is in a segment (dataplane/shm.h): maps the segment the
 // frame passes (fd: true) or finds the one it names, and views it without a copy.
@@ -109,6 +92,24 @@ Result<Socket> Dial(const std::string& address, const std::string& key, std::str
                                    std::string(server_role) + ": check the address");
   }
   return socket;
+}
+
+// Dials a worker's same-host socket (dataplane/shm.h). Only a process of this
+// user may answer there: another user who took the name first is refused before
+// a byte is sent (and a relay to the worker's TCP port would fail the handshake,
+// whose MACs cover the transport). Unavailable when nothing listens.
+Result<Socket> DialSameHost(const std::string& address, const std::string& ticket,
+                            const std::string& role, double timeout_s) {
+  return Dial("unix:" + SameHostName(address), ticket, role, timeout_s, "worker",
+              [](const Socket& socket) -> Status {
+                GM_ASSIGN_OR_RETURN(Socket::PeerCredentials peer, socket.peer_credentials());
+                if (peer.uid == ::geteuid()) return Status::Ok();
+                return Status::InvalidArgument(socket.peer() + " is held by user id " +
+                                               std::to_string(peer.uid) + " (pid " +
+                                               std::to_string(peer.pid) + "), not by this user (" +
+                                               std::to_string(::geteuid()) +
+                                               "): another user took the worker's same-host name");
+              });
 }
 
 void Client::Impl::CloseConnectionsOf(uint64_t source) {

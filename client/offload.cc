@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
+#include "dataplane/shm.h"
 
 namespace gm {
 namespace {
@@ -118,8 +119,23 @@ Status Offload::Note(const OffloadNoteMsg& note) {
 Result<std::unique_ptr<VirtualChannel>> Offload::OpenChannel(
     const std::string& worker, const std::string& python, const std::vector<std::string>& modules) {
   const std::string who = "worker " + worker;
-  GM_ASSIGN_OR_RETURN(Socket socket, Dial(worker, ticket_, OffloadRole(options_.rank, channel_),
-                                          options_.connect_timeout_s, "worker"));
+  const std::string role = OffloadRole(options_.rank, channel_);
+  // The worker's same-host socket first (dataplane/shm.h), as a batch client does:
+  // there a result's buffers come as a memfd instead of through the sockets.
+  Result<Socket> dialled = Status::Unavailable("no same-host path");
+  if (SameHostEnabled()) {
+    dialled = DialSameHost(worker, ticket_, role, options_.connect_timeout_s);
+    if (!dialled.ok() && dialled.status().code() != Code::kUnavailable) {
+      LogWarning("offload: " + who + ": same-host socket refused (" + dialled.status().message() +
+                 "); using TCP");
+    }
+  }
+  if (dialled.ok()) {
+    dialled->AcceptFds();
+  } else {
+    dialled = Dial(worker, ticket_, role, options_.connect_timeout_s, "worker");
+  }
+  GM_ASSIGN_OR_RETURN(Socket socket, std::move(dialled));
   GM_ASSIGN_OR_RETURN(
       Frame answer,
       Exchange(socket, MsgType::kOffloadOpen, OffloadOpenMsg{python, modules}.Encode(),
@@ -161,9 +177,20 @@ Result<std::string_view> VirtualChannel::Read(std::optional<int>* exit_status) {
   const std::string_view payload(reinterpret_cast<const char*>(frame_.payload.data()),
                                  frame_.payload.size());
   switch (frame_.type) {
-    case MsgType::kOffloadData:
+    case MsgType::kOffloadData: {
       GM_RETURN_IF_ERROR(CheckOffloadData(frame_.meta, payload).WithContext("worker " + worker_));
+      GM_ASSIGN_OR_RETURN(const bool said_fd, OffloadDataFd(frame_.meta));
+      UniqueFd got(socket_.TakeFd());
+      if (said_fd != got.valid()) {
+        return Status::Corrupt("worker " + worker_ +
+                               (said_fd ? ": an OFFLOAD_DATA frame said a descriptor came with it "
+                                          "and none did"
+                                        : ": a descriptor came with an OFFLOAD_DATA frame that "
+                                          "did not say so"));
+      }
+      fd_ = std::move(got);
       return payload;
+    }
     case MsgType::kOffloadExit: {
       GM_ASSIGN_OR_RETURN(OffloadExitMsg exit, OffloadExitMsg::Decode(frame_.meta));
       *exit_status = exit.status;

@@ -26,6 +26,7 @@
 #include "client/client.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
+#include "core/unique_fd.h"
 #include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
@@ -78,6 +79,9 @@ class VirtualChannel {
   int64_t pid() const { return pid_; }               // on its worker's host
   const std::string& host() const { return host_; }  // the worker's name for itself
   const std::string& worker() const { return worker_; }
+  // Whether the data worker shares this host (the connection is its data port's
+  // Unix socket: a result's buffers may come as a memfd, see TakeFd).
+  bool same_host() const { return socket_.transport() == "unix"; }
 
   // Sends `bytes` (in frames of at most kMaxOffloadChunkBytes). Unavailable once
   // the channel is gone.
@@ -88,6 +92,11 @@ class VirtualChannel {
   // connection broke (the data worker went away), Corrupt for a frame that is
   // not OFFLOAD_DATA / OFFLOAD_EXIT or whose digest is wrong.
   Result<std::string_view> Read(std::optional<int>* exit_status);
+  // The descriptor the last Read's bytes came with (a sealed memfd of a result's
+  // buffers, goldminer._vwire; the caller owns it), or -1. Read refuses (Corrupt)
+  // a frame that says a descriptor came and brought none, and one that brought
+  // one unsaid.
+  int TakeFd() { return fd_.Release(); }
   // Wakes a blocked Read and Write (both fail); the data worker then ends the process.
   void Shutdown();
 
@@ -100,6 +109,7 @@ class VirtualChannel {
   const int64_t pid_;
   const std::string host_;
   Frame frame_;  // the reader's
+  UniqueFd fd_;  // the reader's: what the last frame brought
 };
 
 }  // namespace gm

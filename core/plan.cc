@@ -97,13 +97,15 @@ json ToJson(const PlanRun& r) {
   // goes and its memory are in "workers").
   std::vector<int> worker_threads;
   for (const WorkerSlot& s : r.slots) worker_threads.push_back(s.threads);
-  return {{"pipeline", r.pipeline},
-          {"workers", r.workers},
-          {"threads_per_worker", r.threads_per_worker},
-          {"worker_threads", worker_threads},
-          {"world_size", r.world_size},
-          {"command", r.command},
-          {"dataloader_workers", r.dataloader_workers}};
+  json j = {{"pipeline", r.pipeline},
+            {"workers", r.workers},
+            {"threads_per_worker", r.threads_per_worker},
+            {"worker_threads", worker_threads},
+            {"world_size", r.world_size},
+            {"command", r.command}};
+  // Only a plan of an unchanged program whose DataLoaders need more workers has it.
+  if (r.dataloader_workers > 0) j["dataloader_workers"] = r.dataloader_workers;
+  return j;
 }
 
 Status Convert(const JsonNode& n, PlanSources& out) {

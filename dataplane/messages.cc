@@ -771,8 +771,17 @@ Result<OffloadOpenedMsg> OffloadOpenedMsg::Decode(const nlohmann::json& meta) {
   }());
 }
 
-nlohmann::json EncodeOffloadData(std::string_view payload) {
-  return {{"sha256", Sha256Hex(payload)}};
+nlohmann::json EncodeOffloadData(std::string_view payload, bool fd) {
+  nlohmann::json m = {{"sha256", Sha256Hex(payload)}};
+  if (fd) m["fd"] = true;
+  return m;
+}
+
+Result<bool> OffloadDataFd(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<bool> {
+    const JsonNode m(meta, "OFFLOAD_DATA");
+    return m.BoolOr("fd", false);
+  }());
 }
 
 Status CheckOffloadData(const nlohmann::json& meta, std::string_view payload) {

@@ -405,10 +405,14 @@ struct OffloadOpenedMsg {
   static Result<OffloadOpenedMsg> Decode(const nlohmann::json& meta);
 };
 
-// Either way OFFLOAD_DATA {sha256}: `payload` is the frame's payload.
-// CheckOffloadData: Corrupt unless sha256 is the payload's.
-nlohmann::json EncodeOffloadData(std::string_view payload);
+// Either way OFFLOAD_DATA {sha256[, fd]}: `payload` is the frame's payload.
+// CheckOffloadData: Corrupt unless sha256 is the payload's. fd (W->K only,
+// optional, a bool): a descriptor came with the frame (SCM_RIGHTS, on the data
+// port's Unix socket): a sealed memfd of a result's buffers; OffloadDataFd reads
+// it (Corrupt for a value that is not a bool).
+nlohmann::json EncodeOffloadData(std::string_view payload, bool fd = false);
 Status CheckOffloadData(const nlohmann::json& meta, std::string_view payload);
+Result<bool> OffloadDataFd(const nlohmann::json& meta);
 
 // W->K OFFLOAD_EXIT {status[, why]}.
 struct OffloadExitMsg {

@@ -34,6 +34,39 @@ constexpr double kExitWaitS = 10;
 constexpr size_t kPumpBytes = size_t{4} << 20;  // read from a process at once
 constexpr double kHostExitWaitS = 5;            // a host told to end, before SIGKILL
 
+// Reads what a process wrote (at most `n` bytes) and the descriptor it passed
+// with them (SCM_RIGHTS), if any, into `fd`. The kernel ends a read after the
+// bytes a descriptor came with, so one read brings at most one sendmsg's; more
+// than one descriptor is refused (EPROTO, all closed).
+ssize_t ReadWithFd(int chan, uint8_t* buf, size_t n, UniqueFd* fd) {
+  constexpr size_t kRoom = 4;  // to see a process that passes more than one
+  iovec iov{buf, n};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kRoom)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  const ssize_t r = ::recvmsg(chan, &msg, MSG_CMSG_CLOEXEC);
+  if (r < 0) return r;
+  std::vector<UniqueFd> fds;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i) {
+      int got = -1;
+      std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      fds.emplace_back(got);
+    }
+  }
+  if (fds.size() > 1 || (msg.msg_flags & MSG_CTRUNC) != 0) {
+    errno = EPROTO;
+    return -1;
+  }
+  if (!fds.empty()) *fd = std::move(fds.front());
+  return r;
+}
+
 // Sends all of `data` on a stream socket, without SIGPIPE. False once the peer is gone.
 bool WriteAll(int fd, const uint8_t* data, size_t n) {
   while (n > 0) {
@@ -224,6 +257,8 @@ size_t VirtualWorkers::open() const {
   return open_;
 }
 
+uint64_t VirtualWorkers::shared() const { return shared_.load(std::memory_order_relaxed); }
+
 uint64_t VirtualWorkers::served() const {
   MutexLock lock(mu_);
   return served_;
@@ -327,20 +362,36 @@ Status VirtualWorkers::Relay(Socket& socket, Started& started) {
   Host& host = *started.host;
   const int chan = started.chan.get();
   const int64_t pid = started.pid;
-  std::thread pump([&socket, &host, chan, pid] {
+  // A descriptor the process passes (a result's buffers in a sealed memfd,
+  // goldminer._vwire) goes on to a trainer on this host, which then reads no
+  // bytes of them through the sockets; to another host it cannot go.
+  const bool same_host = socket.transport() == "unix";
+  std::thread pump([this, &socket, &host, chan, pid, same_host] {
     std::vector<uint8_t> buf(kPumpBytes);
     bool trainer_gone = false;
     while (!trainer_gone) {
-      const ssize_t n = ::read(chan, buf.data(), buf.size());
+      UniqueFd fd;
+      const ssize_t n = ReadWithFd(chan, buf.data(), buf.size(), &fd);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
+      if (n <= 0 || (fd.valid() && !same_host)) {
+        if (n < 0 || fd.valid()) {
+          LogWarning("virtual DataLoader worker pid " + std::to_string(pid) +
+                     (fd.valid() ? " passed a descriptor for a trainer on another host"
+                                 : " passed more than one descriptor at once") +
+                     ": it is ended");
+          host.Kill(pid);
+        }
+        break;
+      }
       const std::string_view bytes(reinterpret_cast<const char*>(buf.data()),
                                    static_cast<size_t>(n));
       iovec iov{buf.data(), static_cast<size_t>(n)};
-      trainer_gone =
-          !SendFrame(socket, MsgType::kOffloadData, EncodeOffloadData(bytes),
-                     std::span<const iovec>(&iov, 1), Deadline::After(kOffloadSendTimeoutS))
-               .ok();
+      trainer_gone = !SendFrame(socket, MsgType::kOffloadData,
+                                EncodeOffloadData(bytes, fd.valid()),
+                                std::span<const iovec>(&iov, 1),
+                                Deadline::After(kOffloadSendTimeoutS), fd.valid() ? fd.get() : -1)
+                          .ok();
+      if (fd.valid() && !trainer_gone) shared_.fetch_add(1, std::memory_order_relaxed);
     }
     if (trainer_gone) return;
     OffloadExitMsg exit;

@@ -9,7 +9,11 @@
 // virtual worker in milliseconds), for a child that runs goldminer._vworker on a
 // stream socket, answers OFFLOAD_OPENED {pid, host}, and relays that socket's
 // bytes both ways as OFFLOAD_DATA frames (each with the SHA-256 of its payload
-// in the sealed meta) until one end finishes. The process ending sends
+// in the sealed meta) until one end finishes. A descriptor the process passes
+// with its bytes (a result's buffers in a sealed memfd, when the trainer is on
+// this host and its connection the data port's Unix socket) travels with the
+// frame of those bytes (meta "fd": true); the process may pass one per write,
+// and none to a trainer on another host (it is killed). The process ending sends
 // OFFLOAD_EXIT {status} (and the connection closes); the trainer closing, or a
 // frame that is not OFFLOAD_DATA or whose digest is wrong, kills it (SIGKILL).
 //
@@ -30,6 +34,7 @@
 // call it once no Serve() runs (after the data port shut down).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -70,6 +75,7 @@ class VirtualWorkers {
 
   size_t open() const;      // virtual workers now
   uint64_t served() const;  // virtual workers started so far (OFFLOAD_OPENED sent)
+  uint64_t shared() const;  // descriptors relayed to trainers on this host so far
 
  private:
   class Host;
@@ -89,6 +95,7 @@ class VirtualWorkers {
   std::map<std::string, std::shared_ptr<Host>> hosts_ GUARDED_BY(mu_);
   size_t open_ GUARDED_BY(mu_) = 0;
   uint64_t served_ GUARDED_BY(mu_) = 0;
+  std::atomic<uint64_t> shared_{0};
 };
 
 }  // namespace gm

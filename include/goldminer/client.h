@@ -207,6 +207,14 @@ int gm_vchannel_recv(gm_vchannel* channel, const void** data, size_t* n, int* ex
 /* Wakes a blocked send or recv (they fail); the data worker ends the process. */
 void gm_vchannel_shutdown(gm_vchannel* channel);
 
+/* 1 when the channel's data worker shares this host (its bytes may come with
+ * descriptors, see gm_vchannel_take_fd), else 0. */
+int gm_vchannel_same_host(const gm_vchannel* channel);
+
+/* The descriptor that came with the bytes of the last gm_vchannel_recv (a sealed
+ * memfd of a result's buffers; the caller owns it and closes it), or -1. */
+int gm_vchannel_take_fd(gm_vchannel* channel);
+
 /* Closes the connection (the process is ended) and frees the channel. NULL is allowed. */
 void gm_vchannel_close(gm_vchannel* channel);
 

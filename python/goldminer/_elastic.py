@@ -250,7 +250,7 @@ class Dispatcher:
         job = dict(self.job, worker_id=serial % self.num_workers, elastic=True)
         try:
             chan = self.place.open_on(where, self.modules)
-            _vwire.write(chan.writer, _vwire.JOB, job)
+            _vwire.write(chan.writer, _vwire.JOB, dict(job, shm=chan.same_host))
         except Exception as e:  # noqa: BLE001 - said once per place, tried again
             if where not in self.said:
                 self.said.add(where)

@@ -7,11 +7,18 @@ copied into it). All integers little-endian:
 
     magic     4 bytes  b"GMV1"
     kind      u8       JOB 1, TASK 2, RESULT 3, FAILED 4, STATE 5
-    reserved  3 bytes  zero
+    flags     u8       0, or FLAG_SHM
+    reserved  2 bytes  zero
     buffers   u32      out-of-band buffers, at most MAX_BUFFERS
     pickle    u64      bytes of pickle
 then `buffers` u64 lengths, the pickle, and each buffer in turn. The pickle plus
-the buffers are at most MAX_FRAME bytes. What each kind carries:
+the buffers are at most MAX_FRAME bytes. With FLAG_SHM (a RESULT of a virtual
+worker whose trainer shares its host, write_shm) the buffers are not in the
+stream: they are in a memfd, sealed against any change (F_SEAL_SHRINK, GROW,
+WRITE and SEAL), passed with the frame's first bytes (SCM_RIGHTS), each at the
+next multiple of ALIGN bytes from the start; the reader maps it (a private
+mapping: numpy and torch view it, nothing is copied) and takes the descriptors
+in the order the frames come. What each kind carries:
 
     JOB     (trainer -> worker, first and once) a dict: versions (python, torch,
             numpy as the trainer has them), digest (sha256 hex of blob), blob
@@ -61,7 +68,10 @@ import cloudpickle
 MAGIC = b"GMV1"
 JOB, TASK, RESULT, FAILED, STATE = 1, 2, 3, 4, 5
 KINDS = {JOB: "JOB", TASK: "TASK", RESULT: "RESULT", FAILED: "FAILED", STATE: "STATE"}
-HEADER = struct.Struct("<4sB3xIQ")
+FLAG_SHM = 1
+HEADER = struct.Struct("<4sBB2xIQ")
+SHM_MIN_BYTES = 1 << 16  # buffers smaller than this in all stay in the stream
+ALIGN = 64  # a buffer's offset in a memfd
 HEADER_BYTES = HEADER.size
 MAX_BUFFERS = 1 << 16
 MAX_FRAME = 1 << 36  # 64 GiB: a bound on one frame, not a target
@@ -118,9 +128,82 @@ def encode(kind, obj):
     total = len(data) + sum(b.nbytes for b in buffers)
     if total > MAX_FRAME:
         raise FrameError(f"{KINDS[kind]} frame: {total} bytes (at most {MAX_FRAME})")
-    head = HEADER.pack(MAGIC, kind, len(buffers), len(data))
+    head = HEADER.pack(MAGIC, kind, 0, len(buffers), len(data))
     lengths = struct.pack(f"<{len(buffers)}Q", *(b.nbytes for b in buffers))
     return [head + lengths, data, *buffers]
+
+
+def _layout(lengths):
+    """The offsets of buffers of these lengths in a memfd, and its size."""
+    offsets, at = [], 0
+    for n in lengths:
+        offsets.append(at)
+        at += -(-n // ALIGN) * ALIGN
+    return offsets, max(at, ALIGN)
+
+
+def write_shm(sock, stream, kind, obj):
+    """Writes one frame of `obj` on `stream` with its buffers in a sealed memfd
+    passed on `sock` (the same socket) with the header: FLAG_SHM. Buffers of less
+    than SHM_MIN_BYTES in all go in the stream (write())."""
+    import fcntl
+    import mmap
+    import os
+    import socket
+    data, buffers = dumps(obj)
+    lengths = [b.nbytes for b in buffers]
+    if sum(lengths) < SHM_MIN_BYTES or len(buffers) > MAX_BUFFERS:
+        write(stream, kind, obj)
+        return
+    offsets, size = _layout(lengths)
+    fd = os.memfd_create("goldminer-result", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, size)
+        with mmap.mmap(fd, size) as m:
+            for b, at in zip(buffers, offsets):
+                m[at:at + b.nbytes] = b
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
+                    fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+        head = HEADER.pack(MAGIC, kind, FLAG_SHM, len(buffers), len(data)) + \
+            struct.pack(f"<{len(buffers)}Q", *lengths)
+        sent = socket.send_fds(sock, [head], [fd])
+        if sent < len(head):
+            sock.sendall(head[sent:])
+    finally:
+        os.close(fd)
+    stream.write(data)
+    stream.flush()
+
+
+_SEALS = None  # the seals a memfd of a frame must have
+
+
+def _map_shm(fd, lengths):
+    """Memoryviews of each buffer in the memfd `fd` (which it closes): a private
+    mapping, so the views are writable and nothing is copied."""
+    import fcntl
+    import mmap
+    import os
+    global _SEALS
+    if _SEALS is None:
+        _SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_WRITE
+    try:
+        offsets, size = _layout(lengths)
+        try:
+            seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        except OSError as e:
+            raise FrameError(f"the descriptor of a frame in shared memory is not a memfd: {e}")
+        if seals & _SEALS != _SEALS:
+            raise FrameError("the memfd of a frame in shared memory is not sealed against "
+                             "shrinking and writing")
+        if os.fstat(fd).st_size < size:
+            raise FrameError(f"the memfd of a frame in shared memory has "
+                             f"{os.fstat(fd).st_size} bytes, fewer than its {size}")
+        m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+    view = memoryview(m)
+    return [view[at:at + n] for at, n in zip(offsets, lengths)]
 
 
 def write(stream, kind, obj):
@@ -152,20 +235,24 @@ def _read_exact(stream, n, what):
     return buf
 
 
-def read_raw(stream):
+def read_raw(stream, take_fd=None):
     """(kind, pickle, buffers) of the next frame, not loaded, or None at a clean
     end of the channel (before a frame's first byte). FrameError for a malformed
-    header or a channel that ends inside the frame."""
+    header or a channel that ends inside the frame. A FLAG_SHM frame's buffers
+    are in the memfd take_fd() returns (the next descriptor the channel brought;
+    None: none came), mapped, not copied."""
     first = stream.read(1)
     if not first:
         return None
     head = bytes(first) + bytes(_read_exact(stream, HEADER_BYTES - 1, "a frame header"))
-    magic, kind, nbuf, size = HEADER.unpack(head)
+    magic, kind, flags, nbuf, size = HEADER.unpack(head)
     if magic != MAGIC:
         raise FrameError(f"not a goldminer virtual-worker frame (magic {magic!r}, "
                          f"expected {MAGIC!r})")
     if kind not in KINDS:
         raise FrameError(f"unknown frame kind {kind}")
+    if flags & ~FLAG_SHM:
+        raise FrameError(f"{KINDS[kind]} frame: unknown flags {flags:#x}")
     if nbuf > MAX_BUFFERS:
         raise FrameError(f"{KINDS[kind]} frame: {nbuf} out-of-band buffers "
                          f"(at most {MAX_BUFFERS})")
@@ -173,6 +260,12 @@ def read_raw(stream):
     total = size + sum(lengths)
     if total > MAX_FRAME:
         raise FrameError(f"{KINDS[kind]} frame: {total} bytes (at most {MAX_FRAME})")
+    if flags & FLAG_SHM:
+        fd = take_fd() if take_fd is not None else None
+        if fd is None:
+            raise FrameError(f"{KINDS[kind]} frame in shared memory without its descriptor")
+        buffers = _map_shm(fd, lengths)
+        return kind, _read_exact(stream, size, "a pickle"), buffers
     data = _read_exact(stream, size, "a pickle")
     buffers = [_read_exact(stream, n, "an out-of-band buffer") for n in lengths]
     return kind, data, buffers

@@ -133,10 +133,11 @@ class _Results:
     The first `silent` results (of replayed tasks) are not sent. In elastic mode
     the state is left empty: each task is seeded on its own."""
 
-    def __init__(self, stream, silent=0, elastic=False):
+    def __init__(self, stream, silent=0, elastic=False, sock=None):
         self.stream = stream
         self.silent = silent
         self.elastic = elastic
+        self.sock = sock  # the channel as a socket: RESULT buffers in a memfd (_vwire.write_shm)
         self.lock = threading.Lock()
 
     def put(self, item):
@@ -146,7 +147,10 @@ class _Results:
                 return
             key = item[0] if isinstance(item[0], int) else "resume"
             _vwire.write(self.stream, _vwire.STATE, (key, {} if self.elastic else rng_state()))
-            _vwire.write(self.stream, _vwire.RESULT, item)
+            if self.sock is not None:
+                _vwire.write_shm(self.sock, self.stream, _vwire.RESULT, item)
+            else:
+                _vwire.write(self.stream, _vwire.RESULT, item)
 
     def cancel_join_thread(self):
         pass
@@ -212,12 +216,15 @@ def main():
     done = threading.Event()
     replay = list(frame[1].get("replay") or ())
     elastic = bool(frame[1].get("elastic"))
+    # A trainer on this host (its channel the data port's Unix socket) takes a
+    # result's buffers in a memfd passed on the channel, our stdout.
+    sock = socket.socket(fileno=os.dup(out.fileno())) if frame[1].get("shm") else None
     tasks = _Tasks(inp, done, replay, frame[1].get("restore"), elastic)
     kind, dataset, auto_collation, collate_fn, drop_last, base_seed, init_fn, worker_id, \
         num_workers, persistent_workers, shared_seed = args
-    _worker_loop(kind, dataset, tasks, _Results(out, len(replay), elastic), done, auto_collation,
-                 collate_fn, drop_last, base_seed, init_fn, worker_id, num_workers,
-                 persistent_workers, shared_seed)
+    _worker_loop(kind, dataset, tasks, _Results(out, len(replay), elastic, sock), done,
+                 auto_collation, collate_fn, drop_last, base_seed, init_fn, worker_id,
+                 num_workers, persistent_workers, shared_seed)
     if tasks.error is not None:
         sys.stderr.write(f"goldminer: virtual DataLoader worker {worker_id}: the trainer's "
                          f"channel broke: {tasks.error}\n")

@@ -158,6 +158,8 @@ def _declare(lib):
                                      c.c_char_p]),
         "gm_offload_close": (None, [p]),
         "gm_vchannel_open": (c.c_int, [p, c.c_char_p, c.c_char_p, c.c_char_p, c.POINTER(p)]),
+        "gm_vchannel_same_host": (c.c_int, [p]),
+        "gm_vchannel_take_fd": (c.c_int, [p]),
         "gm_vchannel_pid": (c.c_int64, [p]),
         "gm_vchannel_host": (c.c_char_p, [p]),
         "gm_vchannel_send": (c.c_int, [p, p, c.c_size_t]),

@@ -51,6 +51,7 @@ seeds per worker (a generator of the dataset's own is not restored); an
 IterableDataset's replica yields the same items from the same seeds.
 """
 
+import collections
 import ctypes
 import hashlib
 import io
@@ -343,7 +344,7 @@ class VirtualWorker:
         from goldminer import _vwire
         self.chan = self.place.open(self.worker_id, self.modules, self.restarts)
         self.reader, self.writer = self.chan.reader, self.chan.writer
-        self._write(_vwire.JOB, job)
+        self._write(_vwire.JOB, dict(job, shm=self.chan.same_host))
 
     def _write(self, kind, obj):
         from goldminer import _vwire
@@ -471,7 +472,7 @@ def read_channel(chan, take):
     meta = None  # the STATE before the RESULT that follows it
     try:
         while True:
-            frame = _vwire.read_raw(chan.reader)
+            frame = _vwire.read_raw(chan.reader, chan.take_fd)
             if frame is None:
                 break
             kind = frame[0]
@@ -600,6 +601,8 @@ class _LocalChan:
 
     where = ""
     lost = None
+    same_host = False  # its bytes come through the socket pair, descriptors never
+    take_fd = None
 
     def __init__(self, host, sock, pid):
         self.host, self.sock, self.pid = host, sock, pid
@@ -639,11 +642,15 @@ class _LocalPlace:
 class _ChannelIO(io.RawIOBase):
     """A gm_vchannel as the raw stream under a BufferedReader and a BufferedWriter:
     readinto() takes the next OFFLOAD_DATA bytes (the library's buffer, until the
-    next recv), write() sends. The end of the stream records the exit status."""
+    next recv), write() sends. The end of the stream records the exit status.
+    Descriptors that came with the bytes (memfds of results, from a data worker
+    on this host) wait in `fds`, in the order they came, for the frames that
+    name them (goldminer._vwire.read_raw)."""
 
     def __init__(self, lib, handle, worker):
         super().__init__()
         self.lib, self.handle, self.worker = lib, handle, worker
+        self.fds = collections.deque()
         self.ptr, self.len, self.pos = None, 0, 0
         self.exit_status = None
         self.lost = None  # why the connection broke, when it did
@@ -673,6 +680,9 @@ class _ChannelIO(io.RawIOBase):
                 self.exit_status = status.value if has.value else None
                 self.ended.set()
                 return 0
+            fd = self.lib.gm_vchannel_take_fd(self.handle)
+            if fd >= 0:
+                self.fds.append(fd)
             self.ptr, self.len, self.pos = data.value, n.value, 0
         with memoryview(b) as view, view.cast("B") as flat:
             k = min(flat.nbytes, self.len - self.pos)
@@ -704,6 +714,7 @@ class _RemoteChan:
         self.writer = io.BufferedWriter(self.io, 1 << 16)
         host = lib.gm_vchannel_host(handle).decode("utf-8", "replace")
         self.pid = lib.gm_vchannel_pid(handle)
+        self.same_host = bool(lib.gm_vchannel_same_host(handle))
         self.where = f" (pid {self.pid} on worker {host or worker})"
         # kill() may come from any thread, close() from the reader's (under the
         # worker's lock, which writes hold): the handle is freed once, unused.
@@ -712,6 +723,10 @@ class _RemoteChan:
     @property
     def lost(self):
         return self.io.lost
+
+    def take_fd(self):
+        """The next descriptor that came with the channel's bytes, or None."""
+        return self.io.fds.popleft() if self.io.fds else None
 
     def kill(self):
         with self.mu:
@@ -728,6 +743,8 @@ class _RemoteChan:
             if handle is not None:
                 self.io.ended.set()
                 self.lib.gm_vchannel_close(handle)
+            while self.io.fds:  # brought by frames no one will read
+                os.close(self.io.fds.popleft())
 
 
 class _WorkersPlace:

@@ -10,6 +10,7 @@ import io
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -84,6 +85,7 @@ run(loader, 2)
 
 DICTS = COMMON + """
 import random
+import re
 from torch.utils.data import DataLoader, Dataset
 
 class Texts(Dataset):
@@ -297,6 +299,45 @@ print(json.dumps({"parents": [p for b in DataLoader(Where(), batch_size=2, num_w
                               for p in b]}))
 """
 
+# Batches big enough for shared memory (2 x 16384 float32 a batch, random).
+BIG = COMMON + """
+from torch.utils.data import DataLoader, Dataset
+
+class Big(Dataset):
+    def __len__(self):
+        return 40
+    def __getitem__(self, i):
+        return torch.rand(16384)
+
+g = torch.Generator()
+g.manual_seed(4)
+run(DataLoader(Big(), batch_size=2, shuffle=True, generator=g, num_workers=2), 2)
+"""
+
+# A trainer whose channels claim to share the data workers' host.
+LIAR = COMMON + """
+from torch.utils.data import DataLoader, Dataset
+from goldminer import offload
+
+init = offload._RemoteChan.__init__
+def lying_init(self, *args):
+    init(self, *args)
+    self.same_host = True
+offload._RemoteChan.__init__ = lying_init
+
+class Big(Dataset):
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        return torch.rand(16384)
+
+try:
+    list(DataLoader(Big(), batch_size=2, num_workers=1))
+    print(json.dumps({"error": None}))
+except RuntimeError as e:
+    print(json.dumps({"error": str(e)}))
+"""
+
 # Each sample spins 10 ms of CPU; prints the names of the processes above the
 # workers that made the batches of argv[1] epochs.
 BUSY = """
@@ -408,6 +449,7 @@ class OffloadTest(unittest.TestCase):
 
     TRANSPORT = "local"
     RUN_FLAGS = ()  # more flags of `goldminer run` (transport "workers")
+    ENV = {}  # more of the program's (or its run's) environment
     # Transport "workers": give `goldminer run` a pipeline file beside the program
     # (which does not read it); without one the run serves only the DataLoaders,
     # the program unchanged.
@@ -419,6 +461,7 @@ class OffloadTest(unittest.TestCase):
             f.write(source)
         env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
         env["PYTHONPATH"] = ""
+        env.update(self.ENV)
         argv = [PYTHON, path, *map(str, args)]
         if offload and self.TRANSPORT == "workers":
             # The DataLoader's work on a run's data workers: run's default --offload exact
@@ -539,6 +582,26 @@ class WorkersTransportTest(OffloadTest):
     def test_the_virtual_workers_run_under_the_data_workers(self):
         served, stderr = self.program(WHERE, offload=True)
         self.assertEqual(served["parents"], ["goldminer worker"] * 4, stderr[-2000:])
+
+    def test_on_this_host_the_batches_come_in_shared_memory_and_over_tcp_without_it(self):
+        # 20 batches of 2 x 64 KiB float32: each result's buffers in a memfd.
+        shared = self.same_as_stock(BIG)
+        counts = [int(n) for n in re.findall(r"(\d+) of their results in shared memory", shared)]
+        self.assertEqual(len(counts), 2, shared[-2000:])  # one line per data worker
+        self.assertEqual(sum(counts), 20 * 2, shared[-2000:])  # two epochs
+        self.ENV = {"GOLDMINER_SAME_HOST": "off"}  # the workers look remote: TCP, bytes
+        stock, _ = self.program(BIG, offload=False)
+        served, tcp = self.program(BIG, offload=True)
+        self.assertEqual(served, stock)
+        self.assertEqual(re.findall(r"(\d+) of their results in shared memory", tcp), ["0", "0"])
+
+    def test_a_virtual_worker_that_passes_a_descriptor_to_another_host_is_ended(self):
+        # The trainer, over TCP (as from another host), tells its virtual workers
+        # that it shares their host: they pass memfds, which cannot go on.
+        self.ENV = {"GOLDMINER_SAME_HOST": "off"}
+        served, stderr = self.program(LIAR, offload=True)
+        self.assertIn("was killed by signal 9 (restarted 3 times)", served["error"] or "", stderr)
+        self.assertIn("passed a descriptor for a trainer on another host: it is ended", stderr)
 
     def test_after_a_kill_9_of_a_data_worker_the_batches_are_still_bit_identical(self):
         stderr = self.same_as_stock(KILLED, 0, "data-worker")
