@@ -33,7 +33,6 @@ Result<Socket> ConnectAddress(const std::string& address, double timeout_s) {
   return Socket::ConnectTcp(host, port, timeout_s);
 }
 
-
 // A BATCH whose data is in a segment (dataplane/shm.h): maps the segment the
 // frame passes (fd: true) or finds the one it names, and views it without a copy.
 // Corrupt for a segment on a TCP connection, an id out of range or never passed,

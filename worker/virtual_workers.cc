@@ -386,8 +386,7 @@ Status VirtualWorkers::Relay(Socket& socket, Started& started) {
       const std::string_view bytes(reinterpret_cast<const char*>(buf.data()),
                                    static_cast<size_t>(n));
       iovec iov{buf.data(), static_cast<size_t>(n)};
-      trainer_gone = !SendFrame(socket, MsgType::kOffloadData,
-                                EncodeOffloadData(bytes, fd.valid()),
+      trainer_gone = !SendFrame(socket, MsgType::kOffloadData, EncodeOffloadData(bytes, fd.valid()),
                                 std::span<const iovec>(&iov, 1),
                                 Deadline::After(kOffloadSendTimeoutS), fd.valid() ? fd.get() : -1)
                           .ok();

@@ -248,8 +248,7 @@ Status WorkerService::Bye() {
   LogInfo("worker " + data_addr_ + ": sent " + std::to_string(data_->batches_sent()) +
           " batches, " + std::to_string(data_->shm_batches_sent()) + " in shared memory (" +
           std::to_string(data_->in_place_batches_sent()) + " written in place)" +
-          (hosted > 0 ? "; hosted " + std::to_string(hosted) +
-                            " virtual DataLoader worker(s), " +
+          (hosted > 0 ? "; hosted " + std::to_string(hosted) + " virtual DataLoader worker(s), " +
                             std::to_string(virtual_workers_->shared()) +
                             " of their results in shared memory"
                       : std::string()));
