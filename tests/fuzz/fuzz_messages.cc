@@ -49,6 +49,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const gm::Status digest =
       gm::CheckOffloadData(*meta, std::string_view(reinterpret_cast<const char*>(data), size));
   if (!digest.ok() && digest.code() != gm::Code::kCorrupt) __builtin_trap();
+  if (auto fd = gm::OffloadDataFd(*meta); !fd.ok() && fd.status().code() != gm::Code::kCorrupt) {
+    __builtin_trap();
+  }
   (void)gm::ErrorMsg::Decode(*meta);  // never fails
   Check<gm::SubscribeMsg>(
       *meta, [](const nlohmann::json& j) { return gm::SubscribeMsg::Decode(j, true); });
