@@ -156,6 +156,24 @@ Status RecordRefused(const RunFlags& f, const Status& why) {
   return why;
 }
 
+// The plan's pipeline (none for an unchanged program's plan: the workers serve
+// its DataLoaders), looked up from here, then beside plan.json.
+Status ApplyPlanPipeline(RunFlags& f, const Plan& plan) {
+  if (plan.run.pipeline.empty()) return Status::Ok();
+  f.spec.pipeline = plan.run.pipeline;
+  std::error_code ec;  // the non-throwing overloads: an unreadable path reads as absent
+  if (std::filesystem::exists(f.spec.pipeline, ec)) return Status::Ok();
+  // A relative path in plan.json may be relative to the plan's folder.
+  const auto beside = std::filesystem::path(f.plan).parent_path() / f.spec.pipeline;
+  if (std::filesystem::path(f.spec.pipeline).is_relative() &&
+      std::filesystem::exists(beside, ec)) {
+    f.spec.pipeline = beside.string();
+    return Status::Ok();
+  }
+  return Status::NotFound(f.plan + ": $.run.pipeline: " + plan.run.pipeline +
+                          " does not exist (give --pipeline FILE)");
+}
+
 // Takes the pipeline, worker count and size, world size and (when none is given
 // after --) the trainer command from plan.json. Flags given explicitly win.
 Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
@@ -168,21 +186,7 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
         ", which is not the cut pipeline.json makes (run follows the file: mark the stages after "
         "the cut \"on\": \"device\", or plan again without --all-cuts)");
   }
-  if (sub.count("--pipeline") == 0 && !plan.run.pipeline.empty()) {
-    f.spec.pipeline = plan.run.pipeline;
-    std::error_code ec;  // the non-throwing overloads: an unreadable path reads as absent
-    if (!std::filesystem::exists(f.spec.pipeline, ec)) {
-      // A relative path in plan.json may be relative to the plan's folder.
-      const auto beside = std::filesystem::path(f.plan).parent_path() / f.spec.pipeline;
-      if (std::filesystem::path(f.spec.pipeline).is_relative() &&
-          std::filesystem::exists(beside, ec)) {
-        f.spec.pipeline = beside.string();
-      } else {
-        return Status::NotFound(f.plan + ": $.run.pipeline: " + plan.run.pipeline +
-                                " does not exist (give --pipeline FILE)");
-      }
-    }
-  }
+  if (sub.count("--pipeline") == 0) GM_RETURN_IF_ERROR(ApplyPlanPipeline(f, plan));
   if (sub.count("--workers") == 0) f.spec.workers = plan.run.workers;
   // A plan of an unchanged program sizes its DataLoaders' virtual workers.
   if (!f.dataloader_workers && plan.run.dataloader_workers > 0 && f.offload != "off") {

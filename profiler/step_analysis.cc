@@ -129,6 +129,35 @@ uint64_t CoveredNanos(const std::vector<Interval>& u, Interval w) {
   return covered;
 }
 
+namespace {
+
+// One measured step of a process: its figures, with the GPU's over its window
+// when there is GPU activity (added to t.gpu).
+StepProfile MeasureStep(const StepRecord& cur, const StepRecord& next, uint64_t i, int pid,
+                        const std::vector<Interval>& busy_union, TrainerProfile& t) {
+  StepProfile s;
+  s.step = i;
+  s.pid = pid;
+  s.wait_s = Seconds(cur.wait_begin_ns, cur.wait_end_ns);
+  s.compute_s = Seconds(cur.wait_end_ns, next.wait_begin_ns);
+  s.samples = cur.samples;
+  if (t.gpu.available) {
+    const Interval window{cur.wait_begin_ns, next.wait_begin_ns};
+    const Interval wait{cur.wait_begin_ns, cur.wait_end_ns};
+    const double busy = static_cast<double>(CoveredNanos(busy_union, window)) * kNs;
+    s.gpu_busy_s = busy;
+    s.gpu_idle_s = std::max(0.0, s.wait_s + s.compute_s - busy);
+    s.gpu_stall_s =
+        std::max(0.0, s.wait_s - static_cast<double>(CoveredNanos(busy_union, wait)) * kNs);
+    t.gpu.busy_s += *s.gpu_busy_s;
+    t.gpu.idle_s += *s.gpu_idle_s;
+    t.gpu.stall_s += *s.gpu_stall_s;
+  }
+  return s;
+}
+
+}  // namespace
+
 TrainerProfile AnalyzeSteps(const std::vector<StepLog>& logs, const std::vector<GpuLog>& gpu,
                             const StepAnalysisOptions& o) {
   TrainerProfile t;
@@ -155,26 +184,7 @@ TrainerProfile AnalyzeSteps(const std::vector<StepLog>& logs, const std::vector<
     ProcessTotals p;
     const uint64_t last = o.max_steps > 0 ? std::min(closed, warm + o.max_steps) : closed;
     for (uint64_t i = warm; i < last; ++i) {
-      const StepRecord& cur = r[i];
-      const StepRecord& next = r[i + 1];
-      StepProfile s;
-      s.step = i;
-      s.pid = log.pid;
-      s.wait_s = Seconds(cur.wait_begin_ns, cur.wait_end_ns);
-      s.compute_s = Seconds(cur.wait_end_ns, next.wait_begin_ns);
-      s.samples = cur.samples;
-      if (t.gpu.available) {
-        const Interval window{cur.wait_begin_ns, next.wait_begin_ns};
-        const Interval wait{cur.wait_begin_ns, cur.wait_end_ns};
-        const double busy = static_cast<double>(CoveredNanos(busy_union, window)) * kNs;
-        s.gpu_busy_s = busy;
-        s.gpu_idle_s = std::max(0.0, s.wait_s + s.compute_s - busy);
-        s.gpu_stall_s =
-            std::max(0.0, s.wait_s - static_cast<double>(CoveredNanos(busy_union, wait)) * kNs);
-        t.gpu.busy_s += *s.gpu_busy_s;
-        t.gpu.idle_s += *s.gpu_idle_s;
-        t.gpu.stall_s += *s.gpu_stall_s;
-      }
+      const StepProfile s = MeasureStep(r[i], r[i + 1], i, log.pid, busy_union, t);
       p.wait_s += s.wait_s;
       p.compute_s += s.compute_s;
       p.samples += s.samples;
