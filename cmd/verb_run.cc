@@ -165,8 +165,7 @@ Status ApplyPlanPipeline(RunFlags& f, const Plan& plan) {
   if (std::filesystem::exists(f.spec.pipeline, ec)) return Status::Ok();
   // A relative path in plan.json may be relative to the plan's folder.
   const auto beside = std::filesystem::path(f.plan).parent_path() / f.spec.pipeline;
-  if (std::filesystem::path(f.spec.pipeline).is_relative() &&
-      std::filesystem::exists(beside, ec)) {
+  if (std::filesystem::path(f.spec.pipeline).is_relative() && std::filesystem::exists(beside, ec)) {
     f.spec.pipeline = beside.string();
     return Status::Ok();
   }
