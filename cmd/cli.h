@@ -44,6 +44,7 @@ Verb PlanVerb();
 Verb RunVerb();
 Verb ReportVerb();
 Verb WorkerVerb();
+Verb SimulateVerb();
 
 int Main(int argc, char** argv);
 

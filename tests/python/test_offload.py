@@ -916,10 +916,67 @@ class VirtualWorkerTest(unittest.TestCase):
                 pass
         with self.assertRaisesRegex(self.wire.FrameError, "magic"):
             self.wire.read(io.BytesIO(b"XXXX" + good[4:]))
-        huge = self.wire.HEADER.pack(self.wire.MAGIC, self.wire.TASK, 0, 1 << 40)
+        huge = self.wire.HEADER.pack(self.wire.MAGIC, self.wire.TASK, 0, 0, 1 << 40)
         with self.assertRaisesRegex(self.wire.FrameError, "at most"):
             self.wire.read(io.BytesIO(huge))
+        flagged = self.wire.HEADER.pack(self.wire.MAGIC, self.wire.TASK, 0x80, 0, 0)
+        with self.assertRaisesRegex(self.wire.FrameError, "unknown flags 0x80"):
+            self.wire.read(io.BytesIO(flagged))
         self.assertIsNone(self.wire.read(io.BytesIO(b"")))
+
+    def shm_frame(self, obj):
+        """(the stream's bytes, the descriptor passed) of write_shm(obj)."""
+        import socket
+        a, b = socket.socketpair()
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        stream = io.BytesIO()
+        self.wire.write_shm(a, stream, self.wire.RESULT, obj)
+        b.setblocking(False)  # a small result sends nothing there
+        try:
+            head, fds, _, _ = socket.recv_fds(b, 1 << 16, 1)
+        except BlockingIOError:
+            head, fds = b"", []
+        return head + stream.getvalue(), fds
+
+    def test_a_result_in_shared_memory_is_mapped_not_copied_and_equal(self):
+        import torch
+        batch = (torch.arange(40000, dtype=torch.float32).reshape(200, 200), ["x", "y"],
+                 torch.arange(7))
+        data, fds = self.shm_frame((5, batch))
+        self.assertEqual(len(fds), 1)
+        kind, pickle_bytes, buffers = self.wire.read_raw(io.BytesIO(data), lambda: fds.pop())
+        self.assertEqual(kind, self.wire.RESULT)
+        self.assertTrue(all(isinstance(b, memoryview) for b in buffers))  # views of the map
+        index, got = self.wire.loads(kind, pickle_bytes, buffers)
+        self.assertEqual(index, 5)
+        self.assertTrue(torch.equal(got[0], batch[0]))
+        self.assertEqual(got[1], ["x", "y"])
+        self.assertTrue(torch.equal(got[2], batch[2]))
+        got[0][0, 0] = -1  # a private mapping: writable, and nobody else sees it
+        # Small results stay in the stream: no descriptor.
+        small, none = self.shm_frame((6, torch.arange(3)))
+        self.assertEqual(none, [])
+        self.assertEqual(self.wire.read(io.BytesIO(small))[1][0], 6)
+
+    def test_a_frame_in_shared_memory_needs_its_sealed_descriptor(self):
+        import os
+        import torch
+        data, fds = self.shm_frame((1, torch.zeros(1 << 15)))
+        with self.assertRaisesRegex(self.wire.FrameError, "without its descriptor"):
+            self.wire.read_raw(io.BytesIO(data))
+        with self.assertRaisesRegex(self.wire.FrameError, "without its descriptor"):
+            self.wire.read_raw(io.BytesIO(data), lambda: None)
+        os.close(fds[0])
+        unsealed = os.memfd_create("x", os.MFD_CLOEXEC)
+        os.ftruncate(unsealed, 1 << 20)
+        with self.assertRaisesRegex(self.wire.FrameError, "not sealed"):
+            self.wire.read_raw(io.BytesIO(data), lambda: os.dup(unsealed))
+        r, w = os.pipe()
+        os.close(w)
+        with self.assertRaisesRegex(self.wire.FrameError, "not a memfd"):
+            self.wire.read_raw(io.BytesIO(data), lambda: r)
+        os.close(unsealed)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,138 @@
+// `goldminer simulate`: replays a cluster trace under several policies of data
+// workers (static, job, cluster) and compares them. The model is simulator/
+// (pure); this file reads the CSV files, writes sim.json and prints the
+// comparison. See man/goldminer-simulate.1.
+#include <chrono>
+#include <iostream>
+#include <sstream>
+
+#include "cmd/cli.h"
+#include "core/file_util.h"
+#include "core/log.h"
+#include "reports/sim_text.h"
+#include "simulator/sim.h"
+#include "simulator/trace.h"
+
+namespace gm::cli {
+namespace {
+
+struct SimulateFlags {
+  std::string trace;
+  std::string nodes;
+  int gpus = 0;
+  double load = 1;
+  std::string policies = "static,job,cluster";
+  uint64_t seed = 1;
+  double trainer_cpus_per_gpu = 1;
+  double nic_gbps = 25;
+  double min_gain = 0.02;
+  double min_lifetime_s = 60;
+  std::string out = "sim.json";
+  bool json = false;
+};
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+Result<int> RunSimulate(const SimulateFlags& f) {
+  sim::SimOptions o;
+  o.policies = SplitList(f.policies);
+  o.gpus = f.gpus;
+  o.load = f.load;
+  o.seed = f.seed;
+  o.trainer_cpus_per_gpu = f.trainer_cpus_per_gpu;
+  o.nic_gbps = f.nic_gbps;
+  o.pool.min_gain = f.min_gain;
+  o.pool.min_lifetime_s = f.min_lifetime_s;
+  GM_RETURN_IF_ERROR(CheckWritable(f.out, "-o"));
+  GM_ASSIGN_OR_RETURN(std::string trace_text, ReadFile(f.trace));
+  GM_ASSIGN_OR_RETURN(sim::Trace trace, sim::ParseTrace(trace_text, f.trace));
+  GM_ASSIGN_OR_RETURN(std::string nodes_text, ReadFile(f.nodes));
+  GM_ASSIGN_OR_RETURN(std::vector<sim::SimNode> nodes, sim::ParseNodes(nodes_text, f.nodes));
+  LogInfo("simulate: " + std::to_string(trace.tasks.size()) + " task(s) of " + f.trace + ", " +
+          std::to_string(nodes.size()) + " node(s) of " + f.nodes + "; policies " + f.policies);
+  const auto start = std::chrono::steady_clock::now();
+  GM_ASSIGN_OR_RETURN(sim::SimResult result, sim::Simulate(trace, nodes, o));
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.nodes_origin = f.nodes;
+  uint64_t events = 0;
+  for (const sim::PolicyResult& p : result.policies) events += p.events;
+  char rate[128];
+  std::snprintf(rate, sizeof(rate), "simulate: %llu events in %.3f s (%.0f events/s)",
+                static_cast<unsigned long long>(events), wall, wall > 0 ? events / wall : 0.0);
+  LogInfo(rate);
+  const nlohmann::json doc = sim::SimToJson(result);
+  GM_RETURN_IF_ERROR(WriteFileAtomic(f.out, JsonText(doc, 2)));
+  LogInfo("simulate: wrote " + f.out);
+  std::cout << (f.json ? JsonText(doc, 2) : reports::SimText(doc));
+  return kExitOk;
+}
+
+}  // namespace
+
+Verb SimulateVerb() {
+  return Verb{
+      "simulate",
+      "Replay a cluster trace under data-worker policies (static, job, cluster) side by side",
+      [](CLI::App& sub) {
+        auto f = std::make_shared<SimulateFlags>();
+        sub.add_option("--trace", f->trace,
+                       "The tasks: Alibaba's v2023 pod list, or a CSV of submit_s, duration_s, "
+                       "gpus, cpus[, memory_mib, class] (see goldminer-simulate(1))")
+            ->required()
+            ->check(CLI::ExistingFile);
+        sub.add_option("--nodes", f->nodes,
+                       "The nodes: Alibaba's v2023 node list, or a CSV of name, cpus, "
+                       "memory_mib, gpus")
+            ->required()
+            ->check(CLI::ExistingFile);
+        sub.add_option("--gpus", f->gpus,
+                       "Draw GPU nodes (seeded) until this many GPUs and replay the whole "
+                       "trace on them (0: the whole cluster; the paper's scale is 64)")
+            ->capture_default_str()
+            ->check(CLI::Range(0, 10000000));
+        sub.add_option("--load", f->load,
+                       "Divide the arrival times by this: 2 submits the same tasks twice as "
+                       "fast")
+            ->capture_default_str()
+            ->check(CLI::Range(1e-6, 1e6));
+        sub.add_option("--policy", f->policies,
+                       "Policies to compare, comma-separated: static (CPUs as asked, on the "
+                       "GPU's node), job (goldminer inside each job's allocation), cluster (a "
+                       "pool of every idle CPU divided between jobs)")
+            ->capture_default_str();
+        sub.add_option("--seed", f->seed,
+                       "Seed of the node draw, the task sample and the curve families' mix")
+            ->capture_default_str();
+        sub.add_option("--trainer-cpus-per-gpu", f->trainer_cpus_per_gpu,
+                       "CPUs a task keeps for its trainer under job and cluster (at least 1)")
+            ->capture_default_str()
+            ->check(CLI::Range(0.0, 1024.0));
+        sub.add_option("--nic-gbps", f->nic_gbps,
+                       "Each node's NIC: what workers off a task's node can send it")
+            ->capture_default_str()
+            ->check(CLI::Range(0.001, 1e6));
+        sub.add_option("--min-gain", f->min_gain,
+                       "cluster: a new division of the pool is applied only when it is worth "
+                       "this fraction more than the current one")
+            ->capture_default_str()
+            ->check(CLI::Range(0.0, 1.0));
+        sub.add_option("--min-worker-lifetime", f->min_lifetime_s,
+                       "cluster: seconds a worker CPU is kept at least, unless a task being "
+                       "admitted takes it back")
+            ->capture_default_str()
+            ->check(CLI::Range(0.0, 1e9));
+        sub.add_option("-o,--output", f->out, "Where to write sim.json")->capture_default_str();
+        sub.add_flag("--json", f->json, "Print sim.json on stdout instead of the comparison");
+        return [f]() { return RunSimulate(*f); };
+      }};
+}
+
+}  // namespace gm::cli

@@ -1,0 +1,117 @@
+#include "planner/pool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+namespace gm::planner {
+namespace {
+
+Status CheckJob(const PoolJob& j) {
+  if (!(j.weight > 0) || !std::isfinite(j.weight)) {
+    return Status::InvalidArgument("pool job " + j.id + ": its weight (GPUs) must be positive");
+  }
+  if (j.held < 0) return Status::InvalidArgument("pool job " + j.id + ": a negative holding");
+  double last = INFINITY;
+  for (const PoolSegment& s : j.curve) {
+    if (s.cpus < 0 || !(s.slope >= 0) || !std::isfinite(s.slope)) {
+      return Status::InvalidArgument("pool job " + j.id +
+                                     ": a curve segment with negative CPUs or slope");
+    }
+    if (s.slope > last) {
+      return Status::InvalidArgument("pool job " + j.id +
+                                     ": its curve's slopes rise (the speed must be concave)");
+    }
+    last = s.slope;
+  }
+  return Status::Ok();
+}
+
+// A piece of a curve not yet given: `cpus` CPUs of `job` at weighted slope `gain`.
+struct Piece {
+  size_t job = 0;
+  int cpus = 0;
+  double gain = 0;
+};
+
+// The pieces of every curve beyond `floor[j]` CPUs, steepest first (ties: the
+// job given first, then its own order).
+std::vector<Piece> PiecesBeyond(const std::vector<PoolJob>& jobs, const std::vector<int>& floor) {
+  std::vector<Piece> pieces;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    int skip = floor[j];
+    for (const PoolSegment& s : jobs[j].curve) {
+      const int past = std::min(skip, s.cpus);
+      skip -= past;
+      if (s.cpus - past > 0 && s.slope > 0) {
+        pieces.push_back({j, s.cpus - past, jobs[j].weight * s.slope});
+      }
+    }
+  }
+  std::stable_sort(pieces.begin(), pieces.end(),
+                   [](const Piece& a, const Piece& b) { return a.gain > b.gain; });
+  return pieces;
+}
+
+double ValueOf(const std::vector<PoolJob>& jobs, const std::vector<int>& cpus) {
+  double v = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) v += PoolValue(jobs[j], cpus[j]);
+  return v;
+}
+
+}  // namespace
+
+double PoolValue(const PoolJob& job, int cpus) {
+  double speed = 0;
+  for (const PoolSegment& s : job.curve) {
+    if (cpus <= 0) break;
+    const int n = std::min(cpus, s.cpus);
+    speed += n * s.slope;
+    cpus -= n;
+  }
+  return job.weight * speed;
+}
+
+Result<PoolDivision> DividePool(const std::vector<PoolJob>& jobs, int spare_cpus, double now_s,
+                                const PoolOptions& o) {
+  if (spare_cpus < 0) return Status::InvalidArgument("pool: negative spare CPUs");
+  if (!(o.min_gain >= 0) || !(o.min_lifetime_s >= 0)) {
+    return Status::InvalidArgument("pool: min_gain and min_lifetime_s must be >= 0");
+  }
+  for (const PoolJob& j : jobs) GM_RETURN_IF_ERROR(CheckJob(j));
+  // Workers that started a moment ago stay, when they fit.
+  std::vector<int> floor(jobs.size(), 0);
+  int floors = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (now_s - jobs[j].held_since_s < o.min_lifetime_s) floor[j] = jobs[j].held;
+    floors += floor[j];
+  }
+  if (floors > spare_cpus) {  // not all fit: a job is being admitted (the caller preempts)
+    std::fill(floor.begin(), floor.end(), 0);
+    floors = 0;
+  }
+  std::vector<int> best = floor;
+  int left = spare_cpus - floors;
+  for (const Piece& p : PiecesBeyond(jobs, floor)) {
+    if (left == 0) break;
+    const int n = std::min(left, p.cpus);
+    best[p.job] += n;
+    left -= n;
+  }
+  PoolDivision d;
+  d.value = ValueOf(jobs, best);
+  std::vector<int> held(jobs.size());
+  int holding = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) holding += held[j] = jobs[j].held;
+  const double kept = ValueOf(jobs, held);
+  if (holding <= spare_cpus && kept >= d.value * (1 - o.min_gain)) {
+    d.cpus = held;
+    d.value = kept;
+    return d;
+  }
+  d.cpus = best;
+  d.changed = best != held;
+  return d;
+}
+
+}  // namespace gm::planner

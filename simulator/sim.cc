@@ -1,0 +1,746 @@
+#include "simulator/sim.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <queue>
+#include <set>
+#include <utility>
+
+namespace gm::sim {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// splitmix64: the seeded draws (node order, sampling, the family mix), the same
+// on every platform.
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+double Unit(uint64_t seed, uint64_t what, uint64_t salt) {
+  return static_cast<double>(Mix(Mix(seed ^ salt) ^ what) >> 11) * 0x1.0p-53;
+}
+uint64_t NameHash(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+// What a task needs to start under a policy: on its node (GPUs, memory, `own`
+// CPUs) and, under `job`, `remote` CPUs anywhere.
+struct Need {
+  int gpu_milli = 0, own = 0, remote = 0;
+  uint64_t mem = 0;
+  bool Covers(const Need& o) const {  // at least o in every dimension
+    return gpu_milli >= o.gpu_milli && own >= o.own && remote >= o.remote && mem >= o.mem;
+  }
+};
+
+struct Node {
+  int cpus = 0, gpu_milli = 0;
+  uint64_t mem = 0;
+  int hard = 0, soft = 0, gpu_used = 0;  // soft: data workers' CPUs (cluster)
+  uint64_t mem_used = 0;
+  int Free() const { return cpus - hard - soft; }
+};
+
+struct Task {
+  const SimTask* src = nullptr;
+  const Family* family = nullptr;  // null: CPU only
+  double submit = 0, work = 0, progress = 0, speed = 0;
+  double start = -1, finish = -1;
+  Need need;
+  int node = -1;
+  std::vector<std::pair<int, int>> remote;  // (node, CPUs): job's workers
+  std::vector<std::pair<int, int>> soft;    // (node, CPUs): cluster's workers
+  int soft_cpus = 0;
+  double soft_since = -kInf;
+  uint64_t version = 0;
+  double Gpus() const { return src->gpu_milli / 1000.0; }
+};
+
+struct Completion {
+  double t;
+  size_t task;
+  uint64_t version;
+  bool operator>(const Completion& o) const {
+    return t != o.t ? t > o.t : task > o.task;  // ties: the earlier task first
+  }
+};
+
+struct Sample {
+  double t;
+  size_t queued;
+  double allocated, effective;  // GPUs
+};
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+double Mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / static_cast<double>(v.size());
+}
+
+// One policy's replay.
+class Replay {
+ public:
+  Replay(std::string policy, std::vector<Task> tasks, const std::vector<SimNode>& nodes,
+         const SimOptions& o, const SimInvariants* checks)
+      : policy_(std::move(policy)), o_(o), checks_(checks), tasks_(std::move(tasks)) {
+    for (const SimNode& n : nodes) {
+      Node x;
+      x.cpus = n.cpus;
+      x.gpu_milli = n.gpus * 1000;
+      x.mem = n.memory_mib;
+      nodes_.push_back(x);
+      free_.insert(static_cast<int>(nodes_.size()) - 1);
+      total_cpus_ += n.cpus;
+    }
+    for (Task& t : tasks_) t.need = NeedOf(t);
+  }
+
+  Result<PolicyResult> Run();
+
+ private:
+  Need NeedOf(const Task& t) const;
+  // A trainer's CPUs: trainer_cpus_per_gpu a GPU, at least 1, at most what the task asked.
+  int Trainer(const Task& t) const {
+    const int want = static_cast<int>(std::ceil(o_.trainer_cpus_per_gpu * t.Gpus() - 1e-9));
+    return std::clamp(want, 1, t.src->cpus);
+  }
+  double Feeding(const Task& t) const;
+  double SpeedOf(const Task& t) const;
+  int NicCapCpus(const Task& t) const;
+  bool Fits(const Node& n, const Need& need) const;
+  bool Place(Task& t, size_t index);
+  void Take(std::vector<std::pair<int, int>>& at, int node, int cpus, bool soft);
+  int Acquire(std::vector<std::pair<int, int>>& at, int own, int cpus, bool soft);
+  void Release(std::vector<std::pair<int, int>>& at, int cpus, bool soft);
+  void Preempt(int node);
+  void Finish(Task& t);
+  void Schedule();
+  Status Divide();
+  void Advance(double t);
+  void Respeed();
+  Status Check() const;
+  PolicyResult Figures() const;
+  void Touch(int node) {
+    if (nodes_[node].Free() > 0) {
+      free_.insert(node);
+    } else {
+      free_.erase(node);
+    }
+  }
+
+  const std::string policy_;
+  const SimOptions& o_;
+  const SimInvariants* checks_;
+  std::vector<Task> tasks_;
+  std::vector<Node> nodes_;
+  std::set<int> free_;  // nodes with a free CPU, for first fit
+  std::vector<size_t> waiting_, running_;
+  std::priority_queue<Completion, std::vector<Completion>, std::greater<>> ends_;
+  int total_cpus_ = 0;
+  double now_ = 0, cpu_seconds_ = 0;
+  uint64_t started_ = 0, preempted_ = 0, events_ = 0;
+  std::vector<Sample> samples_;
+};
+
+Need Replay::NeedOf(const Task& t) const {
+  Need n;
+  n.gpu_milli = t.src->gpu_milli;
+  n.mem = t.src->memory_mib;
+  if (!t.family || policy_ == "static") {
+    n.own = t.src->cpus;
+  } else {
+    n.own = Trainer(t);
+    if (policy_ == "job") {
+      const int planned = static_cast<int>(std::ceil(t.family->cpus_per_gpu * t.Gpus() - 1e-9));
+      // At most what its node's NIC carries and what the cluster has besides.
+      n.remote = std::max(0, std::min({planned, n.own + NicCapCpus(t), total_cpus_}) - n.own);
+    }
+  }
+  return n;
+}
+
+// Worker CPUs off a task's node its node's NIC can carry at full speed.
+int NicCap(const Family& f, double nic_gbps) {
+  const double per_cpu = f.samples_per_s_per_gpu / f.cpus_per_gpu * f.bytes_per_sample;
+  if (!(per_cpu > 0)) return std::numeric_limits<int>::max() / 4;
+  return static_cast<int>(std::min(1e9, nic_gbps * 1e9 / 8 / per_cpu));
+}
+int Replay::NicCapCpus(const Task& t) const { return NicCap(*t.family, o_.nic_gbps); }
+
+double Replay::Feeding(const Task& t) const {
+  if (policy_ == "static") return t.src->cpus;
+  double local = t.need.own, remote = 0;
+  for (const auto& [node, cpus] : t.remote) (node == t.node ? local : remote) += cpus;
+  for (const auto& [node, cpus] : t.soft) (node == t.node ? local : remote) += cpus;
+  return local + std::min(remote, static_cast<double>(NicCapCpus(t)));
+}
+
+double Replay::SpeedOf(const Task& t) const {
+  if (!t.family) return 1;
+  return std::min(1.0, Feeding(t) / (t.family->cpus_per_gpu * t.Gpus()));
+}
+
+bool Replay::Fits(const Node& n, const Need& need) const {
+  // Under cluster a task takes CPUs back from workers: they do not count.
+  const int free = n.cpus - n.hard - (policy_ == "cluster" ? 0 : n.soft);
+  return n.gpu_milli - n.gpu_used >= need.gpu_milli && n.mem - n.mem_used >= need.mem &&
+         free >= need.own;
+}
+
+void Replay::Take(std::vector<std::pair<int, int>>& at, int node, int cpus, bool soft) {
+  (soft ? nodes_[node].soft : nodes_[node].hard) += cpus;
+  auto it = std::find_if(at.begin(), at.end(), [node](const auto& p) { return p.first == node; });
+  if (it == at.end()) {
+    at.emplace_back(node, cpus);
+  } else {
+    it->second += cpus;
+  }
+  Touch(node);
+}
+
+// Up to `cpus` free CPUs, on node `own` first, then first fit; returns how many.
+int Replay::Acquire(std::vector<std::pair<int, int>>& at, int own, int cpus, bool soft) {
+  int got = 0;
+  if (own >= 0 && nodes_[own].Free() > 0) {
+    const int n = std::min(cpus, nodes_[own].Free());
+    Take(at, own, n, soft);
+    got += n;
+  }
+  for (auto it = free_.begin(); got < cpus && it != free_.end();) {
+    const int node = *it++;  // Take may erase it from free_
+    const int n = std::min(cpus - got, nodes_[node].Free());
+    if (n > 0) {
+      Take(at, node, n, soft);
+      got += n;
+    }
+  }
+  return got;
+}
+
+// Gives back `cpus` of what `at` holds, the last node taken first.
+void Replay::Release(std::vector<std::pair<int, int>>& at, int cpus, bool soft) {
+  while (cpus > 0 && !at.empty()) {
+    auto& [node, held] = at.back();
+    const int n = std::min(cpus, held);
+    (soft ? nodes_[node].soft : nodes_[node].hard) -= n;
+    held -= n;
+    cpus -= n;
+    Touch(node);
+    if (held == 0) at.pop_back();
+  }
+}
+
+bool Replay::Place(Task& t, size_t index) {
+  int total_free = 0;
+  if (t.need.remote > 0) {
+    for (const Node& n : nodes_) total_free += n.Free();
+  }
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    Node& n = nodes_[i];
+    if (!Fits(n, t.need)) continue;
+    if (t.need.remote > 0 && total_free - t.need.own < t.need.remote) return false;
+    const int node = static_cast<int>(i);
+    t.node = node;
+    n.gpu_used += t.need.gpu_milli;
+    n.mem_used += t.need.mem;
+    n.hard += t.need.own;
+    Touch(node);
+    if (n.Free() < 0) Preempt(node);
+    if (t.need.remote > 0) Acquire(t.remote, node, t.need.remote, false);
+    t.start = now_;
+    running_.push_back(index);
+    return true;
+  }
+  return false;
+}
+
+// A task admitted on `node` takes back the workers' CPUs it needs there.
+void Replay::Preempt(int node) {
+  int over = -nodes_[node].Free();
+  for (size_t i : running_) {
+    if (over <= 0) break;
+    Task& t = tasks_[i];
+    for (auto it = t.soft.begin(); it != t.soft.end() && over > 0; ++it) {
+      if (it->first != node) continue;
+      const int n = std::min(over, it->second);
+      it->second -= n;
+      t.soft_cpus -= n;
+      nodes_[node].soft -= n;
+      over -= n;
+      preempted_ += static_cast<uint64_t>(n);
+    }
+    std::erase_if(t.soft, [](const auto& p) { return p.second == 0; });
+  }
+  Touch(node);
+}
+
+void Replay::Finish(Task& t) {
+  t.finish = now_;
+  t.progress = t.work;
+  Node& n = nodes_[t.node];
+  n.gpu_used -= t.need.gpu_milli;
+  n.mem_used -= t.need.mem;
+  n.hard -= t.need.own;
+  Touch(t.node);
+  Release(t.remote, 1 << 30, false);
+  Release(t.soft, 1 << 30, true);
+  t.soft_cpus = 0;
+  std::erase(running_, static_cast<size_t>(&t - tasks_.data()));
+}
+
+void Replay::Schedule() {
+  std::vector<Need> failed;  // shapes that found no node in this pass
+  std::vector<size_t> still;
+  for (size_t i : waiting_) {
+    Task& t = tasks_[i];
+    const bool hopeless =
+        std::any_of(failed.begin(), failed.end(), [&](const Need& f) { return t.need.Covers(f); });
+    if (hopeless || !Place(t, i)) {
+      if (!hopeless) failed.push_back(t.need);
+      still.push_back(i);
+    }
+  }
+  waiting_ = std::move(still);
+}
+
+Status Replay::Divide() {
+  std::vector<planner::PoolJob> jobs;
+  std::vector<size_t> who;
+  for (size_t i : running_) {
+    const Task& t = tasks_[i];
+    if (!t.family) continue;
+    planner::PoolJob j;
+    j.weight = t.Gpus();
+    const double kappa_g = t.family->cpus_per_gpu * t.Gpus();
+    const double want = std::max(0.0, kappa_g - t.need.own);
+    const int whole = std::min(static_cast<int>(want), NicCapCpus(t));
+    j.curve.push_back({whole, 1 / kappa_g});
+    if (want > whole && whole < NicCapCpus(t)) j.curve.push_back({1, (want - whole) / kappa_g});
+    j.held = t.soft_cpus;
+    j.held_since_s = t.soft_since;
+    jobs.push_back(std::move(j));
+    who.push_back(i);
+  }
+  int spare = 0;
+  for (const Node& n : nodes_) spare += n.cpus - n.hard;
+  GM_ASSIGN_OR_RETURN(planner::PoolDivision d, planner::DividePool(jobs, spare, now_, o_.pool));
+  if (!d.changed) return Status::Ok();
+  for (size_t k = 0; k < who.size(); ++k) {  // what shrinks first, then what grows
+    Task& t = tasks_[who[k]];
+    if (d.cpus[k] < t.soft_cpus) Release(t.soft, t.soft_cpus - d.cpus[k], true);
+    if (d.cpus[k] < t.soft_cpus) t.soft_cpus = d.cpus[k];
+  }
+  for (size_t k = 0; k < who.size(); ++k) {
+    Task& t = tasks_[who[k]];
+    if (d.cpus[k] <= t.soft_cpus) continue;
+    const int got = Acquire(t.soft, t.node, d.cpus[k] - t.soft_cpus, true);
+    t.soft_cpus += got;
+    t.soft_since = now_;
+    started_ += static_cast<uint64_t>(got);
+  }
+  return Status::Ok();
+}
+
+void Replay::Advance(double t) {
+  const double dt = t - now_;
+  if (dt > 0) {
+    int cpus = 0;
+    for (const Node& n : nodes_) cpus += n.hard + n.soft;
+    cpu_seconds_ += cpus * dt;
+    for (size_t i : running_) tasks_[i].progress += tasks_[i].speed * dt;
+  }
+  now_ = t;
+}
+
+// New speeds after a change; a task whose speed changed gets a new end.
+void Replay::Respeed() {
+  for (size_t i : running_) {
+    Task& t = tasks_[i];
+    const double s = SpeedOf(t);
+    if (s == t.speed && t.version > 0) continue;
+    t.speed = s;
+    ++t.version;
+    const double left = std::max(0.0, t.work - t.progress);
+    ends_.push({now_ + left / s, i, t.version});
+  }
+  double allocated = 0, effective = 0;
+  for (size_t i : running_) {
+    allocated += tasks_[i].Gpus();
+    effective += tasks_[i].Gpus() * tasks_[i].speed;
+  }
+  samples_.push_back({now_, waiting_.size(), allocated, effective});
+}
+
+Status Replay::Check() const {
+  if (!checks_ || !checks_->on_event) return Status::Ok();
+  std::vector<int> cpus, gpus;
+  std::vector<uint64_t> mem;
+  for (const Node& n : nodes_) {
+    cpus.push_back(n.hard + n.soft);
+    gpus.push_back(n.gpu_used);
+    mem.push_back(n.mem_used);
+  }
+  return checks_->on_event(now_, cpus, gpus, mem);
+}
+
+Result<PolicyResult> Replay::Run() {
+  std::vector<size_t> order(tasks_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return tasks_[a].submit < tasks_[b].submit; });
+  now_ = order.empty() ? 0 : tasks_[order.front()].submit;
+  size_t next = 0;
+  for (;;) {
+    while (!ends_.empty() && ends_.top().version != tasks_[ends_.top().task].version) ends_.pop();
+    const double arrival = next < order.size() ? tasks_[order[next]].submit : kInf;
+    const double end = ends_.empty() ? kInf : ends_.top().t;
+    if (arrival == kInf && end == kInf) break;
+    Advance(std::min(arrival, end));
+    if (end <= arrival) {
+      const size_t i = ends_.top().task;
+      ends_.pop();
+      Task& t = tasks_[i];
+      if (std::abs(t.progress - t.work) > 1e-6 * std::max(1.0, t.work)) {
+        return Status::Internal("task " + t.src->name + " ends with " + std::to_string(t.progress) +
+                                " of its " + std::to_string(t.work) + " work");
+      }
+      ++t.version;
+      Finish(t);
+    } else {
+      waiting_.push_back(order[next++]);
+    }
+    ++events_;
+    Schedule();
+    if (policy_ == "cluster") GM_RETURN_IF_ERROR(Divide());
+    Respeed();
+    GM_RETURN_IF_ERROR(Check());
+  }
+  if (!waiting_.empty()) {
+    return Status::Internal("policy " + policy_ + ": " + std::to_string(waiting_.size()) +
+                            " task(s) never started");
+  }
+  return Figures();
+}
+
+PolicyResult Replay::Figures() const {
+  PolicyResult r;
+  r.policy = policy_;
+  r.events = events_;
+  r.worker_cpus_started = started_;
+  r.worker_cpus_preempted = preempted_;
+  std::vector<double> jct, queue;
+  double first = kInf, last = 0, held = 0, effective = 0;
+  for (const Task& t : tasks_) {
+    first = std::min(first, t.submit);
+    last = std::max(last, t.finish);
+    if (!t.family) {
+      ++r.cpu_tasks;
+      continue;
+    }
+    ++r.gpu_tasks;
+    jct.push_back(t.finish - t.submit);
+    queue.push_back(t.start - t.submit);
+    held += t.Gpus() * (t.finish - t.start);
+    effective += t.Gpus() * t.work;
+  }
+  int gpus = 0, cpus = 0;
+  for (const Node& n : nodes_) gpus += n.gpu_milli / 1000, cpus += n.cpus;
+  r.makespan_s = tasks_.empty() ? 0 : last - first;
+  r.jct_mean_s = Mean(jct);
+  r.jct_p50_s = Percentile(jct, 0.50);
+  r.jct_p95_s = Percentile(jct, 0.95);
+  r.jct_p99_s = Percentile(jct, 0.99);
+  r.queue_mean_s = Mean(queue);
+  r.queue_p50_s = Percentile(queue, 0.50);
+  r.queue_p95_s = Percentile(queue, 0.95);
+  if (r.makespan_s > 0) {
+    r.gpu_util_allocated = held / (gpus * r.makespan_s);
+    r.gpu_util_effective = effective / (gpus * r.makespan_s);
+    r.cpu_util = cpu_seconds_ / (cpus * r.makespan_s);
+  }
+  // The series: the state after the last event at or before each point.
+  const size_t points = std::max<size_t>(2, o_.series_points);
+  size_t k = 0;
+  for (size_t p = 0; p < points && !samples_.empty(); ++p) {
+    const double t = first + r.makespan_s * static_cast<double>(p) / (points - 1);
+    while (k + 1 < samples_.size() && samples_[k + 1].t <= t) ++k;
+    const Sample& s = samples_[k];
+    r.series.push_back({t - first, s.queued, s.allocated / gpus, s.effective / gpus});
+  }
+  return r;
+}
+
+}  // namespace
+
+std::vector<Family> DefaultFamilies() {
+  return {{"vision", 12, 1000, 150e3, 0.4},
+          {"moderate", 6, 2000, 50e3, 0.4},
+          {"text", 1.5, 5000, 2e3, 0.2}};
+}
+
+namespace {
+
+Status CheckOptions(const SimOptions& o) {
+  if (o.policies.empty()) return Status::InvalidArgument("--policy: no policy");
+  for (const std::string& p : o.policies) {
+    if (p != "static" && p != "job" && p != "cluster") {
+      return Status::InvalidArgument("--policy: \"" + p + "\" is not one of static, job, cluster");
+    }
+  }
+  if (!(o.load > 0) || !std::isfinite(o.load)) {
+    return Status::InvalidArgument("--load must be a positive number");
+  }
+  if (o.gpus < 0) return Status::InvalidArgument("--gpus must be 0 (all) or more");
+  if (!(o.trainer_cpus_per_gpu >= 0) || !(o.nic_gbps > 0)) {
+    return Status::InvalidArgument("trainer CPUs per GPU must be >= 0 and the NIC speed > 0");
+  }
+  double shares = 0;
+  for (const Family& f : o.families) {
+    if (!(f.cpus_per_gpu > 0) || !(f.samples_per_s_per_gpu > 0) || !(f.bytes_per_sample >= 0) ||
+        !(f.share >= 0)) {
+      return Status::InvalidArgument("family " + f.name + ": figures out of range");
+    }
+    shares += f.share;
+  }
+  if (!(shares > 0)) return Status::InvalidArgument("the families' shares add up to 0");
+  return Status::Ok();
+}
+
+// The nodes drawn for --gpus N (every node for 0): GPU nodes in a seeded order
+// until N GPUs, and as large a share of the nodes without a GPU.
+std::vector<SimNode> DrawNodes(const std::vector<SimNode>& nodes, const SimOptions& o) {
+  if (o.gpus == 0) return nodes;
+  int total = 0;
+  std::vector<size_t> gpu, cpu;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    (nodes[i].gpus > 0 ? gpu : cpu).push_back(i);
+    total += nodes[i].gpus;
+  }
+  auto shuffle = [&o](std::vector<size_t>& v, uint64_t salt) {  // Fisher-Yates, splitmix
+    for (size_t i = v.size(); i > 1; --i) {
+      std::swap(v[i - 1], v[Mix(o.seed ^ Mix(salt + i)) % i]);
+    }
+  };
+  shuffle(gpu, 1);
+  shuffle(cpu, 2);
+  std::vector<size_t> chosen;
+  int gpus = 0;
+  for (size_t i : gpu) {
+    if (gpus >= o.gpus) break;
+    chosen.push_back(i);
+    gpus += nodes[i].gpus;
+  }
+  const double fraction = static_cast<double>(gpus) / total;
+  const auto cpu_nodes = static_cast<size_t>(std::lround(fraction * cpu.size()));
+  chosen.insert(chosen.end(), cpu.begin(), cpu.begin() + static_cast<long>(cpu_nodes));
+  std::sort(chosen.begin(), chosen.end());  // the file's order
+  std::vector<SimNode> out;
+  for (size_t i : chosen) out.push_back(nodes[i]);
+  return out;
+}
+
+const Family* FamilyOf(const SimTask& t, const SimOptions& o, Status* error) {
+  if (t.gpu_milli == 0) return nullptr;
+  if (!t.job_class.empty()) {
+    for (const Family& f : o.families) {
+      if (f.name == t.job_class) return &f;
+    }
+    *error = Status::InvalidArgument("line " + std::to_string(t.line) + ": class \"" + t.job_class +
+                                     "\" is no curve family");
+    return nullptr;
+  }
+  double shares = 0;
+  for (const Family& f : o.families) shares += f.share;
+  double u = Unit(o.seed, NameHash(t.name), 3) * shares;
+  for (const Family& f : o.families) {
+    if (u < f.share) return &f;
+    u -= f.share;
+  }
+  return &o.families.back();
+}
+
+bool FitsEmpty(const SimTask& t, const SimNode& n) {
+  return n.gpus * 1000 >= t.gpu_milli && n.cpus >= t.cpus && n.memory_mib >= t.memory_mib;
+}
+
+std::vector<std::string> Assumptions(const SimOptions& o) {
+  std::vector<std::string> a = {
+      "a GPU task's speed is min(1, CPUs feeding it / (kappa x its GPUs)), kappa its family's "
+      "CPUs per GPU; its work is its trace duration at the speed its asked CPUs gave (static "
+      "replays the trace's durations)",
+      "families (kappa, share of the tasks without a class):",
+      "GPU-sharing pods hold gpu_milli thousandths of a GPU (a node's GPUs are one pool of "
+      "thousandths); pods never scheduled are left out; CPU-only tasks hold their CPUs at full "
+      "speed under every policy",
+      "static: CPUs as asked, on the GPU's node; job: the trainer's CPUs (" +
+          std::to_string(o.trainer_cpus_per_gpu) +
+          " per GPU, at least 1) on the GPU's node and the worker CPUs that saturate its GPUs on "
+          "any nodes, all or nothing, for its life; cluster: the trainer's CPUs, and worker CPUs "
+          "from the pool of every CPU no task holds, divided by marginal GPU-weighted speed at "
+          "every arrival and end (planner/pool.h; min gain " +
+          std::to_string(o.pool.min_gain) + ", min worker lifetime " +
+          std::to_string(o.pool.min_lifetime_s) +
+          " s), taken back from a node when a task is admitted there",
+      "workers off a task's node count only up to what its node's NIC (" +
+          std::to_string(o.nic_gbps) +
+          " Gb/s) carries at its family's samples/s and bytes per sample",
+      "tasks start in submit order, each that fits (first fit over the nodes) at once; one that "
+      "does not waits without blocking those behind it"};
+  for (const Family& f : o.families) {
+    a[1] +=
+        " " + f.name + " (" + std::to_string(f.cpus_per_gpu) + ", " + std::to_string(f.share) + ")";
+  }
+  return a;
+}
+
+}  // namespace
+
+Result<SimResult> Simulate(const Trace& trace, const std::vector<SimNode>& all_nodes,
+                           const SimOptions& o, const SimInvariants* checks) {
+  GM_RETURN_IF_ERROR(CheckOptions(o));
+  SimResult r;
+  r.trace_origin = trace.origin;
+  r.trace_tasks = trace.tasks.size();
+  r.never_scheduled = trace.never_scheduled;
+  r.options = o;
+  r.assumptions = Assumptions(o);
+  const std::vector<SimNode> nodes = DrawNodes(all_nodes, o);
+  r.nodes = nodes.size();
+  for (const SimNode& n : nodes) r.gpus += n.gpus, r.cpus += n.cpus;
+  std::vector<Task> tasks;
+  for (const SimTask& s : trace.tasks) {
+    if (std::none_of(nodes.begin(), nodes.end(),
+                     [&](const SimNode& n) { return FitsEmpty(s, n); })) {
+      if (o.gpus > 0) {
+        ++r.dropped;
+        continue;
+      }
+      return Status::InvalidArgument(
+          trace.origin + ":" + std::to_string(s.line) + ": " + s.name + " (" +
+          std::to_string(s.gpu_milli / 1000.0) + " GPUs, " + std::to_string(s.cpus) + " CPUs, " +
+          std::to_string(s.memory_mib) + " MiB) fits no node of the cluster");
+    }
+    Status error;
+    Task t;
+    t.src = &s;
+    t.family = FamilyOf(s, o, &error);
+    GM_RETURN_IF_ERROR(error.WithContext(trace.origin));
+    t.submit = s.submit_s / o.load;
+    const double g = s.gpu_milli / 1000.0;
+    const double speed = t.family ? std::min(1.0, s.cpus / (t.family->cpus_per_gpu * g)) : 1;
+    t.work = s.duration_s * speed;
+    tasks.push_back(std::move(t));
+  }
+  r.tasks = tasks.size();
+  if (tasks.empty()) {
+    return Status::InvalidArgument(trace.origin + ": no task left to replay on the " +
+                                   std::to_string(r.gpus) + " GPUs drawn");
+  }
+  for (const std::string& policy : o.policies) {
+    Replay replay(policy, tasks, nodes, o, checks);
+    GM_ASSIGN_OR_RETURN(PolicyResult p, replay.Run());
+    r.policies.push_back(std::move(p));
+  }
+  return r;
+}
+
+namespace {
+
+nlohmann::json ToJson(const PolicyResult& p) {
+  nlohmann::json series = nlohmann::json::array();
+  for (const SimPoint& s : p.series) {
+    series.push_back({{"t_s", s.t_s},
+                      {"queued", s.queued},
+                      {"gpu_allocated", s.gpu_allocated},
+                      {"gpu_effective", s.gpu_effective}});
+  }
+  return {{"policy", p.policy},
+          {"gpu_tasks", p.gpu_tasks},
+          {"cpu_tasks", p.cpu_tasks},
+          {"jct_mean_s", p.jct_mean_s},
+          {"jct_p50_s", p.jct_p50_s},
+          {"jct_p95_s", p.jct_p95_s},
+          {"jct_p99_s", p.jct_p99_s},
+          {"queue_mean_s", p.queue_mean_s},
+          {"queue_p50_s", p.queue_p50_s},
+          {"queue_p95_s", p.queue_p95_s},
+          {"makespan_s", p.makespan_s},
+          {"gpu_util_allocated", p.gpu_util_allocated},
+          {"gpu_util_effective", p.gpu_util_effective},
+          {"cpu_util", p.cpu_util},
+          {"worker_cpus_started", p.worker_cpus_started},
+          {"worker_cpus_preempted", p.worker_cpus_preempted},
+          {"events", p.events},
+          {"series", series}};
+}
+
+const PolicyResult* Find(const SimResult& r, const std::string& policy) {
+  for (const PolicyResult& p : r.policies) {
+    if (p.policy == policy) return &p;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+nlohmann::json SimToJson(const SimResult& r) {
+  nlohmann::json families = nlohmann::json::array();
+  for (const Family& f : r.options.families) {
+    families.push_back({{"name", f.name},
+                        {"cpus_per_gpu", f.cpus_per_gpu},
+                        {"samples_per_s_per_gpu", f.samples_per_s_per_gpu},
+                        {"bytes_per_sample", f.bytes_per_sample},
+                        {"share", f.share}});
+  }
+  nlohmann::json policies = nlohmann::json::array();
+  for (const PolicyResult& p : r.policies) policies.push_back(ToJson(p));
+  nlohmann::json ratios = nlohmann::json::object();
+  const PolicyResult* s = Find(r, "static");
+  for (const char* other : {"job", "cluster"}) {
+    const PolicyResult* p = Find(r, other);
+    if (!s || !p || !(p->jct_mean_s > 0) || !(s->gpu_util_effective > 0)) continue;
+    ratios[std::string("jct_static_over_") + other] = s->jct_mean_s / p->jct_mean_s;
+    ratios[std::string("gpu_util_effective_") + other + "_over_static"] =
+        p->gpu_util_effective / s->gpu_util_effective;
+  }
+  return {{"schema", kSimSchema},
+          {"version", kSimVersion},
+          {"inputs",
+           {{"trace", r.trace_origin},
+            {"nodes", r.nodes_origin},
+            {"trace_tasks", r.trace_tasks},
+            {"never_scheduled", r.never_scheduled},
+            {"tasks", r.tasks},
+            {"dropped", r.dropped},
+            {"node_count", r.nodes},
+            {"gpus", r.gpus},
+            {"cpus", r.cpus}}},
+          {"options",
+           {{"policies", r.options.policies},
+            {"gpus", r.options.gpus},
+            {"load", r.options.load},
+            {"seed", r.options.seed},
+            {"trainer_cpus_per_gpu", r.options.trainer_cpus_per_gpu},
+            {"nic_gbps", r.options.nic_gbps},
+            {"pool_min_gain", r.options.pool.min_gain},
+            {"pool_min_lifetime_s", r.options.pool.min_lifetime_s},
+            {"families", families}}},
+          {"assumptions", r.assumptions},
+          {"policies", policies},
+          {"ratios", ratios}};
+}
+
+}  // namespace gm::sim

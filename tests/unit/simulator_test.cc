@@ -1,0 +1,258 @@
+// goldminer simulate's model (simulator/): hand-built traces with answers
+// computed by hand, invariants checked at every event of random traces, the same
+// sim.json for the same seed, and bad input named by file and line.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "simulator/sim.h"
+#include "simulator/trace.h"
+
+namespace gm::sim {
+namespace {
+
+// One family, kappa 4 CPUs per GPU, no network limit.
+SimOptions Options() {
+  SimOptions o;
+  o.families = {{"k4", 4, 1000, 0, 1}};
+  o.pool.min_gain = 0;
+  o.pool.min_lifetime_s = 0;
+  return o;
+}
+
+Trace TraceOf(const std::string& csv) {
+  auto t = ParseTrace(csv, "t.csv");
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return t.ok() ? *t : Trace{};
+}
+
+std::vector<SimNode> NodesOf(const std::string& csv) {
+  auto n = ParseNodes(csv, "n.csv");
+  EXPECT_TRUE(n.ok()) << n.status().message();
+  return n.ok() ? *n : std::vector<SimNode>{};
+}
+
+const PolicyResult& Of(const SimResult& r, const std::string& policy) {
+  for (const PolicyResult& p : r.policies) {
+    if (p.policy == policy) return p;
+  }
+  static const PolicyResult none;
+  ADD_FAILURE() << "no policy " << policy;
+  return none;
+}
+
+TEST(SimulatorTest, GivenOneNodeAndTwoJobsThenTheFiguresAreTheHandComputedOnes) {
+  // 8 CPUs, 1 GPU. Two jobs asking 1 GPU and 2 CPUs for 100 s, at t = 0 and 10.
+  // static: speed 2/4 = 0.5, work 50 each; the second waits for the GPU until 100:
+  //   JCT 100 and 190. job and cluster: 4 CPUs feed each (1 trainer + 3 workers),
+  //   speed 1: the first ends at 50, the second runs 50..100: JCT 50 and 90.
+  const Trace t = TraceOf("submit_s,duration_s,gpus,cpus\n0,100,1,2\n10,100,1,2\n");
+  const auto nodes = NodesOf("name,cpus,memory_mib,gpus\nn0,8,1000,1\n");
+  auto r = Simulate(t, nodes, Options());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const PolicyResult& s = Of(*r, "static");
+  EXPECT_DOUBLE_EQ(s.jct_mean_s, 145);
+  EXPECT_DOUBLE_EQ(s.jct_p99_s, 190);
+  EXPECT_DOUBLE_EQ(s.queue_mean_s, 45);
+  EXPECT_DOUBLE_EQ(s.makespan_s, 200);
+  EXPECT_DOUBLE_EQ(s.gpu_util_allocated, 1.0);
+  EXPECT_DOUBLE_EQ(s.gpu_util_effective, 0.5);
+  for (const char* p : {"job", "cluster"}) {
+    EXPECT_DOUBLE_EQ(Of(*r, p).jct_mean_s, 70) << p;
+    EXPECT_DOUBLE_EQ(Of(*r, p).makespan_s, 100) << p;
+    EXPECT_DOUBLE_EQ(Of(*r, p).gpu_util_effective, 1.0) << p;
+  }
+  EXPECT_EQ(Of(*r, "cluster").worker_cpus_started, 6u);  // 3 + 3
+  EXPECT_EQ(Of(*r, "cluster").worker_cpus_preempted, 0u);
+  const nlohmann::json j = SimToJson(*r);
+  EXPECT_DOUBLE_EQ(j["ratios"]["jct_static_over_cluster"].get<double>(), 145.0 / 70);
+  EXPECT_DOUBLE_EQ(j["ratios"]["gpu_util_effective_cluster_over_static"].get<double>(), 2.0);
+}
+
+TEST(SimulatorTest, GivenAJobShortOfCpusThenStaticQueuesItAndClusterPreemptsAWorkerToAdmitIt) {
+  // 4 CPUs, 2 GPUs; two jobs asking 1 GPU and 3 CPUs for 100 s at t = 0.
+  // static: speed 3/4, work 75; the second waits for CPUs: 0..100, 100..200.
+  // cluster: A takes its trainer and 3 workers; B's admission takes one of them
+  // back (a preemption). A: 1 + 2 CPUs, speed 3/4, ends at 100; B: its trainer
+  // alone (1/4) until 100 (25 done), then 1 + 3 (speed 1): ends at 150.
+  const Trace t = TraceOf("submit_s,duration_s,gpus,cpus\n0,100,1,3\n0,100,1,3\n");
+  const auto nodes = NodesOf("name,cpus,memory_mib,gpus\nn0,4,1000,2\n");
+  SimOptions o = Options();
+  o.policies = {"static", "cluster"};
+  auto r = Simulate(t, nodes, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_DOUBLE_EQ(Of(*r, "static").queue_mean_s, 50);
+  EXPECT_DOUBLE_EQ(Of(*r, "static").jct_mean_s, 150);
+  const PolicyResult& c = Of(*r, "cluster");
+  EXPECT_DOUBLE_EQ(c.queue_mean_s, 0);
+  EXPECT_DOUBLE_EQ(c.jct_mean_s, 125);
+  EXPECT_EQ(c.worker_cpus_preempted, 1u);
+  EXPECT_EQ(c.worker_cpus_started, 6u);  // A's 3, then B's 3 once A ended
+}
+
+TEST(SimulatorTest, GivenRandomTracesThenNoNodeIsEverOverfullAndEveryTaskEndsOnce) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 30; ++round) {
+    std::string nodes_csv = "name,cpus,memory_mib,gpus\n";
+    std::vector<SimNode> shape;
+    const int node_count = 1 + static_cast<int>(rng() % 4);
+    for (int n = 0; n < node_count; ++n) {
+      const int cpus = 4 + static_cast<int>(rng() % 29), gpus = 1 + static_cast<int>(rng() % 8);
+      nodes_csv += "n" + std::to_string(n) + "," + std::to_string(cpus) + ",64000," +
+                   std::to_string(gpus) + "\n";
+      shape.push_back({"", cpus, 64000, gpus});
+    }
+    std::string trace_csv = "submit_s,duration_s,gpus,cpus,memory_mib,class\n";
+    const char* classes[] = {"vision", "moderate", "text", ""};
+    const int tasks = 1 + static_cast<int>(rng() % 40);
+    for (int i = 0; i < tasks; ++i) {
+      const int gpus = static_cast<int>(rng() % 3);                         // 0: a CPU-only task
+      const double frac = (rng() % 2 == 0) ? 1.0 : 0.25 * (1 + rng() % 3);  // sharing a GPU
+      trace_csv += std::to_string(rng() % 500) + "," + std::to_string(1 + rng() % 300) + "," +
+                   std::to_string(gpus * frac) + "," + std::to_string(1 + rng() % 4) + "," +
+                   std::to_string(rng() % 32000) + "," + classes[rng() % 4] + "\n";
+    }
+    const Trace t = TraceOf(trace_csv);
+    const auto nodes = NodesOf(nodes_csv);
+    SimInvariants checks;
+    uint64_t events = 0;
+    checks.on_event = [&](double, const std::vector<int>& cpus, const std::vector<int>& gpus,
+                          const std::vector<uint64_t>& mem) -> Status {
+      ++events;
+      for (size_t n = 0; n < shape.size(); ++n) {
+        if (cpus[n] > shape[n].cpus || cpus[n] < 0 || gpus[n] > shape[n].gpus * 1000 ||
+            gpus[n] < 0 || mem[n] > shape[n].memory_mib) {
+          return Status::Internal("node " + std::to_string(n) + " overfull");
+        }
+      }
+      return Status::Ok();
+    };
+    SimOptions o;
+    o.seed = round;
+    auto r = Simulate(t, nodes, o, &checks);
+    if (!r.ok() && r.status().message().find("fits no node") != std::string::npos) continue;
+    ASSERT_TRUE(r.ok()) << "round " << round << ": " << r.status().message() << "\n" << trace_csv;
+    for (const PolicyResult& p : r->policies) {
+      EXPECT_EQ(p.gpu_tasks + p.cpu_tasks, r->tasks) << p.policy;
+      EXPECT_EQ(p.events, 2 * r->tasks) << p.policy << ": one arrival and one end each";
+      EXPECT_LE(p.gpu_util_effective, p.gpu_util_allocated + 1e-9) << p.policy;
+      EXPECT_LE(p.gpu_util_allocated, 1 + 1e-9) << p.policy;
+      EXPECT_LE(p.cpu_util, 1 + 1e-9) << p.policy;
+    }
+    EXPECT_EQ(events, 3 * 2 * r->tasks);
+  }
+}
+
+TEST(SimulatorTest, GivenTheSameSeedThenSimJsonIsTheSameByteForByte) {
+  std::string csv = "submit_s,duration_s,gpus,cpus\n";
+  for (int i = 0; i < 200; ++i) {
+    csv += std::to_string(i * 7 % 300) + "," + std::to_string(20 + i % 90) + "," +
+           std::to_string(1 + i % 2) + "," + std::to_string(2 + i % 9) + "\n";
+  }
+  const Trace t = TraceOf(csv);
+  const auto nodes = NodesOf("name,cpus,memory_mib,gpus\na,32,1000,4\nb,16,1000,2\nc,64,1000,0\n");
+  SimOptions o;
+  o.seed = 5;
+  auto a = Simulate(t, nodes, o), b = Simulate(t, nodes, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(SimToJson(*a).dump(), SimToJson(*b).dump());
+  o.seed = 6;  // another family mix
+  auto c = Simulate(t, nodes, o);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(SimToJson(*a)["policies"].dump(), SimToJson(*c)["policies"].dump());
+}
+
+TEST(SimulatorTest, GivenGpusThenNodesAreDrawnAndTheWholeTraceReplayedOnThem) {
+  std::string nodes_csv = "name,cpus,memory_mib,gpus\n",
+              trace_csv = "submit_s,duration_s,gpus,cpus\n";
+  for (int n = 0; n < 40; ++n) nodes_csv += "g" + std::to_string(n) + ",32,1000,4\n";
+  for (int i = 0; i < 1000; ++i) trace_csv += std::to_string(i) + ",50,1,4\n";
+  trace_csv += "5,50,8,4\n";  // fits none of the 4-GPU nodes: left out, counted
+  SimOptions o;
+  o.gpus = 16;
+  o.policies = {"static"};
+  auto r = Simulate(TraceOf(trace_csv), NodesOf(nodes_csv), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->gpus, 16);
+  EXPECT_EQ(r->nodes, 4u);
+  EXPECT_EQ(r->tasks, 1000u);
+  EXPECT_EQ(r->dropped, 1u);
+  // 1000 tasks of 50 GPU-seconds on 16 GPUs, one a second: they queue.
+  EXPECT_GT(Of(*r, "static").queue_mean_s, 0);
+}
+
+TEST(SimulatorTest, GivenBadInputThenTheErrorNamesTheFileAndLine) {
+  struct Case {
+    std::string csv, says;
+  };
+  const std::vector<Case> cases = {
+      {"submit_s,duration_s,gpus\n0,1,1\n", "t.csv:1: no column \"cpus\""},
+      {"submit_s,duration_s,gpus,cpus\n0,1,1,2\n-5,1,1,2\n", "t.csv:3: submit_s is negative"},
+      {"submit_s,duration_s,gpus,cpus\n0,x,1,2\n", "t.csv:2: duration_s is \"x\", not a number"},
+      {"submit_s,duration_s,gpus,cpus\n0,0,1,2\n", "t.csv:2: duration_s must be positive"},
+      {"submit_s,duration_s,gpus,cpus\n0,1,1\n", "t.csv:2: 3 fields, the header has 4"},
+      {"submit_s,duration_s,gpus,cpus\n", "t.csv: no task to replay"},
+      {"", "t.csv: empty"},
+      {"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+       "deletion_time,scheduled_time\np,1000,10,1,1000,,LS,Running,30,40,45\n",
+       "t.csv:2: deletion_time is not after scheduled_time"},
+      {"name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+       "deletion_time,scheduled_time\np,1000,10,1,1000,,LS,Running,50,90,45\n",
+       "t.csv:2: scheduled_time is before creation_time"},
+  };
+  for (const Case& c : cases) {
+    auto t = ParseTrace(c.csv, "t.csv");
+    ASSERT_FALSE(t.ok()) << c.csv;
+    EXPECT_NE(t.status().message().find(c.says), std::string::npos) << t.status().message();
+  }
+  EXPECT_NE(ParseNodes("name,cpus,memory_mib,gpus\na,8,100,0\n", "n.csv")
+                .status()
+                .message()
+                .find("n.csv: no GPU node"),
+            std::string::npos);
+  // A task bigger than every node of the whole cluster.
+  auto big = Simulate(TraceOf("submit_s,duration_s,gpus,cpus\n0,10,1,2\n5,10,16,2\n"),
+                      NodesOf("name,cpus,memory_mib,gpus\na,8,100,8\n"), Options());
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("t.csv:3: task-3 (16.000000 GPUs"), std::string::npos)
+      << big.status().message();
+  SimOptions bad = Options();
+  bad.policies = {"static", "fifo"};
+  EXPECT_NE(Simulate(TraceOf("submit_s,duration_s,gpus,cpus\n0,1,1,1\n"),
+                     NodesOf("name,cpus,memory_mib,gpus\na,8,100,1\n"), bad)
+                .status()
+                .message()
+                .find("\"fifo\" is not one of static, job, cluster"),
+            std::string::npos);
+}
+
+TEST(SimulatorTest,
+     GivenTheV2023PodListThenNeverScheduledPodsAreCountedAndSharingPodsHoldAFraction) {
+  const std::string pods =
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+      "deletion_time,scheduled_time\r\n"
+      "a,12000,16384,1,1000,,LS,Running,0,100,0\r\n"
+      "b,6000,12288,1,460,,LS,Running,10,60,20\r\n"
+      "c,11908,47104,1,1000,,BE,Pending,30,40,\r\n"
+      "d,0,0,0,0,,BE,Succeeded,5,15,5\r\n";
+  auto t = ParseTrace(pods, "pods.csv");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->tasks.size(), 3u);
+  EXPECT_EQ(t->never_scheduled, 1u);
+  EXPECT_EQ(t->tasks[0].cpus, 12);
+  EXPECT_EQ(t->tasks[1].gpu_milli, 460);
+  EXPECT_DOUBLE_EQ(t->tasks[1].submit_s, 10);
+  EXPECT_DOUBLE_EQ(t->tasks[1].duration_s, 40);  // deletion - scheduled
+  EXPECT_EQ(t->tasks[2].gpu_milli, 0);           // CPU only
+  EXPECT_EQ(t->tasks[2].cpus, 1);                // 0 CPUs read as 1
+  auto nodes = ParseNodes("sn,cpu_milli,memory_mib,gpu,model\r\nx,64000,262144,2,P100\r\n", "n");
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  EXPECT_EQ((*nodes)[0].cpus, 64);
+  auto r = Simulate(*t, *nodes, SimOptions{});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Of(*r, "static").gpu_tasks, 2u);
+  EXPECT_EQ(Of(*r, "static").cpu_tasks, 1u);
+}
+
+}  // namespace
+}  // namespace gm::sim
