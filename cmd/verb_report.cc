@@ -13,6 +13,7 @@
 #include "core/plan.h"
 #include "core/sqlite_run_store.h"
 #include "reports/report.h"
+#include "reports/sim_text.h"
 
 namespace gm::cli {
 namespace {
@@ -27,7 +28,23 @@ struct ReportFlags {
   std::string profile;  // an id or "latest"
   std::string format = "html";
   std::string out;  // empty: report.html for html, stdout otherwise; "-": stdout
+  std::string sim;  // a sim.json to show instead of runs.db
 };
+
+// A simulation's page (--sim): sim.json as `goldminer simulate` wrote it.
+Result<std::string> SimReport(const ReportFlags& f) {
+  GM_ASSIGN_OR_RETURN(nlohmann::json sim, LoadJsonFile(f.sim));
+  if (!sim.is_object() || sim.value("schema", std::string()) != "goldminer.sim" ||
+      sim.value("version", 0) != 1) {
+    return Status::InvalidArgument(f.sim +
+                                   ": not a sim.json of version 1 ({\"schema\": "
+                                   "\"goldminer.sim\", \"version\": 1}, as goldminer simulate "
+                                   "writes it)");
+  }
+  if (f.format == "html") return reports::RenderSimHtml(sim, f.sim, SystemUtcNow());
+  if (f.format == "text") return reports::SimText(sim);
+  return sim.dump(2) + "\n";
+}
 
 // The plan a run ran, from its row in runs.db (the report reads no plan.json: the
 // file may have moved or changed since). A run recorded before schema 3 has no
@@ -144,6 +161,17 @@ Result<reports::ReportModel> Load(const ReportFlags& f) {
 }
 
 Result<int> RunReport(const ReportFlags& f) {
+  if (!f.sim.empty()) {
+    GM_ASSIGN_OR_RETURN(const std::string page, SimReport(f));
+    const std::string out = !f.out.empty() ? f.out : f.format == "html" ? "report.html" : "-";
+    if (out == "-") {
+      std::cout << page << std::flush;
+      return kExitOk;
+    }
+    GM_RETURN_IF_ERROR(WriteFileAtomic(out, page));
+    LogInfo("report: wrote " + out + " (the simulation of " + f.sim + ")");
+    return kExitOk;
+  }
   GM_ASSIGN_OR_RETURN(reports::ReportModel model, Load(f));
   std::string bytes;
   if (f.format == "html") {
@@ -175,6 +203,11 @@ Verb ReportVerb() {
                        "The run to show: its id, latest, or all (side by side); default: latest, "
                        "unless only --profile is given");
         sub.add_option("--profile", f->profile, "A profile to show: its id, or latest");
+        sub.add_option("--sim", f->sim,
+                       "A simulation to show instead (sim.json from goldminer simulate): the "
+                       "policies side by side, queue and GPU utilization over time, the "
+                       "assumptions")
+            ->check(CLI::ExistingFile);
         sub.add_option("--format", f->format,
                        "html (one self-contained page), text (a terminal summary) or json")
             ->capture_default_str()

@@ -402,7 +402,98 @@ std::string ProfileSection(const ProfileModel& pm) {
   return h + "</section>";
 }
 
+// ---- a simulation (goldminer simulate's sim.json)
+
+const char* const kPolicyColors[] = {"#57606a", "#1f6feb", "#1a7f37", "#a15c00"};
+
+double JsonNum(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
+}
+
+// One chart of a series field of every policy, one line each.
+std::string SimChart(const nlohmann::json& policies, const char* field, const char* id,
+                     const std::string& label, bool fraction) {
+  Axis ax;
+  double peak = fraction ? 1 : 0;
+  std::vector<std::vector<Point>> lines;
+  for (const nlohmann::json& p : policies) {
+    std::vector<Point> pts;
+    for (const nlohmann::json& s : p.value("series", nlohmann::json::array())) {
+      pts.push_back({JsonNum(s, "t_s"), JsonNum(s, field) * (fraction ? 100 : 1)});
+      ax.t_max = std::max(ax.t_max, pts.back().t_s);
+      peak = std::max(peak, pts.back().value);
+    }
+    lines.push_back(std::move(pts));
+  }
+  const double top = NiceTop(peak);
+  std::string body = Frame(ax, top, label, "", false), legend;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const char* color = kPolicyColors[i % 4];
+    body += Polyline(lines[i], ax, top, color, "policy", true);
+    legend += "<span><i class=\"sw\" style=\"background:" + std::string(color) + "\"></i>" +
+              E(policies[i].value("policy", std::string())) + "</span>";
+  }
+  return "<figure class=\"chart\" id=\"" + std::string(id) + "\" data-lines=\"" +
+         std::to_string(lines.size()) + "\">" + Svg(body) + "<figcaption class=\"legend\">" +
+         legend + "</figcaption></figure>";
+}
+
+std::string SimTable(const nlohmann::json& policies) {
+  std::string h =
+      "<table id=\"sim-compare\"><tr><th>policy</th><th>GPU tasks</th><th>JCT mean</th>"
+      "<th>p50</th><th>p95</th><th>p99</th><th>queueing mean</th><th>makespan</th>"
+      "<th>GPU allocated</th><th>GPU effective</th><th>CPU</th><th>worker CPUs started</th>"
+      "<th>preempted</th></tr>";
+  auto num = [](double v, int digits) { return "<td class=\"num\">" + Fixed(v, digits) + "</td>"; };
+  for (const nlohmann::json& p : policies) {
+    h += "<tr><td>" + E(p.value("policy", std::string())) + "</td>" +
+         num(JsonNum(p, "gpu_tasks"), 0) + num(JsonNum(p, "jct_mean_s"), 0) +
+         num(JsonNum(p, "jct_p50_s"), 0) + num(JsonNum(p, "jct_p95_s"), 0) +
+         num(JsonNum(p, "jct_p99_s"), 0) + num(JsonNum(p, "queue_mean_s"), 0) +
+         num(JsonNum(p, "makespan_s"), 0) + num(100 * JsonNum(p, "gpu_util_allocated"), 1) +
+         num(100 * JsonNum(p, "gpu_util_effective"), 1) + num(100 * JsonNum(p, "cpu_util"), 1) +
+         num(JsonNum(p, "worker_cpus_started"), 0) + num(JsonNum(p, "worker_cpus_preempted"), 0) +
+         "</tr>";
+  }
+  return h + "</table><p class=\"meta\">Times in seconds; utilization in percent.</p>";
+}
+
 }  // namespace
+
+std::string RenderSimHtml(const nlohmann::json& sim, const std::string& source,
+                          const std::string& generated_utc) {
+  const nlohmann::json& in = sim.value("inputs", nlohmann::json::object());
+  const nlohmann::json& policies = sim.value("policies", nlohmann::json::array());
+  std::string h =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+      "<title>goldminer simulation</title><style>";
+  h += kStyle;
+  h += "</style></head><body><main><h1>goldminer simulation</h1><p class=\"meta\">from <code>" +
+       E(source) + "</code>, generated " + E(generated_utc) + ": <code>" +
+       E(in.value("trace", std::string())) + "</code> on " + Fixed(JsonNum(in, "node_count"), 0) +
+       " node(s), " + Fixed(JsonNum(in, "gpus"), 0) + " GPUs, " + Fixed(JsonNum(in, "cpus"), 0) +
+       " CPUs; " + Fixed(JsonNum(in, "tasks"), 0) + " task(s) replayed, " +
+       Fixed(JsonNum(in, "never_scheduled"), 0) + " never scheduled, " +
+       Fixed(JsonNum(in, "dropped"), 0) + " fit no node</p>";
+  h += "<h2>Policies side by side</h2>" + SimTable(policies);
+  const nlohmann::json& ratios = sim.value("ratios", nlohmann::json::object());
+  h += "<ul id=\"sim-ratios\">";
+  for (const auto& [name, value] : ratios.items()) {
+    h += "<li><code>" + E(name) + "</code> " +
+         Fixed(value.is_number() ? value.get<double>() : 0, 2) + "</li>";
+  }
+  h += "</ul><h2>Over time</h2>" +
+       SimChart(policies, "queued", "chart-queue", "tasks waiting", false) +
+       SimChart(policies, "gpu_effective", "chart-gpu", "GPU effective %", true);
+  h += "<h2>Assumptions</h2><ul id=\"sim-assumptions\">";
+  for (const nlohmann::json& a : sim.value("assumptions", nlohmann::json::array())) {
+    h += "<li>" + E(a.is_string() ? a.get<std::string>() : a.dump()) + "</li>";
+  }
+  h += "</ul><p class=\"meta\">These figures are the model's (goldminer-simulate(1), MODEL), "
+       "on the curves it assumed.</p></main></body></html>\n";
+  return h;
+}
 
 std::string RenderHtml(const ReportModel& report) {
   std::string h =

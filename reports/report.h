@@ -87,6 +87,10 @@ std::vector<Point> Downsample(const std::vector<Point>& points, size_t max_point
 std::string EscapeHtml(const std::string& text);
 
 std::string RenderHtml(const ReportModel& report);
+// A simulation's page: sim.json's document (goldminer simulate), its file name and
+// when the page was made. Missing fields read as 0 or "".
+std::string RenderSimHtml(const nlohmann::json& sim, const std::string& source,
+                          const std::string& generated_utc);
 std::string RenderText(const ReportModel& report);
 // {"schema": "goldminer.report", "version": 1, ...}: what the page shows.
 nlohmann::json RenderJson(const ReportModel& report);

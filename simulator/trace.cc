@@ -167,13 +167,18 @@ Result<Trace> ReadGeneric(const Csv& csv, const std::string& origin) {
   return t;
 }
 
+Result<Trace> ReadCsvTrace(std::string_view text, const std::string& origin) {
+  GM_ASSIGN_OR_RETURN(Csv csv, ParseCsv(text, origin));
+  return csv.columns.contains("pod_phase") || csv.columns.contains("scheduled_time")
+             ? ReadPods(csv, origin)
+             : ReadGeneric(csv, origin);
+}
+
 }  // namespace
 
 Result<Trace> ParseTrace(std::string_view text, const std::string& origin) {
-  GM_ASSIGN_OR_RETURN(Csv csv, ParseCsv(text, origin));
-  Result<Trace> t = csv.columns.contains("pod_phase") || csv.columns.contains("scheduled_time")
-                        ? ReadPods(csv, origin)
-                        : ReadGeneric(csv, origin);
+  Result<Trace> t =
+      IsSlurmHistory(text) ? ParseSlurmHistory(text, origin) : ReadCsvTrace(text, origin);
   if (t.ok() && t->tasks.empty()) {
     return Status::InvalidArgument(origin + ": no task to replay (" +
                                    std::to_string(t->never_scheduled) +

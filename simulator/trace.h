@@ -10,6 +10,13 @@
 //     gpu_milli / 1000 (a pod sharing a GPU holds a fraction of one).
 //   - a generic trace: submit_s, duration_s, gpus (may be fractional), cpus, and
 //     optionally memory_mib, class (a curve family, see simulator/sim.h).
+//   - a Slurm cluster's own history: the jobcomp/filetxt file (JobCompType=
+//     jobcomp/filetxt: "JobId=... SubmitTime=... StartTime=... EndTime=...
+//     ProcCnt=... NodeCnt=... Tres=cpu=..,mem=..,gres/gpu=.. ..." a line), or
+//     `sacct --parsable2 --allocations --format=JobID,Submit,Start,End,AllocCPUS,
+//     AllocTRES,NNodes` output. A job that never started is skipped and counted;
+//     one on N nodes is N tasks, one a node, each with its share; one that ran
+//     less than a second lasts 1 s.
 //   - Alibaba's v2023 node list: sn, cpu_milli, memory_mib, gpu, model; or a
 //     generic one: name, cpus, memory_mib, gpus.
 //
@@ -55,6 +62,12 @@ struct Trace {
 // and line: a missing column, a value that is not a number, a negative time, a
 // task that ends before it starts or lasts 0 s, an empty trace.
 Result<Trace> ParseTrace(std::string_view text, const std::string& origin);
+
+// A Slurm history (jobcomp/filetxt or sacct --parsable2), by ParseTrace when
+// IsSlurmHistory(text): InvalidArgument naming the origin and line for a line of
+// neither form, a time that is not one, a job that ends before it starts.
+Result<Trace> ParseSlurmHistory(std::string_view text, const std::string& origin);
+bool IsSlurmHistory(std::string_view text);
 
 // Reads a node list (v2023 or generic). InvalidArgument naming the origin and
 // line; an empty list, or one without a GPU, is an error.

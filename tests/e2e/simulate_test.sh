@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end: `goldminer simulate` on the shipped trace (Alibaba's v2023 pod and node
-# lists, data/alibaba-gpu-v2023) at the paper's scale (--gpus 64), the same sim.json
-# byte for byte for the same seed, and bad inputs refused with the file and line
-# named and nothing written.
+# lists, data/alibaba-gpu-v2023) at the paper's scale (--gpus 64), its page from
+# `goldminer report --sim` in headless Chromium, the same sim.json byte for byte
+# for the same seed, and bad inputs refused with the file and line named and
+# nothing written. Needs Chromium: the suite fails, never skips, without.
 source "$(dirname "$0")/lib.sh"
 cd "$T" || fail "cd $T"
 DATA=$SRC/data/alibaba-gpu-v2023
@@ -38,7 +39,48 @@ assert len(sim["assumptions"]) >= 5
 PY
 ok "sim.json holds every policy's figures, series and the ratios"
 
-# 2. The same seed, the same bytes; another seed, another family mix.
+# 2. The report of it, in a real browser.
+CHROMIUM=$(command -v chromium || command -v chromium-browser) ||
+  fail "chromium is missing: run scripts/install-deps.sh (the report is checked in a real browser)"
+expect_rc 0 "report --sim renders the simulation" -- "$GM" report --sim "$T/a.json" -o "$T/sim.html"
+timeout 120 "$CHROMIUM" --headless=new --no-sandbox --disable-gpu --no-first-run \
+  --disable-extensions --disable-background-networking --user-data-dir="$T/chrome" \
+  --dump-dom "file://$T/sim.html" >"$T/dom.html" 2>"$T/chrome.log" ||
+  { cat "$T/chrome.log" >&2; fail "chromium could not open the page"; }
+$PY - "$T/dom.html" <<'PY' || fail "the simulation's page is not what sim.json holds"
+import sys
+from html.parser import HTMLParser
+
+class Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids, self.rows, self.lines, self.items, self.where = {}, 0, {}, 0, []
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids[a["id"]] = a
+            self.where.append(a["id"])
+        if tag == "tr" and self.where and self.where[-1] == "sim-compare":
+            self.rows += 1
+        if tag == "li" and self.where and self.where[-1] == "sim-assumptions":
+            self.items += 1
+        if tag == "polyline" and self.where and self.where[-1].startswith("chart-"):
+            self.lines[self.where[-1]] = self.lines.get(self.where[-1], 0) + 1
+
+page = Page()
+page.feed(open(sys.argv[1]).read())
+assert page.rows == 4, f"{page.rows} rows: a header and static, job, cluster"
+assert page.lines == {"chart-queue": 3, "chart-gpu": 3}, page.lines
+assert page.ids["chart-queue"]["data-lines"] == "3", page.ids["chart-queue"]
+assert page.items >= 5, page.items
+assert "sim-ratios" in page.ids
+PY
+ok "the page shows the policies, queue and GPU utilization over time and the assumptions"
+printf '{"schema": "goldminer.plan", "version": 1}\n' >"$T/notsim.json"
+expect_rc 1 "report --sim refuses what is not a sim.json" -- "$GM" report --sim "$T/notsim.json" -o "$T/x.html"
+expect_in "$T/err" "not a sim.json of version 1" "the refusal says what it expected"
+
+# 3. The same seed, the same bytes; another seed, another family mix.
 expect_rc 0 "simulate again with the same seed" -- \
   "$GM" simulate --trace "$PODS" --nodes "$NODES" --gpus 64 --load 2 -o "$T/b.json"
 cmp -s "$T/a.json" "$T/b.json" || fail "the same seed wrote another sim.json"
@@ -48,7 +90,7 @@ expect_rc 0 "simulate with another seed" -- \
 cmp -s "$T/a.json" "$T/c.json" && fail "another seed wrote the same sim.json"
 ok "another seed draws other nodes and another mix"
 
-# 3. Bad input: exit 1, the file and line named, nothing written.
+# 4. Bad input: exit 1, the file and line named, nothing written.
 printf 'submit_s,duration_s,gpus\n0,10,1\n' >"$T/nocol.csv"
 printf 'submit_s,duration_s,gpus,cpus\n0,10,1,2\n-3,10,1,2\n' >"$T/negative.csv"
 printf 'submit_s,duration_s,gpus,cpus\n0,10,1,2\n5,10,64,2\n' >"$T/big.csv"

@@ -334,4 +334,24 @@ ok "under Slurm, an unchanged program's DataLoader ran on the worker steps, with
 [[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'offload' AND kind = 'offload' AND message LIKE 'rank 0: a DataLoader of Where runs its 2 worker(s) as virtual workers%'") == 1 ]] ||
   fail "the offload is not recorded: $(sqlite3 "$DB" "SELECT kind, message FROM events WHERE run_id = 'offload'")"
 ok "runs.db records the DataLoader served"
+
+# 9. This cluster's own history (JobCompType=jobcomp/filetxt) replayed by
+#    `goldminer simulate` on its nodes (as slurm_cluster.sh declares them: 8 CPUs,
+#    16000 MiB): every job that ran above is a task.
+JOBCOMP=$T/cluster/log/jobcomp.txt
+[[ -s $JOBCOMP ]] || fail "the cluster wrote no job history ($JOBCOMP)"
+ran=$(grep -c 'StartTime=[0-9]' "$JOBCOMP")
+printf 'name,cpus,memory_mib,gpus\ngpu1,8,16000,2\ngpu2,8,16000,2\ncpu1,8,16000,0\ncpu2,8,16000,0\n' \
+  >"$T/nodes.csv"
+expect_rc 0 "simulate replays this cluster's jobcomp history" -- \
+  "$GM" simulate --trace "$JOBCOMP" --nodes "$T/nodes.csv" -o "$T/history.json"
+$PY - "$T/history.json" "$ran" <<'PY' || fail "the history's replay: $(head -c 1500 "$T/history.json")"
+import json, sys
+sim, ran = json.load(open(sys.argv[1])), int(sys.argv[2])
+assert ran > 0, "no job ran"
+assert sim["inputs"]["tasks"] + sim["inputs"]["dropped"] >= ran, (sim["inputs"], ran)
+for p in sim["policies"]:
+    assert p["events"] == 2 * sim["inputs"]["tasks"], p
+PY
+ok "every job of the history that ran was replayed under each policy"
 done_suite

@@ -254,5 +254,72 @@ TEST(SimulatorTest,
   EXPECT_EQ(Of(*r, "static").cpu_tasks, 1u);
 }
 
+TEST(SimulatorTest, GivenASlurmHistoryThenEachJobThatRanIsATaskAndMultiNodeJobsSplit) {
+  const std::string line =
+      " UserId=root(0) GroupId=root(0) Name=my job JobState=COMPLETED Partition=gpu "
+      "TimeLimit=UNLIMITED ";
+  const std::string jobcomp =
+      "JobId=12" + line +
+      "StartTime=2026-12-01T10:00:05 EndTime=2026-12-01T10:02:05 NodeList=gpu1 NodeCnt=1 "
+      "ProcCnt=4 WorkDir=/tmp ReservationName= Tres=cpu=4,mem=2000M,node=1,gres/gpu=1 Account= "
+      "QOS= WcKey= Cluster=gm SubmitTime=2026-12-01T10:00:00 EligibleTime=2026-12-01T10:00:00 "
+      "DerivedExitCode=0:0 ExitCode=0:0\n"
+      "JobId=13" +
+      line +
+      "StartTime=2026-12-01T11:00:00 EndTime=2026-12-01T11:00:00 NodeList=gpu[1-2] NodeCnt=2 "
+      "ProcCnt=16 WorkDir=/tmp ReservationName= Tres=cpu=16,mem=4G,node=2,gres/gpu=4 Account= "
+      "QOS= WcKey= Cluster=gm SubmitTime=2026-12-01T10:59:00 EligibleTime=2026-12-01T10:59:00 "
+      "DerivedExitCode=0:0 ExitCode=0:0\n"
+      "JobId=14" +
+      line +
+      "StartTime=Unknown EndTime=2026-12-01T12:00:00 NodeList=(null) NodeCnt=0 ProcCnt=0 "
+      "WorkDir=/tmp ReservationName= Tres= Account= QOS= WcKey= Cluster=gm "
+      "SubmitTime=2026-12-01T11:30:00 EligibleTime=2026-12-01T11:30:00 DerivedExitCode=0:0 "
+      "ExitCode=0:0\n";
+  auto t = ParseTrace(jobcomp, "jobcomp.txt");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  ASSERT_EQ(t->tasks.size(), 3u);
+  EXPECT_EQ(t->never_scheduled, 1u);
+  EXPECT_EQ(t->tasks[0].name, "job-12");
+  EXPECT_DOUBLE_EQ(t->tasks[0].duration_s, 120);
+  EXPECT_DOUBLE_EQ(t->tasks[1].submit_s - t->tasks[0].submit_s, 3540);
+  EXPECT_EQ(t->tasks[0].cpus, 4);
+  EXPECT_EQ(t->tasks[0].gpu_milli, 1000);
+  EXPECT_EQ(t->tasks[0].memory_mib, 2000u);
+  EXPECT_EQ(t->tasks[1].name, "job-13.0");  // two nodes: two tasks, each with half
+  EXPECT_EQ(t->tasks[2].name, "job-13.1");
+  EXPECT_EQ(t->tasks[1].cpus, 8);
+  EXPECT_EQ(t->tasks[1].gpu_milli, 2000);
+  EXPECT_EQ(t->tasks[1].memory_mib, 2048u);
+  EXPECT_DOUBLE_EQ(t->tasks[1].duration_s, 1);  // ran for less than a second
+  std::string reversed = jobcomp.substr(0, jobcomp.find('\n') + 1);
+  reversed += "JobId=15" + line +
+              "StartTime=2026-12-01T10:00:05 EndTime=2026-12-01T10:00:01 NodeCnt=1 ProcCnt=1 "
+              "SubmitTime=2026-12-01T10:00:00\n";
+  EXPECT_NE(ParseTrace(reversed, "jobcomp.txt")
+                .status()
+                .message()
+                .find("jobcomp.txt:2: it ends before it starts"),
+            std::string::npos);
+
+  const std::string sacct =
+      "JobID|Submit|Start|End|AllocCPUS|AllocTRES|NNodes|State\n"
+      "7|2026-12-01T10:00:00|2026-12-01T10:00:10|2026-12-01T10:01:10|2|"
+      "billing=2,cpu=2,gres/gpu=1,mem=1G,node=1|1|COMPLETED\n"
+      "8|2026-12-01T10:00:00|None|None|0||0|CANCELLED\n";
+  auto s = ParseTrace(sacct, "sacct.txt");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ASSERT_EQ(s->tasks.size(), 1u);
+  EXPECT_EQ(s->never_scheduled, 1u);
+  EXPECT_DOUBLE_EQ(s->tasks[0].duration_s, 60);
+  EXPECT_EQ(s->tasks[0].memory_mib, 1024u);
+  EXPECT_EQ(s->tasks[0].gpu_milli, 1000);
+  EXPECT_NE(ParseTrace("JobID|Submit|Start\n", "sacct.txt")
+                .status()
+                .message()
+                .find("sacct.txt:1: no column End"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace gm::sim
