@@ -8,13 +8,47 @@
 
 #include "cmd/cli.h"
 #include "core/file_util.h"
+#include "core/json.h"
+#include "core/json_fields.h"
 #include "core/log.h"
 #include "reports/sim_text.h"
 #include "simulator/sim.h"
 #include "simulator/trace.h"
 
+namespace gm::sim {
+
+// One family of a --curves file (goldminer-simulate(1), Curve families).
+Status Convert(const JsonNode& n, Family& out) {
+  Fields f(n);
+  f.Required("name", out.name);
+  f.Required("cpus_per_gpu", out.cpus_per_gpu);
+  f.Optional("samples_per_s_per_gpu", out.samples_per_s_per_gpu);
+  f.Optional("bytes_per_sample", out.bytes_per_sample);
+  f.Required("share", out.share);
+  f.Check(!out.name.empty(), "name", "a family name");
+  f.Check(out.cpus_per_gpu > 0, "cpus_per_gpu", "a positive number of CPUs per GPU");
+  f.Check(out.samples_per_s_per_gpu > 0, "samples_per_s_per_gpu", "a positive rate");
+  f.Check(out.bytes_per_sample >= 0, "bytes_per_sample", "a number of bytes, 0 or more");
+  f.Check(out.share >= 0, "share", "a share, 0 or more");
+  return f.status();
+}
+
+}  // namespace gm::sim
+
 namespace gm::cli {
 namespace {
+
+// The curve families of a --curves file: {"families": [{name, cpus_per_gpu,
+// samples_per_s_per_gpu, bytes_per_sample, share}, ...]}.
+Result<std::vector<sim::Family>> LoadCurves(const std::string& path) {
+  GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(path));
+  const JsonNode root(doc, path);
+  GM_ASSIGN_OR_RETURN(JsonNode families, root.Get("families"));
+  std::vector<sim::Family> out;
+  GM_RETURN_IF_ERROR(Convert(families, out));
+  if (out.empty()) return families.Expected("at least one family");
+  return out;
+}
 
 struct SimulateFlags {
   std::string trace;
@@ -29,6 +63,7 @@ struct SimulateFlags {
   double min_lifetime_s = 60;
   std::string out = "sim.json";
   bool json = false;
+  std::string curves;  // a JSON file of curve families; empty: the defaults
 };
 
 std::vector<std::string> SplitList(const std::string& text) {
@@ -50,6 +85,9 @@ Result<int> RunSimulate(const SimulateFlags& f) {
   o.nic_gbps = f.nic_gbps;
   o.pool.min_gain = f.min_gain;
   o.pool.min_lifetime_s = f.min_lifetime_s;
+  if (!f.curves.empty()) {
+    GM_ASSIGN_OR_RETURN(o.families, LoadCurves(f.curves));
+  }
   GM_RETURN_IF_ERROR(CheckWritable(f.out, "-o"));
   GM_ASSIGN_OR_RETURN(std::string trace_text, ReadFile(f.trace));
   GM_ASSIGN_OR_RETURN(sim::Trace trace, sim::ParseTrace(trace_text, f.trace));
@@ -129,6 +167,11 @@ Verb SimulateVerb() {
                        "admitted takes it back")
             ->capture_default_str()
             ->check(CLI::Range(0.0, 1e9));
+        sub.add_option("--curves", f->curves,
+                       "Curve families instead of the defaults: a JSON file {\"families\": "
+                       "[{name, cpus_per_gpu, samples_per_s_per_gpu, bytes_per_sample, "
+                       "share}]} (a trace's class names one; share: of the tasks without one)")
+            ->check(CLI::ExistingFile);
         sub.add_option("-o,--output", f->out, "Where to write sim.json")->capture_default_str();
         sub.add_flag("--json", f->json, "Print sim.json on stdout instead of the comparison");
         return [f]() { return RunSimulate(*f); };

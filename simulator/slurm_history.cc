@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 
+#include "simulator/text.h"
 #include "simulator/trace.h"
 
 namespace gm::sim {
@@ -116,13 +117,7 @@ double NumberOr(std::string_view text, double fallback) {
 Result<Trace> ReadJobcomp(std::string_view text, const std::string& origin) {
   Trace t;
   t.origin = origin;
-  size_t number = 0;
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    ++number;
-    if (line.empty()) continue;
+  GM_RETURN_IF_ERROR(ForEachLine(text, [&](std::string_view line, size_t number) -> Status {
     const std::string where = origin + ":" + std::to_string(number) + ": ";
     if (!line.starts_with("JobId=")) {
       return Status::InvalidArgument(where + "not a jobcomp/filetxt line (JobId=... first)");
@@ -138,7 +133,8 @@ Result<Trace> ReadJobcomp(std::string_view text, const std::string& origin) {
                                                NumberOr(Field(line, "ProcCnt"), 0), gpus, memory,
                                                NumberOr(Field(line, "NodeCnt"), 1), number, t));
     if (!ran) ++t.never_scheduled;
-  }
+    return Status::Ok();
+  }));
   return t;
 }
 
@@ -146,22 +142,10 @@ Result<Trace> ReadSacct(std::string_view text, const std::string& origin) {
   Trace t;
   t.origin = origin;
   std::map<std::string, size_t, std::less<>> columns;
-  size_t number = 0;
   const char* const kNeed[] = {"JobID",     "Submit",    "Start", "End",
                                "AllocCPUS", "AllocTRES", "NNodes"};
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    ++number;
-    if (line.empty()) continue;
-    std::vector<std::string_view> f;
-    for (size_t start = 0;;) {
-      const size_t bar = line.find('|', start);
-      f.push_back(line.substr(start, bar == std::string_view::npos ? bar : bar - start));
-      if (bar == std::string_view::npos) break;
-      start = bar + 1;
-    }
+  GM_RETURN_IF_ERROR(ForEachLine(text, [&](std::string_view line, size_t number) -> Status {
+    const std::vector<std::string_view> f = SplitFields(line, '|');
     if (columns.empty()) {
       for (size_t i = 0; i < f.size(); ++i) columns.emplace(std::string(f[i]), i);
       for (const char* c : kNeed) {
@@ -172,7 +156,7 @@ Result<Trace> ReadSacct(std::string_view text, const std::string& origin) {
               "--format=JobID,Submit,Start,End,AllocCPUS,AllocTRES,NNodes)");
         }
       }
-      continue;
+      return Status::Ok();
     }
     const std::string where = origin + ":" + std::to_string(number) + ": ";
     auto get = [&](const char* c) {
@@ -189,7 +173,8 @@ Result<Trace> ReadSacct(std::string_view text, const std::string& origin) {
                                                NumberOr(get("AllocCPUS"), 0), gpus, memory,
                                                NumberOr(get("NNodes"), 1), number, t));
     if (!ran) ++t.never_scheduled;
-  }
+    return Status::Ok();
+  }));
   if (columns.empty()) return Status::InvalidArgument(origin + ": empty (no header line)");
   return t;
 }

@@ -5,6 +5,8 @@
 #include <map>
 #include <optional>
 
+#include "simulator/text.h"
+
 namespace gm::sim {
 namespace {
 
@@ -14,33 +16,15 @@ struct Csv {
   std::vector<std::pair<size_t, std::vector<std::string_view>>> rows;
 };
 
-std::vector<std::string_view> Split(std::string_view line) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = line.find(',', start);
-    out.push_back(line.substr(start, comma == std::string_view::npos ? comma : comma - start));
-    if (comma == std::string_view::npos) return out;
-    start = comma + 1;
-  }
-}
-
 Result<Csv> ParseCsv(std::string_view text, const std::string& origin) {
   Csv csv;
-  size_t number = 0;
   bool header = true;
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
-    ++number;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty()) continue;
-    std::vector<std::string_view> fields = Split(line);
+  GM_RETURN_IF_ERROR(ForEachLine(text, [&](std::string_view line, size_t number) -> Status {
+    std::vector<std::string_view> fields = SplitFields(line, ',');
     if (header) {
       for (size_t i = 0; i < fields.size(); ++i) csv.columns.emplace(std::string(fields[i]), i);
       header = false;
-      continue;
+      return Status::Ok();
     }
     if (fields.size() != csv.columns.size()) {
       return Status::InvalidArgument(origin + ":" + std::to_string(number) + ": " +
@@ -48,7 +32,8 @@ Result<Csv> ParseCsv(std::string_view text, const std::string& origin) {
                                      std::to_string(csv.columns.size()));
     }
     csv.rows.emplace_back(number, std::move(fields));
-  }
+    return Status::Ok();
+  }));
   if (header) return Status::InvalidArgument(origin + ": empty (no header line)");
   return csv;
 }

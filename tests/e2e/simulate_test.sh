@@ -106,6 +106,19 @@ for c in "nocol.csv:1: no column \"cpus\"" "negative.csv:3: submit_s is negative
   [[ ! -e $T/never.json ]] || fail "$file: sim.json was written"
 done
 ok "nothing is written on bad input"
+printf '{"families": [{"name": "flat", "cpus_per_gpu": 1, "share": 1}]}\n' >"$T/flat.json"
+expect_rc 0 "simulate with one curve family of its own" -- \
+  "$GM" simulate --trace "$PODS" --nodes "$NODES" --gpus 64 --curves "$T/flat.json" -o "$T/flat.sim.json"
+$PY - "$T/flat.sim.json" <<'PY' || fail "the curves file was not used"
+import json, sys
+sim = json.load(open(sys.argv[1]))
+assert [f["name"] for f in sim["options"]["families"]] == ["flat"], sim["options"]
+PY
+ok "the families of --curves are the ones replayed"
+printf '{"families": [{"name": "x", "cpus_per_gpu": 0, "share": 1}]}\n' >"$T/badcurves.json"
+expect_rc 1 "a bad curves file is refused" -- \
+  "$GM" simulate --trace "$PODS" --nodes "$NODES" --curves "$T/badcurves.json" -o "$T/never.json"
+expect_in "$T/err" "badcurves.json: \$.families[0].cpus_per_gpu" "the refusal names the JSON path"
 expect_rc 2 "an unknown flag is a usage error" -- "$GM" simulate --trace "$PODS" --frobnicate
 expect_rc 0 "simulate --help" -- "$GM" simulate --help
 expect_in "$T/out" "--min-worker-lifetime" "--help lists every flag"
