@@ -172,15 +172,25 @@ Result<std::unique_ptr<Source>> MakeJsonlSource(const JsonNode& source, const So
                                                                std::move(label_field), env));
 }
 
+// A range source lists its splits up front: this many at most (a count far past
+// it would hold the process building them).
+constexpr uint64_t kMaxRangeSplits = uint64_t{1} << 20;
+
 Result<std::unique_ptr<Source>> MakeRangeSource(const JsonNode& source, const SourceEnv& env) {
   GM_RETURN_IF_ERROR(source.CheckKeys({"type", "count"}));
   GM_ASSIGN_OR_RETURN(int64_t count, source.Int("count"));
-  if (count <= 0) {
+  const uint64_t per_split = std::max<uint64_t>(1, env.samples_per_split);
+  const uint64_t most = kMaxRangeSplits * per_split;
+  if (count <= 0 || static_cast<uint64_t>(count) > most) {
     GM_ASSIGN_OR_RETURN(JsonNode count_node, source.Get("count"));
-    return count_node.Expected("a positive integer");
+    return count_node.Expected(count <= 0 ? "a positive integer"
+                                          : "at most " + std::to_string(most) + " (" +
+                                                std::to_string(kMaxRangeSplits) + " splits of " +
+                                                std::to_string(per_split) +
+                                                " samples; raise --samples-per-split for more)");
   }
-  return std::unique_ptr<Source>(std::make_unique<RangeSource>(
-      static_cast<uint64_t>(count), std::max<uint64_t>(1, env.samples_per_split)));
+  return std::unique_ptr<Source>(
+      std::make_unique<RangeSource>(static_cast<uint64_t>(count), per_split));
 }
 
 }  // namespace gm

@@ -382,6 +382,12 @@ TEST(RangeSourceTest, GivenCount_WhenRead_ThenSplitsOfSamplesPerSplitAndIndexKey
   EXPECT_EQ(e.samples[1].label, -1);
   EXPECT_TRUE(e.samples[1].data.empty());
   EXPECT_FALSE(Make(R"({"type":"range","count":0})", SourceEnv{}).ok());
+  // A count whose splits could not all be listed: refused, saying the bound (the
+  // fuzzer found 1002222222222222222 holding the process for its splits).
+  auto huge = Make(R"({"type":"range","count":1002222222222222222})", env);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("raise --samples-per-split"), std::string::npos)
+      << huge.status().message();
 }
 
 TEST(RangeSourceTest, GivenEmitReturnsFalse_WhenRead_ThenStopsEarly) {
