@@ -65,20 +65,19 @@ class _Proc:
     def __init__(self, serial, place_name, chan):
         self.serial, self.place_name, self.chan = serial, place_name, chan
         self.pending = []  # (index, indices, seed) sent and not answered, in order
-        self.ready = True  # False once it ended
 
 
 class Dispatcher:
     """The processes behind one elastic iterator. `job`: the JOB without
     worker_id; `results`: torch's result queue; `place`: where processes go
-    (live(), open_on()); `workers`: M, the processes wanted at the start;
-    `num_workers`: N, torch's count; `say`: one line to the user; `failed`:
-    makes the item that fails the iterator, from a phrase."""
+    (live(), open_on()); `num_workers`: N, torch's count and the processes
+    wanted at the start (M above); `say`: one line to the user; `failed`: makes
+    the item that fails the iterator, from a phrase. A process is in `procs`
+    from its start until its reader saw it end."""
 
-    def __init__(self, job, modules, results, place, workers, num_workers, say, failed):
+    def __init__(self, job, modules, results, place, num_workers, say, failed):
         self.job, self.modules, self.results, self.place = job, modules, results, place
-        self.workers, self.num_workers, self.say, self.failed = \
-            workers, num_workers, say, failed
+        self.num_workers, self.say, self.failed = num_workers, say, failed
         self.base_seed = job["base_seed"]
         self.epoch = 0  # set by the iterator at each reset, before its tasks
         self.per_place = None  # K, from the first listing
@@ -124,7 +123,7 @@ class Dispatcher:
     def capacity(self):
         """Tasks the processes can hold at once."""
         with self.cv:
-            return DEPTH * sum(1 for p in self.procs.values() if p.ready)
+            return DEPTH * len(self.procs)
 
     def alive(self):
         with self.cv:
@@ -164,9 +163,8 @@ class Dispatcher:
         (under cv)."""
         if self.stopping:
             return
-        ready = [p for p in self.procs.values() if p.ready]
-        while self.queue and ready:
-            proc = min(ready, key=lambda p: len(p.pending))
+        while self.queue and self.procs:
+            proc = min(self.procs.values(), key=lambda p: len(p.pending))
             if len(proc.pending) >= DEPTH:
                 return
             task = heapq.heappop(self.queue)
@@ -193,7 +191,6 @@ class Dispatcher:
         except Exception as e:  # never leave the trainer waiting on a dead reader
             why = Failure(f"its reader failed: {type(e).__name__}: {e}")
         with self.cv:  # no send is under way on what is closed
-            proc.ready = False
             proc.chan.close()
             del self.procs[proc.serial]
             self.cv.notify_all()
@@ -231,7 +228,7 @@ class Dispatcher:
                 self.say(f"cannot list the data workers for virtual workers: {e}")
         with self.cv:
             if self.per_place is None and live:
-                self.per_place = max(1, math.ceil(self.workers / len(live)))
+                self.per_place = max(1, math.ceil(self.num_workers / len(live)))
             held = {}
             for p in self.procs.values():
                 held[p.place_name] = held.get(p.place_name, 0) + 1

@@ -937,7 +937,7 @@ class _Context:
             from goldminer import _elastic
             if self.dispatcher is None:
                 self.dispatcher = _elastic.Dispatcher(
-                    job, modules, result_queue, _place(_transport), num_workers, num_workers,
+                    job, modules, result_queue, _place(_transport), num_workers,
                     _say, lambda why: (None, _Failed(None, why)))
             return _elastic.Slot(self.dispatcher)
         from torch.utils.data import _DatasetKind
