@@ -82,6 +82,10 @@ class FrameError(ValueError):
     """A malformed frame, or a channel that ended inside one."""
 
 
+class FrameCut(FrameError):
+    """The channel ended inside a frame: its writer went away mid-write."""
+
+
 def _rebuild_tensor(array):
     import torch
     return torch.from_numpy(array)
@@ -230,7 +234,7 @@ def _read_exact(stream, n, what):
         while got < n:
             k = stream.readinto(view[got:])
             if not k:
-                raise FrameError(f"the channel ended inside {what} ({got} of {n} bytes)")
+                raise FrameCut(f"the channel ended inside {what} ({got} of {n} bytes)")
             got += k
     return buf
 

@@ -466,9 +466,10 @@ def read_channel(chan, take):
     take(key, state, raw) for each STATE and RESULT pair (raw: the _Raw RESULT,
     loaded by whoever takes it from the result queue). Returns None for a clean
     end (exit status 0), a Failure for a FAILED frame (the channel not yet
-    waited for), else how it ended (a phrase: "was killed by signal 9", ...)."""
+    waited for), else how it ended (a phrase: "was killed by signal 9", ...; for
+    a stream cut inside a frame, how the process ended, when it says)."""
     from goldminer import _vwire
-    why = None
+    why = cut = None
     meta = None  # the STATE before the RESULT that follows it
     try:
         while True:
@@ -495,15 +496,23 @@ def read_channel(chan, take):
                 break
     except ConnectionError:
         pass  # a worker that died with tasks unread resets its socket: as an end
+    except _vwire.FrameCut as e:
+        # It ended mid-write (killed, crashed): how it ended says why, when it
+        # says anything; else the cut does.
+        cut = str(e)
     except (_vwire.FrameError, OSError) as e:
         why = str(e)
     if why is not None:
         chan.kill()
     code = chan.wait_exit(_EXIT_WAIT_S)
+    if code is None and cut is not None:
+        chan.kill()  # cut off and still not ended
     if why is None and code != 0:
         why = ("was killed by signal %d" % -code if code is not None and code < 0 else
                "exited with status %s" % code if code is not None else
-               chan.lost or "closed its channel and did not exit")
+               chan.lost or cut or "closed its channel and did not exit")
+    elif why is None and cut is not None:  # it ended well, in the middle of a frame
+        why = cut
     return why
 
 
