@@ -10,7 +10,53 @@ namespace {
 
 std::string Rate(double r) { return Fixed(r, 0) + " samples/s"; }
 
+// "+2.8%", "-1.0%": a gain to one decimal.
+std::string SignedPercent(double fraction) {
+  return (fraction >= 0 ? "+" : "") + Fixed(100 * fraction, 1) + "%";
+}
+
+// The weight of noise_prior in Sigma(), in periods' degrees of freedom.
+constexpr double kPriorWeight = 2;
+
 }  // namespace
+
+double RateSegment::Mean() const {
+  if (rates.empty()) return 0;
+  double sum = 0;
+  for (double r : rates) sum += r;
+  return sum / static_cast<double>(rates.size());
+}
+
+double RateSegment::RecentMean() const {
+  if (rates.size() < 2) return Mean();
+  return (rates[rates.size() - 1] + rates[rates.size() - 2]) / 2;
+}
+
+GainVerdict JudgeGain(const RateSegment& fewer, const RateSegment& more, double sigma,
+                      double min_gain) {
+  GainVerdict v;
+  const size_t nf = fewer.rates.size(), nm = more.rates.size();
+  if (nf == 0 || nm == 0) return v;
+  const double base = fewer.Mean();
+  if (base <= 0) {
+    v.gain = more.Mean() > 0 ? 1 : 0;  // from nothing to something: pays
+    v.kind = more.Mean() > 0 ? GainVerdict::Kind::kPays : GainVerdict::Kind::kUnsure;
+    return v;
+  }
+  v.gain = more.Mean() / base - 1;
+  v.error = sigma * std::sqrt(1.0 / static_cast<double>(nf) + 1.0 / static_cast<double>(nm));
+  if (v.gain - 2 * v.error >= min_gain) {
+    v.kind = GainVerdict::Kind::kPays;
+  } else if (v.gain + 2 * v.error < min_gain && nf >= 2 && nm >= 2) {
+    v.kind = GainVerdict::Kind::kDoesNotPay;  // never from one period on either side
+  }
+  return v;
+}
+
+double Autoscaler::Sigma() const {
+  return std::sqrt((kPriorWeight * o_.noise_prior * o_.noise_prior + noise_sum_) /
+                   (kPriorWeight + noise_count_));
+}
 
 std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers) {
   if (!started_) {
@@ -43,68 +89,127 @@ std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers)
   const double rate = rate_sum_ / dt_sum_, stall = stall_sum_ / dt_sum_;
   period_start_ = -1;
   rate_sum_ = stall_sum_ = dt_sum_ = 0;
-  probe_ = false;
-  undo_ = false;
-  std::optional<ScaleDecision> d = Decide(rate, stall, workers);
-  // A removal undone leaves the trainer catching up on what the drained worker
-  // handed back: two periods settle, so its wait is not read as a need for more.
-  if (d) settle_until_ = r.t_s + o_.period_s * (undo_ ? 2 : 1);
-  // Only an experiment is checked; undoing one is not. A removal is checked over the
-  // hold's periods: what a drained worker handed back may be waited for a while
-  // later, and a wait then is the removal's cost, not a need for more workers.
-  if (d && probe_) {
-    pending_ = d->delta;
-    removal_checks_ = d->delta < 0 ? std::max(1, o_.hold_periods) : 0;
-  } else if (!d && pending_ == -1 && --removal_checks_ > 0) {
-    // still checking the removal
-  } else {
+  if (workers != current_.workers) {
+    // The count changed without a decision (the first period, a worker lost or
+    // replaced, a start that failed): what was being judged no longer applies.
+    before_ = RateSegment{};
+    current_ = RateSegment{workers, {}};
     pending_ = 0;
   }
-  rate_before_ = rate;
+  if (!current_.rates.empty() && current_.rates.back() > 0) {
+    const double d = rate / current_.rates.back() - 1;
+    noise_sum_ += d * d / 2;
+    ++noise_count_;
+  }
+  current_.rates.push_back(rate);
+  const size_t keep = static_cast<size_t>(std::max(2, o_.max_judge_periods));
+  if (current_.rates.size() > keep) current_.rates.erase(current_.rates.begin());
+  undo_ = false;
+  std::optional<ScaleDecision> d = Decide(r.t_s, stall, workers);
+  // A removal undone leaves the trainer catching up on what the drained worker
+  // did not make: two periods settle, so its wait is not read as a need for more.
+  if (d) settle_until_ = r.t_s + o_.period_s * (undo_ ? 2 : 1);
   return d;
 }
 
-std::optional<ScaleDecision> Autoscaler::Decide(double rate, double stall, int workers) {
-  if (remove_hold_ > 0) --remove_hold_;
-  const std::string now = Rate(rate) + ", data wait " + Percent(stall);
-  if (pending_ == +1 && rate < rate_before_ * (1 + o_.min_gain) && workers > o_.min_workers) {
-    ceiling_ = workers - 1;
-    ceiling_rate_ = rate_before_;
-    return ScaleDecision{-1, "the worker added did not pay off (" + Rate(rate_before_) + " -> " +
-                                 now + "): draining it; no more than " + std::to_string(ceiling_) +
-                                 " workers while the rate holds"};
+void Autoscaler::Change(int delta) {
+  before_ = current_;
+  current_ = RateSegment{current_.workers + delta, {}};
+}
+
+std::string Autoscaler::Figures(const GainVerdict& v, const RateSegment& fewer,
+                                const RateSegment& more) const {
+  return Rate(fewer.Mean()) + " with " + std::to_string(fewer.workers) + " over " +
+         std::to_string(fewer.rates.size()) + " period(s), " + Rate(more.Mean()) + " with " +
+         std::to_string(more.workers) + " over " + std::to_string(more.rates.size()) + ": " +
+         SignedPercent(v.gain) + " +/- " + Fixed(200 * v.error, 1) + "%";
+}
+
+std::optional<ScaleDecision> Autoscaler::JudgeAddition(double t_s, double stall, int workers) {
+  const GainVerdict v = JudgeGain(before_, current_, Sigma(), o_.min_gain);
+  const bool enough = static_cast<int>(current_.rates.size()) >= o_.max_judge_periods;
+  if (v.kind == GainVerdict::Kind::kPays || (enough && v.gain >= o_.min_gain)) {
+    pending_ = 0;  // it paid off: the usual rules go on from here
+    return std::nullopt;
   }
-  // The ceiling lifts when the rate at it moved: the workload changed.
-  if (ceiling_ > 0 && workers == ceiling_ && pending_ == 0 &&
-      std::abs(rate - ceiling_rate_) > 2 * o_.min_gain * ceiling_rate_) {
+  if (v.kind != GainVerdict::Kind::kDoesNotPay && !enough) return std::nullopt;  // not yet
+  pending_ = 0;
+  if (workers <= o_.min_workers) return std::nullopt;
+  ceiling_ = workers - 1;
+  ceiling_rate_ = before_.Mean();
+  ceiling_until_ = t_s + o_.ceiling_retry_s;
+  std::string reason = "the worker added did not pay off (" + Figures(v, before_, current_) +
+                       ", data wait " + Percent(stall) + "): draining it; no more than " +
+                       std::to_string(ceiling_) + " workers while the rate holds (tried again in " +
+                       Fixed(o_.ceiling_retry_s, 0) + " s)";
+  Change(-1);
+  return ScaleDecision{-1, std::move(reason)};
+}
+
+std::optional<ScaleDecision> Autoscaler::JudgeRemoval(double stall, int workers) {
+  if (workers >= o_.max_workers) {
+    pending_ = 0;
+    return std::nullopt;
+  }
+  std::string reason;
+  const GainVerdict v = JudgeGain(current_, before_, Sigma(), o_.min_gain);
+  const bool enough = static_cast<int>(current_.rates.size()) >= std::max(1, o_.hold_periods);
+  if (v.kind == GainVerdict::Kind::kPays || (enough && v.gain >= o_.min_gain)) {
+    reason = "removing a worker cost " + Percent(v.gain / (1 + v.gain)) + " (" +
+             Figures(v, current_, before_) + ")";
+  } else if (stall > o_.stall_high) {
+    // A removal after which the trainer waits cost something even when the rate
+    // held: it is undone (the count it had was enough), not followed by an addition.
+    reason = "removing a worker made the trainer wait (" + Rate(current_.rates.back()) +
+             ", data wait " + Percent(stall) + ")";
+  } else {
+    if (enough) pending_ = 0;  // the removal stands
+    return std::nullopt;
+  }
+  pending_ = 0;
+  remove_hold_ = o_.hold_periods;
+  undo_ = true;
+  Change(+1);
+  return ScaleDecision{+1, reason + ": adding it back; no change for " +
+                               std::to_string(o_.hold_periods) + " periods"};
+}
+
+std::optional<ScaleDecision> Autoscaler::Decide(double t_s, double stall, int workers) {
+  if (remove_hold_ > 0) --remove_hold_;
+  // A change being judged: nothing else happens until it is.
+  if (pending_ == +1) {
+    if (auto d = JudgeAddition(t_s, stall, workers)) return d;
+  } else if (pending_ == -1) {
+    if (auto d = JudgeRemoval(stall, workers)) return d;
+  }
+  if (pending_ != 0) return std::nullopt;
+  // The ceiling lifts when the rate at it moved (the workload changed) or when it
+  // is due to be tried again.
+  std::string lifted;
+  // A move is told from noise as a gain is: beyond twice its standard error.
+  if (ceiling_ > 0 && workers == ceiling_ && current_.rates.size() >= 2 &&
+      std::abs(current_.RecentMean() / ceiling_rate_ - 1) - 2 * Sigma() > 2 * o_.min_gain) {
+    lifted = " (the rate at the ceiling of " + std::to_string(ceiling_) + " workers moved from " +
+             Rate(ceiling_rate_) + ": it is lifted)";
+    ceiling_ = 0;
+  } else if (ceiling_ > 0 && t_s >= ceiling_until_) {
+    lifted = " (the ceiling of " + std::to_string(ceiling_) + " workers is tried again after " +
+             Fixed(o_.ceiling_retry_s, 0) + " s)";
     ceiling_ = 0;
   }
-  // After an undo the count is one already measured: it gets the hold's periods
-  // before anything is added or removed (the trainer catches up meanwhile).
-  const bool may_add = (ceiling_ == 0 || workers < ceiling_) && remove_hold_ == 0;
-  if (pending_ == -1 && rate < rate_before_ * (1 - o_.min_gain) && workers < o_.max_workers) {
-    remove_hold_ = o_.hold_periods;
-    undo_ = true;
-    return ScaleDecision{+1, "removing a worker cost " + Percent(1 - rate / rate_before_) + " (" +
-                                 Rate(rate_before_) + " -> " + now +
-                                 "): adding it back; no change for " +
-                                 std::to_string(o_.hold_periods) + " periods"};
-  }
-  // A removal after which the trainer waits cost something too, even when the rate
-  // held: it is undone (the count it had was enough), not followed by an addition.
-  if (pending_ == -1 && stall > o_.stall_high && workers < o_.max_workers) {
-    remove_hold_ = o_.hold_periods;
-    undo_ = true;
-    return ScaleDecision{+1, "removing a worker made the trainer wait (" + now +
-                                 "): adding it back; no change for " +
-                                 std::to_string(o_.hold_periods) + " periods"};
-  }
-  probe_ = true;
-  if (stall > o_.stall_high && workers < o_.max_workers && may_add) {
+  // A count is measured over two periods at least before it is changed.
+  if (current_.rates.size() < 2 || remove_hold_ > 0) return std::nullopt;
+  const std::string now = Rate(current_.Mean()) + " over " + std::to_string(current_.rates.size()) +
+                          " periods, data wait " + Percent(stall);
+  if (stall > o_.stall_high && workers < o_.max_workers && (ceiling_ == 0 || workers < ceiling_)) {
+    pending_ = +1;
+    Change(+1);
     return ScaleDecision{+1, "data wait " + Percent(stall) + " above " + Percent(o_.stall_high) +
-                                 " (" + now + "): adding a worker"};
+                                 " (" + now + "): adding a worker" + lifted};
   }
-  if (stall < o_.stall_low && workers > o_.min_workers && remove_hold_ == 0) {
+  if (stall < o_.stall_low && workers > o_.min_workers) {
+    pending_ = -1;
+    Change(-1);
     return ScaleDecision{-1, "data wait " + Percent(stall) + " below " + Percent(o_.stall_low) +
                                  " (" + now + "): trying one worker fewer"};
   }

@@ -3,33 +3,48 @@
 // Pure decision logic (the run applies the decisions); one decision per period at
 // most, and every decision carries its reason for the run's record.
 //
-// The rules (documented in goldminer-run(1), AUTOSCALING), per period of
-// `period_s`, on the period's mean delivered rate and data wait fraction:
-//   - after an addition: when the rate did not rise by at least `min_gain`, the
-//     worker did not pay off (the trainer, or something else, is the bottleneck):
-//     it is drained again, and the count it came from becomes a ceiling that no
-//     addition passes until the rate there moves by more than 2 x `min_gain` (the
-//     workload changed); so the run never holds more than one worker beyond the
-//     best count it found;
-//   - after a removal: when the rate fell by more than `min_gain`, the worker is
-//     added back and removals stop for `hold_periods`;
-//   - an undo (the two cases above) is not itself checked: it returns to a count
-//     already measured;
+// A change is judged on the run's own noise, never on one period. The figures
+// are taken per period of `period_s` (the mean delivered rate and data wait over
+// it). The periods at one worker count form a segment (its last
+// `max_judge_periods` are kept). The run's noise, sigma, is a period's relative
+// spread as successive periods at one count show it (d = r_i / r_(i-1) - 1 has
+// variance 2 sigma^2, and a slow drift barely moves it), pooled with `noise_prior`
+// (worth two periods) until the run has shown its own. A change from count a to
+// count b is judged by the gain
+// g = mean(b) / mean(a) - 1 of the larger count over the smaller, with its
+// standard error s = sigma * sqrt(1/n_a + 1/n_b):
+//   - g - 2s >= min_gain: the larger count pays off (clearly);
+//   - g + 2s <  min_gain: it does not (clearly), decided only with at least two
+//     periods on each side;
+//   - otherwise the segment goes on (no other change meanwhile) until
+//     `max_judge_periods` periods, then g alone decides.
+// The rules (documented in goldminer-run(1), AUTOSCALING):
+//   - a count is changed only after at least two periods at it (an undo excepted);
+//   - after an addition that does not pay off, the worker is drained again and
+//     the count it came from becomes a ceiling that no addition passes until the
+//     rate there (its last two periods) moves by more than 2 x `min_gain` beyond
+//     2 sigma (the workload changed) or
+//     `ceiling_retry_s` passed; so the run holds at most one worker beyond the best
+//     count it found, and never sets a ceiling from one period;
+//   - after a removal: when the larger count paid off, or in any period of the
+//     `hold_periods` that follow the trainer's data wait rose above `stall_high`,
+//     the worker is added back and nothing changes for `hold_periods`;
+//   - an undo is not itself judged: it returns to a count already measured;
 //   - otherwise: data wait above `stall_high` -> add one (up to max_workers);
 //     data wait below `stall_low` -> drain one (down to min_workers), which the
-//     next period checks.
+//     next periods judge.
 // Nothing is decided before the trainer has received data; the figures of the
 // period after that, and of one period after each change (two after a removal is
-// undone), are left out (the
-// start-up or the change settles: a new worker starts and connects, a
-// drained one hands back its place in the delivery order, and a wait is counted
-// when its batch arrives). Thread-compatible.
+// undone), are left out (the start-up or the change settles: a new worker starts
+// and connects, a drained one finishes what it holds, and a wait is counted when
+// its batch arrives). Thread-compatible.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
-#include "launcher/run_recorder.h"
+#include "core/run_rates.h"
 
 namespace gm {
 
@@ -41,6 +56,9 @@ struct AutoscalerOptions {
   double stall_low = 0.02;
   double min_gain = 0.05;
   int hold_periods = 5;
+  int max_judge_periods = 6;     // after this many periods, a change's mean gain alone decides
+  double noise_prior = 0.03;     // a period's relative spread, until the run shows its own
+  double ceiling_retry_s = 300;  // a ceiling is tried again after this long
 };
 
 struct ScaleDecision {
@@ -48,29 +66,57 @@ struct ScaleDecision {
   std::string reason;
 };
 
+// The periods measured at one worker count since the run came to it (the last
+// max_judge_periods of them).
+struct RateSegment {
+  int workers = 0;
+  std::vector<double> rates;  // period means, in order
+  double Mean() const;
+  double RecentMean() const;  // of the last two periods
+};
+
+// How a change from segment `fewer` to segment `more` (one worker more) turned out.
+struct GainVerdict {
+  enum class Kind { kPays, kDoesNotPay, kUnsure };
+  Kind kind = Kind::kUnsure;
+  double gain = 0;   // mean(more) / mean(fewer) - 1
+  double error = 0;  // its standard error
+};
+GainVerdict JudgeGain(const RateSegment& fewer, const RateSegment& more, double sigma,
+                      double min_gain);
+
 class Autoscaler {
  public:
   explicit Autoscaler(const AutoscalerOptions& options) : o_(options) {}
   // One sample interval's figures and the workers running now; a decision when a
   // period ends and one is due.
   std::optional<ScaleDecision> Observe(const RunRates& rates, int workers);
+  // The run's noise as judged now (relative spread of a period's rate).
+  double Sigma() const;
 
  private:
-  std::optional<ScaleDecision> Decide(double rate, double stall, int workers);
+  std::optional<ScaleDecision> Decide(double t_s, double stall, int workers);
+  std::optional<ScaleDecision> JudgeAddition(double t_s, double stall, int workers);
+  std::optional<ScaleDecision> JudgeRemoval(double stall, int workers);
+  void Change(int delta);  // the segments after a decision
+  std::string Figures(const GainVerdict& v, const RateSegment& fewer,
+                      const RateSegment& more) const;
 
   const AutoscalerOptions o_;
   bool started_ = false;      // a sample was seen
   bool undo_ = false;         // the last decision undid a costly removal
-  int removal_checks_ = 0;    // periods left in which a removal is checked
   double settle_until_ = -1;  // leave out samples up to this t_s (start-up, or a change)
   double period_start_ = -1;  // t_s of the period's first sample
   double rate_sum_ = 0, stall_sum_ = 0, dt_sum_ = 0, last_t_ = 0;
-  int pending_ = 0;          // the last experiment, to be checked: +1, -1 or 0
-  bool probe_ = false;       // Decide's decision is an experiment (not an undo)
-  double rate_before_ = 0;   // the rate of the period before it
-  int remove_hold_ = 0;      // periods left without removals
-  int ceiling_ = 0;          // no additions beyond this count (0: none)
-  double ceiling_rate_ = 0;  // the rate at the ceiling when it was set
+  int pending_ = 0;           // the change being judged: +1, -1 or 0
+  RateSegment current_;       // the count now
+  RateSegment before_;        // the count before the last change
+  double noise_sum_ = 0;      // sum of d^2 / 2 over successive periods at one count
+  int noise_count_ = 0;       // and how many
+  int remove_hold_ = 0;       // periods left without changes
+  int ceiling_ = 0;           // no additions beyond this count (0: none)
+  double ceiling_rate_ = 0;   // the rate at the ceiling when it was set
+  double ceiling_until_ = 0;  // t_s after which the ceiling is tried again
 };
 
 }  // namespace gm

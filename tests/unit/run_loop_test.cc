@@ -247,9 +247,9 @@ TEST(RunLoopTest,
   ASSERT_EQ(scale.size(), 1u) << ::testing::PrintToString(scale);
   const std::vector<double> starts = w.WorkerStarts();
   ASSERT_EQ(starts.size(), 2u);
-  // Data from t=20; that period settles (to 25), then a period of figures (to 30).
-  EXPECT_GE(starts[1], 30) << "decided on figures from after the start-up";
-  EXPECT_LE(starts[1], 32) << "and not later than a period after it";
+  // Data from t=20; that period settles (to 25), then two periods of figures (to 35).
+  EXPECT_GE(starts[1], 35) << "decided on figures from after the start-up";
+  EXPECT_LE(starts[1], 37) << "and not later than two periods after it";
 }
 
 TEST(RunLoopTest, GivenTwoRanksWhenOneFails_ThenTheOtherIsStoppedAndTheRunTakesItsStatus) {
