@@ -66,6 +66,11 @@ struct RunFlags {
   int min_workers = 1;
   int max_workers = 0;  // 0: max(workers, this machine's CPUs)
   double scale_period_s = 10;
+  double drain_grace_s = 10;
+  std::string elastic_partition;  // --elastic-partition: workers beyond the allocation
+  int elastic_max = 4;
+  int elastic_cpus = 0;          // 0: the run's largest worker
+  int elastic_from = -1;         // set by AutoscaleOptions: the allocation's own workers at most
   std::string trainer_cpus;      // --trainer-cpus LIST
   std::optional<SlurmJob> job;   // the Slurm job we run in, read once (none outside one)
   std::optional<Plan> plan_doc;  // --plan's plan, as read
@@ -289,7 +294,10 @@ Result<int64_t> PlanRow(RunStore& store, const Plan& plan, const std::string& pa
 
 // --autoscale on's options from the flags, checked; under Slurm --max-workers is
 // lowered to what fits in the allocation (a step beyond it would wait forever).
-Result<AutoscalerOptions> AutoscaleOptions(const RunFlags& f) {
+// `elastic_from`: with --elastic-partition, the allocation's own workers at most
+// (workers beyond it are jobs of their own), else -1.
+Result<AutoscalerOptions> AutoscaleOptions(const RunFlags& f, int* elastic_from) {
+  *elastic_from = -1;
   AutoscalerOptions a;
   a.min_workers = f.min_workers;
   a.max_workers =
@@ -314,7 +322,32 @@ Result<AutoscalerOptions> AutoscaleOptions(const RunFlags& f) {
             std::to_string(a.max_workers) + ")");
     a.max_workers = fit;
   }
+  if (!f.elastic_partition.empty()) {
+    // The allocation's own workers first, then up to --elastic-max jobs of their own.
+    *elastic_from = a.max_workers;
+    a.max_workers += f.elastic_max;
+    LogInfo("run: --elastic-partition " + f.elastic_partition + ": up to " +
+            std::to_string(f.elastic_max) + " worker job(s) beyond the allocation's " +
+            std::to_string(*elastic_from));
+  }
   return a;
+}
+
+// --elastic-partition's conditions: Slurm, and the autoscaler that asks for them.
+Status CheckElasticFlags(const RunFlags& f) {
+  if (f.elastic_partition.empty()) return Status::Ok();
+  if (f.backend != "slurm") {
+    return Status::InvalidArgument(
+        "--elastic-partition " + f.elastic_partition +
+        " submits workers as Slurm jobs of their own, and this run is on the " + f.backend +
+        " backend: run it inside a Slurm job (sbatch), or drop --elastic-partition");
+  }
+  if (f.autoscale != "on") {
+    return Status::InvalidArgument(
+        "--elastic-partition adds workers when the autoscaler asks for more than the "
+        "allocation holds: add --autoscale on");
+  }
+  return Status::Ok();
 }
 
 // What the flags set in the trainer: the stall timeout, the offload of its
@@ -403,14 +436,28 @@ Result<int> RunWithFlags(const RunFlags& f) {
   }
   c.run_name = f.name;
   c.sample_interval_s = f.sample_interval_s;
+  c.drain_grace_s = f.drain_grace_s;
   if (!f.no_progress) c.on_rates = ShowRates();
   GM_RETURN_IF_ERROR(ApplyTrainerCpus(f, c));
+  GM_RETURN_IF_ERROR(CheckElasticFlags(f));
+  int elastic_from = -1;
   if (f.autoscale == "on") {
-    GM_ASSIGN_OR_RETURN(c.autoscale, AutoscaleOptions(f));
+    GM_ASSIGN_OR_RETURN(c.autoscale, AutoscaleOptions(f, &elastic_from));
   }
   std::unique_ptr<ProcessLauncher> launcher;
   if (f.backend == "slurm") {
-    launcher = MakeSlurmStepLauncher(*f.job);
+    std::optional<ElasticWorkers> elastic;
+    if (!f.elastic_partition.empty()) {
+      elastic = ElasticWorkers{f.elastic_partition,
+                               f.elastic_cpus > 0 ? f.elastic_cpus : f.spec.ThreadsOf(0),
+                               f.job->job_id + "." + std::to_string(::getpid())};
+      c.elastic_from = elastic_from;
+      c.elastic_cpus = elastic->cpus;
+      c.elastic_job_end = [](const std::string& step) {
+        return AskJobEnd(step.substr(0, step.find('.')));
+      };
+    }
+    launcher = MakeSlurmStepLauncher(*f.job, elastic);
     c.stop_cause = [job = *f.job] { return AskStopCause(job); };
     c.job_id = f.job->job_id;
   } else {
@@ -450,6 +497,24 @@ void AddAutoscaleFlags(CLI::App& sub, RunFlags& f) {
                  "With --autoscale on: seconds of figures behind each decision")
       ->capture_default_str()
       ->check(CLI::Range(0.5, 3600.0));
+  sub.add_option("--elastic-partition", f.elastic_partition,
+                 "Under Slurm with --autoscale on: once the allocation's CPUs are used, "
+                 "add workers as jobs of their own in this partition (a scavenger "
+                 "partition Slurm may preempt; see goldminer-run(1), ELASTIC WORKERS)");
+  sub.add_option("--elastic-max", f.elastic_max,
+                 "With --elastic-partition: worker jobs beyond the allocation at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  sub.add_option("--elastic-cpus", f.elastic_cpus,
+                 "With --elastic-partition: CPUs of each worker job (default: the run's "
+                 "largest worker)")
+      ->check(CLI::Range(1, 4096));
+  sub.add_option("--drain-grace", f.drain_grace_s,
+                 "Seconds a drained worker (SIGTERM: the autoscaler, scancel, Slurm's "
+                 "preemption) has to finish its split and see it acknowledged; 0: it "
+                 "stops at once and its split is made again elsewhere")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
 }
 
 }  // namespace

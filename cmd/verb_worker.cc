@@ -48,6 +48,7 @@ struct WorkerFlags {
   std::string cpus;  // --cpus, else $GOLDMINER_WORKER_CPUS
   std::string step_name;
   size_t max_virtual_workers = 64;
+  double drain_grace_s = 10;
 };
 
 // Pins the worker to --cpus (or $GOLDMINER_WORKER_CPUS, which `goldminer run`'s
@@ -177,12 +178,18 @@ Result<int> RunWithCoordinator(const WorkerFlags& f) {
   if (const char* tag = std::getenv("GOLDMINER_WORKER_TAG")) options.tag = tag;
   options.step_name = f.step_name;
   options.max_virtual_workers = f.max_virtual_workers;
+  options.drain_grace_s = f.drain_grace_s;
   StopOnSignal signals;  // before Start(), so the service's threads inherit the mask (the
-                         // first SIGTERM or SIGINT stops the service)
+                         // first SIGTERM drains the service, SIGINT or a second SIGTERM
+                         // stops it)
   Result<std::unique_ptr<WorkerService>> service = WorkerService::Start(options);
   Status st = service.ok() ? Status::Ok() : service.status();
   if (service.ok()) {
-    signals.Watch([raw = service->get()](int sig) {
+    signals.Watch([raw = service->get(), drain = f.drain_grace_s > 0, terms = 0](int sig) mutable {
+      if (sig == SIGTERM && ++terms == 1 && drain) {
+        raw->Drain();
+        return;
+      }
       LogDebug("worker: stopping on signal " + std::to_string(sig));
       raw->Stop();
     });
@@ -248,6 +255,14 @@ Verb WorkerVerb() {
                        "trainer's offloaded DataLoaders (a Python process each; 0: none); "
                        "the interpreter is $GOLDMINER_PYTHON, else the trainer's own path")
             ->check(CLI::Range(0, 4096))
+            ->capture_default_str();
+        sub.add_option("--drain-grace", f->drain_grace_s,
+                       "With --coordinator: on SIGTERM, take no new split, finish the one "
+                       "in hand and leave once the trainer acknowledged what this worker "
+                       "made, within this many seconds (then stop as on SIGINT); 0: "
+                       "SIGTERM stops at once. Under Slurm give the partition a GraceTime "
+                       "of at least this plus 2 s")
+            ->check(CLI::Range(0.0, 3600.0))
             ->capture_default_str();
         return std::function<Result<int>()>([f]() -> Result<int> {
           GM_RETURN_IF_ERROR(ApplyCpus(*f));

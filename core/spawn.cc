@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "core/file_util.h"
@@ -28,6 +30,30 @@ std::vector<std::string> Environment(const SpawnRequest& r) {
   }
   env.insert(env.end(), r.env.begin(), r.env.end());
   return env;
+}
+
+// `program` as execvp would find it: itself when it has a '/', else the first
+// executable file of that name in this process's PATH.
+std::optional<std::string> FindProgram(const std::string& program) {
+  if (program.find('/') != std::string::npos) {
+    if (::access(program.c_str(), X_OK) == 0) return program;
+    return std::nullopt;
+  }
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+    const std::string candidate = dir + "/" + program;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
 }
 
 std::vector<char*> CStrings(const std::vector<std::string>& v) {
@@ -57,7 +83,18 @@ Result<pid_t> SpawnProcess(const SpawnRequest& request) {
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   const std::vector<std::string> env = Environment(request);
-  std::vector<char*> c_argv = CStrings(request.argv);
+  std::vector<std::string> argv = request.argv;
+  if (request.ignore_sigterm) {
+    std::optional<std::string> path = FindProgram(argv[0]);
+    if (!path) {
+      posix_spawnattr_destroy(&attr);
+      posix_spawn_file_actions_destroy(&actions);
+      return Status::FromErrno(ENOENT, argv[0] + ": cannot start");
+    }
+    argv[0] = *path;
+    argv.insert(argv.begin(), {"/bin/sh", "-c", "trap '' TERM; exec \"$0\" \"$@\""});
+  }
+  std::vector<char*> c_argv = CStrings(argv);
   std::vector<char*> c_env = CStrings(env);
   pid_t pid = 0;
   const int rc = posix_spawnp(&pid, c_argv[0], &actions, &attr, c_argv.data(), c_env.data());

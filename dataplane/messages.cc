@@ -190,6 +190,21 @@ nlohmann::json EncodeStagesReport(const std::vector<StageStats>& stages) {
   return out;
 }
 
+nlohmann::json GetSplitMsg::Encode() const {
+  nlohmann::json j = nlohmann::json::object();
+  if (draining) j["draining"] = true;
+  return j;
+}
+
+Result<GetSplitMsg> GetSplitMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<GetSplitMsg> {
+    const JsonNode m(meta, "GET_SPLIT");
+    GetSplitMsg r;
+    GM_ASSIGN_OR_RETURN(r.draining, m.BoolOr("draining", false));
+    return r;
+  }());
+}
+
 nlohmann::json SplitDoneMsg::Encode() const {
   nlohmann::json j = {{"epoch", epoch}, {"split", split}, {"batch_count", batch_count}};
   if (skipped > 0) j["skipped"] = skipped;

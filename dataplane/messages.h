@@ -13,7 +13,10 @@
 //      C->W REGISTERED  {worker_id, pipeline: <pipeline.json document>,
 //                        pipeline_origin: "PATH", base_dir: "DIR",
 //                        samples_per_split, heartbeat_s, liveness_timeout_s}
-//      W->C GET_SPLIT   {}
+//      W->C GET_SPLIT   {draining}  draining: optional, true once the worker was
+//                       told to drain (SIGTERM): it takes no new split and leaves
+//                       once what it made is acknowledged (the answer is then
+//                       "drain", or "exit")
 //      C->W ASSIGN      {kind: "assign"|"wait"|"drain"|"exit"|"epoch_done",
 //                        epoch, split, rank, start_batch, end_batch (-1: to the
 //                        split's end), retry_s (for wait and epoch_done)}
@@ -166,6 +169,13 @@ struct RegisterMsg {
   int64_t threads = 0;  // optional: 1 .. 4096 (0: not sent)
   nlohmann::json Encode() const;
   static Result<RegisterMsg> Decode(const nlohmann::json& meta);
+};
+
+// W->C GET_SPLIT {draining}.
+struct GetSplitMsg {
+  bool draining = false;  // optional, false when absent
+  nlohmann::json Encode() const;
+  static Result<GetSplitMsg> Decode(const nlohmann::json& meta);
 };
 
 // W->C SPLIT_DONE {epoch, split, batch_count, skipped, stages}.

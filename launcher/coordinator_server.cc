@@ -108,6 +108,12 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   return s;
 }
 
+void CoordinatorServer::EndWorkers() {
+  MutexLock lock(mu_);
+  workers_end_ = true;
+  state_.EndRun();
+}
+
 void CoordinatorServer::Stop() {
   {
     MutexLock lock(mu_);

@@ -40,6 +40,8 @@ inline constexpr std::string_view kOffloadOnlyPipeline =
     R"({"version": 1, "source": {"type": "range", "count": 1}, "stages": [],
         "batch": {"size": 1}})";
 inline constexpr double kOffloadOnlyRetryS = 1.0;
+// How soon a draining worker that still holds splits asks again (ASSIGN "drain").
+inline constexpr double kDrainRetryS = 0.1;
 inline constexpr size_t kMaxOffloadNotes = 1024;  // OFFLOAD_NOTE lines kept per run
 
 struct CoordinatorConfig {
@@ -124,6 +126,10 @@ class CoordinatorServer {
   // shares) or the timeout passes; true when done.
   bool WaitFinished(double timeout_s);
   CoordinatorSummary Summary() const;
+  // The run is over for its workers: every GET_SPLIT from now on is answered
+  // "exit", so a worker stopped at the end (SIGTERM: a drain) leaves at once
+  // instead of waiting for acknowledgements no trainer will send.
+  void EndWorkers();
   void Stop();
 
  private:
@@ -205,7 +211,8 @@ class CoordinatorServer {
   // Live workers' control sockets, so that a FAULT can close one (each entry goes
   // before its socket closes).
   std::map<WorkerId, int> worker_fd_ GUARDED_BY(mu_);
-  std::set<WorkerId> faulted_ GUARDED_BY(mu_);  // dropped by FAULT, not yet gone
+  std::set<WorkerId> faulted_ GUARDED_BY(mu_);   // dropped by FAULT, not yet gone
+  std::set<WorkerId> draining_ GUARDED_BY(mu_);  // said GET_SPLIT {draining}, not yet gone
   uint64_t workers_faulted_ GUARDED_BY(mu_) = 0;
   std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);  // subscribed ranks -> peer
   uint64_t sessions_ GUARDED_BY(mu_) = 0;          // client sessions issued (the last one's number)
@@ -230,6 +237,7 @@ class CoordinatorServer {
   std::string failure_ GUARDED_BY(mu_);
   std::set<std::pair<uint64_t, uint64_t>> unchecked_ GUARDED_BY(mu_);  // (epoch, split)
   bool stopping_ GUARDED_BY(mu_) = false;
+  bool workers_end_ GUARDED_BY(mu_) = false;  // EndWorkers() was called
   uint64_t workers_registered_ GUARDED_BY(mu_) = 0;
   uint64_t refused_ GUARDED_BY(mu_) = 0;
   std::map<WorkerId, std::vector<StageStats>> worker_stages_ GUARDED_BY(mu_);

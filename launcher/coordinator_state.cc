@@ -119,6 +119,8 @@ Status CoordinatorState::Drain(WorkerId worker) {
   return Status::Ok();
 }
 
+void CoordinatorState::EndRun() { ended_ = true; }
+
 Status CoordinatorState::WorkerExited(WorkerId worker) {
   WorkerRecord* record = FindWorker(worker);
   if (record == nullptr) return Status::InvalidArgument(WorkerName(worker) + " is not registered");
@@ -154,8 +156,10 @@ void CoordinatorState::Release(size_t position) {
 
 void CoordinatorState::TakeBack(size_t position) {
   SplitProgress& split = splits_[position];
-  if (WorkerRecord* holder = FindWorker(split.holder)) ++holder->stats.reassigned;
-  ++reassignments_;
+  if (!ended_) {  // after the run's end, nothing given back is made again
+    if (WorkerRecord* holder = FindWorker(split.holder)) ++holder->stats.reassigned;
+    ++reassignments_;
+  }
   // The count the holder said where the plan left it open was its word only: a
   // holder dropped as a liar may have said more batches than it sent. It stays
   // (acknowledgements still on their way complete the split by it, as for an

@@ -132,6 +132,9 @@ class CoordinatorState {
   // The worker's process ended: its unfinished splits go back to the queue.
   // Idempotent for a worker already gone.
   Status WorkerExited(WorkerId worker);
+  // The run is over for its workers (they are being stopped): splits given back
+  // from now on are not counted as reassignments, since none is made again.
+  void EndRun();
   // True when the worker should exit now (draining and holding nothing, or gone).
   bool ShouldExit(WorkerId worker) const;
 
@@ -274,6 +277,7 @@ class CoordinatorState {
   uint64_t acks_ = 0;
   uint64_t duplicate_acks_ = 0;
   uint64_t reassignments_ = 0;
+  bool ended_ = false;  // EndRun() was called
   uint64_t stale_split_done_ = 0;
   uint64_t skipped_before_ = 0;  // samples skipped in epochs before the current one
 };

@@ -117,6 +117,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   (void)state_.WorkerExited(id);  // its unfinished splits go back to the queue
   data_addr_.erase(id);
   worker_fd_.erase(id);
+  draining_.erase(id);
   const bool faulted = faulted_.erase(id) > 0;  // said when the FAULT came
   if (!faulted && !st.ok() && !stopping_) {
     LogWarning("coordinator: worker " + std::to_string(id) + " gone (" + st.message() +
@@ -135,7 +136,16 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
   if (stages) worker_stages_[id] = std::move(*stages);
   switch (frame.type) {
     case MsgType::kGetSplit: {
-      GM_ASSIGN_OR_RETURN(Assignment a, state_.RequestSplit(id));
+      GM_ASSIGN_OR_RETURN(GetSplitMsg get, GetSplitMsg::Decode(frame.meta));
+      if (get.draining && draining_.insert(id).second) {  // said once, when it first asks so
+        GM_RETURN_IF_ERROR(state_.Drain(id));
+        LogInfo("coordinator: worker " + std::to_string(id) +
+                " drains: it takes no new split and leaves once what it made is acknowledged");
+      }
+      Assignment a{Assignment::Kind::kExit};
+      if (!workers_end_) {
+        GM_ASSIGN_OR_RETURN(a, state_.RequestSplit(id));
+      }
       AssignMsg reply;
       switch (a.kind) {
         case Assignment::Kind::kAssign:
@@ -147,6 +157,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
           break;
         case Assignment::Kind::kDrain:
           reply.kind = AssignMsg::Kind::kDrain;
+          reply.retry_s = kDrainRetryS;  // it leaves soon after its last acknowledgement
           break;
         case Assignment::Kind::kExit:
           reply.kind = AssignMsg::Kind::kExit;

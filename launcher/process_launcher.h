@@ -32,6 +32,9 @@ struct LaunchRequest {
   bool off_trainer_node = false;  // a worker the plan put on another node than the trainer's
   uint64_t memory_bytes = 0;      // a worker's memory (0: not said)
   std::vector<int> cpus;          // run on these CPUs only (empty: ours); local children only
+  // A worker beyond the allocation: under Slurm a job of its own in the run's
+  // elastic partition (launcher/slurm_job.h, ElasticWorkers); refused elsewhere.
+  bool elastic = false;
 };
 
 class ProcessLauncher {

@@ -10,9 +10,16 @@
 #include "core/host.h"
 #include "core/log.h"
 #include "core/paths.h"
+#include "core/text_format.h"
 #include "dataplane/socket.h"
 
 namespace gm {
+namespace {
+
+// A drained worker still running this long after its grace is killed.
+constexpr double kDrainKillMarginS = 5;
+
+}  // namespace
 
 RunLoop::RunLoop(RunLoopOptions options, RunLoopEdges edges, std::string run_id,
                  RunRecorder& recorder)
@@ -22,7 +29,8 @@ RunLoop::RunLoop(RunLoopOptions options, RunLoopEdges edges, std::string run_id,
       recorder_(recorder),
       start_(edges_.clock->Now()),
       supervisor_(*edges_.launcher,
-                  SupervisorOptions{o_.max_restarts, 0.25, 8, o_.stop_grace_s, 10, edges_.clock,
+                  SupervisorOptions{o_.max_restarts, 0.25, 8, o_.stop_grace_s, 10,
+                                    o_.drain_grace_s + kDrainKillMarginS, edges_.clock,
                                     [this](LaunchRequest& r) { Tag(r); }}) {
   if (o_.autoscale) autoscaler_.emplace(*o_.autoscale);
   next_slot_ = o_.spec.workers;
@@ -39,6 +47,7 @@ Result<RunLoopOutcome> RunLoop::Execute() {
   while (supervisor_.running(ProcessRole::kTrainer) > 0) {
     if (edges_.clock->Now() >= next_sample) {
       Sample();
+      if (o_.elastic_from >= 0 && !stopped_) CancelUnstartedElastic();
       next_sample += o_.sample_interval_s;
     }
     if (!out.stopped && StopRequested()) BeginStop(out);
@@ -100,6 +109,7 @@ void RunLoop::OnTrainerEnded(const ProcessEnded& e, RunLoopOutcome& out) {
 void RunLoop::StopAll() {
   stopped_ = true;  // no more scaling
   if (!workers_.empty()) PlaceWorkers(edges_.summary());
+  if (edges_.end_workers && !workers_.empty()) edges_.end_workers();
   for (const ProcessEnded& e : supervisor_.StopAll()) {
     if (e.exit.exit_code() != 0 && e.exit.exit_code() != 128 + SIGTERM) {
       LogDebug("run: process " + std::to_string(e.exit.pid) + " " + e.exit.describe);
@@ -130,6 +140,20 @@ Status RunLoop::StartWorker(int slot) {
   r.role = ProcessRole::kWorker;
   r.slot = slot;
   r.threads = o_.spec.ThreadsOf(slot);
+  // Beyond the allocation's own workers (a draining one still holds its CPUs), an
+  // addition is a job of its own in the elastic partition.
+  int in_allocation = 0;
+  for (const auto& [pid, w] : workers_) in_allocation += w.elastic ? 0 : 1;
+  if (o_.elastic_from >= 0 && in_allocation >= o_.elastic_from) {
+    if (edges_.clock->Now() < elastic_hold_until_) {
+      return Status::Unavailable(
+          "the allocation's CPUs are used, and the elastic partition had no room for the "
+          "last worker job: none is submitted for " +
+          Fixed(elastic_hold_until_ - edges_.clock->Now(), 0) + " s");
+    }
+    r.elastic = true;
+    r.threads = o_.elastic_cpus;
+  }
   r.off_trainer_node = o_.spec.RemoteOf(slot);
   r.memory_bytes = o_.spec.MemoryOf(slot);
   r.argv = {exe,
@@ -139,11 +163,36 @@ Status RunLoop::StartWorker(int slot) {
             "--threads",
             std::to_string(r.threads),
             "--listen",
-            JoinHostPort(o_.bind, 0)};
+            JoinHostPort(o_.bind, 0),
+            "--drain-grace",
+            Fixed(o_.drain_grace_s, 1)};
   r.env = {"GOLDMINER_SECRET_FILE=" + o_.run_dir + "/worker.key", "GOLDMINER_RUN_ID=" + run_id_};
   r.cpus = o_.worker_cpus;
   GM_ASSIGN_OR_RETURN(pid_t pid, supervisor_.Start(r));
-  return Started(pid, slot, r.threads);
+  return Started(pid, slot, r.threads, r.elastic);
+}
+
+// An elastic worker whose job has not started (registered) in its time is
+// cancelled (SIGTERM to its srun withdraws the pending job), and none is tried
+// for a while: the scaler does not submit and cancel in a loop.
+void RunLoop::CancelUnstartedElastic() {
+  const double now = edges_.clock->Now();
+  for (auto& [pid, w] : workers_) {
+    if (!w.elastic || w.placed || draining_.count(pid) ||
+        now - w.started_s < o_.elastic_start_timeout_s) {
+      continue;
+    }
+    elastic_hold_until_ = now + o_.elastic_retry_s;
+    const std::string why = "worker " + std::to_string(w.id) + "'s job did not start within " +
+                            Fixed(o_.elastic_start_timeout_s, 0) +
+                            " s (the elastic partition has no room): cancelled; no elastic "
+                            "worker for " +
+                            Fixed(o_.elastic_retry_s, 0) + " s";
+    LogWarning("run: " + why);
+    recorder_.Event("worker", why);
+    draining_.insert(pid);
+    supervisor_.Drain(pid);
+  }
 }
 
 // Names a worker by the id its record will have (Started gives the next id): it
@@ -162,18 +211,20 @@ void RunLoop::PlaceWorkers(const CoordinatorSummary& summary) {
     if (it == summary.places.end()) continue;
     recorder_.WorkerPlaced(w.id, it->second.host, it->second.step);
     w.placed = true;
+    w.step = it->second.step;
   }
 }
 
 // Records a worker that started (a new one, or a replacement).
-Status RunLoop::Started(pid_t pid, int slot, int threads) {
+Status RunLoop::Started(pid_t pid, int slot, int threads, bool elastic) {
   const int64_t id = next_worker_id_++;
-  workers_[pid] = Worker{slot, id};
+  workers_[pid] = Worker{slot, id, false, elastic, edges_.clock->Now(), ""};
   // A local worker runs here; a Slurm step's node is known once it registers.
   recorder_.WorkerStarted(id, pid, supervisor_.backend() == "local" ? HostName() : "");
-  recorder_.Event("worker", "worker " + std::to_string(id) + " started (pid " +
-                                std::to_string(pid) + ", " + std::to_string(threads) +
-                                " thread(s))");
+  recorder_.Event("worker",
+                  "worker " + std::to_string(id) + " started (pid " + std::to_string(pid) + ", " +
+                      std::to_string(threads) + " thread(s)" +
+                      (elastic ? ", a job of its own in the elastic partition" : "") + ")");
   return WritePids();
 }
 
@@ -184,7 +235,7 @@ Status RunLoop::OnReplaced(const ProcessReplaced& r) {
         "worker", "replacement of slot " + std::to_string(r.slot) + " could not start: " + r.error);
     return Status::Ok();
   }
-  return Started(r.pid, r.slot, o_.spec.ThreadsOf(r.slot));
+  return Started(r.pid, r.slot, r.threads, r.elastic);
 }
 
 // A worker ended: recorded; a crash was answered by the supervisor (a replacement
@@ -193,7 +244,14 @@ Status RunLoop::OnWorkerEnded(const ProcessEnded& e) {
   auto w = workers_.find(e.exit.pid);
   if (w == workers_.end()) return Status::Ok();
   PlaceWorkers(edges_.summary());  // a short-lived worker: where it ran
-  recorder_.WorkerEnded(w->second.id, (e.drained ? "drained: " : "") + e.exit.describe);
+  // An elastic worker's job that Slurm ended (preemption, scancel) ends the worker
+  // too, with a drain that exits 0: its record says what Slurm did.
+  std::string how = e.drained ? "drained: " : "";
+  if (w->second.elastic && !e.drained && !w->second.step.empty() && edges_.elastic_job_end) {
+    const std::string job_end = edges_.elastic_job_end(w->second.step);
+    if (!job_end.empty()) how = job_end + ": ";
+  }
+  recorder_.WorkerEnded(w->second.id, how + e.exit.describe);
   Forget(e.exit.pid);
   const std::string who = "worker (pid " + std::to_string(e.exit.pid) + ") " + e.exit.describe;
   if (e.will_replace) {
@@ -204,7 +262,8 @@ Status RunLoop::OnWorkerEnded(const ProcessEnded& e) {
                " reached)");
     recorder_.Event("worker", who + "; not replaced (max restarts reached)");
   } else if (!e.drained) {
-    recorder_.Event("worker", who);
+    recorder_.Event(
+        "worker", how.empty() ? who : who + " (its job was " + how.substr(0, how.size() - 2) + ")");
   }
   return WritePids();
 }
@@ -294,10 +353,15 @@ void RunLoop::Scale(const RunRates& rates) {
   }
   // Drain the newest worker not draining yet: SIGTERM (it finishes what it holds
   // and exits 0; the coordinator takes back what it did not deliver).
+  // An elastic worker goes first (its CPUs are lent by other jobs' partition).
   pid_t newest = 0;
   int64_t newest_id = -1;
+  bool newest_elastic = false;
   for (const auto& [pid, w] : workers_) {
-    if (!draining_.count(pid) && w.id > newest_id) newest = pid, newest_id = w.id;
+    if (draining_.count(pid)) continue;
+    if (std::make_pair(w.elastic, w.id) > std::make_pair(newest_elastic, newest_id)) {
+      newest = pid, newest_id = w.id, newest_elastic = w.elastic;
+    }
   }
   if (newest == 0) return;
   draining_.insert(newest);

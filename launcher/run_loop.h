@@ -34,7 +34,7 @@
 
 namespace gm {
 
-// What the loop needs of the world. Every member is required.
+// What the loop needs of the world. Every member is required, unless it says otherwise.
 struct RunLoopEdges {
   Clock* clock = nullptr;                         // periods, grace and backoff
   ProcessLauncher* launcher = nullptr;            // where workers and trainers start
@@ -43,6 +43,13 @@ struct RunLoopEdges {
   std::function<StepCounter::Totals()> trainers;  // samples and data wait so far
   // CPU seconds a running worker has used (nullopt: not known now).
   std::function<std::optional<double>(pid_t)> cpu_seconds;
+  // Called once the workers are to stop at the end of the run, before they are
+  // signalled (the coordinator's EndWorkers). May be empty.
+  std::function<void()> end_workers;
+  // How the job of an elastic worker that ended on its own ended, by the step
+  // name it registered with ("JOB.STEP"): e.g. "preempted", "cancelled"; "" when
+  // not known. May be empty.
+  std::function<std::string(const std::string& step)> elastic_job_end;
 };
 
 // What the loop is told to run; a part of launcher/training_run.h's RunConfig.
@@ -55,6 +62,19 @@ struct RunLoopOptions {
   std::vector<int> trainer_cpus, worker_cpus;  // masks of local children (empty: ours)
   int max_restarts = 3;
   double stop_grace_s = 5;
+  // A drained worker's grace (its --drain-grace): it finishes the split in hand and
+  // waits for the trainer's acknowledgements this long at most; SIGKILL follows 5 s
+  // later if it is still running.
+  double drain_grace_s = 10;
+  // Workers beyond the allocation (--elastic-partition): an addition is elastic
+  // once `elastic_from` workers of the allocation are running (-1: never), with
+  // `elastic_cpus` threads. One that has not registered elastic_start_timeout_s
+  // after it was submitted (the partition has no room) is cancelled, and no
+  // elastic worker is tried for elastic_retry_s.
+  int elastic_from = -1;
+  int elastic_cpus = 1;
+  double elastic_start_timeout_s = 120;
+  double elastic_retry_s = 300;
   double sample_interval_s = 2;
   // Called with the figures of every sample interval (launcher/training_run.h:
   // the status line); the loop itself prints nothing. Null: nothing is called.
@@ -91,9 +111,12 @@ class RunLoop {
 
  private:
   struct Worker {
-    int slot = 0;         // 0 .. workers-1: its size, kept by a replacement
-    int64_t id = 0;       // in the run's record; a replacement gets a new one
-    bool placed = false;  // its node and step are recorded
+    int slot = 0;          // 0 .. workers-1: its size, kept by a replacement
+    int64_t id = 0;        // in the run's record; a replacement gets a new one
+    bool placed = false;   // its node and step are recorded
+    bool elastic = false;  // a job of its own beyond the allocation
+    double started_s = 0;  // clock time it was started (submitted, if elastic)
+    std::string step;      // the step name it registered with (JOB.STEP)
   };
 
   bool StopRequested();
@@ -104,7 +127,8 @@ class RunLoop {
   Status StartTrainer(int rank);
   void Tag(LaunchRequest& r);
   void PlaceWorkers(const CoordinatorSummary& summary);
-  Status Started(pid_t pid, int slot, int threads);
+  Status Started(pid_t pid, int slot, int threads, bool elastic);
+  void CancelUnstartedElastic();
   Status OnReplaced(const ProcessReplaced& r);
   Status OnWorkerEnded(const ProcessEnded& e);
   void Forget(pid_t pid);
@@ -126,10 +150,11 @@ class RunLoop {
   size_t offload_notes_recorded_ = 0;  // of CoordinatorSummary::offload_notes
   bool offload_dropped_said_ = false;
   std::optional<Autoscaler> autoscaler_;
-  bool signalled_ = false;    // a signal (not should_stop) stopped the run
-  std::set<pid_t> draining_;  // workers told to drain (SIGTERM), still running
-  int next_slot_ = 0;         // the slot of the next worker the autoscaler adds
-  bool stopped_ = false;      // the trainers are done, or StopAll ran: no more scaling
+  bool signalled_ = false;         // a signal (not should_stop) stopped the run
+  std::set<pid_t> draining_;       // workers told to drain (SIGTERM), still running
+  int next_slot_ = 0;              // the slot of the next worker the autoscaler adds
+  double elastic_hold_until_ = 0;  // no elastic worker is started before this clock time
+  bool stopped_ = false;           // the trainers are done, or StopAll ran: no more scaling
 };
 
 }  // namespace gm

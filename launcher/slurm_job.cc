@@ -1,11 +1,14 @@
 #include "launcher/slurm_job.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <map>
 #include <numeric>
 
+#include "core/log.h"
 #include "core/scontrol.h"
 #include "launcher/process.h"
 
@@ -216,35 +219,119 @@ std::vector<std::string> SrunArgv(const SlurmJob& job, const LaunchRequest& r) {
   return a;
 }
 
+std::string ElasticWorkers::JobName() const { return "goldminer-worker." + run_id; }
+
+std::vector<std::string> ElasticSrunArgv(const SlurmJob& job, const ElasticWorkers& elastic,
+                                         const std::vector<std::string>& inherited,
+                                         const LaunchRequest& r) {
+  std::vector<std::string> a = {"env"};
+  for (const std::string& name : inherited) {
+    if (name.rfind("SLURM_", 0) == 0 && name != "SLURM_CONF") a.insert(a.end(), {"-u", name});
+  }
+  a.insert(a.end(),
+           {"srun", "--partition=" + elastic.partition, "--nodes=1", "--ntasks=1",
+            "--cpus-per-task=" + std::to_string(elastic.cpus), "--job-name=" + elastic.JobName(),
+            "--dependency=after:" + job.job_id, "--quiet"});
+  // Without a memory request, a job may be given all of its node's memory, which
+  // would keep every other job off the node: a worker asks for what its plan says,
+  // else kElasticWorkerMemoryMb.
+  a.push_back("--mem=" +
+              std::to_string(r.memory_bytes > 0 ? (r.memory_bytes + (1 << 20) - 1) >> 20
+                                                : kElasticWorkerMemoryMb) +
+              "M");
+  a.insert(a.end(),
+           {"/bin/sh", "-c", "exec \"$@\" --step-name \"$SLURM_JOB_ID.$SLURM_STEP_ID\"", "sh"});
+  a.insert(a.end(), r.argv.begin(), r.argv.end());
+  return a;
+}
+
 namespace {
 
-// Workers as srun steps; trainers (and anything else) as plain children. The
-// processes are the child launcher's (the srun of a step is a child too): this one
-// only rewrites a worker's request.
+// The names of this process's environment variables.
+std::vector<std::string> EnvironmentNames() {
+  std::vector<std::string> names;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    names.emplace_back(entry.substr(0, entry.find('=')));
+  }
+  return names;
+}
+
+// Workers as srun steps (or, marked elastic, srun jobs of their own); trainers (and
+// anything else) as plain children. The processes are the child launcher's (the
+// srun of a step is a child too): this one only rewrites a worker's request.
 class SlurmStepLauncher : public ProcessLauncher {
  public:
-  explicit SlurmStepLauncher(SlurmJob job) : job_(std::move(job)) {}
+  SlurmStepLauncher(SlurmJob job, std::optional<ElasticWorkers> elastic)
+      : job_(std::move(job)), elastic_(std::move(elastic)) {}
   Result<pid_t> Start(const LaunchRequest& r) override {
     if (r.role != ProcessRole::kWorker) return children_->Start(r);
     LaunchRequest step = r;
-    step.argv = SrunArgv(job_, r);
+    if (r.elastic) {
+      if (!elastic_) {
+        return Status::InvalidArgument("a worker beyond the allocation needs --elastic-partition");
+      }
+      step.argv = ElasticSrunArgv(job_, *elastic_, EnvironmentNames(), r);
+      started_elastic_ = true;
+    } else {
+      step.argv = SrunArgv(job_, r);
+    }
     step.cpus.clear();  // the step gets its CPUs from Slurm (--exact)
     return children_->Start(step);
   }
   void Signal(pid_t pid, int sig) override { children_->Signal(pid, sig); }
   std::optional<ChildExit> Wait(double timeout_s) override { return children_->Wait(timeout_s); }
-  std::vector<ChildExit> KillAll() override { return children_->KillAll(); }
+  std::vector<ChildExit> KillAll() override {
+    std::vector<ChildExit> out = children_->KillAll();
+    // An srun killed while its job was pending, or one that could not pass the
+    // kill on, may leave its job behind: none of the run's worker jobs outlives it.
+    if (started_elastic_) {
+      Result<CommandOutput> cancel =
+          CaptureOutput({"scancel", "--name=" + elastic_->JobName()}, 10, 1 << 16);
+      if (!cancel.ok() || cancel->exit.exit_code() != 0) {
+        LogWarning("run: scancel --name=" + elastic_->JobName() +
+                   " failed: " + (cancel.ok() ? cancel->err : cancel.status().message()) +
+                   "; check squeue --name=" + elastic_->JobName());
+      }
+    }
+    return out;
+  }
   std::string name() const override { return "slurm"; }
 
  private:
   const SlurmJob job_;
+  const std::optional<ElasticWorkers> elastic_;
+  bool started_elastic_ = false;
   const std::unique_ptr<ProcessLauncher> children_ = MakeChildLauncher();
 };
 
 }  // namespace
 
-std::unique_ptr<ProcessLauncher> MakeSlurmStepLauncher(SlurmJob job) {
-  return std::make_unique<SlurmStepLauncher>(std::move(job));
+std::unique_ptr<ProcessLauncher> MakeSlurmStepLauncher(SlurmJob job,
+                                                       std::optional<ElasticWorkers> elastic) {
+  return std::make_unique<SlurmStepLauncher>(std::move(job), std::move(elastic));
+}
+
+std::string SlurmJobEnd(const std::string& scontrol_job) {
+  std::string state, preempt_time;
+  for (const auto& [key, value] : ScontrolFields(scontrol_job)) {
+    if (key == "JobState") state = value;
+    if (key == "PreemptTime") preempt_time = value;
+  }
+  if (state == "PREEMPTED" || (!preempt_time.empty() && preempt_time != "None")) {
+    return "preempted";
+  }
+  if (state == "CANCELLED") return "cancelled";
+  if (state == "TIMEOUT") return "time limit";
+  if (state == "NODE_FAIL") return "node failure";
+  return "";
+}
+
+std::string AskJobEnd(const std::string& job_id) {
+  Result<CommandOutput> out =
+      CaptureOutput({"scontrol", "show", "job", "--oneliner", job_id}, 5, 1 << 20);
+  if (!out.ok() || out->exit.exit_code() != 0) return "";
+  return SlurmJobEnd(out->out);
 }
 
 std::string AskStopCause(const SlurmJob& job) {

@@ -11,6 +11,7 @@
 // The parsers are pure; AskStopCause runs scontrol. Values are thread-compatible.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -61,9 +62,50 @@ struct SlurmJob {
 // component's job id, as squeue -s and scancel name it).
 std::vector<std::string> SrunArgv(const SlurmJob& job, const LaunchRequest& request);
 
-// Workers as job steps of `job` (SrunArgv); trainers start as children here, in the
-// batch step, with the allocation's GPUs. Its name() is "slurm".
-std::unique_ptr<ProcessLauncher> MakeSlurmStepLauncher(SlurmJob job);
+// The memory an elastic worker's job asks for when its plan says none.
+inline constexpr uint64_t kElasticWorkerMemoryMb = 2048;
+
+// Workers beyond the allocation (`goldminer run --elastic-partition`): each a job
+// of its own, submitted with srun to `partition` (a scavenger partition Slurm may
+// preempt), of `cpus` CPUs on one node, named JobName(). srun waits while the job
+// is pending and passes SIGTERM on to the worker (a drain), as for a step.
+struct ElasticWorkers {
+  std::string partition;
+  int cpus = 1;
+  std::string run_id;  // names the jobs: whose workers they are
+  // "goldminer-worker.RUN_ID": squeue --name and scancel --name find them.
+  std::string JobName() const;
+};
+
+// The srun argv that makes an elastic worker a job of its own: the SLURM_*
+// variables of the run's job removed from its environment (SLURM_CONF kept) with
+// env -u, so srun asks for a new allocation instead of a step of this one
+// (`inherited`: the names set here now); --dependency=after:JOB ties it to the
+// run's job; the worker's argv follows, with `--step-name JOB.STEP`. The worker's
+// key travels as a file named in its environment (GOLDMINER_SECRET_FILE in the
+// run's directory, which must be on a file system the partition's nodes share),
+// never on a command line.
+std::vector<std::string> ElasticSrunArgv(const SlurmJob& job, const ElasticWorkers& elastic,
+                                         const std::vector<std::string>& inherited,
+                                         const LaunchRequest& request);
+
+// Workers as job steps of `job` (SrunArgv), and with `elastic` those marked so as
+// jobs of their own (ElasticSrunArgv; KillAll also cancels any of them left, by
+// name); trainers start as children here, in the batch step, with the
+// allocation's GPUs. Its name() is "slurm".
+std::unique_ptr<ProcessLauncher> MakeSlurmStepLauncher(
+    SlurmJob job, std::optional<ElasticWorkers> elastic = std::nullopt);
+
+// How Slurm job `job_id` ended, from `scontrol show job` asked now (SlurmJobEnd);
+// "" when it cannot be asked.
+std::string AskJobEnd(const std::string& job_id);
+
+// How a job ended, from its `scontrol show job --oneliner` text: "preempted" when
+// Slurm chose it for preemption (PreemptTime set, or JobState PREEMPTED: a job that
+// drains inside GraceTime and exits 0 is COMPLETED, with a PreemptTime),
+// "cancelled" (CANCELLED), "time limit" (TIMEOUT), "node failure" (NODE_FAIL);
+// "" otherwise.
+std::string SlurmJobEnd(const std::string& scontrol_job);
 
 // Why Slurm is stopping `job`, from `scontrol show job` asked now (SlurmStopCause);
 // "" when it cannot be asked.

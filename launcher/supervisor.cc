@@ -28,7 +28,9 @@ Result<pid_t> Supervisor::Start(const LaunchRequest& request) {
 void Supervisor::Drain(pid_t pid) {
   auto it = procs_.find(pid);
   if (it == procs_.end()) return;
+  if (it->second.drained) return;
   it->second.drained = true;
+  if (options_.drain_kill_s > 0) it->second.kill_at = Now() + options_.drain_kill_s;
   launcher_.Signal(pid, SIGTERM);
 }
 
@@ -73,7 +75,8 @@ std::optional<ProcessEnded> Supervisor::Poll(double timeout_s,
                                              std::vector<ProcessReplaced>* replaced) {
   const double now = Now();
   for (auto& [pid, proc] : procs_) {
-    if (proc.stopped && now >= proc.kill_at) launcher_.Signal(pid, SIGKILL);
+    const bool due = proc.stopped || (proc.drained && options_.drain_kill_s > 0);
+    if (due && now >= proc.kill_at) launcher_.Signal(pid, SIGKILL);
   }
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->at > now) {
@@ -82,6 +85,8 @@ std::optional<ProcessEnded> Supervisor::Poll(double timeout_s,
     }
     ProcessReplaced r;
     r.slot = it->request.slot;
+    r.threads = it->request.threads;
+    r.elastic = it->request.elastic;
     Result<pid_t> pid = Start(it->request);
     if (pid.ok()) {
       r.pid = *pid;

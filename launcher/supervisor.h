@@ -34,6 +34,7 @@ struct SupervisorOptions {
   double max_backoff_s = 8;  // the delay's ceiling
   double stop_grace_s = 5;   // SIGTERM, then SIGKILL after this long (Stop)
   double end_grace_s = 10;   // the same at the end of the run (StopAll)
+  double drain_kill_s = 0;   // a drained worker gets SIGKILL after this long (0: never)
   Clock* clock = nullptr;    // null: SystemClock()
   // Called on each request just before it starts (replacements included), e.g. to
   // give each process a name of its own. May be empty.
@@ -56,7 +57,9 @@ struct ProcessEnded {
 struct ProcessReplaced {
   pid_t pid = 0;
   int slot = 0;
-  std::string error;  // non-empty: it could not be started (then pid is 0)
+  int threads = 1;       // as the replaced one's request said
+  bool elastic = false;  // likewise
+  std::string error;     // non-empty: it could not be started (then pid is 0)
 };
 
 class Supervisor {
@@ -69,6 +72,7 @@ class Supervisor {
 
   Result<pid_t> Start(const LaunchRequest& request);
   // Asks a worker to finish what it holds and exit (SIGTERM); it is not replaced.
+  // One still running drain_kill_s later gets SIGKILL (in Poll).
   void Drain(pid_t pid);
   // Stops a process: SIGTERM now, SIGKILL once stop_grace_s have passed (in Poll).
   void Stop(pid_t pid);
@@ -90,7 +94,7 @@ class Supervisor {
     LaunchRequest request;
     bool drained = false;
     bool stopped = false;
-    double kill_at = 0;  // when stopped: SIGKILL after this
+    double kill_at = 0;  // when stopped (or drained, with drain_kill_s): SIGKILL after this
   };
   struct Pending {
     double at = 0;

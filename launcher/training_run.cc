@@ -72,6 +72,8 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   edges.launcher = c.launcher != nullptr ? c.launcher : own_launcher.get();
   edges.coordinator_address = coordinator.address();
   edges.summary = [&coordinator] { return coordinator.Summary(); };
+  edges.end_workers = [&coordinator] { coordinator.EndWorkers(); };
+  edges.elastic_job_end = c.elastic_job_end;
   edges.trainers = [steps] {
     steps->Update();
     return steps->totals();
@@ -90,6 +92,9 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   o.worker_cpus = c.worker_cpus;
   o.max_restarts = c.max_restarts;
   o.stop_grace_s = c.stop_grace_s;
+  o.drain_grace_s = c.drain_grace_s;
+  o.elastic_from = c.elastic_from;
+  o.elastic_cpus = c.elastic_cpus;
   o.sample_interval_s = c.sample_interval_s;
   o.on_rates = c.on_rates;
   o.autoscale = c.autoscale;

@@ -56,6 +56,12 @@ struct RunConfig {
   // SIGKILL after stop_grace_s). May be empty.
   std::function<bool()> should_stop;
   double stop_grace_s = 5;
+  double drain_grace_s = 10;  // a drained worker's grace (RunLoopOptions)
+  // Workers beyond the allocation (RunLoopOptions::elastic_from; -1: none), and how
+  // an elastic worker's job ended (RunLoopEdges::elastic_job_end; may be empty).
+  int elastic_from = -1;
+  int elastic_cpus = 1;
+  std::function<std::string(const std::string& step)> elastic_job_end;
   // Takes the signal (SIGTERM, SIGINT) that arrived since the last call, 0 for
   // none (cmd/stop_signals.h); non-zero stops the trainers like should_stop and
   // asks stop_cause. Polled with should_stop, and once more after the last

@@ -16,6 +16,7 @@
 #include "core/host.h"
 #include "core/log.h"
 #include "core/paths.h"
+#include "core/text_format.h"
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
@@ -223,6 +224,13 @@ Status WorkerService::Gone(const Status& why) const {
 Status WorkerService::Run() {
   heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
   Status st = Serve();
+  if (st.code() == Code::kUnavailable) {
+    MutexLock lock(mu_);
+    if (draining_) {  // asked to leave, and nobody is left to hand anything to
+      LogInfo("worker " + std::to_string(worker_id_) + ": drain ended: " + st.message());
+      st = Status::Ok();
+    }
+  }
   {
     MutexLock lock(mu_);
     heartbeat_done_ = true;
@@ -243,6 +251,16 @@ void WorkerService::Stop() {
   data_->Interrupt(Status::Cancelled("the worker is stopping"));
 }
 
+void WorkerService::Drain() {
+  MutexLock lock(mu_);
+  if (draining_ || stop_) return;
+  draining_ = true;
+  drain_deadline_ = MonotonicSeconds() + options_.drain_grace_s;
+  LogInfo("worker " + std::to_string(worker_id_) + ": draining: no new split; leaving once " +
+          "what it made is acknowledged (at most " + Fixed(options_.drain_grace_s, 1) + " s)");
+  cv_.notify_all();
+}
+
 Status WorkerService::Bye() {
   const uint64_t hosted = virtual_workers_ ? virtual_workers_->served() : 0;
   LogInfo("worker " + data_addr_ + ": sent " + std::to_string(data_->batches_sent()) +
@@ -260,12 +278,14 @@ Status WorkerService::Bye() {
 
 Status WorkerService::Serve() {
   for (;;) {
+    GetSplitMsg get;
     {
       MutexLock lock(mu_);
       if (!lost_.ok()) return Gone(lost_);
       if (stop_) break;
+      get.draining = draining_;
     }
-    Status sent = SendControl(MsgType::kGetSplit, nlohmann::json::object());
+    Status sent = SendControl(MsgType::kGetSplit, get.Encode());
     if (!sent.ok()) return Gone(sent);
     GM_ASSIGN_OR_RETURN(Frame assign,
                         RecvControl(MsgType::kAssign, Deadline::After(liveness_timeout_s_)));
@@ -274,6 +294,10 @@ Status WorkerService::Serve() {
     if (a->kind == AssignMsg::Kind::kAssign) {
       GM_RETURN_IF_ERROR(RunAssignment(*a));
     } else if (a->kind == AssignMsg::Kind::kExit) {
+      if (get.draining) {
+        LogInfo("worker " + std::to_string(worker_id_) +
+                ": drained: every batch it made was acknowledged");
+      }
       break;
     } else {
       // Nothing is held between requests, so "drain" needs no more than "wait".
@@ -358,6 +382,16 @@ void WorkerService::HeartbeatLoop() {
   MutexLock lock(mu_);
   while (!heartbeat_done_) {
     if (lock.WaitFor(cv_, tick, [&]() REQUIRES(mu_) { return heartbeat_done_; })) return;
+    if (draining_ && !stop_ && MonotonicSeconds() >= drain_deadline_) {
+      lock.Unlock();
+      LogWarning("worker " + std::to_string(worker_id_) + ": the drain's grace (" +
+                 Fixed(options_.drain_grace_s, 1) +
+                 " s) ended before all it made was acknowledged: stopping; the rest is made "
+                 "elsewhere from its last acknowledged batch");
+      Stop();
+      lock.Lock();
+      continue;
+    }
     lock.Unlock();
     Status st = CheckControl();
     lock.Lock();

@@ -59,6 +59,8 @@ struct WorkerServiceOptions {
   // Virtual DataLoader workers this worker hosts at once (worker/virtual_workers.h);
   // 0: none (offload connections are refused).
   size_t max_virtual_workers = 64;
+  // How long a drain (Drain()) may take before the worker stops as Stop() does.
+  double drain_grace_s = 10;
 };
 
 // Splits "HOST:PORT" or "[IPV6]:PORT". InvalidArgument naming `what` (e.g.
@@ -89,6 +91,15 @@ class WorkerService {
   // Asks Run() to finish: a batch send under way completes, the split in hand is
   // abandoned (the coordinator re-assigns it), BYE is sent and Run() returns OK.
   void Stop();
+  // Asks Run() to drain (SIGTERM: the autoscaler, scancel, Slurm's preemption): no
+  // new split is taken (GET_SPLIT {draining}); the split in hand is finished; the
+  // data port serves until the coordinator says every batch this worker made was
+  // acknowledged ("exit"), then BYE and Run() returns OK, so nothing the trainer
+  // received is made again. When drain_grace_s passes first, it stops as Stop()
+  // does (what is not acknowledged is made elsewhere from its last acknowledged
+  // batch). A coordinator gone during a drain ends it too (OK: the run is over).
+  // Idempotent; Stop() after it stops at once.
+  void Drain();
 
   int data_port() const { return data_->port(); }
   const std::string& data_addr() const { return data_addr_; }
@@ -132,6 +143,8 @@ class WorkerService {
   Mutex mu_;
   std::condition_variable cv_;
   bool stop_ GUARDED_BY(mu_) = false;                     // Stop() was called
+  bool draining_ GUARDED_BY(mu_) = false;                 // Drain() was called
+  double drain_deadline_ GUARDED_BY(mu_) = 0;             // MonotonicSeconds(): Stop() then
   bool heartbeat_done_ GUARDED_BY(mu_) = false;           // the heartbeat thread must end
   Status lost_ GUARDED_BY(mu_);                           // why the coordinator is gone
   std::vector<StageStats> stage_totals_ GUARDED_BY(mu_);  // all splits made so far

@@ -119,6 +119,10 @@ ok "kill -9 of a worker mid-epoch: still exactly once, same order"
 run drain 2 1 GM_TEST_TERM_AFTER=3 || { cat "$T/err" >&2; fail "run with a worker drained"; }
 check drain 1 || fail "drain of a worker mid-epoch"
 ok "a worker drained (SIGTERM) mid-epoch: still exactly once, same order"
+# The drained worker finished its split and left once the trainer had acknowledged
+# it: nothing it made was made again.
+expect_in "$T/err" "drained: every batch it made was acknowledged" "the drained worker left cleanly"
+expect_in "$T/err" " 0 splits reassigned" "no split of the drained worker was made again"
 
 run scaleup 1 1 GM_TEST_ADD_AFTER=2 || { cat "$T/err" >&2; fail "run with a worker added"; }
 check scaleup 1 || fail "scale up mid-epoch"

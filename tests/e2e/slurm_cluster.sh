@@ -9,6 +9,8 @@
 # The cluster: a private munged, one slurmctld and four slurmd processes on 127.0.0.1,
 #   gpu1, gpu2  partition gpu            CPUs=8 RealMemory=16000 Gres=gpu:2 (fake GPUs)
 #   cpu1, cpu2  partition cpu (default)  CPUs=8 RealMemory=16000
+#   cpu2        partition scavenger      lower PriorityTier: preempted (CANCEL,
+#                                        GraceTime=5) when gpu or cpu jobs need it
 # Each daemon listens on its own free TCP port (slurmctld on BASE, the nodes on
 # BASE+1..BASE+4, BASE picked at random below the ephemeral range), so several clusters
 # can run at once. Every daemon's PID is saved in DIR/pids; stopping signals exactly
@@ -263,8 +265,14 @@ _slurm_cluster_write_conf() {  # _slurm_cluster_write_conf DIR BASE_PORT
       echo " State=UNKNOWN"
       k=$((k + 1))
     done
-    echo "PartitionName=gpu Nodes=gpu1,gpu2 MaxTime=INFINITE State=UP"
-    echo "PartitionName=cpu Nodes=cpu1,cpu2 Default=YES MaxTime=INFINITE State=UP"
+    # Preemption without slurmdbd: a scavenger partition on cpu2, below the others'
+    # tier; its jobs get SIGTERM, then SIGKILL 5 s later, when a job of the others
+    # needs their CPUs (../shared/notes/slurm-local.md).
+    echo "PreemptType=preempt/partition_prio"
+    echo "PreemptMode=CANCEL"
+    echo "PartitionName=gpu Nodes=gpu1,gpu2 MaxTime=INFINITE State=UP PriorityTier=2"
+    echo "PartitionName=cpu Nodes=cpu1,cpu2 Default=YES MaxTime=INFINITE State=UP PriorityTier=2"
+    echo "PartitionName=scavenger Nodes=cpu2 MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=CANCEL GraceTime=5"
   } >"$d/slurm.conf"
   # Fake GPUs: Slurm needs a device file per GPU; a symlink to /dev/null will do.
   : >"$d/gres.conf"

@@ -17,6 +17,9 @@ counted over the whole run):
   GM_TEST_DIE_AFTER=N     kill -9 the trainer itself, holding the batches it got
                           (segments in flight and in use)
   GM_TEST_STEP_S=S        sleep S seconds after each batch (a slow step)
+  GM_TEST_UNTIL_FILE=F    with GM_TEST_EPOCH_SAMPLES=K: stop at the end of the first
+                          epoch (K samples) that ends once F exists (EPOCHS is then
+                          the most)
   GM_TEST_RESUME_AFTER=N  save the loader's state, drop the loader, and continue
                           with a new loader restored from that state
   GM_TEST_SAVE_AFTER=N    with GM_TEST_STATE=FILE: write the loader's state to FILE
@@ -175,6 +178,10 @@ def main():
             save_checkpoint(state_file, loader, seen, labels, batches)
         if state_file and os.environ.get("GM_TEST_SAVE_AFTER") == str(n):
             save_checkpoint(state_file, loader, seen, labels, batches)
+            break
+        until = os.environ.get("GM_TEST_UNTIL_FILE")
+        if until and len(seen[epoch]) == int(os.environ["GM_TEST_EPOCH_SAMPLES"]) and \
+                os.path.exists(until):
             break
         if os.environ.get("GM_TEST_KILL_RUN_AFTER") == str(n):
             return coordinator_vanishes(out, loader, it)

@@ -30,6 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!meta.ok()) return 0;
   Check<gm::RegisterMsg>(*meta, gm::RegisterMsg::Decode);
   Check<gm::SplitDoneMsg>(*meta, gm::SplitDoneMsg::Decode);
+  Check<gm::GetSplitMsg>(*meta, gm::GetSplitMsg::Decode);
   Check<gm::GetPlanMsg>(*meta, gm::GetPlanMsg::Decode);
   Check<gm::AckMsg>(*meta, gm::AckMsg::Decode);
   Check<gm::ResumeMsg>(*meta, gm::ResumeMsg::Decode);

@@ -487,6 +487,75 @@ TEST_F(CoordinatorServerTest, GivenAWorkerThatVanishesThenItsSplitGoesToTheNext)
   EXPECT_EQ(server_->Summary().state.reassignments, 1u);
 }
 
+TEST_F(CoordinatorServerTest,
+       GivenADrainingWorker_ThenItTakesNothingNewAndLeavesOnceWhatItMadeIsAcknowledged) {
+  Socket worker, client;
+  Frame plan;
+  WorkerAndClient(worker, client, plan);
+  Frame a = Ask(worker, MsgType::kGetSplit, nlohmann::json::object());
+  ASSERT_EQ(a.meta["kind"], "assign");
+  const uint64_t split = a.meta["split"];
+  const uint64_t batches = split == 2 ? 1 : 2;
+  ASSERT_TRUE(SendFrame(worker, MsgType::kSplitDone,
+                        {{"epoch", 0}, {"split", split}, {"batch_count", batches}},
+                        Deadline::After(kWait))
+                  .ok());
+  // Made, not acknowledged: the draining worker is told to hold on, and gets
+  // nothing new however often it asks.
+  for (int i = 0; i < 3; ++i) {
+    Frame d = Ask(worker, MsgType::kGetSplit, {{"draining", true}});
+    EXPECT_EQ(d.meta["kind"], "drain") << d.meta.dump();
+  }
+  EXPECT_EQ(server_->Summary().state.workers[0].status, WorkerStatus::kDraining);
+  nlohmann::json acks = nlohmann::json::array();
+  for (uint64_t b = 0; b < batches; ++b) acks.push_back({split, b});
+  ASSERT_TRUE(
+      SendFrame(client, MsgType::kAck, {{"epoch", 0}, {"batches", acks}}, Deadline::After(kWait))
+          .ok());
+  Deadline deadline = Deadline::After(kWait);
+  std::string kind;
+  while (!deadline.expired() && kind != "exit") {
+    kind = Ask(worker, MsgType::kGetSplit, {{"draining", true}}).meta["kind"];
+  }
+  EXPECT_EQ(kind, "exit") << "acknowledged: it may leave";
+  const CoordinatorStats stats = server_->Summary().state;
+  EXPECT_EQ(stats.reassignments, 0u) << "nothing it made is made again";
+  EXPECT_EQ(stats.workers[0].splits_assigned, 1u);
+}
+
+TEST_F(CoordinatorServerTest, GivenADrainFlagThatIsNotABoolean_ThenTheWorkerIsRefused) {
+  Socket worker = RegisteredWorker("127.0.0.1:9");
+  ASSERT_TRUE(
+      SendFrame(worker, MsgType::kGetSplit, {{"draining", "yes"}}, Deadline::After(kWait)).ok());
+  auto f = RecvFrame(worker, FrameLimits{}, Deadline::After(kWait));
+  EXPECT_TRUE(!f.ok() || f->type == MsgType::kError) << "no ASSIGN for a malformed GET_SPLIT";
+}
+
+TEST_F(CoordinatorServerTest, GivenTheRunIsOverForItsWorkers_ThenEveryGetSplitIsAnsweredExit) {
+  Socket worker, client;
+  Frame plan;
+  WorkerAndClient(worker, client, plan);
+  server_->EndWorkers();
+  EXPECT_EQ(Ask(worker, MsgType::kGetSplit, nlohmann::json::object()).meta["kind"], "exit");
+  EXPECT_EQ(Ask(worker, MsgType::kGetSplit, {{"draining", true}}).meta["kind"], "exit");
+  EXPECT_EQ(server_->Summary().state.workers[0].splits_assigned, 0u) << "nothing handed out";
+}
+
+TEST_F(CoordinatorServerTest,
+       GivenTheRunIsOver_WhenAWorkerLeavesHoldingASplit_ThenItIsNoReassignment) {
+  Socket worker, client;
+  Frame plan;
+  WorkerAndClient(worker, client, plan);
+  ASSERT_EQ(Ask(worker, MsgType::kGetSplit, nlohmann::json::object()).meta["kind"], "assign");
+  server_->EndWorkers();
+  worker.Close();  // it leaves with the split unfinished: nobody makes it again
+  Deadline deadline = Deadline::After(kWait);
+  while (server_->Summary().state.workers[0].status != WorkerStatus::kGone && !deadline.expired())
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(server_->Summary().state.workers[0].status, WorkerStatus::kGone);
+  EXPECT_EQ(server_->Summary().state.reassignments, 0u);
+}
+
 }  // namespace
 }  // namespace gm
 

@@ -117,6 +117,45 @@ TEST(SpawnTest, GivenBlockedAndIgnoredSignalsHere_ThenTheChildStartsWithDefaults
   EXPECT_EQ(ignored & (1ull << (SIGPIPE - 1)), 0u) << text;  // SIGPIPE back to its default
 }
 
+TEST(SpawnTest, GivenIgnoreSigterm_ThenTheChildOutlivesASigtermAndEndsOnSigkill) {
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  // The program (found in PATH, through a shell of its own) says what it ignores,
+  // then waits; SIGTERM does nothing, SIGKILL ends it.
+  SpawnRequest request({"sh", "-c", "grep '^SigIgn' /proc/self/status; exec sleep 30"});
+  request.stdin_null = true;
+  request.dup2 = {{out[1], 1}};
+  request.ignore_sigterm = true;
+  auto pid = SpawnProcess(request);
+  ::close(out[1]);
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  std::string text;
+  char buf[256];
+  while (text.find('\n') == std::string::npos) {
+    const ssize_t n = ::read(out[0], buf, sizeof buf);
+    ASSERT_GT(n, 0);
+    text.append(buf, size_t(n));
+  }
+  ::close(out[0]);
+  const unsigned long long ignored = std::stoull(text.substr(text.find('\t') + 1, 16), nullptr, 16);
+  EXPECT_NE(ignored & (1ull << (SIGTERM - 1)), 0u) << text;
+  EXPECT_EQ(ignored & (1ull << (SIGINT - 1)), 0u) << text;
+  ASSERT_EQ(::kill(*pid, SIGTERM), 0);
+  ::usleep(100 * 1000);
+  int status = 0;
+  EXPECT_EQ(::waitpid(*pid, &status, WNOHANG), 0) << "SIGTERM did not end it";
+  ASSERT_EQ(::kill(*pid, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(*pid, &status, 0), *pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  // A program that does not exist is NotFound, naming it, as without the option.
+  SpawnRequest missing({"no-such-program-here"});
+  missing.ignore_sigterm = true;
+  auto none = SpawnProcess(missing);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kNotFound) << none.status().message();
+  EXPECT_NE(none.status().message().find("no-such-program-here"), std::string::npos);
+}
+
 TEST(UniqueFdTest, GivenAnOwnedDescriptor_ThenItIsClosedOnceWhenItsLastOwnerGoes) {
   auto pipe = MakePipe();
   ASSERT_TRUE(pipe.ok()) << pipe.status().message();

@@ -50,6 +50,11 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
                         {{"epoch", 0}, {"split", 1}, {"batch_count", 2}, {"skipped", -1}}))
                 .find("$.skipped"),
             std::string::npos);
+  // GET_SPLIT's "draining" is optional (false when absent) and a boolean.
+  EXPECT_FALSE(GetSplitMsg::Decode(nlohmann::json::object())->draining);
+  EXPECT_TRUE(GetSplitMsg::Decode(GetSplitMsg{true}.Encode())->draining);
+  EXPECT_EQ(GetSplitMsg{false}.Encode(), nlohmann::json::object()) << "as old workers send it";
+  EXPECT_NE(Refusal(GetSplitMsg::Decode({{"draining", 1}})).find("$.draining"), std::string::npos);
   AckMsg ack{2, {{1, 0}, {1, 1}}, {}};
   auto a = AckMsg::Decode(ack.Encode());
   ASSERT_TRUE(a.ok());

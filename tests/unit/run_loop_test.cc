@@ -35,7 +35,9 @@ class World {
   double trainer_rate = 1000;              // samples/s the trainer can take
   double start_s = 0;                      // seconds a new worker takes to register
   double end_s = 300;                      // when the trainer exits (0)
+  bool elastic_pending = false;            // elastic workers' jobs never start
   std::function<void(World&, double)> at;  // called with the run's time at each sample
+  std::function<void(RunLoopOptions&)> tweak;  // changes the loop's options
 
   FakeClock clock{0};
   FakeLauncher launcher{&clock};
@@ -62,10 +64,28 @@ class World {
     return t;
   }
 
+  // Ready workers are registered: live, and placed by their tag on node "n".
   CoordinatorSummary Summary() const {
     CoordinatorSummary s;
     s.workers_live = static_cast<size_t>(ReadyWorkers());
+    for (const auto& [pid, r] : launcher.running()) {
+      if (r.role != ProcessRole::kWorker || !Ready(pid, r)) continue;
+      for (const std::string& e : r.env) {
+        if (e.rfind("GOLDMINER_WORKER_TAG=", 0) == 0) {
+          s.places[e.substr(e.find('=') + 1)] = {"n", "77." + std::to_string(pid)};
+        }
+      }
+    }
     return s;
+  }
+
+  // The worker requests the loop made, in order.
+  std::vector<LaunchRequest> WorkerRequests() const {
+    std::vector<LaunchRequest> out;
+    for (const auto& [pid, r] : launcher.started) {
+      if (r.role == ProcessRole::kWorker) out.push_back(r);
+    }
+    return out;
   }
 
   // Runs the loop to its end; the scale events it recorded, in order.
@@ -79,6 +99,7 @@ class World {
     o.worker_exe = "goldminer";
     o.sample_interval_s = 1;
     o.autoscale = a;
+    if (tweak) tweak(o);
     RunLoopEdges e;
     e.clock = &clock;
     e.launcher = &launcher;
@@ -86,6 +107,10 @@ class World {
     e.summary = [this] { return Summary(); };
     e.trainers = [this] { return Trainers(); };
     e.cpu_seconds = [](pid_t) { return std::optional<double>(); };
+    e.elastic_job_end = [this](const std::string& step) {
+      asked_job_end.push_back(step);
+      return std::string("preempted");
+    };
     RunRecorder recorder(&store, "r", 1);
     RunRecord record;
     record.id = "r";
@@ -127,15 +152,34 @@ class World {
     return out;
   }
 
+  // Events of `kind`, in order.
+  std::vector<std::string> Events(const std::string& kind) {
+    std::vector<std::string> out;
+    Result<std::vector<EventRecord>> events = store.ListEvents();
+    EXPECT_TRUE(events.ok());
+    if (!events.ok()) return out;
+    for (const EventRecord& ev : *events) {
+      if (ev.kind == kind) out.push_back(ev.message);
+    }
+    return out;
+  }
+
+  std::vector<std::string> asked_job_end;  // the steps elastic_job_end was asked about
+
  private:
+  bool Ready(pid_t pid, const LaunchRequest& r) const {
+    if (r.elastic && elastic_pending) return false;
+    auto it = std::find_if(launcher.started.begin(), launcher.started.end(),
+                           [pid](const auto& s) { return s.first == pid; });
+    const double since = launcher.started_at[static_cast<size_t>(it - launcher.started.begin())];
+    return clock.Now() - since >= start_s;
+  }
+
   int Count(ProcessRole role, bool ready) const {
     int n = 0;
     for (const auto& [pid, r] : launcher.running()) {
       if (r.role != role) continue;
-      auto it = std::find_if(launcher.started.begin(), launcher.started.end(),
-                             [pid = pid](const auto& s) { return s.first == pid; });
-      const double since = launcher.started_at[static_cast<size_t>(it - launcher.started.begin())];
-      if (!ready || clock.Now() - since >= start_s) ++n;
+      if (!ready || Ready(pid, r)) ++n;
     }
     return n;
   }
@@ -250,6 +294,117 @@ TEST(RunLoopTest,
   // Data from t=20; that period settles (to 25), then two periods of figures (to 35).
   EXPECT_GE(starts[1], 35) << "decided on figures from after the start-up";
   EXPECT_LE(starts[1], 37) << "and not later than two periods after it";
+}
+
+TEST(RunLoopTest, GivenAnElasticPartitionThenAdditionsBeyondTheAllocationAreJobsOfTheirOwn) {
+  World w;
+  w.end_s = 200;
+  w.tweak = [](RunLoopOptions& o) {
+    o.elastic_from = 2;  // the allocation holds 2 workers
+    o.elastic_cpus = 3;
+  };
+  const std::vector<std::string> scale = w.Run(1, Options(1, 4));
+  const std::vector<LaunchRequest> requests = w.WorkerRequests();
+  ASSERT_EQ(requests.size(), 4u) << ::testing::PrintToString(scale);
+  EXPECT_FALSE(requests[0].elastic);
+  EXPECT_FALSE(requests[1].elastic) << "the allocation's second worker";
+  for (size_t i = 2; i < requests.size(); ++i) {
+    EXPECT_TRUE(requests[i].elastic) << i;
+    EXPECT_EQ(requests[i].threads, 3) << i;
+  }
+  std::vector<std::string> started = w.Events("worker");
+  EXPECT_EQ(std::count_if(started.begin(), started.end(),
+                          [](const std::string& e) {
+                            return e.find("a job of its own in the elastic partition") !=
+                                   std::string::npos;
+                          }),
+            2);
+}
+
+TEST(RunLoopTest, GivenAnElasticWorkerAndATrainerBoundRunThenTheElasticOneIsDrainedFirst) {
+  World w;
+  w.trainer_rate = 150;  // two workers make more than the trainer takes
+  w.end_s = 120;
+  w.tweak = [](RunLoopOptions& o) { o.elastic_from = 1; };  // the allocation holds one
+  w.per_worker = 50;
+  w.at = [](World& world, double t) {
+    if (t >= 60) world.per_worker = 500;  // the pipeline got cheap: one worker is plenty
+  };
+  const std::vector<std::string> scale = w.Run(1, Options(1, 3));
+  ASSERT_GE(scale.size(), 2u) << ::testing::PrintToString(scale);
+  const std::vector<LaunchRequest> requests = w.WorkerRequests();
+  ASSERT_GE(requests.size(), 2u);
+  EXPECT_TRUE(requests[1].elastic);
+  // The first removal drains the elastic worker (SIGTERM to it), not the allocation's.
+  const auto& signals = w.launcher.signals;
+  auto first_term = std::find_if(signals.begin(), signals.end(),
+                                 [](const auto& s) { return s.second == SIGTERM; });
+  ASSERT_NE(first_term, signals.end());
+  auto drained = std::find_if(w.launcher.started.begin(), w.launcher.started.end(),
+                              [&](const auto& st) { return st.first == first_term->first; });
+  ASSERT_NE(drained, w.launcher.started.end());
+  EXPECT_TRUE(drained->second.elastic) << "an elastic worker goes first";
+  EXPECT_NE(first_term->first, w.launcher.started[0].first);
+}
+
+TEST(RunLoopTest, GivenAnElasticJobThatNeverStartsThenItIsCancelledAndNoneIsSubmittedForAWhile) {
+  World w;
+  w.elastic_pending = true;  // the partition has no room
+  w.end_s = 600;
+  w.tweak = [](RunLoopOptions& o) {
+    o.elastic_from = 1;
+    o.elastic_start_timeout_s = 120;
+    o.elastic_retry_s = 300;
+  };
+  w.Run(1, Options(1, 3));
+  const std::vector<double> starts = w.WorkerStarts();
+  ASSERT_GE(starts.size(), 2u);
+  // The first elastic job: cancelled (SIGTERM to its srun) 120 s after submission.
+  auto elastic = std::find_if(w.launcher.started.begin(), w.launcher.started.end(),
+                              [](const auto& st) { return st.second.elastic; });
+  ASSERT_NE(elastic, w.launcher.started.end());
+  const pid_t first_elastic = elastic->first;
+  const std::vector<std::string> events = w.Events("worker");
+  EXPECT_EQ(std::count_if(events.begin(), events.end(),
+                          [](const std::string& e) {
+                            return e.find(
+                                       "did not start within 120 s (the elastic partition "
+                                       "has no room): cancelled; no elastic worker for "
+                                       "300 s") != std::string::npos;
+                          }),
+            static_cast<long>(starts.size() - 1))
+      << ::testing::PrintToString(events);
+  EXPECT_NE(std::find(w.launcher.signals.begin(), w.launcher.signals.end(),
+                      std::make_pair(first_elastic, SIGTERM)),
+            w.launcher.signals.end());
+  // The next is submitted 300 s after the cancel at the earliest: never in a loop.
+  for (size_t i = 2; i < starts.size(); ++i) {
+    EXPECT_GE(starts[i] - starts[i - 1], 120 + 300) << i;
+  }
+}
+
+TEST(RunLoopTest, GivenAnElasticWorkerThatSlurmEndsThenItsRecordSaysHow) {
+  World w;
+  w.end_s = 100;
+  w.tweak = [](RunLoopOptions& o) { o.elastic_from = 1; };
+  bool ended = false;
+  w.at = [&ended](World& world, double t) {
+    if (t < 60 || ended) return;
+    for (const auto& [pid, r] : world.launcher.running()) {
+      if (r.elastic) {  // Slurm preempts its job: the worker drains and exits 0
+        world.launcher.End(pid, 0);
+        ended = true;
+        return;
+      }
+    }
+  };
+  w.Run(1, Options(1, 2));
+  ASSERT_TRUE(ended);
+  ASSERT_EQ(w.asked_job_end.size(), 1u);
+  EXPECT_EQ(w.asked_job_end[0].rfind("77.", 0), 0u) << "asked by the step it registered with";
+  const std::vector<std::string> exits = w.WorkerExits();
+  EXPECT_EQ(std::count(exits.begin(), exits.end(), "preempted: exited with status 0"), 1)
+      << ::testing::PrintToString(exits);
 }
 
 TEST(RunLoopTest, GivenTwoRanksWhenOneFails_ThenTheOtherIsStoppedAndTheRunTakesItsStatus) {

@@ -171,6 +171,74 @@ TEST(SlurmJobTest, GivenAWorkerRequestThenSrunMakesItAStepOfItsComponentAndNames
   EXPECT_EQ(plain[9], "exec \"$@\" --step-name \"$SLURM_JOB_ID.$SLURM_STEP_ID\"");
 }
 
+TEST(SlurmJobTest, GivenAnElasticWorkerThenItIsAJobOfItsOwnInThePartitionWithoutTheRunsJobVars) {
+  LaunchRequest r;
+  r.role = ProcessRole::kWorker;
+  r.elastic = true;
+  r.memory_bytes = 2u << 20;
+  r.argv = {"/opt/goldminer", "worker", "--coordinator", "h:1"};
+  std::optional<SlurmJob> job = Env{{{"SLURM_JOB_ID", "7"}}}.Read();
+  const ElasticWorkers elastic{"scavenger", 2, "7.99"};
+  EXPECT_EQ(elastic.JobName(), "goldminer-worker.7.99");
+  const std::vector<std::string> argv = ElasticSrunArgv(
+      *job, elastic, {"PATH", "SLURM_JOB_ID", "SLURM_CONF", "SLURM_CPUS_PER_TASK", "HOME"}, r);
+  const std::vector<std::string> want = {"env",
+                                         "-u",
+                                         "SLURM_JOB_ID",
+                                         "-u",
+                                         "SLURM_CPUS_PER_TASK",
+                                         "srun",
+                                         "--partition=scavenger",
+                                         "--nodes=1",
+                                         "--ntasks=1",
+                                         "--cpus-per-task=2",
+                                         "--job-name=goldminer-worker.7.99",
+                                         "--dependency=after:7",
+                                         "--quiet",
+                                         "--mem=2M",
+                                         "/bin/sh",
+                                         "-c",
+                                         "exec \"$@\" --step-name \"$SLURM_JOB_ID.$SLURM_STEP_ID\"",
+                                         "sh",
+                                         "/opt/goldminer",
+                                         "worker",
+                                         "--coordinator",
+                                         "h:1"};
+  EXPECT_EQ(argv, want);
+  // No secret on the command line: the key travels as a file named in the environment.
+  for (const std::string& a : argv) EXPECT_EQ(a.find("SECRET"), std::string::npos) << a;
+  // Without a plan's memory, a bounded request, not the whole node's.
+  r.memory_bytes = 0;
+  const std::vector<std::string> bare = ElasticSrunArgv(*job, elastic, {}, r);
+  EXPECT_EQ(std::count(bare.begin(), bare.end(), "--mem=2048M"), 1);
+  EXPECT_EQ(bare[0], "env");
+  EXPECT_EQ(bare[1], "srun");
+}
+
+TEST(SlurmJobTest, GivenScontrolTextThenHowAJobEndedIsRead) {
+  // A worker that drained inside GraceTime exits 0: COMPLETED, with a PreemptTime.
+  EXPECT_EQ(SlurmJobEnd("JobId=2 JobName=w JobState=COMPLETED Reason=None "
+                        "PreemptEligibleTime=2026-12-03T13:24:46 PreemptTime=2026-12-03T13:24:47"),
+            "preempted");
+  EXPECT_EQ(SlurmJobEnd("JobId=2 JobState=PREEMPTED Reason=None PreemptTime=None"), "preempted");
+  EXPECT_EQ(SlurmJobEnd("JobId=2 JobState=CANCELLED Reason=None PreemptTime=None"), "cancelled");
+  EXPECT_EQ(SlurmJobEnd("JobId=2 JobState=TIMEOUT PreemptTime=None"), "time limit");
+  EXPECT_EQ(SlurmJobEnd("JobId=2 JobState=COMPLETED PreemptTime=None"), "");
+  EXPECT_EQ(SlurmJobEnd(""), "");
+}
+
+TEST(SlurmJobTest, GivenAnElasticRequestWithoutAPartitionThenTheLauncherRefusesIt) {
+  std::unique_ptr<ProcessLauncher> launcher =
+      MakeSlurmStepLauncher(*Env{{{"SLURM_JOB_ID", "7"}}}.Read());
+  LaunchRequest r;
+  r.role = ProcessRole::kWorker;
+  r.elastic = true;
+  r.argv = {"/bin/true"};
+  Result<pid_t> pid = launcher->Start(r);
+  ASSERT_FALSE(pid.ok());
+  EXPECT_NE(pid.status().message().find("--elastic-partition"), std::string::npos);
+}
+
 TEST(SlurmJobTest, GivenTheStepsShellThenTheWorkerGetsItsArgumentsAndTheStepName) {
   // What srun runs inside the step, run here with a step's variables: the worker's
   // arguments arrive whole (spaces and quotes included), then --step-name.

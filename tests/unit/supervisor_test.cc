@@ -110,6 +110,23 @@ TEST_F(SupervisorTest, GivenADrainedOrCleanlyExitedWorkerThenItIsNotReplaced) {
   EXPECT_EQ(launcher_.started.size(), 2u);
 }
 
+TEST_F(SupervisorTest, GivenADrainedWorkerStillRunningAfterItsGraceThenItIsKilled) {
+  SupervisorOptions o = Options();
+  o.drain_kill_s = 15;
+  Supervisor s(launcher_, o);
+  pid_t w = *s.Start(Worker(0));
+  launcher_.obey_term = false;  // its drain waits on acknowledgements that do not come
+  s.Drain(w);
+  s.Drain(w);  // once: the grace does not start again
+  const double drained_at = clock_.Now();
+  std::optional<ProcessEnded> e;
+  while (!(e = s.Poll(0.5, nullptr))) ASSERT_LT(clock_.Now(), 100) << "never killed";
+  EXPECT_GE(clock_.Now(), drained_at + 15);
+  EXPECT_TRUE(e->drained);
+  EXPECT_FALSE(e->will_replace);
+  EXPECT_EQ(launcher_.signals, (std::vector<std::pair<pid_t, int>>{{w, SIGTERM}, {w, SIGKILL}}));
+}
+
 TEST_F(SupervisorTest, GivenAStoppedProcessThatIgnoresSigtermThenItIsKilledAfterTheGrace) {
   Supervisor s(launcher_, Options());
   LaunchRequest trainer;

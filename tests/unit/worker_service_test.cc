@@ -64,6 +64,10 @@ class FakeCoordinator {
     MutexLock lock(mu_);
     return register_;
   }
+  std::vector<nlohmann::json> get_splits() {
+    MutexLock lock(mu_);
+    return get_splits_;
+  }
 
  private:
   void Serve() {
@@ -97,6 +101,7 @@ class FakeCoordinator {
         return;
       }
       if (frame->type != MsgType::kGetSplit) continue;  // HEARTBEAT
+      get_splits_.push_back(frame->meta);
       nlohmann::json answer = {{"kind", "wait"}, {"retry_s", 0.01}};
       if (!script_.empty()) {
         answer = script_.front();
@@ -116,6 +121,7 @@ class FakeCoordinator {
   std::condition_variable cv_;
   std::deque<nlohmann::json> script_ GUARDED_BY(mu_);
   std::vector<nlohmann::json> split_dones_ GUARDED_BY(mu_);
+  std::vector<nlohmann::json> get_splits_ GUARDED_BY(mu_);
   nlohmann::json register_ GUARDED_BY(mu_);
   bool bye_ GUARDED_BY(mu_) = false;
   bool ended_ GUARDED_BY(mu_) = false;
@@ -215,8 +221,10 @@ class WorkerServiceTest : public ::testing::Test {
         {"liveness_timeout_s", 5}};
   }
 
-  std::unique_ptr<WorkerService> StartWorker(const FakeCoordinator& coordinator) {
+  std::unique_ptr<WorkerService> StartWorker(const FakeCoordinator& coordinator,
+                                             double drain_grace_s = 10) {
     WorkerServiceOptions options;
+    options.drain_grace_s = drain_grace_s;
     options.coordinator = coordinator.address();
     options.threads = 2;
     options.secret = Secret();
@@ -525,6 +533,66 @@ TEST_F(WorkerServiceTest, GivenStop_WhileWaitingForClient_ThenWorkerSaysByeWitho
   ASSERT_TRUE(coordinator.WaitEnded());
   EXPECT_TRUE(coordinator.bye());
   EXPECT_TRUE(coordinator.split_dones().empty());
+}
+
+TEST_F(WorkerServiceTest,
+       GivenDrain_WhileMakingASplit_ThenItFinishesTheSplitAndLeavesWhenTheCoordinatorSaysExit) {
+  const nlohmann::json hold = {{"kind", "drain"}, {"retry_s", 0.01}};
+  FakeCoordinator coordinator(Registered(), {Assign(0), hold, hold, kExit});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  auto client = ConnectClient(service->data_port(), Secret(), 0, 1);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  auto first = NextBatch(*client);  // split 0 is being made, one batch per credit
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  service->Drain();
+  service->Drain();  // idempotent
+  ASSERT_TRUE(Credit(*client, 1).ok());
+  int64_t split_batches = -1;
+  auto second = NextBatch(*client, kWait, &split_batches);
+  ASSERT_TRUE(second.ok()) << "the split in hand is finished: " << second.status().message();
+  EXPECT_EQ(split_batches, 2);
+  const std::vector<Batch> want = Reference(0);
+  ASSERT_EQ(want.size(), 2u);
+  ExpectSameBatch(*first, want[0]);
+  ExpectSameBatch(*second, want[1]);
+  EXPECT_TRUE(Finish(run, *service).ok());
+  ASSERT_TRUE(coordinator.WaitEnded());
+  EXPECT_TRUE(coordinator.bye());
+  ASSERT_EQ(coordinator.split_dones().size(), 1u);
+  EXPECT_EQ(coordinator.split_dones()[0]["batch_count"], 2);
+  // Every GET_SPLIT after the drain says so; the first (before it) does not.
+  const std::vector<nlohmann::json> asks = coordinator.get_splits();
+  ASSERT_EQ(asks.size(), 4u);
+  EXPECT_EQ(asks[0], nlohmann::json::object());
+  for (size_t i = 1; i < asks.size(); ++i) EXPECT_EQ(asks[i]["draining"], true) << i;
+}
+
+TEST_F(WorkerServiceTest, GivenDrain_WhenTheGraceEndsFirst_ThenItStopsWithoutSplitDone) {
+  FakeCoordinator coordinator(Registered(), {Assign(0)});
+  auto service = StartWorker(coordinator, 0.3);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  auto client = ConnectClient(service->data_port(), Secret(), 0, 1);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_TRUE(NextBatch(*client).ok());
+  service->Drain();  // and no more credit: the split cannot end in the grace
+  EXPECT_TRUE(Finish(run, *service).ok());
+  ASSERT_TRUE(coordinator.WaitEnded());
+  EXPECT_TRUE(coordinator.bye());
+  EXPECT_TRUE(coordinator.split_dones().empty()) << "the split is made elsewhere";
+}
+
+TEST_F(WorkerServiceTest, GivenDrain_WhenTheCoordinatorIsGone_ThenTheDrainEndsWell) {
+  const nlohmann::json hold = {{"kind", "drain"}, {"retry_s", 0.01}, {"close_after", true}};
+  FakeCoordinator coordinator(Registered(), {{{"kind", "wait"}, {"retry_s", 0.2}}, hold});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  service->Drain();
+  Status st = Finish(run, *service);
+  EXPECT_TRUE(st.ok()) << st.message();
 }
 
 TEST_F(WorkerServiceTest, GivenBadPipeline_WhenRegistering_ThenStartFailsNamingIt) {

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# End-to-end: workers beyond the allocation (`goldminer run --elastic-partition`)
+# on a real Slurm cluster this suite starts and stops (tests/e2e/slurm_cluster.sh:
+# a scavenger partition on cpu2, below the cpu and gpu partitions' PriorityTier,
+# PreemptMode=CANCEL, GraceTime=5). An input-bound run in a 2-CPU job on cpu1 whose
+# allocation holds one worker adds worker jobs of its own to the scavenger
+# partition; a job of the cpu partition that needs all of cpu2 then preempts them:
+# they drain inside the grace, nothing is lost or made twice, the record says
+# "preempted", and when the run ends no worker job of it is left.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/slurm_cluster.sh"
+GM=$(cd "$(dirname "$GM")" && pwd)/$(basename "$GM")
+trap 'slurm_cluster_stop; rm -rf "$T"' EXIT
+cd "$T"
+command -v sqlite3 >/dev/null || fail "sqlite3 is missing: run scripts/install-deps.sh"
+slurm_cluster_start "$T/cluster" >/dev/null || fail "the Slurm cluster did not start"
+ok "a Slurm cluster with a scavenger partition is up"
+
+slow_pipeline "$T/slow.json"  # 400 samples of 10 ms each: about 100 samples/s per worker
+DB=$T/runs.db
+
+# Outside Slurm the flag is a clear error, as it is without the autoscaler.
+expect_rc 1 "--elastic-partition outside Slurm is refused" -- env -u SLURM_JOB_ID "$GM" run \
+  --backend local --pipeline "$T/slow.json" --autoscale on --elastic-partition scavenger \
+  --no-db -- /bin/true
+expect_in "$T/err" "submits workers as Slurm jobs of their own" "the error says why"
+
+cat >"$T/elastic.sbatch" <<SCRIPT
+#!/bin/bash
+#SBATCH --partition=cpu --nodelist=cpu1 --nodes=1 --ntasks=1 --cpus-per-task=2
+exec "$GM" run --pipeline "$T/slow.json" --workers 1 --autoscale on --min-workers 1 \
+  --max-workers 1 --elastic-partition scavenger --elastic-max 2 --elastic-cpus 1 \
+  --scale-period 1 --sample-interval 0.25 --samples-per-split 40 --drain-grace 3 \
+  --db "$DB" --name elastic -- $PY "$SRC/tests/e2e/trainer.py" "$T/elastic.json" 1000
+SCRIPT
+job=$(GM_TEST_UNTIL_FILE=$T/stop GM_TEST_EPOCH_SAMPLES=400 sbatch --parsable --chdir="$T" \
+  --output="$T/elastic.out" --export=ALL "$T/elastic.sbatch") || fail "sbatch refused the job"
+job=${job%%;*}
+
+# worker_jobs: "JOBID STATE NODE" of this run's worker jobs (named after the run's job).
+worker_jobs() { squeue -h -o "%i %T %N %j" 2>/dev/null | awk -v p="goldminer-worker.$job." 'index($4, p) == 1 {print $1, $2, $3}'; }
+running=""
+for _ in $(seq 1 600); do
+  running=$(worker_jobs | awk '$2 == "RUNNING"')
+  registered=$(sqlite3 "$DB" "SELECT count(*) FROM workers WHERE run_id = 'elastic' AND step_id NOT LIKE '$job.%'" 2>/dev/null || echo 0)
+  [[ $(wc -l <<<"$running") -ge 1 && -n $running && ${registered:-0} -ge 1 ]] && break
+  scontrol show job "$job" -o 2>/dev/null | grep -qE "JobState=(COMPLETED|FAILED|CANCELLED)" && break
+  sleep 0.2
+done
+[[ -n $running ]] || { cat "$T/elastic.out" >&2; fail "no worker job ran beyond the allocation"; }
+[[ $(awk '{print $3}' <<<"$running" | sort -u) == cpu2 ]] || fail "worker jobs not on the scavenger partition's cpu2: $running"
+ok "the run submitted worker jobs of its own to the scavenger partition: $(tr '\n' ' ' <<<"$running")"
+# The worker key is in no process's arguments: a worker's environment names the
+# file it is in.
+pid=$(pgrep -f "goldminer worker --coordinator" | head -n 1)
+file=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^GOLDMINER_SECRET_FILE=//p')
+[[ -n $file && -s $file ]] || fail "a worker (pid $pid) has no key file in its environment"
+! ps -eo args | grep -qF -f "$file" || fail "the worker key is on a command line"
+ok "the worker key is on no command line (a file: $file)"
+
+# A job of the cpu partition needs all of cpu2: Slurm preempts the worker jobs there.
+big=$(sbatch --parsable -p cpu --nodelist=cpu2 -c 8 --output=/dev/null --wrap "sleep 2") ||
+  fail "sbatch refused the preempting job"
+preempted=0
+for _ in $(seq 1 600); do  # preemption takes 8-22 s to begin on this cluster
+  preempted=$(sqlite3 "$DB" "SELECT count(*) FROM workers WHERE run_id = 'elastic' AND exit LIKE 'preempted: %'" 2>/dev/null || echo 0)
+  ((${preempted:-0} >= 1)) && break
+  sleep 0.2
+done
+((${preempted:-0} >= 1)) || { cat "$T/elastic.out" >&2; fail "no worker recorded as preempted: $(sqlite3 "$DB" "SELECT * FROM workers WHERE run_id = 'elastic'")"; }
+ok "Slurm preempted the worker jobs for job $big; the run recorded $preempted worker(s) as preempted"
+for _ in $(seq 1 300); do
+  scontrol show job "$big" -o 2>/dev/null | grep -qE "JobState=(COMPLETED|FAILED|CANCELLED)" && break
+  sleep 0.2
+done
+ok "the preempting job ran"
+
+touch "$T/stop"
+for _ in $(seq 1 600); do
+  state=$(scontrol show job "$job" -o | head -n 1)
+  [[ $state == *"JobState=COMPLETED"* || $state == *"JobState=FAILED"* || $state == *"JobState=CANCELLED"* ]] && break
+  sleep 0.2
+done
+[[ $state == *"JobState=COMPLETED"* && $state == *"ExitCode=0:0"* ]] ||
+  { cat "$T/elastic.out" >&2; fail "job $job: $(grep -o 'JobState=[A-Z]*' <<<"$state")"; }
+ok "the run's job COMPLETED"
+$PY - "$T/elastic.json" <<'PY' || fail "samples lost or repeated: $(cat "$T/elastic.out")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert "error" not in r, r
+epochs = r["epochs"]
+assert len(epochs) >= 2, len(epochs)
+for e, keys in enumerate(epochs):
+    assert len(keys) == len(set(keys)) == 400, (e, len(keys), len(set(keys)))
+PY
+ok "every sample of every epoch arrived exactly once, across the preemption"
+expect_in "$T/elastic.out" " 0 splits reassigned" "the preempted workers drained: no split made twice"
+sleep 1
+[[ -z $(worker_jobs) ]] || fail "worker jobs left after the run: $(worker_jobs)"
+ok "no worker job of the run is left"
+echo "$checks passed, 0 failed"
