@@ -33,11 +33,20 @@ for n in gpu1 gpu2 cpu1 cpu2; do
   line=$(grep "^NodeName=$n " "$D/out") || fail "node $n missing"
   gres='(null)' part=cpu
   [[ $n == gpu* ]] && gres=gpu:2 part=gpu
+  [[ $n == cpu2 ]] && part=cpu,scavenger
   for want in CPUTot=8 RealMemory=16000 "Gres=$gres" "Partitions=$part" State=IDLE; do
     [[ " $line " == *" $want "* ]] || fail "node $n: '$want' not in: $line"
   done
 done
 ok "scontrol lists gpu1 gpu2 (Gres=gpu:2) and cpu1 cpu2, CPUs=8 RealMemory=16000, all idle"
+# The scavenger partition: below the others' tier, its jobs cancelled after a grace.
+timeout 30 scontrol show partition scavenger --oneliner >"$D/out" 2>"$D/err" || fail "no scavenger partition"
+for want in Nodes=cpu2 PriorityTier=1 PreemptMode=CANCEL GraceTime=5; do
+  grep -q " $want " "$D/out" || fail "scavenger: '$want' not in: $(cat "$D/out")"
+done
+timeout 30 scontrol show partition cpu --oneliner | grep -q " PriorityTier=2 " ||
+  fail "the cpu partition is not above the scavenger's tier"
+ok "a scavenger partition on cpu2, PriorityTier 1 below cpu and gpu's 2, PreemptMode=CANCEL, GraceTime=5"
 
 # A step on a fake GPU sees it as device 0.
 # shellcheck disable=SC2016
