@@ -28,20 +28,53 @@ struct ReportFlags {
   std::string profile;  // an id or "latest"
   std::string format = "html";
   std::string out;  // empty: report.html for html, stdout otherwise; "-": stdout
-  std::string sim;  // a sim.json to show instead of runs.db
+  std::string sim;  // a sim.json, or a simulation of runs.db (its id, or latest)
 };
+
+// The simulation --sim names: a sim.json file, else a simulation recorded in
+// runs.db by its id or "latest"; `origin` says which, for the page.
+Result<nlohmann::json> LoadSim(const ReportFlags& f, std::string* origin) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(f.sim, ec)) {
+    *origin = f.sim;
+    return LoadJsonFile(f.sim);
+  }
+  int64_t id = 0;
+  const bool latest = f.sim == "latest";
+  const char* end = f.sim.data() + f.sim.size();
+  const auto [stop, bad] = std::from_chars(f.sim.data(), end, id);
+  if (!latest && (f.sim.empty() || bad != std::errc() || stop != end || id < 1)) {
+    return Status::InvalidArgument("--sim " + f.sim +
+                                   ": no such file, and not a simulation id of runs.db (a "
+                                   "number, or latest)");
+  }
+  if (!std::filesystem::exists(f.db, ec)) {
+    return Status::NotFound("--sim " + f.sim + ": " + f.db +
+                            " does not exist (goldminer simulate --db records simulations)");
+  }
+  GM_ASSIGN_OR_RETURN(std::unique_ptr<SqliteRunStore> store, SqliteRunStore::Open(f.db));
+  if (latest) {
+    GM_ASSIGN_OR_RETURN(std::vector<SimulationRecord> all, store->ListSimulations());
+    if (all.empty()) return Status::NotFound(f.db + ": no simulation recorded");
+    id = all.back().id;
+  }
+  GM_ASSIGN_OR_RETURN(SimulationRecord r, store->GetSimulation(id));
+  *origin = f.db + " simulation " + std::to_string(r.id);
+  return ParseJson(r.json, *origin);
+}
 
 // A simulation's page (--sim): sim.json as `goldminer simulate` wrote it.
 Result<std::string> SimReport(const ReportFlags& f) {
-  GM_ASSIGN_OR_RETURN(nlohmann::json sim, LoadJsonFile(f.sim));
+  std::string origin;
+  GM_ASSIGN_OR_RETURN(nlohmann::json sim, LoadSim(f, &origin));
   if (!sim.is_object() || sim.value("schema", std::string()) != "goldminer.sim" ||
       sim.value("version", 0) != 1) {
-    return Status::InvalidArgument(f.sim +
+    return Status::InvalidArgument(origin +
                                    ": not a sim.json of version 1 ({\"schema\": "
                                    "\"goldminer.sim\", \"version\": 1}, as goldminer simulate "
                                    "writes it)");
   }
-  if (f.format == "html") return reports::RenderSimHtml(sim, f.sim, SystemUtcNow());
+  if (f.format == "html") return reports::RenderSimHtml(sim, origin, SystemUtcNow());
   if (f.format == "text") return reports::SimText(sim);
   return sim.dump(2) + "\n";
 }
@@ -204,10 +237,9 @@ Verb ReportVerb() {
                        "unless only --profile is given");
         sub.add_option("--profile", f->profile, "A profile to show: its id, or latest");
         sub.add_option("--sim", f->sim,
-                       "A simulation to show instead (sim.json from goldminer simulate): the "
-                       "policies side by side, queue and GPU utilization over time, the "
-                       "assumptions")
-            ->check(CLI::ExistingFile);
+                       "A simulation to show instead: a sim.json from goldminer simulate, or "
+                       "the id (or latest) of one it recorded in --db: the policies side by "
+                       "side, queue and GPU utilization over time, the assumptions");
         sub.add_option("--format", f->format,
                        "html (one self-contained page), text (a terminal summary) or json")
             ->capture_default_str()

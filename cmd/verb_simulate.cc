@@ -2,7 +2,9 @@
 // workers (static, job, cluster) and compares them. The model is simulator/
 // (pure); this file reads the CSV files, writes sim.json and prints the
 // comparison. See man/goldminer-simulate.1.
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -11,6 +13,8 @@
 #include "core/json.h"
 #include "core/json_fields.h"
 #include "core/log.h"
+#include "core/profile.h"
+#include "core/sqlite_run_store.h"
 #include "reports/sim_text.h"
 #include "simulator/sim.h"
 #include "simulator/trace.h"
@@ -50,6 +54,34 @@ Result<std::vector<sim::Family>> LoadCurves(const std::string& path) {
   return out;
 }
 
+// One curve family per goldminer profile in `dir` (its *.json files, by name:
+// the family is the file's stem), in equal shares of the mix.
+Result<std::vector<sim::Family>> LoadProfiles(const std::string& dir) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".json") {
+      paths.push_back(entry.path().string());
+    }
+  }
+  if (ec) return Status::IoError("--profiles " + dir + ": " + ec.message());
+  std::sort(paths.begin(), paths.end());
+  if (paths.empty()) {
+    return Status::InvalidArgument(
+        "--profiles " + dir + ": no *.json profile in it (goldminer profile -o DIR/NAME.json)");
+  }
+  std::vector<sim::Family> out;
+  for (const std::string& path : paths) {
+    GM_ASSIGN_OR_RETURN(Profile profile, LoadProfile(path));
+    GM_ASSIGN_OR_RETURN(
+        sim::Family f,
+        sim::FamilyFromProfile(profile, std::filesystem::path(path).stem().string(), path));
+    f.share = 1.0 / static_cast<double>(paths.size());
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 struct SimulateFlags {
   std::string trace;
   std::string nodes;
@@ -63,7 +95,9 @@ struct SimulateFlags {
   double min_lifetime_s = 60;
   std::string out = "sim.json";
   bool json = false;
-  std::string curves;  // a JSON file of curve families; empty: the defaults
+  std::string curves;    // a JSON file of curve families; empty: the defaults
+  std::string profiles;  // a folder of profile.json files, one family each
+  std::string db;        // runs.db to record the simulation in; empty: none
 };
 
 std::vector<std::string> SplitList(const std::string& text) {
@@ -85,10 +119,18 @@ Result<int> RunSimulate(const SimulateFlags& f) {
   o.nic_gbps = f.nic_gbps;
   o.pool.min_gain = f.min_gain;
   o.pool.min_lifetime_s = f.min_lifetime_s;
+  if (!f.curves.empty() && !f.profiles.empty()) {
+    return Status::InvalidArgument(
+        "--curves and --profiles both give the curve families: give one of them");
+  }
   if (!f.curves.empty()) {
     GM_ASSIGN_OR_RETURN(o.families, LoadCurves(f.curves));
   }
+  if (!f.profiles.empty()) {
+    GM_ASSIGN_OR_RETURN(o.families, LoadProfiles(f.profiles));
+  }
   GM_RETURN_IF_ERROR(CheckWritable(f.out, "-o"));
+  if (!f.db.empty()) GM_RETURN_IF_ERROR(CheckWritable(f.db, "--db"));
   GM_ASSIGN_OR_RETURN(std::string trace_text, ReadFile(f.trace));
   GM_ASSIGN_OR_RETURN(sim::Trace trace, sim::ParseTrace(trace_text, f.trace));
   GM_ASSIGN_OR_RETURN(std::string nodes_text, ReadFile(f.nodes));
@@ -109,6 +151,27 @@ Result<int> RunSimulate(const SimulateFlags& f) {
   const nlohmann::json doc = sim::SimToJson(result);
   GM_RETURN_IF_ERROR(WriteFileAtomic(f.out, JsonText(doc, 2)));
   LogInfo("simulate: wrote " + f.out);
+  if (!f.db.empty()) {
+    GM_ASSIGN_OR_RETURN(std::unique_ptr<SqliteRunStore> store, SqliteRunStore::Open(f.db));
+    SimulationRecord r;
+    r.trace = f.trace;
+    r.nodes = f.nodes;
+    r.gpus = result.gpus;
+    r.load = f.load;
+    r.seed = static_cast<int64_t>(f.seed);
+    r.policies = f.policies;
+    const nlohmann::json& ratios = doc["ratios"];
+    if (ratios.contains("jct_static_over_cluster"))
+      r.jct_static_over_cluster = ratios["jct_static_over_cluster"].get<double>();
+    if (ratios.contains("gpu_util_effective_cluster_over_static")) {
+      r.gpu_util_effective_cluster_over_static =
+          ratios["gpu_util_effective_cluster_over_static"].get<double>();
+    }
+    r.json = doc.dump();
+    GM_ASSIGN_OR_RETURN(int64_t id, store->AddSimulation(r));
+    LogInfo("simulate: recorded as simulation " + std::to_string(id) + " in " + f.db +
+            " (goldminer report --db " + f.db + " --sim " + std::to_string(id) + ")");
+  }
   std::cout << (f.json ? JsonText(doc, 2) : reports::SimText(doc));
   return kExitOk;
 }
@@ -167,6 +230,14 @@ Verb SimulateVerb() {
                        "admitted takes it back")
             ->capture_default_str()
             ->check(CLI::Range(0.0, 1e9));
+        sub.add_option("--db", f->db,
+                       "Also record the simulation in this runs.db (created if missing); "
+                       "goldminer report --db FILE --sim ID shows it");
+        sub.add_option("--profiles", f->profiles,
+                       "Curve families from goldminer profiles instead of the defaults: every "
+                       "*.json profile in DIR is a family (its name: the file's stem) in equal "
+                       "shares of the mix")
+            ->check(CLI::ExistingDirectory);
         sub.add_option("--curves", f->curves,
                        "Curve families instead of the defaults: a JSON file {\"families\": "
                        "[{name, cpus_per_gpu, samples_per_s_per_gpu, bytes_per_sample, "

@@ -82,6 +82,23 @@ struct PlanRecord {
   bool operator==(const PlanRecord&) const = default;
 };
 
+// A simulation (`goldminer simulate --db`): the figures a listing shows and its
+// whole sim.json.
+struct SimulationRecord {
+  int64_t id = 0;           // set by the store
+  std::string created_utc;  // set by the store
+  std::string trace, nodes;
+  int64_t gpus = 0;
+  double load = 1;
+  int64_t seed = 1;
+  std::string policies;  // comma-separated
+  std::optional<double> jct_static_over_cluster;
+  std::optional<double> gpu_util_effective_cluster_over_static;
+  std::string json;  // the sim.json document (compact)
+
+  bool operator==(const SimulationRecord&) const = default;
+};
+
 // A training run (`goldminer run`).
 struct RunRecord {
   std::string id;  // caller-chosen, unique (e.g. Slurm job id + time)

@@ -135,6 +135,24 @@ CREATE INDEX profiles_sha256 ON profiles(sha256);
 CREATE INDEX plans_sha256 ON plans(sha256);
 )sql";
 
+// Version 4: what `goldminer simulate --db` records (goldminer-simulate(1)).
+constexpr const char* kSchemaV4 = R"sql(
+-- One `goldminer simulate`: its inputs, the paper's two ratios, and the whole sim.json.
+CREATE TABLE simulations (
+  id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+  created_utc         TEXT NOT NULL,
+  trace               TEXT NOT NULL,  -- the --trace file as given
+  nodes               TEXT NOT NULL,  -- the --nodes file as given
+  gpus                INTEGER NOT NULL,  -- GPUs of the cluster replayed
+  load                REAL NOT NULL,     -- --load
+  seed                INTEGER NOT NULL,
+  policies            TEXT NOT NULL,     -- comma-separated, as run
+  jct_static_over_cluster REAL,          -- NULL unless both ran
+  gpu_util_effective_cluster_over_static REAL,
+  json                TEXT NOT NULL      -- the sim.json document (compact)
+);
+)sql";
+
 // The digests of the rows recorded before version 3 (runs keep no plan_id: which
 // plan they ran was not recorded).
 Status BackfillDigests(sqlite::Database& db) {
@@ -155,7 +173,7 @@ Status BackfillDigests(sqlite::Database& db) {
 }
 
 constexpr Migration kMigrations[] = {
-    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3, BackfillDigests}};
+    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3, BackfillDigests}, {4, kSchemaV4}};
 static_assert(std::size(kMigrations) == kRunStoreSchemaVersion, "one migration per version");
 
 }  // namespace

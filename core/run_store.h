@@ -47,6 +47,11 @@ class RunStore {
   virtual Result<std::vector<PlanRecord>> ListPlans() = 0;
   // One plan; NotFound for an unknown id.
   virtual Result<PlanRecord> GetPlan(int64_t id) = 0;
+  // Records a simulation (its id and created_utc are set here); its id.
+  virtual Result<int64_t> AddSimulation(const SimulationRecord& simulation) = 0;
+  virtual Result<std::vector<SimulationRecord>> ListSimulations() = 0;
+  // NotFound for an id not recorded.
+  virtual Result<SimulationRecord> GetSimulation(int64_t id) = 0;
   // The newest plan whose PlanDigest is `sha256`; nullopt when none is.
   virtual Result<std::optional<int64_t>> FindPlan(const std::string& sha256) = 0;
 

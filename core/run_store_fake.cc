@@ -86,6 +86,29 @@ Result<std::vector<PlanRecord>> MemoryRunStore::ListPlans() {
   return plans_;
 }
 
+Result<int64_t> MemoryRunStore::AddSimulation(const SimulationRecord& simulation) {
+  MutexLock lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  SimulationRecord r = simulation;
+  r.id = static_cast<int64_t>(simulations_.size()) + 1;
+  r.created_utc = clock_();
+  simulations_.push_back(r);
+  return r.id;
+}
+
+Result<std::vector<SimulationRecord>> MemoryRunStore::ListSimulations() {
+  MutexLock lock(mu_);
+  return simulations_;
+}
+
+Result<SimulationRecord> MemoryRunStore::GetSimulation(int64_t id) {
+  MutexLock lock(mu_);
+  if (id < 1 || id > static_cast<int64_t>(simulations_.size())) {
+    return Status::NotFound(std::string(kName) + ": no simulation with id " + std::to_string(id));
+  }
+  return simulations_[static_cast<size_t>(id - 1)];
+}
+
 Result<PlanRecord> MemoryRunStore::GetPlan(int64_t id) {
   MutexLock lock(mu_);
   if (id < 1 || id > static_cast<int64_t>(plans_.size())) {

@@ -34,6 +34,9 @@ class MemoryRunStore final : public RunStore {
   Result<int64_t> AddPlan(const Plan& plan, std::optional<int64_t> profile_id) override;
   Result<std::vector<PlanRecord>> ListPlans() override;
   Result<PlanRecord> GetPlan(int64_t id) override;
+  Result<int64_t> AddSimulation(const SimulationRecord& simulation) override;
+  Result<std::vector<SimulationRecord>> ListSimulations() override;
+  Result<SimulationRecord> GetSimulation(int64_t id) override;
   Result<std::optional<int64_t>> FindPlan(const std::string& sha256) override;
   Status AddEvent(const EventRecord& event) override;
   Result<std::vector<EventRecord>> ListEvents() override;
@@ -66,8 +69,9 @@ class MemoryRunStore final : public RunStore {
   Status write_error_ GUARDED_BY(mu_);
   std::vector<StoredProfile> profiles_ GUARDED_BY(mu_);  // id = index + 1
   size_t stage_cost_rows_ GUARDED_BY(mu_) = 0;
-  std::vector<EventRecord> events_ GUARDED_BY(mu_);  // id = index + 1
-  std::vector<PlanRecord> plans_ GUARDED_BY(mu_);    // id = index + 1
+  std::vector<EventRecord> events_ GUARDED_BY(mu_);            // id = index + 1
+  std::vector<PlanRecord> plans_ GUARDED_BY(mu_);              // id = index + 1
+  std::vector<SimulationRecord> simulations_ GUARDED_BY(mu_);  // id = index + 1
   std::map<std::string, RunRecord> runs_ GUARDED_BY(mu_);
   std::vector<std::string> run_order_ GUARDED_BY(mu_);  // ids in the order begun
   std::map<std::string, std::map<int64_t, WorkerRecord>> workers_ GUARDED_BY(mu_);

@@ -257,6 +257,69 @@ Result<std::vector<PlanRecord>> SqliteRunStore::ListPlans() {
   return out;
 }
 
+Result<int64_t> SqliteRunStore::AddSimulation(const SimulationRecord& r) {
+  MutexLock lock(mu_);
+  GM_ASSIGN_OR_RETURN(
+      sqlite::Statement st,
+      db_.Prepare("INSERT INTO simulations (created_utc, trace, nodes, gpus, load, seed, "
+                  "policies, jct_static_over_cluster, gpu_util_effective_cluster_over_static, "
+                  "json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"));
+  GM_RETURN_IF_ERROR(st.BindAll(clock_(), r.trace, r.nodes, r.gpus, r.load, r.seed, r.policies,
+                                r.jct_static_over_cluster, r.gpu_util_effective_cluster_over_static,
+                                r.json));
+  GM_RETURN_IF_ERROR(st.Run());
+  return db_.LastInsertRowId();
+}
+
+namespace {
+
+constexpr const char* kSimulationColumns =
+    "id, created_utc, trace, nodes, gpus, load, seed, policies, jct_static_over_cluster, "
+    "gpu_util_effective_cluster_over_static, json";
+
+SimulationRecord SimulationFromRow(const sqlite::Statement& st) {
+  SimulationRecord r;
+  r.id = st.Int(0);
+  r.created_utc = st.Text(1);
+  r.trace = st.Text(2);
+  r.nodes = st.Text(3);
+  r.gpus = st.Int(4);
+  r.load = st.Real(5);
+  r.seed = st.Int(6);
+  r.policies = st.Text(7);
+  if (!st.IsNull(8)) r.jct_static_over_cluster = st.Real(8);
+  if (!st.IsNull(9)) r.gpu_util_effective_cluster_over_static = st.Real(9);
+  r.json = st.Text(10);
+  return r;
+}
+
+}  // namespace
+
+Result<std::vector<SimulationRecord>> SqliteRunStore::ListSimulations() {
+  MutexLock lock(mu_);
+  GM_ASSIGN_OR_RETURN(
+      sqlite::Statement st,
+      db_.Prepare(std::string("SELECT ") + kSimulationColumns + " FROM simulations ORDER BY id"));
+  std::vector<SimulationRecord> out;
+  for (;;) {
+    GM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(SimulationFromRow(st));
+  }
+  return out;
+}
+
+Result<SimulationRecord> SqliteRunStore::GetSimulation(int64_t id) {
+  MutexLock lock(mu_);
+  GM_ASSIGN_OR_RETURN(
+      sqlite::Statement st,
+      db_.Prepare(std::string("SELECT ") + kSimulationColumns + " FROM simulations WHERE id = ?"));
+  GM_RETURN_IF_ERROR(st.Bind(1, id));
+  GM_ASSIGN_OR_RETURN(bool row, st.Step());
+  if (!row) return Status::NotFound(path() + ": no simulation with id " + std::to_string(id));
+  return SimulationFromRow(st);
+}
+
 Result<PlanRecord> SqliteRunStore::GetPlan(int64_t id) {
   MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(std::string("SELECT ") + kPlanColumns +

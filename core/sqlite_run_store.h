@@ -41,6 +41,9 @@ class SqliteRunStore final : public RunStore {
   Result<int64_t> AddPlan(const Plan& plan, std::optional<int64_t> profile_id) override;
   Result<std::vector<PlanRecord>> ListPlans() override;
   Result<PlanRecord> GetPlan(int64_t id) override;
+  Result<int64_t> AddSimulation(const SimulationRecord& simulation) override;
+  Result<std::vector<SimulationRecord>> ListSimulations() override;
+  Result<SimulationRecord> GetSimulation(int64_t id) override;
   Result<std::optional<int64_t>> FindPlan(const std::string& sha256) override;
   Status AddEvent(const EventRecord& event) override;
   Result<std::vector<EventRecord>> ListEvents() override;

@@ -442,7 +442,8 @@ std::string SimTable(const nlohmann::json& policies) {
   std::string h =
       "<table id=\"sim-compare\"><tr><th>policy</th><th>GPU tasks</th><th>JCT mean</th>"
       "<th>p50</th><th>p95</th><th>p99</th><th>queueing mean</th><th>makespan</th>"
-      "<th>GPU allocated</th><th>GPU effective</th><th>CPU</th><th>worker CPUs started</th>"
+      "<th>GPU allocated</th><th>GPU effective</th><th>GPU allocated, submission window</th>"
+      "<th>GPU effective, submission window</th><th>CPU</th><th>worker CPUs started</th>"
       "<th>preempted</th></tr>";
   auto num = [](double v, int digits) { return "<td class=\"num\">" + Fixed(v, digits) + "</td>"; };
   for (const nlohmann::json& p : policies) {
@@ -451,11 +452,16 @@ std::string SimTable(const nlohmann::json& policies) {
          num(JsonNum(p, "jct_p50_s"), 0) + num(JsonNum(p, "jct_p95_s"), 0) +
          num(JsonNum(p, "jct_p99_s"), 0) + num(JsonNum(p, "queue_mean_s"), 0) +
          num(JsonNum(p, "makespan_s"), 0) + num(100 * JsonNum(p, "gpu_util_allocated"), 1) +
-         num(100 * JsonNum(p, "gpu_util_effective"), 1) + num(100 * JsonNum(p, "cpu_util"), 1) +
-         num(JsonNum(p, "worker_cpus_started"), 0) + num(JsonNum(p, "worker_cpus_preempted"), 0) +
-         "</tr>";
+         num(100 * JsonNum(p, "gpu_util_effective"), 1) +
+         num(100 * JsonNum(p, "gpu_util_allocated_window"), 1) +
+         num(100 * JsonNum(p, "gpu_util_effective_window"), 1) +
+         num(100 * JsonNum(p, "cpu_util"), 1) + num(JsonNum(p, "worker_cpus_started"), 0) +
+         num(JsonNum(p, "worker_cpus_preempted"), 0) + "</tr>";
   }
-  return h + "</table><p class=\"meta\">Times in seconds; utilization in percent.</p>";
+  return h +
+         "</table><p class=\"meta\">Times in seconds; utilization in percent, over the "
+         "makespan (first arrival to last end) and over the submission window (first to last "
+         "arrival, while tasks keep coming).</p>";
 }
 
 }  // namespace

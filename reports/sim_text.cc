@@ -57,14 +57,31 @@ std::string SimText(const nlohmann::json& sim) {
                                  Fixed(Num(p, "worker_cpus_preempted"), 0)};
     for (size_t i = 0; i < 12; ++i) out += Pad(cells[i], widths[i]) + (i == 11 ? "\n" : " ");
   }
+  std::string window;
+  for (const nlohmann::json& p : sim.value("policies", nlohmann::json::array())) {
+    if (!(Num(p, "window_s") > 0)) continue;
+    if (window.empty()) {
+      window = "GPU allocated / effective over the submission window (first to last arrival, " +
+               Duration(Num(p, "window_s")) + "):";
+    }
+    window += " " + p.value("policy", std::string()) + " " +
+              Fixed(100 * Num(p, "gpu_util_allocated_window"), 1, "%") + " / " +
+              Fixed(100 * Num(p, "gpu_util_effective_window"), 1, "%");
+  }
+  if (!window.empty()) out += window + "\n";
   const nlohmann::json& ratios = sim.value("ratios", nlohmann::json::object());
   for (const char* other : {"job", "cluster"}) {
     const std::string jct = std::string("jct_static_over_") + other;
     const std::string gpu = std::string("gpu_util_effective_") + other + "_over_static";
+    const std::string busy = std::string("gpu_util_effective_window_") + other + "_over_static";
     if (!ratios.contains(jct)) continue;
     out += std::string(other) + " against static: average JCT " +
            Fixed(Num(ratios, jct.c_str()), 2, "x") + " better, effective GPU utilization " +
-           Fixed(Num(ratios, gpu.c_str()), 2, "x") + "\n";
+           Fixed(Num(ratios, gpu.c_str()), 2, "x") +
+           (ratios.contains(busy)
+                ? " (" + Fixed(Num(ratios, busy.c_str()), 2, "x") + " over the submission window)"
+                : std::string()) +
+           "\n";
   }
   return out;
 }

@@ -442,10 +442,11 @@ PolicyResult Replay::Figures() const {
   r.worker_cpus_started = started_;
   r.worker_cpus_preempted = preempted_;
   std::vector<double> jct, queue;
-  double first = kInf, last = 0, held = 0, effective = 0;
+  double first = kInf, last = 0, last_submit = 0, held = 0, effective = 0;
   for (const Task& t : tasks_) {
     first = std::min(first, t.submit);
     last = std::max(last, t.finish);
+    last_submit = std::max(last_submit, t.submit);
     if (!t.family) {
       ++r.cpu_tasks;
       continue;
@@ -471,6 +472,20 @@ PolicyResult Replay::Figures() const {
     r.gpu_util_effective = effective / (gpus * r.makespan_s);
     r.cpu_util = cpu_seconds_ / (cpus * r.makespan_s);
   }
+  // Over the submission window: each sample's state holds until the next one.
+  r.window_s = tasks_.empty() ? 0 : last_submit - first;
+  if (r.window_s > 0 && gpus > 0) {
+    double allocated_s = 0, effective_s = 0;
+    for (size_t k = 0; k < samples_.size(); ++k) {
+      const double from = std::max(samples_[k].t, first);
+      const double to = std::min(k + 1 < samples_.size() ? samples_[k + 1].t : kInf, last_submit);
+      if (to <= from) continue;
+      allocated_s += samples_[k].allocated * (to - from);
+      effective_s += samples_[k].effective * (to - from);
+    }
+    r.gpu_util_allocated_window = allocated_s / (gpus * r.window_s);
+    r.gpu_util_effective_window = effective_s / (gpus * r.window_s);
+  }
   // The series: the state after the last event at or before each point.
   const size_t points = std::max<size_t>(2, o_.series_points);
   size_t k = 0;
@@ -484,6 +499,35 @@ PolicyResult Replay::Figures() const {
 }
 
 }  // namespace
+
+Result<Family> FamilyFromProfile(const Profile& p, const std::string& name,
+                                 const std::string& origin) {
+  Family f;
+  f.name = name;
+  f.share = 1;
+  const double demand = p.trainer ? p.trainer->demand_samples_per_s : 0;
+  if (!(demand > 0)) {
+    return Status::InvalidArgument(origin +
+                                   ": no trainer demand (profile the job with its trainer "
+                                   "command: goldminer profile ... -- python3 train.py)");
+  }
+  double cpu_per_sample = 0;
+  if (p.pipeline && p.pipeline->cpu_s_per_sample > 0) {
+    cpu_per_sample = p.pipeline->cpu_s_per_sample;
+    if (!p.pipeline->stages.empty())
+      f.bytes_per_sample = p.pipeline->stages.back().bytes_out_per_sample;
+  } else if (p.trainer->dataloader && p.trainer->dataloader->cpu_s_per_sample > 0) {
+    cpu_per_sample = p.trainer->dataloader->cpu_s_per_sample;
+    f.bytes_per_sample = p.trainer->dataloader->bytes_per_sample;
+  } else {
+    return Status::InvalidArgument(origin +
+                                   ": no CPU per sample (neither a pipeline nor a DataLoader's "
+                                   "worker processes were measured)");
+  }
+  f.samples_per_s_per_gpu = demand;
+  f.cpus_per_gpu = demand * cpu_per_sample;
+  return f;
+}
 
 std::vector<Family> DefaultFamilies() {
   return {{"vision", 12, 1000, 150e3, 0.4},
@@ -681,6 +725,9 @@ nlohmann::json ToJson(const PolicyResult& p) {
           {"gpu_util_allocated", p.gpu_util_allocated},
           {"gpu_util_effective", p.gpu_util_effective},
           {"cpu_util", p.cpu_util},
+          {"window_s", p.window_s},
+          {"gpu_util_allocated_window", p.gpu_util_allocated_window},
+          {"gpu_util_effective_window", p.gpu_util_effective_window},
           {"worker_cpus_started", p.worker_cpus_started},
           {"worker_cpus_preempted", p.worker_cpus_preempted},
           {"events", p.events},
@@ -715,6 +762,10 @@ nlohmann::json SimToJson(const SimResult& r) {
     ratios[std::string("jct_static_over_") + other] = s->jct_mean_s / p->jct_mean_s;
     ratios[std::string("gpu_util_effective_") + other + "_over_static"] =
         p->gpu_util_effective / s->gpu_util_effective;
+    if (s->gpu_util_effective_window > 0) {
+      ratios[std::string("gpu_util_effective_window_") + other + "_over_static"] =
+          p->gpu_util_effective_window / s->gpu_util_effective_window;
+    }
   }
   return {{"schema", kSimSchema},
           {"version", kSimVersion},

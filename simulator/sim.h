@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "core/profile.h"
 #include "core/status.h"
 #include "planner/pool.h"
 #include "simulator/trace.h"
@@ -49,6 +50,17 @@ struct Family {
 };
 // vision (kappa 12, 0.4), moderate (6, 0.4), text (1.5, 0.2): goldminer-simulate(1).
 std::vector<Family> DefaultFamilies();
+
+// The family a goldminer profile measures (--profiles; share 1, the caller divides
+// the mix): one rank drives one GPU, so samples_per_s_per_gpu is the trainer's
+// demand (what it would consume with data always ready); kappa is that demand x
+// the CPU seconds per sample of its pipeline (one stage thread), or of its
+// DataLoader's worker processes when it has no pipeline; bytes_per_sample is what
+// the pipeline's last stage puts out, or the DataLoader's batch bytes per sample.
+// InvalidArgument naming `origin` when the profile has no trainer demand or no
+// CPU per sample.
+Result<Family> FamilyFromProfile(const Profile& profile, const std::string& name,
+                                 const std::string& origin);
 
 struct SimOptions {
   std::vector<std::string> policies = {"static", "job", "cluster"};
@@ -78,9 +90,14 @@ struct PolicyResult {
   double jct_mean_s = 0, jct_p50_s = 0, jct_p95_s = 0, jct_p99_s = 0;  // GPU tasks
   double queue_mean_s = 0, queue_p50_s = 0, queue_p95_s = 0;           // GPU tasks
   double makespan_s = 0;                                               // first submit to last end
-  double gpu_util_allocated = 0;       // GPU-seconds held / (GPUs x makespan)
-  double gpu_util_effective = 0;       // GPU-seconds held x speed / (GPUs x makespan)
-  double cpu_util = 0;                 // CPU-seconds held (workers' too) / (CPUs x makespan)
+  double gpu_util_allocated = 0;  // GPU-seconds held / (GPUs x makespan)
+  double gpu_util_effective = 0;  // GPU-seconds held x speed / (GPUs x makespan)
+  double cpu_util = 0;            // CPU-seconds held (workers' too) / (CPUs x makespan)
+  // The same two over the submission window (first to last arrival), where tasks
+  // keep coming: the makespan's tail is a few long tasks on an emptying cluster.
+  double window_s = 0;
+  double gpu_util_allocated_window = 0;
+  double gpu_util_effective_window = 0;
   uint64_t worker_cpus_started = 0;    // cluster: CPUs given to workers, summed
   uint64_t worker_cpus_preempted = 0;  // cluster: taken back to admit a task
   uint64_t events = 0;

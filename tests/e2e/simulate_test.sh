@@ -3,7 +3,9 @@
 # lists, data/alibaba-gpu-v2023) at the paper's scale (--gpus 64), its page from
 # `goldminer report --sim` in headless Chromium, the same sim.json byte for byte
 # for the same seed, and bad inputs refused with the file and line named and
-# nothing written. Needs Chromium: the suite fails, never skips, without.
+# nothing written; the figures over the submission window, the record in runs.db
+# (report --sim ID), and curve families from goldminer profiles. Needs Chromium:
+# the suite fails, never skips, without.
 source "$(dirname "$0")/lib.sh"
 cd "$T" || fail "cd $T"
 DATA=$SRC/data/alibaba-gpu-v2023
@@ -119,6 +121,69 @@ printf '{"families": [{"name": "x", "cpus_per_gpu": 0, "share": 1}]}\n' >"$T/bad
 expect_rc 1 "a bad curves file is refused" -- \
   "$GM" simulate --trace "$PODS" --nodes "$NODES" --curves "$T/badcurves.json" -o "$T/never.json"
 expect_in "$T/err" "badcurves.json: \$.families[0].cpus_per_gpu" "the refusal names the JSON path"
+# 5. The submission window, runs.db, and families from goldminer profiles.
+$PY - "$T/a.json" <<'PY' || fail "sim.json has no figures over the submission window"
+import json, sys
+sim = json.load(open(sys.argv[1]))
+for p in sim["policies"]:
+    assert 0 < p["window_s"] < p["makespan_s"], p["policy"]
+    assert 0 < p["gpu_util_effective_window"] <= p["gpu_util_allocated_window"] <= 1, p["policy"]
+assert sim["ratios"]["gpu_util_effective_window_cluster_over_static"] > 0, sim["ratios"]
+PY
+ok "sim.json has GPU utilization over the submission window too, and its ratio"
+expect_rc 0 "simulate --db records the simulation" -- "$GM" simulate --trace "$PODS" \
+  --nodes "$NODES" --gpus 64 --load 2 -o "$T/d.json" --db "$T/runs.db"
+expect_in "$T/err" "recorded as simulation 1 in $T/runs.db" "it says where"
+[[ $(sqlite3 "$T/runs.db" "SELECT count(*) FROM simulations WHERE gpus >= 64 AND policies = 'static,job,cluster'") == 1 ]] ||
+  fail "no simulations row: $(sqlite3 "$T/runs.db" "SELECT id, gpus, policies FROM simulations")"
+$PY - "$T/runs.db" "$T/d.json" <<'PY' || fail "the row is not the sim.json written"
+import json, sqlite3, sys
+row = sqlite3.connect(sys.argv[1]).execute(
+    "SELECT json, jct_static_over_cluster FROM simulations WHERE id = 1").fetchone()
+assert json.loads(row[0]) == json.load(open(sys.argv[2]))
+assert abs(row[1] - json.loads(row[0])["ratios"]["jct_static_over_cluster"]) < 1e-12
+PY
+ok "runs.db holds the whole sim.json and its ratios"
+expect_rc 0 "report --sim latest reads it from runs.db" -- "$GM" report --db "$T/runs.db" --sim latest --format text
+expect_in "$T/out" "submission window" "the text report says the submission window"
+expect_in "$T/out" "cluster against static: average JCT" "and the ratios"
+expect_rc 1 "report --sim of an id not recorded" -- "$GM" report --db "$T/runs.db" --sim 9 --format text
+expect_in "$T/err" "no simulation with id 9" "the refusal names the id"
+mkdir -p "$T/profiles"
+profile() {  # profile FILE DEMAND CPU_S_PER_SAMPLE: a profile of a pipeline and its trainer
+  cat >"$1" <<JSON
+{"schema": "goldminer.profile", "version": 1, "created_utc": "2026-12-03T12:00:00Z",
+ "host": "dev", "cores": 4, "verdict": "input-bound", "input_bound_fraction": 0.5,
+ "pipeline": {"path": "p.json", "batch_size": 4, "samples": 100, "cpu_s_per_sample": $3,
+   "samples_per_s_per_core": 100, "peak_rss_bytes": 1048576, "runs": [],
+   "stages": [{"index": 0, "name": "decode", "cpu_s_per_sample": $3,
+               "bytes_in_per_sample": 20000, "bytes_out_per_sample": 3072}]},
+ "trainer": {"command": ["/bin/true"], "steps": 10, "seconds": 1, "samples_per_s": 100,
+   "batch_size": 4, "step_s_median": 0.01, "wait_s_median": 0.005,
+   "compute_s_median": 0.005, "demand_samples_per_s": $2, "stall_fraction": 0.5,
+   "gpu": {"available": false}, "step_list": []}}
+JSON
+}
+profile "$T/profiles/resnet.json" 800 0.01
+profile "$T/profiles/bert.json" 2000 0.001
+expect_rc 0 "simulate --profiles takes its families from goldminer profiles" -- \
+  "$GM" simulate --trace "$PODS" --nodes "$NODES" --gpus 64 --profiles "$T/profiles" -o "$T/p.json"
+$PY - "$T/p.json" <<'PY' || fail "the profiles were not the families: $(head -c 1500 "$T/p.json")"
+import json, sys
+f = {x["name"]: x for x in json.load(open(sys.argv[1]))["options"]["families"]}
+assert sorted(f) == ["bert", "resnet"], f
+assert abs(f["resnet"]["cpus_per_gpu"] - 8) < 1e-9 and f["resnet"]["samples_per_s_per_gpu"] == 800, f
+assert abs(f["bert"]["cpus_per_gpu"] - 2) < 1e-9 and f["bert"]["bytes_per_sample"] == 3072, f
+assert f["bert"]["share"] == f["resnet"]["share"] == 0.5, f
+PY
+ok "each profile is a family: its demand, demand x CPU per sample, equal shares"
+sed -i 's/"demand_samples_per_s": 2000/"demand_samples_per_s": 0/' "$T/profiles/bert.json"
+expect_rc 1 "a profile without a trainer's demand is refused" -- \
+  "$GM" simulate --trace "$PODS" --nodes "$NODES" --profiles "$T/profiles" -o "$T/never.json"
+expect_in "$T/err" "bert.json: no trainer demand" "the refusal names the profile"
+expect_rc 1 "--curves and --profiles together are refused" -- "$GM" simulate --trace "$PODS" \
+  --nodes "$NODES" --curves "$T/flat.json" --profiles "$T/profiles" -o "$T/never.json"
+[[ ! -e $T/never.json ]] || fail "sim.json was written on bad input"
 expect_rc 2 "an unknown flag is a usage error" -- "$GM" simulate --trace "$PODS" --frobnicate
 expect_rc 0 "simulate --help" -- "$GM" simulate --help
 expect_in "$T/out" "--min-worker-lifetime" "--help lists every flag"

@@ -211,15 +211,15 @@ TEST(SqliteRunStoreTest, WritesOneStageCostRowPerStageAndTheSummaryColumns) {
             std::string("profile: profile recorded: compute-bound @") + kNow);
 }
 
-TEST(SqliteRunStoreTest, UsesSchemaVersion2AndWal) {
+TEST(SqliteRunStoreTest, UsesTheCurrentSchemaVersionAndWal) {
   TempDir dir;
   const std::string path = dir.path() + "/runs.db";
   ASSERT_NE(OpenOrDie(path), nullptr);
   RawDb raw(path);
-  EXPECT_EQ(raw.Query("PRAGMA user_version"), "3");
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), "4");
   EXPECT_EQ(raw.Query("PRAGMA journal_mode"), "wal");
-  for (const char* table :
-       {"runs", "profiles", "stage_costs", "plans", "workers", "metrics", "events"}) {
+  for (const char* table : {"runs", "profiles", "stage_costs", "plans", "workers", "metrics",
+                            "events", "simulations"}) {
     EXPECT_EQ(raw.Query(std::string("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
                                     "AND name = '") +
                         table + "'"),
@@ -247,7 +247,7 @@ TEST(SqliteRunStoreTest, AVersion1FileIsMigratedForwardKeepingItsRuns) {
   }
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "3");
+  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "4");
   RunRecord old = *store->GetRun("old");
   EXPECT_EQ(old.status, "succeeded");
   EXPECT_EQ(old.host, "");
@@ -309,7 +309,7 @@ TEST(SqliteRunStoreTest, AFileFromANewerGoldminerIsRefused) {
   EXPECT_EQ(store.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(store.status().message(),
             path +
-                " was written by a newer goldminer (schema 7; this one reads up to 3): "
+                " was written by a newer goldminer (schema 7; this one reads up to 4): "
                 "use that goldminer, or another runs.db");
   EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "7") << "left as it was";
 }
@@ -334,7 +334,7 @@ TEST(SqliteRunStoreTest, AnotherProgramsDatabaseAtVersion0GetsTheSchemaBesideIts
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(*store->AddProfile(FullProfile()), 1);
   RawDb raw(path);
-  EXPECT_EQ(raw.Query("PRAGMA user_version"), "3");
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), "4");
   EXPECT_EQ(raw.Query("SELECT text FROM notes"), "keep me");
 }
 
@@ -482,6 +482,38 @@ TYPED_TEST(RunStoreContractTest, ProfilesGetIdsFrom1AndReadBackEqual) {
   Result<Profile> missing = store.GetProfile(3);
   EXPECT_EQ(missing.status().code(), Code::kNotFound);
   EXPECT_EQ(this->Tail(missing.status()), "no profile with id 3");
+}
+
+TYPED_TEST(RunStoreContractTest, SimulationsGetIdsFrom1AndReadBackEqual) {
+  RunStore& store = *this->store_;
+  SimulationRecord a;
+  a.trace = "pods.csv";
+  a.nodes = "nodes.csv";
+  a.gpus = 64;
+  a.load = 4;
+  a.seed = 7;
+  a.policies = "static,job,cluster";
+  a.jct_static_over_cluster = 1.33;
+  a.gpu_util_effective_cluster_over_static = 1.01;
+  a.json = R"({"schema":"goldminer.sim","version":1})";
+  SimulationRecord b = a;
+  b.policies = "static";
+  b.jct_static_over_cluster.reset();
+  b.gpu_util_effective_cluster_over_static.reset();
+  EXPECT_EQ(*store.AddSimulation(a), 1);
+  EXPECT_EQ(*store.AddSimulation(b), 2);
+  const std::vector<SimulationRecord> all = *store.ListSimulations();
+  ASSERT_EQ(all.size(), 2u);
+  SimulationRecord want = a;
+  want.id = 1;
+  want.created_utc = all[0].created_utc;
+  EXPECT_FALSE(all[0].created_utc.empty());
+  EXPECT_EQ(all[0], want);
+  EXPECT_EQ(*store.GetSimulation(2), all[1]);
+  EXPECT_FALSE(all[1].jct_static_over_cluster.has_value()) << "NULL unless both policies ran";
+  Result<SimulationRecord> missing = store.GetSimulation(3);
+  EXPECT_EQ(missing.status().code(), Code::kNotFound);
+  EXPECT_EQ(this->Tail(missing.status()), "no simulation with id 3");
 }
 
 TYPED_TEST(RunStoreContractTest, AProfileThatWouldNotReadBackIsRefused) {

@@ -69,6 +69,68 @@ TEST(SimulatorTest, GivenOneNodeAndTwoJobsThenTheFiguresAreTheHandComputedOnes) 
   EXPECT_DOUBLE_EQ(j["ratios"]["gpu_util_effective_cluster_over_static"].get<double>(), 2.0);
 }
 
+TEST(SimulatorTest, GivenALongTailThenUtilizationOverTheSubmissionWindowIsItsOwn) {
+  // 8 CPUs, 2 GPUs. Jobs at t = 0 (1 GPU, 100 s at speed 1 under static: 4 CPUs)
+  // and t = 100 (1 GPU, 1000 s). Submission window 0..100: one GPU of two held:
+  // 50% allocated and effective. Makespan 0..1100: 1100 GPU-s of 2200.
+  const Trace t = TraceOf("submit_s,duration_s,gpus,cpus\n0,100,1,4\n100,1000,1,4\n");
+  const auto nodes = NodesOf("name,cpus,memory_mib,gpus\nn0,8,1000,2\n");
+  SimOptions o = Options();
+  o.policies = {"static"};
+  auto r = Simulate(t, nodes, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const PolicyResult& s = Of(*r, "static");
+  EXPECT_DOUBLE_EQ(s.makespan_s, 1100);
+  EXPECT_DOUBLE_EQ(s.gpu_util_allocated, 0.5);
+  EXPECT_DOUBLE_EQ(s.window_s, 100);
+  EXPECT_DOUBLE_EQ(s.gpu_util_allocated_window, 0.5);
+  EXPECT_DOUBLE_EQ(s.gpu_util_effective_window, 0.5);
+  // One job submitted at once: no window, no figure (not a division by zero).
+  auto one = Simulate(TraceOf("submit_s,duration_s,gpus,cpus\n0,100,1,4\n"), nodes, o);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(Of(*one, "static").window_s, 0);
+  EXPECT_EQ(Of(*one, "static").gpu_util_effective_window, 0);
+  const nlohmann::json j = SimToJson(*r);
+  EXPECT_DOUBLE_EQ(j["policies"][0]["gpu_util_allocated_window"].get<double>(), 0.5);
+}
+
+TEST(SimulatorTest, GivenAProfileThenItsFamilyIsItsDemandAndCpuPerSample) {
+  // A trainer that would take 500 samples/s, a pipeline of 8 ms of CPU per sample
+  // putting out 12,288 bytes: kappa 4 CPUs per GPU.
+  Profile p;
+  p.trainer.emplace();
+  p.trainer->demand_samples_per_s = 500;
+  p.pipeline.emplace();
+  p.pipeline->cpu_s_per_sample = 0.008;
+  p.pipeline->stages.resize(2);
+  p.pipeline->stages[1].bytes_out_per_sample = 12288;
+  auto f = FamilyFromProfile(p, "resnet", "resnet.json");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(f->name, "resnet");
+  EXPECT_DOUBLE_EQ(f->cpus_per_gpu, 4);
+  EXPECT_DOUBLE_EQ(f->samples_per_s_per_gpu, 500);
+  EXPECT_DOUBLE_EQ(f->bytes_per_sample, 12288);
+  // An unchanged program: its DataLoader's workers measure the CPU per sample.
+  Profile torch;
+  torch.trainer.emplace();
+  torch.trainer->demand_samples_per_s = 200;
+  torch.trainer->dataloader = DataLoaderProfile{2, 4, 400, 0.01, 600};
+  f = FamilyFromProfile(torch, "bert", "bert.json");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_DOUBLE_EQ(f->cpus_per_gpu, 2);
+  EXPECT_DOUBLE_EQ(f->bytes_per_sample, 600);
+  // No trainer, or no CPU measured: an error naming the file.
+  Profile none;
+  none.pipeline = p.pipeline;
+  EXPECT_NE(FamilyFromProfile(none, "x", "x.json").status().message().find("x.json: no trainer"),
+            std::string::npos);
+  Profile no_cpu;
+  no_cpu.trainer = torch.trainer;
+  no_cpu.trainer->dataloader.reset();
+  EXPECT_NE(FamilyFromProfile(no_cpu, "y", "y.json").status().message().find("y.json: no CPU"),
+            std::string::npos);
+}
+
 TEST(SimulatorTest, GivenAJobShortOfCpusThenStaticQueuesItAndClusterPreemptsAWorkerToAdmitIt) {
   // 4 CPUs, 2 GPUs; two jobs asking 1 GPU and 3 CPUs for 100 s at t = 0.
   // static: speed 3/4, work 75; the second waits for CPUs: 0..100, 100..200.
