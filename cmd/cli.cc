@@ -28,8 +28,8 @@ Status CheckWritable(const std::string& path, const char* flag) {
 }
 
 const std::vector<Verb>& Verbs() {
-  static const std::vector<Verb> verbs = {ProfileVerb(), PlanVerb(),   RunVerb(),
-                                          ReportVerb(),  WorkerVerb(), SimulateVerb()};
+  static const std::vector<Verb> verbs = {ProfileVerb(), PlanVerb(),     RunVerb(), ReportVerb(),
+                                          WorkerVerb(),  SimulateVerb(), PoolVerb()};
   return verbs;
 }
 

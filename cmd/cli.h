@@ -45,6 +45,7 @@ Verb RunVerb();
 Verb ReportVerb();
 Verb WorkerVerb();
 Verb SimulateVerb();
+Verb PoolVerb();
 
 int Main(int argc, char** argv);
 

@@ -117,6 +117,17 @@
 //                          worker closes after it
 //    The client closing its end ends the process (SIGKILL).
 //
+// 6. run -> pool (`goldminer pool`, the cluster's division of spare CPUs:
+//    launcher/pool_server.h). The run authenticates with the pool key as role
+//    "run". Request/response; the first report binds the connection to its run.
+//      R->P POOL_REPORT {run_id, gpus, cpus_per_worker, base_workers,
+//                        extra_workers, demand_samples_per_s, rates: [[workers,
+//                        samples_per_s], ...]}
+//      P->R POOL_GRANT  {extra_workers, cpus}: the pool workers it may hold
+//      R->P POOL_STATUS {}
+//      P->R POOL_STATE  {cpus, runs: [{run_id, gpus, extra_workers, cpus,
+//                        held_workers, age_s}]}
+//
 // Typed messages. Every message a role receives (the coordinator from workers
 // and clients, a worker from the coordinator and at its data port from clients,
 // a client from the coordinator) is decoded by its struct's Decode below, never
@@ -431,6 +442,46 @@ struct OffloadExitMsg {
   nlohmann::json Encode() const;
   static Result<OffloadExitMsg> Decode(const nlohmann::json& meta);
 };
+
+// R->P POOL_REPORT (connection 6): a run's figures for the pool's division
+// (planner/pool_state.h, RunReport: the same fields and ranges).
+struct PoolReportMsg {
+  std::string run_id;                             // printable ASCII, 1..128 bytes
+  double gpus = 1;                                // (0, 1e6]
+  int64_t cpus_per_worker = 1;                    // 1..4096
+  int64_t base_workers = 0;                       // 0..65536
+  int64_t extra_workers = 0;                      // 0..65536
+  double demand_samples_per_s = 1;                // (0, 1e12]
+  std::vector<std::pair<int64_t, double>> rates;  // at most kMaxPoolCounts; 1..65536, [0, 1e12]
+  nlohmann::json Encode() const;
+  static Result<PoolReportMsg> Decode(const nlohmann::json& meta);
+};
+inline constexpr size_t kMaxPoolCounts = 1024;
+
+// P->R POOL_GRANT.
+struct PoolGrantMsg {
+  int64_t extra_workers = 0;  // 0..65536
+  int64_t cpus = 0;           // 0..2^31
+  nlohmann::json Encode() const;
+  static Result<PoolGrantMsg> Decode(const nlohmann::json& meta);
+};
+
+// P->R POOL_STATE: the pool's budget and its division now.
+struct PoolStateMsg {
+  struct Run {
+    std::string run_id;
+    double gpus = 1;
+    int64_t extra_workers = 0;  // granted
+    int64_t cpus = 0;           // granted
+    int64_t held_workers = 0;   // as it last reported
+    double age_s = 0;           // since its last report
+  };
+  int64_t cpus = 0;
+  std::vector<Run> runs;  // at most kMaxPoolRuns
+  nlohmann::json Encode() const;
+  static Result<PoolStateMsg> Decode(const nlohmann::json& meta);
+};
+inline constexpr size_t kMaxPoolRuns = 4096;
 
 // Either way: ERROR {message}; the sender closes afterwards. Decode never fails:
 // a missing or non-string message reads "(no message)". The text is the peer's:

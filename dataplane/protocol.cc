@@ -163,6 +163,14 @@ std::string_view MsgTypeName(MsgType type) {
       return "OFFLOAD_EXIT";
     case MsgType::kOffloadNote:
       return "OFFLOAD_NOTE";
+    case MsgType::kPoolReport:
+      return "POOL_REPORT";
+    case MsgType::kPoolGrant:
+      return "POOL_GRANT";
+    case MsgType::kPoolStatus:
+      return "POOL_STATUS";
+    case MsgType::kPoolState:
+      return "POOL_STATE";
   }
   return "UNKNOWN";
 }

@@ -88,6 +88,10 @@ enum class MsgType : uint8_t {
   kOffloadData = 40,
   kOffloadExit = 41,
   kOffloadNote = 42,  // client -> coordinator: what became of a DataLoader (no reply)
+  kPoolReport = 43,   // run -> pool (connection 6 of dataplane/messages.h)
+  kPoolGrant = 44,
+  kPoolStatus = 45,
+  kPoolState = 46,
   // Message fields: dataplane/messages.h.
 };
 

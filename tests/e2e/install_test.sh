@@ -9,7 +9,7 @@ for f in bin/goldminer share/man/man1/goldminer.1 share/man/man1/goldminer-worke
          lib/libgoldminer_client.so include/goldminer/client.h \
          share/man/man5/goldminer-pipeline.5 lib/goldminer/python/goldminer/stage.py \
          share/man/man1/goldminer-profile.1 share/man/man5/goldminer-runs.db.5 \
-         share/man/man1/goldminer-simulate.1 \
+         share/man/man1/goldminer-simulate.1 share/man/man1/goldminer-pool.1 \
          share/goldminer/data/alibaba-gpu-v2023/openb_pod_list_default.csv \
          share/goldminer/data/alibaba-gpu-v2023/README.md \
          lib/goldminer/python/goldminer/_profile_hook/sitecustomize.py; do

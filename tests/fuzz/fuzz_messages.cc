@@ -31,6 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check<gm::RegisterMsg>(*meta, gm::RegisterMsg::Decode);
   Check<gm::SplitDoneMsg>(*meta, gm::SplitDoneMsg::Decode);
   Check<gm::GetSplitMsg>(*meta, gm::GetSplitMsg::Decode);
+  Check<gm::PoolReportMsg>(*meta, gm::PoolReportMsg::Decode);
+  Check<gm::PoolGrantMsg>(*meta, gm::PoolGrantMsg::Decode);
+  Check<gm::PoolStateMsg>(*meta, gm::PoolStateMsg::Decode);
   Check<gm::GetPlanMsg>(*meta, gm::GetPlanMsg::Decode);
   Check<gm::AckMsg>(*meta, gm::AckMsg::Decode);
   Check<gm::ResumeMsg>(*meta, gm::ResumeMsg::Decode);

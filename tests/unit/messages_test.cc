@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "core/log.h"
 
 namespace gm {
@@ -50,6 +52,39 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
                         {{"epoch", 0}, {"split", 1}, {"batch_count", 2}, {"skipped", -1}}))
                 .find("$.skipped"),
             std::string::npos);
+  // The pool's messages: round trips, and each field range-checked.
+  PoolReportMsg report{"job-12", 4, 2, 1, 3, 1500, {{1, 400}, {4, 1100.5}}};
+  auto rep = PoolReportMsg::Decode(report.Encode());
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  EXPECT_EQ(rep->Encode(), report.Encode());
+  EXPECT_EQ(rep->rates, report.rates);
+  for (const auto& [field, value, path] :
+       std::vector<std::tuple<std::string, nlohmann::json, std::string>>{
+           {"run_id", "", "$.run_id"},
+           {"run_id", "has space", "$.run_id"},
+           {"gpus", 0, "$.gpus"},
+           {"cpus_per_worker", 0, "$.cpus_per_worker"},
+           {"extra_workers", -1, "$.extra_workers"},
+           {"demand_samples_per_s", "fast", "$.demand_samples_per_s"},
+           {"rates", {{1, -3}}, "$.rates[0][1]"},
+           {"rates", {{1.5, 3}}, "$.rates[0][0]"},
+           {"rates", {{1}}, "$.rates[0]"}}) {
+    nlohmann::json bad = report.Encode();
+    bad[field] = value;
+    EXPECT_NE(Refusal(PoolReportMsg::Decode(bad)).find(path), std::string::npos) << field;
+  }
+  nlohmann::json many = report.Encode();
+  many["rates"] = nlohmann::json::array();
+  for (int i = 1; i <= static_cast<int>(kMaxPoolCounts) + 1; ++i) many["rates"].push_back({i, 1});
+  EXPECT_NE(Refusal(PoolReportMsg::Decode(many)).find("at most 1024"), std::string::npos);
+  EXPECT_EQ(PoolGrantMsg::Decode(PoolGrantMsg{3, 6}.Encode())->cpus, 6);
+  EXPECT_NE(
+      Refusal(PoolGrantMsg::Decode({{"extra_workers", -1}, {"cpus", 0}})).find("$.extra_workers"),
+      std::string::npos);
+  PoolStateMsg state{8, {{"job-12", 4, 3, 6, 2, 1.5}}};
+  auto st = PoolStateMsg::Decode(state.Encode());
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(st->Encode(), state.Encode());
   // GET_SPLIT's "draining" is optional (false when absent) and a boolean.
   EXPECT_FALSE(GetSplitMsg::Decode(nlohmann::json::object())->draining);
   EXPECT_TRUE(GetSplitMsg::Decode(GetSplitMsg{true}.Encode())->draining);

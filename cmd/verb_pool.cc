@@ -1,0 +1,162 @@
+// `goldminer pool`: the service that divides a cluster's spare CPUs between the
+// runs that report to it (launcher/pool_server.h), and `--status` to see its
+// division. See man/goldminer-pool.1.
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "cmd/cli.h"
+#include "cmd/stop_signals.h"
+#include "core/file_util.h"
+#include "core/host.h"
+#include "core/log.h"
+#include "core/text_format.h"
+#include "dataplane/auth.h"
+#include "dataplane/socket.h"
+#include "launcher/pool_server.h"
+#include "worker/worker_service.h"
+
+namespace gm::cli {
+namespace {
+
+struct PoolFlags {
+  std::string listen = "127.0.0.1:0";
+  std::string key_file;
+  int cpus = 0;
+  double min_gain = 0.02;
+  double min_lifetime_s = 60;
+  double report_timeout_s = 60;
+  std::string status;  // HOST:PORT of a pool to ask
+  bool json = false;
+};
+
+// The pool key: the file's, or a new one written to it (0600) when it is missing.
+Result<std::string> PoolKey(const PoolFlags& f, bool create) {
+  if (f.key_file.empty()) {
+    return Status::InvalidArgument(
+        "pool needs --key-file FILE: the pool key the runs prove (a file of mode 0600; "
+        "`goldminer pool` creates it when missing)");
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(f.key_file, ec) || !create) return ReadSecretFile(f.key_file);
+  GM_ASSIGN_OR_RETURN(std::string secret, NewSecret());
+  GM_RETURN_IF_ERROR(WriteSecretFile(f.key_file, secret));
+  LogInfo("pool: created the pool key " + f.key_file +
+          " (mode 0600): runs need it (goldminer run --pool ADDR, GOLDMINER_POOL_KEY_FILE)");
+  return secret;
+}
+
+std::string StateText(const PoolStateMsg& s) {
+  int granted = 0;
+  for (const PoolStateMsg::Run& r : s.runs) granted += static_cast<int>(r.cpus);
+  std::string out = "pool: " + std::to_string(s.cpus) + " CPUs, " + std::to_string(granted) +
+                    " granted to " + std::to_string(s.runs.size()) + " run(s)\n";
+  if (s.runs.empty()) return out;
+  out += "run                               GPUs  granted workers  CPUs  holds  last report\n";
+  for (const PoolStateMsg::Run& r : s.runs) {
+    std::string id = r.run_id;
+    if (id.size() < 32) id.append(32 - id.size(), ' ');
+    char line[256];
+    std::snprintf(line, sizeof line, "%s %6s  %15lld %5lld %6lld  %.0f s ago\n", id.c_str(),
+                  Fixed(r.gpus, 1).c_str(), static_cast<long long>(r.extra_workers),
+                  static_cast<long long>(r.cpus), static_cast<long long>(r.held_workers), r.age_s);
+    out += line;
+  }
+  return out;
+}
+
+Result<int> AskStatus(const PoolFlags& f) {
+  GM_ASSIGN_OR_RETURN(std::string secret, PoolKey(f, false));
+  GM_ASSIGN_OR_RETURN(auto addr, ParseHostPort(f.status, "--status"));
+  const Deadline deadline = Deadline::After(10);
+  Result<Socket> socket = DialHandshake(
+      [&] { return Socket::ConnectTcp(addr.first, addr.second, deadline.remaining_s()); },
+      RoleKey(secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
+  if (!socket.ok()) return socket.status().WithContext("pool " + f.status);
+  GM_RETURN_IF_ERROR(SendFrame(*socket, MsgType::kPoolStatus, nlohmann::json::object(), deadline));
+  GM_ASSIGN_OR_RETURN(Frame frame, RecvFrame(*socket, kControlLimits, deadline));
+  if (frame.type == MsgType::kError) {
+    return Status::Unavailable("pool " + f.status +
+                               " refused: " + PeerText(ErrorMsg::Decode(frame.meta).message));
+  }
+  if (frame.type != MsgType::kPoolState) {
+    return Status::Corrupt("pool " + f.status + " sent " + std::string(MsgTypeName(frame.type)) +
+                           " where POOL_STATE was expected");
+  }
+  GM_ASSIGN_OR_RETURN(PoolStateMsg state, PoolStateMsg::Decode(frame.meta));
+  (void)SendFrame(*socket, MsgType::kBye, nlohmann::json::object(), Deadline::After(1));
+  std::cout << (f.json ? JsonText(state.Encode(), 2) : StateText(state));
+  return kExitOk;
+}
+
+Result<int> Serve(const PoolFlags& f) {
+  GM_ASSIGN_OR_RETURN(auto listen, ParseHostPort(f.listen, "--listen"));
+  PoolServerOptions o;
+  o.host = listen.first;
+  o.port = listen.second;
+  GM_ASSIGN_OR_RETURN(o.secret, PoolKey(f, true));
+  o.pool.cpus = f.cpus;
+  o.pool.division.min_gain = f.min_gain;
+  o.pool.division.min_lifetime_s = f.min_lifetime_s;
+  o.pool.report_timeout_s = f.report_timeout_s;
+  StopOnSignal signals;  // before the server's threads start
+  GM_ASSIGN_OR_RETURN(std::unique_ptr<PoolServer> server, PoolServer::Start(o));
+  // The address runs dial, on stdout (a script reads it), and in the log.
+  const std::string addr = JoinHostPort(o.host, server->port());
+  std::cout << addr << std::endl;
+  LogInfo("pool: listening on " + addr + ", dividing " + std::to_string(f.cpus) +
+          " CPUs (min gain " + Fixed(100 * f.min_gain, 0) + "%, min worker lifetime " +
+          Fixed(f.min_lifetime_s, 0) + " s, runs silent " + Fixed(f.report_timeout_s, 0) +
+          " s forgotten)");
+  int sig = 0;
+  while ((sig = signals.TakePending()) == 0) ::usleep(200 * 1000);
+  LogInfo("pool: stopping on signal " + std::to_string(sig));
+  server->Stop();
+  return kExitOk;
+}
+
+}  // namespace
+
+Verb PoolVerb() {
+  return Verb{"pool",
+              "Divide a cluster's spare CPUs between the runs that report to it (or --status: show "
+              "the division)",
+              [](CLI::App& sub) {
+                auto f = std::make_shared<PoolFlags>();
+                sub.add_option("--listen", f->listen,
+                               "HOST:PORT to listen on (port 0: any; the address is printed)")
+                    ->capture_default_str();
+                sub.add_option("--key-file", f->key_file,
+                               "The pool key (a file of mode 0600, created when missing): runs and "
+                               "--status prove it")
+                    ->required();
+                sub.add_option("--cpus", f->cpus, "The CPUs the pool divides between the runs")
+                    ->check(CLI::Range(0, 1 << 24));
+                sub.add_option("--min-gain", f->min_gain,
+                               "A new division is applied only when it is worth this fraction more")
+                    ->capture_default_str()
+                    ->check(CLI::Range(0.0, 1.0));
+                sub.add_option("--min-lifetime", f->min_lifetime_s,
+                               "Seconds a run's grant is kept at least once it rose")
+                    ->capture_default_str()
+                    ->check(CLI::Range(0.0, 1e9));
+                sub.add_option("--report-timeout", f->report_timeout_s,
+                               "Seconds after which a run that stopped reporting is forgotten")
+                    ->capture_default_str()
+                    ->check(CLI::Range(1.0, 1e9));
+                sub.add_option(
+                    "--status", f->status,
+                    "HOST:PORT of a running pool: print its budget and division, and exit");
+                sub.add_flag("--json", f->json, "With --status: print POOL_STATE as JSON");
+                return std::function<Result<int>()>([f, &sub]() -> Result<int> {
+                  if (!f->status.empty()) return AskStatus(*f);
+                  if (sub.count("--cpus") == 0) {
+                    return Status::InvalidArgument("pool needs --cpus N: the CPUs it divides");
+                  }
+                  return Serve(*f);
+                });
+              }};
+}
+
+}  // namespace gm::cli

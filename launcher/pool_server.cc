@@ -1,0 +1,156 @@
+#include "launcher/pool_server.h"
+
+#include "core/log.h"
+#include "dataplane/auth.h"
+#include "dataplane/protocol.h"
+
+namespace gm {
+namespace {
+
+// Frames a run sends: a report of kMaxPoolCounts rates fits in 64 KiB.
+constexpr FrameLimits kPoolLimits{64u << 10, 0, kFrameFinishS};
+
+planner::RunReport ToRunReport(const PoolReportMsg& m) {
+  planner::RunReport r;
+  r.run_id = m.run_id;
+  r.gpus = m.gpus;
+  r.cpus_per_worker = static_cast<int>(m.cpus_per_worker);
+  r.base_workers = static_cast<int>(m.base_workers);
+  r.extra_workers = static_cast<int>(m.extra_workers);
+  r.demand_samples_per_s = m.demand_samples_per_s;
+  for (const auto& [workers, rate] : m.rates) r.rates.emplace_back(static_cast<int>(workers), rate);
+  return r;
+}
+
+}  // namespace
+
+PoolServer::PoolServer(const PoolServerOptions& options) : o_(options), state_(options.pool) {}
+
+PoolServer::~PoolServer() { Stop(); }
+
+double PoolServer::Now() const { return (o_.clock ? *o_.clock : SystemClock()).Now(); }
+
+Result<std::unique_ptr<PoolServer>> PoolServer::Start(const PoolServerOptions& options) {
+  if (options.secret.empty()) return Status::InvalidArgument("pool: no pool key");
+  if (options.pool.cpus < 0) return Status::InvalidArgument("pool: --cpus must be 0 or more");
+  if (!(options.pool.report_timeout_s > 0)) {
+    return Status::InvalidArgument("pool: the report timeout must be positive");
+  }
+  GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenTcp(options.host, options.port));
+  std::unique_ptr<PoolServer> server(new PoolServer(options));
+  server->port_ = listener.port();
+  ConnectionServer::Options c;
+  c.name = "pool";
+  c.hello_role = "pool";
+  GM_ASSIGN_OR_RETURN(
+      server->connections_,
+      ConnectionServer::Start(std::move(c),
+                              [s = server.get()](const ConnectionServer::Connection& connection) {
+                                s->Serve(connection);
+                              }));
+  GM_RETURN_IF_ERROR(server->connections_->Listen(std::move(listener)));
+  return server;
+}
+
+void PoolServer::Stop() {
+  if (connections_) connections_->Stop();
+}
+
+void PoolServer::Serve(const ConnectionServer::Connection& connection) {
+  Socket& socket = *connection.socket();
+  std::string role;
+  auto key_for = [this](std::string_view claimed) -> Result<std::string> {
+    if (claimed == kPoolRunRole) return RoleKey(o_.secret, claimed);
+    return Status::InvalidArgument("no such role");
+  };
+  Status st = ServerHandshake(socket, key_for, "pool", Deadline::After(kHandshakeTimeoutS), &role,
+                              &connection.hello_nonce());
+  if (!st.ok()) {
+    LogDebug("pool: connection from " + socket.peer() + " refused: " + st.message());
+    return;
+  }
+  connection.Authenticated();
+  st = ServeRun(socket);
+  if (!st.ok() && st.code() != Code::kUnavailable) {
+    SendError(socket, st.message(), Deadline::After(1));
+    LogWarning("pool: connection from " + socket.peer() + " dropped: " + st.message());
+  }
+}
+
+Status PoolServer::ServeRun(Socket& socket) {
+  std::string bound;  // the run this connection reports for, once it has
+  for (;;) {
+    GM_ASSIGN_OR_RETURN(
+        Frame frame, RecvFrame(socket, kPoolLimits, Deadline::After(2 * o_.pool.report_timeout_s)));
+    if (frame.type == MsgType::kBye) return Status::Ok();
+    if (frame.type == MsgType::kPoolStatus) {
+      GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kPoolState, State().Encode(),
+                                   Deadline::After(kHandshakeTimeoutS)));
+      continue;
+    }
+    if (frame.type != MsgType::kPoolReport) {
+      return Status::InvalidArgument("pool: " + std::string(MsgTypeName(frame.type)) +
+                                     " where POOL_REPORT or POOL_STATUS was expected");
+    }
+    GM_ASSIGN_OR_RETURN(PoolReportMsg report, PoolReportMsg::Decode(frame.meta));
+    GM_ASSIGN_OR_RETURN(PoolGrantMsg grant, OnReport(&bound, report));
+    GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kPoolGrant, grant.Encode(),
+                                 Deadline::After(kHandshakeTimeoutS)));
+  }
+}
+
+Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMsg& report) {
+  const double now = Now();
+  MutexLock lock(mu_);
+  if (bound->empty() && seen_.count(report.run_id) == 0 && seen_.size() >= kMaxPoolRuns) {
+    return Status::ResourceExhausted("pool: " + std::to_string(kMaxPoolRuns) +
+                                     " runs report already");
+  }
+  GM_RETURN_IF_ERROR(state_.Report(*bound, ToRunReport(report), now));
+  if (bound->empty()) {
+    *bound = report.run_id;
+    LogInfo("pool: run " + report.run_id + " reports (" + std::to_string(report.gpus) + " GPUs, " +
+            std::to_string(report.extra_workers) + " pool worker(s) held)");
+  }
+  seen_[report.run_id] = {static_cast<int>(report.extra_workers), report.gpus, now};
+  std::vector<std::string> forgotten;
+  GM_ASSIGN_OR_RETURN(std::vector<planner::PoolGrant> grants, state_.Divide(now, &forgotten));
+  for (const std::string& id : forgotten) {
+    LogInfo("pool: run " + id + " stopped reporting: its CPUs go to the others");
+    seen_.erase(id);
+  }
+  PoolGrantMsg mine;
+  for (planner::PoolGrant& g : grants) {
+    auto old = grants_.find(g.run_id);
+    if (old == grants_.end() || old->second.extra_workers != g.extra_workers) {
+      LogInfo("pool: run " + g.run_id + " may hold " + std::to_string(g.extra_workers) +
+              " pool worker(s) (" + std::to_string(g.cpus) + " CPUs)");
+    }
+    if (g.run_id == report.run_id) mine = PoolGrantMsg{g.extra_workers, g.cpus};
+    grants_[g.run_id] = std::move(g);
+  }
+  for (const std::string& id : forgotten) grants_.erase(id);
+  return mine;
+}
+
+PoolStateMsg PoolServer::State() {
+  const double now = Now();
+  MutexLock lock(mu_);
+  PoolStateMsg s;
+  s.cpus = o_.pool.cpus;
+  for (const auto& [id, grant] : grants_) {
+    PoolStateMsg::Run r;
+    r.run_id = id;
+    r.extra_workers = grant.extra_workers;
+    r.cpus = grant.cpus;
+    if (auto h = seen_.find(id); h != seen_.end()) {
+      r.held_workers = h->second.held_workers;
+      r.gpus = h->second.gpus;
+      r.age_s = std::max(0.0, now - h->second.at_s);
+    }
+    s.runs.push_back(std::move(r));
+  }
+  return s;
+}
+
+}  // namespace gm

@@ -1,0 +1,75 @@
+// `goldminer pool`: the service that divides a cluster's spare CPUs between the
+// runs that report to it (connection 6 of dataplane/messages.h). It holds no
+// training data: runs send their figures (POOL_REPORT), the pool divides its budget
+// by marginal gain (planner/pool_state.h: the rules, the same as the simulator's)
+// and answers each report with that run's grant (POOL_GRANT); POOL_STATUS gets the
+// whole division (POOL_STATE). It keeps nothing on disk: a pool that restarts
+// starts empty and rebuilds its view from the next reports (runs keep what they
+// hold meanwhile).
+//
+// Peers hold the pool key (a file the admin creates and shares: `goldminer pool
+// --key-file`): they authenticate as role "run" (dataplane/auth.h). What a peer
+// can make it hold is bounded as for the coordinator (ConnectionServer: a lobby,
+// a gate on connections); a connection silent for 2 x report_timeout_s is closed;
+// a report's size is bounded (kMaxPoolCounts rates, a 64 KiB frame); a connection
+// reports for one run only; at most kMaxPoolRuns runs are known at once (a report
+// of one more is refused). Thread-safe.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/clock.h"
+#include "core/status.h"
+#include "core/thread_annotations.h"
+#include "dataplane/connection_server.h"
+#include "dataplane/messages.h"
+#include "planner/pool_state.h"
+
+namespace gm {
+
+inline constexpr std::string_view kPoolRunRole = "run";
+
+struct PoolServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;        // 0: any free port
+  std::string secret;  // the pool key (its file's contents)
+  planner::PoolStateOptions pool;
+  const Clock* clock = nullptr;  // null: SystemClock()
+};
+
+class PoolServer {
+ public:
+  static Result<std::unique_ptr<PoolServer>> Start(const PoolServerOptions& options);
+  ~PoolServer();
+  PoolServer(const PoolServer&) = delete;
+  PoolServer& operator=(const PoolServer&) = delete;
+
+  int port() const { return port_; }
+  // The division now, as POOL_STATUS answers it.
+  PoolStateMsg State();
+  void Stop();
+
+ private:
+  explicit PoolServer(const PoolServerOptions& options);
+  void Serve(const ConnectionServer::Connection& connection);
+  Status ServeRun(Socket& socket);
+  Result<PoolGrantMsg> OnReport(std::string* bound_run, const PoolReportMsg& report);
+  double Now() const;
+
+  const PoolServerOptions o_;
+  int port_ = 0;
+  Mutex mu_;
+  planner::PoolState state_ GUARDED_BY(mu_);
+  std::map<std::string, planner::PoolGrant> grants_ GUARDED_BY(mu_);
+  struct Seen {
+    int held_workers = 0;
+    double gpus = 1;
+    double at_s = 0;  // its last report
+  };
+  std::map<std::string, Seen> seen_ GUARDED_BY(mu_);
+  std::unique_ptr<ConnectionServer> connections_;
+};
+
+}  // namespace gm

@@ -1,0 +1,145 @@
+// The pool service (launcher/pool_server.h) over real loopback sockets and the
+// handshake, on a fake clock: grants as planner/pool_state.h computes them by hand,
+// the status, a run that reports for another (refused, nothing kept), a wrong key,
+// a malformed report, and a run that stops reporting.
+#include "launcher/pool_server.h"
+
+#include <gtest/gtest.h>
+
+#include "dataplane/auth.h"
+#include "dataplane/protocol.h"
+
+namespace gm {
+namespace {
+
+constexpr double kWait = 30;
+
+class PoolServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    secret_ = *NewSecret();
+    PoolServerOptions o;
+    o.secret = secret_;
+    o.pool.cpus = 8;
+    o.pool.division.min_gain = 0;
+    o.pool.division.min_lifetime_s = 0;
+    o.pool.report_timeout_s = 60;
+    o.clock = &clock_;
+    auto server = PoolServer::Start(o);
+    ASSERT_TRUE(server.ok()) << server.status().message();
+    server_ = std::move(*server);
+  }
+
+  Result<Socket> Connect(const std::string& secret) {
+    const Deadline deadline = Deadline::After(kWait);
+    return DialHandshake(
+        [&] { return Socket::ConnectTcp("127.0.0.1", server_->port(), deadline.remaining_s()); },
+        RoleKey(secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
+  }
+
+  // Sends `meta` as POOL_REPORT; the answer frame.
+  Frame Ask(Socket& s, MsgType type, const nlohmann::json& meta) {
+    EXPECT_TRUE(SendFrame(s, type, meta, Deadline::After(kWait)).ok());
+    auto f = RecvFrame(s, kControlLimits, Deadline::After(kWait));
+    return f.ok() ? std::move(*f) : Frame{};
+  }
+
+  static PoolReportMsg Report(const std::string& id, std::vector<std::pair<int64_t, double>> rates,
+                              int64_t extra = 0) {
+    PoolReportMsg r;
+    r.run_id = id;
+    r.gpus = 1;
+    r.cpus_per_worker = 2;
+    r.base_workers = 1;
+    r.extra_workers = extra;
+    r.demand_samples_per_s = 1000;
+    r.rates = std::move(rates);
+    return r;
+  }
+
+  int64_t Granted(Socket& s, const PoolReportMsg& report) {
+    Frame f = Ask(s, MsgType::kPoolReport, report.Encode());
+    EXPECT_EQ(f.type, MsgType::kPoolGrant) << f.meta.dump();
+    auto grant = PoolGrantMsg::Decode(f.meta);
+    EXPECT_TRUE(grant.ok()) << grant.status().message();
+    return grant.ok() ? grant->extra_workers : -1;
+  }
+
+  FakeClock clock_{1000};
+  std::string secret_;
+  std::unique_ptr<PoolServer> server_;
+};
+
+TEST_F(PoolServerTest, GivenTwoRunsThenEachIsGrantedWhatTheDivisionGivesIt) {
+  auto a = Connect(secret_);
+  auto b = Connect(secret_);
+  ASSERT_TRUE(a.ok() && b.ok());
+  // a alone: each worker adds 0.25 of its speed up to the demand: 3 workers.
+  EXPECT_EQ(Granted(*a, Report("a", {{1, 250}})), 3);
+  // b's workers add 0.1 each: it gets the 2 CPUs a leaves (planner/pool_state.h).
+  EXPECT_EQ(Granted(*b, Report("b", {{1, 500}, {2, 600}})), 1);
+  EXPECT_EQ(Granted(*a, Report("a", {{1, 250}}, 3)), 3);
+  const PoolStateMsg state = server_->State();
+  EXPECT_EQ(state.cpus, 8);
+  ASSERT_EQ(state.runs.size(), 2u);
+  EXPECT_EQ(state.runs[0].run_id, "a");
+  EXPECT_EQ(state.runs[0].extra_workers, 3);
+  EXPECT_EQ(state.runs[0].held_workers, 3);
+  EXPECT_EQ(state.runs[1].cpus, 2);
+  // The same over the wire (POOL_STATUS), as `goldminer pool --status` asks it.
+  Frame f = Ask(*b, MsgType::kPoolStatus, nlohmann::json::object());
+  ASSERT_EQ(f.type, MsgType::kPoolState);
+  auto wire = PoolStateMsg::Decode(f.meta);
+  ASSERT_TRUE(wire.ok()) << wire.status().message();
+  EXPECT_EQ(wire->runs.size(), 2u);
+}
+
+TEST_F(PoolServerTest, GivenAReportForAnotherRunThenItIsRefusedAndNothingOfItKept) {
+  auto a = Connect(secret_);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(Granted(*a, Report("a", {{1, 250}})), 3);
+  Frame f = Ask(*a, MsgType::kPoolReport, Report("b", {{1, 900}}).Encode());
+  ASSERT_EQ(f.type, MsgType::kError);
+  EXPECT_NE(ErrorMsg::Decode(f.meta).message.find("a run reports for itself only"),
+            std::string::npos)
+      << f.meta.dump();
+  EXPECT_FALSE(RecvFrame(*a, kControlLimits, Deadline::After(kWait)).ok()) << "then closed";
+  const PoolStateMsg state = server_->State();
+  ASSERT_EQ(state.runs.size(), 1u);
+  EXPECT_EQ(state.runs[0].run_id, "a");
+}
+
+TEST_F(PoolServerTest, GivenAWrongKeyThenTheHandshakeFails) {
+  auto wrong = Connect(*NewSecret());
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("authentication failed"), std::string::npos)
+      << wrong.status().message();
+}
+
+TEST_F(PoolServerTest, GivenAMalformedReportThenTheErrorNamesTheFieldAndTheConnectionCloses) {
+  auto a = Connect(secret_);
+  ASSERT_TRUE(a.ok());
+  nlohmann::json bad = Report("a", {{1, 250}}).Encode();
+  bad["rates"] = {{0, 250}};
+  Frame f = Ask(*a, MsgType::kPoolReport, bad);
+  ASSERT_EQ(f.type, MsgType::kError);
+  EXPECT_NE(ErrorMsg::Decode(f.meta).message.find("POOL_REPORT: $.rates[0][0]"), std::string::npos)
+      << f.meta.dump();
+  EXPECT_TRUE(server_->State().runs.empty());
+}
+
+TEST_F(PoolServerTest, GivenARunThatStopsReportingThenItIsForgottenAndTheOthersGetItsCpus) {
+  auto a = Connect(secret_);
+  auto b = Connect(secret_);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(Granted(*a, Report("a", {{1, 250}})), 3);
+  EXPECT_EQ(Granted(*b, Report("b", {{1, 500}, {2, 600}})), 1);
+  clock_.Advance(61);  // a is silent past the timeout
+  EXPECT_EQ(Granted(*b, Report("b", {{1, 500}, {2, 600}}, 1)), 4);
+  const PoolStateMsg state = server_->State();
+  ASSERT_EQ(state.runs.size(), 1u);
+  EXPECT_EQ(state.runs[0].run_id, "b");
+}
+
+}  // namespace
+}  // namespace gm
