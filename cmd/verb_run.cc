@@ -24,6 +24,8 @@
 #include "core/log.h"
 #include "core/plan.h"
 #include "core/sqlite_run_store.h"
+#include "dataplane/auth.h"
+#include "launcher/pool_client.h"
 #include "launcher/process_launcher.h"
 #include "launcher/slurm_job.h"
 #include "launcher/training_run.h"
@@ -69,7 +71,9 @@ struct RunFlags {
   double drain_grace_s = 10;
   std::string elastic_partition;  // --elastic-partition: workers beyond the allocation
   int elastic_max = 4;
-  int elastic_cpus = 0;          // 0: the run's largest worker
+  int elastic_cpus = 0;  // 0: the run's largest worker
+  std::string pool;      // --pool HOST:PORT
+  std::string pool_key_file;
   int elastic_from = -1;         // set by AutoscaleOptions: the allocation's own workers at most
   std::string trainer_cpus;      // --trainer-cpus LIST
   std::optional<SlurmJob> job;   // the Slurm job we run in, read once (none outside one)
@@ -350,6 +354,18 @@ Status CheckElasticFlags(const RunFlags& f) {
   return Status::Ok();
 }
 
+// --pool's conditions: the workers it grants are elastic ones.
+Status CheckPoolFlags(const RunFlags& f) {
+  if (f.pool.empty()) return Status::Ok();
+  if (f.elastic_partition.empty()) {
+    return Status::InvalidArgument(
+        "--pool " + f.pool +
+        " grants workers beyond the allocation, which need --elastic-partition (and "
+        "--autoscale on, under Slurm)");
+  }
+  return Status::Ok();
+}
+
 // What the flags set in the trainer: the stall timeout, the offload of its
 // DataLoaders and their worker count.
 Status ApplyTrainerFlags(const RunFlags& f, RunConfig& c) {
@@ -440,6 +456,22 @@ Result<int> RunWithFlags(const RunFlags& f) {
   if (!f.no_progress) c.on_rates = ShowRates();
   GM_RETURN_IF_ERROR(ApplyTrainerCpus(f, c));
   GM_RETURN_IF_ERROR(CheckElasticFlags(f));
+  GM_RETURN_IF_ERROR(CheckPoolFlags(f));
+  std::shared_ptr<PoolClient> pool;
+  if (!f.pool.empty()) {
+    std::string key_file = f.pool_key_file;
+    if (key_file.empty()) {
+      if (const char* env = std::getenv("GOLDMINER_POOL_KEY_FILE")) key_file = env;
+    }
+    if (key_file.empty()) {
+      return Status::InvalidArgument("--pool " + f.pool +
+                                     " needs the pool key: --pool-key-file FILE (or "
+                                     "GOLDMINER_POOL_KEY_FILE), as the pool's admin gave it");
+    }
+    GM_ASSIGN_OR_RETURN(std::string secret, ReadSecretFile(key_file));
+    pool = std::make_shared<PoolClient>(f.pool, secret);
+    c.pool = [pool](const PoolReportMsg& report) { return pool->Report(report); };
+  }
   int elastic_from = -1;
   if (f.autoscale == "on") {
     GM_ASSIGN_OR_RETURN(c.autoscale, AutoscaleOptions(f, &elastic_from));
@@ -509,6 +541,11 @@ void AddAutoscaleFlags(CLI::App& sub, RunFlags& f) {
                  "With --elastic-partition: CPUs of each worker job (default: the run's "
                  "largest worker)")
       ->check(CLI::Range(1, 4096));
+  sub.add_option("--pool", f.pool,
+                 "With --elastic-partition: HOST:PORT of a goldminer pool; the run reports "
+                 "to it and holds at most the elastic workers it grants (goldminer-pool(1))");
+  sub.add_option("--pool-key-file", f.pool_key_file,
+                 "The pool key (default: $GOLDMINER_POOL_KEY_FILE)");
   sub.add_option("--drain-grace", f.drain_grace_s,
                  "Seconds a drained worker (SIGTERM: the autoscaler, scancel, Slurm's "
                  "preemption) has to finish its split and see it acknowledged; 0: it "

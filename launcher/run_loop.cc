@@ -151,6 +151,10 @@ Status RunLoop::StartWorker(int slot) {
           "last worker job: none is submitted for " +
           Fixed(elastic_hold_until_ - edges_.clock->Now(), 0) + " s");
     }
+    if (edges_.pool && ElasticRunning() >= pool_grant_) {
+      return Status::Unavailable("the allocation's CPUs are used, and the pool grants " +
+                                 std::to_string(pool_grant_) + " elastic worker(s)");
+    }
     r.elastic = true;
     r.threads = o_.elastic_cpus;
   }
@@ -323,6 +327,7 @@ void RunLoop::Sample() {
   for (const auto& [id, report] : summary.worker_stages) reports.push_back(report);
   recorder_.StageCosts(reports);
   const std::optional<RunRates> rates = recorder_.Sample(s);
+  if (rates && edges_.pool && o_.elastic_from >= 0 && !stopped_) ReportToPool(*rates);
   if (rates && autoscaler_ && !stopped_) Scale(*rates);
   if (rates && o_.on_rates) o_.on_rates(run_id_, *rates);
 }
@@ -335,6 +340,67 @@ void RunLoop::RecordOffloadNotes(const CoordinatorSummary& summary) {
     offload_dropped_said_ = true;
     recorder_.Event("offload", "more DataLoaders than " + std::to_string(kMaxOffloadNotes) +
                                    ": the rest are not recorded one by one");
+  }
+}
+
+int RunLoop::ElasticRunning() const {
+  int n = 0;
+  for (const auto& [pid, w] : workers_) n += w.elastic && !draining_.count(pid) ? 1 : 0;
+  return n;
+}
+
+// The run's figures for the pool (the delivered rate at each worker count it ran
+// at, its trainers' demand) every pool period; the pool's grant bounds its elastic
+// workers, and one held beyond a lower grant is drained (the pool gives its CPUs
+// to another run).
+void RunLoop::ReportToPool(const RunRates& r) {
+  if (r.samples_per_s > 0 && r.workers > 0 &&
+      (r.workers_ready < 0 || r.workers_ready == r.workers)) {
+    auto& [sum, n] = rate_at_[r.workers];
+    sum += r.samples_per_s;
+    ++n;
+    if (r.data_wait_fraction < 0.95) {
+      demand_ = std::max(demand_, r.samples_per_s / (1 - r.data_wait_fraction));
+    }
+  }
+  const double now = edges_.clock->Now();
+  if (now < next_pool_report_ || !(demand_ > 0)) return;
+  next_pool_report_ = now + o_.pool_period_s;
+  PoolReportMsg report;
+  report.run_id = o_.pool_run_id;
+  report.gpus = o_.pool_gpus;
+  report.cpus_per_worker = o_.elastic_cpus;
+  report.base_workers = o_.elastic_from;
+  report.extra_workers = ElasticRunning();
+  report.demand_samples_per_s = demand_;
+  for (const auto& [workers, figures] : rate_at_) {
+    if (report.rates.size() < kMaxPoolCounts) {
+      report.rates.emplace_back(workers, figures.first / figures.second);
+    }
+  }
+  const std::optional<PoolGrantMsg> grant = edges_.pool(report);
+  if (!grant) return;  // the pool did not answer: keep what is held
+  if (grant->extra_workers != pool_grant_) {
+    recorder_.Event("pool", "the pool grants " + std::to_string(grant->extra_workers) +
+                                " elastic worker(s) (" + std::to_string(grant->cpus) +
+                                " CPUs; it held " + std::to_string(report.extra_workers) + ")");
+  }
+  pool_grant_ = static_cast<int>(grant->extra_workers);
+  // Beyond the grant: drain the newest elastic workers (the pool gives their CPUs
+  // to another run).
+  while (ElasticRunning() > pool_grant_) {
+    pid_t newest = 0;
+    int64_t newest_id = -1;
+    for (const auto& [pid, w] : workers_) {
+      if (w.elastic && !draining_.count(pid) && w.id > newest_id) newest = pid, newest_id = w.id;
+    }
+    if (newest == 0) break;
+    const std::string why = "worker " + std::to_string(newest_id) + " drained: the pool grants " +
+                            std::to_string(pool_grant_) + " elastic worker(s)";
+    LogInfo("run: " + why);
+    recorder_.Event("pool", why);
+    draining_.insert(newest);
+    supervisor_.Drain(newest);
   }
 }
 

@@ -50,6 +50,10 @@ struct RunLoopEdges {
   // name it registered with ("JOB.STEP"): e.g. "preempted", "cancelled"; "" when
   // not known. May be empty.
   std::function<std::string(const std::string& step)> elastic_job_end;
+  // Sends the run's figures to the pool (launcher/pool_client.h) and returns its
+  // grant, or nullopt when the pool did not answer (the run keeps what it holds).
+  // Empty: no pool; elastic workers are bounded by elastic_max only.
+  std::function<std::optional<PoolGrantMsg>(const PoolReportMsg&)> pool;
 };
 
 // What the loop is told to run; a part of launcher/training_run.h's RunConfig.
@@ -75,6 +79,13 @@ struct RunLoopOptions {
   int elastic_cpus = 1;
   double elastic_start_timeout_s = 120;
   double elastic_retry_s = 300;
+  // With a pool (RunLoopEdges::pool): the run reports every pool_period_s, as
+  // `pool_run_id` with `pool_gpus` GPUs, and holds at most the elastic workers the
+  // pool grants (none before its first grant); one it holds beyond a grant is
+  // drained.
+  double pool_period_s = 10;
+  std::string pool_run_id;
+  double pool_gpus = 1;
   double sample_interval_s = 2;
   // Called with the figures of every sample interval (launcher/training_run.h:
   // the status line); the loop itself prints nothing. Null: nothing is called.
@@ -129,6 +140,8 @@ class RunLoop {
   void PlaceWorkers(const CoordinatorSummary& summary);
   Status Started(pid_t pid, int slot, int threads, bool elastic);
   void CancelUnstartedElastic();
+  void ReportToPool(const RunRates& rates);
+  int ElasticRunning() const;
   Status OnReplaced(const ProcessReplaced& r);
   Status OnWorkerEnded(const ProcessEnded& e);
   void Forget(pid_t pid);
@@ -154,7 +167,11 @@ class RunLoop {
   std::set<pid_t> draining_;       // workers told to drain (SIGTERM), still running
   int next_slot_ = 0;              // the slot of the next worker the autoscaler adds
   double elastic_hold_until_ = 0;  // no elastic worker is started before this clock time
-  bool stopped_ = false;           // the trainers are done, or StopAll ran: no more scaling
+  int pool_grant_ = 0;             // elastic workers the pool grants (with a pool)
+  double next_pool_report_ = 0;    // clock time of the next report
+  double demand_ = 0;              // the trainers' demand, estimated: the largest rate / (1 - wait)
+  std::map<int, std::pair<double, int>> rate_at_;  // running workers -> (sum of rates, samples)
+  bool stopped_ = false;  // the trainers are done, or StopAll ran: no more scaling
 };
 
 }  // namespace gm

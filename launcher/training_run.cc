@@ -74,6 +74,7 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   edges.summary = [&coordinator] { return coordinator.Summary(); };
   edges.end_workers = [&coordinator] { coordinator.EndWorkers(); };
   edges.elastic_job_end = c.elastic_job_end;
+  edges.pool = c.pool;
   edges.trainers = [steps] {
     steps->Update();
     return steps->totals();
@@ -95,6 +96,9 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   o.drain_grace_s = c.drain_grace_s;
   o.elastic_from = c.elastic_from;
   o.elastic_cpus = c.elastic_cpus;
+  o.pool_run_id = run_id;
+  o.pool_gpus = c.spec.world_size;
+  if (c.autoscale) o.pool_period_s = c.autoscale->period_s;
   o.sample_interval_s = c.sample_interval_s;
   o.on_rates = c.on_rates;
   o.autoscale = c.autoscale;

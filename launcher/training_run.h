@@ -62,6 +62,9 @@ struct RunConfig {
   int elastic_from = -1;
   int elastic_cpus = 1;
   std::function<std::string(const std::string& step)> elastic_job_end;
+  // The pool (RunLoopEdges::pool; may be empty): the run reports as its run id, with
+  // its world size as its GPUs, every autoscaler period.
+  std::function<std::optional<PoolGrantMsg>(const PoolReportMsg&)> pool;
   // Takes the signal (SIGTERM, SIGINT) that arrived since the last call, 0 for
   // none (cmd/stop_signals.h); non-zero stops the trainers like should_stop and
   // asks stop_cause. Polled with should_stop, and once more after the last

@@ -98,4 +98,54 @@ expect_in "$T/elastic.out" " 0 splits reassigned" "the preempted workers drained
 sleep 1
 [[ -z $(worker_jobs) ]] || fail "worker jobs left after the run: $(worker_jobs)"
 ok "no worker job of the run is left"
+
+# With a pool of 1 CPU: the run reports to it and holds at most the one elastic
+# worker granted, though --elastic-max allows 2; the pool killed with -9 mid-run
+# costs the run nothing.
+"$GM" pool --listen 127.0.0.1:0 --cpus 1 --min-lifetime 0 --key-file "$T/pool.key" \
+  >"$T/pool.out" 2>"$T/pool.err" &
+pool_pid=$!
+trap 'kill -9 $pool_pid 2>/dev/null; slurm_cluster_stop; rm -rf "$T"' EXIT
+for _ in $(seq 1 100); do pool=$(head -n 1 "$T/pool.out" 2>/dev/null); [[ -n $pool ]] && break; sleep 0.1; done
+[[ -n $pool ]] || { cat "$T/pool.err" >&2; fail "the pool printed no address"; }
+sed -e "s|--name elastic|--name pooled --pool $pool --pool-key-file $T/pool.key|" \
+    -e "s|$T/elastic.json|$T/pooled.json|" "$T/elastic.sbatch" >"$T/pooled.sbatch"
+rm -f "$T/stop"
+job=$(GM_TEST_UNTIL_FILE=$T/stop GM_TEST_EPOCH_SAMPLES=400 sbatch --parsable --chdir="$T" \
+  --output="$T/pooled.out" --export=ALL "$T/pooled.sbatch") || fail "sbatch refused the pooled job"
+job=${job%%;*}
+granted=""
+most=0
+for _ in $(seq 1 600); do
+  n=$(worker_jobs | wc -l)
+  ((n > most)) && most=$n
+  granted=$("$GM" -q pool --status "$pool" --key-file "$T/pool.key" 2>/dev/null | awk '$1 == "pooled" {print $3}')
+  [[ $granted == 1 ]] && [[ $(worker_jobs | awk '$2 == "RUNNING"' | wc -l) -ge 1 ]] && break
+  scontrol show job "$job" -o 2>/dev/null | grep -qE "JobState=(COMPLETED|FAILED|CANCELLED)" && break
+  sleep 0.2
+done
+[[ $granted == 1 ]] || { cat "$T/pooled.out" "$T/pool.err" >&2; fail "the pool granted '$granted', not 1"; }
+ok "the run reported to the pool, which granted it its 1 CPU: one elastic worker"
+for _ in $(seq 1 25); do  # a few scale periods more: the autoscaler still asks, the grant holds
+  n=$(worker_jobs | wc -l); ((n > most)) && most=$n
+  sleep 0.2
+done
+((most <= 1)) || fail "$most worker jobs at once with a grant of 1"
+ok "never more worker jobs than the pool granted ($most at most)"
+kill -9 "$pool_pid"
+sleep 3
+touch "$T/stop"
+for _ in $(seq 1 600); do
+  state=$(scontrol show job "$job" -o | head -n 1)
+  [[ $state == *"JobState=COMPLETED"* || $state == *"JobState=FAILED"* || $state == *"JobState=CANCELLED"* ]] && break
+  sleep 0.2
+done
+[[ $state == *"JobState=COMPLETED"* && $state == *"ExitCode=0:0"* ]] ||
+  { cat "$T/pooled.out" >&2; fail "pooled job $job: $(grep -o 'JobState=[A-Z]*' <<<"$state")"; }
+exactly_once "$T/pooled.json" 400 || fail "samples lost or repeated in the pooled run"
+ok "the pool killed with -9 mid-run cost the run nothing: it COMPLETED, every sample once"
+expect_in "$T/pooled.out" "did not answer" "the run said the pool went away, and went on"
+sleep 1
+[[ -z $(worker_jobs) ]] || fail "worker jobs left after the pooled run: $(worker_jobs)"
+ok "no worker job of the pooled run is left"
 echo "$checks passed, 0 failed"

@@ -111,6 +111,14 @@ class World {
       asked_job_end.push_back(step);
       return std::string("preempted");
     };
+    if (pool_grant) {
+      e.pool = [this](const PoolReportMsg& r) -> std::optional<PoolGrantMsg> {
+        pool_reports.push_back(r);
+        const int grant = pool_grant(clock.Now());
+        if (grant < 0) return std::nullopt;  // the pool does not answer
+        return PoolGrantMsg{grant, 2 * grant};
+      };
+    }
     RunRecorder recorder(&store, "r", 1);
     RunRecord record;
     record.id = "r";
@@ -165,6 +173,8 @@ class World {
   }
 
   std::vector<std::string> asked_job_end;  // the steps elastic_job_end was asked about
+  std::function<int(double)> pool_grant;   // the pool's grant at a time (-1: no answer)
+  std::vector<PoolReportMsg> pool_reports;
 
  private:
   bool Ready(pid_t pid, const LaunchRequest& r) const {
@@ -404,6 +414,51 @@ TEST(RunLoopTest, GivenAnElasticWorkerThatSlurmEndsThenItsRecordSaysHow) {
   EXPECT_EQ(w.asked_job_end[0].rfind("77.", 0), 0u) << "asked by the step it registered with";
   const std::vector<std::string> exits = w.WorkerExits();
   EXPECT_EQ(std::count(exits.begin(), exits.end(), "preempted: exited with status 0"), 1)
+      << ::testing::PrintToString(exits);
+}
+
+TEST(RunLoopTest, GivenAPoolThenElasticWorkersFollowItsGrantAndItsSilenceCostsNothing) {
+  World w;
+  w.end_s = 300;
+  w.tweak = [](RunLoopOptions& o) {
+    o.elastic_from = 1;
+    o.elastic_cpus = 2;
+    o.pool_period_s = 5;
+    o.pool_run_id = "run-7";
+    o.pool_gpus = 4;
+  };
+  // One elastic worker granted until t = 150, none after; silent 100..140.
+  w.pool_grant = [](double t) { return t < 100 ? 1 : t < 140 ? -1 : t < 150 ? 1 : 0; };
+  w.Run(1, Options(1, 4));
+  ASSERT_FALSE(w.pool_reports.empty());
+  const PoolReportMsg& first = w.pool_reports.front();
+  EXPECT_EQ(first.run_id, "run-7");
+  EXPECT_EQ(first.gpus, 4);
+  EXPECT_EQ(first.cpus_per_worker, 2);
+  EXPECT_EQ(first.base_workers, 1);
+  EXPECT_GT(first.demand_samples_per_s, 0);
+  ASSERT_FALSE(first.rates.empty());
+  EXPECT_EQ(first.rates[0].first, 1);
+  EXPECT_NEAR(first.rates[0].second, 100, 1e-9) << "one worker makes 100 samples/s";
+  // However much the trainer waited, never more than the one elastic worker granted.
+  const std::vector<LaunchRequest> requests = w.WorkerRequests();
+  EXPECT_EQ(std::count_if(requests.begin(), requests.end(),
+                          [](const LaunchRequest& r) { return r.elastic; }),
+            1);
+  for (const PoolReportMsg& r : w.pool_reports) EXPECT_LE(r.extra_workers, 1);
+  // The grant fell to 0 at 150: the elastic worker was drained, and said why.
+  const std::vector<std::string> events = w.Events("pool");
+  EXPECT_NE(std::find_if(events.begin(), events.end(),
+                         [](const std::string& e) {
+                           return e.find("drained: the pool grants 0 elastic worker(s)") !=
+                                  std::string::npos;
+                         }),
+            events.end())
+      << ::testing::PrintToString(events);
+  const std::vector<std::string> exits = w.WorkerExits();
+  EXPECT_EQ(std::count_if(exits.begin(), exits.end(),
+                          [](const std::string& e) { return e.rfind("drained: ", 0) == 0; }),
+            1)
       << ::testing::PrintToString(exits);
 }
 

@@ -1,0 +1,52 @@
+#include "launcher/pool_client.h"
+
+#include "core/log.h"
+#include "dataplane/auth.h"
+#include "dataplane/protocol.h"
+#include "launcher/pool_server.h"
+#include "worker/worker_service.h"
+
+namespace gm {
+
+Result<PoolGrantMsg> PoolClient::Exchange(const PoolReportMsg& report) {
+  const Deadline deadline = Deadline::After(timeout_s_);
+  if (!socket_) {
+    GM_ASSIGN_OR_RETURN(auto addr, ParseHostPort(address_, "--pool"));
+    GM_ASSIGN_OR_RETURN(
+        Socket s,
+        DialHandshake(
+            [&] { return Socket::ConnectTcp(addr.first, addr.second, deadline.remaining_s()); },
+            RoleKey(secret_, kPoolRunRole), kPoolRunRole, deadline, nullptr));
+    socket_.emplace(std::move(s));
+  }
+  GM_RETURN_IF_ERROR(SendFrame(*socket_, MsgType::kPoolReport, report.Encode(), deadline));
+  GM_ASSIGN_OR_RETURN(Frame frame, RecvFrame(*socket_, kControlLimits, deadline));
+  if (frame.type == MsgType::kError) {
+    return Status::Unavailable("it refused the report: " +
+                               PeerText(ErrorMsg::Decode(frame.meta).message));
+  }
+  if (frame.type != MsgType::kPoolGrant) {
+    return Status::Corrupt("it sent " + std::string(MsgTypeName(frame.type)) +
+                           " where POOL_GRANT was expected");
+  }
+  return PoolGrantMsg::Decode(frame.meta);
+}
+
+std::optional<PoolGrantMsg> PoolClient::Report(const PoolReportMsg& report) {
+  Result<PoolGrantMsg> grant = Exchange(report);
+  if (grant.ok()) {
+    if (!last_error_.empty()) LogInfo("run: the pool " + address_ + " answers again");
+    last_error_.clear();
+    return *grant;
+  }
+  socket_.reset();  // dial again next time
+  const std::string why = grant.status().message();
+  if (last_error_.empty()) {
+    LogWarning("run: the pool " + address_ + " did not answer (" + why +
+               "); the run keeps what it holds and reports again");
+  }
+  last_error_ = why;
+  return std::nullopt;
+}
+
+}  // namespace gm
