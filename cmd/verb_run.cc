@@ -421,6 +421,47 @@ void LogRunEnd(const RunResult& r, const std::string& db) {
                : std::string()));
 }
 
+// The autoscaler, the pool and the launcher the flags ask for, set in `c`: under
+// Slurm, worker steps (and with --elastic-partition, worker jobs of their own);
+// else children here.
+Result<std::unique_ptr<ProcessLauncher>> ScalingAndLauncher(const RunFlags& f, RunConfig& c) {
+  GM_RETURN_IF_ERROR(CheckElasticFlags(f));
+  GM_RETURN_IF_ERROR(CheckPoolFlags(f));
+  if (!f.pool.empty()) {
+    std::string key_file = f.pool_key_file;
+    if (key_file.empty()) {
+      if (const char* env = std::getenv("GOLDMINER_POOL_KEY_FILE")) key_file = env;
+    }
+    if (key_file.empty()) {
+      return Status::InvalidArgument("--pool " + f.pool +
+                                     " needs the pool key: --pool-key-file FILE (or "
+                                     "GOLDMINER_POOL_KEY_FILE), as the pool's admin gave it");
+    }
+    GM_ASSIGN_OR_RETURN(std::string secret, ReadSecretFile(key_file));
+    auto pool = std::make_shared<PoolClient>(f.pool, secret);
+    c.pool = [pool](const PoolReportMsg& report) { return pool->Report(report); };
+  }
+  int elastic_from = -1;
+  if (f.autoscale == "on") {
+    GM_ASSIGN_OR_RETURN(c.autoscale, AutoscaleOptions(f, &elastic_from));
+  }
+  if (f.backend != "slurm") return MakeChildLauncher();
+  std::optional<ElasticWorkers> elastic;
+  if (!f.elastic_partition.empty()) {
+    elastic = ElasticWorkers{f.elastic_partition,
+                             f.elastic_cpus > 0 ? f.elastic_cpus : f.spec.ThreadsOf(0),
+                             f.job->job_id + "." + std::to_string(::getpid())};
+    c.elastic_from = elastic_from;
+    c.elastic_cpus = elastic->cpus;
+    c.elastic_job_end = [](const std::string& step) {
+      return AskJobEnd(step.substr(0, step.find('.')));
+    };
+  }
+  c.stop_cause = [job = *f.job] { return AskStopCause(job); };
+  c.job_id = f.job->job_id;
+  return MakeSlurmStepLauncher(*f.job, elastic);
+}
+
 Result<int> RunWithFlags(const RunFlags& f) {
   // Before any thread starts: a SIGTERM or SIGINT from now on stays pending until
   // the run loop takes it and stops the trainer and workers.
@@ -455,46 +496,7 @@ Result<int> RunWithFlags(const RunFlags& f) {
   c.drain_grace_s = f.drain_grace_s;
   if (!f.no_progress) c.on_rates = ShowRates();
   GM_RETURN_IF_ERROR(ApplyTrainerCpus(f, c));
-  GM_RETURN_IF_ERROR(CheckElasticFlags(f));
-  GM_RETURN_IF_ERROR(CheckPoolFlags(f));
-  std::shared_ptr<PoolClient> pool;
-  if (!f.pool.empty()) {
-    std::string key_file = f.pool_key_file;
-    if (key_file.empty()) {
-      if (const char* env = std::getenv("GOLDMINER_POOL_KEY_FILE")) key_file = env;
-    }
-    if (key_file.empty()) {
-      return Status::InvalidArgument("--pool " + f.pool +
-                                     " needs the pool key: --pool-key-file FILE (or "
-                                     "GOLDMINER_POOL_KEY_FILE), as the pool's admin gave it");
-    }
-    GM_ASSIGN_OR_RETURN(std::string secret, ReadSecretFile(key_file));
-    pool = std::make_shared<PoolClient>(f.pool, secret);
-    c.pool = [pool](const PoolReportMsg& report) { return pool->Report(report); };
-  }
-  int elastic_from = -1;
-  if (f.autoscale == "on") {
-    GM_ASSIGN_OR_RETURN(c.autoscale, AutoscaleOptions(f, &elastic_from));
-  }
-  std::unique_ptr<ProcessLauncher> launcher;
-  if (f.backend == "slurm") {
-    std::optional<ElasticWorkers> elastic;
-    if (!f.elastic_partition.empty()) {
-      elastic = ElasticWorkers{f.elastic_partition,
-                               f.elastic_cpus > 0 ? f.elastic_cpus : f.spec.ThreadsOf(0),
-                               f.job->job_id + "." + std::to_string(::getpid())};
-      c.elastic_from = elastic_from;
-      c.elastic_cpus = elastic->cpus;
-      c.elastic_job_end = [](const std::string& step) {
-        return AskJobEnd(step.substr(0, step.find('.')));
-      };
-    }
-    launcher = MakeSlurmStepLauncher(*f.job, elastic);
-    c.stop_cause = [job = *f.job] { return AskStopCause(job); };
-    c.job_id = f.job->job_id;
-  } else {
-    launcher = MakeChildLauncher();
-  }
+  GM_ASSIGN_OR_RETURN(std::unique_ptr<ProcessLauncher> launcher, ScalingAndLauncher(f, c));
   c.launcher = launcher.get();
   std::unique_ptr<SqliteRunStore> store;
   if (!f.no_db) {

@@ -76,13 +76,7 @@ done
 ok "the preempting job ran"
 
 touch "$T/stop"
-for _ in $(seq 1 600); do
-  state=$(scontrol show job "$job" -o | head -n 1)
-  [[ $state == *"JobState=COMPLETED"* || $state == *"JobState=FAILED"* || $state == *"JobState=CANCELLED"* ]] && break
-  sleep 0.2
-done
-[[ $state == *"JobState=COMPLETED"* && $state == *"ExitCode=0:0"* ]] ||
-  { cat "$T/elastic.out" >&2; fail "job $job: $(grep -o 'JobState=[A-Z]*' <<<"$state")"; }
+slurm_job_completes "$job" "$T/elastic.out" || fail "the run's job did not complete"
 ok "the run's job COMPLETED"
 $PY - "$T/elastic.json" <<'PY' || fail "samples lost or repeated: $(cat "$T/elastic.out")"
 import json, sys
@@ -135,13 +129,7 @@ ok "never more worker jobs than the pool granted ($most at most)"
 kill -9 "$pool_pid"
 sleep 3
 touch "$T/stop"
-for _ in $(seq 1 600); do
-  state=$(scontrol show job "$job" -o | head -n 1)
-  [[ $state == *"JobState=COMPLETED"* || $state == *"JobState=FAILED"* || $state == *"JobState=CANCELLED"* ]] && break
-  sleep 0.2
-done
-[[ $state == *"JobState=COMPLETED"* && $state == *"ExitCode=0:0"* ]] ||
-  { cat "$T/pooled.out" >&2; fail "pooled job $job: $(grep -o 'JobState=[A-Z]*' <<<"$state")"; }
+slurm_job_completes "$job" "$T/pooled.out" || fail "the pooled run's job did not complete"
 exactly_once "$T/pooled.json" 400 || fail "samples lost or repeated in the pooled run"
 ok "the pool killed with -9 mid-run cost the run nothing: it COMPLETED, every sample once"
 expect_in "$T/pooled.out" "did not answer" "the run said the pool went away, and went on"

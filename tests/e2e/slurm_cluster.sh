@@ -443,3 +443,20 @@ slurm_cluster_start() {
   slurm_cluster_stop "$d"
   return 1
 }
+
+# slurm_job_completes JOB OUTPUT [SECONDS]: waits (up to SECONDS, default 120) for
+# JOB to end; true when it COMPLETED with exit code 0:0, else prints OUTPUT (the
+# job's output file) and its state on stderr and returns 1.
+slurm_job_completes() {
+  local job=$1 out=$2 secs=${3:-120} state="" i
+  for ((i = 0; i < secs * 5; i++)); do
+    state=$(scontrol show job "$job" -o 2>/dev/null | head -n 1)
+    [[ $state == *"JobState=COMPLETED"* || $state == *"JobState=FAILED"* ||
+       $state == *"JobState=CANCELLED"* ]] && break
+    sleep 0.2
+  done
+  [[ $state == *"JobState=COMPLETED"* && $state == *"ExitCode=0:0"* ]] && return 0
+  cat "$out" >&2
+  echo "job $job: $(grep -o 'JobState=[A-Z]* .*ExitCode=[0-9:]*' <<<"$state")" >&2
+  return 1
+}

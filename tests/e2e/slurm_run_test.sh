@@ -86,13 +86,7 @@ grep -q "^$job\." <<<"$steps" && grep -q -v "^$job\." <<<"$steps" ||
 ok "3 worker steps ran at once, in components 0 and 1: $(tr '\n' ' ' <<<"$steps")"
 [[ -n $cancelled ]] || fail "no worker step in component 1 to cancel"
 ok "cancelled worker step $cancelled mid-epoch"
-for _ in $(seq 1 100); do
-  state=$(scontrol show job "$job" -o | head -n 1)
-  [[ $state == *"JobState=COMPLETED"* || $state == *"JobState=FAILED"* || $state == *"JobState=CANCELLED"* ]] && break
-  sleep 0.2
-done
-[[ $state == *"JobState=COMPLETED"* && $state == *"ExitCode=0:0"* ]] ||
-  { cat "$T/job.out" >&2; fail "job $job: $(grep -o 'JobState=[A-Z]* .*ExitCode=[0-9:]*' <<<"$state")"; }
+slurm_job_completes "$job" "$T/job.out" 20 || fail "job $job did not complete"
 ok "the job COMPLETED with exit code 0:0"
 $PY - "$T/trained.json" <<'PY' || fail "samples lost or repeated: $(cat "$T/job.out")"
 import json, sys
@@ -147,13 +141,7 @@ SCRIPT
   id=$(GM_TEST_STEP_S=$4 sbatch --parsable --chdir="$T" --output="$T/$1.out" --export=ALL \
     "$T/$1.sbatch") || fail "sbatch refused $1"
   id=${id%%;*}
-  for _ in $(seq 1 600); do
-    state=$(scontrol show job "$id" -o | head -n 1)
-    [[ $state == *"JobState=COMPLETED"* || $state == *"JobState=FAILED"* || $state == *"JobState=CANCELLED"* ]] && break
-    sleep 0.2
-  done
-  [[ $state == *"JobState=COMPLETED"* && $state == *"ExitCode=0:0"* ]] ||
-    { cat "$T/$1.out" >&2; fail "job $1: $(grep -o 'JobState=[A-Z]*' <<<"$state")"; }
+  slurm_job_completes "$id" "$T/$1.out" || fail "job $1 did not complete"
 }
 scaled_job up 1 4 0 1
 [[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'up' AND message LIKE '1 -> 2 workers: data wait %above 10%'") -ge 1 ]] ||
