@@ -15,6 +15,7 @@
 #include "dataplane/auth.h"
 #include "dataplane/socket.h"
 #include "launcher/pool_server.h"
+#include "launcher/slurm_job.h"
 #include "worker/worker_service.h"
 
 namespace gm::cli {
@@ -24,6 +25,7 @@ struct PoolFlags {
   std::string listen = "127.0.0.1:0";
   std::string key_file;
   int cpus = 0;
+  std::string partition;  // --partition: the budget is its idle CPUs, as sinfo says
   double min_gain = 0.02;
   double min_lifetime_s = 60;
   double report_timeout_s = 60;
@@ -100,15 +102,22 @@ Result<int> Serve(const PoolFlags& f) {
   o.pool.division.min_gain = f.min_gain;
   o.pool.division.min_lifetime_s = f.min_lifetime_s;
   o.pool.report_timeout_s = f.report_timeout_s;
+  if (!f.partition.empty()) {
+    o.idle_cpus = [partition = f.partition] { return AskIdleCpus(partition); };
+  }
   StopOnSignal signals;  // before the server's threads start
   GM_ASSIGN_OR_RETURN(std::unique_ptr<PoolServer> server, PoolServer::Start(o));
   // The address runs dial, on stdout (a script reads it), and in the log.
   const std::string addr = JoinHostPort(o.host, server->port());
   std::cout << addr << std::endl;
-  LogInfo("pool: listening on " + addr + ", dividing " + std::to_string(f.cpus) +
-          " CPUs (min gain " + Fixed(100 * f.min_gain, 0) + "%, min worker lifetime " +
-          Fixed(f.min_lifetime_s, 0) + " s, runs silent " + Fixed(f.report_timeout_s, 0) +
-          " s forgotten)");
+  const std::string budget = f.partition.empty()
+                                 ? std::to_string(f.cpus) + " CPUs"
+                                 : std::to_string(server->State().cpus) +
+                                       " CPUs (the idle CPUs of partition " + f.partition +
+                                       " and what pool workers hold, asked every 10 s)";
+  LogInfo("pool: listening on " + addr + ", dividing " + budget + " (min gain " +
+          Fixed(100 * f.min_gain, 0) + "%, min worker lifetime " + Fixed(f.min_lifetime_s, 0) +
+          " s, runs silent " + Fixed(f.report_timeout_s, 0) + " s forgotten)");
   int sig = 0;
   while ((sig = signals.TakePending()) == 0) ::usleep(200 * 1000);
   LogInfo("pool: stopping on signal " + std::to_string(sig));
@@ -133,6 +142,9 @@ Verb PoolVerb() {
                     ->required();
                 sub.add_option("--cpus", f->cpus, "The CPUs the pool divides between the runs")
                     ->check(CLI::Range(0, 1 << 24));
+                sub.add_option("--partition", f->partition,
+                               "Instead of --cpus: divide the idle CPUs of this Slurm partition "
+                               "(sinfo, every 10 s) plus those the runs' pool workers hold");
                 sub.add_option("--min-gain", f->min_gain,
                                "A new division is applied only when it is worth this fraction more")
                     ->capture_default_str()
@@ -151,8 +163,10 @@ Verb PoolVerb() {
                 sub.add_flag("--json", f->json, "With --status: print POOL_STATE as JSON");
                 return std::function<Result<int>()>([f, &sub]() -> Result<int> {
                   if (!f->status.empty()) return AskStatus(*f);
-                  if (sub.count("--cpus") == 0) {
-                    return Status::InvalidArgument("pool needs --cpus N: the CPUs it divides");
+                  if ((sub.count("--cpus") == 0) == f->partition.empty()) {
+                    return Status::InvalidArgument(
+                        "pool needs --cpus N (the CPUs it divides) or --partition P (the idle "
+                        "CPUs of a Slurm partition), one of them");
                   }
                   return Serve(*f);
                 });

@@ -39,6 +39,12 @@ Result<std::unique_ptr<PoolServer>> PoolServer::Start(const PoolServerOptions& o
   GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenTcp(options.host, options.port));
   std::unique_ptr<PoolServer> server(new PoolServer(options));
   server->port_ = listener.port();
+  if (options.idle_cpus) {  // the budget from the start, for --status before any report
+    GM_ASSIGN_OR_RETURN(int idle, options.idle_cpus());
+    MutexLock lock(server->mu_);
+    server->state_.set_cpus(idle);
+    server->budget_at_s_ = server->Now();
+  }
   ConnectionServer::Options c;
   c.name = "pool";
   c.hello_role = "pool";
@@ -113,6 +119,24 @@ Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMs
             std::to_string(report.extra_workers) + " pool worker(s) held)");
   }
   seen_[report.run_id] = {static_cast<int>(report.extra_workers), report.gpus, now};
+  if (o_.idle_cpus && now - budget_at_s_ >= o_.budget_every_s) {
+    budget_at_s_ = now;
+    Result<int> idle = o_.idle_cpus();
+    if (idle.ok()) {
+      const int budget = *idle + state_.HeldCpus();
+      if (budget != state_.cpus()) {
+        LogInfo("pool: the budget is " + std::to_string(budget) + " CPUs (" +
+                std::to_string(*idle) + " idle, " + std::to_string(state_.HeldCpus()) +
+                " held by pool workers)");
+      }
+      state_.set_cpus(budget);
+      budget_failing_ = false;
+    } else if (!budget_failing_) {
+      budget_failing_ = true;
+      LogWarning("pool: cannot read the idle CPUs (" + idle.status().message() +
+                 "); the budget stays " + std::to_string(state_.cpus()) + " CPUs");
+    }
+  }
   std::vector<std::string> forgotten;
   GM_ASSIGN_OR_RETURN(std::vector<planner::PoolGrant> grants, state_.Divide(now, &forgotten));
   for (const std::string& id : forgotten) {
@@ -137,7 +161,7 @@ PoolStateMsg PoolServer::State() {
   const double now = Now();
   MutexLock lock(mu_);
   PoolStateMsg s;
-  s.cpus = o_.pool.cpus;
+  s.cpus = state_.cpus();
   for (const auto& [id, grant] : grants_) {
     PoolStateMsg::Run r;
     r.run_id = id;

@@ -16,6 +16,7 @@
 // of one more is refused). Thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,6 +38,11 @@ struct PoolServerOptions {
   std::string secret;  // the pool key (its file's contents)
   planner::PoolStateOptions pool;
   const Clock* clock = nullptr;  // null: SystemClock()
+  // When set, the budget is what it returns (e.g. the idle CPUs of a partition)
+  // plus the CPUs the runs' pool workers hold, asked at most every budget_every_s;
+  // an error keeps the last budget (said once).
+  std::function<Result<int>()> idle_cpus;
+  double budget_every_s = 10;
 };
 
 class PoolServer {
@@ -69,6 +75,8 @@ class PoolServer {
     double at_s = 0;  // its last report
   };
   std::map<std::string, Seen> seen_ GUARDED_BY(mu_);
+  double budget_at_s_ GUARDED_BY(mu_) = -1e300;  // when idle_cpus was last asked
+  bool budget_failing_ GUARDED_BY(mu_) = false;
   std::unique_ptr<ConnectionServer> connections_;
 };
 

@@ -312,6 +312,53 @@ std::unique_ptr<ProcessLauncher> MakeSlurmStepLauncher(SlurmJob job,
   return std::make_unique<SlurmStepLauncher>(std::move(job), std::move(elastic));
 }
 
+Result<int> ParseSinfoIdleCpus(std::string_view text) {
+  long long idle = 0;
+  bool any = false;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    if (line.empty()) continue;
+    long long parts[4] = {0, 0, 0, 0};
+    size_t at = 0;
+    for (int i = 0; i < 4; ++i) {
+      const size_t slash = i < 3 ? line.find('/', at) : line.size();
+      if (slash == std::string_view::npos) at = line.size() + 1;
+      const std::string_view field =
+          at <= line.size() ? line.substr(at, slash - at) : std::string_view();
+      auto [stop, ec] = std::from_chars(field.data(), field.data() + field.size(), parts[i]);
+      if (field.empty() || ec != std::errc() || stop != field.data() + field.size() ||
+          parts[i] < 0) {
+        return Status::InvalidArgument("sinfo -o %C: \"" + std::string(line) +
+                                       "\" is not allocated/idle/other/total");
+      }
+      at = slash + 1;
+    }
+    idle += parts[1];
+    any = true;
+  }
+  if (!any) return Status::InvalidArgument("sinfo -o %C said nothing (no such partition?)");
+  return static_cast<int>(std::min<long long>(idle, 1 << 30));
+}
+
+Result<int> AskIdleCpus(const std::string& partition) {
+  Result<CommandOutput> out =
+      CaptureOutput({"sinfo", "-h", "-p", partition, "-o", "%C"}, 10, 1 << 16);
+  if (!out.ok()) return out.status().WithContext("sinfo -p " + partition);
+  if (out->exit.exit_code() != 0) {
+    return Status::Unavailable("sinfo -p " + partition + " " + out->exit.describe + ": " +
+                               out->err);
+  }
+  Result<int> idle = ParseSinfoIdleCpus(out->out);
+  if (!idle.ok()) return idle.status().WithContext("partition " + partition);
+  return idle;
+}
+
 std::string SlurmJobEnd(const std::string& scontrol_job) {
   std::string state, preempt_time;
   for (const auto& [key, value] : ScontrolFields(scontrol_job)) {

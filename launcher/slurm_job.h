@@ -96,6 +96,13 @@ std::vector<std::string> ElasticSrunArgv(const SlurmJob& job, const ElasticWorke
 std::unique_ptr<ProcessLauncher> MakeSlurmStepLauncher(
     SlurmJob job, std::optional<ElasticWorkers> elastic = std::nullopt);
 
+// The idle CPUs of a partition, from `sinfo -h -p P -o %C` text
+// ("allocated/idle/other/total", one line a node state group: summed).
+// InvalidArgument naming the text when it is not that form.
+Result<int> ParseSinfoIdleCpus(std::string_view text);
+// The same asked of Slurm now; an error names the partition and what sinfo said.
+Result<int> AskIdleCpus(const std::string& partition);
+
 // How Slurm job `job_id` ended, from `scontrol show job` asked now (SlurmJobEnd);
 // "" when it cannot be asked.
 std::string AskJobEnd(const std::string& job_id);

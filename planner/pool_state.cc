@@ -77,6 +77,14 @@ std::vector<PoolSegment> RunCurve(const RunReport& r, int max_cpus) {
   return curve;
 }
 
+int PoolState::HeldCpus() const {
+  int held = 0;
+  for (const auto& [id, run] : runs_) {
+    held += run.report.extra_workers * run.report.cpus_per_worker;
+  }
+  return held;
+}
+
 Status PoolState::Report(const std::string& bound_run, const RunReport& report, double now_s) {
   GM_RETURN_IF_ERROR(CheckReport(report));
   if (!bound_run.empty() && report.run_id != bound_run) {

@@ -71,6 +71,11 @@ class PoolState {
   // divides the budget: a grant for every run still known, in run id order.
   Result<std::vector<PoolGrant>> Divide(double now_s, std::vector<std::string>* forgotten);
   size_t runs() const { return runs_.size(); }
+  // A new budget (e.g. the idle CPUs Slurm reports now), from the next division.
+  void set_cpus(int cpus) { o_.cpus = cpus; }
+  int cpus() const { return o_.cpus; }
+  // The CPUs the runs say their pool workers hold now.
+  int HeldCpus() const;
 
  private:
   struct Run {
@@ -79,7 +84,7 @@ class PoolState {
     int granted_cpus = 0;
     double grew_at_s = -1e300;
   };
-  const PoolStateOptions o_;
+  PoolStateOptions o_;
   std::map<std::string, Run> runs_;
 };
 

@@ -136,4 +136,16 @@ expect_in "$T/pooled.out" "did not answer" "the run said the pool went away, and
 sleep 1
 [[ -z $(worker_jobs) ]] || fail "worker jobs left after the pooled run: $(worker_jobs)"
 ok "no worker job of the pooled run is left"
+
+# A pool whose budget is the scavenger partition's idle CPUs (cpu2's 8), as sinfo says.
+"$GM" pool --listen 127.0.0.1:0 --partition scavenger --key-file "$T/pool.key" \
+  >"$T/pool2.out" 2>"$T/pool2.err" &
+pool_pid=$!
+for _ in $(seq 1 100); do pool=$(head -n 1 "$T/pool2.out" 2>/dev/null); [[ -n $pool ]] && break; sleep 0.1; done
+[[ -n $pool ]] || { cat "$T/pool2.err" >&2; fail "the pool (--partition) printed no address"; }
+expect_rc 0 "pool --partition: --status" -- "$GM" pool --status "$pool" --key-file "$T/pool.key"
+expect_in "$T/out" "pool: 8 CPUs" "its budget is the scavenger partition's idle CPUs"
+expect_rc 1 "pool --partition of no such partition" -- \
+  "$GM" pool --listen 127.0.0.1:0 --partition nosuch --key-file "$T/pool.key"
+expect_in "$T/err" "nosuch" "the error names the partition"
 echo "$checks passed, 0 failed"

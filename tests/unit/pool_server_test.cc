@@ -141,5 +141,51 @@ TEST_F(PoolServerTest, GivenARunThatStopsReportingThenItIsForgottenAndTheOthersG
   EXPECT_EQ(state.runs[0].run_id, "b");
 }
 
+TEST(PoolServerBudgetTest, GivenIdleCpusThenTheBudgetIsThemPlusWhatPoolWorkersHold) {
+  FakeClock clock(1000);
+  int idle = 4;
+  bool failing = false;
+  PoolServerOptions o;
+  o.secret = *NewSecret();
+  o.pool.division.min_gain = 0;
+  o.pool.division.min_lifetime_s = 0;
+  o.clock = &clock;
+  o.budget_every_s = 10;
+  o.idle_cpus = [&]() -> Result<int> {
+    if (failing) return Status::Unavailable("sinfo: slurmctld is down");
+    return idle;
+  };
+  auto server = PoolServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  EXPECT_EQ((*server)->State().cpus, 4) << "asked at the start";
+  const Deadline deadline = Deadline::After(kWait);
+  auto run = DialHandshake(
+      [&] { return Socket::ConnectTcp("127.0.0.1", (*server)->port(), deadline.remaining_s()); },
+      RoleKey(o.secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
+  ASSERT_TRUE(run.ok());
+  PoolReportMsg r{"a", 1, 2, 1, 1, 1000, {{1, 250}}};
+  auto grant = [&]() {
+    EXPECT_TRUE(SendFrame(*run, MsgType::kPoolReport, r.Encode(), deadline).ok());
+    auto f = RecvFrame(*run, kControlLimits, deadline);
+    return f.ok() ? PoolGrantMsg::Decode(f->meta)->extra_workers : -1;
+  };
+  // a holds 1 pool worker (2 CPUs, not idle any more): 2 idle + 2 held = 4.
+  idle = 2;
+  clock.Advance(10);
+  EXPECT_EQ(grant(), 2);
+  EXPECT_EQ((*server)->State().cpus, 4);
+  // More becomes idle, but the budget is asked every 10 s only.
+  idle = 6;
+  clock.Advance(5);
+  EXPECT_EQ(grant(), 2);
+  clock.Advance(5);
+  EXPECT_EQ(grant(), 3) << "6 idle + 2 held: 8 CPUs, a's curve takes 6";
+  // Slurm cannot be asked: the last budget stays.
+  failing = true;
+  clock.Advance(10);
+  EXPECT_EQ(grant(), 3);
+  EXPECT_EQ((*server)->State().cpus, 8);
+}
+
 }  // namespace
 }  // namespace gm

@@ -215,6 +215,16 @@ TEST(SlurmJobTest, GivenAnElasticWorkerThenItIsAJobOfItsOwnInThePartitionWithout
   EXPECT_EQ(bare[1], "srun");
 }
 
+TEST(SlurmJobTest, GivenSinfoCpuTextThenTheIdleCpusAreSummed) {
+  EXPECT_EQ(*ParseSinfoIdleCpus("2/6/0/8\n"), 6);
+  EXPECT_EQ(*ParseSinfoIdleCpus(" 2/6/0/8\n10/22/0/32\n\n"), 28) << "one line a state group";
+  for (const char* bad : {"", "\n", "2/6/0", "a/b/c/d", "2/-6/0/8", "2/6/0/8/9", "2//0/8"}) {
+    EXPECT_FALSE(ParseSinfoIdleCpus(bad).ok()) << "'" << bad << "'";
+  }
+  EXPECT_NE(ParseSinfoIdleCpus("x").status().message().find("\"x\" is not allocated/idle"),
+            std::string::npos);
+}
+
 TEST(SlurmJobTest, GivenScontrolTextThenHowAJobEndedIsRead) {
   // A worker that drained inside GraceTime exits 0: COMPLETED, with a PreemptTime.
   EXPECT_EQ(SlurmJobEnd("JobId=2 JobName=w JobState=COMPLETED Reason=None "
