@@ -14,6 +14,7 @@
 #include "core/text_format.h"
 #include "dataplane/auth.h"
 #include "dataplane/socket.h"
+#include "launcher/pool_client.h"
 #include "launcher/pool_server.h"
 #include "launcher/slurm_job.h"
 #include "worker/worker_service.h"
@@ -70,24 +71,9 @@ std::string StateText(const PoolStateMsg& s) {
 
 Result<int> AskStatus(const PoolFlags& f) {
   GM_ASSIGN_OR_RETURN(std::string secret, PoolKey(f, false));
-  GM_ASSIGN_OR_RETURN(auto addr, ParseHostPort(f.status, "--status"));
-  const Deadline deadline = Deadline::After(10);
-  Result<Socket> socket = DialHandshake(
-      [&] { return Socket::ConnectTcp(addr.first, addr.second, deadline.remaining_s()); },
-      RoleKey(secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
-  if (!socket.ok()) return socket.status().WithContext("pool " + f.status);
-  GM_RETURN_IF_ERROR(SendFrame(*socket, MsgType::kPoolStatus, nlohmann::json::object(), deadline));
-  GM_ASSIGN_OR_RETURN(Frame frame, RecvFrame(*socket, kControlLimits, deadline));
-  if (frame.type == MsgType::kError) {
-    return Status::Unavailable("pool " + f.status +
-                               " refused: " + PeerText(ErrorMsg::Decode(frame.meta).message));
-  }
-  if (frame.type != MsgType::kPoolState) {
-    return Status::Corrupt("pool " + f.status + " sent " + std::string(MsgTypeName(frame.type)) +
-                           " where POOL_STATE was expected");
-  }
-  GM_ASSIGN_OR_RETURN(PoolStateMsg state, PoolStateMsg::Decode(frame.meta));
-  (void)SendFrame(*socket, MsgType::kBye, nlohmann::json::object(), Deadline::After(1));
+  GM_RETURN_IF_ERROR(ParseHostPort(f.status, "--status").status());
+  PoolClient pool(f.status, secret, 10);
+  GM_ASSIGN_OR_RETURN(PoolStateMsg state, pool.State());
   std::cout << (f.json ? JsonText(state.Encode(), 2) : StateText(state));
   return kExitOk;
 }

@@ -211,8 +211,7 @@ class CoordinatorServer {
   // Live workers' control sockets, so that a FAULT can close one (each entry goes
   // before its socket closes).
   std::map<WorkerId, int> worker_fd_ GUARDED_BY(mu_);
-  std::set<WorkerId> faulted_ GUARDED_BY(mu_);   // dropped by FAULT, not yet gone
-  std::set<WorkerId> draining_ GUARDED_BY(mu_);  // said GET_SPLIT {draining}, not yet gone
+  std::set<WorkerId> faulted_ GUARDED_BY(mu_);  // dropped by FAULT, not yet gone
   uint64_t workers_faulted_ GUARDED_BY(mu_) = 0;
   std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);  // subscribed ranks -> peer
   uint64_t sessions_ GUARDED_BY(mu_) = 0;          // client sessions issued (the last one's number)

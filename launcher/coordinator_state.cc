@@ -136,6 +136,11 @@ bool CoordinatorState::ShouldExit(WorkerId worker) const {
          (stats.status == WorkerStatus::kDraining && it->second.held.empty());
 }
 
+bool CoordinatorState::Draining(WorkerId worker) const {
+  auto it = workers_.find(worker);
+  return it != workers_.end() && it->second.stats.status == WorkerStatus::kDraining;
+}
+
 void CoordinatorState::LoseWorker(WorkerRecord& worker) {
   worker.stats.status = WorkerStatus::kGone;
   const std::set<size_t> held = worker.held;  // TakeBack edits worker.held

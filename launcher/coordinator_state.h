@@ -137,6 +137,8 @@ class CoordinatorState {
   void EndRun();
   // True when the worker should exit now (draining and holding nothing, or gone).
   bool ShouldExit(WorkerId worker) const;
+  // True when the worker was told to drain (and is not gone).
+  bool Draining(WorkerId worker) const;
 
   // Hands the worker its next split, or says why not. InvalidArgument for an
   // unknown id. The in-flight limit counts splits assigned and not yet SplitDone.

@@ -117,7 +117,6 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   (void)state_.WorkerExited(id);  // its unfinished splits go back to the queue
   data_addr_.erase(id);
   worker_fd_.erase(id);
-  draining_.erase(id);
   const bool faulted = faulted_.erase(id) > 0;  // said when the FAULT came
   if (!faulted && !st.ok() && !stopping_) {
     LogWarning("coordinator: worker " + std::to_string(id) + " gone (" + st.message() +
@@ -137,7 +136,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
   switch (frame.type) {
     case MsgType::kGetSplit: {
       GM_ASSIGN_OR_RETURN(GetSplitMsg get, GetSplitMsg::Decode(frame.meta));
-      if (get.draining && draining_.insert(id).second) {  // said once, when it first asks so
+      if (get.draining && !state_.Draining(id)) {  // said once, when it first asks so
         GM_RETURN_IF_ERROR(state_.Drain(id));
         LogInfo("coordinator: worker " + std::to_string(id) +
                 " drains: it takes no new split and leaves once what it made is acknowledged");

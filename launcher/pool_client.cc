@@ -8,7 +8,8 @@
 
 namespace gm {
 
-Result<PoolGrantMsg> PoolClient::Exchange(const PoolReportMsg& report) {
+Result<nlohmann::json> PoolClient::Call(MsgType request, const nlohmann::json& meta,
+                                        MsgType answer) {
   const Deadline deadline = Deadline::After(timeout_s_);
   if (!socket_) {
     GM_ASSIGN_OR_RETURN(auto addr, ParseHostPort(address_, "--pool"));
@@ -19,17 +20,33 @@ Result<PoolGrantMsg> PoolClient::Exchange(const PoolReportMsg& report) {
             RoleKey(secret_, kPoolRunRole), kPoolRunRole, deadline, nullptr));
     socket_.emplace(std::move(s));
   }
-  GM_RETURN_IF_ERROR(SendFrame(*socket_, MsgType::kPoolReport, report.Encode(), deadline));
+  GM_RETURN_IF_ERROR(SendFrame(*socket_, request, meta, deadline));
   GM_ASSIGN_OR_RETURN(Frame frame, RecvFrame(*socket_, kControlLimits, deadline));
   if (frame.type == MsgType::kError) {
-    return Status::Unavailable("it refused the report: " +
+    return Status::Unavailable("it refused " + std::string(MsgTypeName(request)) + ": " +
                                PeerText(ErrorMsg::Decode(frame.meta).message));
   }
-  if (frame.type != MsgType::kPoolGrant) {
-    return Status::Corrupt("it sent " + std::string(MsgTypeName(frame.type)) +
-                           " where POOL_GRANT was expected");
+  if (frame.type != answer) {
+    return Status::Corrupt("it sent " + std::string(MsgTypeName(frame.type)) + " where " +
+                           std::string(MsgTypeName(answer)) + " was expected");
   }
-  return PoolGrantMsg::Decode(frame.meta);
+  return std::move(frame.meta);
+}
+
+Result<PoolGrantMsg> PoolClient::Exchange(const PoolReportMsg& report) {
+  GM_ASSIGN_OR_RETURN(nlohmann::json meta,
+                      Call(MsgType::kPoolReport, report.Encode(), MsgType::kPoolGrant));
+  return PoolGrantMsg::Decode(meta);
+}
+
+Result<PoolStateMsg> PoolClient::State() {
+  Result<nlohmann::json> meta =
+      Call(MsgType::kPoolStatus, nlohmann::json::object(), MsgType::kPoolState);
+  if (!meta.ok()) {
+    socket_.reset();
+    return meta.status().WithContext("pool " + address_);
+  }
+  return PoolStateMsg::Decode(*meta);
 }
 
 std::optional<PoolGrantMsg> PoolClient::Report(const PoolReportMsg& report) {

@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "dataplane/messages.h"
+#include "dataplane/protocol.h"
 #include "dataplane/socket.h"
 
 namespace gm {
@@ -21,11 +22,16 @@ class PoolClient {
       : address_(std::move(address)), secret_(std::move(secret)), timeout_s_(timeout_s) {}
   // The grant for `report`, or nullopt when the pool could not answer.
   std::optional<PoolGrantMsg> Report(const PoolReportMsg& report);
+  // The pool's budget and division (POOL_STATUS), or why it could not be had.
+  Result<PoolStateMsg> State();
   // Why the last Report returned nullopt ("" after a success).
   const std::string& last_error() const { return last_error_; }
 
  private:
   Result<PoolGrantMsg> Exchange(const PoolReportMsg& report);
+  // Sends one request on the connection (dialled when there is none) and returns
+  // the answer's meta, refused unless it is of type `answer` (ERROR: Unavailable).
+  Result<nlohmann::json> Call(MsgType request, const nlohmann::json& meta, MsgType answer);
   const std::string address_;
   const std::string secret_;
   const double timeout_s_;

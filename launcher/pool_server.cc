@@ -142,6 +142,7 @@ Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMs
   for (const std::string& id : forgotten) {
     LogInfo("pool: run " + id + " stopped reporting: its CPUs go to the others");
     seen_.erase(id);
+    grants_.erase(id);
   }
   PoolGrantMsg mine;
   for (planner::PoolGrant& g : grants) {
@@ -153,7 +154,6 @@ Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMs
     if (g.run_id == report.run_id) mine = PoolGrantMsg{g.extra_workers, g.cpus};
     grants_[g.run_id] = std::move(g);
   }
-  for (const std::string& id : forgotten) grants_.erase(id);
   return mine;
 }
 

@@ -194,8 +194,7 @@ void RunLoop::CancelUnstartedElastic() {
                             Fixed(o_.elastic_retry_s, 0) + " s";
     LogWarning("run: " + why);
     recorder_.Event("worker", why);
-    draining_.insert(pid);
-    supervisor_.Drain(pid);
+    Drain(pid);
   }
 }
 
@@ -389,18 +388,14 @@ void RunLoop::ReportToPool(const RunRates& r) {
   // Beyond the grant: drain the newest elastic workers (the pool gives their CPUs
   // to another run).
   while (ElasticRunning() > pool_grant_) {
-    pid_t newest = 0;
-    int64_t newest_id = -1;
-    for (const auto& [pid, w] : workers_) {
-      if (w.elastic && !draining_.count(pid) && w.id > newest_id) newest = pid, newest_id = w.id;
-    }
-    if (newest == 0) break;
-    const std::string why = "worker " + std::to_string(newest_id) + " drained: the pool grants " +
-                            std::to_string(pool_grant_) + " elastic worker(s)";
+    const std::optional<pid_t> pid = NextToDrain(true);
+    if (!pid) break;
+    const std::string why = "worker " + std::to_string(workers_.at(*pid).id) +
+                            " drained: the pool grants " + std::to_string(pool_grant_) +
+                            " elastic worker(s)";
     LogInfo("run: " + why);
     recorder_.Event("pool", why);
-    draining_.insert(newest);
-    supervisor_.Drain(newest);
+    Drain(*pid);
   }
 }
 
@@ -417,21 +412,26 @@ void RunLoop::Scale(const RunRates& rates) {
     if (!st.ok()) LogWarning("run: autoscaler: cannot add a worker: " + st.message());
     return;
   }
-  // Drain the newest worker not draining yet: SIGTERM (it finishes what it holds
-  // and exits 0; the coordinator takes back what it did not deliver).
-  // An elastic worker goes first (its CPUs are lent by other jobs' partition).
-  pid_t newest = 0;
-  int64_t newest_id = -1;
-  bool newest_elastic = false;
+  if (std::optional<pid_t> pid = NextToDrain(false)) Drain(*pid);
+}
+
+// The newest worker not draining yet, an elastic one first (its CPUs are lent by
+// other jobs' partition); with `elastic_only`, elastic ones only.
+std::optional<pid_t> RunLoop::NextToDrain(bool elastic_only) const {
+  std::optional<pid_t> next;
+  std::pair<bool, int64_t> best{false, -1};
   for (const auto& [pid, w] : workers_) {
-    if (draining_.count(pid)) continue;
-    if (std::make_pair(w.elastic, w.id) > std::make_pair(newest_elastic, newest_id)) {
-      newest = pid, newest_id = w.id, newest_elastic = w.elastic;
-    }
+    if (draining_.count(pid) || (elastic_only && !w.elastic)) continue;
+    if (std::make_pair(w.elastic, w.id) > best) next = pid, best = {w.elastic, w.id};
   }
-  if (newest == 0) return;
-  draining_.insert(newest);
-  supervisor_.Drain(newest);
+  return next;
+}
+
+// SIGTERM: it finishes what it holds and exits 0 once that is acknowledged
+// (goldminer-worker(1), DRAIN); the coordinator takes back what it did not deliver.
+void RunLoop::Drain(pid_t pid) {
+  draining_.insert(pid);
+  supervisor_.Drain(pid);
 }
 
 }  // namespace gm

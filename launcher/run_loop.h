@@ -141,6 +141,8 @@ class RunLoop {
   Status Started(pid_t pid, int slot, int threads, bool elastic);
   void CancelUnstartedElastic();
   void ReportToPool(const RunRates& rates);
+  std::optional<pid_t> NextToDrain(bool elastic_only) const;
+  void Drain(pid_t pid);
   int ElasticRunning() const;
   Status OnReplaced(const ProcessReplaced& r);
   Status OnWorkerEnded(const ProcessEnded& e);
