@@ -147,7 +147,7 @@ std::optional<ScaleDecision> Autoscaler::JudgeAddition(double t_s, double stall,
 }
 
 std::optional<ScaleDecision> Autoscaler::JudgeRemoval(double stall, int workers) {
-  if (workers >= o_.max_workers) {
+  if (workers >= Max()) {
     pending_ = 0;
     return std::nullopt;
   }
@@ -201,7 +201,7 @@ std::optional<ScaleDecision> Autoscaler::Decide(double t_s, double stall, int wo
   if (current_.rates.size() < 2 || remove_hold_ > 0) return std::nullopt;
   const std::string now = Rate(current_.Mean()) + " over " + std::to_string(current_.rates.size()) +
                           " periods, data wait " + Percent(stall);
-  if (stall > o_.stall_high && workers < o_.max_workers && (ceiling_ == 0 || workers < ceiling_)) {
+  if (stall > o_.stall_high && workers < Max() && (ceiling_ == 0 || workers < ceiling_)) {
     pending_ = +1;
     Change(+1);
     return ScaleDecision{+1, "data wait " + Percent(stall) + " above " + Percent(o_.stall_high) +

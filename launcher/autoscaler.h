@@ -93,6 +93,11 @@ class Autoscaler {
   std::optional<ScaleDecision> Observe(const RunRates& rates, int workers);
   // The run's noise as judged now (relative spread of a period's rate).
   double Sigma() const;
+  // The most workers the run may hold now, below max_workers: the allocation plus
+  // what a pool grants, or plus none while the elastic partition has no room. An
+  // addition is not proposed at it (so none is recorded that cannot start); a
+  // removal judged at it is not undone by an addition beyond it.
+  void set_limit(int limit) { limit_ = limit; }
 
  private:
   std::optional<ScaleDecision> Decide(double t_s, double stall, int workers);
@@ -117,6 +122,8 @@ class Autoscaler {
   int ceiling_ = 0;           // no additions beyond this count (0: none)
   double ceiling_rate_ = 0;   // the rate at the ceiling when it was set
   double ceiling_until_ = 0;  // t_s after which the ceiling is tried again
+  int limit_ = 1 << 30;       // set_limit's
+  int Max() const { return limit_ < o_.max_workers ? limit_ : o_.max_workers; }
 };
 
 }  // namespace gm

@@ -402,6 +402,7 @@ void RunLoop::ReportToPool(const RunRates& r) {
 // Applies the autoscaler's decision for this sample, if any.
 void RunLoop::Scale(const RunRates& rates) {
   const int running = static_cast<int>(workers_.size() - draining_.size());
+  autoscaler_->set_limit(WorkerLimit());
   std::optional<ScaleDecision> d = autoscaler_->Observe(rates, running);
   if (!d) return;
   LogInfo("run: autoscaler: " + d->reason);
@@ -413,6 +414,17 @@ void RunLoop::Scale(const RunRates& rates) {
     return;
   }
   if (std::optional<pid_t> pid = NextToDrain(false)) Drain(*pid);
+}
+
+// The most workers (not draining) the run may hold now: beyond the allocation,
+// what the pool grants, or only the elastic ones running while the partition had
+// no room (StartWorker's rules, so the autoscaler proposes nothing it refuses).
+int RunLoop::WorkerLimit() const {
+  constexpr int kNone = 1 << 30;
+  if (o_.elastic_from < 0) return kNone;
+  if (edges_.clock->Now() < elastic_hold_until_) return o_.elastic_from + ElasticRunning();
+  if (edges_.pool) return o_.elastic_from + pool_grant_;
+  return kNone;
 }
 
 // The newest worker not draining yet, an elastic one first (its CPUs are lent by

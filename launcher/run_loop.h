@@ -144,6 +144,7 @@ class RunLoop {
   std::optional<pid_t> NextToDrain(bool elastic_only) const;
   void Drain(pid_t pid);
   int ElasticRunning() const;
+  int WorkerLimit() const;
   Status OnReplaced(const ProcessReplaced& r);
   Status OnWorkerEnded(const ProcessEnded& e);
   void Forget(pid_t pid);

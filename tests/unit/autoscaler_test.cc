@@ -70,6 +70,16 @@ TEST(JudgeGainTest, HandComputedVerdicts) {
   EXPECT_NEAR(v.error, 0.02 * std::sqrt(1.5), 1e-12);
 }
 
+TEST(AutoscalerTest, GivenALimitBelowTheMostThenNoAdditionIsProposedAtItUntilItRises) {
+  Feed f(Options());
+  f.scaler.set_limit(2);  // e.g. a pool grants no worker beyond the allocation's 2
+  EXPECT_FALSE(f.Until(1000, 0.5, 30)) << "the trainer waits, but no worker may be added";
+  f.scaler.set_limit(3);  // the pool grants one
+  std::optional<ScaleDecision> d = f.Until(1000, 0.5);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->delta, +1) << d->reason;
+}
+
 TEST(RateSegmentTest, Means) {
   RateSegment s{2, {90, 110}};
   EXPECT_DOUBLE_EQ(s.Mean(), 100);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <string>
@@ -23,6 +24,14 @@ namespace gm {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// How many of a run's scale events added a worker ("1 -> 2 workers: ...").
+long Additions(const std::vector<std::string>& scale) {
+  return std::count_if(scale.begin(), scale.end(), [](const std::string& e) {
+    int from = 0, to = 0;
+    return std::sscanf(e.c_str(), "%d -> %d", &from, &to) == 2 && to > from;
+  });
+}
 
 // The world the loop runs in. Workers are fake processes; together they make
 // min(per_worker x workers, pipeline_cap) samples/s, and the trainer takes at most
@@ -366,9 +375,13 @@ TEST(RunLoopTest, GivenAnElasticJobThatNeverStartsThenItIsCancelledAndNoneIsSubm
     o.elastic_start_timeout_s = 120;
     o.elastic_retry_s = 300;
   };
-  w.Run(1, Options(1, 3));
+  const std::vector<std::string> scale = w.Run(1, Options(1, 3));
   const std::vector<double> starts = w.WorkerStarts();
   ASSERT_GE(starts.size(), 2u);
+  // While none may be submitted, the autoscaler proposes none: each addition it
+  // recorded started a worker (the input-bound run would otherwise ask every period).
+  EXPECT_EQ(Additions(scale), static_cast<long>(starts.size()) - 1)
+      << ::testing::PrintToString(scale);
   // The first elastic job: cancelled (SIGTERM to its srun) 120 s after submission.
   auto elastic = std::find_if(w.launcher.started.begin(), w.launcher.started.end(),
                               [](const auto& st) { return st.second.elastic; });
@@ -429,7 +442,7 @@ TEST(RunLoopTest, GivenAPoolThenElasticWorkersFollowItsGrantAndItsSilenceCostsNo
   };
   // One elastic worker granted until t = 150, none after; silent 100..140.
   w.pool_grant = [](double t) { return t < 100 ? 1 : t < 140 ? -1 : t < 150 ? 1 : 0; };
-  w.Run(1, Options(1, 4));
+  const std::vector<std::string> scale = w.Run(1, Options(1, 4));
   ASSERT_FALSE(w.pool_reports.empty());
   const PoolReportMsg& first = w.pool_reports.front();
   EXPECT_EQ(first.run_id, "run-7");
@@ -460,6 +473,9 @@ TEST(RunLoopTest, GivenAPoolThenElasticWorkersFollowItsGrantAndItsSilenceCostsNo
                           [](const std::string& e) { return e.rfind("drained: ", 0) == 0; }),
             1)
       << ::testing::PrintToString(exits);
+  // The grant is the autoscaler's limit: it proposed no addition that could not start.
+  EXPECT_EQ(Additions(scale), static_cast<long>(requests.size()) - 1)
+      << ::testing::PrintToString(scale);
 }
 
 TEST(RunLoopTest, GivenTwoRanksWhenOneFails_ThenTheOtherIsStoppedAndTheRunTakesItsStatus) {
