@@ -66,6 +66,12 @@ std::string StateText(const PoolStateMsg& s) {
                   static_cast<long long>(r.cpus), static_cast<long long>(r.held_workers), r.age_s);
     out += line;
   }
+  if (s.history.empty()) return out;
+  out += "changes (newest last):\n";
+  for (const PoolStateMsg::Change& c : s.history) {
+    out += "  " + Fixed(c.age_s, 0) + " s ago: " + c.run_id + " " + std::to_string(c.from_cpus) +
+           " -> " + std::to_string(c.to_cpus) + " CPUs: " + c.reason + "\n";
+  }
   return out;
 }
 

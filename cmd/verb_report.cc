@@ -109,6 +109,7 @@ Result<reports::RunModel> LoadRun(SqliteRunStore& store, const RunRecord& run,
   reports::RunModel m;
   m.run = run;
   GM_ASSIGN_OR_RETURN(m.workers, store.ListWorkers(run.id));
+  GM_ASSIGN_OR_RETURN(m.pool_grants, store.ListPoolGrants(run.id));
   GM_ASSIGN_OR_RETURN(std::vector<MetricPoint> metrics, store.ListMetrics(run.id));
   for (const MetricPoint& p : metrics) m.series[p.name].push_back({p.t_s, p.value});
   GM_ASSIGN_OR_RETURN(m.stage_costs, store.ListRunStageCosts(run.id));

@@ -132,8 +132,25 @@ struct WorkerRecord {
   std::string started_utc;               // empty: AddWorker stamps it
   std::optional<std::string> ended_utc;  // absent while it runs
   std::optional<std::string> exit;       // "exited with status 0", "drained", ...
+  // A job of its own in the elastic partition (goldminer-run(1), ELASTIC WORKERS):
+  // its Slurm job is step_id's JOB; false: a step of the run's own allocation, or local.
+  bool elastic = false;
 
   bool operator==(const WorkerRecord&) const = default;
+};
+
+// What a pool answered a run's report, recorded when the grant changed (and the
+// first one): the decision, its reason, and the inputs the run gave.
+struct PoolGrantRecord {
+  int64_t id = 0;             // assigned by the store; ignored by AddPoolGrant
+  std::string t_utc;          // empty: AddPoolGrant stamps it with the store's clock
+  int64_t extra_workers = 0;  // elastic workers the pool grants the run
+  int64_t cpus = 0;           // their CPUs
+  int64_t held_workers = 0;   // elastic workers the run held when it reported
+  std::string reason;         // the pool's words ("" when the pool gave none)
+  std::string report_json;    // the POOL_REPORT answered (JSON): the inputs
+
+  bool operator==(const PoolGrantRecord&) const = default;
 };
 
 // One sample of a run's time series.

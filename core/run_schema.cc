@@ -153,6 +153,24 @@ CREATE TABLE simulations (
 );
 )sql";
 
+// Version 5: elastic worker jobs and the pool's grants (goldminer-run(1), ELASTIC
+// WORKERS).
+constexpr const char* kSchemaV5 = R"sql(
+ALTER TABLE workers ADD COLUMN elastic INTEGER NOT NULL DEFAULT 0;  -- 1: a job of its own (step_id's JOB)
+-- What a pool answered a run, when its grant changed (and the first answer).
+CREATE TABLE pool_grants (
+  id            INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id        TEXT NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  t_utc         TEXT NOT NULL,
+  extra_workers INTEGER NOT NULL,  -- elastic workers the pool grants the run
+  cpus          INTEGER NOT NULL,  -- their CPUs
+  held_workers  INTEGER NOT NULL,  -- elastic workers the run held when it reported
+  reason        TEXT NOT NULL,     -- the pool's words ('' when it gave none)
+  report        TEXT NOT NULL      -- the POOL_REPORT answered (JSON): the decision's inputs
+);
+CREATE INDEX pool_grants_run_id ON pool_grants(run_id);
+)sql";
+
 // The digests of the rows recorded before version 3 (runs keep no plan_id: which
 // plan they ran was not recorded).
 Status BackfillDigests(sqlite::Database& db) {
@@ -172,8 +190,11 @@ Status BackfillDigests(sqlite::Database& db) {
   return Status::Ok();
 }
 
-constexpr Migration kMigrations[] = {
-    {1, kSchemaV1}, {2, kSchemaV2}, {3, kSchemaV3, BackfillDigests}, {4, kSchemaV4}};
+constexpr Migration kMigrations[] = {{1, kSchemaV1},
+                                     {2, kSchemaV2},
+                                     {3, kSchemaV3, BackfillDigests},
+                                     {4, kSchemaV4},
+                                     {5, kSchemaV5}};
 static_assert(std::size(kMigrations) == kRunStoreSchemaVersion, "one migration per version");
 
 }  // namespace

@@ -12,7 +12,7 @@
 namespace gm {
 
 // The runs.db schema version this goldminer writes and reads (PRAGMA user_version).
-inline constexpr int kRunStoreSchemaVersion = 4;
+inline constexpr int kRunStoreSchemaVersion = 5;
 
 // Milliseconds a connection waits for another's write before failing.
 inline constexpr int kRunStoreBusyTimeoutMs = 5000;

@@ -87,6 +87,12 @@ class RunStore {
   // A run's workers in id order; empty for an unknown run.
   virtual Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) = 0;
 
+  // Records a pool's grant to a run (its id is assigned, its t_utc stamped when
+  // empty); NotFound for an unknown run.
+  virtual Status AddPoolGrant(const std::string& run_id, const PoolGrantRecord& grant) = 0;
+  // A run's pool grants in the order recorded; empty for an unknown run.
+  virtual Result<std::vector<PoolGrantRecord>> ListPoolGrants(const std::string& run_id) = 0;
+
   // Replaces the run's per-stage costs (stage_costs rows with its run_id) with
   // `stages` (index, name, stateless and the per-sample figures are kept), all or
   // nothing; NotFound for an unknown run.

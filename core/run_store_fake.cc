@@ -280,6 +280,26 @@ Result<std::vector<WorkerRecord>> MemoryRunStore::ListWorkers(const std::string&
   return out;
 }
 
+Status MemoryRunStore::AddPoolGrant(const std::string& run_id, const PoolGrantRecord& grant) {
+  MutexLock lock(mu_);
+  GM_RETURN_IF_ERROR(write_error_);
+  if (runs_.count(run_id) == 0) {
+    return Status::NotFound(std::string(kName) + ": no run with id \"" + run_id + "\"");
+  }
+  PoolGrantRecord g = grant;
+  g.id = ++last_pool_grant_id_;
+  if (g.t_utc.empty()) g.t_utc = clock_();
+  pool_grants_[run_id].push_back(std::move(g));
+  return Status::Ok();
+}
+
+Result<std::vector<PoolGrantRecord>> MemoryRunStore::ListPoolGrants(const std::string& run_id) {
+  MutexLock lock(mu_);
+  auto it = pool_grants_.find(run_id);
+  if (it == pool_grants_.end()) return std::vector<PoolGrantRecord>{};
+  return it->second;
+}
+
 Status MemoryRunStore::SetRunStageCosts(const std::string& run_id,
                                         const std::vector<StageProfile>& stages) {
   MutexLock lock(mu_);

@@ -50,6 +50,8 @@ class MemoryRunStore final : public RunStore {
   Status PlaceWorker(const std::string& run_id, int64_t worker_id, const std::string& host,
                      const std::string& step_id) override;
   Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) override;
+  Status AddPoolGrant(const std::string& run_id, const PoolGrantRecord& grant) override;
+  Result<std::vector<PoolGrantRecord>> ListPoolGrants(const std::string& run_id) override;
   Status SetRunStageCosts(const std::string& run_id,
                           const std::vector<StageProfile>& stages) override;
   Result<std::vector<StageProfile>> ListRunStageCosts(const std::string& run_id) override;
@@ -75,6 +77,8 @@ class MemoryRunStore final : public RunStore {
   std::map<std::string, RunRecord> runs_ GUARDED_BY(mu_);
   std::vector<std::string> run_order_ GUARDED_BY(mu_);  // ids in the order begun
   std::map<std::string, std::map<int64_t, WorkerRecord>> workers_ GUARDED_BY(mu_);
+  std::map<std::string, std::vector<PoolGrantRecord>> pool_grants_ GUARDED_BY(mu_);
+  int64_t last_pool_grant_id_ GUARDED_BY(mu_) = 0;
   std::map<std::string, std::vector<StageProfile>> run_stages_ GUARDED_BY(mu_);
   std::map<std::string, std::vector<MetricPoint>> metrics_ GUARDED_BY(mu_);
 };

@@ -479,10 +479,11 @@ Status SqliteRunStore::Heartbeat(const std::string& run_id) {
 Status SqliteRunStore::AddWorker(const std::string& run_id, const WorkerRecord& w) {
   MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
-      INSERT INTO workers (run_id, worker_id, host, pid, started_utc, step_id)
-      VALUES (?, ?, ?, ?, ?, ?))sql"));
+      INSERT INTO workers (run_id, worker_id, host, pid, started_utc, step_id, elastic)
+      VALUES (?, ?, ?, ?, ?, ?, ?))sql"));
   GM_RETURN_IF_ERROR(st.BindAll(run_id, w.worker_id, w.host, w.pid,
-                                w.started_utc.empty() ? clock_() : w.started_utc, w.step_id));
+                                w.started_utc.empty() ? clock_() : w.started_utc, w.step_id,
+                                int64_t{w.elastic ? 1 : 0}));
   Status status = st.Run();
   if (status.code() == Code::kNotFound) {  // the foreign key
     return Status::NotFound(path() + ": no run with id \"" + run_id + "\"");
@@ -527,7 +528,7 @@ Status SqliteRunStore::PlaceWorker(const std::string& run_id, int64_t worker_id,
 Result<std::vector<WorkerRecord>> SqliteRunStore::ListWorkers(const std::string& run_id) {
   MutexLock lock(mu_);
   GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
-      SELECT worker_id, host, pid, step_id, started_utc, ended_utc, exit
+      SELECT worker_id, host, pid, step_id, started_utc, ended_utc, exit, elastic
       FROM workers WHERE run_id = ? ORDER BY worker_id)sql"));
   GM_RETURN_IF_ERROR(st.Bind(1, run_id));
   std::vector<WorkerRecord> out;
@@ -542,7 +543,38 @@ Result<std::vector<WorkerRecord>> SqliteRunStore::ListWorkers(const std::string&
     w.started_utc = st.Text(4);
     w.ended_utc = st.OptionalText(5);
     w.exit = st.OptionalText(6);
+    w.elastic = st.Int(7) != 0;
     out.push_back(std::move(w));
+  }
+  return out;
+}
+
+Status SqliteRunStore::AddPoolGrant(const std::string& run_id, const PoolGrantRecord& g) {
+  MutexLock lock(mu_);
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
+      INSERT INTO pool_grants (run_id, t_utc, extra_workers, cpus, held_workers, reason, report)
+      VALUES (?, ?, ?, ?, ?, ?, ?))sql"));
+  GM_RETURN_IF_ERROR(st.BindAll(run_id, g.t_utc.empty() ? clock_() : g.t_utc, g.extra_workers,
+                                g.cpus, g.held_workers, g.reason, g.report_json));
+  Status status = st.Run();
+  if (status.code() == Code::kNotFound) {  // the foreign key
+    return Status::NotFound(path() + ": no run with id \"" + run_id + "\"");
+  }
+  return status;
+}
+
+Result<std::vector<PoolGrantRecord>> SqliteRunStore::ListPoolGrants(const std::string& run_id) {
+  MutexLock lock(mu_);
+  GM_ASSIGN_OR_RETURN(sqlite::Statement st, db_.Prepare(R"sql(
+      SELECT id, t_utc, extra_workers, cpus, held_workers, reason, report
+      FROM pool_grants WHERE run_id = ? ORDER BY id)sql"));
+  GM_RETURN_IF_ERROR(st.Bind(1, run_id));
+  std::vector<PoolGrantRecord> out;
+  for (;;) {
+    GM_ASSIGN_OR_RETURN(bool row, st.Step());
+    if (!row) break;
+    out.push_back(PoolGrantRecord{st.Int(0), st.Text(1), st.Int(2), st.Int(3), st.Int(4),
+                                  st.Text(5), st.Text(6)});
   }
   return out;
 }

@@ -57,6 +57,8 @@ class SqliteRunStore final : public RunStore {
   Status PlaceWorker(const std::string& run_id, int64_t worker_id, const std::string& host,
                      const std::string& step_id) override;
   Result<std::vector<WorkerRecord>> ListWorkers(const std::string& run_id) override;
+  Status AddPoolGrant(const std::string& run_id, const PoolGrantRecord& grant) override;
+  Result<std::vector<PoolGrantRecord>> ListPoolGrants(const std::string& run_id) override;
   Status SetRunStageCosts(const std::string& run_id,
                           const std::vector<StageProfile>& stages) override;
   Result<std::vector<StageProfile>> ListRunStageCosts(const std::string& run_id) override;

@@ -747,8 +747,28 @@ Result<PoolReportMsg> PoolReportMsg::Decode(const nlohmann::json& meta) {
 }
 
 nlohmann::json PoolGrantMsg::Encode() const {
-  return {{"extra_workers", extra_workers}, {"cpus", cpus}};
+  nlohmann::json j = {{"extra_workers", extra_workers}, {"cpus", cpus}};
+  if (!reason.empty()) j["reason"] = reason;
+  return j;
 }
+
+namespace {
+
+// An optional reason ("" when absent): printable ASCII and spaces, at most
+// kMaxPoolReasonBytes (it is shown to people and recorded).
+Result<std::string> PoolReason(const JsonNode& m) {
+  GM_ASSIGN_OR_RETURN(std::string v, m.StringOr("reason", ""));
+  bool ok = v.size() <= kMaxPoolReasonBytes;
+  for (unsigned char c : v) ok = ok && c >= 0x20 && c <= 0x7e;
+  if (!ok) {
+    return (*m.Get("reason"))
+        .Expected("printable ASCII and spaces, at most " + std::to_string(kMaxPoolReasonBytes) +
+                  " bytes");
+  }
+  return v;
+}
+
+}  // namespace
 
 Result<PoolGrantMsg> PoolGrantMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<PoolGrantMsg> {
@@ -756,6 +776,7 @@ Result<PoolGrantMsg> PoolGrantMsg::Decode(const nlohmann::json& meta) {
     PoolGrantMsg r;
     GM_ASSIGN_OR_RETURN(r.extra_workers, Int(m, "extra_workers", 0, 65536));
     GM_ASSIGN_OR_RETURN(r.cpus, Int(m, "cpus", 0, int64_t{1} << 31));
+    GM_ASSIGN_OR_RETURN(r.reason, PoolReason(m));
     return r;
   }());
 }
@@ -770,7 +791,15 @@ nlohmann::json PoolStateMsg::Encode() const {
                     {"held_workers", run.held_workers},
                     {"age_s", run.age_s}});
   }
-  return {{"cpus", cpus}, {"runs", list}};
+  nlohmann::json changes = nlohmann::json::array();
+  for (const Change& c : history) {
+    changes.push_back({{"age_s", c.age_s},
+                       {"run_id", c.run_id},
+                       {"from_cpus", c.from_cpus},
+                       {"to_cpus", c.to_cpus},
+                       {"reason", c.reason}});
+  }
+  return {{"cpus", cpus}, {"runs", list}, {"history", changes}};
 }
 
 Result<PoolStateMsg> PoolStateMsg::Decode(const nlohmann::json& meta) {
@@ -792,6 +821,21 @@ Result<PoolStateMsg> PoolStateMsg::Decode(const nlohmann::json& meta) {
       GM_ASSIGN_OR_RETURN(run.held_workers, Int(item, "held_workers", 0, 65536));
       GM_ASSIGN_OR_RETURN(run.age_s, Positive(item, "age_s", 1e9, true));
       r.runs.push_back(std::move(run));
+    }
+    if (!m.has("history")) return r;  // an older pool
+    GM_ASSIGN_OR_RETURN(JsonNode changes, m.Get("history"));
+    GM_ASSIGN_OR_RETURN(std::vector<JsonNode> entries, changes.Elements());
+    if (entries.size() > kMaxPoolHistory) {
+      return changes.Expected("at most " + std::to_string(kMaxPoolHistory) + " changes");
+    }
+    for (const JsonNode& item : entries) {
+      Change c;
+      GM_ASSIGN_OR_RETURN(c.age_s, Positive(item, "age_s", 1e9, true));
+      GM_ASSIGN_OR_RETURN(c.run_id, RunId(item));
+      GM_ASSIGN_OR_RETURN(c.from_cpus, Int(item, "from_cpus", 0, int64_t{1} << 31));
+      GM_ASSIGN_OR_RETURN(c.to_cpus, Int(item, "to_cpus", 0, int64_t{1} << 31));
+      GM_ASSIGN_OR_RETURN(c.reason, PoolReason(item));
+      r.history.push_back(std::move(c));
     }
     return r;
   }());

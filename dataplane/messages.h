@@ -462,6 +462,7 @@ inline constexpr size_t kMaxPoolCounts = 1024;
 struct PoolGrantMsg {
   int64_t extra_workers = 0;  // 0..65536
   int64_t cpus = 0;           // 0..2^31
+  std::string reason;         // optional; printable ASCII and spaces, at most kMaxPoolReasonBytes
   nlohmann::json Encode() const;
   static Result<PoolGrantMsg> Decode(const nlohmann::json& meta);
 };
@@ -476,12 +477,22 @@ struct PoolStateMsg {
     int64_t held_workers = 0;   // as it last reported
     double age_s = 0;           // since its last report
   };
+  // A change of one run's grant, newest last (optional; absent from an older pool).
+  struct Change {
+    double age_s = 0;  // how long ago, >= 0
+    std::string run_id;
+    int64_t from_cpus = 0, to_cpus = 0;  // 0..2^31
+    std::string reason;                  // as PoolGrantMsg::reason
+  };
   int64_t cpus = 0;
-  std::vector<Run> runs;  // at most kMaxPoolRuns
+  std::vector<Run> runs;        // at most kMaxPoolRuns
+  std::vector<Change> history;  // at most kMaxPoolHistory
   nlohmann::json Encode() const;
   static Result<PoolStateMsg> Decode(const nlohmann::json& meta);
 };
 inline constexpr size_t kMaxPoolRuns = 4096;
+inline constexpr size_t kMaxPoolHistory = 64;
+inline constexpr size_t kMaxPoolReasonBytes = 1024;
 
 // Either way: ERROR {message}; the sender closes afterwards. Decode never fails:
 // a missing or non-string message reads "(no message)". The text is the peer's:

@@ -108,9 +108,10 @@ Status PoolServer::ServeRun(Socket& socket) {
 Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMsg& report) {
   const double now = Now();
   MutexLock lock(mu_);
-  if (bound->empty() && seen_.count(report.run_id) == 0 && seen_.size() >= kMaxPoolRuns) {
-    return Status::ResourceExhausted("pool: " + std::to_string(kMaxPoolRuns) +
-                                     " runs report already");
+  if (bound->empty() && seen_.count(report.run_id) == 0 &&
+      seen_.size() >= std::min(o_.max_runs, kMaxPoolRuns)) {
+    return Status::ResourceExhausted("pool: " + std::to_string(seen_.size()) +
+                                     " runs report already (the most it serves)");
   }
   GM_RETURN_IF_ERROR(state_.Report(*bound, ToRunReport(report), now));
   if (bound->empty()) {
@@ -149,9 +150,12 @@ Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMs
     auto old = grants_.find(g.run_id);
     if (old == grants_.end() || old->second.extra_workers != g.extra_workers) {
       LogInfo("pool: run " + g.run_id + " may hold " + std::to_string(g.extra_workers) +
-              " pool worker(s) (" + std::to_string(g.cpus) + " CPUs)");
+              " pool worker(s) (" + std::to_string(g.cpus) + " CPUs): " + g.reason);
+      history_.push_back(
+          {now, g.run_id, old == grants_.end() ? 0 : old->second.cpus, g.cpus, g.reason});
+      if (history_.size() > kMaxPoolHistory) history_.pop_front();
     }
-    if (g.run_id == report.run_id) mine = PoolGrantMsg{g.extra_workers, g.cpus};
+    if (g.run_id == report.run_id) mine = PoolGrantMsg{g.extra_workers, g.cpus, g.reason};
     grants_[g.run_id] = std::move(g);
   }
   return mine;
@@ -173,6 +177,10 @@ PoolStateMsg PoolServer::State() {
       r.age_s = std::max(0.0, now - h->second.at_s);
     }
     s.runs.push_back(std::move(r));
+  }
+  for (const Change& c : history_) {
+    s.history.push_back({std::max(0.0, now - c.at_s), c.run_id, c.from_cpus, c.to_cpus,
+                         c.reason.substr(0, kMaxPoolReasonBytes)});
   }
   return s;
 }

@@ -5,7 +5,8 @@
 // and answers each report with that run's grant (POOL_GRANT); POOL_STATUS gets the
 // whole division (POOL_STATE). It keeps nothing on disk: a pool that restarts
 // starts empty and rebuilds its view from the next reports (runs keep what they
-// hold meanwhile).
+// hold meanwhile). The last kMaxPoolHistory changes of a grant are kept (in
+// memory) for POOL_STATUS: who had what, when, and why.
 //
 // Peers hold the pool key (a file the admin creates and shares: `goldminer pool
 // --key-file`): they authenticate as role "run" (dataplane/auth.h). What a peer
@@ -13,9 +14,10 @@
 // a gate on connections); a connection silent for 2 x report_timeout_s is closed;
 // a report's size is bounded (kMaxPoolCounts rates, a 64 KiB frame); a connection
 // reports for one run only; at most kMaxPoolRuns runs are known at once (a report
-// of one more is refused). Thread-safe.
+// of one more is refused; PoolServerOptions::max_runs). Thread-safe.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -43,6 +45,7 @@ struct PoolServerOptions {
   // an error keeps the last budget (said once).
   std::function<Result<int>()> idle_cpus;
   double budget_every_s = 10;
+  size_t max_runs = kMaxPoolRuns;  // runs known at once; a report of one more is refused
 };
 
 class PoolServer {
@@ -75,6 +78,13 @@ class PoolServer {
     double at_s = 0;  // its last report
   };
   std::map<std::string, Seen> seen_ GUARDED_BY(mu_);
+  struct Change {
+    double at_s = 0;
+    std::string run_id;
+    int from_cpus = 0, to_cpus = 0;
+    std::string reason;
+  };
+  std::deque<Change> history_ GUARDED_BY(mu_);   // the last kMaxPoolHistory grant changes
   double budget_at_s_ GUARDED_BY(mu_) = -1e300;  // when idle_cpus was last asked
   bool budget_failing_ GUARDED_BY(mu_) = false;
   std::unique_ptr<ConnectionServer> connections_;

@@ -223,7 +223,7 @@ Status RunLoop::Started(pid_t pid, int slot, int threads, bool elastic) {
   const int64_t id = next_worker_id_++;
   workers_[pid] = Worker{slot, id, false, elastic, edges_.clock->Now(), ""};
   // A local worker runs here; a Slurm step's node is known once it registers.
-  recorder_.WorkerStarted(id, pid, supervisor_.backend() == "local" ? HostName() : "");
+  recorder_.WorkerStarted(id, pid, supervisor_.backend() == "local" ? HostName() : "", elastic);
   recorder_.Event("worker",
                   "worker " + std::to_string(id) + " started (pid " + std::to_string(pid) + ", " +
                       std::to_string(threads) + " thread(s)" +
@@ -379,10 +379,15 @@ void RunLoop::ReportToPool(const RunRates& r) {
   }
   const std::optional<PoolGrantMsg> grant = edges_.pool(report);
   if (!grant) return;  // the pool did not answer: keep what is held
-  if (grant->extra_workers != pool_grant_) {
+  if (grant->extra_workers != pool_grant_ || !pool_answered_) {
+    pool_answered_ = true;
     recorder_.Event("pool", "the pool grants " + std::to_string(grant->extra_workers) +
                                 " elastic worker(s) (" + std::to_string(grant->cpus) +
-                                " CPUs; it held " + std::to_string(report.extra_workers) + ")");
+                                " CPUs; it held " + std::to_string(report.extra_workers) + ")" +
+                                (grant->reason.empty() ? "" : ": " + grant->reason));
+    recorder_.PoolGrant(PoolGrantRecord{0, "", grant->extra_workers, grant->cpus,
+                                        report.extra_workers, grant->reason,
+                                        report.Encode().dump()});
   }
   pool_grant_ = static_cast<int>(grant->extra_workers);
   // Beyond the grant: drain the newest elastic workers (the pool gives their CPUs

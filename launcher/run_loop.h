@@ -171,6 +171,7 @@ class RunLoop {
   int next_slot_ = 0;              // the slot of the next worker the autoscaler adds
   double elastic_hold_until_ = 0;  // no elastic worker is started before this clock time
   int pool_grant_ = 0;             // elastic workers the pool grants (with a pool)
+  bool pool_answered_ = false;     // the pool answered once (its first grant is recorded)
   double next_pool_report_ = 0;    // clock time of the next report
   double demand_ = 0;              // the trainers' demand, estimated: the largest rate / (1 - wait)
   std::map<int, std::pair<double, int>> rate_at_;  // running workers -> (sum of rates, samples)

@@ -25,12 +25,14 @@ Status RunRecorder::Begin(const RunRecord& run) {
   return Status::Ok();
 }
 
-void RunRecorder::WorkerStarted(int64_t worker_id, pid_t pid, const std::string& host) {
+void RunRecorder::WorkerStarted(int64_t worker_id, pid_t pid, const std::string& host,
+                                bool elastic) {
   if (!enabled()) return;
   WorkerRecord w;
   w.worker_id = worker_id;
   w.host = host;
   w.pid = pid;
+  w.elastic = elastic;
   Check(store_->AddWorker(run_id_, w));
 }
 
@@ -43,6 +45,11 @@ void RunRecorder::WorkerPlaced(int64_t worker_id, const std::string& host,
                                const std::string& step_id) {
   if (!enabled()) return;
   Check(store_->PlaceWorker(run_id_, worker_id, host, step_id));
+}
+
+void RunRecorder::PoolGrant(const PoolGrantRecord& grant) {
+  if (!enabled()) return;
+  Check(store_->AddPoolGrant(run_id_, grant));
 }
 
 void RunRecorder::Event(const std::string& kind, const std::string& message) {

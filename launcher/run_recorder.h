@@ -35,11 +35,13 @@ class RunRecorder {
   // Records the run's start; a failure here IS returned (e.g. the name is taken),
   // so the run does not start unrecorded by mistake.
   Status Begin(const RunRecord& run);
-  void WorkerStarted(int64_t worker_id, pid_t pid, const std::string& host);
+  // `elastic`: a job of its own in the elastic partition.
+  void WorkerStarted(int64_t worker_id, pid_t pid, const std::string& host, bool elastic);
   void WorkerEnded(int64_t worker_id, const std::string& exit);
   // Where the worker runs, as it told the coordinator (node, Slurm step or "").
   void WorkerPlaced(int64_t worker_id, const std::string& host, const std::string& step_id);
   void Event(const std::string& kind, const std::string& message);
+  void PoolGrant(const PoolGrantRecord& grant);
   // The figures for the interval since the previous sample (nullopt at the first
   // call, which sets the baseline); when recording, adds them to the time series
   // (samples_per_s, data_wait_fraction, workers, worker_cpus, epoch) and stamps the

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <string>
 
 namespace gm::planner {
 namespace {
@@ -77,6 +78,24 @@ std::vector<PoolSegment> RunCurve(const RunReport& r, int max_cpus) {
   return curve;
 }
 
+namespace {
+
+// A grant's reason in words ("divided anew: a budget of 8 CPUs over 2 runs; its
+// 4 CPUs add 40% to its GPUs' speed; a worker more would add 3%").
+std::string Reason(bool changed, int budget, size_t runs, const PoolJob& job, int cpus,
+                   int per_worker) {
+  const double w = job.weight;
+  const double now = PoolValue(job, cpus) / w;
+  const double more = PoolValue(job, cpus + per_worker) / w - now;
+  auto pct = [](double f) { return std::to_string(static_cast<int>(std::lround(100 * f))) + "%"; };
+  return std::string(changed ? "divided anew" : "kept as held (a new division gains too little)") +
+         ": a budget of " + std::to_string(budget) + " CPUs over " + std::to_string(runs) +
+         " run(s) by gain per GPU; its " + std::to_string(cpus) + " CPU(s) add " + pct(now) +
+         " to its GPUs' speed; a worker more would add " + pct(more);
+}
+
+}  // namespace
+
 int PoolState::HeldCpus() const {
   int held = 0;
   for (const auto& [id, run] : runs_) {
@@ -124,10 +143,12 @@ Result<std::vector<PoolGrant>> PoolState::Divide(double now_s,
   size_t i = 0;
   for (auto& [id, run] : runs_) {
     const int per = run.report.cpus_per_worker;
+    const PoolJob& job = jobs[i];
     PoolGrant g;
     g.run_id = id;
     g.extra_workers = d.cpus[i++] / per;
     g.cpus = g.extra_workers * per;
+    g.reason = Reason(d.changed, o_.cpus, jobs.size(), job, g.cpus, per);
     if (g.cpus > run.granted_cpus) run.grew_at_s = now_s;
     run.granted_cpus = g.cpus;
     grants.push_back(std::move(g));

@@ -48,6 +48,9 @@ struct PoolGrant {
   std::string run_id;
   int extra_workers = 0;  // may hold this many pool workers
   int cpus = 0;           // their CPUs
+  // Why, for the run's record and `pool --status`: whether the division changed,
+  // the budget, what the grant adds to the run's speed and what one more CPU would.
+  std::string reason;
 };
 
 struct PoolStateOptions {

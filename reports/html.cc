@@ -136,33 +136,62 @@ std::string WorkersChart(const RunModel& m, size_t n, const Axis& ax) {
   const double top = std::max(2.0, std::ceil(peak + 1));
   std::string body = Frame(ax, top, "workers", "", false);
   body += Polyline(workers, ax, top, "#2da44e", "workers", true);
-  // The autoscaler's decisions, where they happened; hover shows the reason.
+  // The autoscaler's decisions, the pool's grants and the preemptions of elastic
+  // worker jobs, where they happened; hover shows the reason.
   const std::optional<double> start = UtcSeconds(m.run.started_utc);
-  size_t marks = 0;
+  size_t marks = 0, pool_marks = 0, preempt_marks = 0;
   for (const EventRecord& e : m.events) {
-    if (e.kind != "scale" || !start) continue;
+    const bool preempted =
+        e.kind == "worker" && e.message.find("its job was preempted") != std::string::npos;
+    if ((e.kind != "scale" && e.kind != "pool" && !preempted) || !start) continue;
     const std::optional<double> at = UtcSeconds(e.t_utc);
     if (!at) continue;
     const double x = ax.X(*at - *start);
-    const bool add = e.message.find("adding") != std::string::npos;
-    body += "<g class=\"decision\"><title>" + E(e.t_utc + ": " + e.message) +
+    const char* color = e.kind == "pool"                                ? "#0969da"
+                        : preempted                                     ? "#d1242f"
+                        : e.message.find("adding") != std::string::npos ? "#8250df"
+                                                                        : "#a15c00";
+    const std::string cls = e.kind == "pool" ? "pool" : preempted ? "preempted" : "decision";
+    // Pool marks sit lower on the line, preemptions lowest: they may share a moment.
+    const double cy = kTop + (e.kind == "pool" ? 18 : preempted ? 30 : 6);
+    body += "<g class=\"" + cls + "\"><title>" + E(e.t_utc + ": " + e.message) +
             "</title><line x1=\"" + Fixed(x, 1) + "\" x2=\"" + Fixed(x, 1) + "\" y1=\"" +
-            Fixed(kTop, 0) + "\" y2=\"" + Fixed(kH - kBottom, 0) + "\" stroke=\"" +
-            (add ? "#8250df" : "#a15c00") + "\" stroke-dasharray=\"3,3\"/><circle cx=\"" +
-            Fixed(x, 1) + "\" cy=\"" + Fixed(kTop + 6, 0) + "\" r=\"5\" fill=\"" +
-            (add ? "#8250df" : "#a15c00") + "\"/></g>";
-    ++marks;
+            Fixed(kTop, 0) + "\" y2=\"" + Fixed(kH - kBottom, 0) + "\" stroke=\"" + color +
+            "\" stroke-dasharray=\"3,3\"/><circle cx=\"" + Fixed(x, 1) + "\" cy=\"" + Fixed(cy, 0) +
+            "\" r=\"5\" fill=\"" + color + "\"/></g>";
+    (e.kind == "pool" ? pool_marks : preempted ? preempt_marks : marks) += 1;
+  }
+  std::string legend =
+      "<span><i class=\"sw\" style=\"background:#2da44e\"></i>workers running</span>"
+      "<span><i class=\"sw\" style=\"background:#8250df\"></i>autoscaler added</span>"
+      "<span><i class=\"sw\" style=\"background:#a15c00\"></i>autoscaler drained (hover a mark "
+      "for its reason)</span>";
+  if (pool_marks > 0) {
+    legend += "<span><i class=\"sw\" style=\"background:#0969da\"></i>the pool's grant</span>";
+  }
+  if (preempt_marks > 0) {
+    legend +=
+        "<span><i class=\"sw\" style=\"background:#d1242f\"></i>a worker job preempted</span>";
   }
   return "<figure class=\"chart\" id=\"chart-workers-" + std::to_string(n) + "\" data-points=\"" +
-         std::to_string(workers.size()) + "\" data-decisions=\"" + std::to_string(marks) + "\">" +
-         Svg(body) +
-         "<figcaption class=\"legend\"><span><i class=\"sw\" "
-         "style=\"background:#2da44e\"></i>workers "
-         "running</span><span><i class=\"sw\" style=\"background:#8250df\"></i>autoscaler "
-         "added</span>"
-         "<span><i class=\"sw\" style=\"background:#a15c00\"></i>autoscaler drained (hover a mark "
-         "for "
-         "its reason)</span></figcaption></figure>";
+         std::to_string(workers.size()) + "\" data-decisions=\"" + std::to_string(marks) +
+         "\" data-pool=\"" + std::to_string(pool_marks) + "\" data-preempted=\"" +
+         std::to_string(preempt_marks) + "\">" + Svg(body) + "<figcaption class=\"legend\">" +
+         legend + "</figcaption></figure>";
+}
+
+// The pool's grants to a run, as recorded (goldminer-runs.db(5), pool_grants).
+std::string PoolTable(const RunModel& m, size_t n) {
+  if (m.pool_grants.empty()) return "";
+  std::string h = "<h3>The pool's grants</h3><table class=\"pool\" id=\"pool-" + std::to_string(n) +
+                  "\"><tr><th>when</th><th>elastic workers</th><th>CPUs</th><th>it held</th>"
+                  "<th>why</th></tr>";
+  for (const PoolGrantRecord& g : m.pool_grants) {
+    h += "<tr><td>" + E(g.t_utc) + "</td><td class=\"num\">" + std::to_string(g.extra_workers) +
+         "</td><td class=\"num\">" + std::to_string(g.cpus) + "</td><td class=\"num\">" +
+         std::to_string(g.held_workers) + "</td><td>" + E(g.reason) + "</td></tr>";
+  }
+  return h + "</table>";
 }
 
 // Horizontal bars: one per (label, value), scaled to the largest.
@@ -223,9 +252,14 @@ std::string RunSection(const RunModel& m, size_t n) {
   h += Row("data wait", "<span class=\"" + std::string(s.data_wait_mean > 0.1 ? "bad" : "ok") +
                             "\">" + Percent(s.data_wait_mean) + "</span> of the trainer's time" +
                             (s.data_wait_mean > 0.1 ? ": the trainer was starved" : ""));
-  h += Row("workers", std::to_string(s.workers_started) + " started, at most " +
-                          std::to_string(s.workers_peak) + " at once; " +
-                          std::to_string(s.scale_decisions) + " autoscaler decision(s)");
+  h += Row(
+      "workers",
+      std::to_string(s.workers_started) + " started, at most " + std::to_string(s.workers_peak) +
+          " at once; " + std::to_string(s.scale_decisions) + " autoscaler decision(s)" +
+          (s.elastic_workers > 0 ? "; " + std::to_string(s.elastic_workers) +
+                                       " worker job(s) of their own in the elastic partition, " +
+                                       std::to_string(s.preempted) + " preempted"
+                                 : std::string()));
   h += Row("CPU", Fixed(s.worker_cpu_hours, 4) + " CPU-hours in the workers");
   h += Row("pipeline", "<code>" + E(r.pipeline_path) + "</code>");
   if (m.plan) {
@@ -261,12 +295,18 @@ std::string RunSection(const RunModel& m, size_t n) {
               {{"predicted", m.plan->prediction.samples_per_s}, {"measured", s.samples_per_s_mean}},
               "samples/s", "#1f6feb");
   }
+  h += PoolTable(m, n);
   h += "<h3>Workers</h3><table class=\"workers\"><tr><th>#</th><th>node</th><th>step</th>"
-       "<th>started</th><th>ended</th><th>how it ended</th></tr>";
+       "<th>kind</th><th>started</th><th>ended</th><th>how it ended</th></tr>";
   for (const WorkerRecord& w : m.workers) {
-    h += "<tr><td class=\"num\">" + std::to_string(w.worker_id) + "</td><td>" + E(w.host) +
-         "</td><td>" + E(w.step_id.value_or("")) + "</td><td>" + E(w.started_utc) + "</td><td>" +
-         E(w.ended_utc.value_or("running")) + "</td><td>" + E(w.exit.value_or("")) + "</td></tr>";
+    h += "<tr" + std::string(w.elastic ? " class=\"elastic\"" : "") + "><td class=\"num\">" +
+         std::to_string(w.worker_id) + "</td><td>" + E(w.host) + "</td><td>" +
+         E(w.step_id.value_or("")) + "</td><td>" +
+         (w.elastic   ? "elastic job"
+          : w.step_id ? "step"
+                      : "local") +
+         "</td><td>" + E(w.started_utc) + "</td><td>" + E(w.ended_utc.value_or("running")) +
+         "</td><td>" + E(w.exit.value_or("")) + "</td></tr>";
   }
   h += "</table><h3>Events</h3><table "
        "class=\"events\"><tr><th>when</th><th>kind</th><th>what</th></tr>";

@@ -46,6 +46,8 @@ json RunJson(const RunModel& m) {
                   {"workers_peak", s.workers_peak},
                   {"workers_started", s.workers_started},
                   {"scale_decisions", s.scale_decisions},
+                  {"elastic_workers", s.elastic_workers},
+                  {"preempted", s.preempted},
                   {"predicted_samples_per_s", Opt(s.predicted_samples_per_s)},
                   {"measured_over_predicted", Opt(s.measured_over_predicted)},
                   {"plan_gap", Opt(s.plan_gap)}};
@@ -60,6 +62,7 @@ json RunJson(const RunModel& m) {
     workers.push_back({{"worker_id", w.worker_id},
                        {"host", w.host},
                        {"step_id", Opt(w.step_id)},
+                       {"elastic", w.elastic},
                        {"started_utc", w.started_utc},
                        {"ended_utc", Opt(w.ended_utc)},
                        {"exit", Opt(w.exit)}});
@@ -68,6 +71,17 @@ json RunJson(const RunModel& m) {
   for (const EventRecord& e : m.events) {
     events.push_back({{"t_utc", e.t_utc}, {"kind", e.kind}, {"message", e.message}});
   }
+  json grants = json::array();
+  for (const PoolGrantRecord& g : m.pool_grants) {
+    json inputs = json::parse(g.report_json, nullptr, false);
+    if (inputs.is_discarded()) inputs = nullptr;  // a hand-edited row
+    grants.push_back({{"t_utc", g.t_utc},
+                      {"extra_workers", g.extra_workers},
+                      {"cpus", g.cpus},
+                      {"held_workers", g.held_workers},
+                      {"reason", g.reason},
+                      {"report", inputs}});
+  }
   json plan = nullptr;
   if (m.plan) {
     plan = {{"samples_per_s", m.plan->prediction.samples_per_s},
@@ -75,10 +89,15 @@ json RunJson(const RunModel& m) {
             {"workers", m.plan->run.workers},
             {"worker_cpus", m.plan->prediction.worker_cpus}};
   }
-  return {{"run", run},         {"summary", summary},
-          {"series", series},   {"stage_costs", StagesJson(m.stage_costs)},
-          {"workers", workers}, {"events", events},
-          {"plan", plan},       {"plan_problem", m.plan_problem}};
+  return {{"run", run},
+          {"summary", summary},
+          {"series", series},
+          {"stage_costs", StagesJson(m.stage_costs)},
+          {"workers", workers},
+          {"events", events},
+          {"pool_grants", grants},
+          {"plan", plan},
+          {"plan_problem", m.plan_problem}};
 }
 
 }  // namespace

@@ -40,6 +40,7 @@ struct RunModel {
   std::map<std::string, std::vector<Point>> series;  // by metric name, in time order
   std::vector<StageProfile> stage_costs;
   std::vector<EventRecord> events;
+  std::vector<PoolGrantRecord> pool_grants;  // with --pool: each change of its grant
   std::optional<Plan> plan;
   std::string plan_problem;  // why the plan is absent although plan_path is set
   // True when the run says "running" but its last heartbeat is older than a few
@@ -57,6 +58,8 @@ struct RunSummary {
   int workers_peak = 0;
   int workers_started = 0;  // rows in workers (replacements included)
   int scale_decisions = 0;  // events of kind "scale"
+  int elastic_workers = 0;  // workers that were jobs of their own (elastic partition)
+  int preempted = 0;        // workers whose job Slurm preempted
   std::string outcome;      // "succeeded", "failed (exit 3)", "running", "did not finish", ...
   std::optional<double> predicted_samples_per_s;  // the plan's
   std::optional<double> measured_over_predicted;

@@ -50,6 +50,10 @@ RunSummary Summarize(const RunModel& run) {
   }
   s.workers_started = static_cast<int>(run.workers.size());
   for (const EventRecord& e : run.events) s.scale_decisions += e.kind == "scale" ? 1 : 0;
+  for (const WorkerRecord& w : run.workers) {
+    s.elastic_workers += w.elastic ? 1 : 0;
+    s.preempted += w.exit && w.exit->rfind("preempted", 0) == 0 ? 1 : 0;
+  }
   const RunRecord& r = run.run;
   if (r.status == "running") {
     s.outcome = run.stale ? "did not finish (no sign of life since " +

@@ -35,6 +35,16 @@ void RunText(const RunModel& m, std::string& out) {
   out += "  workers    " + std::to_string(s.workers_started) + " started, at most " +
          std::to_string(s.workers_peak) + " at once, " + Fixed(s.worker_cpu_hours, 3) +
          " CPU-hours; " + std::to_string(s.scale_decisions) + " autoscaler decision(s)\n";
+  if (s.elastic_workers > 0 || !m.pool_grants.empty()) {
+    out += "  elastic    " + std::to_string(s.elastic_workers) + " worker job(s) of their own, " +
+           std::to_string(s.preempted) + " preempted" +
+           (m.pool_grants.empty()
+                ? std::string()
+                : "; the pool's grant changed " + std::to_string(m.pool_grants.size()) +
+                      " time(s), last: " + std::to_string(m.pool_grants.back().extra_workers) +
+                      " worker(s)") +
+           "\n";
+  }
   if (s.predicted_samples_per_s) {
     out += "  plan       " + SamplesPerS(*s.predicted_samples_per_s) + " predicted" +
            (s.measured_over_predicted

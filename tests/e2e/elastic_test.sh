@@ -6,7 +6,9 @@
 # allocation holds one worker adds worker jobs of its own to the scavenger
 # partition; a job of the cpu partition that needs all of cpu2 then preempts them:
 # they drain inside the grace, nothing is lost or made twice, the record says
-# "preempted", and when the run ends no worker job of it is left.
+# "preempted", and when the run ends no worker job of it is left. Then a run
+# with a pool (grants, their reasons and history recorded), and a run whose job
+# is cancelled (no worker job of it left).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/slurm_cluster.sh"
 GM=$(cd "$(dirname "$GM")" && pwd)/$(basename "$GM")
@@ -92,6 +94,16 @@ expect_in "$T/elastic.out" " 0 splits reassigned" "the preempted workers drained
 sleep 1
 [[ -z $(worker_jobs) ]] || fail "worker jobs left after the run: $(worker_jobs)"
 ok "no worker job of the run is left"
+# The record: each worker job marked elastic, with a job of its own; the report
+# marks the preemptions on the workers chart.
+elastic_rows=$(sqlite3 "$DB" "SELECT count(*) FROM workers WHERE run_id = 'elastic' AND elastic = 1 AND step_id NOT LIKE '$job.%' AND host = 'cpu2'")
+own_rows=$(sqlite3 "$DB" "SELECT count(*) FROM workers WHERE run_id = 'elastic' AND elastic = 0 AND step_id LIKE '$job.%'")
+((elastic_rows >= 1 && own_rows >= 1)) || fail "runs.db: $(sqlite3 "$DB" "SELECT * FROM workers WHERE run_id = 'elastic'")"
+ok "runs.db marks the $elastic_rows worker job(s) elastic (own job ids, on cpu2), the allocation's $own_rows not"
+expect_rc 0 "report of the elastic run" -- "$GM" report --db "$DB" --run elastic -o "$T/elastic.html"
+grep -qE 'data-preempted="[1-9]' "$T/elastic.html" || fail "the report marks no preemption: $(grep -o 'data-decisions[^>]*' "$T/elastic.html")"
+grep -qF "<td>elastic job</td>" "$T/elastic.html" || fail "the report's workers table names no elastic job"
+ok "the report marks the preemptions on the workers chart and names the elastic jobs"
 
 # With a pool of 1 CPU: the run reports to it and holds at most the one elastic
 # worker granted, though --elastic-max allows 2; the pool killed with -9 mid-run
@@ -126,6 +138,9 @@ for _ in $(seq 1 25); do  # a few scale periods more: the autoscaler still asks,
 done
 ((most <= 1)) || fail "$most worker jobs at once with a grant of 1"
 ok "never more worker jobs than the pool granted ($most at most)"
+expect_rc 0 "pool --status" -- "$GM" -q pool --status "$pool" --key-file "$T/pool.key"
+expect_in "$T/out" "pooled 0 -> 1 CPUs: divided anew: a budget of 1 CPUs over 1 run(s)" \
+  "pool --status shows the grant's change and the pool's reason"
 kill -9 "$pool_pid"
 sleep 3
 touch "$T/stop"
@@ -136,6 +151,31 @@ expect_in "$T/pooled.out" "did not answer" "the run said the pool went away, and
 sleep 1
 [[ -z $(worker_jobs) ]] || fail "worker jobs left after the pooled run: $(worker_jobs)"
 ok "no worker job of the pooled run is left"
+grants=$(sqlite3 "$DB" "SELECT count(*) FROM pool_grants WHERE run_id = 'pooled' AND extra_workers = 1 AND cpus = 1 AND reason LIKE 'divided anew: %' AND json_extract(report, '\$.run_id') = 'pooled'")
+((grants >= 1)) || fail "runs.db has no pool grant of 1 worker: $(sqlite3 "$DB" "SELECT * FROM pool_grants")"
+ok "runs.db records the pool's grant with its reason and the report it answered"
+expect_rc 0 "report of the pooled run" -- "$GM" report --db "$DB" --run pooled --format text
+expect_in "$T/out" "the pool's grant changed" "the report says what the pool granted"
+
+# A run whose job is cancelled leaves no worker job behind.
+sed -e "s|--name elastic|--name cancelled|" -e "s|$T/elastic.json|$T/cancelled.json|" \
+  "$T/elastic.sbatch" >"$T/cancelled.sbatch"
+rm -f "$T/stop"
+job=$(GM_TEST_UNTIL_FILE=$T/stop GM_TEST_EPOCH_SAMPLES=400 sbatch --parsable --chdir="$T" \
+  --output="$T/cancelled.out" --export=ALL "$T/cancelled.sbatch") || fail "sbatch refused the job to cancel"
+job=${job%%;*}
+for _ in $(seq 1 600); do
+  [[ -n $(worker_jobs) ]] && break
+  sleep 0.2
+done
+[[ -n $(worker_jobs) ]] || { cat "$T/cancelled.out" >&2; fail "the run to cancel submitted no worker job"; }
+scancel "$job"
+for _ in $(seq 1 300); do
+  [[ -z $(worker_jobs) ]] && ! squeue -h -j "$job" 2>/dev/null | grep -q . && break
+  sleep 0.2
+done
+[[ -z $(worker_jobs) ]] || fail "worker jobs left after the run's job was cancelled: $(worker_jobs)"
+ok "the run's job cancelled (scancel): no worker job of it is left"
 
 # A pool whose budget is the scavenger partition's idle CPUs (cpu2's 8), as sinfo says.
 "$GM" pool --listen 127.0.0.1:0 --partition scavenger --key-file "$T/pool.key" \

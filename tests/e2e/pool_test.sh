@@ -27,7 +27,7 @@ expect_in "$T/pool.err" "created the pool key $T/pool.key (mode 0600)" "it creat
 expect_rc 0 "pool --status" -- "$GM" pool --status "$ADDR" --key-file "$T/pool.key"
 expect_in "$T/out" "pool: 16 CPUs, 0 granted to 0 run(s)" "the status gives the budget and the division"
 expect_rc 0 "pool --status --json" -- "$GM" pool --status "$ADDR" --key-file "$T/pool.key" --json
-$PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s == {"cpus": 16, "runs": []}, s' "$T/out" ||
+$PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s == {"cpus": 16, "runs": [], "history": []}, s' "$T/out" ||
   fail "--json is not POOL_STATE: $(cat "$T/out")"
 ok "--json prints POOL_STATE"
 (umask 077; printf '%064d\n' 7 >"$T/other.key")

@@ -77,14 +77,39 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
   many["rates"] = nlohmann::json::array();
   for (int i = 1; i <= static_cast<int>(kMaxPoolCounts) + 1; ++i) many["rates"].push_back({i, 1});
   EXPECT_NE(Refusal(PoolReportMsg::Decode(many)).find("at most 1024"), std::string::npos);
-  EXPECT_EQ(PoolGrantMsg::Decode(PoolGrantMsg{3, 6}.Encode())->cpus, 6);
+  const PoolGrantMsg plain{3, 6, ""}, reasoned{3, 6, "divided anew"};
+  EXPECT_EQ(PoolGrantMsg::Decode(plain.Encode())->cpus, 6);
+  const nlohmann::json as_older = {{"extra_workers", 3}, {"cpus", 6}};
+  EXPECT_EQ(plain.Encode(), as_older) << "no reason: as older pools send it";
+  EXPECT_EQ(PoolGrantMsg::Decode(reasoned.Encode())->reason, "divided anew");
   EXPECT_NE(
       Refusal(PoolGrantMsg::Decode({{"extra_workers", -1}, {"cpus", 0}})).find("$.extra_workers"),
       std::string::npos);
-  PoolStateMsg state{8, {{"job-12", 4, 3, 6, 2, 1.5}}};
+  // A reason is shown and recorded: printable, bounded.
+  for (const std::string& reason :
+       {std::string("a\nb"), std::string("\x1b[2J"), std::string(kMaxPoolReasonBytes + 1, 'x')}) {
+    EXPECT_NE(Refusal(PoolGrantMsg::Decode({{"extra_workers", 0}, {"cpus", 0}, {"reason", reason}}))
+                  .find("$.reason"),
+              std::string::npos);
+  }
+  EXPECT_NE(Refusal(PoolGrantMsg::Decode({{"extra_workers", 0}, {"cpus", 0}, {"reason", 7}}))
+                .find("$.reason"),
+            std::string::npos);
+  PoolStateMsg state{8, {{"job-12", 4, 3, 6, 2, 1.5}}, {{12.5, "job-12", 2, 6, "divided anew"}}};
   auto st = PoolStateMsg::Decode(state.Encode());
   ASSERT_TRUE(st.ok()) << st.status().message();
   EXPECT_EQ(st->Encode(), state.Encode());
+  nlohmann::json older = state.Encode();
+  older.erase("history");
+  EXPECT_TRUE(PoolStateMsg::Decode(older).ok()) << "an older pool sends no history";
+  nlohmann::json long_history = state.Encode();
+  for (size_t i = 0; i < kMaxPoolHistory; ++i) long_history["history"].push_back(older["runs"][0]);
+  EXPECT_NE(Refusal(PoolStateMsg::Decode(long_history)).find("at most 64 changes"),
+            std::string::npos);
+  nlohmann::json bad_change = state.Encode();
+  bad_change["history"][0]["to_cpus"] = -1;
+  EXPECT_NE(Refusal(PoolStateMsg::Decode(bad_change)).find("$.history[0].to_cpus"),
+            std::string::npos);
   // GET_SPLIT's "draining" is optional (false when absent) and a boolean.
   EXPECT_FALSE(GetSplitMsg::Decode(nlohmann::json::object())->draining);
   EXPECT_TRUE(GetSplitMsg::Decode(GetSplitMsg{true}.Encode())->draining);

@@ -92,6 +92,81 @@ TEST_F(PoolServerTest, GivenTwoRunsThenEachIsGrantedWhatTheDivisionGivesIt) {
   auto wire = PoolStateMsg::Decode(f.meta);
   ASSERT_TRUE(wire.ok()) << wire.status().message();
   EXPECT_EQ(wire->runs.size(), 2u);
+  // Its history: a 0 -> 6 CPUs, b 0 -> 2 CPUs, each with the pool's reason.
+  ASSERT_EQ(wire->history.size(), 2u) << f.meta.dump();
+  EXPECT_EQ(wire->history[0].run_id, "a");
+  EXPECT_EQ(wire->history[0].from_cpus, 0);
+  EXPECT_EQ(wire->history[0].to_cpus, 6);
+  EXPECT_EQ(wire->history[1].run_id, "b");
+  EXPECT_EQ(wire->history[1].to_cpus, 2);
+  EXPECT_NE(wire->history[1].reason.find("its 2 CPU(s) add 10%"), std::string::npos)
+      << wire->history[1].reason;
+}
+
+TEST_F(PoolServerTest, GivenManyChangesThenTheHistoryKeepsTheLast64) {
+  auto a = Connect(secret_);
+  ASSERT_TRUE(a.ok());
+  // a's measured rate swings: its grant goes 3, 0, 3, 0, ...
+  for (int i = 0; i < 80; ++i) {
+    Granted(*a, Report("a", {{1, i % 2 == 0 ? 250.0 : 1000.0}}));
+    clock_.Advance(1);
+  }
+  const PoolStateMsg state = server_->State();
+  ASSERT_EQ(state.history.size(), kMaxPoolHistory);
+  EXPECT_DOUBLE_EQ(state.history.back().age_s, 1) << "newest last";
+  EXPECT_TRUE(PoolStateMsg::Decode(state.Encode()).ok());
+}
+
+TEST_F(PoolServerTest, GivenAFrameBeyond64KiBThenItIsRefusedBeforeItIsRead) {
+  auto a = Connect(secret_);
+  ASSERT_TRUE(a.ok());
+  nlohmann::json big = Report("a", {{1, 250}}).Encode();
+  big["padding"] = std::string(65 << 10, 'x');  // a hostile peer: 65 KiB of meta
+  (void)SendFrame(*a, MsgType::kPoolReport, big, Deadline::After(kWait));
+  auto f = RecvFrame(*a, kControlLimits, Deadline::After(kWait));
+  if (f.ok()) {
+    EXPECT_EQ(f->type, MsgType::kError) << f->meta.dump();
+    EXPECT_FALSE(RecvFrame(*a, kControlLimits, Deadline::After(kWait)).ok()) << "then closed";
+  }
+  EXPECT_TRUE(server_->State().runs.empty()) << "nothing of it kept";
+  // The pool serves the next peer as before.
+  auto b = Connect(secret_);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(Granted(*b, Report("b", {{1, 250}})), 3);
+}
+
+TEST(PoolServerRunsTest, GivenAsManyRunsAsItServesThenOneMoreIsRefusedUntilOneIsForgotten) {
+  FakeClock clock(1000);
+  PoolServerOptions o;
+  o.secret = *NewSecret();
+  o.pool.cpus = 8;
+  o.pool.report_timeout_s = 60;
+  o.clock = &clock;
+  o.max_runs = 3;
+  auto server = PoolServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  auto report = [&](const std::string& id) {
+    const Deadline deadline = Deadline::After(kWait);
+    auto s = DialHandshake(
+        [&] { return Socket::ConnectTcp("127.0.0.1", (*server)->port(), deadline.remaining_s()); },
+        RoleKey(o.secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
+    EXPECT_TRUE(s.ok());
+    if (!s.ok()) return Frame{};
+    PoolReportMsg r{id, 1, 1, 1, 0, 1000, {{1, 250}}};
+    EXPECT_TRUE(SendFrame(*s, MsgType::kPoolReport, r.Encode(), deadline).ok());
+    auto f = RecvFrame(*s, kControlLimits, deadline);
+    return f.ok() ? std::move(*f) : Frame{};
+  };
+  for (const char* id : {"a", "b", "c"}) EXPECT_EQ(report(id).type, MsgType::kPoolGrant) << id;
+  Frame refused = report("d");  // a fourth run (or a peer inventing run ids)
+  ASSERT_EQ(refused.type, MsgType::kError);
+  EXPECT_NE(ErrorMsg::Decode(refused.meta).message.find("3 runs report already"), std::string::npos)
+      << refused.meta.dump();
+  EXPECT_EQ((*server)->State().runs.size(), 3u);
+  EXPECT_EQ(report("a").type, MsgType::kPoolGrant) << "a known run reports again";
+  clock.Advance(61);  // all silent past the timeout: forgotten at the next division
+  EXPECT_EQ(report("a").type, MsgType::kPoolGrant);
+  EXPECT_EQ(report("d").type, MsgType::kPoolGrant) << "room again";
 }
 
 TEST_F(PoolServerTest, GivenAReportForAnotherRunThenItIsRefusedAndNothingOfItKept) {

@@ -82,6 +82,32 @@ TEST(PoolStateTest, TwoRunsAreDividedByMarginalGainAsComputedByHand) {
   EXPECT_EQ(Grants(weighted, 1), (std::vector<std::string>{"a:0", "b:4"}));
 }
 
+TEST(PoolStateTest, EachGrantSaysWhyInFiguresAPersonCanCheck) {
+  PoolState pool(Options(8));  // the division of the test above: a:3, b:1
+  ASSERT_TRUE(pool.Report("", Report("a", 1000, 1, {{1, 250}}), 0).ok());
+  ASSERT_TRUE(pool.Report("", Report("b", 1000, 1, {{1, 500}, {2, 600}}), 0).ok());
+  auto grants = pool.Divide(1, nullptr);
+  ASSERT_TRUE(grants.ok());
+  ASSERT_EQ(grants->size(), 2u);
+  // a's 3 workers take it from 25% to its demand (+75%); a fourth adds nothing.
+  EXPECT_EQ((*grants)[0].reason,
+            "divided anew: a budget of 8 CPUs over 2 run(s) by gain per GPU; its 6 CPU(s) add "
+            "75% to its GPUs' speed; a worker more would add 0%");
+  EXPECT_EQ((*grants)[1].reason,
+            "divided anew: a budget of 8 CPUs over 2 run(s) by gain per GPU; its 2 CPU(s) add "
+            "10% to its GPUs' speed; a worker more would add 10%");
+  // Held as divided, with a gain threshold: kept, and it says so.
+  PoolStateOptions o = Options(8);
+  o.division.min_gain = 0.5;
+  PoolState kept(o);
+  ASSERT_TRUE(kept.Report("", Report("a", 1000, 1, {{1, 250}}, 2, 1, 2), 0).ok());
+  ASSERT_TRUE(kept.Report("", Report("b", 1000, 1, {{1, 500}, {2, 600}}, 2, 1, 2), 0).ok());
+  grants = kept.Divide(1, nullptr);
+  ASSERT_TRUE(grants.ok());
+  EXPECT_EQ((*grants)[0].reason.rfind("kept as held (a new division gains too little): ", 0), 0u)
+      << (*grants)[0].reason;
+}
+
 TEST(PoolStateTest, ThreeRunsAreDividedByMarginalGainAsComputedByHand) {
   // As above, and run c: 2 workers make 400 of 500 (0.8), a third reaches the
   // demand: 0.2 for 2 CPUs, 0.1 per CPU. Pieces: a 0.125 x 6, c 0.1 x 2, b 0.05 x 8.

@@ -176,6 +176,74 @@ TEST(ReportsTest, GivenARunThenEachChartHasItsPointsAndTheDecisionsAreMarkedWith
   EXPECT_EQ(Count(html, "<tr><td class=\"num\">0</td><td>cpu1</td><td>4712.1</td>"), 1u);
 }
 
+// SmallRun with an elastic worker job that Slurm preempted, and two pool grants.
+RunModel PooledRun() {
+  RunModel m = SmallRun();
+  WorkerRecord w;
+  w.worker_id = 1;
+  w.host = "cpu2";
+  w.step_id = "4790.0";
+  w.elastic = true;
+  w.started_utc = "2026-11-30T10:00:03Z";
+  w.ended_utc = "2026-11-30T10:00:08Z";
+  w.exit = "preempted: exited with status 0";
+  m.workers.push_back(w);
+  auto event = [&m](const char* t, const char* kind, const char* message) {
+    EventRecord e;
+    e.run_id = m.run.id;
+    e.t_utc = t;
+    e.kind = kind;
+    e.message = message;
+    m.events.push_back(e);
+  };
+  event("2026-11-30T10:00:02Z", "pool",
+        "the pool grants 1 elastic worker(s) (2 CPUs; it held 0): divided anew <fast>");
+  event("2026-11-30T10:00:08Z", "worker",
+        "worker (pid 77) exited with status 0 (its job was preempted)");
+  event("2026-11-30T10:00:09Z", "pool", "the pool grants 0 elastic worker(s) (0 CPUs; it held 0)");
+  m.pool_grants.push_back({1, "2026-11-30T10:00:02Z", 1, 2, 0, "divided anew <fast>",
+                           R"({"run_id":"nightly-7","rates":[[1,100]]})"});
+  m.pool_grants.push_back({2, "2026-11-30T10:00:09Z", 0, 0, 0, "", "not json"});
+  return m;
+}
+
+TEST(ReportsTest, GivenElasticWorkersAndAPoolThenTheRecordSaysWhoHadWhatAndWhy) {
+  ReportModel r;
+  r.runs.push_back(PooledRun());
+  const RunSummary s = Summarize(r.runs[0]);
+  EXPECT_EQ(s.elastic_workers, 1);
+  EXPECT_EQ(s.preempted, 1);
+  const std::string html = RenderHtml(r);
+  EXPECT_NE(html.find("data-decisions=\"1\" data-pool=\"2\" data-preempted=\"1\""),
+            std::string::npos);
+  EXPECT_EQ(Count(html, "<g class=\"pool\"><title>"), 2u);
+  EXPECT_EQ(Count(html, "<g class=\"preempted\"><title>2026-11-30T10:00:08Z"), 1u);
+  EXPECT_NE(html.find("a worker job preempted"), std::string::npos) << "in the legend";
+  EXPECT_NE(html.find("<table class=\"pool\" id=\"pool-0\">"), std::string::npos);
+  EXPECT_NE(html.find("divided anew &lt;fast&gt;"), std::string::npos) << "escaped";
+  EXPECT_EQ(Count(html, "<td>elastic job</td>"), 1u);
+  EXPECT_EQ(Count(html, "<td>step</td>"), 1u);
+  EXPECT_NE(html.find("1 worker job(s) of their own in the elastic partition, 1 preempted"),
+            std::string::npos);
+  const nlohmann::json j = RenderJson(r);
+  const nlohmann::json& run = j["runs"][0];
+  EXPECT_EQ(run["summary"]["preempted"], 1);
+  EXPECT_EQ(run["workers"][1]["elastic"], true);
+  ASSERT_EQ(run["pool_grants"].size(), 2u);
+  EXPECT_EQ(run["pool_grants"][0]["report"]["rates"][0][1], 100) << "the inputs, as JSON";
+  EXPECT_TRUE(run["pool_grants"][1]["report"].is_null()) << "a row that is not JSON";
+  const std::string text = RenderText(r);
+  EXPECT_NE(text.find("  elastic    1 worker job(s) of their own, 1 preempted; the pool's grant "
+                      "changed 2 time(s), last: 0 worker(s)\n"),
+            std::string::npos)
+      << text;
+  // A run without either shows none of it.
+  ReportModel plain;
+  plain.runs.push_back(SmallRun());
+  EXPECT_EQ(RenderHtml(plain).find("The pool's grants"), std::string::npos);
+  EXPECT_EQ(RenderText(plain).find("elastic"), std::string::npos);
+}
+
 TEST(ReportsTest, GivenALongRunThenThePageStaysSmall) {
   RunModel m = SmallRun();
   for (auto& [name, pts] : m.series) {

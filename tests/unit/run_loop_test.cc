@@ -125,7 +125,7 @@ class World {
         pool_reports.push_back(r);
         const int grant = pool_grant(clock.Now());
         if (grant < 0) return std::nullopt;  // the pool does not answer
-        return PoolGrantMsg{grant, 2 * grant};
+        return PoolGrantMsg{grant, 2 * grant, "because " + std::to_string(grant)};
       };
     }
     RunRecorder recorder(&store, "r", 1);
@@ -473,6 +473,24 @@ TEST(RunLoopTest, GivenAPoolThenElasticWorkersFollowItsGrantAndItsSilenceCostsNo
                           [](const std::string& e) { return e.rfind("drained: ", 0) == 0; }),
             1)
       << ::testing::PrintToString(exits);
+  // Each change of the grant is recorded with the pool's reason and the report it
+  // answered (the inputs): 1 at first, 0 at 150 (silence is no change).
+  const std::vector<PoolGrantRecord> grants = *w.store.ListPoolGrants("r");
+  ASSERT_EQ(grants.size(), 2u);
+  EXPECT_EQ(grants[0].extra_workers, 1);
+  EXPECT_EQ(grants[0].cpus, 2);
+  EXPECT_EQ(grants[0].reason, "because 1");
+  EXPECT_EQ(grants[1].extra_workers, 0);
+  EXPECT_EQ(grants[1].held_workers, 1) << "it held one when the pool said 0";
+  const nlohmann::json inputs = nlohmann::json::parse(grants[0].report_json);
+  EXPECT_EQ(inputs.at("run_id"), "run-7");
+  EXPECT_EQ(inputs.at("rates").at(0).at(0), 1);
+  // The elastic worker's record says it was a job of its own.
+  const std::vector<WorkerRecord> recorded = *w.store.ListWorkers("r");
+  EXPECT_EQ(std::count_if(recorded.begin(), recorded.end(),
+                          [](const WorkerRecord& r) { return r.elastic; }),
+            1);
+  EXPECT_FALSE(recorded.at(0).elastic);
   // The grant is the autoscaler's limit: it proposed no addition that could not start.
   EXPECT_EQ(Additions(scale), static_cast<long>(requests.size()) - 1)
       << ::testing::PrintToString(scale);

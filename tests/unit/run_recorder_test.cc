@@ -56,7 +56,7 @@ TEST(RunRecorderTest, WorkersEventsAndTheEnd) {
   MemoryRunStore store(FixedClock);
   RunRecorder rec(&store, "r", 1);
   ASSERT_TRUE(rec.Begin(TestRun()).ok());
-  rec.WorkerStarted(0, 1234, "node-a");
+  rec.WorkerStarted(0, 1234, "node-a", false);
   rec.WorkerEnded(0, "was killed by signal 9 (Killed)");
   rec.Event("worker", "worker 0 replaced");
   rec.End("succeeded", 0);

@@ -216,10 +216,10 @@ TEST(SqliteRunStoreTest, UsesTheCurrentSchemaVersionAndWal) {
   const std::string path = dir.path() + "/runs.db";
   ASSERT_NE(OpenOrDie(path), nullptr);
   RawDb raw(path);
-  EXPECT_EQ(raw.Query("PRAGMA user_version"), "4");
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), "5");
   EXPECT_EQ(raw.Query("PRAGMA journal_mode"), "wal");
   for (const char* table : {"runs", "profiles", "stage_costs", "plans", "workers", "metrics",
-                            "events", "simulations"}) {
+                            "events", "simulations", "pool_grants"}) {
     EXPECT_EQ(raw.Query(std::string("SELECT count(*) FROM sqlite_master WHERE type = 'table' "
                                     "AND name = '") +
                         table + "'"),
@@ -230,7 +230,8 @@ TEST(SqliteRunStoreTest, UsesTheCurrentSchemaVersionAndWal) {
   EXPECT_EQ(raw.Query("SELECT group_concat(name, ' ') FROM (SELECT name FROM sqlite_master "
                       "WHERE type = 'index' AND name NOT LIKE 'sqlite_%' ORDER BY name)"),
             "events_profile_id events_run_id metrics_run_id_name_t_s plans_profile_id "
-            "plans_sha256 profiles_sha256 stage_costs_profile_id stage_costs_run_id");
+            "plans_sha256 pool_grants_run_id profiles_sha256 stage_costs_profile_id "
+            "stage_costs_run_id");
   EXPECT_EQ(raw.Query("PRAGMA foreign_keys"), "0") << "a per-connection setting, off by default";
 }
 
@@ -247,7 +248,7 @@ TEST(SqliteRunStoreTest, AVersion1FileIsMigratedForwardKeepingItsRuns) {
   }
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "4");
+  EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "5");
   RunRecord old = *store->GetRun("old");
   EXPECT_EQ(old.status, "succeeded");
   EXPECT_EQ(old.host, "");
@@ -309,7 +310,7 @@ TEST(SqliteRunStoreTest, AFileFromANewerGoldminerIsRefused) {
   EXPECT_EQ(store.status().code(), Code::kInvalidArgument);
   EXPECT_EQ(store.status().message(),
             path +
-                " was written by a newer goldminer (schema 7; this one reads up to 4): "
+                " was written by a newer goldminer (schema 7; this one reads up to 5): "
                 "use that goldminer, or another runs.db");
   EXPECT_EQ(RawDb(path).Query("PRAGMA user_version"), "7") << "left as it was";
 }
@@ -334,7 +335,7 @@ TEST(SqliteRunStoreTest, AnotherProgramsDatabaseAtVersion0GetsTheSchemaBesideIts
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(*store->AddProfile(FullProfile()), 1);
   RawDb raw(path);
-  EXPECT_EQ(raw.Query("PRAGMA user_version"), "4");
+  EXPECT_EQ(raw.Query("PRAGMA user_version"), "5");
   EXPECT_EQ(raw.Query("SELECT text FROM notes"), "keep me");
 }
 
@@ -632,7 +633,8 @@ TYPED_TEST(RunStoreContractTest, WorkersStartAndEndWithinTheirRun) {
   WorkerRecord w1;
   w1.worker_id = 1;
   w1.host = "cpu-2";
-  w1.step_id = "4711.3";
+  w1.step_id = "4712.0";
+  w1.elastic = true;  // a job of its own: 4712
   w1.started_utc = "2026-11-29T11:00:01Z";
   ASSERT_TRUE(store.AddWorker("r", w1).ok());
   ASSERT_TRUE(store.AddWorker("r", w0).ok());
@@ -653,6 +655,30 @@ TYPED_TEST(RunStoreContractTest, WorkersStartAndEndWithinTheirRun) {
   EXPECT_EQ(workers[0], ended0);
   EXPECT_EQ(workers[1], w1);
   EXPECT_TRUE(store.ListWorkers("other")->empty());
+}
+
+TYPED_TEST(RunStoreContractTest, PoolGrantsAreNumberedStampedAndKeptPerRun) {
+  RunStore& store = *this->store_;
+  ASSERT_TRUE(store.BeginRun(this->Run("r")).ok());
+  ASSERT_TRUE(store.BeginRun(this->Run("s")).ok());
+  PoolGrantRecord g{
+      0, "", 2, 4, 1, "divided anew: 8 CPUs over 2 runs", R"({"run_id":"r","rates":[[1,100]]})"};
+  ASSERT_TRUE(store.AddPoolGrant("r", g).ok());
+  PoolGrantRecord h{99, "2026-12-03T10:00:00Z", 0, 0, 2, "", "{}"};
+  ASSERT_TRUE(store.AddPoolGrant("s", h).ok());
+  ASSERT_TRUE(store.AddPoolGrant("r", h).ok());
+  EXPECT_EQ(store.AddPoolGrant("nope", g).code(), Code::kNotFound);
+  EXPECT_EQ(this->Tail(store.AddPoolGrant("nope", g)), "no run with id \"nope\"");
+  const std::vector<PoolGrantRecord> r = *store.ListPoolGrants("r");
+  ASSERT_EQ(r.size(), 2u);
+  g.id = 1;
+  g.t_utc = kNow;
+  EXPECT_EQ(r[0], g);
+  h.id = 3;
+  EXPECT_EQ(r[1], h) << "a given time is kept; the id is the store's";
+  ASSERT_EQ(store.ListPoolGrants("s")->size(), 1u);
+  EXPECT_EQ(store.ListPoolGrants("s")->at(0).id, 2);
+  EXPECT_TRUE(store.ListPoolGrants("other")->empty());
 }
 
 TYPED_TEST(RunStoreContractTest, AWorkersPlaceIsRecordedWhenItIsKnown) {
