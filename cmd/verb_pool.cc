@@ -96,6 +96,7 @@ Result<int> Serve(const PoolFlags& f) {
   o.pool.report_timeout_s = f.report_timeout_s;
   if (!f.partition.empty()) {
     o.idle_cpus = [partition = f.partition] { return AskIdleCpus(partition); };
+    o.pending_cpus = [partition = f.partition] { return AskPendingCpus(partition); };
   }
   StopOnSignal signals;  // before the server's threads start
   GM_ASSIGN_OR_RETURN(std::unique_ptr<PoolServer> server, PoolServer::Start(o));

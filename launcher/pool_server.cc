@@ -120,24 +120,7 @@ Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMs
             std::to_string(report.extra_workers) + " pool worker(s) held)");
   }
   seen_[report.run_id] = {static_cast<int>(report.extra_workers), report.gpus, now};
-  if (o_.idle_cpus && now - budget_at_s_ >= o_.budget_every_s) {
-    budget_at_s_ = now;
-    Result<int> idle = o_.idle_cpus();
-    if (idle.ok()) {
-      const int budget = *idle + state_.HeldCpus();
-      if (budget != state_.cpus()) {
-        LogInfo("pool: the budget is " + std::to_string(budget) + " CPUs (" +
-                std::to_string(*idle) + " idle, " + std::to_string(state_.HeldCpus()) +
-                " held by pool workers)");
-      }
-      state_.set_cpus(budget);
-      budget_failing_ = false;
-    } else if (!budget_failing_) {
-      budget_failing_ = true;
-      LogWarning("pool: cannot read the idle CPUs (" + idle.status().message() +
-                 "); the budget stays " + std::to_string(state_.cpus()) + " CPUs");
-    }
-  }
+  if (o_.idle_cpus && now - budget_at_s_ >= o_.budget_every_s) RefreshBudget(now);
   std::vector<std::string> forgotten;
   GM_ASSIGN_OR_RETURN(std::vector<planner::PoolGrant> grants, state_.Divide(now, &forgotten));
   for (const std::string& id : forgotten) {
@@ -159,6 +142,37 @@ Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMs
     grants_[g.run_id] = std::move(g);
   }
   return mine;
+}
+
+// The budget from Slurm now (PoolServerOptions::idle_cpus, pending_cpus); an error
+// keeps the last one, said once.
+void PoolServer::RefreshBudget(double now) {
+  budget_at_s_ = now;
+  Result<int> idle = o_.idle_cpus();
+  Result<int> pending = o_.pending_cpus ? o_.pending_cpus() : Result<int>(0);
+  if (!idle.ok() || !pending.ok()) {
+    if (!budget_failing_) {
+      budget_failing_ = true;
+      LogWarning("pool: cannot read the idle CPUs (" +
+                 (idle.ok() ? pending.status() : idle.status()).message() + "); the budget stays " +
+                 std::to_string(state_.cpus()) + " CPUs");
+    }
+    return;
+  }
+  budget_failing_ = false;
+  const int held = state_.HeldCpus();
+  std::string why;
+  int budget = *idle + held;
+  if (*pending > 0) {
+    budget = std::max(0, held - *pending);
+    why = "jobs waiting for CPUs want " + std::to_string(*pending) + ": the pool gives them back";
+  }
+  if (budget != state_.cpus()) {
+    LogInfo("pool: the budget is " + std::to_string(budget) + " CPUs (" + std::to_string(*idle) +
+            " idle, " + std::to_string(held) + " held by pool workers" +
+            (why.empty() ? "" : "; " + why) + ")");
+  }
+  state_.set_cpus(budget, why);
 }
 
 PoolStateMsg PoolServer::State() {

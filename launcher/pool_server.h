@@ -44,6 +44,12 @@ struct PoolServerOptions {
   // plus the CPUs the runs' pool workers hold, asked at most every budget_every_s;
   // an error keeps the last budget (said once).
   std::function<Result<int>()> idle_cpus;
+  // With idle_cpus, when set: the CPUs wanted by jobs that wait for CPUs on the
+  // partition's nodes (AskPendingCpus). While it is above 0 the budget is what the
+  // pool workers hold less that, at least 0: the pool gives CPUs back to waiting
+  // jobs (without a scavenger partition nothing preempts its workers) and grants
+  // none of the idle ones, which a waiting job may be about to get.
+  std::function<Result<int>()> pending_cpus;
   double budget_every_s = 10;
   size_t max_runs = kMaxPoolRuns;  // runs known at once; a report of one more is refused
 };
@@ -65,6 +71,7 @@ class PoolServer {
   void Serve(const ConnectionServer::Connection& connection);
   Status ServeRun(Socket& socket);
   Result<PoolGrantMsg> OnReport(std::string* bound_run, const PoolReportMsg& report);
+  void RefreshBudget(double now) REQUIRES(mu_);
   double Now() const;
 
   const PoolServerOptions o_;

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <csignal>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -46,6 +47,14 @@ class ProcessLauncher {
   // Sends `sig` to a running process (SIGTERM to an srun ends its step); no-op if
   // it already exited.
   virtual void Signal(pid_t pid, int sig) = 0;
+  // Asks a worker to drain (SIGTERM to its process). `step` is the Slurm step it
+  // registered with ("JOB.STEP", or "" when not known): srun ends its step at once
+  // on SIGTERM (SIGKILL to the tasks after KillWait at best, the tasks' own
+  // handlers never run), so the Slurm launcher signals the step's tasks instead.
+  virtual void Drain(pid_t pid, const std::string& step) {
+    (void)step;
+    Signal(pid, SIGTERM);
+  }
   // Waits up to timeout_s for any process to end and reaps it.
   virtual std::optional<ChildExit> Wait(double timeout_s) = 0;
   // Kills (SIGKILL) and reaps every process still running; returns their exits.

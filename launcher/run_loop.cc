@@ -448,7 +448,8 @@ std::optional<pid_t> RunLoop::NextToDrain(bool elastic_only) const {
 // (goldminer-worker(1), DRAIN); the coordinator takes back what it did not deliver.
 void RunLoop::Drain(pid_t pid) {
   draining_.insert(pid);
-  supervisor_.Drain(pid);
+  auto w = workers_.find(pid);
+  supervisor_.Drain(pid, w == workers_.end() ? std::string() : w->second.step);
 }
 
 }  // namespace gm

@@ -7,6 +7,9 @@
 #include <cstdlib>
 #include <map>
 #include <numeric>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "core/log.h"
 #include "core/scontrol.h"
@@ -280,6 +283,21 @@ class SlurmStepLauncher : public ProcessLauncher {
     return children_->Start(step);
   }
   void Signal(pid_t pid, int sig) override { children_->Signal(pid, sig); }
+  // A registered worker's step gets SIGTERM through slurmctld, as Slurm's own
+  // GraceTime gives it; srun then returns the worker's exit. Before it registered
+  // (a job still pending), SIGTERM to srun withdraws the job.
+  void Drain(pid_t pid, const std::string& step) override {
+    if (!step.empty()) {
+      Result<CommandOutput> out = CaptureOutput({"scancel", "--signal=TERM", step}, 10, 1 << 16);
+      // 225 "Invalid job id specified" for a step of a multi-node allocation that
+      // does not span every node: the signal was delivered (notes on Slurm 22.05).
+      if (out.ok() && (out->exit.exit_code() == 0 || out->exit.exit_code() == 225)) return;
+      LogWarning("run: scancel --signal=TERM " + step + " failed (" +
+                 (out.ok() ? out->exit.describe + ": " + out->err : out.status().message()) +
+                 "); SIGTERM to its srun instead, which ends it without a drain");
+    }
+    children_->Signal(pid, SIGTERM);
+  }
   std::optional<ChildExit> Wait(double timeout_s) override { return children_->Wait(timeout_s); }
   std::vector<ChildExit> KillAll() override {
     std::vector<ChildExit> out = children_->KillAll();
@@ -357,6 +375,95 @@ Result<int> AskIdleCpus(const std::string& partition) {
   Result<int> idle = ParseSinfoIdleCpus(out->out);
   if (!idle.ok()) return idle.status().WithContext("partition " + partition);
   return idle;
+}
+
+namespace {
+
+// `text` cut at '\n' (lines without the end's '\r' and spaces; empty ones left out),
+// each cut at '|' into exactly `fields` (the last keeps any further '|').
+Result<std::vector<std::vector<std::string>>> Table(std::string_view text, size_t fields,
+                                                    const std::string& what) {
+  std::vector<std::vector<std::string>> rows;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
+    if (line.empty()) continue;
+    std::vector<std::string> row;
+    size_t at = 0;
+    while (row.size() + 1 < fields) {
+      const size_t bar = line.find('|', at);
+      if (bar == std::string_view::npos) break;
+      row.emplace_back(line.substr(at, bar - at));
+      at = bar + 1;
+    }
+    row.emplace_back(line.substr(at));
+    if (row.size() != fields) {
+      return Status::InvalidArgument(what + ": \"" + std::string(line) + "\" has not " +
+                                     std::to_string(fields) + " fields");
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace
+
+Result<int> ParsePendingCpus(std::string_view squeue, std::string_view sinfo_nodes,
+                             const std::string& partition) {
+  GM_ASSIGN_OR_RETURN(auto pairs, Table(sinfo_nodes, 2, "sinfo -N -o %N|%R"));
+  std::map<std::string, std::set<std::string>> nodes_of;
+  for (const auto& row : pairs) nodes_of[row[1]].insert(row[0]);
+  const std::set<std::string>& mine = nodes_of[partition];
+  if (mine.empty()) {
+    return Status::InvalidArgument("sinfo: no node is in partition " + partition);
+  }
+  auto shares_a_node = [&](const std::string& partitions) {
+    size_t at = 0;
+    while (at <= partitions.size()) {
+      size_t comma = partitions.find(',', at);
+      if (comma == std::string::npos) comma = partitions.size();
+      for (const std::string& node : nodes_of[partitions.substr(at, comma - at)]) {
+        if (mine.count(node)) return true;
+      }
+      at = comma + 1;
+    }
+    return false;
+  };
+  GM_ASSIGN_OR_RETURN(auto jobs, Table(squeue, 5, "squeue -o %C|%r|%b|%P|%j"));
+  long long pending = 0;
+  for (const auto& job : jobs) {
+    long long cpus = 0;
+    auto [stop, ec] = std::from_chars(job[0].data(), job[0].data() + job[0].size(), cpus);
+    if (job[0].empty() || ec != std::errc() || stop != job[0].data() + job[0].size() || cpus < 0) {
+      return Status::InvalidArgument("squeue -o %C: \"" + job[0] + "\" is not a CPU count");
+    }
+    if (job[1] != "Resources" || job[2].find("gpu") != std::string::npos ||
+        job[4].rfind("goldminer-worker.", 0) == 0 || !shares_a_node(job[3])) {
+      continue;
+    }
+    pending += cpus;
+  }
+  return static_cast<int>(std::min<long long>(pending, 1 << 30));
+}
+
+Result<int> AskPendingCpus(const std::string& partition) {
+  Result<CommandOutput> jobs =
+      CaptureOutput({"squeue", "-h", "-t", "PD", "-o", "%C|%r|%b|%P|%j"}, 10, 1 << 20);
+  if (!jobs.ok()) return jobs.status().WithContext("squeue");
+  if (jobs->exit.exit_code() != 0) {
+    return Status::Unavailable("squeue " + jobs->exit.describe + ": " + jobs->err);
+  }
+  Result<CommandOutput> nodes = CaptureOutput({"sinfo", "-h", "-N", "-o", "%N|%R"}, 10, 1 << 20);
+  if (!nodes.ok()) return nodes.status().WithContext("sinfo -N");
+  if (nodes->exit.exit_code() != 0) {
+    return Status::Unavailable("sinfo -N " + nodes->exit.describe + ": " + nodes->err);
+  }
+  return ParsePendingCpus(jobs->out, nodes->out, partition);
 }
 
 std::string SlurmJobEnd(const std::string& scontrol_job) {

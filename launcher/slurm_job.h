@@ -103,6 +103,17 @@ Result<int> ParseSinfoIdleCpus(std::string_view text);
 // The same asked of Slurm now; an error names the partition and what sinfo said.
 Result<int> AskIdleCpus(const std::string& partition);
 
+// The CPUs wanted by jobs that wait for CPUs on the nodes of `partition`: the
+// jobs pending with reason Resources, asking no GPU, in a partition that shares a
+// node with it, other than goldminer's own worker jobs, from
+// `squeue -h -t PD -o "%C|%r|%b|%P|%j"` (cpus|reason|gres|partitions|name) and
+// `sinfo -h -N -o "%N|%R"` (node|partition, one line a pair). InvalidArgument
+// naming the line that is not that form, or when no node is in `partition`.
+Result<int> ParsePendingCpus(std::string_view squeue, std::string_view sinfo_nodes,
+                             const std::string& partition);
+// The same asked of Slurm now.
+Result<int> AskPendingCpus(const std::string& partition);
+
 // How Slurm job `job_id` ended, from `scontrol show job` asked now (SlurmJobEnd);
 // "" when it cannot be asked.
 std::string AskJobEnd(const std::string& job_id);

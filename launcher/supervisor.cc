@@ -25,13 +25,13 @@ Result<pid_t> Supervisor::Start(const LaunchRequest& request) {
   return pid;
 }
 
-void Supervisor::Drain(pid_t pid) {
+void Supervisor::Drain(pid_t pid, const std::string& step) {
   auto it = procs_.find(pid);
   if (it == procs_.end()) return;
   if (it->second.drained) return;
   it->second.drained = true;
   if (options_.drain_kill_s > 0) it->second.kill_at = Now() + options_.drain_kill_s;
-  launcher_.Signal(pid, SIGTERM);
+  launcher_.Drain(pid, step);
 }
 
 void Supervisor::Stop(pid_t pid) {

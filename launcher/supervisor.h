@@ -73,7 +73,8 @@ class Supervisor {
   Result<pid_t> Start(const LaunchRequest& request);
   // Asks a worker to finish what it holds and exit (SIGTERM); it is not replaced.
   // One still running drain_kill_s later gets SIGKILL (in Poll).
-  void Drain(pid_t pid);
+  // `step`: the Slurm step the worker registered with, if known (ProcessLauncher::Drain).
+  void Drain(pid_t pid, const std::string& step = "");
   // Stops a process: SIGTERM now, SIGKILL once stop_grace_s have passed (in Poll).
   void Stop(pid_t pid);
   // Waits up to timeout_s for a process to end. Also sends the SIGKILLs that are due

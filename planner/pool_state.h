@@ -74,8 +74,12 @@ class PoolState {
   // divides the budget: a grant for every run still known, in run id order.
   Result<std::vector<PoolGrant>> Divide(double now_s, std::vector<std::string>* forgotten);
   size_t runs() const { return runs_.size(); }
-  // A new budget (e.g. the idle CPUs Slurm reports now), from the next division.
-  void set_cpus(int cpus) { o_.cpus = cpus; }
+  // A new budget (e.g. the idle CPUs Slurm reports now), from the next division;
+  // `why`, when not empty, is said in the grants' reasons after the budget.
+  void set_cpus(int cpus, std::string why = "") {
+    o_.cpus = cpus;
+    budget_why_ = std::move(why);
+  }
   int cpus() const { return o_.cpus; }
   // The CPUs the runs say their pool workers hold now.
   int HeldCpus() const;
@@ -88,6 +92,7 @@ class PoolState {
     double grew_at_s = -1e300;
   };
   PoolStateOptions o_;
+  std::string budget_why_;
   std::map<std::string, Run> runs_;
 };
 

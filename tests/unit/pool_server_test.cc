@@ -262,5 +262,57 @@ TEST(PoolServerBudgetTest, GivenIdleCpusThenTheBudgetIsThemPlusWhatPoolWorkersHo
   EXPECT_EQ((*server)->State().cpus, 8);
 }
 
+TEST(PoolServerBudgetTest, GivenJobsWaitingForCpusThenThePoolGivesBackWhatTheyWant) {
+  FakeClock clock(1000);
+  int idle = 6, pending = 0;
+  PoolServerOptions o;
+  o.secret = *NewSecret();
+  o.pool.division.min_gain = 0;
+  o.pool.division.min_lifetime_s = 0;
+  o.clock = &clock;
+  o.idle_cpus = [&]() -> Result<int> { return idle; };
+  o.pending_cpus = [&]() -> Result<int> { return pending; };
+  auto server = PoolServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  const Deadline deadline = Deadline::After(kWait);
+  auto run = DialHandshake(
+      [&] { return Socket::ConnectTcp("127.0.0.1", (*server)->port(), deadline.remaining_s()); },
+      RoleKey(o.secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
+  ASSERT_TRUE(run.ok());
+  PoolReportMsg r{"a", 1, 2, 1, 3, 1000, {{1, 250}}};  // holds 3 pool workers: 6 CPUs
+  PoolGrantMsg last;
+  auto grant = [&]() {
+    EXPECT_TRUE(SendFrame(*run, MsgType::kPoolReport, r.Encode(), deadline).ok());
+    auto f = RecvFrame(*run, kControlLimits, deadline);
+    if (f.ok()) last = *PoolGrantMsg::Decode(f->meta);
+    return f.ok() ? last.extra_workers : -1;
+  };
+  idle = 0;
+  clock.Advance(10);
+  EXPECT_EQ(grant(), 3) << "0 idle + 6 held";
+  // A job waits for 4 CPUs (no scavenger partition preempts the pool's workers):
+  // 6 held - 4 wanted = 2 CPUs, one worker; and no idle CPU is granted meanwhile.
+  pending = 4;
+  idle = 2;
+  clock.Advance(10);
+  EXPECT_EQ(grant(), 1);
+  EXPECT_NE(last.reason.find("a budget of 2 CPUs (jobs waiting for CPUs want 4: the pool gives "
+                             "them back)"),
+            std::string::npos)
+      << last.reason;
+  // It wants more than the pool holds: everything goes back.
+  pending = 10;
+  r.extra_workers = 1;
+  clock.Advance(10);
+  EXPECT_EQ(grant(), 0);
+  // It started; nothing waits: the idle CPUs are divided again.
+  pending = 0;
+  idle = 4;
+  r.extra_workers = 0;
+  clock.Advance(10);
+  EXPECT_EQ(grant(), 2);
+  EXPECT_EQ(last.reason.find("waiting"), std::string::npos) << last.reason;
+}
+
 }  // namespace
 }  // namespace gm

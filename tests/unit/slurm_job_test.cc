@@ -225,6 +225,31 @@ TEST(SlurmJobTest, GivenSinfoCpuTextThenTheIdleCpusAreSummed) {
             std::string::npos);
 }
 
+TEST(SlurmJobTest, GivenPendingJobsThenTheCpusWaitingOnThePartitionsNodesAreSummed) {
+  // cpu1 and cpu2 in "cpu"; cpu2 also in "scavenger"; gpu1 in "gpu" only.
+  const std::string nodes = "cpu1|cpu\ncpu2|cpu\ncpu2|scavenger\ngpu1|gpu\n";
+  const std::string jobs =
+      "8|Resources|N/A|cpu|big\n"                         // shares cpu2: counts
+      "4|Priority|N/A|cpu|later\n"                        // waits for its turn, not for CPUs
+      "2|Resources|gres:gpu:1|cpu|trainer\n"              // waits for a GPU
+      "1|Resources|N/A|scavenger|goldminer-worker.7.9\n"  // a pool worker of ours
+      "16|Resources|N/A|gpu|elsewhere\n"                  // no node of the partition
+      "3|Resources|N/A|gpu,cpu|either|with|bars\n";       // one of its partitions shares
+  Result<int> pending = ParsePendingCpus(jobs, nodes, "scavenger");
+  ASSERT_TRUE(pending.ok()) << pending.status().message();
+  EXPECT_EQ(*pending, 11);
+  EXPECT_EQ(*ParsePendingCpus("", nodes, "scavenger"), 0) << "nothing pending";
+  EXPECT_EQ(*ParsePendingCpus("8|Resources|N/A|gpu|x\n", nodes, "cpu"), 0);
+  Result<int> none = ParsePendingCpus(jobs, nodes, "nosuch");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no node is in partition nosuch"), std::string::npos);
+  for (const char* bad :
+       {"x|Resources|N/A|cpu|j\n", "8|Resources|N/A\n", "-1|Resources|N/A|cpu|j"}) {
+    EXPECT_FALSE(ParsePendingCpus(bad, nodes, "cpu").ok()) << bad;
+  }
+  EXPECT_FALSE(ParsePendingCpus("", "cpu1 cpu\n", "cpu").ok()) << "sinfo not in its form";
+}
+
 TEST(SlurmJobTest, GivenScontrolTextThenHowAJobEndedIsRead) {
   // A worker that drained inside GraceTime exits 0: COMPLETED, with a PreemptTime.
   EXPECT_EQ(SlurmJobEnd("JobId=2 JobName=w JobState=COMPLETED Reason=None "
