@@ -18,6 +18,8 @@ packages=(
   chromium
   # a real Slurm cluster for the plan and run tests (iproute2: nodes in network namespaces)
   slurmctld slurmd slurm-client munge iproute2
+  # the installed modulefile is loaded with Lmod in the install test
+  lmod
   # real photos for the demo corpus and the benchmarks
   lomiri-wallpapers-16.04 palapeli-data
 )

@@ -18,6 +18,19 @@ for f in bin/goldminer share/man/man1/goldminer.1 share/man/man1/goldminer-worke
 done
 expect_rc 0 "man renders the pipeline page" -- man -l "$T/prefix/share/man/man5/goldminer-pipeline.5"
 
+# The modulefile, as a cluster's users load it (Lmod, from scripts/install-deps.sh).
+[[ -f /usr/share/lmod/lmod/init/bash ]] || fail "Lmod is missing: run scripts/install-deps.sh"
+bash -c 'source /usr/share/lmod/lmod/init/bash && module use "$1/share/modulefiles" &&
+  module load goldminer && command -v goldminer && echo "root=$GOLDMINER_ROOT" && man -w goldminer-pool &&
+  /usr/bin/python3 -c "import goldminer, sys; print(goldminer.__file__)" &&
+  module unload goldminer && { command -v goldminer || echo "unloaded"; }' _ "$T/prefix" \
+  >"$T/module.out" 2>&1 || { cat "$T/module.out" >&2; fail "module load goldminer failed"; }
+for want in "$T/prefix/bin/goldminer" "root=$T/prefix" "$T/prefix/share/man/man1/goldminer-pool.1" \
+            "$T/prefix/lib/goldminer/python/goldminer/__init__.py" "unloaded"; do
+  grep -qxF "$want" "$T/module.out" || { cat "$T/module.out" >&2; fail "module load goldminer: no '$want'"; }
+done
+ok "module load goldminer puts the prefix's binary, man pages and Python package in reach; unload takes them away"
+
 cp -r "$SRC/examples/exec_stage" "$T/exec"
 # Run from a directory unrelated to the source tree, with no PYTHONPATH.
 cd "$T"
