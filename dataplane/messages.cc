@@ -790,6 +790,7 @@ nlohmann::json PoolStateMsg::Encode() const {
                     {"cpus", run.cpus},
                     {"held_workers", run.held_workers},
                     {"age_s", run.age_s}});
+    if (run.report) list.back()["report"] = run.report->Encode();
   }
   nlohmann::json changes = nlohmann::json::array();
   for (const Change& c : history) {
@@ -820,6 +821,9 @@ Result<PoolStateMsg> PoolStateMsg::Decode(const nlohmann::json& meta) {
       GM_ASSIGN_OR_RETURN(run.cpus, Int(item, "cpus", 0, int64_t{1} << 31));
       GM_ASSIGN_OR_RETURN(run.held_workers, Int(item, "held_workers", 0, 65536));
       GM_ASSIGN_OR_RETURN(run.age_s, Positive(item, "age_s", 1e9, true));
+      if (item.has("report")) {
+        GM_ASSIGN_OR_RETURN(run.report, PoolReportMsg::Decode(item.json().at("report")));
+      }
       r.runs.push_back(std::move(run));
     }
     if (!m.has("history")) return r;  // an older pool

@@ -476,6 +476,9 @@ struct PoolStateMsg {
     int64_t cpus = 0;           // granted
     int64_t held_workers = 0;   // as it last reported
     double age_s = 0;           // since its last report
+    // Its last report: the division's inputs (optional; its rates cut to
+    // kMaxPoolStateCounts, and given for the first kMaxPoolStateInputs runs only).
+    std::optional<PoolReportMsg> report;
   };
   // A change of one run's grant, newest last (optional; absent from an older pool).
   struct Change {
@@ -492,6 +495,8 @@ struct PoolStateMsg {
 };
 inline constexpr size_t kMaxPoolRuns = 4096;
 inline constexpr size_t kMaxPoolHistory = 64;
+inline constexpr size_t kMaxPoolStateCounts = 32;
+inline constexpr size_t kMaxPoolStateInputs = 256;
 inline constexpr size_t kMaxPoolReasonBytes = 1024;
 
 // Either way: ERROR {message}; the sender closes afterwards. Decode never fails:

@@ -119,7 +119,7 @@ Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMs
     LogInfo("pool: run " + report.run_id + " reports (" + std::to_string(report.gpus) + " GPUs, " +
             std::to_string(report.extra_workers) + " pool worker(s) held)");
   }
-  seen_[report.run_id] = {static_cast<int>(report.extra_workers), report.gpus, now};
+  seen_[report.run_id] = {static_cast<int>(report.extra_workers), report.gpus, now, report};
   if (o_.idle_cpus && now - budget_at_s_ >= o_.budget_every_s) RefreshBudget(now);
   std::vector<std::string> forgotten;
   GM_ASSIGN_OR_RETURN(std::vector<planner::PoolGrant> grants, state_.Divide(now, &forgotten));
@@ -189,6 +189,10 @@ PoolStateMsg PoolServer::State() {
       r.held_workers = h->second.held_workers;
       r.gpus = h->second.gpus;
       r.age_s = std::max(0.0, now - h->second.at_s);
+      if (s.runs.size() < kMaxPoolStateInputs) {
+        r.report = h->second.report;
+        if (r.report->rates.size() > kMaxPoolStateCounts) r.report->rates.resize(kMaxPoolStateCounts);
+      }
     }
     s.runs.push_back(std::move(r));
   }

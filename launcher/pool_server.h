@@ -83,6 +83,7 @@ class PoolServer {
     int held_workers = 0;
     double gpus = 1;
     double at_s = 0;  // its last report
+    PoolReportMsg report;
   };
   std::map<std::string, Seen> seen_ GUARDED_BY(mu_);
   struct Change {

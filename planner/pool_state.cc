@@ -83,13 +83,16 @@ namespace {
 // A grant's reason in words ("divided anew: a budget of 8 CPUs over 2 runs; its
 // 4 CPUs add 40% to its GPUs' speed; a worker more would add 3%").
 std::string Reason(bool changed, int budget, const std::string& budget_why, size_t runs,
-                   const PoolJob& job, int cpus, int per_worker) {
+                   const PoolJob& job, int held_cpus, int cpus, int per_worker) {
   const double w = job.weight;
   const double now = PoolValue(job, cpus) / w;
   const double more = PoolValue(job, cpus + per_worker) / w - now;
   auto pct = [](double f) { return std::to_string(static_cast<int>(std::lround(100 * f))) + "%"; };
-  return std::string(changed ? "divided anew" : "kept as held (a new division gains too little)") +
-         ": a budget of " + std::to_string(budget) + " CPUs" +
+  // Unchanged, a holding beyond the budget was cut to it (DividePool saw it capped).
+  const char* how = changed             ? "divided anew"
+                    : cpus == held_cpus ? "kept as held (a new division gains too little)"
+                                        : "cut to the budget";
+  return std::string(how) + ": a budget of " + std::to_string(budget) + " CPUs" +
          (budget_why.empty() ? "" : " (" + budget_why + ")") + " over " + std::to_string(runs) +
          " run(s) by gain per GPU; its " + std::to_string(cpus) + " CPU(s) add " + pct(now) +
          " to its GPUs' speed; a worker more would add " + pct(more);
@@ -149,7 +152,8 @@ Result<std::vector<PoolGrant>> PoolState::Divide(double now_s,
     g.run_id = id;
     g.extra_workers = d.cpus[i++] / per;
     g.cpus = g.extra_workers * per;
-    g.reason = Reason(d.changed, o_.cpus, budget_why_, jobs.size(), job, g.cpus, per);
+    g.reason = Reason(d.changed, o_.cpus, budget_why_, jobs.size(), job,
+                      run.report.extra_workers * per, g.cpus, per);
     if (g.cpus > run.granted_cpus) run.grew_at_s = now_s;
     run.granted_cpus = g.cpus;
     grants.push_back(std::move(g));

@@ -95,7 +95,9 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
   EXPECT_NE(Refusal(PoolGrantMsg::Decode({{"extra_workers", 0}, {"cpus", 0}, {"reason", 7}}))
                 .find("$.reason"),
             std::string::npos);
-  PoolStateMsg state{8, {{"job-12", 4, 3, 6, 2, 1.5}}, {{12.5, "job-12", 2, 6, "divided anew"}}};
+  PoolStateMsg state{8,
+                     {{"job-12", 4, 3, 6, 2, 1.5, report}, {"job-13", 1, 0, 0, 0, 2, std::nullopt}},
+                     {{12.5, "job-12", 2, 6, "divided anew"}}};
   auto st = PoolStateMsg::Decode(state.Encode());
   ASSERT_TRUE(st.ok()) << st.status().message();
   EXPECT_EQ(st->Encode(), state.Encode());
@@ -105,6 +107,12 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
   nlohmann::json long_history = state.Encode();
   for (size_t i = 0; i < kMaxPoolHistory; ++i) long_history["history"].push_back(older["runs"][0]);
   EXPECT_NE(Refusal(PoolStateMsg::Decode(long_history)).find("at most 64 changes"),
+            std::string::npos);
+  EXPECT_EQ(st->runs[0].report->rates, report.rates) << "the inputs travel with the division";
+  EXPECT_FALSE(st->runs[1].report.has_value());
+  nlohmann::json bad_input = state.Encode();
+  bad_input["runs"][0]["report"]["demand_samples_per_s"] = -1;
+  EXPECT_NE(Refusal(PoolStateMsg::Decode(bad_input)).find("demand_samples_per_s"),
             std::string::npos);
   nlohmann::json bad_change = state.Encode();
   bad_change["history"][0]["to_cpus"] = -1;

@@ -106,6 +106,18 @@ TEST(PoolStateTest, EachGrantSaysWhyInFiguresAPersonCanCheck) {
   ASSERT_TRUE(grants.ok());
   EXPECT_EQ((*grants)[0].reason.rfind("kept as held (a new division gains too little): ", 0), 0u)
       << (*grants)[0].reason;
+  // The budget falls below what one run holds: cut to it, and the budget says why.
+  PoolState one(o);
+  ASSERT_TRUE(one.Report("", Report("a", 1000, 1, {{1, 250}, {3, 750}}, 2, 1, 2), 0).ok());
+  one.set_cpus(2, "jobs waiting for CPUs want 6");
+  grants = one.Divide(2, nullptr);
+  ASSERT_TRUE(grants.ok());
+  EXPECT_EQ((*grants)[0].extra_workers, 1);
+  EXPECT_EQ((*grants)[0].reason.rfind("cut to the budget: a budget of 2 CPUs (jobs waiting for "
+                                      "CPUs want 6) over 1 run(s)",
+                                      0),
+            0u)
+      << (*grants)[0].reason;
 }
 
 TEST(PoolStateTest, ThreeRunsAreDividedByMarginalGainAsComputedByHand) {
