@@ -191,7 +191,8 @@ PoolStateMsg PoolServer::State() {
       r.age_s = std::max(0.0, now - h->second.at_s);
       if (s.runs.size() < kMaxPoolStateInputs) {
         r.report = h->second.report;
-        if (r.report->rates.size() > kMaxPoolStateCounts) r.report->rates.resize(kMaxPoolStateCounts);
+        if (r.report->rates.size() > kMaxPoolStateCounts)
+          r.report->rates.resize(kMaxPoolStateCounts);
       }
     }
     s.runs.push_back(std::move(r));

@@ -87,7 +87,8 @@ TEST_F(PoolServerTest, GivenTwoRunsThenEachIsGrantedWhatTheDivisionGivesIt) {
   EXPECT_EQ(state.runs[0].held_workers, 3);
   EXPECT_EQ(state.runs[1].cpus, 2);
   ASSERT_TRUE(state.runs[1].report.has_value()) << "its inputs, for a hand computation";
-  EXPECT_EQ(state.runs[1].report->rates, (std::vector<std::pair<int64_t, double>>{{1, 500}, {2, 600}}));
+  EXPECT_EQ(state.runs[1].report->rates,
+            (std::vector<std::pair<int64_t, double>>{{1, 500}, {2, 600}}));
   EXPECT_EQ(state.runs[1].report->demand_samples_per_s, 1000);
   // The same over the wire (POOL_STATUS), as `goldminer pool --status` asks it.
   Frame f = Ask(*b, MsgType::kPoolStatus, nlohmann::json::object());
