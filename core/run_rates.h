@@ -15,7 +15,7 @@ struct RunSample {
   int workers = 0;          // running now
   double worker_cpu_s = 0;  // CPU the workers have used so far
   uint64_t epoch = 0;       // the coordinator's current epoch
-  int workers_ready = -1;   // of the workers, registered with the coordinator (-1: not known)
+  int workers_ready = -1;   // of the workers, ready: they finished a split (-1: not known)
 };
 
 // The figures of one interval between two samples.
@@ -26,7 +26,7 @@ struct RunRates {
   int workers = 0;
   double worker_cpus = 0;  // CPU seconds per second
   uint64_t epoch = 0;
-  int workers_ready = -1;  // registered with the coordinator (-1: not known)
+  int workers_ready = -1;  // ready: they finished a split (-1: not known)
 };
 
 }  // namespace gm

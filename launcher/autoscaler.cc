@@ -66,8 +66,8 @@ std::optional<ScaleDecision> Autoscaler::Observe(const RunRates& r, int workers)
     started_ = true;
     settle_until_ = r.t_s + o_.period_s;
   }
-  // A worker started and not yet registered with the coordinator (starting up: a
-  // Slurm step, an exec stage's interpreter) makes the figures say nothing about
+  // A worker started that has not finished its first split (starting up: a Slurm
+  // step, an exec stage's interpreter importing its libraries) makes the figures say nothing about
   // the worker count: the settling lasts until it is ready, then one more period.
   if (r.workers_ready >= 0 && r.workers_ready < r.workers) {
     settle_until_ = std::max(settle_until_, r.t_s + o_.period_s);

@@ -98,6 +98,7 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.worker_stages = worker_stages_;
   s.places = places_;
   s.workers_live = data_addr_.size();
+  s.workers_producing = producing_.size();
   s.failure = failure_;
   s.splits_unchecked = unchecked_.size();
   s.offload_only = config_.offload_only;

@@ -85,6 +85,10 @@ struct CoordinatorSummary {
   uint64_t workers_faulted = 0;      // dropped because a trainer's client said so (FAULT)
   size_t connections_open = 0;       // served now (each by one thread)
   size_t workers_live = 0;           // registered and still connected
+  // Of those, the ones that finished a split since they registered: a new worker
+  // counts once it makes data at its pace (its exec stage's processes started,
+  // its first split through the pipeline).
+  size_t workers_producing = 0;
   // Why the run cannot have delivered every sample (a split that reached the
   // trainer short, a worker's count contradicting its split): empty when none.
   std::string failure;
@@ -208,6 +212,7 @@ class CoordinatorServer {
   std::condition_variable cv_;  // epoch changes, finish, stop
   CoordinatorState state_ GUARDED_BY(mu_);
   std::map<WorkerId, std::string> data_addr_ GUARDED_BY(mu_);  // live workers
+  std::set<WorkerId> producing_ GUARDED_BY(mu_);               // live workers that finished a split
   // Live workers' control sockets, so that a FAULT can close one (each entry goes
   // before its socket closes).
   std::map<WorkerId, int> worker_fd_ GUARDED_BY(mu_);

@@ -116,6 +116,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   MutexLock lock(mu_);
   (void)state_.WorkerExited(id);  // its unfinished splits go back to the queue
   data_addr_.erase(id);
+  producing_.erase(id);
   worker_fd_.erase(id);
   const bool faulted = faulted_.erase(id) > 0;  // said when the FAULT came
   if (!faulted && !st.ok() && !stopping_) {
@@ -192,7 +193,10 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       }
       Status st = state_.SplitDone(id, done_msg.epoch, done_msg.split, done_msg.batch_count,
                                    done_msg.skipped);
-      if (st.ok()) CheckDelivered(done_msg.epoch, done_msg.split);
+      if (st.ok()) {
+        producing_.insert(id);
+        CheckDelivered(done_msg.epoch, done_msg.split);
+      }
       if (uint64_t held = 0; !st.ok() && worker_warnings_.Allow(&held)) {
         LogWarning("coordinator: worker " + std::to_string(id) + ": " + st.message() + " (" +
                    std::to_string(held) + " such warnings held back)");

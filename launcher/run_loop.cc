@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -320,7 +321,11 @@ void RunLoop::Sample() {
     s.worker_cpu_s += cpu_seen_[pid];
   }
   PlaceWorkers(summary);
-  s.workers_ready = static_cast<int>(summary.workers_live);
+  // A worker counts as ready once it finished a split (its first one includes its
+  // start-up: an exec stage's processes importing their libraries); with only
+  // offloaded DataLoaders (no split), once it registered.
+  s.workers_ready =
+      static_cast<int>(summary.offload_only ? summary.workers_live : summary.workers_producing);
   s.epoch = summary.state.epoch;
   std::vector<std::vector<StageStats>> reports;
   for (const auto& [id, report] : summary.worker_stages) reports.push_back(report);
@@ -358,12 +363,26 @@ void RunLoop::ReportToPool(const RunRates& r) {
     auto& [sum, n] = rate_at_[r.workers];
     sum += r.samples_per_s;
     ++n;
-    if (r.data_wait_fraction < 0.95) {
-      demand_ = std::max(demand_, r.samples_per_s / (1 - r.data_wait_fraction));
-    }
+    period_rate_ += r.samples_per_s;
+    period_busy_ += 1 - std::clamp(r.data_wait_fraction, 0.0, 1.0);
+    ++period_n_;
   }
   const double now = edges_.clock->Now();
-  if (now < next_pool_report_ || !(demand_ > 0)) return;
+  if (now < next_pool_report_) return;
+  // The trainers' demand over this period: what they took per second of not
+  // waiting (rate / (1 - wait) over the period, not one interval's, whose jitter
+  // reads as demand); the median of the last kDemandPeriods periods is reported.
+  constexpr size_t kDemandPeriods = 5;
+  if (period_busy_ > 0 && period_rate_ > 0 && period_busy_ >= 0.05 * period_n_) {
+    demands_.push_back(period_rate_ / period_busy_);
+    if (demands_.size() > kDemandPeriods) demands_.pop_front();
+    std::vector<double> sorted(demands_.begin(), demands_.end());
+    std::sort(sorted.begin(), sorted.end());
+    demand_ = sorted[sorted.size() / 2];
+  }
+  period_rate_ = period_busy_ = 0;
+  period_n_ = 0;
+  if (!(demand_ > 0)) return;
   next_pool_report_ = now + o_.pool_period_s;
   PoolReportMsg report;
   report.run_id = o_.pool_run_id;

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -173,7 +174,10 @@ class RunLoop {
   int pool_grant_ = 0;             // elastic workers the pool grants (with a pool)
   bool pool_answered_ = false;     // the pool answered once (its first grant is recorded)
   double next_pool_report_ = 0;    // clock time of the next report
-  double demand_ = 0;              // the trainers' demand, estimated: the largest rate / (1 - wait)
+  double demand_ = 0;              // the trainers' demand, estimated (ReportToPool)
+  std::deque<double> demands_;     // the last periods' estimates of it
+  double period_rate_ = 0, period_busy_ = 0;       // this pool period: sums of rate and 1 - wait
+  int period_n_ = 0;                               // and how many intervals
   std::map<int, std::pair<double, int>> rate_at_;  // running workers -> (sum of rates, samples)
   bool stopped_ = false;  // the trainers are done, or StopAll ran: no more scaling
 };

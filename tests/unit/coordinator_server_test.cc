@@ -494,6 +494,8 @@ TEST_F(CoordinatorServerTest,
   WorkerAndClient(worker, client, plan);
   Frame a = Ask(worker, MsgType::kGetSplit, nlohmann::json::object());
   ASSERT_EQ(a.meta["kind"], "assign");
+  EXPECT_EQ(server_->Summary().workers_live, 1u);
+  EXPECT_EQ(server_->Summary().workers_producing, 0u) << "registered, no split made yet";
   const uint64_t split = a.meta["split"];
   const uint64_t batches = split == 2 ? 1 : 2;
   ASSERT_TRUE(SendFrame(worker, MsgType::kSplitDone,
@@ -507,6 +509,7 @@ TEST_F(CoordinatorServerTest,
     EXPECT_EQ(d.meta["kind"], "drain") << d.meta.dump();
   }
   EXPECT_EQ(server_->Summary().state.workers[0].status, WorkerStatus::kDraining);
+  EXPECT_EQ(server_->Summary().workers_producing, 1u) << "its first split made";
   nlohmann::json acks = nlohmann::json::array();
   for (uint64_t b = 0; b < batches; ++b) acks.push_back({split, b});
   ASSERT_TRUE(

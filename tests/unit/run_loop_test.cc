@@ -77,6 +77,7 @@ class World {
   CoordinatorSummary Summary() const {
     CoordinatorSummary s;
     s.workers_live = static_cast<size_t>(ReadyWorkers());
+    s.workers_producing = s.workers_live;  // a fake worker makes data once it registers
     for (const auto& [pid, r] : launcher.running()) {
       if (r.role != ProcessRole::kWorker || !Ready(pid, r)) continue;
       for (const std::string& e : r.env) {
@@ -449,7 +450,11 @@ TEST(RunLoopTest, GivenAPoolThenElasticWorkersFollowItsGrantAndItsSilenceCostsNo
   EXPECT_EQ(first.gpus, 4);
   EXPECT_EQ(first.cpus_per_worker, 2);
   EXPECT_EQ(first.base_workers, 1);
-  EXPECT_GT(first.demand_samples_per_s, 0);
+  // The trainer takes 1000 samples/s: one worker's 100 with 90% wait says so.
+  EXPECT_NEAR(first.demand_samples_per_s, 1000, 1);
+  for (const PoolReportMsg& r : w.pool_reports) {
+    EXPECT_NEAR(r.demand_samples_per_s, 1000, 1) << "what it holds changes, its demand does not";
+  }
   ASSERT_FALSE(first.rates.empty());
   EXPECT_EQ(first.rates[0].first, 1);
   EXPECT_NEAR(first.rates[0].second, 100, 1e-9) << "one worker makes 100 samples/s";
