@@ -235,6 +235,31 @@ std::string OutcomeClass(const RunModel& m) {
   return "bad";
 }
 
+// The run's workers and its events, one row each.
+std::string WorkerAndEventTables(const RunModel& m) {
+  std::string h;
+  h += "<h3>Workers</h3><table class=\"workers\"><tr><th>#</th><th>node</th><th>step</th>"
+       "<th>kind</th><th>started</th><th>ended</th><th>how it ended</th></tr>";
+  for (const WorkerRecord& w : m.workers) {
+    h += "<tr" + std::string(w.elastic ? " class=\"elastic\"" : "") + "><td class=\"num\">" +
+         std::to_string(w.worker_id) + "</td><td>" + E(w.host) + "</td><td>" +
+         E(w.step_id.value_or("")) + "</td><td>" +
+         (w.elastic   ? "elastic job"
+          : w.step_id ? "step"
+                      : "local") +
+         "</td><td>" + E(w.started_utc) + "</td><td>" + E(w.ended_utc.value_or("running")) +
+         "</td><td>" + E(w.exit.value_or("")) + "</td></tr>";
+  }
+  h += "</table><h3>Events</h3><table "
+       "class=\"events\"><tr><th>when</th><th>kind</th><th>what</th></tr>";
+  for (const EventRecord& e : m.events) {
+    h += "<tr><td>" + E(e.t_utc) + "</td><td>" + E(e.kind) + "</td><td>" + E(e.message) +
+         "</td></tr>";
+  }
+  h += "</table>";
+  return h;
+}
+
 std::string RunSection(const RunModel& m, size_t n) {
   const RunRecord& r = m.run;
   const RunSummary s = Summarize(m);
@@ -296,25 +321,8 @@ std::string RunSection(const RunModel& m, size_t n) {
               "samples/s", "#1f6feb");
   }
   h += PoolTable(m, n);
-  h += "<h3>Workers</h3><table class=\"workers\"><tr><th>#</th><th>node</th><th>step</th>"
-       "<th>kind</th><th>started</th><th>ended</th><th>how it ended</th></tr>";
-  for (const WorkerRecord& w : m.workers) {
-    h += "<tr" + std::string(w.elastic ? " class=\"elastic\"" : "") + "><td class=\"num\">" +
-         std::to_string(w.worker_id) + "</td><td>" + E(w.host) + "</td><td>" +
-         E(w.step_id.value_or("")) + "</td><td>" +
-         (w.elastic   ? "elastic job"
-          : w.step_id ? "step"
-                      : "local") +
-         "</td><td>" + E(w.started_utc) + "</td><td>" + E(w.ended_utc.value_or("running")) +
-         "</td><td>" + E(w.exit.value_or("")) + "</td></tr>";
-  }
-  h += "</table><h3>Events</h3><table "
-       "class=\"events\"><tr><th>when</th><th>kind</th><th>what</th></tr>";
-  for (const EventRecord& e : m.events) {
-    h += "<tr><td>" + E(e.t_utc) + "</td><td>" + E(e.kind) + "</td><td>" + E(e.message) +
-         "</td></tr>";
-  }
-  h += "</table></section>";
+  h += WorkerAndEventTables(m);
+  h += "</section>";
   return h;
 }
 
