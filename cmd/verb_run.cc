@@ -256,6 +256,20 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
   return Status::Ok();
 }
 
+// A trainer command that is srun starts the ranks itself (its tasks): the run starts
+// it once, sets no RANK for it, and counts its tasks as the world size unless
+// --world-size says otherwise.
+Status ApplySrunTrainer(RunFlags& f, const CLI::App& sub) {
+  GM_ASSIGN_OR_RETURN(std::optional<int> tasks, SrunTaskCount(f.spec.command));
+  if (!tasks) return Status::Ok();
+  f.spec.command_starts_ranks = true;
+  if (sub.count("--world-size") == 0 && f.plan.empty()) f.spec.world_size = *tasks;
+  LogInfo("run: the trainer command is srun: its " + std::to_string(f.spec.world_size) +
+          " task(s) are the trainer's ranks (each reads SLURM_PROCID; --world-size N says how "
+          "many it starts)");
+  return Status::Ok();
+}
+
 // The trainer's program exists: a path that is an executable file, or a name found
 // in PATH. Checked before anything starts, so a typo costs no worker step.
 Status CheckTrainerCommand(const std::vector<std::string>& command) {
@@ -644,6 +658,7 @@ Verb RunVerb() {
           if (!f->plan.empty()) GM_RETURN_IF_ERROR(ApplyPlan(*f, *app));
           if (Status st = CheckTrainerCommand(f->spec.command); !st.ok())
             return RecordRefused(*f, st);
+          if (Status st = ApplySrunTrainer(*f, *app); !st.ok()) return RecordRefused(*f, st);
           if (f->backend == "slurm") {
             Status st = f->job->CheckWorkersFit(f->spec, f->spec.workers);
             if (!st.ok()) return RecordRefused(*f, st);

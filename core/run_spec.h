@@ -31,12 +31,15 @@ struct WorkerSlot {
 inline constexpr int kMaxDataLoaderWorkers = 1024;  // run --dataloader-workers
 
 struct RunSpec {
-  std::string pipeline;              // pipeline.json the workers run
-  int workers = 2;                   // data workers to start
-  int threads_per_worker = 1;        // stage threads of a worker without a slot of its own
-  std::vector<WorkerSlot> slots;     // a plan's workers, in order (none: no plan)
-  int epochs = 0;                    // epochs the workers serve; 0: as the trainer asks
-  int world_size = 1;                // trainer ranks, one process each
+  std::string pipeline;           // pipeline.json the workers run
+  int workers = 2;                // data workers to start
+  int threads_per_worker = 1;     // stage threads of a worker without a slot of its own
+  std::vector<WorkerSlot> slots;  // a plan's workers, in order (none: no plan)
+  int epochs = 0;                 // epochs the workers serve; 0: as the trainer asks
+  int world_size = 1;             // trainer ranks, one process each (but see below)
+  // The command starts the ranks itself (srun: its tasks, each with SLURM_PROCID):
+  // one trainer process, and RANK, LOCAL_RANK and WORLD_SIZE are not set for it.
+  bool command_starts_ranks = false;
   size_t samples_per_split = 256;    // split size of files/jsonl/range sources
   std::vector<std::string> command;  // the trainer's argv
   // Virtual workers for each of the trainer's offloaded DataLoaders (run

@@ -131,7 +131,8 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
   if (rank >= config_.world_size || world != config_.world_size) {
     std::string why = "this run has " + std::to_string(config_.world_size) +
                       " trainer rank(s); a client subscribed as rank " + std::to_string(rank) +
-                      " of " + std::to_string(world);
+                      " of " + std::to_string(world) +
+                      " (goldminer run --world-size N: the ranks the trainer command starts)";
     SendError(socket, why, Deadline::After(1));
     return Status::InvalidArgument(why);
   }
@@ -220,7 +221,9 @@ Status CoordinatorServer::ServeOffloadClient(Socket& socket, const Frame& first)
   if (offload.rank >= config_.world_size) {
     return Status::InvalidArgument("this run has " + std::to_string(config_.world_size) +
                                    " trainer rank(s); a client offloads as rank " +
-                                   std::to_string(offload.rank));
+                                   std::to_string(offload.rank) +
+                                   " (goldminer run --world-size N: the ranks the trainer "
+                                   "command starts)");
   }
   OffloadingMsg answer;
   answer.run_id = config_.run_id;

@@ -43,7 +43,8 @@ Result<RunLoopOutcome> RunLoop::Execute() {
   RunLoopOutcome out;
   Sample();  // the baseline
   for (int i = 0; i < o_.spec.workers; ++i) GM_RETURN_IF_ERROR(StartWorker(i));
-  for (int rank = 0; rank < o_.spec.world_size; ++rank) GM_RETURN_IF_ERROR(StartTrainer(rank));
+  const int trainers = o_.spec.command_starts_ranks ? 1 : o_.spec.world_size;
+  for (int rank = 0; rank < trainers; ++rank) GM_RETURN_IF_ERROR(StartTrainer(rank));
   double next_sample = start_ + o_.sample_interval_s;
   while (supervisor_.running(ProcessRole::kTrainer) > 0) {
     if (edges_.clock->Now() >= next_sample) {
@@ -284,12 +285,12 @@ Status RunLoop::StartTrainer(int rank) {
   r.role = ProcessRole::kTrainer;
   r.argv = o_.spec.command;
   r.env = {"GOLDMINER_ADDR=" + edges_.coordinator_address,
-           "GOLDMINER_SECRET_FILE=" + o_.run_dir + "/client.key",
-           "GOLDMINER_RUN_ID=" + run_id_,
-           "GOLDMINER_RUN_DIR=" + o_.run_dir,
-           "RANK=" + std::to_string(rank),
-           "LOCAL_RANK=" + std::to_string(rank),
-           "WORLD_SIZE=" + std::to_string(o_.spec.world_size)};
+           "GOLDMINER_SECRET_FILE=" + o_.run_dir + "/client.key", "GOLDMINER_RUN_ID=" + run_id_,
+           "GOLDMINER_RUN_DIR=" + o_.run_dir};
+  if (!o_.spec.command_starts_ranks) {  // else each task's SLURM_PROCID says
+    r.env.insert(r.env.end(), {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
+                               "WORLD_SIZE=" + std::to_string(o_.spec.world_size)});
+  }
   r.env.insert(r.env.end(), o_.trainer_env.begin(), o_.trainer_env.end());
   r.slot = rank;
   r.cpus = o_.trainer_cpus;

@@ -330,6 +330,81 @@ std::unique_ptr<ProcessLauncher> MakeSlurmStepLauncher(SlurmJob job,
   return std::make_unique<SlurmStepLauncher>(std::move(job), std::move(elastic));
 }
 
+namespace {
+
+// srun's short options that take a value (srun(1), Slurm 22.05).
+constexpr std::string_view kSrunShortValues = "AbBcCdDeGiJLmMnNopqrStTwWxZ";
+// Its long options whose value is required, so may be the next argument, each
+// between spaces (those with an optional value, --nice[=N], take it after '=' only).
+constexpr std::string_view kSrunLongValues =
+    " account acctg-freq begin chdir comment constraint container core-spec cores-per-socket "
+    "cpu-bind cpu-freq cpus-per-gpu cpus-per-task deadline delay-boot dependency distribution "
+    "epilog error exclude export gpu-bind gpu-freq gpus gpus-per-node gpus-per-socket "
+    "gpus-per-task gres gres-flags hint input job-name jobid licenses mail-type mail-user "
+    "mcs-label mem mem-bind mem-per-cpu mem-per-gpu mincpus mpi network nodefile nodelist nodes "
+    "ntasks ntasks-per-core ntasks-per-gpu ntasks-per-node ntasks-per-socket output partition "
+    "power prolog qos reservation signal slurmd-debug sockets-per-node task-epilog task-prolog "
+    "thread-spec threads-per-core time time-min tmp uid gid wait wckey het-group "
+    "cluster-constraint clusters extra-node-info switches ";
+
+bool SrunLongTakesValue(std::string_view name) {
+  return kSrunLongValues.find(" " + std::string(name) + " ") != std::string_view::npos;
+}
+
+Result<int> PositiveCount(std::string_view option, std::string_view value) {
+  int n = 0;
+  // --nodes takes a range ("2-4"): its lower bound.
+  const std::string_view digits = value.substr(0, std::min(value.find('-'), value.size()));
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (ec != std::errc() || end != digits.data() + digits.size() || n < 1) {
+    return Status::InvalidArgument("the trainer command's srun option " + std::string(option) +
+                                   " " + std::string(value) +
+                                   ": not a positive count (give goldminer run --world-size N)");
+  }
+  return n;
+}
+
+}  // namespace
+
+Result<std::optional<int>> SrunTaskCount(const std::vector<std::string>& argv) {
+  if (argv.empty()) return std::optional<int>();
+  const std::string& program = argv[0];
+  if (program.substr(program.rfind('/') + 1) != "srun") return std::optional<int>();
+  std::optional<int> ntasks, nodes, per_node;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "--" || a.size() < 2 || a[0] != '-') break;  // the program
+    std::string name, value;
+    bool has_value = false;
+    if (a[1] == '-') {
+      const size_t eq = a.find('=');
+      name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      if (eq != std::string::npos) {
+        value = a.substr(eq + 1);
+        has_value = true;
+      } else if (SrunLongTakesValue(name) && i + 1 < argv.size()) {
+        value = argv[++i];
+        has_value = true;
+      }
+    } else if (kSrunShortValues.find(a[1]) != std::string_view::npos) {
+      name = a.substr(1, 1);
+      value = a.size() > 2 ? a.substr(2) : (i + 1 < argv.size() ? argv[++i] : "");
+      has_value = true;
+    }
+    if (!has_value) continue;
+    const std::string option = (name.size() == 1 ? "-" : "--") + name;
+    if (name == "n" || name == "ntasks") {
+      GM_ASSIGN_OR_RETURN(ntasks, PositiveCount(option, value));
+    } else if (name == "N" || name == "nodes") {
+      GM_ASSIGN_OR_RETURN(nodes, PositiveCount(option, value));
+    } else if (name == "ntasks-per-node") {
+      GM_ASSIGN_OR_RETURN(per_node, PositiveCount(option, value));
+    }
+  }
+  if (ntasks) return ntasks;
+  return std::optional<int>(nodes.value_or(1) * per_node.value_or(1));
+}
+
 Result<int> ParseSinfoIdleCpus(std::string_view text) {
   long long idle = 0;
   bool any = false;

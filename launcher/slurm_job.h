@@ -96,6 +96,17 @@ std::vector<std::string> ElasticSrunArgv(const SlurmJob& job, const ElasticWorke
 std::unique_ptr<ProcessLauncher> MakeSlurmStepLauncher(
     SlurmJob job, std::optional<ElasticWorkers> elastic = std::nullopt);
 
+// A trainer command that is srun (its program's base name): its tasks are the
+// trainer's ranks, each with SLURM_PROCID and SLURM_NTASKS. Returns how many tasks
+// it starts as its options before the program say: -n/--ntasks N, else
+// -N/--nodes N (the lower bound of a range) x --ntasks-per-node K (default 1),
+// else 1; std::nullopt when the command is not srun. An option's value is read
+// from "-nN", "-n N", "--ntasks=N" and "--ntasks N"; the program is the first
+// argument that is neither an option nor the value of an option srun reads one
+// for (its short value options; long ones without '=' among those srun documents).
+// InvalidArgument naming the option for a count that is not a positive integer.
+Result<std::optional<int>> SrunTaskCount(const std::vector<std::string>& argv);
+
 // The idle CPUs of a partition, from `sinfo -h -p P -o %C` text
 // ("allocated/idle/other/total", one line a node state group: summed).
 // InvalidArgument naming the text when it is not that form.

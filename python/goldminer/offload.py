@@ -828,9 +828,10 @@ def _rank_offset(live):
     """Where rank r's virtual worker 0 goes among `live` data workers: r * live /
     world size, so that the ranks' virtual workers spread over the data workers
     instead of all starting on the first ($RANK and $WORLD_SIZE, as `goldminer run`
-    sets them; 0 without them)."""
+    sets them, else srun's $SLURM_PROCID and $SLURM_NTASKS; 0 without them)."""
     try:
-        rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+        rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
+        world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1")))
     except ValueError:
         return 0
     if world < 1 or not 0 <= rank < world:

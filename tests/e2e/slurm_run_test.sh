@@ -323,7 +323,89 @@ ok "under Slurm, an unchanged program's DataLoader ran on the worker steps, with
   fail "the offload is not recorded: $(sqlite3 "$DB" "SELECT kind, message FROM events WHERE run_id = 'offload'")"
 ok "runs.db records the DataLoader served"
 
-# 9. This cluster's own history (JobCompType=jobcomp/filetxt) replayed by
+# 9. A two-node data-parallel trainer, unchanged: the trainer command is srun -N2
+#    (gloo on CPU, a DistributedSampler per rank, DDP averaging the gradients); the
+#    run starts it once and each of its two tasks, on cpu1 and cpu2, has its
+#    DataLoader served by the worker steps, with the batches each rank gets stock.
+cat >"$T/ddp.py" <<'PY'
+import hashlib, json, os, socket, sys
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+class Where(Dataset):
+    def __len__(self):
+        return 24
+    def __getitem__(self, i):
+        with open(f"/proc/{os.getppid()}/stat") as f:
+            grandparent = f.read().rsplit(")", 1)[1].split()[1]
+        with open(f"/proc/{grandparent}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+        maker = os.path.basename(argv[0].decode()) + " " + (argv[1].decode() if len(argv) > 1 else "")
+        return torch.rand(4) + i, maker.strip()
+
+rank, world = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
+dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=rank, world_size=world)
+torch.manual_seed(0)
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+sampler = DistributedSampler(Where(), num_replicas=world, rank=rank, shuffle=True, seed=7)
+generator = torch.Generator()
+generator.manual_seed(5)
+loader = DataLoader(Where(), batch_size=3, sampler=sampler, num_workers=2, generator=generator)
+digests, makers = [], set()
+for epoch in range(2):
+    sampler.set_epoch(epoch)
+    for x, where in loader:
+        digests.append(hashlib.sha256(x.numpy().tobytes()).hexdigest())
+        makers.update(where)
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+params = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters()))
+json.dump({"digests": digests, "makers": sorted(makers), "host": socket.gethostname(),
+           "params": params.hexdigest()}, open(sys.argv[1] % rank, "w"))
+dist.destroy_process_group()
+PY
+ddp_job() {  # NAME COMMAND...: a 2-node job of the cpu partition; waits for its end
+  local name=$1
+  shift
+  job=$(sbatch --parsable --chdir="$T" --output="$T/$name.out" --partition=cpu --nodes=2 \
+    --ntasks-per-node=1 --cpus-per-task=4 --export=ALL,GLOO_SOCKET_IFNAME=eth0 --wrap="$*") ||
+    fail "sbatch refused the $name job"
+  job=${job%%;*}
+  wait_job "$job" || fail "the $name job did not end"
+  [[ $state == *"JobState=COMPLETED"* && $state == *"ExitCode=0:0"* ]] ||
+    fail "the $name job: $(grep -o 'JobState=[A-Z]* .*ExitCode=[0-9:]*' <<<"$state"); $(cat "$T/$name.out")"
+}
+ranks="srun -N2 --ntasks-per-node=1 --exact -c 1 $PY $T/ddp.py"
+ddp_job ddp-stock "PYTHONPATH= $ranks $T/ddp.stock.%d.json $T/ddp.stock.store"
+ddp_job ddp-served "'$GM' run --workers 2 --db '$T/runs.db' --name ddp -- $ranks $T/ddp.served.%d.json $T/ddp.served.store"
+$PY - "$T" <<'PY' || fail "the two-node trainer's batches: $(cat "$T/ddp-served.out")"
+import json, sys
+t = sys.argv[1]
+stock = [json.load(open(f"{t}/ddp.stock.{r}.json")) for r in (0, 1)]
+served = [json.load(open(f"{t}/ddp.served.{r}.json")) for r in (0, 1)]
+assert sorted(s["host"] for s in served) == ["cpu1", "cpu2"], [s["host"] for s in served]
+for r in (0, 1):
+    assert len(served[r]["digests"]) == 8, served[r]["digests"]
+    assert served[r]["digests"] == stock[r]["digests"], f"rank {r}: not the stock batches"
+    assert served[r]["makers"] == ["goldminer worker"], (r, served[r]["makers"])
+    assert stock[r]["makers"] != ["goldminer worker"], (r, stock[r]["makers"])
+assert served[0]["digests"] != served[1]["digests"], "the ranks got the same batches"
+params = {s["params"] for s in stock + served}
+assert len(params) == 1, "the ranks' models differ (DDP) or differ from stock's"
+PY
+ok "srun -N2 trainer: each rank on its own node got stock's batches from the worker steps; one model"
+expect_in "$T/ddp-served.out" "the trainer command is srun: its 2 task(s) are the trainer's ranks" \
+  "the run counts srun's tasks as its ranks"
+for r in 0 1; do
+  [[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'ddp' AND kind = 'offload' AND message LIKE 'rank $r: a DataLoader of Where runs its 2 worker(s) as virtual workers%'") == 1 ]] ||
+    fail "rank $r's offload is not recorded: $(sqlite3 "$DB" "SELECT kind, message FROM events WHERE run_id = 'ddp'")"
+done
+ok "runs.db records each rank's DataLoader served"
+
+# 10. This cluster's own history (JobCompType=jobcomp/filetxt) replayed by
 #    `goldminer simulate` on its nodes (as slurm_cluster.sh declares them: 8 CPUs,
 #    16000 MiB): every job that ran above is a task.
 JOBCOMP=$T/cluster/log/jobcomp.txt

@@ -300,5 +300,30 @@ TEST(SlurmJobTest, GivenTheStepsShellThenTheWorkerGetsItsArgumentsAndTheStepName
   EXPECT_EQ(out->out, "[a b][c\"d][--step-name][20.4]");
 }
 
+TEST(SlurmJobTest, GivenAnSrunTrainerCommandThenItsTasksAreCounted) {
+  using V = std::vector<std::string>;
+  const auto count = [](const V& argv) { return SrunTaskCount(argv).value(); };
+  EXPECT_EQ(count({"python3", "train.py", "-n", "4"}), std::nullopt);  // not srun
+  EXPECT_EQ(count({}), std::nullopt);
+  EXPECT_EQ(count({"srun", "python3", "train.py"}), 1);
+  EXPECT_EQ(count({"/usr/bin/srun", "-N2", "python3", "train.py"}), 2);
+  EXPECT_EQ(count({"srun", "-N", "2", "--ntasks-per-node=3", "python3", "t.py"}), 6);
+  EXPECT_EQ(count({"srun", "--nodes=2-4", "python3", "t.py"}), 2);  // a range: its lower bound
+  EXPECT_EQ(count({"srun", "-n3", "-N2", "python3", "t.py"}), 3);   // -n wins
+  EXPECT_EQ(count({"srun", "--ntasks", "5", "python3", "t.py"}), 5);
+  // Values of other options are skipped, not taken for the program; the program's
+  // own -n is not srun's.
+  EXPECT_EQ(count({"srun", "-p", "cpu", "--cpus-per-task", "2", "-l", "--exact", "-N2", "python3",
+                   "t.py", "-n", "9"}),
+            2);
+  EXPECT_EQ(count({"srun", "--", "python3", "-n", "9"}), 1);
+  Result<std::optional<int>> bad = SrunTaskCount({"srun", "--ntasks=zero", "python3"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("srun option --ntasks zero"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("--world-size"), std::string::npos);
+  EXPECT_FALSE(SrunTaskCount({"srun", "-N", "0", "x"}).ok());
+}
+
 }  // namespace
 }  // namespace gm
