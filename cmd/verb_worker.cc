@@ -167,8 +167,12 @@ Result<int> RunWithCoordinator(const WorkerFlags& f) {
   if (!secret.ok()) {
     return Status::InvalidArgument(
         "worker --coordinator needs the run's worker key: set " + std::string(kSecretFileEnv) +
-        " to the worker.key file in the run's directory (" + secret.status().message() + ")");
+        " to the worker.key file in the run's directory, or " + std::string(kSecretEnv) +
+        " to its content (" + secret.status().message() + ")");
   }
+  // No child of this worker (an exec stage, a virtual DataLoader worker) inherits
+  // the key: each strips it too, and here it leaves the environment once read.
+  ::unsetenv(std::string(kSecretEnv).c_str());
   WorkerServiceOptions options;
   options.coordinator = f.coordinator;
   options.listen = f.listen;
@@ -242,7 +246,9 @@ Verb WorkerVerb() {
             ->check(CLI::Range(1, 100000000));
         sub.add_option("--coordinator", f->coordinator,
                        "HOST:PORT of a run's coordinator (served by `goldminer run`); "
-                       "the run's worker key comes from GOLDMINER_SECRET_FILE");
+                       "the run's worker key comes from GOLDMINER_SECRET_FILE (a file) or "
+                       "GOLDMINER_SECRET (the key itself, as goldminer run's Slurm backend "
+                       "passes it)");
         sub.add_option("--listen", f->listen,
                        "HOST:PORT of the data port trainer clients connect to (port 0: any)")
             ->capture_default_str();

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/paths.h"
 #include "core/text_format.h"
+#include "dataplane/auth.h"
 #include "dataplane/socket.h"
 
 namespace gm {
@@ -135,6 +136,13 @@ bool RunLoop::StopRequested() {
 }
 
 // Starts the worker of `slot` (0 .. workers-1; a replacement keeps its slot).
+Result<std::string> RunLoop::KeyVariable(std::string_view file, bool by_value) const {
+  const std::string path = o_.run_dir + "/" + std::string(file);
+  if (!by_value) return std::string(kSecretFileEnv) + "=" + path;
+  GM_ASSIGN_OR_RETURN(std::string key, ReadSecretFile(path));
+  return std::string(kSecretEnv) + "=" + key;
+}
+
 Status RunLoop::StartWorker(int slot) {
   std::string exe = o_.worker_exe.empty() ? ExecutablePath() : o_.worker_exe;
   if (exe.empty()) exe = "goldminer";
@@ -172,7 +180,8 @@ Status RunLoop::StartWorker(int slot) {
             JoinHostPort(o_.bind, 0),
             "--drain-grace",
             Fixed(o_.drain_grace_s, 1)};
-  r.env = {"GOLDMINER_SECRET_FILE=" + o_.run_dir + "/worker.key", "GOLDMINER_RUN_ID=" + run_id_};
+  GM_ASSIGN_OR_RETURN(std::string key, KeyVariable("worker.key", o_.keys_by_value));
+  r.env = {key, "GOLDMINER_RUN_ID=" + run_id_};
   r.cpus = o_.worker_cpus;
   GM_ASSIGN_OR_RETURN(pid_t pid, supervisor_.Start(r));
   return Started(pid, slot, r.threads, r.elastic);
@@ -284,8 +293,9 @@ Status RunLoop::StartTrainer(int rank) {
   LaunchRequest r;
   r.role = ProcessRole::kTrainer;
   r.argv = o_.spec.command;
-  r.env = {"GOLDMINER_ADDR=" + edges_.coordinator_address,
-           "GOLDMINER_SECRET_FILE=" + o_.run_dir + "/client.key", "GOLDMINER_RUN_ID=" + run_id_,
+  GM_ASSIGN_OR_RETURN(std::string key,
+                      KeyVariable("client.key", o_.keys_by_value && o_.spec.command_starts_ranks));
+  r.env = {"GOLDMINER_ADDR=" + edges_.coordinator_address, key, "GOLDMINER_RUN_ID=" + run_id_,
            "GOLDMINER_RUN_DIR=" + o_.run_dir};
   if (!o_.spec.command_starts_ranks) {  // else each task's SLURM_PROCID says
     r.env.insert(r.env.end(), {"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),

@@ -60,8 +60,14 @@ struct RunLoopEdges {
 // What the loop is told to run; a part of launcher/training_run.h's RunConfig.
 struct RunLoopOptions {
   RunSpec spec;
-  std::string bind = "127.0.0.1";              // the workers' data ports listen here
-  std::string run_dir;                         // private (0700): role keys, the worker PID list
+  std::string bind = "127.0.0.1";  // the workers' data ports listen here
+  std::string run_dir;             // private (0700): role keys, the worker PID list
+  // Processes that may start on other nodes (every worker; a trainer command that
+  // is srun) get their role's key in their environment (GOLDMINER_SECRET), not the
+  // path of its file in run_dir, which is on this node only (/tmp is node-local on
+  // most clusters). The Slurm backend sets it; srun hands the environment to the
+  // task, readable by the run's user and root only, as the file is.
+  bool keys_by_value = false;
   std::string worker_exe;                      // the goldminer binary; empty: this executable
   std::vector<std::string> trainer_env;        // what every rank gets ("NAME=value")
   std::vector<int> trainer_cpus, worker_cpus;  // masks of local children (empty: ours)
@@ -137,6 +143,9 @@ class RunLoop {
   void OnTrainerEnded(const ProcessEnded& e, RunLoopOutcome& out);
   Status StartWorker(int slot);
   Status StartTrainer(int rank);
+  // "GOLDMINER_SECRET=KEY" (by_value: read from `file` in run_dir) or
+  // "GOLDMINER_SECRET_FILE=PATH" (RunLoopOptions::keys_by_value).
+  Result<std::string> KeyVariable(std::string_view file, bool by_value) const;
   void Tag(LaunchRequest& r);
   void PlaceWorkers(const CoordinatorSummary& summary);
   Status Started(pid_t pid, int slot, int threads, bool elastic);

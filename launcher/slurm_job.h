@@ -82,8 +82,7 @@ struct ElasticWorkers {
 // env -u, so srun asks for a new allocation instead of a step of this one
 // (`inherited`: the names set here now); --dependency=after:JOB ties it to the
 // run's job; the worker's argv follows, with `--step-name JOB.STEP`. The worker's
-// key travels as a file named in its environment (GOLDMINER_SECRET_FILE in the
-// run's directory, which must be on a file system the partition's nodes share),
+// key travels in its environment (GOLDMINER_SECRET: RunLoopOptions::keys_by_value),
 // never on a command line.
 std::vector<std::string> ElasticSrunArgv(const SlurmJob& job, const ElasticWorkers& elastic,
                                          const std::vector<std::string>& inherited,

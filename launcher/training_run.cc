@@ -87,6 +87,7 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   o.spec = c.spec;
   o.bind = c.bind;
   o.run_dir = run_dir;
+  o.keys_by_value = c.launcher != nullptr && c.launcher->name() == "slurm";
   o.worker_exe = c.worker_exe;
   GM_ASSIGN_OR_RETURN(o.trainer_env, TrainerEnv(c, steps_dir));
   o.trainer_cpus = c.trainer_cpus;

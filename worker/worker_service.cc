@@ -100,7 +100,7 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
   if (options.threads < 1) return Status::InvalidArgument("worker: --threads must be at least 1");
   if (options.secret.empty()) {
     return Status::InvalidArgument("worker: no run secret (set " + std::string(kSecretFileEnv) +
-                                   ")");
+                                   " or " + std::string(kSecretEnv) + ")");
   }
   GM_ASSIGN_OR_RETURN(auto coordinator, ParseHostPort(options.coordinator, "--coordinator"));
   GM_ASSIGN_OR_RETURN(auto listen, ParseHostPort(options.listen, "--listen"));

@@ -52,13 +52,16 @@ done
 [[ -n $running ]] || { cat "$T/elastic.out" >&2; fail "no worker job ran beyond the allocation"; }
 [[ $(awk '{print $3}' <<<"$running" | sort -u) == cpu2 ]] || fail "worker jobs not on the scavenger partition's cpu2: $running"
 ok "the run submitted worker jobs of its own to the scavenger partition: $(tr '\n' ' ' <<<"$running")"
-# The worker key is in no process's arguments: a worker's environment names the
-# file it is in.
+# The worker key is in no process's arguments: srun hands it to a worker in its
+# environment (the run's directory is on the run's node only on a real cluster),
+# not as the path of a file there.
 pid=$(pgrep -f "goldminer worker --coordinator" | head -n 1)
-file=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | sed -n 's/^GOLDMINER_SECRET_FILE=//p')
-[[ -n $file && -s $file ]] || fail "a worker (pid $pid) has no key file in its environment"
-! ps -eo args | grep -qF -f "$file" || fail "the worker key is on a command line"
-ok "the worker key is on no command line (a file: $file)"
+environ=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null)
+key=$(sed -n 's/^GOLDMINER_SECRET=//p' <<<"$environ")
+[[ $key =~ ^[0-9a-f]{64}$ ]] || fail "a worker (pid $pid) has no key in its environment"
+! grep -q '^GOLDMINER_SECRET_FILE=' <<<"$environ" || fail "a worker (pid $pid) was given a key file's path"
+! ps -eo args | grep -qF -f <(printf "%s\n" "$key") || fail "the worker key is on a command line"
+ok "the worker key is on no command line (in the worker's environment)"
 
 # A job of the cpu partition needs all of cpu2: Slurm preempts the worker jobs there.
 big=$(sbatch --parsable -p cpu --nodelist=cpu2 -c 8 --output=/dev/null --wrap "sleep 2") ||

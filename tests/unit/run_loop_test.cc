@@ -18,6 +18,7 @@
 
 #include "core/file_util.h"
 #include "core/run_store_fake.h"
+#include "dataplane/auth.h"
 #include "tests/unit/fake_launcher.h"
 
 namespace gm {
@@ -546,6 +547,51 @@ TEST(RunLoopTest, GivenTwoRanksWhenOneFails_ThenTheOtherIsStoppedAndTheRunTakesI
   const bool termed = std::any_of(launcher.signals.begin(), launcher.signals.end(),
                                   [](const auto& s) { return s.second == SIGTERM; });
   EXPECT_TRUE(termed) << "no trainer got SIGTERM";
+}
+
+// The variable a process was started with that carries its key, "NAME=value".
+std::string KeyVariableOf(const LaunchRequest& r) {
+  for (const std::string& e : r.env) {
+    if (StartsWith(e, "GOLDMINER_SECRET")) return e;
+  }
+  return "";
+}
+
+TEST(RunLoopTest, GivenKeysByValueThenWorkersAndAnSrunTrainerGetTheKeyNotThePathOfItsFile) {
+  const std::string worker_key(64, 'a'), client_key(64, 'b');
+  struct Case {
+    bool by_value, srun_trainer;
+    std::string worker, trainer;  // what each is expected to get; "FILE:" + name: its path
+  };
+  for (const Case& c : {Case{false, false, "FILE:worker.key", "FILE:client.key"},
+                        Case{false, true, "FILE:worker.key", "FILE:client.key"},
+                        Case{true, false, worker_key, "FILE:client.key"},
+                        Case{true, true, worker_key, client_key}}) {
+    World w;
+    w.end_s = 5;
+    std::string run_dir;
+    w.tweak = [&](RunLoopOptions& o) {
+      o.keys_by_value = c.by_value;
+      o.spec.command_starts_ranks = c.srun_trainer;
+      run_dir = o.run_dir;
+      EXPECT_TRUE(WriteSecretFile(o.run_dir + "/worker.key", worker_key).ok());
+      EXPECT_TRUE(WriteSecretFile(o.run_dir + "/client.key", client_key).ok());
+    };
+    w.Run(1, Options(1, 1));
+    auto expected = [&](const std::string& what) {
+      return StartsWith(what, "FILE:") ? "GOLDMINER_SECRET_FILE=" + run_dir + "/" + what.substr(5)
+                                       : "GOLDMINER_SECRET=" + what;
+    };
+    int trainers = 0, workers = 0;
+    for (const auto& [pid, r] : w.launcher.started) {
+      const bool worker = r.role == ProcessRole::kWorker;
+      (worker ? workers : trainers) += 1;
+      EXPECT_EQ(KeyVariableOf(r), expected(worker ? c.worker : c.trainer))
+          << "by value " << c.by_value << ", srun trainer " << c.srun_trainer;
+    }
+    EXPECT_EQ(trainers, 1);
+    EXPECT_GE(workers, 1);
+  }
 }
 
 TEST(RunLoopTest, GivenACrashedWorkerThenItIsReplacedInItsSlotAndRecorded) {
