@@ -282,20 +282,18 @@ ok "the refused run is recorded as failed, with its job id"
 
 # 8. An unchanged PyTorch program, no pipeline file: its DataLoader's 2 workers run
 #    as virtual workers under the worker steps, and give stock PyTorch's batches.
+cp "$SRC/tests/e2e/where_made.py" "$T/"
 cat >"$T/loader.py" <<'PY'
 import hashlib, json, os, sys
 import torch
 from torch.utils.data import DataLoader, Dataset
+from where_made import made_by
 
 class Where(Dataset):
     def __len__(self):
         return 8
     def __getitem__(self, i):
-        with open(f"/proc/{os.getppid()}/stat") as f:
-            grandparent = f.read().rsplit(")", 1)[1].split()[1]
-        with open(f"/proc/{grandparent}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
-        return torch.rand(2) + i, os.path.basename(argv[0].decode()) + " " + argv[1].decode()
+        return torch.rand(2) + i, made_by()
 
 generator = torch.Generator()
 generator.manual_seed(3)
@@ -332,17 +330,13 @@ import hashlib, json, os, socket, sys
 import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from where_made import made_by
 
 class Where(Dataset):
     def __len__(self):
         return 24
     def __getitem__(self, i):
-        with open(f"/proc/{os.getppid()}/stat") as f:
-            grandparent = f.read().rsplit(")", 1)[1].split()[1]
-        with open(f"/proc/{grandparent}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
-        maker = os.path.basename(argv[0].decode()) + " " + (argv[1].decode() if len(argv) > 1 else "")
-        return torch.rand(4) + i, maker.strip()
+        return torch.rand(4) + i, made_by()
 
 rank, world = int(os.environ["SLURM_PROCID"]), int(os.environ["SLURM_NTASKS"])
 dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=rank, world_size=world)
