@@ -159,6 +159,8 @@ struct Client::Impl {
   void CloseConnectionsOf(uint64_t source) REQUIRES(mu);
   void ConnectWorkers(const std::vector<std::string>& addresses);
   void Receive(WorkerConn* conn);
+  // `conn`'s receiver ended with `status` (`left`: the worker said BYE first).
+  void Ended(WorkerConn* conn, const Status& status, bool left) EXCLUDES(mu);
   void CheckHolders(const WorkersMsg& workers, uint64_t view);
   void ReapDead();
   Status Refresh();

@@ -154,10 +154,15 @@ void Client::Impl::Receive(WorkerConn* conn) {
   const FrameLimits limits{};
   Frame frame;
   Status status;
+  bool left = false;  // the worker said BYE: it drained or was told to exit
   while (true) {
     if (frame.payload.capacity() == 0) frame.payload = pool->Take();
     status = RecvFrameInto(conn->socket, limits, Deadline::After(options.timeout_s), frame);
     if (!status.ok()) break;
+    if (frame.type == MsgType::kBye) {
+      left = true;
+      break;
+    }
     if (frame.type == MsgType::kError) {
       status = Status::Unavailable("worker sent ERROR: " +
                                    PeerText(ErrorMsg::Decode(frame.meta).message));
@@ -165,7 +170,7 @@ void Client::Impl::Receive(WorkerConn* conn) {
     }
     if (frame.type != MsgType::kBatch) {  // a data port sends nothing else
       status = Status::Corrupt("worker sent " + std::string(MsgTypeName(frame.type)) +
-                               " on a data connection, where only BATCH and ERROR come");
+                               " on a data connection, where only BATCH, ERROR and BYE come");
       break;
     }
     Result<BatchHeader> header = DecodeBatchHeader(frame.meta);
@@ -211,8 +216,16 @@ void Client::Impl::Receive(WorkerConn* conn) {
     ++events;
     cv.notify_all();
   }
+  Ended(conn, status, left);
+}
+
+void Client::Impl::Ended(WorkerConn* conn, const Status& status, bool left) {
   MutexLock lock(mu);
-  if (!conn->closing) {
+  if (left && !conn->closing) {
+    // What it sent stays (its batches are as good as any); a split it held and did
+    // not finish is the coordinator's to hand out again, as for a worker that broke.
+    LogDebug("client: worker " + conn->address + " left (it said BYE)");
+  } else if (!conn->closing) {
     LogWarning("client: dropping worker " + conn->address + ": " + status.message());
     ++stats.connections_lost;
     // What no honest worker sends (a rejected or malformed batch) is reported, so

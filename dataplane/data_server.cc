@@ -376,6 +376,18 @@ void DataServer::Interrupt(Status why) {
   cv_.notify_all();
 }
 
+void DataServer::SayBye() {
+  std::vector<std::shared_ptr<Conn>> conns;
+  {
+    MutexLock lock(mu_);
+    for (const auto& [rank, conn] : ranks_) conns.push_back(conn);
+  }
+  const Deadline deadline = Deadline::After(1);
+  for (const std::shared_ptr<Conn>& conn : conns) {
+    (void)SendFrame(conn->socket, MsgType::kBye, nlohmann::json::object(), deadline);
+  }
+}
+
 void DataServer::Shutdown() {
   {
     MutexLock lock(mu_);

@@ -104,6 +104,12 @@ class DataServer {
   // Makes every current and later SendToRank wait return `why` (not OK). Final.
   void Interrupt(Status why);
 
+  // Tells every rank's client that this worker leaves: BYE {} on each data
+  // connection (within one second in all), so that a worker that drained or was
+  // told to exit is not taken for one that broke. Call only while no SendToRank
+  // is under way (the worker holds no split). Shutdown() still closes them.
+  void SayBye();
+
   // Stops accepting, closes every connection and joins the threads. Idempotent.
   void Shutdown();
 

@@ -270,6 +270,7 @@ Status WorkerService::Bye() {
                             std::to_string(virtual_workers_->shared()) +
                             " of their results in shared memory"
                       : std::string()));
+  data_->SayBye();  // no split is in hand: the trainers hear that this worker leaves
   Status st = SendControl(MsgType::kBye, nlohmann::json::object());
   if (!st.ok())
     LogWarning("worker: BYE to coordinator " + coordinator_ + " failed: " + st.message());

@@ -239,12 +239,14 @@ struct Item {
 };
 
 // What a fake worker does on its n-th connection: send `items` one per credit, then
-// close when `close_at_end`, else hold the connection until the client leaves.
+// close when `close_at_end` (saying BYE first when `bye_at_end`), else hold the
+// connection until the client leaves.
 struct Script {
   explicit Script(std::vector<Item> send = {}, bool close = false)
       : items(std::move(send)), close_at_end(close) {}
   std::vector<Item> items;
   bool close_at_end = false;
+  bool bye_at_end = false;
   std::function<void()> before_first;  // e.g. wait for the test's signal
 };
 
@@ -283,6 +285,7 @@ class FakeWorker {
       --credit;
       ++sent_;
     }
+    if (script.bye_at_end) (void)SendFrame(s, MsgType::kBye, {}, Deadline::After(5));
     if (script.close_at_end) return s.Close();
     while (RecvFrame(s, FrameLimits{}, Deadline::After(kTestTimeoutS)).ok()) {
     }
@@ -538,6 +541,28 @@ TEST_F(ClientTest, GivenAWorkerThatBreaksMidSplitWhenAnotherRemakesItThenEveryBa
   EXPECT_EQ(unique.size(), keys.size());
 }
 
+TEST_F(ClientTest, GivenAWorkerThatSaysByeBeforeItClosesThenItIsNotCountedAsALostConnection) {
+  for (const bool bye : {true, false}) {
+    std::vector<Item> first_batch = Items({0});
+    first_batch.resize(1);
+    Script leaving{first_batch, /*close_at_end=*/true};
+    leaving.bye_at_end = bye;
+    FakeWorker worker(secret_, {leaving});
+    FakeWorker other(secret_, {Script{Items({0, 1, 2})}});
+    FakeCoordinator coordinator(secret_);
+    coordinator.SetPlan(Plan(false), {worker.address(), other.address()});
+    coordinator.SetView({{order_[0], 0}, {order_[1], 0}, {order_[2], 0}}, {other.address()});
+    auto client = Client::Connect(Options(coordinator.address()));
+    ASSERT_TRUE(client.ok()) << client.status().message();
+    EXPECT_EQ(Drain(**client), Expected()) << "bye " << bye;
+    if (bye) {
+      EXPECT_EQ((*client)->stats().connections_lost, 0u) << "a worker that said BYE left";
+    } else {
+      EXPECT_GE((*client)->stats().connections_lost, 1u) << "a worker that closed broke";
+    }
+  }
+}
+
 TEST_F(ClientTest, GivenABatchForAnotherRank_ThenThatWorkerIsDroppedAndAnotherMakesItsSplits) {
   std::vector<Item> other_rank = Items({0});
   for (Item& item : other_rank) item.rank = 1;
@@ -606,7 +631,7 @@ TEST_F(ClientTest,
   ASSERT_EQ(run.faults.size(), 1u);
   EXPECT_EQ(run.faults[0]["worker"], run.faulty);
   EXPECT_NE(run.faults[0]["why"].get<std::string>().find(
-                "sent HEARTBEAT on a data connection, where only BATCH and ERROR come"),
+                "sent HEARTBEAT on a data connection, where only BATCH, ERROR and BYE come"),
             std::string::npos)
       << run.faults[0];
   EXPECT_GE(run.connections_lost, 1u);

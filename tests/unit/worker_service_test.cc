@@ -347,7 +347,11 @@ TEST_F(WorkerServiceTest,
   ASSERT_TRUE(coordinator.WaitEnded());
   ASSERT_EQ(coordinator.split_dones().size(), 1u);
   EXPECT_EQ(coordinator.split_dones()[0]["batch_count"], 2);
-  EXPECT_FALSE(NextBatch(*client).ok());  // the worker closed the connection: nothing more came
+  // The worker says it leaves (BYE: no split in hand), then closes: nothing more came.
+  auto bye = RecvFrame(*client, FrameLimits{}, Deadline::After(kWait));
+  ASSERT_TRUE(bye.ok()) << bye.status().message();
+  EXPECT_EQ(bye->type, MsgType::kBye);
+  EXPECT_FALSE(RecvFrame(*client, FrameLimits{}, Deadline::After(kWait)).ok());
 }
 
 TEST_F(WorkerServiceTest, GivenCreditOfOne_WhenBatchIsSent_ThenNextWaitsForTheNextCredit) {
