@@ -55,7 +55,17 @@ ok "the run submitted worker jobs of its own to the scavenger partition: $(tr '\
 # The worker key is in no process's arguments: srun hands it to a worker in its
 # environment (the run's directory is on the run's node only on a real cluster),
 # not as the path of a file there.
-pid=$(pgrep -f "goldminer worker --coordinator" | head -n 1)
+# A worker of one of this run's worker jobs (other suites' workers may run beside).
+wjobs=$(awk '{print $1}' <<<"$running" | paste -sd '|')
+pid=""
+for _ in $(seq 1 100); do
+  for p in $(pgrep -f "goldminer worker --coordinator"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxE "SLURM_JOB_ID=($wjobs)" && { pid=$p; break; }
+  done
+  [[ -n $pid ]] && break
+  sleep 0.1
+done
+[[ -n $pid ]] || fail "no worker process of worker jobs $wjobs"
 environ=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null)
 key=$(sed -n 's/^GOLDMINER_SECRET=//p' <<<"$environ")
 [[ $key =~ ^[0-9a-f]{64}$ ]] || fail "a worker (pid $pid) has no key in its environment"
