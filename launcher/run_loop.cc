@@ -135,7 +135,6 @@ bool RunLoop::StopRequested() {
   return o_.should_stop && o_.should_stop();
 }
 
-// Starts the worker of `slot` (0 .. workers-1; a replacement keeps its slot).
 Result<std::string> RunLoop::KeyVariable(std::string_view file, bool by_value) const {
   const std::string path = o_.run_dir + "/" + std::string(file);
   if (!by_value) return std::string(kSecretFileEnv) + "=" + path;
@@ -143,6 +142,7 @@ Result<std::string> RunLoop::KeyVariable(std::string_view file, bool by_value) c
   return std::string(kSecretEnv) + "=" + key;
 }
 
+// Starts the worker of `slot` (0 .. workers-1; a replacement keeps its slot).
 Status RunLoop::StartWorker(int slot) {
   std::string exe = o_.worker_exe.empty() ? ExecutablePath() : o_.worker_exe;
   if (exe.empty()) exe = "goldminer";
