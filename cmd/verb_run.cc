@@ -71,8 +71,9 @@ struct RunFlags {
   double drain_grace_s = 10;
   std::string elastic_partition;  // --elastic-partition: workers beyond the allocation
   int elastic_max = 4;
-  int elastic_cpus = 0;  // 0: the run's largest worker
-  std::string pool;      // --pool HOST:PORT
+  int elastic_cpus = 0;    // 0: the run's largest worker
+  std::string worker_mem;  // --worker-mem SIZE: each worker step's and worker job's --mem
+  std::string pool;        // --pool HOST:PORT
   std::string pool_key_file;
   int elastic_from = -1;         // set by AutoscaleOptions: the allocation's own workers at most
   std::string trainer_cpus;      // --trainer-cpus LIST
@@ -351,6 +352,30 @@ Result<AutoscalerOptions> AutoscaleOptions(const RunFlags& f, int* elastic_from)
   return a;
 }
 
+// What each worker asks of Slurm's memory: --worker-mem for every worker, else the
+// plan's figure, else a share of its component's memory (SlurmJob::ShareWorkerMemory,
+// said in one line). Under Slurm only: local workers ask for nothing.
+Status ApplyWorkerMemory(RunFlags& f) {
+  if (!f.worker_mem.empty()) {
+    GM_ASSIGN_OR_RETURN(uint64_t mb, ParseMemoryMb(f.worker_mem, "--worker-mem"));
+    f.spec.worker_memory_bytes = mb << 20;
+    for (WorkerSlot& slot : f.spec.slots) slot.memory_bytes = mb << 20;
+    return Status::Ok();
+  }
+  if (f.backend != "slurm") return Status::Ok();
+  const std::string said = f.job->ShareWorkerMemory(f.spec, f.spec.workers);
+  if (!said.empty()) LogInfo("run: " + said);
+  return Status::Ok();
+}
+
+// An elastic worker job's --mem: --worker-mem, else the run's own job's memory per
+// CPU times its CPUs, else 0 (ElasticSrunArgv's default per CPU).
+uint64_t ElasticMemoryMb(const RunFlags& f, int cpus) {
+  if (!f.worker_mem.empty()) return f.spec.worker_memory_bytes >> 20;
+  const uint64_t per_cpu = f.job->MemoryPerCpuMb();
+  return per_cpu > 0 ? std::max(kMinWorkerMemoryMb, per_cpu * static_cast<uint64_t>(cpus)) : 0;
+}
+
 // --elastic-partition's conditions: Slurm, and the autoscaler that asks for them.
 Status CheckElasticFlags(const RunFlags& f) {
   if (f.elastic_partition.empty()) return Status::Ok();
@@ -387,6 +412,12 @@ Status ApplyTrainerFlags(const RunFlags& f, RunConfig& c) {
     c.trainer_env.push_back(std::string(kStallTimeoutEnv) + "=" +
                             std::to_string(*f.stall_timeout_s));
   }
+  // An srun trainer's step shares the allocation's CPUs, memory and GPUs with the
+  // worker steps, as a trainer in the batch step does: without --overlap its step
+  // asks for all of the job's CPUs and memory and waits for the workers to end.
+  if (f.backend == "slurm" && f.spec.command_starts_ranks) {
+    c.trainer_env.emplace_back("SLURM_OVERLAP=1");
+  }
   c.offload_dataloaders = f.offload != "off";
   if (f.offload == "elastic") c.trainer_env.emplace_back("GOLDMINER_OFFLOAD_MODE=elastic");
   if (f.dataloader_workers) {
@@ -408,12 +439,16 @@ void LogRunEnd(const RunResult& r, const std::string& db) {
   const std::string head =
       "run " + r.run_id + " " + r.status + (db.empty() ? "" : " (recorded in " + db + ")") + ": ";
   const uint64_t dataloaders = s.dataloaders_served + s.dataloaders_stock;
+  const std::string ran = r.workers_ran < r.workers_started
+                              ? ", " + std::to_string(r.workers_ran) + " of " +
+                                    std::to_string(r.workers_started) + " workers ran"
+                              : std::string();
   const std::string channels = std::to_string(s.dataloaders_served) +
                                " DataLoader(s) on virtual workers, " +
                                std::to_string(s.dataloaders_stock) + " on stock local workers";
   if (s.offload_only) {
     LogInfo(head + "no pipeline; the trainer's DataLoaders were served by the data workers: " +
-            channels + ", " + std::to_string(s.workers_registered) + " worker registrations");
+            channels + ", " + std::to_string(s.workers_registered) + " worker registrations" + ran);
     if (s.dataloaders_served == 0) {
       LogWarning(
           "run: the trainer started no DataLoader with num_workers > 0 (or each fell back to "
@@ -425,7 +460,7 @@ void LogRunEnd(const RunResult& r, const std::string& db) {
   LogInfo(head + (dataloaders > 0 ? channels + ", " : std::string()) +
           std::to_string(s.epochs_done) + " epoch(s) delivered, " + std::to_string(s.state.acks) +
           " batches acknowledged, " + std::to_string(s.workers_registered) +
-          " worker registrations, " + std::to_string(s.state.reassignments) +
+          " worker registrations" + ran + ", " + std::to_string(s.state.reassignments) +
           " splits reassigned, " + std::to_string(s.state.duplicate_acks) + " duplicate acks" +
           (s.state.samples_skipped > 0
                ? ", " + std::to_string(s.state.samples_skipped) + " samples skipped (on_error)"
@@ -462,8 +497,8 @@ Result<std::unique_ptr<ProcessLauncher>> ScalingAndLauncher(const RunFlags& f, R
   if (f.backend != "slurm") return MakeChildLauncher();
   std::optional<ElasticWorkers> elastic;
   if (!f.elastic_partition.empty()) {
-    elastic = ElasticWorkers{f.elastic_partition,
-                             f.elastic_cpus > 0 ? f.elastic_cpus : f.spec.ThreadsOf(0),
+    const int cpus = f.elastic_cpus > 0 ? f.elastic_cpus : f.spec.ThreadsOf(0);
+    elastic = ElasticWorkers{f.elastic_partition, cpus, ElasticMemoryMb(f, cpus),
                              f.job->job_id + "." + std::to_string(::getpid())};
     c.elastic_from = elastic_from;
     c.elastic_cpus = elastic->cpus;
@@ -472,6 +507,8 @@ Result<std::unique_ptr<ProcessLauncher>> ScalingAndLauncher(const RunFlags& f, R
     };
   }
   c.stop_cause = [job = *f.job] { return AskStopCause(job); };
+  c.why_waiting = [job = *f.job, name = elastic ? elastic->JobName() : std::string()](
+                      bool is_elastic) { return AskWhyWaiting(job, is_elastic ? name : ""); };
   c.job_id = f.job->job_id;
   return MakeSlurmStepLauncher(*f.job, elastic);
 }
@@ -557,6 +594,11 @@ void AddAutoscaleFlags(CLI::App& sub, RunFlags& f) {
                  "With --elastic-partition: CPUs of each worker job (default: the run's "
                  "largest worker)")
       ->check(CLI::Range(1, 4096));
+  sub.add_option("--worker-mem", f.worker_mem,
+                 "Under Slurm: the memory each worker step and worker job asks (srun "
+                 "--mem: 500M, 2G; default: the plan's figure, else the worker's CPUs' "
+                 "share of the job's memory, the workers at most half of the trainer's "
+                 "node; see goldminer-run(1), SLURM)");
   sub.add_option("--pool", f.pool,
                  "With --elastic-partition: HOST:PORT of a goldminer pool; the run reports "
                  "to it and holds at most the elastic workers it grants (goldminer-pool(1))");
@@ -659,6 +701,7 @@ Verb RunVerb() {
           if (Status st = CheckTrainerCommand(f->spec.command); !st.ok())
             return RecordRefused(*f, st);
           if (Status st = ApplySrunTrainer(*f, *app); !st.ok()) return RecordRefused(*f, st);
+          if (Status st = ApplyWorkerMemory(*f); !st.ok()) return RecordRefused(*f, st);
           if (f->backend == "slurm") {
             Status st = f->job->CheckWorkersFit(f->spec, f->spec.workers);
             if (!st.ok()) return RecordRefused(*f, st);

@@ -16,6 +16,7 @@ struct RunSample {
   double worker_cpu_s = 0;  // CPU the workers have used so far
   uint64_t epoch = 0;       // the coordinator's current epoch
   int workers_ready = -1;   // of the workers, ready: they finished a split (-1: not known)
+  int workers_live = -1;    // of the workers, registered with the coordinator (-1: not known)
 };
 
 // The figures of one interval between two samples.
@@ -27,6 +28,7 @@ struct RunRates {
   double worker_cpus = 0;  // CPU seconds per second
   uint64_t epoch = 0;
   int workers_ready = -1;  // ready: they finished a split (-1: not known)
+  int workers_live = -1;   // registered: running, not waiting for Slurm (-1: not known)
 };
 
 }  // namespace gm

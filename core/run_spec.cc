@@ -24,7 +24,8 @@ bool RunSpec::RemoteOf(int slot) const {
 
 uint64_t RunSpec::MemoryOf(int slot) const {
   const size_t i = static_cast<size_t>(slot);
-  return slot >= 0 && i < slots.size() ? slots[i].memory_bytes : 0;
+  const uint64_t planned = slot >= 0 && i < slots.size() ? slots[i].memory_bytes : 0;
+  return planned > 0 ? planned : worker_memory_bytes;
 }
 
 Status RunSpec::Validate() const {

@@ -46,6 +46,9 @@ struct RunSpec {
   // --dataloader-workers); 0: each keeps its own num_workers. Set by a plan of an
   // unchanged program whose workers need more CPUs than its num_workers.
   int dataloader_workers = 0;
+  // The memory of a worker whose slot does not say (0: not known): `run --worker-mem`,
+  // or under Slurm a share of the allocation's memory (launcher/slurm_job.h).
+  uint64_t worker_memory_bytes = 0;
 
   // Stage threads of the worker in `slot` (a replacement keeps its slot's size;
   // slots beyond the plan's get threads_per_worker).
@@ -53,6 +56,8 @@ struct RunSpec {
   // Whether the worker in `slot` belongs off the trainer's node (true beyond the
   // plan's workers: an added worker goes where there is room).
   bool RemoteOf(int slot) const;
+  // The memory of the worker in `slot`: its slot's when known, else
+  // worker_memory_bytes (0: not known).
   uint64_t MemoryOf(int slot) const;
   // InvalidArgument naming the field and its range for a value out of range.
   Status Validate() const;

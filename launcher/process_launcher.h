@@ -36,6 +36,10 @@ struct LaunchRequest {
   // A worker beyond the allocation: under Slurm a job of its own in the run's
   // elastic partition (launcher/slurm_job.h, ElasticWorkers); refused elsewhere.
   bool elastic = false;
+  // A worker that crashes is replaced in its slot (launcher/supervisor.h); false:
+  // not, the caller decides (an elastic worker's job that Slurm refused or ended
+  // is not submitted again in a loop).
+  bool replace = true;
 };
 
 class ProcessLauncher {

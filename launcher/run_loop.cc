@@ -20,6 +20,9 @@ namespace {
 
 // A drained worker still running this long after its grace is killed.
 constexpr double kDrainKillMarginS = 5;
+// Worker jobs refused (or ended before they registered) before the run submits no
+// more of them.
+constexpr int kMaxElasticRefusals = 3;
 
 }  // namespace
 
@@ -50,6 +53,7 @@ Result<RunLoopOutcome> RunLoop::Execute() {
   while (supervisor_.running(ProcessRole::kTrainer) > 0) {
     if (edges_.clock->Now() >= next_sample) {
       Sample();
+      ReportWaiting();
       if (o_.elastic_from >= 0 && !stopped_) CancelUnstartedElastic();
       next_sample += o_.sample_interval_s;
     }
@@ -70,6 +74,16 @@ Result<RunLoopOutcome> RunLoop::Execute() {
   stopped_ = true;  // the trainers are done: no more scaling
   Sample();         // the last point, with the workers still running
   StopAll();
+  out.workers_started = static_cast<int>(next_worker_id_);
+  out.workers_ran = workers_ran_;
+  if (out.workers_ran < out.workers_started) {
+    const std::string why = std::to_string(out.workers_ran) + " of " +
+                            std::to_string(out.workers_started) +
+                            " workers ran: the others never registered (see the lines above, "
+                            "and the workers table of goldminer report)";
+    LogWarning("run: " + why);
+    recorder_.Event("run", why);
+  }
   return out;
 }
 
@@ -112,7 +126,10 @@ void RunLoop::OnTrainerEnded(const ProcessEnded& e, RunLoopOutcome& out) {
 void RunLoop::StopAll() {
   stopped_ = true;  // no more scaling
   if (!workers_.empty()) PlaceWorkers(edges_.summary());
-  if (edges_.end_workers && !workers_.empty()) edges_.end_workers();
+  if (edges_.end_workers && !workers_.empty()) {
+    edges_.end_workers();
+    LeaveAtEnd();
+  }
   for (const ProcessEnded& e : supervisor_.StopAll()) {
     if (e.exit.exit_code() != 0 && e.exit.exit_code() != 128 + SIGTERM) {
       LogDebug("run: process " + std::to_string(e.exit.pid) + " " + e.exit.describe);
@@ -121,6 +138,38 @@ void RunLoop::StopAll() {
     if (w == workers_.end()) continue;
     recorder_.WorkerEnded(w->second.id, "stopped at the end of the run: " + e.exit.describe);
     Forget(e.exit.pid);
+  }
+}
+
+// The workers were told the run is over (their next GET_SPLIT says "exit"): they
+// leave on their own within a retry or two. Those still running after
+// leave_grace_s are drained (under Slurm, SIGTERM to the step's task, not to srun,
+// which would cancel the step and say so), and what is left then is the
+// supervisor's to stop. A worker that has not registered (a step or job still
+// waiting for Slurm) cannot hear the coordinator and is stopped at once.
+void RunLoop::LeaveAtEnd() {
+  const double deadline = edges_.clock->Now() + o_.leave_grace_s;
+  bool drained = false;
+  while (!workers_.empty()) {
+    std::vector<pid_t> registered;
+    for (const auto& [pid, w] : workers_) {
+      if (w.placed) registered.push_back(pid);
+    }
+    if (registered.empty()) return;
+    if (!drained && edges_.clock->Now() >= deadline) {
+      for (pid_t pid : registered) {
+        if (!draining_.count(pid)) Drain(pid);
+      }
+      drained = true;
+    }
+    if (drained && edges_.clock->Now() >= deadline + o_.drain_grace_s) return;
+    std::vector<ProcessReplaced> replaced;  // none: the run is stopping
+    std::optional<ProcessEnded> e = supervisor_.Poll(0.2, &replaced);
+    if (!e) continue;
+    auto w = workers_.find(e->exit.pid);
+    if (w == workers_.end()) continue;
+    recorder_.WorkerEnded(w->second.id, "left at the end of the run: " + e->exit.describe);
+    Forget(e->exit.pid);
   }
 }
 
@@ -161,11 +210,15 @@ Status RunLoop::StartWorker(int slot) {
           "last worker job: none is submitted for " +
           Fixed(elastic_hold_until_ - edges_.clock->Now(), 0) + " s");
     }
+    if (elastic_refused_) {
+      return Status::Unavailable("Slurm refused this run's worker jobs: none is submitted");
+    }
     if (edges_.pool && ElasticRunning() >= pool_grant_) {
       return Status::Unavailable("the allocation's CPUs are used, and the pool grants " +
                                  std::to_string(pool_grant_) + " elastic worker(s)");
     }
     r.elastic = true;
+    r.replace = false;  // a job Slurm ended or refused is not submitted again in a loop
     r.threads = o_.elastic_cpus;
   }
   r.off_trainer_node = o_.spec.RemoteOf(slot);
@@ -183,8 +236,13 @@ Status RunLoop::StartWorker(int slot) {
   GM_ASSIGN_OR_RETURN(std::string key, KeyVariable("worker.key", o_.keys_by_value));
   r.env = {key, "GOLDMINER_RUN_ID=" + run_id_};
   r.cpus = o_.worker_cpus;
-  GM_ASSIGN_OR_RETURN(pid_t pid, supervisor_.Start(r));
-  return Started(pid, slot, r.threads, r.elastic);
+  Result<pid_t> pid = supervisor_.Start(r);
+  if (!pid.ok() && r.elastic && pid.status().code() == Code::kInvalidArgument) {
+    ElasticRefused(pid.status().message());
+    return Status::Unavailable("said above");
+  }
+  if (!pid.ok()) return pid.status();
+  return Started(*pid, slot, r.threads, r.elastic);
 }
 
 // An elastic worker whose job has not started (registered) in its time is
@@ -226,7 +284,49 @@ void RunLoop::PlaceWorkers(const CoordinatorSummary& summary) {
     recorder_.WorkerPlaced(w.id, it->second.host, it->second.step);
     w.placed = true;
     w.step = it->second.step;
+    ++workers_ran_;
   }
+}
+
+// A worker that has not registered within register_report_s is said once, with
+// why Slurm keeps it waiting: nothing waits unseen. (An elastic one that waits
+// longer is cancelled: CancelUnstartedElastic.)
+void RunLoop::ReportWaiting() {
+  if (stopped_) return;
+  const double now = edges_.clock->Now();
+  for (auto& [pid, w] : workers_) {
+    if (w.placed || w.waiting_said || draining_.count(pid) ||
+        now - w.started_s < o_.register_report_s) {
+      continue;
+    }
+    w.waiting_said = true;
+    std::string reason = edges_.why_waiting ? edges_.why_waiting(w.elastic) : "";
+    const std::string why = "worker " + std::to_string(w.id) +
+                            (w.elastic ? " (a job" : " (a step") + ") has not started after " +
+                            Fixed(now - w.started_s, 0) + " s" +
+                            (reason.empty() ? "" : ": " + reason);
+    LogWarning("run: " + why);
+    recorder_.Event("worker", why);
+  }
+}
+
+// Slurm refused a worker job (at submission, or it ended before it registered):
+// said once; the next is tried after elastic_retry_s, and after
+// kMaxElasticRefusals none is for this run.
+void RunLoop::ElasticRefused(const std::string& why) {
+  ++elastic_refusals_;
+  elastic_hold_until_ = edges_.clock->Now() + o_.elastic_retry_s;
+  const bool last = elastic_refusals_ >= kMaxElasticRefusals;
+  if (last) elastic_refused_ = true;
+  if (elastic_refusals_ > 1 && !last) return;  // said the first time
+  const std::string said =
+      why + (last ? "; " + std::to_string(elastic_refusals_) +
+                        " worker jobs refused: no more for this run"
+                  : "; none is submitted for " + Fixed(o_.elastic_retry_s, 0) +
+                        " s (--worker-mem SIZE, --elastic-cpus N and --elastic-partition P "
+                        "change the request)");
+  LogWarning("run: " + said);
+  recorder_.Event("worker", said);
 }
 
 // Records a worker that started (a new one, or a replacement).
@@ -266,7 +366,15 @@ Status RunLoop::OnWorkerEnded(const ProcessEnded& e) {
     if (!job_end.empty()) how = job_end + ": ";
   }
   recorder_.WorkerEnded(w->second.id, how + e.exit.describe);
+  const bool refused =
+      w->second.elastic && !w->second.placed && !e.drained && !e.stopped && e.exit.exit_code() != 0;
+  const int64_t id = w->second.id;
   Forget(e.exit.pid);
+  if (refused && !stopped_) {
+    ElasticRefused("worker " + std::to_string(id) + "'s job ended before it started (srun " +
+                   e.exit.describe + ": Slurm's words are in the lines above)");
+    return WritePids();
+  }
   const std::string who = "worker (pid " + std::to_string(e.exit.pid) + ") " + e.exit.describe;
   if (e.will_replace) {
     LogWarning("run: " + who + "; starting another");
@@ -337,6 +445,8 @@ void RunLoop::Sample() {
   // offloaded DataLoaders (no split), once it registered.
   s.workers_ready =
       static_cast<int>(summary.offload_only ? summary.workers_live : summary.workers_producing);
+  s.workers_live = 0;
+  for (const auto& [pid, w] : workers_) s.workers_live += w.placed ? 1 : 0;
   s.epoch = summary.state.epoch;
   std::vector<std::vector<StageStats>> reports;
   for (const auto& [id, report] : summary.worker_stages) reports.push_back(report);
@@ -444,8 +554,12 @@ void RunLoop::Scale(const RunRates& rates) {
   recorder_.Event("scale", std::to_string(running) + " -> " + std::to_string(running + d->delta) +
                                " workers: " + d->reason);
   if (d->delta > 0) {
+    const int refusals = elastic_refusals_;
     Status st = StartWorker(next_slot_++);
-    if (!st.ok()) LogWarning("run: autoscaler: cannot add a worker: " + st.message());
+    // A refusal by Slurm was said (ElasticRefused); anything else is said here.
+    if (!st.ok() && elastic_refusals_ == refusals) {
+      LogWarning("run: autoscaler: cannot add a worker: " + st.message());
+    }
     return;
   }
   if (std::optional<pid_t> pid = NextToDrain(false)) Drain(*pid);
@@ -457,7 +571,9 @@ void RunLoop::Scale(const RunRates& rates) {
 int RunLoop::WorkerLimit() const {
   constexpr int kNone = 1 << 30;
   if (o_.elastic_from < 0) return kNone;
-  if (edges_.clock->Now() < elastic_hold_until_) return o_.elastic_from + ElasticRunning();
+  if (elastic_refused_ || edges_.clock->Now() < elastic_hold_until_) {
+    return o_.elastic_from + ElasticRunning();
+  }
   if (edges_.pool) return o_.elastic_from + pool_grant_;
   return kNone;
 }

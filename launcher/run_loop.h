@@ -55,6 +55,10 @@ struct RunLoopEdges {
   // grant, or nullopt when the pool did not answer (the run keeps what it holds).
   // Empty: no pool; elastic workers are bounded by elastic_max only.
   std::function<std::optional<PoolGrantMsg>(const PoolReportMsg&)> pool;
+  // Why a worker that has not registered yet waits, in Slurm's words (`elastic`:
+  // a job of its own; else a step of the allocation); "" when not known. May be
+  // empty.
+  std::function<std::string(bool elastic)> why_waiting;
 };
 
 // What the loop is told to run; a part of launcher/training_run.h's RunConfig.
@@ -86,6 +90,12 @@ struct RunLoopOptions {
   int elastic_cpus = 1;
   double elastic_start_timeout_s = 120;
   double elastic_retry_s = 300;
+  // A worker (step or job) not registered this long after it started is reported
+  // once, with why it waits (RunLoopEdges::why_waiting).
+  double register_report_s = 30;
+  // At the end, the workers told to leave (RunLoopEdges::end_workers) have this
+  // long to leave on their own before they are drained and then stopped.
+  double leave_grace_s = 5;
   // With a pool (RunLoopEdges::pool): the run reports every pool_period_s, as
   // `pool_run_id` with `pool_gpus` GPUs, and holds at most the elastic workers the
   // pool grants (none before its first grant); one it holds beyond a grant is
@@ -109,6 +119,8 @@ struct RunLoopOutcome {
   std::string exit = "exited with status 0";
   bool stopped = false;  // should_stop or a signal ended the trainers
   std::string stop_cause;
+  int workers_started = 0;  // worker processes started (replacements and jobs included)
+  int workers_ran = 0;      // of them, those that registered (ran, not only waited)
 };
 
 class RunLoop {
@@ -129,12 +141,13 @@ class RunLoop {
 
  private:
   struct Worker {
-    int slot = 0;          // 0 .. workers-1: its size, kept by a replacement
-    int64_t id = 0;        // in the run's record; a replacement gets a new one
-    bool placed = false;   // its node and step are recorded
-    bool elastic = false;  // a job of its own beyond the allocation
-    double started_s = 0;  // clock time it was started (submitted, if elastic)
-    std::string step;      // the step name it registered with (JOB.STEP)
+    int slot = 0;               // 0 .. workers-1: its size, kept by a replacement
+    int64_t id = 0;             // in the run's record; a replacement gets a new one
+    bool placed = false;        // its node and step are recorded
+    bool elastic = false;       // a job of its own beyond the allocation
+    double started_s = 0;       // clock time it was started (submitted, if elastic)
+    std::string step;           // the step name it registered with (JOB.STEP)
+    bool waiting_said = false;  // its wait to register was reported
   };
 
   bool StopRequested();
@@ -150,6 +163,9 @@ class RunLoop {
   void PlaceWorkers(const CoordinatorSummary& summary);
   Status Started(pid_t pid, int slot, int threads, bool elastic);
   void CancelUnstartedElastic();
+  void ReportWaiting();
+  void LeaveAtEnd();
+  void ElasticRefused(const std::string& why);
   void ReportToPool(const RunRates& rates);
   std::optional<pid_t> NextToDrain(bool elastic_only) const;
   void Drain(pid_t pid);
@@ -189,6 +205,11 @@ class RunLoop {
   int period_n_ = 0;                               // and how many intervals
   std::map<int, std::pair<double, int>> rate_at_;  // running workers -> (sum of rates, samples)
   bool stopped_ = false;  // the trainers are done, or StopAll ran: no more scaling
+  int workers_ran_ = 0;   // workers that registered, in all
+  // Worker jobs Slurm refused or ended before they registered; at
+  // kMaxElasticRefusals none is submitted again for this run.
+  int elastic_refusals_ = 0;
+  bool elastic_refused_ = false;
 };
 
 }  // namespace gm

@@ -73,6 +73,7 @@ std::optional<RunRates> RunRecorder::Sample(const RunSample& now) {
     r.data_wait_fraction = std::clamp(wait_s / (dt * std::max(1, world_size_)), 0.0, 1.0);
     r.workers = now.workers;
     r.workers_ready = now.workers_ready;
+    r.workers_live = now.workers_live;
     r.worker_cpus = std::max(0.0, now.worker_cpu_s - last_->worker_cpu_s) / dt;
     r.epoch = now.epoch;
     rates = r;

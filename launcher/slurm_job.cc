@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <map>
@@ -88,8 +89,11 @@ Result<std::vector<int>> ParseCpusPerNode(std::string_view text) {
 }
 
 Status CheckWorkersFit(const std::vector<int>& worker_cpus, const std::vector<int>& node_cpus,
-                       const std::string& what) {
+                       const std::string& what, const std::vector<uint64_t>& worker_mem_mb,
+                       const std::vector<uint64_t>& node_mem_mb) {
   if (worker_cpus.empty()) return Status::Ok();
+  const bool memory = !node_mem_mb.empty() && node_mem_mb.size() == node_cpus.size() &&
+                      worker_mem_mb.size() == worker_cpus.size();
   const long long need = std::accumulate(worker_cpus.begin(), worker_cpus.end(), 0LL);
   const long long have = std::accumulate(node_cpus.begin(), node_cpus.end(), 0LL);
   const int widest = *std::max_element(worker_cpus.begin(), worker_cpus.end());
@@ -107,20 +111,105 @@ Status CheckWorkersFit(const std::vector<int>& worker_cpus, const std::vector<in
         "a worker of " + std::to_string(widest) + " CPUs does not fit on one node of " + what +
         " (the largest has " + std::to_string(largest) + "); use fewer --threads-per-worker");
   }
-  // Whole workers per node: first fit, largest first (a worker is one task on one node).
-  std::vector<int> sorted = worker_cpus;
-  std::sort(sorted.rbegin(), sorted.rend());
-  std::vector<int> free = node_cpus;
-  for (int w : sorted) {
-    auto it = std::find_if(free.begin(), free.end(), [w](int f) { return f >= w; });
-    if (it == free.end()) {
+  if (memory) {
+    const uint64_t asked = std::accumulate(worker_mem_mb.begin(), worker_mem_mb.end(), uint64_t{0});
+    const uint64_t held = std::accumulate(node_mem_mb.begin(), node_mem_mb.end(), uint64_t{0});
+    if (asked > held) {
       return Status::InvalidArgument(
-          workers + " cannot be placed whole on the nodes of " + what +
-          " (a worker's CPUs must be on one node); use fewer --workers or smaller ones");
+          std::to_string(worker_cpus.size()) + " worker(s) asking " + std::to_string(need) +
+          " CPUs and " + std::to_string(asked) + " MB in all do not fit in " + what +
+          ", which holds " + std::to_string(have) + " CPUs and " + std::to_string(held) +
+          " MB: each step would wait for memory that never comes free; give --worker-mem "
+          "SIZE (at most " +
+          std::to_string(held / worker_cpus.size()) + "M each), fewer --workers, or ask the job " +
+          "for more --mem");
     }
-    *it -= w;
+  }
+  // Whole workers per node: first fit, largest first (a worker is one task on one
+  // node, with its CPUs and its memory).
+  std::vector<size_t> order(worker_cpus.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return worker_cpus[a] > worker_cpus[b]; });
+  std::vector<int> free = node_cpus;
+  std::vector<uint64_t> free_mem = memory ? node_mem_mb : std::vector<uint64_t>(free.size(), 0);
+  for (size_t w : order) {
+    const uint64_t mem = memory ? worker_mem_mb[w] : 0;
+    size_t n = 0;
+    while (n < free.size() && (free[n] < worker_cpus[w] || free_mem[n] < mem)) ++n;
+    if (n == free.size()) {
+      return Status::InvalidArgument(
+          workers +
+          (memory ? " and " +
+                        std::to_string(std::accumulate(worker_mem_mb.begin(), worker_mem_mb.end(),
+                                                       uint64_t{0})) +
+                        " MB"
+                  : std::string()) +
+          " cannot be placed whole on the nodes of " + what +
+          " (a worker's CPUs and memory must be on one node); use fewer --workers, smaller "
+          "ones" +
+          (memory ? " or a smaller --worker-mem" : ""));
+    }
+    free[n] -= worker_cpus[w];
+    free_mem[n] -= mem;
   }
   return Status::Ok();
+}
+
+uint64_t SlurmComponent::NodeMemoryMb(int cpus) const {
+  if (mem_per_node_mb > 0) return mem_per_node_mb;
+  return mem_per_cpu_mb * static_cast<uint64_t>(std::max(cpus, 0));
+}
+
+uint64_t DefaultWorkerMemoryMb(const SlurmComponent& c, int node_cpus, int threads,
+                               bool trainer_node, int node_worker_cpus) {
+  const uint64_t t = static_cast<uint64_t>(std::max(threads, 1));
+  uint64_t share = 0;
+  if (c.mem_per_cpu_mb > 0) {
+    share = c.mem_per_cpu_mb * t;
+  } else if (c.mem_per_node_mb > 0) {
+    share = c.mem_per_node_mb * t / static_cast<uint64_t>(std::max(node_cpus, 1));
+    if (trainer_node) {
+      const uint64_t users = static_cast<uint64_t>(std::max(node_worker_cpus, threads));
+      share = std::min(share, c.mem_per_node_mb / 2 * t / users);
+    }
+  } else {
+    return 0;
+  }
+  return std::max(share, kMinWorkerMemoryMb);
+}
+
+Result<uint64_t> ParseMemoryMb(std::string_view text, const std::string& flag) {
+  const std::string bad = flag + " '" + std::string(text) +
+                          "' is not a memory size: give MB, or a number with K, M, G or T "
+                          "(e.g. 500M, 2G), as srun --mem takes it";
+  if (text.empty()) return Status::InvalidArgument(bad);
+  int shift = 0;  // of MB, in powers of 1024: K -1, M 0, G 1, T 2
+  switch (std::toupper(static_cast<unsigned char>(text.back()))) {
+    case 'K':
+      shift = -1;
+      break;
+    case 'M':
+      shift = 0;
+      break;
+    case 'G':
+      shift = 1;
+      break;
+    case 'T':
+      shift = 2;
+      break;
+    default:
+      shift = 9;
+      break;  // no suffix
+  }
+  if (shift != 9) text.remove_suffix(1);
+  long long n = 0;
+  if (!ParseInt(text, &n) || n <= 0 || n > (1LL << 40)) return Status::InvalidArgument(bad);
+  uint64_t mb = static_cast<uint64_t>(n);
+  if (shift == -1) mb = (mb + 1023) / 1024;
+  if (shift > 0 && shift != 9) mb <<= 10 * shift;
+  if (mb > (uint64_t{1} << 40)) return Status::InvalidArgument(bad);
+  return mb;
 }
 
 std::string SlurmStopCause(const std::string& scontrol_job, int restart_count) {
@@ -155,10 +244,27 @@ std::optional<SlurmJob> SlurmJob::FromEnvironment(
   if (ParseInt(var("SLURM_RESTART_COUNT"), &restarts) && restarts >= 0 && restarts < 1 << 30) {
     job.restart_count = static_cast<int>(restarts);
   }
+  // The component's memory from SLURM_MEM_PER_NODE or SLURM_MEM_PER_CPU (+ suffix).
+  const auto memory = [&var](SlurmComponent& c, const std::string& suffix) {
+    long long mb = 0;
+    for (const char* name : {"SLURM_MEM_PER_NODE", "SLURM_MEM_PER_CPU"}) {
+      const std::string full = name + suffix;
+      const std::string text = var(full);
+      if (!ParseInt(text, &mb) || mb <= 0 || mb > (1LL << 40)) continue;
+      (full.find("PER_NODE") != std::string::npos ? c.mem_per_node_mb : c.mem_per_cpu_mb) =
+          static_cast<uint64_t>(mb);
+      c.mem_var = full + "=" + text;
+      return;
+    }
+  };
   long long het_size = 0;
   if (!ParseInt(var("SLURM_HET_SIZE"), &het_size) || het_size < 2 || het_size > 64) {
-    job.components.push_back(
-        {0, job.job_id, "SLURM_JOB_CPUS_PER_NODE", var("SLURM_JOB_CPUS_PER_NODE")});
+    SlurmComponent c;
+    c.job_id = job.job_id;
+    c.cpus_var = "SLURM_JOB_CPUS_PER_NODE";
+    c.cpus_text = var(c.cpus_var);
+    memory(c, "");
+    job.components.push_back(std::move(c));
     return job;
   }
   for (int g = 0; g < het_size; ++g) {
@@ -166,7 +272,13 @@ std::optional<SlurmJob> SlurmJob::FromEnvironment(
     std::string id = var("SLURM_JOB_ID_HET_GROUP_" + n);
     if (id.empty()) id = job.job_id;
     const std::string cpus = "SLURM_JOB_CPUS_PER_NODE_HET_GROUP_" + n;
-    job.components.push_back({g, id, cpus, var(cpus)});
+    SlurmComponent c;
+    c.group = g;
+    c.job_id = id;
+    c.cpus_var = cpus;
+    c.cpus_text = var(cpus);
+    memory(c, "_HET_GROUP_" + n);
+    job.components.push_back(std::move(c));
   }
   return job;
 }
@@ -180,21 +292,74 @@ int SlurmJob::GroupOf(bool off_trainer_node) const {
 }
 
 Status SlurmJob::CheckWorkersFit(const RunSpec& spec, int workers) const {
-  std::map<int, std::vector<int>> by_group;  // het group -> its workers' CPUs
+  std::map<int, std::vector<int>> by_group;           // het group -> its workers' CPUs
+  std::map<int, std::vector<uint64_t>> mem_by_group;  // and their memory, MB
   for (int slot = 0; slot < workers; ++slot) {
-    by_group[GroupOf(spec.RemoteOf(slot))].push_back(spec.ThreadsOf(slot));
+    const int group = GroupOf(spec.RemoteOf(slot));
+    by_group[group].push_back(spec.ThreadsOf(slot));
+    mem_by_group[group].push_back((spec.MemoryOf(slot) + (1 << 20) - 1) >> 20);
   }
   for (const auto& [group, cpus] : by_group) {
     if (static_cast<size_t>(group) >= components.size()) continue;
     const SlurmComponent& c = components[static_cast<size_t>(group)];
     if (c.cpus_text.empty()) continue;
     GM_ASSIGN_OR_RETURN(std::vector<int> nodes, ParseCpusPerNode(c.cpus_text));
+    std::vector<uint64_t> node_mem;
+    if (!c.mem_var.empty()) {
+      for (int n : nodes) node_mem.push_back(c.NodeMemoryMb(n));
+    }
     const std::string what =
         (heterogeneous() ? "component " + std::to_string(group) + " of job " : "job ") + job_id +
-        " (" + c.cpus_var + "=" + c.cpus_text + ")";
-    GM_RETURN_IF_ERROR(gm::CheckWorkersFit(cpus, nodes, what));
+        " (" + c.cpus_var + "=" + c.cpus_text + (c.mem_var.empty() ? "" : ", " + c.mem_var) + ")";
+    GM_RETURN_IF_ERROR(gm::CheckWorkersFit(cpus, nodes, what, mem_by_group[group], node_mem));
   }
   return Status::Ok();
+}
+
+std::string SlurmJob::ShareWorkerMemory(RunSpec& spec, int workers) const {
+  std::map<int, int> group_cpus;  // het group -> its workers' CPUs in all
+  for (int slot = 0; slot < workers; ++slot) {
+    group_cpus[GroupOf(spec.RemoteOf(slot))] += spec.ThreadsOf(slot);
+  }
+  // A worker of `threads` CPUs in `group`: its share, MB (0: not said).
+  const auto share = [&](int group, int threads) -> uint64_t {
+    if (static_cast<size_t>(group) >= components.size()) return 0;
+    const SlurmComponent& c = components[static_cast<size_t>(group)];
+    Result<std::vector<int>> nodes = ParseCpusPerNode(c.cpus_text);
+    const int node_cpus = nodes.ok() ? (*nodes)[0] : threads;
+    const int node_count = nodes.ok() ? static_cast<int>(nodes->size()) : 1;
+    const int per_node = (group_cpus[group] + node_count - 1) / node_count;
+    return DefaultWorkerMemoryMb(c, node_cpus, threads, group == 0, per_node);
+  };
+  for (size_t i = 0; i < spec.slots.size(); ++i) {
+    WorkerSlot& slot = spec.slots[i];
+    if (slot.memory_bytes > 0) continue;  // the plan's figure
+    const int group = GroupOf(slot.remote);
+    slot.memory_bytes = share(group, slot.threads) << 20;
+  }
+  const int added_group = GroupOf(spec.RemoteOf(static_cast<int>(spec.slots.size())));
+  const uint64_t added = share(added_group, spec.threads_per_worker);
+  spec.worker_memory_bytes = added << 20;
+  if (added == 0 || static_cast<size_t>(added_group) >= components.size()) return "";
+  const SlurmComponent& c = components[static_cast<size_t>(added_group)];
+  return "each worker step of " + std::to_string(spec.threads_per_worker) +
+         " CPU(s) asks --mem=" + std::to_string(added) + "M (" +
+         (c.mem_per_cpu_mb > 0
+              ? "its CPUs' share of " + c.mem_var + " MB per CPU"
+              : std::string(added_group == 0 ? "its CPUs' share of the node's memory, the "
+                                               "workers at most half of it, "
+                                             : "its CPUs' share of the node's memory, ") +
+                    c.mem_var) +
+         "; --worker-mem SIZE sets it)";
+}
+
+uint64_t SlurmJob::MemoryPerCpuMb() const {
+  if (components.empty()) return 0;
+  const SlurmComponent& c = components[0];
+  if (c.mem_per_cpu_mb > 0) return c.mem_per_cpu_mb;
+  Result<std::vector<int>> nodes = ParseCpusPerNode(c.cpus_text);
+  if (c.mem_per_node_mb == 0 || !nodes.ok() || (*nodes)[0] <= 0) return 0;
+  return c.mem_per_node_mb / static_cast<uint64_t>((*nodes)[0]);
 }
 
 std::vector<std::string> SrunArgv(const SlurmJob& job, const LaunchRequest& r) {
@@ -204,6 +369,7 @@ std::vector<std::string> SrunArgv(const SlurmJob& job, const LaunchRequest& r) {
                                 "--ntasks=1",
                                 "--cpus-per-task=" + std::to_string(r.threads),
                                 "--job-name=goldminer-worker",
+                                "--gres=none",
                                 "--quiet"};
   const int group = job.GroupOf(r.off_trainer_node);
   if (job.heterogeneous()) a.push_back("--het-group=" + std::to_string(group));
@@ -234,14 +400,14 @@ std::vector<std::string> ElasticSrunArgv(const SlurmJob& job, const ElasticWorke
   a.insert(a.end(),
            {"srun", "--partition=" + elastic.partition, "--nodes=1", "--ntasks=1",
             "--cpus-per-task=" + std::to_string(elastic.cpus), "--job-name=" + elastic.JobName(),
-            "--dependency=after:" + job.job_id, "--quiet"});
+            "--dependency=after:" + job.job_id, "--gres=none", "--quiet"});
   // Without a memory request, a job may be given all of its node's memory, which
-  // would keep every other job off the node: a worker asks for what its plan says,
-  // else kElasticWorkerMemoryMb.
-  a.push_back("--mem=" +
-              std::to_string(r.memory_bytes > 0 ? (r.memory_bytes + (1 << 20) - 1) >> 20
-                                                : kElasticWorkerMemoryMb) +
-              "M");
+  // would keep every other job off the node: a worker asks for what it was given.
+  const uint64_t mb = elastic.memory_mb > 0 ? elastic.memory_mb
+                      : r.memory_bytes > 0
+                          ? (r.memory_bytes + (1 << 20) - 1) >> 20
+                          : kElasticMemoryPerCpuMb * static_cast<uint64_t>(elastic.cpus);
+  a.push_back("--mem=" + std::to_string(mb) + "M");
   a.insert(a.end(),
            {"/bin/sh", "-c", "exec \"$@\" --step-name \"$SLURM_JOB_ID.$SLURM_STEP_ID\"", "sh"});
   a.insert(a.end(), r.argv.begin(), r.argv.end());
@@ -275,6 +441,10 @@ class SlurmStepLauncher : public ProcessLauncher {
         return Status::InvalidArgument("a worker beyond the allocation needs --elastic-partition");
       }
       step.argv = ElasticSrunArgv(job_, *elastic_, EnvironmentNames(), r);
+      if (!elastic_accepted_) {
+        GM_RETURN_IF_ERROR(TestElastic(step.argv));
+        elastic_accepted_ = true;
+      }
       started_elastic_ = true;
     } else {
       step.argv = SrunArgv(job_, r);
@@ -317,9 +487,32 @@ class SlurmStepLauncher : public ProcessLauncher {
   std::string name() const override { return "slurm"; }
 
  private:
+  // Asks Slurm whether it would accept the worker job `argv` submits (srun
+  // --test-only, the same request): InvalidArgument with Slurm's words when it
+  // refuses. A test that cannot run at all says nothing: the job itself will.
+  static Status TestElastic(std::vector<std::string> argv) {
+    auto srun = std::find(argv.begin(), argv.end(), "srun");
+    if (srun == argv.end()) return Status::Ok();
+    argv.insert(srun + 1, "--test-only");
+    Result<CommandOutput> out = CaptureOutput(argv, 30, 1 << 16);
+    if (!out.ok() || out->exit.exit_code() == 0) return Status::Ok();
+    std::string words;
+    for (size_t at = 0; at < out->err.size();) {
+      const size_t end = std::min(out->err.find('\n', at), out->err.size());
+      std::string line = out->err.substr(at, end - at);
+      at = end + 1;
+      if (line.rfind("srun: error: ", 0) == 0) line.erase(0, 13);
+      if (line.empty()) continue;
+      words += (words.empty() ? "" : "; ") + line;
+    }
+    return Status::InvalidArgument("Slurm refuses a worker job (" +
+                                   (words.empty() ? out->exit.describe : words) + ")");
+  }
+
   const SlurmJob job_;
   const std::optional<ElasticWorkers> elastic_;
   bool started_elastic_ = false;
+  bool elastic_accepted_ = false;  // srun --test-only accepted a worker job
   const std::unique_ptr<ProcessLauncher> children_ = MakeChildLauncher();
 };
 
@@ -554,6 +747,29 @@ std::string SlurmJobEnd(const std::string& scontrol_job) {
   if (state == "TIMEOUT") return "time limit";
   if (state == "NODE_FAIL") return "node failure";
   return "";
+}
+
+std::string AskWhyWaiting(const SlurmJob& job, const std::string& elastic_name) {
+  const auto trim = [](std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    for (char& c : s) c = c == '\n' ? ',' : c;
+    return s.substr(0, 400);
+  };
+  if (!elastic_name.empty()) {
+    Result<CommandOutput> out = CaptureOutput(
+        {"squeue", "-h", "-t", "PD", "--name=" + elastic_name, "-o", "%i %r"}, 10, 1 << 16);
+    if (!out.ok() || out->exit.exit_code() != 0) return "";
+    const std::string pending = trim(out->out);
+    return pending.empty() ? "its srun has not been given a job yet"
+                           : "Slurm keeps its job pending (squeue: job and reason " + pending + ")";
+  }
+  Result<CommandOutput> out =
+      CaptureOutput({"squeue", "-h", "-s", "-j", job.job_id, "-o", "%i %j"}, 10, 1 << 16);
+  if (!out.ok() || out->exit.exit_code() != 0) return "";
+  return "its step waits for CPUs, memory or GPUs that the job's running steps hold (squeue -s: " +
+         trim(out->out) +
+         "); check the job's --mem and --gres, and goldminer-run(1), SLURM, for what each "
+         "worker step asks";
 }
 
 std::string AskJobEnd(const std::string& job_id) {

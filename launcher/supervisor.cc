@@ -56,7 +56,8 @@ ProcessEnded Supervisor::Ended(const ChildExit& e) {
   // A worker that crashed is replaced, in its slot: the first time at once, then
   // after a delay that doubles with each replacement (a worker that cannot start at
   // all does not spin).
-  if (out.role == ProcessRole::kWorker && !proc.drained && !proc.stopped && e.exit_code() != 0) {
+  if (out.role == ProcessRole::kWorker && proc.request.replace && !proc.drained && !proc.stopped &&
+      e.exit_code() != 0) {
     if (restarts_ >= options_.max_restarts) {
       out.restarts_exhausted = true;
     } else {

@@ -74,6 +74,7 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   edges.summary = [&coordinator] { return coordinator.Summary(); };
   edges.end_workers = [&coordinator] { coordinator.EndWorkers(); };
   edges.elastic_job_end = c.elastic_job_end;
+  edges.why_waiting = c.why_waiting;
   edges.pool = c.pool;
   edges.trainers = [steps] {
     steps->Update();
@@ -156,6 +157,8 @@ RunResult ResultOf(const RunLoopOutcome& outcome, const std::string& run_id) {
   result.exit = outcome.exit;
   result.stopped = outcome.stopped;
   result.stop_cause = outcome.stop_cause;
+  result.workers_started = outcome.workers_started;
+  result.workers_ran = outcome.workers_ran;
   result.status = !result.stopped             ? (result.exit_code == 0 ? "succeeded" : "failed")
                   : result.stop_cause.empty() ? "cancelled"
                                               : "preempted";

@@ -62,6 +62,8 @@ struct RunConfig {
   int elastic_from = -1;
   int elastic_cpus = 1;
   std::function<std::string(const std::string& step)> elastic_job_end;
+  // Why a worker not registered yet waits (RunLoopEdges::why_waiting; may be empty).
+  std::function<std::string(bool elastic)> why_waiting;
   // The pool (RunLoopEdges::pool; may be empty): the run reports as its run id, with
   // its world size as its GPUs, every autoscaler period.
   std::function<std::optional<PoolGrantMsg>(const PoolReportMsg&)> pool;
@@ -100,11 +102,13 @@ struct RunConfig {
 
 struct RunResult {
   std::string run_id;
-  int exit_code = 0;       // the first failing trainer's exit code (128+signal), else 0
-  std::string exit;        // "exited with status 0", "was killed by signal 9 (Killed)", ...
-  bool stopped = false;    // should_stop or a signal ended the trainers
-  std::string status;      // as recorded: "succeeded", "failed", "cancelled" or "preempted"
-  std::string stop_cause;  // when preempted: why (RunConfig::stop_cause)
+  int exit_code = 0;        // the first failing trainer's exit code (128+signal), else 0
+  std::string exit;         // "exited with status 0", "was killed by signal 9 (Killed)", ...
+  bool stopped = false;     // should_stop or a signal ended the trainers
+  std::string status;       // as recorded: "succeeded", "failed", "cancelled" or "preempted"
+  std::string stop_cause;   // when preempted: why (RunConfig::stop_cause)
+  int workers_started = 0;  // worker processes started
+  int workers_ran = 0;      // of them, those that registered
   CoordinatorSummary summary;
 };
 

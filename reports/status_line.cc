@@ -5,10 +5,17 @@
 namespace gm::reports {
 
 std::string RatesLine(const RunRates& r) {
-  char line[160];
-  std::snprintf(line, sizeof line,
-                "%.0f samples/s, data wait %.0f%%, %d worker(s) (%.1f CPUs), epoch %llu",
-                r.samples_per_s, 100 * r.data_wait_fraction, r.workers, r.worker_cpus,
+  // Workers that run, not workers asked for: one Slurm has not started yet counts
+  // apart.
+  char workers[64];
+  if (r.workers_live >= 0 && r.workers_live < r.workers) {
+    std::snprintf(workers, sizeof workers, "%d of %d worker(s) running", r.workers_live, r.workers);
+  } else {
+    std::snprintf(workers, sizeof workers, "%d worker(s)", r.workers);
+  }
+  char line[200];
+  std::snprintf(line, sizeof line, "%.0f samples/s, data wait %.0f%%, %s (%.1f CPUs), epoch %llu",
+                r.samples_per_s, 100 * r.data_wait_fraction, workers, r.worker_cpus,
                 static_cast<unsigned long long>(r.epoch));
   return line;
 }

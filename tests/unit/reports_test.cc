@@ -339,6 +339,12 @@ TEST(StatusLineTest, GivenAnIntervalsRatesThenTheLineSaysRateWaitWorkersAndEpoch
   r.worker_cpus = 2.94;
   r.epoch = 2;
   EXPECT_EQ(reports::RatesLine(r), "812 samples/s, data wait 12%, 3 worker(s) (2.9 CPUs), epoch 2");
+  // Workers Slurm has not started yet are not counted as running.
+  r.workers_live = 1;
+  EXPECT_EQ(reports::RatesLine(r),
+            "812 samples/s, data wait 12%, 1 of 3 worker(s) running (2.9 CPUs), epoch 2");
+  r.workers_live = 3;
+  EXPECT_EQ(reports::RatesLine(r), "812 samples/s, data wait 12%, 3 worker(s) (2.9 CPUs), epoch 2");
 }
 
 }  // namespace

@@ -151,6 +151,7 @@ TEST(SlurmJobTest, GivenAWorkerRequestThenSrunMakesItAStepOfItsComponentAndNames
       "--ntasks=1",
       "--cpus-per-task=3",
       "--job-name=goldminer-worker",
+      "--gres=none",
       "--quiet",
       "--het-group=1",
       "--mem=6M",
@@ -167,8 +168,8 @@ TEST(SlurmJobTest, GivenAWorkerRequestThenSrunMakesItAStepOfItsComponentAndNames
   r.memory_bytes = 0;
   const std::vector<std::string> plain = SrunArgv(*Env{{{"SLURM_JOB_ID", "7"}}}.Read(), r);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), "--het-group=0"), 0);
-  EXPECT_EQ(plain[8], "-c");
-  EXPECT_EQ(plain[9], "exec \"$@\" --step-name \"$SLURM_JOB_ID.$SLURM_STEP_ID\"");
+  EXPECT_EQ(plain[9], "-c");
+  EXPECT_EQ(plain[10], "exec \"$@\" --step-name \"$SLURM_JOB_ID.$SLURM_STEP_ID\"");
 }
 
 TEST(SlurmJobTest, GivenAnElasticWorkerThenItIsAJobOfItsOwnInThePartitionWithoutTheRunsJobVars) {
@@ -178,7 +179,7 @@ TEST(SlurmJobTest, GivenAnElasticWorkerThenItIsAJobOfItsOwnInThePartitionWithout
   r.memory_bytes = 2u << 20;
   r.argv = {"/opt/goldminer", "worker", "--coordinator", "h:1"};
   std::optional<SlurmJob> job = Env{{{"SLURM_JOB_ID", "7"}}}.Read();
-  const ElasticWorkers elastic{"scavenger", 2, "7.99"};
+  ElasticWorkers elastic{"scavenger", 2, 0, "7.99"};
   EXPECT_EQ(elastic.JobName(), "goldminer-worker.7.99");
   const std::vector<std::string> argv = ElasticSrunArgv(
       *job, elastic, {"PATH", "SLURM_JOB_ID", "SLURM_CONF", "SLURM_CPUS_PER_TASK", "HOME"}, r);
@@ -194,6 +195,7 @@ TEST(SlurmJobTest, GivenAnElasticWorkerThenItIsAJobOfItsOwnInThePartitionWithout
                                          "--cpus-per-task=2",
                                          "--job-name=goldminer-worker.7.99",
                                          "--dependency=after:7",
+                                         "--gres=none",
                                          "--quiet",
                                          "--mem=2M",
                                          "/bin/sh",
@@ -210,9 +212,120 @@ TEST(SlurmJobTest, GivenAnElasticWorkerThenItIsAJobOfItsOwnInThePartitionWithout
   // Without a plan's memory, a bounded request, not the whole node's.
   r.memory_bytes = 0;
   const std::vector<std::string> bare = ElasticSrunArgv(*job, elastic, {}, r);
-  EXPECT_EQ(std::count(bare.begin(), bare.end(), "--mem=2048M"), 1);
+  EXPECT_EQ(std::count(bare.begin(), bare.end(), "--mem=2048M"), 1) << "1024 MB per CPU";
   EXPECT_EQ(bare[0], "env");
   EXPECT_EQ(bare[1], "srun");
+  // The run's figure (--worker-mem, or its job's memory per CPU) wins over both.
+  elastic.memory_mb = 700;
+  r.memory_bytes = 2u << 20;
+  const std::vector<std::string> sized = ElasticSrunArgv(*job, elastic, {}, r);
+  EXPECT_EQ(std::count(sized.begin(), sized.end(), "--mem=700M"), 1);
+}
+
+TEST(SlurmJobTest, GivenAJobsMemoryVariablesThenEachComponentKnowsItsMemory) {
+  const std::optional<SlurmJob> plain = Env{
+      {{"SLURM_JOB_ID", "5"},
+       {"SLURM_JOB_CPUS_PER_NODE", "4"},
+       {"SLURM_MEM_PER_NODE", "3000"}}}.Read();
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->components[0].mem_per_node_mb, 3000u);
+  EXPECT_EQ(plain->components[0].mem_var, "SLURM_MEM_PER_NODE=3000");
+  EXPECT_EQ(plain->MemoryPerCpuMb(), 750u);
+  const std::optional<SlurmJob> per_cpu = Env{
+      {{"SLURM_JOB_ID", "6"},
+       {"SLURM_JOB_CPUS_PER_NODE", "2"},
+       {"SLURM_MEM_PER_CPU", "1000"}}}.Read();
+  EXPECT_EQ(per_cpu->components[0].mem_per_cpu_mb, 1000u);
+  EXPECT_EQ(per_cpu->components[0].NodeMemoryMb(2), 2000u);
+  const std::optional<SlurmJob> het = Env{
+      {{"SLURM_JOB_ID", "8"},
+       {"SLURM_HET_SIZE", "2"},
+       {"SLURM_JOB_CPUS_PER_NODE_HET_GROUP_0", "2"},
+       {"SLURM_JOB_CPUS_PER_NODE_HET_GROUP_1", "4"},
+       {"SLURM_MEM_PER_NODE_HET_GROUP_0", "2000"},
+       {"SLURM_MEM_PER_NODE_HET_GROUP_1",
+        "1400"}}}.Read();
+  EXPECT_EQ(het->components[0].mem_per_node_mb, 2000u);
+  EXPECT_EQ(het->components[1].mem_per_node_mb, 1400u);
+  const std::optional<SlurmJob> none = Env{{{"SLURM_JOB_ID", "9"}}}.Read();
+  EXPECT_EQ(none->components[0].mem_var, "");
+  EXPECT_EQ(none->MemoryPerCpuMb(), 0u);
+}
+
+TEST(SlurmJobTest, GivenAGpuJobsMemoryThenWorkersShareHalfOfTheTrainersNodeAndFit) {
+  // The job: -c4 --gres=gpu:1 --mem=3000M, three workers of one CPU.
+  const std::optional<SlurmJob> job = Env{
+      {{"SLURM_JOB_ID", "1"},
+       {"SLURM_JOB_CPUS_PER_NODE", "4"},
+       {"SLURM_MEM_PER_NODE", "3000"}}}.Read();
+  RunSpec spec;
+  spec.workers = 3;
+  const std::string said = job->ShareWorkerMemory(spec, 3);
+  EXPECT_EQ(spec.MemoryOf(0), 500u << 20) << "half of 3000 MB over 3 worker CPUs";
+  EXPECT_EQ(spec.MemoryOf(7), 500u << 20) << "an added worker asks the same";
+  EXPECT_NE(said.find("--mem=500M"), std::string::npos) << said;
+  EXPECT_NE(said.find("SLURM_MEM_PER_NODE=3000"), std::string::npos) << said;
+  EXPECT_TRUE(job->CheckWorkersFit(spec, 3).ok());
+  EXPECT_TRUE(job->CheckWorkersFit(spec, 4).ok()) << "4 CPUs, 2000 MB of 3000";
+  // One worker of one CPU: its CPU's share (750 MB), below half the node.
+  RunSpec one;
+  one.workers = 1;
+  job->ShareWorkerMemory(one, 1);
+  EXPECT_EQ(one.MemoryOf(0), 750u << 20);
+  // A planned figure is kept.
+  RunSpec planned;
+  planned.slots = {WorkerSlot{1, false, 900u << 20}, WorkerSlot{1, false, 0}};
+  job->ShareWorkerMemory(planned, 2);
+  EXPECT_EQ(planned.MemoryOf(0), 900u << 20);
+  EXPECT_EQ(planned.MemoryOf(1), 750u << 20);
+  // Per CPU: Slurm's own share; no memory said: none asked.
+  const std::optional<SlurmJob> per_cpu = Env{
+      {{"SLURM_JOB_ID", "2"},
+       {"SLURM_JOB_CPUS_PER_NODE", "8"},
+       {"SLURM_MEM_PER_CPU", "400"}}}.Read();
+  RunSpec two;
+  two.threads_per_worker = 2;
+  per_cpu->ShareWorkerMemory(two, 2);
+  EXPECT_EQ(two.MemoryOf(0), 800u << 20);
+  RunSpec bare;
+  const std::optional<SlurmJob> no_memory = Env{{{"SLURM_JOB_ID", "3"}}}.Read();
+  EXPECT_EQ(no_memory->ShareWorkerMemory(bare, 2), "");
+  EXPECT_EQ(bare.MemoryOf(0), 0u);
+}
+
+TEST(SlurmJobTest, GivenWorkersAskingMoreMemoryThanTheJobHoldsThenTheFitCheckSaysTheNumbers) {
+  const std::optional<SlurmJob> job = Env{
+      {{"SLURM_JOB_ID", "1"},
+       {"SLURM_JOB_CPUS_PER_NODE", "4"},
+       {"SLURM_MEM_PER_NODE", "3000"}}}.Read();
+  RunSpec spec;
+  spec.worker_memory_bytes = 1200u << 20;
+  EXPECT_TRUE(job->CheckWorkersFit(spec, 2).ok());
+  const Status st = job->CheckWorkersFit(spec, 3);
+  ASSERT_FALSE(st.ok());
+  for (const char* part : {"3 CPUs and 3600 MB", "holds 4 CPUs and 3000 MB",
+                           "SLURM_MEM_PER_NODE=3000", "--worker-mem"}) {
+    EXPECT_NE(st.message().find(part), std::string::npos) << part << ": " << st.message();
+  }
+  // Enough memory in all, but not on one node: 3 x 1200 on two nodes of 2000.
+  EXPECT_TRUE(CheckWorkersFit({1, 1}, {4, 4}, "job 1", {1200, 1200}, {2000, 2000}).ok());
+  Status split = CheckWorkersFit({1, 1, 1}, {4, 4}, "job 1", {1200, 1200, 1200}, {2000, 2000});
+  ASSERT_FALSE(split.ok());
+  EXPECT_NE(split.message().find("cannot be placed whole"), std::string::npos) << split.message();
+}
+
+TEST(SlurmJobTest, GivenMemorySizesThenTheyAreReadAsSrunReadsThem) {
+  EXPECT_EQ(*ParseMemoryMb("500", "--worker-mem"), 500u);
+  EXPECT_EQ(*ParseMemoryMb("500M", "--worker-mem"), 500u);
+  EXPECT_EQ(*ParseMemoryMb("2G", "--worker-mem"), 2048u);
+  EXPECT_EQ(*ParseMemoryMb("2g", "--worker-mem"), 2048u);
+  EXPECT_EQ(*ParseMemoryMb("1T", "--worker-mem"), 1u << 20);
+  EXPECT_EQ(*ParseMemoryMb("1500K", "--worker-mem"), 2u);
+  for (const char* bad : {"", "M", "0", "-5M", "2.5G", "12Q", "1e3"}) {
+    Result<uint64_t> r = ParseMemoryMb(bad, "--worker-mem");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--worker-mem '"), std::string::npos);
+  }
 }
 
 TEST(SlurmJobTest, GivenSinfoCpuTextThenTheIdleCpusAreSummed) {
