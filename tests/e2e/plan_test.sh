@@ -161,18 +161,32 @@ expect_in "$T/summary.txt" "none: the target is met" "the summary says no limit 
 
 # ---------------------------------------------------------------------------------------
 # 3. The job script: a heterogeneous job (trainer node + CPU nodes) that Slurm accepts.
-check_py "job.sbatch: component 0 gpu (8 CPUs, gpu:1), hetjob, component 1 cpu (3 tasks x 4 CPUs)" \
+# --mem per node in each component (sbatch refuses --mem beside --mem-per-cpu in a
+# hetjob): component 0, the trainer's default 4096 MB for its GPU rank + gpu1's two
+# workers, each 1 GiB + 8 x 4 x 100 kB = 1076941824 bytes, 1028 MB rounded up: 6152 MB;
+# component 1, at most 2 workers on a CPU node (cpu1's) x 1024 MB: 2048 MB.
+check_py "job.sbatch: component 0 gpu (8 CPUs, gpu:1, --mem=6152M), hetjob, component 1 cpu (3 tasks x 4 CPUs, 2 a node, --mem=2048M)" \
   "$T/job.sbatch" "$T/plan.json" "$GM" <<'PY'
 lines = open(sys.argv[1]).read().splitlines()
 sb = [l for l in lines if l.startswith("#SBATCH")]
 assert "#SBATCH hetjob" in sb, sb
 het = sb.index("#SBATCH hetjob")
 c0, c1 = sb[:het], sb[het + 1:]
-for want in ["--partition=gpu", "--nodes=1", "--cpus-per-task=8", "--gres=gpu:1"]:
+for want in ["--partition=gpu", "--nodes=1", "--cpus-per-task=8", "--gres=gpu:1", "--mem=6152M"]:
     assert "#SBATCH " + want in c0, (want, c0)
-for want in ["--partition=cpu", "--ntasks=3", "--cpus-per-task=4", "--mem-per-cpu=256M"]:
+for want in ["--partition=cpu", "--ntasks=3", "--ntasks-per-node=2", "--cpus-per-task=4",
+             "--mem=2048M"]:
     assert "#SBATCH " + want in c1, (want, c1)
+assert len([l for l in c0 if l.startswith("#SBATCH --mem")]) == 1, c0
+assert len([l for l in c1 if l.startswith("#SBATCH --mem")]) == 1, c1
 assert not any("gres" in l for l in c1), c1
+assert not any("--mem-per-cpu" in l for l in sb), sb
+# The comments say where each figure came from; the old "No --mem" one is gone.
+text = "\n".join(lines)
+assert "4096M for the trainer (a default, 4096M per GPU rank" in text, text
+assert "+ 2056M for the 2 worker(s) on its busiest node" in text and "= 6152M." in text, text
+assert "at most 2 worker(s) on a node (--ntasks-per-node)" in text and "= 2048M." in text, text
+assert "No --mem" not in text, text
 assert lines[0] == "#!/bin/bash", lines[0]
 import os
 assert lines[-1] == "exec " + os.path.realpath(sys.argv[3]) + " run --plan " + sys.argv[2] + " -- /bin/true", lines[-1]
@@ -228,10 +242,12 @@ assert approx(p["prediction"]["samples_per_s"], 500) and p["prediction"]["limit"
 assert p["model"]["target_source"] == "--target-rate", p["model"]
 assert p["run"]["workers"] == 2 and p["run"]["command"] == ["/usr/bin/python3", sys.argv[2], sys.argv[3], "1"], p["run"]
 PY
-check_py "job500.sbatch: a plain job (no hetjob) on gpu with 7 CPUs and gpu:1" "$T/job500.sbatch" <<'PY'
+# --mem: the trainer's 4096 MB + 2 workers x 1028 MB (as in job.sbatch).
+check_py "job500.sbatch: a plain job (no hetjob) on gpu with 7 CPUs, gpu:1 and --mem=6152M" "$T/job500.sbatch" <<'PY'
 sb = [l for l in open(sys.argv[1]).read().splitlines() if l.startswith("#SBATCH")]
 assert "#SBATCH hetjob" not in sb and not any("--ntasks=" in l for l in sb), sb
-for want in ["--partition=gpu", "--nodes=1", "--cpus-per-task=7", "--gres=gpu:1"]:
+assert len([l for l in sb if l.startswith("#SBATCH --mem")]) == 1, sb
+for want in ["--partition=gpu", "--nodes=1", "--cpus-per-task=7", "--gres=gpu:1", "--mem=6152M"]:
     assert "#SBATCH " + want in sb, (want, sb)
 PY
 expect_rc 0 "sbatch --test-only accepts the plain job" -- timeout 30 sbatch --test-only "$T/job500.sbatch"

@@ -464,6 +464,15 @@ TEST(SbatchTest, PlainJobWhenEveryWorkerSharesTheTrainersNode) {
   EXPECT_NE(s.find("#SBATCH --partition=gpu\n"), std::string::npos) << s;
   EXPECT_NE(s.find("#SBATCH --cpus-per-task=6\n"), std::string::npos) << s;  // 1 + 4 + 1
   EXPECT_NE(s.find("#SBATCH --gres=gpu:1\n"), std::string::npos) << s;
+  // The trainer's default for its one GPU rank plus the memory of its node's workers.
+  uint64_t workers_mb = 0;
+  for (const PlanWorker& w : plan->workers) workers_mb += WorkerMemoryMb(w);
+  EXPECT_GT(workers_mb, 2u * 1024) << s;  // 1 GiB peak RSS each, + the batches they lend
+  EXPECT_NE(s.find("#SBATCH --mem=" + std::to_string(kGpuTrainerMemoryMb + workers_mb) + "M\n"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(s.find("#SBATCH --mem-per-cpu"), std::string::npos) << s;
+  EXPECT_EQ(s.find("No --mem"), std::string::npos) << s;
   EXPECT_NE(s.find("exec /opt/goldminer/bin/goldminer run --plan /home/u/plan.json -- python3 "
                    "train.py\n"),
             std::string::npos)
@@ -480,10 +489,57 @@ TEST(SbatchTest, HeterogeneousJobWhenWorkersGoToCpuNodes) {
   ASSERT_NE(het, std::string::npos) << s;
   EXPECT_LT(s.find("#SBATCH --cpus-per-task=8\n"), het) << s;  // 1 + 4 + 3 on gpu1
   EXPECT_GT(s.find("#SBATCH --partition=cpu\n"), het);
-  EXPECT_NE(s.find("#SBATCH --ntasks=8\n#SBATCH --cpus-per-task=4\n#SBATCH --mem-per-cpu=256M\n"),
+  // cpu1 and cpu2 take 4 workers of 4 CPUs and 1 GiB each: at most 4 to a node, and
+  // each node's --mem covers 4 of them.
+  EXPECT_NE(s.find("#SBATCH --ntasks=8\n#SBATCH --ntasks-per-node=4\n#SBATCH "
+                   "--cpus-per-task=4\n#SBATCH --mem=4096M\n"),
             std::string::npos)
       << s;
+  // Component 0: --mem too, and no --mem-per-cpu anywhere (sbatch refuses the mix).
+  const size_t mem0 = s.find("#SBATCH --mem=");
+  EXPECT_LT(mem0, het) << s;
+  EXPECT_EQ(s.find("#SBATCH --mem-per-cpu"), std::string::npos) << s;
   EXPECT_NE(s.find("-- python3 train.py --name 'it'\\''s a run'\n"), std::string::npos) << s;
+}
+
+TEST(SbatchTest, UnmeasuredMemoryGetsTheStatedDefaults) {
+  // Given a profile without peak RSS and a cluster without GPUs,
+  Profile p = TestProfile(5000);
+  p.pipeline->peak_rss_bytes = 0;
+  Cluster cpus_only;
+  cpus_only.source = "test";
+  cpus_only.partitions = {{"cpu", true, true}};
+  cpus_only.nodes = {Node("cpu1", "cpu", 16, 0), Node("cpu2", "cpu", 16, 0)};
+  auto plan = MakePlan(p, cpus_only, Fast());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->model.gpus, 0);
+  // when its job script is written,
+  const std::string s = SbatchScript(*plan, {});
+  // then no GPU is asked, the trainer counts kCpuTrainerMemoryMb and each worker
+  // kWorkerMemoryMbPerCpu per CPU, and the script's comments say so.
+  EXPECT_EQ(s.find("--gres"), std::string::npos) << s;
+  uint64_t on_node_mb = 0;
+  int on_node_cpus = 0;
+  for (const PlanWorker& w : plan->workers) {
+    if (!w.on_trainer_node) continue;
+    on_node_mb += WorkerMemoryMb(w);
+    on_node_cpus += w.cpus;
+  }
+  EXPECT_EQ(on_node_mb, kWorkerMemoryMbPerCpu * static_cast<uint64_t>(on_node_cpus));
+  EXPECT_NE(s.find("#SBATCH --mem=" + std::to_string(kCpuTrainerMemoryMb + on_node_mb) + "M\n"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("2048M for the trainer (a default for a CPU trainer"), std::string::npos) << s;
+  EXPECT_NE(s.find("or 1024M per CPU when not measured"), std::string::npos) << s;
+}
+
+TEST(SbatchTest, WorkerMemoryMbRoundsUpOrCountsPerCpu) {
+  PlanWorker w;
+  w.cpus = 3;
+  w.memory_bytes = (uint64_t{1} << 30) + 1;
+  EXPECT_EQ(WorkerMemoryMb(w), 1025u);
+  w.memory_bytes = 0;
+  EXPECT_EQ(WorkerMemoryMb(w), 3 * kWorkerMemoryMbPerCpu);
 }
 
 TEST(SbatchTest, ShellQuote) {
