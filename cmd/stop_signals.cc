@@ -7,9 +7,10 @@
 namespace gm::cli {
 
 // SIGUSR1 ends the waiting thread (sent by the destructor).
-StopOnSignal::StopOnSignal() {
+StopOnSignal::StopOnSignal(bool drain_signal) {
   sigemptyset(&set_);
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaddset(&set_, sig);
+  if (drain_signal) sigaddset(&set_, SIGUSR2);
   pthread_sigmask(SIG_BLOCK, &set_, &old_);
 }
 

@@ -6,6 +6,11 @@
 // that also ended its trainer). Nothing runs in a signal handler. Children start
 // with no signal blocked (core/spawn.h). Construct it before any thread starts;
 // one per process; Watch or TakePending, not both.
+//
+// With `drain_signal`, SIGUSR2 is watched too: a data worker drains on it as on
+// its first SIGTERM. `goldminer run` drains a Slurm step with it (scancel
+// --signal=USR2), because slurmstepd answers `scancel --signal=TERM JOB.STEP` with
+// "*** STEP ... CANCELLED ***" in the job's output, for a drain that ends well.
 #pragma once
 
 #include <signal.h>
@@ -17,13 +22,13 @@ namespace gm::cli {
 
 class StopOnSignal {
  public:
-  StopOnSignal();
+  explicit StopOnSignal(bool drain_signal = false);
   ~StopOnSignal();  // ends the waiting thread and restores the signal mask
   StopOnSignal(const StopOnSignal&) = delete;
   StopOnSignal& operator=(const StopOnSignal&) = delete;
 
-  // Calls `on_signal(sig)` for each SIGTERM or SIGINT from now on (on the
-  // waiting thread). Call once.
+  // Calls `on_signal(sig)` for each SIGTERM or SIGINT (and SIGUSR2 with
+  // drain_signal) from now on (on the waiting thread). Call once.
   void Watch(std::function<void(int)> on_signal);
   // The SIGTERM or SIGINT pending now, taken (0: none). Never blocks.
   int TakePending();

@@ -183,9 +183,9 @@ Result<int> RunWithCoordinator(const WorkerFlags& f) {
   options.step_name = f.step_name;
   options.max_virtual_workers = f.max_virtual_workers;
   options.drain_grace_s = f.drain_grace_s;
-  StopOnSignal signals;  // before Start(), so the service's threads inherit the mask (the
-                         // first SIGTERM drains the service, SIGINT or a second SIGTERM
-                         // stops it)
+  // Before Start(), so the service's threads inherit the mask: the first SIGTERM
+  // and every SIGUSR2 drain the service, SIGINT or a second SIGTERM stops it.
+  StopOnSignal signals(/*drain_signal=*/true);
   Result<std::unique_ptr<WorkerService>> service = WorkerService::Start(options);
   Status st = service.ok() ? Status::Ok() : service.status();
   if (service.ok()) {
@@ -196,6 +196,10 @@ Result<int> RunWithCoordinator(const WorkerFlags& f) {
     signals.Watch(
         [raw = service->get(), drain = f.drain_grace_s > 0, first_term = -1.0](int sig) mutable {
           constexpr double kSameSignalS = 1;
+          if (sig == SIGUSR2 && drain) {  // goldminer run's drain of a Slurm step
+            raw->Drain();
+            return;
+          }
           if (sig == SIGTERM && drain) {
             const double now = MonotonicSeconds();
             if (first_term < 0) first_term = now;

@@ -84,7 +84,7 @@ Result<pid_t> SpawnProcess(const SpawnRequest& request) {
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   const std::vector<std::string> env = Environment(request);
   std::vector<std::string> argv = request.argv;
-  if (request.ignore_sigterm) {
+  if (request.ignore_drain_signals) {
     std::optional<std::string> path = FindProgram(argv[0]);
     if (!path) {
       posix_spawnattr_destroy(&attr);
@@ -92,7 +92,7 @@ Result<pid_t> SpawnProcess(const SpawnRequest& request) {
       return Status::FromErrno(ENOENT, argv[0] + ": cannot start");
     }
     argv[0] = *path;
-    argv.insert(argv.begin(), {"/bin/sh", "-c", "trap '' TERM; exec \"$0\" \"$@\""});
+    argv.insert(argv.begin(), {"/bin/sh", "-c", "trap '' TERM USR2; exec \"$0\" \"$@\""});
   }
   std::vector<char*> c_argv = CStrings(argv);
   std::vector<char*> c_env = CStrings(env);

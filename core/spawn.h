@@ -29,12 +29,13 @@ struct SpawnRequest {
   bool inherit_env = true;
   bool stdin_null = false;                // fd 0 from /dev/null
   std::vector<std::pair<int, int>> dup2;  // (our fd, the child's fd), in order
-  // SIGTERM is ignored in the child (a shell's `trap '' TERM` before it execs the
-  // program, found in this process's PATH first: a missing one is NotFound as
-  // always), which stays so across its exec, in shells and in Python: a drain's
-  // SIGTERM to every process of a Slurm step reaches the parent only, which ends
-  // its children itself (SIGKILL, or closing their pipes).
-  bool ignore_sigterm = false;
+  // SIGTERM and SIGUSR2, the drain signals (cmd/stop_signals.h), are ignored in
+  // the child (a shell's `trap '' TERM USR2` before it execs the program, found in
+  // this process's PATH first: a missing one is NotFound as always), which stays
+  // so across its exec, in shells and in Python: a drain's signal to every process
+  // of a Slurm step reaches the parent only, which ends its children itself
+  // (SIGKILL, or closing their pipes).
+  bool ignore_drain_signals = false;
 };
 
 // The child's pid. InvalidArgument for an empty argv; NotFound when the program

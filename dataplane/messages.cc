@@ -205,6 +205,33 @@ Result<GetSplitMsg> GetSplitMsg::Decode(const nlohmann::json& meta) {
   }());
 }
 
+nlohmann::json HeartbeatMsg::Encode() const {
+  return {{"batches_sent", batches_sent},
+          {"splits_done", splits_done},
+          {"making_split", making_split},
+          {"cpu_s", cpu_s}};
+}
+
+Result<HeartbeatMsg> HeartbeatMsg::Decode(const nlohmann::json& meta) {
+  return AsCorrupt([&]() -> Result<HeartbeatMsg> {
+    const JsonNode m(meta, "HEARTBEAT");
+    HeartbeatMsg r;
+    if (m.has("batches_sent")) {
+      GM_ASSIGN_OR_RETURN(r.batches_sent, Count(m, "batches_sent", uint64_t{1} << 62));
+    }
+    if (m.has("splits_done")) {
+      GM_ASSIGN_OR_RETURN(r.splits_done, Count(m, "splits_done", uint64_t{1} << 62));
+    }
+    GM_ASSIGN_OR_RETURN(r.making_split, m.BoolOr("making_split", false));
+    GM_ASSIGN_OR_RETURN(r.cpu_s, m.NumberOr("cpu_s", 0));
+    if (!(r.cpu_s >= 0 && r.cpu_s <= kMaxStageSeconds)) {
+      return Status::Corrupt("HEARTBEAT: $.cpu_s: " + std::to_string(r.cpu_s) +
+                             " is not a number of seconds from 0 to 1e12");
+    }
+    return r;
+  }());
+}
+
 nlohmann::json SplitDoneMsg::Encode() const {
   nlohmann::json j = {{"epoch", epoch}, {"split", split}, {"batch_count", batch_count}};
   if (skipped > 0) j["skipped"] = skipped;

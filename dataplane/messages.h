@@ -7,8 +7,9 @@
 // Connections (each starts with the handshake; roles "worker" and "client"):
 //
 // 1. worker -> coordinator (control). Request/response: the worker sends, the
-//    coordinator answers only GET_SPLIT; any frame from the worker counts as a
-//    heartbeat.
+//    coordinator answers only GET_SPLIT, and once the run is over a HEARTBEAT
+//    that says making_split (see HeartbeatMsg); any frame from the worker counts
+//    as a heartbeat.
 //      W->C REGISTER    {data_addr: "HOST:PORT", host, pid, threads}
 //      C->W REGISTERED  {worker_id, pipeline: <pipeline.json document>,
 //                        pipeline_origin: "PATH", base_dir: "DIR",
@@ -25,6 +26,9 @@
 //                       (when nothing was sent for heartbeat_s); stages: the
 //                       worker's per-stage totals so far, [{name, count, cpu_s,
 //                       wall_s, bytes_in, bytes_out}]
+//      C->W ASSIGN      {kind: "exit"} once, unasked, in answer to a HEARTBEAT
+//                       with making_split true after the run's end: the split's
+//                       trainer is gone, so the worker stops it and says BYE
 //      W->C BYE         {}  (clean exit after "exit")
 //    A worker whose coordinator connection fails exits (status 3) within the
 //    liveness timeout; its splits are re-made elsewhere.
@@ -187,6 +191,18 @@ struct GetSplitMsg {
   bool draining = false;  // optional, false when absent
   nlohmann::json Encode() const;
   static Result<GetSplitMsg> Decode(const nlohmann::json& meta);
+};
+
+// W->C HEARTBEAT {batches_sent, splits_done, making_split, cpu_s[, stages]}; every
+// field optional (0 or false when absent). The stages report travels beside them
+// (EncodeStagesReport, DecodeStagesReport).
+struct HeartbeatMsg {
+  uint64_t batches_sent = 0;
+  uint64_t splits_done = 0;
+  bool making_split = false;  // the worker is inside a split: it asks nothing until done
+  double cpu_s = 0;           // the worker's CPU seconds so far, 0 .. kMaxStageSeconds
+  nlohmann::json Encode() const;
+  static Result<HeartbeatMsg> Decode(const nlohmann::json& meta);
 };
 
 // W->C SPLIT_DONE {epoch, split, batch_count, skipped, stages}.

@@ -213,6 +213,7 @@ class CoordinatorServer {
   CoordinatorState state_ GUARDED_BY(mu_);
   std::map<WorkerId, std::string> data_addr_ GUARDED_BY(mu_);  // live workers
   std::set<WorkerId> producing_ GUARDED_BY(mu_);               // live workers that finished a split
+  std::set<WorkerId> told_to_leave_ GUARDED_BY(mu_);  // sent "exit" unasked (HandleWorkerFrame)
   // Live workers' control sockets, so that a FAULT can close one (each entry goes
   // before its socket closes).
   std::map<WorkerId, int> worker_fd_ GUARDED_BY(mu_);

@@ -117,6 +117,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   (void)state_.WorkerExited(id);  // its unfinished splits go back to the queue
   data_addr_.erase(id);
   producing_.erase(id);
+  told_to_leave_.erase(id);
   worker_fd_.erase(id);
   const bool faulted = faulted_.erase(id) > 0;  // said when the FAULT came
   if (!faulted && !st.ok() && !stopping_) {
@@ -203,6 +204,20 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       }
       AdvanceEpochIfDone();
       return Status::Ok();
+    }
+    case MsgType::kHeartbeat: {
+      // After the run's end, a worker inside a split asks nothing until the split
+      // is done, and the split waits for trainer credit that never comes: the
+      // coordinator starts the next epoch before the trainer asks for it, so a
+      // worker may be making a split of an epoch no trainer takes. It hears
+      // "exit" here instead of being signalled, and leaves quietly.
+      GM_ASSIGN_OR_RETURN(HeartbeatMsg beat, HeartbeatMsg::Decode(frame.meta));
+      if (!workers_end_ || !beat.making_split || told_to_leave_.contains(id)) return Status::Ok();
+      told_to_leave_.insert(id);
+      lock.Unlock();
+      AssignMsg leave;
+      leave.kind = AssignMsg::Kind::kExit;
+      return SendFrame(socket, MsgType::kAssign, leave.Encode(), Deadline::After(kSendTimeoutS));
     }
     default:
       return SessionFrame(frame, "a worker", done);

@@ -453,16 +453,20 @@ class SlurmStepLauncher : public ProcessLauncher {
     return children_->Start(step);
   }
   void Signal(pid_t pid, int sig) override { children_->Signal(pid, sig); }
-  // A registered worker's step gets SIGTERM through slurmctld, as Slurm's own
-  // GraceTime gives it; srun then returns the worker's exit. Before it registered
-  // (a job still pending), SIGTERM to srun withdraws the job.
+  // A registered worker's step gets SIGUSR2 (the worker's drain, as SIGTERM from
+  // Slurm's own GraceTime is) through slurmctld; srun then returns the worker's
+  // exit. Before it registered (a job still pending), SIGTERM to srun withdraws
+  // the job.
   void Drain(pid_t pid, const std::string& step) override {
     if (!step.empty()) {
-      Result<CommandOutput> out = CaptureOutput({"scancel", "--signal=TERM", step}, 10, 1 << 16);
+      // SIGUSR2, which the worker takes as SIGTERM's drain: slurmstepd answers a
+      // SIGTERM sent this way with "*** STEP ... CANCELLED ***" in the job's
+      // output, for a drain that ends well (cmd/stop_signals.h).
+      Result<CommandOutput> out = CaptureOutput({"scancel", "--signal=USR2", step}, 10, 1 << 16);
       // 225 "Invalid job id specified" for a step of a multi-node allocation that
       // does not span every node: the signal was delivered (notes on Slurm 22.05).
       if (out.ok() && (out->exit.exit_code() == 0 || out->exit.exit_code() == 225)) return;
-      LogWarning("run: scancel --signal=TERM " + step + " failed (" +
+      LogWarning("run: scancel --signal=USR2 " + step + " failed (" +
                  (out.ok() ? out->exit.describe + ": " + out->err : out.status().message()) +
                  "); SIGTERM to its srun instead, which ends it without a drain");
     }

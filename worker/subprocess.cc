@@ -38,7 +38,7 @@ Result<Subprocess> Subprocess::Start(const std::vector<std::string>& argv,
   SpawnRequest request(argv, env);
   request.inherit_env = false;
   request.dup2 = {{fds[1], 0}, {fds[1], 1}};
-  request.ignore_sigterm = true;  // a drained worker's samples in flight are finished
+  request.ignore_drain_signals = true;  // a drained worker's samples in flight are finished
   UniqueFd ours(fds[0]);
   Result<pid_t> pid = SpawnProcess(request);
   ::close(fds[1]);  // the child's end: it has its own copies now

@@ -101,7 +101,7 @@ class VirtualWorkers::Host {
          std::string(kSecretFileEnv) + "=", std::string(kSecretEnv) + "=", "GOLDMINER_OFFLOAD="});
     request.stdin_null = true;
     request.dup2 = {{theirs.get(), 3}};
-    request.ignore_sigterm = true;  // a drain's SIGTERM is the worker's, not its hosts'
+    request.ignore_drain_signals = true;  // a drain's signal is the worker's, not its hosts'
     GM_ASSIGN_OR_RETURN(pid_t pid, SpawnProcess(request));
     auto host = std::shared_ptr<Host>(new Host(std::move(mine), pid, python));
     host->reader_ = std::thread([h = host.get()] { h->ReadLoop(); });

@@ -407,28 +407,50 @@ void WorkerService::HeartbeatLoop() {
 }
 
 Status WorkerService::CheckControl() {
+  // Which split (if any) is being made before the look at the connection: the
+  // main thread reads the connection only between splits, after asking.
+  const auto in_split = [this] {
+    MutexLock lock(mu_);
+    return making_split_ ? std::optional<uint64_t>(splits_begun_) : std::nullopt;
+  };
+  const std::optional<uint64_t> before = in_split();
   char byte = 0;
   const ssize_t n = ::recv(control_.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
   if (n == 0) return Status::Unavailable("it closed the connection");
   if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
     return Status::Unavailable(std::strerror(errno));
   }
-  if (MonotonicSeconds() - last_send_.load() < heartbeat_s_) return Status::Ok();
-  bool making;
-  {
-    MutexLock lock(mu_);
-    making = making_split_;
+  if (n > 0 && before && in_split() == before) {
+    // A frame the worker did not ask for, in the same split: the coordinator's
+    // "exit" at the run's end (dataplane/messages.h, HEARTBEAT). The split's
+    // trainer is gone; the worker stops it and says BYE, as after a signal.
+    bool first;
+    {
+      MutexLock lock(mu_);
+      first = !stop_;
+    }
+    if (first) {
+      LogDebug("worker " + std::to_string(worker_id_) +
+               ": the run is over: leaving its split unfinished");
+      Stop();
+    }
+    return Status::Ok();
   }
-  return SendControl(MsgType::kHeartbeat, {{"batches_sent", data_->batches_sent()},
-                                           {"splits_done", splits_done_.load()},
-                                           {"making_split", making},
-                                           {"cpu_s", ProcessCpuSeconds()},
-                                           {"stages", EncodeStagesReport(StageTotals())}});
+  if (MonotonicSeconds() - last_send_.load() < heartbeat_s_) return Status::Ok();
+  HeartbeatMsg beat;
+  beat.batches_sent = data_->batches_sent();
+  beat.splits_done = splits_done_.load();
+  beat.making_split = before.has_value();
+  beat.cpu_s = ProcessCpuSeconds();
+  nlohmann::json meta = beat.Encode();
+  meta["stages"] = EncodeStagesReport(StageTotals());
+  return SendControl(MsgType::kHeartbeat, meta);
 }
 
 void WorkerService::SetMaking(bool making) {
   MutexLock lock(mu_);
   making_split_ = making;
+  if (making) ++splits_begun_;
 }
 
 void WorkerService::AddStageTotals(const std::vector<StageStats>& stages) {

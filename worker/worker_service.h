@@ -149,6 +149,7 @@ class WorkerService {
   Status lost_ GUARDED_BY(mu_);                           // why the coordinator is gone
   std::vector<StageStats> stage_totals_ GUARDED_BY(mu_);  // all splits made so far
   bool making_split_ GUARDED_BY(mu_) = false;             // a split is being made
+  uint64_t splits_begun_ GUARDED_BY(mu_) = 0;             // SetMaking(true) calls
   std::thread heartbeat_thread_;
 };
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end: a pool gives CPUs back without a scavenger partition (no admin
 # rights: nothing preempts the pool's workers). On the suite's Slurm cluster
-# (tests/e2e/slurm_cluster.sh), an input-bound run fills cpu1 (an 8-CPU job) and,
-# through `goldminer pool --partition cpu`, holds elastic worker jobs in the cpu
-# partition itself: they can only run on cpu2. A job that needs all of cpu2 then
+# (tests/e2e/slurm_cluster.sh), an input-bound run in a GPU job on gpu1 (8 CPUs,
+# --gres=gpu:1, --mem), while another job fills cpu1, holds elastic worker jobs in
+# the cpu partition itself, through `goldminer pool --partition cpu`: they can only
+# run on cpu2. A job that needs all of cpu2 then
 # waits for Resources; the pool sees it (squeue), its budget falls to what its
 # workers hold less what the job wants, the run drains its elastic workers, and
 # the job starts. Nothing is lost or made twice, and the record says why.
@@ -26,9 +27,19 @@ for _ in $(seq 1 100); do pool=$(head -n 1 "$T/pool.out" 2>/dev/null); [[ -n $po
 [[ -n $pool ]] || { cat "$T/pool.err" >&2; fail "the pool printed no address"; }
 ok "a pool whose budget is the cpu partition's idle CPUs: $pool"
 
+# Another user's job fills cpu1, so that the run's worker jobs can only go to cpu2.
+filler=$(sbatch --parsable -p cpu --nodelist=cpu1 -c 8 --mem=1000M --output=/dev/null --wrap "sleep 900") ||
+  fail "sbatch refused the job that fills cpu1"
+for _ in $(seq 1 150); do
+  [[ $(squeue -h -j "$filler" -o %T 2>/dev/null) == RUNNING ]] && break
+  sleep 0.2
+done
+[[ $(squeue -h -j "$filler" -o %T 2>/dev/null) == RUNNING ]] || fail "the job that fills cpu1 did not start"
+ok "another job fills cpu1"
+
 cat >"$T/run.sbatch" <<SCRIPT
 #!/bin/bash
-#SBATCH --partition=cpu --nodelist=cpu1 --nodes=1 --ntasks=1 --cpus-per-task=8
+#SBATCH --partition=gpu --nodelist=gpu1 --nodes=1 --ntasks=1 --cpus-per-task=8 --gres=gpu:1 --mem=6000M
 exec "$GM" run --pipeline "$T/slow.json" --workers 1 --autoscale on --min-workers 1 \
   --max-workers 1 --elastic-partition cpu --elastic-max 2 --elastic-cpus 1 \
   --pool $pool --pool-key-file "$T/pool.key" \
@@ -88,4 +99,6 @@ ok "runs.db: the elastic worker(s) drained, and the grant of 0 with the pool's r
 sleep 1
 [[ -z $(worker_jobs) ]] || fail "worker jobs left after the run: $(worker_jobs)"
 ok "no worker job of the run is left"
+scancel "$filler"
+quiet_output "$T/run.out" "the run's job" "pool .*(did not answer|went away)"
 echo "$checks passed, 0 failed"

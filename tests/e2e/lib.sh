@@ -52,6 +52,23 @@ expect_in() {
 
 done_suite() { echo "$checks passed, 0 failed"; }
 
+# quiet_output FILE WHAT [ALLOWED_ERE]: a normal run's output (a job's, or a run's
+# stderr) holds no warning or error line, nor a cancelled step ("CANCELLED") or a
+# killed task ("Killed"). ALLOWED_ERE names the lines a test provokes on purpose
+# (a worker it kills, a pool it stops), which are then not counted.
+quiet_output() {
+  local file=$1 what=$2 allowed=${3:-} noisy
+  noisy=$(grep -Ei 'warning|error|CANCELLED|Killed' "$file" | { if [[ -n $allowed ]]; then grep -Ev -- "$allowed"; else cat; fi; })
+  if [[ -n $noisy ]]; then
+    echo "--- $file:" >&2
+    cat "$file" >&2
+    echo "--- the lines:" >&2
+    echo "$noisy" >&2
+    fail "$what: the output holds a warning or error line (or CANCELLED, Killed)"
+  fi
+  ok "$what: no warning, error, CANCELLED or Killed line"
+}
+
 # ours PID: true when this suite started the process: it inherits TMPDIR=$T (Slurm
 # steps too: sbatch exports the environment). Other suites may run meanwhile with
 # processes of their own.

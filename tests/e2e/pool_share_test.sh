@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: two input-bound runs in two Slurm jobs share one pool (tests/e2e/
-# slurm_cluster.sh's cluster; worker jobs in the scavenger partition on cpu2).
+# slurm_cluster.sh's cluster; each run a GPU job on gpu1 with --mem, its worker jobs in
+# the scavenger partition on cpu2).
 # Run A's worker makes 100 samples/s for a trainer that takes about 300 (each
 # worker adds about a third of its speed); run B's makes 50 for one that takes
 # about 500 (a tenth). The pool divides 3 CPUs: both get worker jobs, A more. The
@@ -34,7 +35,7 @@ submit() {
   sleepy_pipeline "$T/$1/pipeline.json" $EPOCH "$2"
   cat >"$T/$1.sbatch" <<SCRIPT
 #!/bin/bash
-#SBATCH --partition=cpu --nodelist=cpu1 --nodes=1 --ntasks=1 --cpus-per-task=2
+#SBATCH --partition=gpu --nodelist=gpu1 --nodes=1 --ntasks=1 --cpus-per-task=2 --gres=gpu:1 --mem=2000M
 exec "$GM" run --pipeline "$T/$1/pipeline.json" --workers 1 --autoscale on --min-workers 1 \
   --max-workers 1 --elastic-partition scavenger --elastic-max 4 --elastic-cpus 1 \
   --pool $pool --pool-key-file "$T/pool.key" \
@@ -158,4 +159,6 @@ ok "every sample of every epoch exactly once in both runs"
 sleep 1
 [[ -z $(worker_jobs) ]] || fail "worker jobs left after the runs: $(worker_jobs)"
 ok "no worker job of either run is left"
+quiet_output "$T/a.out" "run a's GPU job"
+quiet_output "$T/b.out" "run b's GPU job"
 echo "$checks passed, 0 failed"

@@ -11,6 +11,9 @@
 #   cpu1, cpu2  partition cpu (default)  CPUs=8 RealMemory=16000
 #   cpu2        partition scavenger      lower PriorityTier: preempted (CANCEL,
 #                                        GraceTime=5) when gpu or cpu jobs need it
+# set up as production clusters are: consumable memory (CR_Core_Memory,
+# DefMemPerCPU=1000), GRES on the GPU nodes, and a task plugin that binds a step's
+# CPUs (task/affinity; see _slurm_cluster_write_conf for what it can bind here).
 # Each daemon listens on its own free TCP port (slurmctld on BASE, the nodes on
 # BASE+1..BASE+4, BASE picked at random below the ephemeral range), so several clusters
 # can run at once. Every daemon's PID is saved in DIR/pids; stopping signals exactly
@@ -240,7 +243,13 @@ _slurm_cluster_write_conf() {  # _slurm_cluster_write_conf DIR BASE_PORT
     echo "SlurmdLogFile=$d/log/slurmd.%n.log"
     echo "SlurmdParameters=config_overrides"
     echo "ProctrackType=proctrack/linuxproc"
-    echo "TaskPlugin=${SLURM_CLUSTER_TASK_PLUGIN:-task/none}"
+    # task/affinity binds each step's tasks to the CPUs Slurm gave it, as production
+    # clusters do (there usually with task/cgroup, which needs a cgroup hierarchy
+    # slurmd may own: not here, without systemd). On this host it runs, but the
+    # nodes declare 8 CPUs on a 2-core machine, so slurmd folds every mask onto the
+    # real CPUs ("more resources configured than exist"): the steps run bound, not
+    # on cores of their own. SLURM_CLUSTER_TASK_PLUGIN=task/none turns it off.
+    echo "TaskPlugin=${SLURM_CLUSTER_TASK_PLUGIN:-task/affinity}"
     echo "SelectType=select/cons_tres"
     echo "SelectTypeParameters=CR_Core_Memory"
     echo "DefMemPerCPU=1000"

@@ -132,7 +132,7 @@ slow_pipeline "$T/slow.json"
 scaled_job() {  # scaled_job NAME WORKERS EPOCHS STEP_S PERIOD_S: runs an autoscaled job, waits
   cat >"$T/$1.sbatch" <<SCRIPT
 #!/bin/bash
-#SBATCH --partition=cpu --nodes=1 --ntasks=1 --cpus-per-task=6
+#SBATCH --partition=gpu --nodes=1 --ntasks=1 --cpus-per-task=6 --gres=gpu:1 --mem=4000M
 exec "$GM" run --pipeline "$T/slow.json" --workers $2 --autoscale on --min-workers 1 \
   --max-workers 3 --scale-period $5 --sample-interval 0.25 --samples-per-split 40 \
   --db "$T/runs.db" --name $1 -- $PY "$SRC/tests/e2e/trainer.py" "$T/$1.json" $3
@@ -147,6 +147,7 @@ scaled_job up 1 4 0 1
 [[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'up' AND message LIKE '1 -> 2 workers: data wait %above 10%'") -ge 1 ]] ||
   fail "no step added: $(sqlite3 "$DB" "SELECT message FROM events WHERE run_id = 'up'")"
 ok "an autoscaled job added a worker step while the trainer waited"
+quiet_output "$T/up.out" "the autoscaled GPU job"
 $PY - "$T/up.json" <<'PY' || fail "samples lost or repeated while scaling up"
 import json, sys
 for keys in json.load(open(sys.argv[1]))["epochs"]:
@@ -163,6 +164,7 @@ scaled_job down 2 3 0.3 5
 [[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'down' AND message LIKE '%starting another%'") == 0 ]] ||
   fail "a drained step was replaced: $(sqlite3 "$DB" "SELECT message FROM events WHERE run_id = 'down'")"
 ok "a trainer-bound job drained a worker step and did not replace it"
+quiet_output "$T/down.out" "the GPU job that drained a step"
 $PY - "$T/down.json" <<'PY' || fail "samples lost or repeated while draining"
 import json, sys
 epochs = json.load(open(sys.argv[1]))["epochs"]
@@ -274,7 +276,7 @@ job=${job%%;*}
 wait_job "$job" || fail "the oversized job did not end"
 [[ $state == *"JobState=FAILED"* && $state == *"ExitCode=1:0"* ]] ||
   fail "the oversized job: $(grep -o 'JobState=[A-Z]* .*ExitCode=[0-9:]*' <<<"$state"); $(cat "$T/toobig.out")"
-expect_in "$T/toobig.out" "3 worker(s) of 6 CPUs in all do not fit in job $job (SLURM_JOB_CPUS_PER_NODE=2), which holds 2 CPUs" \
+expect_in "$T/toobig.out" "3 worker(s) of 6 CPUs in all do not fit in job $job (SLURM_JOB_CPUS_PER_NODE=2, SLURM_MEM_PER_CPU=1000), which holds 2 CPUs" \
   "workers beyond the allocation: refused, naming what is needed and what there is"
 [[ $(sqlite3 "$DB" "SELECT status || ' ' || job_id FROM runs WHERE id = 'toobig'") == "failed $job" ]] ||
   fail "the refused run is not recorded: $(sqlite3 "$DB" "SELECT * FROM runs WHERE id = 'toobig'")"
@@ -302,8 +304,8 @@ json.dump({"digests": [hashlib.sha256(x.numpy().tobytes()).hexdigest() for x, _ 
            "parents": sorted({p for _, where in batches for p in where})}, open(sys.argv[1], "w"))
 PY
 PYTHONPATH= $PY "$T/loader.py" "$T/loader.stock.json" || fail "the program fails stock"
-job=$(sbatch --parsable --chdir="$T" --output="$T/offload.out" --partition=cpu --nodes=1 \
-  --ntasks=1 --cpus-per-task=4 --export=ALL \
+job=$(sbatch --parsable --chdir="$T" --output="$T/offload.out" --partition=gpu --nodes=1 \
+  --ntasks=1 --cpus-per-task=4 --gres=gpu:1 --mem=3000M --export=ALL \
   --wrap="'$GM' run --workers 2 --db '$T/runs.db' --name offload -- $PY '$T/loader.py' '$T/loader.served.json'") ||
   fail "sbatch refused the offload job"
 job=${job%%;*}
@@ -317,14 +319,16 @@ assert served["digests"] == stock["digests"], "not the stock batches"
 assert served["parents"] == ["goldminer worker"], served["parents"]
 PY
 ok "under Slurm, an unchanged program's DataLoader ran on the worker steps, with the stock batches"
+quiet_output "$T/offload.out" "the unchanged program's GPU job"
 [[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'offload' AND kind = 'offload' AND message LIKE 'rank 0: a DataLoader of Where runs its 2 worker(s) as virtual workers%'") == 1 ]] ||
   fail "the offload is not recorded: $(sqlite3 "$DB" "SELECT kind, message FROM events WHERE run_id = 'offload'")"
 ok "runs.db records the DataLoader served"
 
 # 9. A two-node data-parallel trainer, unchanged: the trainer command is srun -N2
 #    (gloo on CPU, a DistributedSampler per rank, DDP averaging the gradients); the
-#    run starts it once and each of its two tasks, on cpu1 and cpu2, has its
-#    DataLoader served by the worker steps, with the batches each rank gets stock.
+#    run starts it once and each of its two tasks, on gpu1 and gpu2 in a GPU job
+#    (--gres=gpu:1 --mem a node), gets its GPU and has its DataLoader served by the
+#    worker steps, with the batches each rank gets stock.
 cat >"$T/ddp.py" <<'PY'
 import hashlib, json, os, socket, sys
 import torch
@@ -358,14 +362,16 @@ for epoch in range(2):
         opt.step()
 params = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters()))
 json.dump({"digests": digests, "makers": sorted(makers), "host": socket.gethostname(),
-           "params": params.hexdigest()}, open(sys.argv[1] % rank, "w"))
+           "params": params.hexdigest(), "gpus": os.environ.get("CUDA_VISIBLE_DEVICES", "")},
+          open(sys.argv[1] % rank, "w"))
 dist.destroy_process_group()
 PY
-ddp_job() {  # NAME COMMAND...: a 2-node job of the cpu partition; waits for its end
+ddp_job() {  # NAME COMMAND...: a 2-node GPU job (a GPU a node, --mem); waits for its end
   local name=$1
   shift
-  job=$(sbatch --parsable --chdir="$T" --output="$T/$name.out" --partition=cpu --nodes=2 \
-    --ntasks-per-node=1 --cpus-per-task=4 --export=ALL,GLOO_SOCKET_IFNAME=eth0 --wrap="$*") ||
+  job=$(sbatch --parsable --chdir="$T" --output="$T/$name.out" --partition=gpu --nodes=2 \
+    --ntasks-per-node=1 --cpus-per-task=4 --gres=gpu:1 --mem=4000M \
+    --export=ALL,GLOO_SOCKET_IFNAME=eth0 --wrap="$*") ||
     fail "sbatch refused the $name job"
   job=${job%%;*}
   wait_job "$job" || fail "the $name job did not end"
@@ -380,7 +386,10 @@ import json, sys
 t = sys.argv[1]
 stock = [json.load(open(f"{t}/ddp.stock.{r}.json")) for r in (0, 1)]
 served = [json.load(open(f"{t}/ddp.served.{r}.json")) for r in (0, 1)]
-assert sorted(s["host"] for s in served) == ["cpu1", "cpu2"], [s["host"] for s in served]
+assert sorted(s["host"] for s in served) == ["gpu1", "gpu2"], [s["host"] for s in served]
+# The trainer's step got its node's GPU (fake GPUs: CUDA_VISIBLE_DEVICES=0), though
+# worker steps started before it: they ask --gres=none.
+assert [s["gpus"] for s in served] == ["0", "0"], [s["gpus"] for s in served]
 for r in (0, 1):
     assert len(served[r]["digests"]) == 8, served[r]["digests"]
     assert served[r]["digests"] == stock[r]["digests"], f"rank {r}: not the stock batches"
@@ -390,7 +399,8 @@ assert served[0]["digests"] != served[1]["digests"], "the ranks got the same bat
 params = {s["params"] for s in stock + served}
 assert len(params) == 1, "the ranks' models differ (DDP) or differ from stock's"
 PY
-ok "srun -N2 trainer: each rank on its own node got stock's batches from the worker steps; one model"
+ok "srun -N2 trainer in a GPU job: each rank on its own node got its GPU and stock's batches from the worker steps; one model"
+quiet_output "$T/ddp-served.out" "the srun trainer's job"
 expect_in "$T/ddp-served.out" "the trainer command is srun: its 2 task(s) are the trainer's ranks" \
   "the run counts srun's tasks as its ranks"
 for r in 0 1; do

@@ -31,6 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check<gm::RegisterMsg>(*meta, gm::RegisterMsg::Decode);
   Check<gm::SplitDoneMsg>(*meta, gm::SplitDoneMsg::Decode);
   Check<gm::GetSplitMsg>(*meta, gm::GetSplitMsg::Decode);
+  Check<gm::HeartbeatMsg>(*meta, gm::HeartbeatMsg::Decode);
   Check<gm::PoolReportMsg>(*meta, gm::PoolReportMsg::Decode);
   Check<gm::PoolGrantMsg>(*meta, gm::PoolGrantMsg::Decode);
   Check<gm::PoolStateMsg>(*meta, gm::PoolStateMsg::Decode);

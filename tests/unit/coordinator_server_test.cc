@@ -545,6 +545,49 @@ TEST_F(CoordinatorServerTest, GivenTheRunIsOverForItsWorkers_ThenEveryGetSplitIs
 }
 
 TEST_F(CoordinatorServerTest,
+       GivenTheRunIsOver_WhenAWorkerInASplitSendsAHeartbeat_ThenItIsToldToLeaveOnce) {
+  Socket worker, client;
+  Frame plan;
+  WorkerAndClient(worker, client, plan);
+  ASSERT_EQ(Ask(worker, MsgType::kGetSplit, nlohmann::json::object()).meta["kind"], "assign");
+  const auto beat = [&worker](bool making) {
+    HeartbeatMsg m;
+    m.making_split = making;
+    return SendFrame(worker, MsgType::kHeartbeat, m.Encode(), Deadline::After(kWait));
+  };
+  // While the run goes on, a heartbeat gets no answer, inside a split or not.
+  ASSERT_TRUE(beat(true).ok());
+  EXPECT_FALSE(RecvFrame(worker, FrameLimits{}, Deadline::After(0.2)).ok()) << "no answer";
+  server_->EndWorkers();
+  // Once it is over, a heartbeat from outside a split gets none either (the next
+  // GET_SPLIT says exit); from inside one, "exit", unasked, once.
+  ASSERT_TRUE(beat(false).ok());
+  EXPECT_FALSE(RecvFrame(worker, FrameLimits{}, Deadline::After(0.2)).ok()) << "no answer";
+  ASSERT_TRUE(beat(true).ok());
+  auto leave = RecvFrame(worker, FrameLimits{}, Deadline::After(kWait));
+  ASSERT_TRUE(leave.ok()) << leave.status().message();
+  ASSERT_EQ(leave->type, MsgType::kAssign);
+  EXPECT_EQ(leave->meta["kind"], "exit");
+  ASSERT_TRUE(beat(true).ok());
+  EXPECT_FALSE(RecvFrame(worker, FrameLimits{}, Deadline::After(0.2)).ok()) << "said once";
+  // It says BYE and leaves with the split unfinished: no reassignment, no warning.
+  ASSERT_TRUE(
+      SendFrame(worker, MsgType::kBye, nlohmann::json::object(), Deadline::After(kWait)).ok());
+  Deadline deadline = Deadline::After(kWait);
+  while (server_->Summary().state.workers[0].status != WorkerStatus::kGone && !deadline.expired())
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(server_->Summary().state.workers[0].status, WorkerStatus::kGone);
+  EXPECT_EQ(server_->Summary().state.reassignments, 0u);
+}
+
+TEST_F(CoordinatorServerTest, GivenAHeartbeatWhoseCpuSecondsAreNegative_ThenTheWorkerIsDropped) {
+  Socket worker = RegisteredWorker("127.0.0.1:9");
+  ASSERT_TRUE(SendFrame(worker, MsgType::kHeartbeat, {{"cpu_s", -1}}, Deadline::After(kWait)).ok());
+  auto f = RecvFrame(worker, FrameLimits{}, Deadline::After(kWait));
+  EXPECT_TRUE(!f.ok() || f->type == MsgType::kError) << "what no honest worker sends ends it";
+}
+
+TEST_F(CoordinatorServerTest,
        GivenTheRunIsOver_WhenAWorkerLeavesHoldingASplit_ThenItIsNoReassignment) {
   Socket worker, client;
   Frame plan;

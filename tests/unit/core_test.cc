@@ -117,15 +117,15 @@ TEST(SpawnTest, GivenBlockedAndIgnoredSignalsHere_ThenTheChildStartsWithDefaults
   EXPECT_EQ(ignored & (1ull << (SIGPIPE - 1)), 0u) << text;  // SIGPIPE back to its default
 }
 
-TEST(SpawnTest, GivenIgnoreSigterm_ThenTheChildOutlivesASigtermAndEndsOnSigkill) {
+TEST(SpawnTest, GivenIgnoreDrainSignals_ThenTheChildOutlivesSigtermAndSigusr2AndEndsOnSigkill) {
   int out[2];
   ASSERT_EQ(::pipe(out), 0);
   // The program (found in PATH, through a shell of its own) says what it ignores,
-  // then waits; SIGTERM does nothing, SIGKILL ends it.
+  // then waits; SIGTERM and SIGUSR2 do nothing, SIGKILL ends it.
   SpawnRequest request({"sh", "-c", "grep '^SigIgn' /proc/self/status; exec sleep 30"});
   request.stdin_null = true;
   request.dup2 = {{out[1], 1}};
-  request.ignore_sigterm = true;
+  request.ignore_drain_signals = true;
   auto pid = SpawnProcess(request);
   ::close(out[1]);
   ASSERT_TRUE(pid.ok()) << pid.status().message();
@@ -139,17 +139,19 @@ TEST(SpawnTest, GivenIgnoreSigterm_ThenTheChildOutlivesASigtermAndEndsOnSigkill)
   ::close(out[0]);
   const unsigned long long ignored = std::stoull(text.substr(text.find('\t') + 1, 16), nullptr, 16);
   EXPECT_NE(ignored & (1ull << (SIGTERM - 1)), 0u) << text;
+  EXPECT_NE(ignored & (1ull << (SIGUSR2 - 1)), 0u) << text;
   EXPECT_EQ(ignored & (1ull << (SIGINT - 1)), 0u) << text;
   ASSERT_EQ(::kill(*pid, SIGTERM), 0);
+  ASSERT_EQ(::kill(*pid, SIGUSR2), 0);
   ::usleep(100 * 1000);
   int status = 0;
-  EXPECT_EQ(::waitpid(*pid, &status, WNOHANG), 0) << "SIGTERM did not end it";
+  EXPECT_EQ(::waitpid(*pid, &status, WNOHANG), 0) << "SIGTERM or SIGUSR2 ended it";
   ASSERT_EQ(::kill(*pid, SIGKILL), 0);
   ASSERT_EQ(::waitpid(*pid, &status, 0), *pid);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   // A program that does not exist is NotFound, naming it, as without the option.
   SpawnRequest missing({"no-such-program-here"});
-  missing.ignore_sigterm = true;
+  missing.ignore_drain_signals = true;
   auto none = SpawnProcess(missing);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), Code::kNotFound) << none.status().message();

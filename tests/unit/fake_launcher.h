@@ -21,6 +21,12 @@ class FakeLauncher : public ProcessLauncher {
   explicit FakeLauncher(FakeClock* clock) : clock_(clock) {}
 
   Result<pid_t> Start(const LaunchRequest& r) override {
+    if (r.elastic && refuse_elastic) {  // as Slurm refuses a job at submission
+      ++elastic_refused;
+      return Status::InvalidArgument(
+          "Slurm refuses a worker job (Memory specification can not "
+          "be satisfied)");
+    }
     if (fail_starts > 0) {
       --fail_starts;
       return Status::NotFound(r.argv.empty() ? "?" : r.argv[0] + ": cannot start");
@@ -73,8 +79,10 @@ class FakeLauncher : public ProcessLauncher {
   std::vector<std::pair<pid_t, LaunchRequest>> started;
   std::vector<double> started_at;  // the clock at each start, in the order of `started`
   std::vector<std::pair<pid_t, int>> signals;
-  bool obey_term = true;  // SIGTERM ends the process at once
-  int fail_starts = 0;    // the next starts fail
+  bool obey_term = true;        // SIGTERM ends the process at once
+  int fail_starts = 0;          // the next starts fail
+  bool refuse_elastic = false;  // elastic requests are refused (InvalidArgument)
+  int elastic_refused = 0;      // and how many were
 
  private:
   FakeClock* clock_;

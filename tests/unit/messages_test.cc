@@ -219,6 +219,33 @@ TEST(MessagesTest, GivenAFault_ThenItRoundTripsAndItsFieldsAreChecked) {
       std::string::npos);
 }
 
+TEST(MessagesTest, GivenAHeartbeat_ThenItRoundTripsAndItsFieldsAreChecked) {
+  HeartbeatMsg m;
+  m.batches_sent = 7;
+  m.splits_done = 2;
+  m.making_split = true;
+  m.cpu_s = 1.5;
+  auto h = HeartbeatMsg::Decode(m.Encode());
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  EXPECT_EQ(h->batches_sent, 7u);
+  EXPECT_EQ(h->splits_done, 2u);
+  EXPECT_TRUE(h->making_split);
+  EXPECT_EQ(h->cpu_s, 1.5);
+  // Every field is optional: an older worker's heartbeat (or {}) is not in a split.
+  auto empty = HeartbeatMsg::Decode(nlohmann::json::object());
+  ASSERT_TRUE(empty.ok()) << empty.status().message();
+  EXPECT_FALSE(empty->making_split);
+  EXPECT_NE(
+      Refusal(HeartbeatMsg::Decode({{"making_split", "yes"}})).find("HEARTBEAT: $.making_split"),
+      std::string::npos);
+  EXPECT_NE(Refusal(HeartbeatMsg::Decode({{"batches_sent", -1}})).find("HEARTBEAT: $.batches_sent"),
+            std::string::npos);
+  EXPECT_NE(Refusal(HeartbeatMsg::Decode({{"cpu_s", -0.5}})).find("HEARTBEAT: $.cpu_s"),
+            std::string::npos);
+  EXPECT_NE(Refusal(HeartbeatMsg::Decode({{"cpu_s", "1"}})).find("HEARTBEAT: $.cpu_s"),
+            std::string::npos);
+}
+
 TEST(MessagesTest, GivenOffloadNotesThenTheyRoundTripAndBadFieldsAreNamed) {
   OffloadNoteMsg served{true, "ImageFolder", 4, 12345, ""};
   auto s = OffloadNoteMsg::Decode(served.Encode());

@@ -118,6 +118,7 @@ class World {
     e.summary = [this] { return Summary(); };
     e.trainers = [this] { return Trainers(); };
     e.cpu_seconds = [](pid_t) { return std::optional<double>(); };
+    if (why_waiting) e.why_waiting = why_waiting;
     e.elastic_job_end = [this](const std::string& step) {
       asked_job_end.push_back(step);
       return std::string("preempted");
@@ -139,6 +140,7 @@ class World {
     EXPECT_TRUE(out.ok()) << out.status().message();
     if (out.ok()) {
       EXPECT_EQ(out->exit_code, 0);
+      outcome = *out;
     }
     Result<std::vector<EventRecord>> events = store.ListEvents();
     EXPECT_TRUE(events.ok());
@@ -183,8 +185,10 @@ class World {
     return out;
   }
 
-  std::vector<std::string> asked_job_end;  // the steps elastic_job_end was asked about
-  std::function<int(double)> pool_grant;   // the pool's grant at a time (-1: no answer)
+  std::vector<std::string> asked_job_end;        // the steps elastic_job_end was asked about
+  std::function<std::string(bool)> why_waiting;  // the loop's edge (empty: none)
+  RunLoopOutcome outcome;                        // the last Run's
+  std::function<int(double)> pool_grant;         // the pool's grant at a time (-1: no answer)
   std::vector<PoolReportMsg> pool_reports;
 
  private:
@@ -406,6 +410,75 @@ TEST(RunLoopTest, GivenAnElasticJobThatNeverStartsThenItIsCancelledAndNoneIsSubm
   for (size_t i = 2; i < starts.size(); ++i) {
     EXPECT_GE(starts[i] - starts[i - 1], 120 + 300) << i;
   }
+}
+
+TEST(RunLoopTest,
+     GivenWorkersThatNeverRegisterThenEachIsReportedOnceWithWhyAndTheRunSaysHowManyRan) {
+  World w;
+  w.start_s = 1000;  // Slurm never starts their steps
+  w.end_s = 120;
+  std::vector<bool> asked;
+  w.why_waiting = [&asked](bool elastic) {
+    asked.push_back(elastic);
+    return std::string("the job's running steps hold its memory");
+  };
+  w.Run(2, Options(2, 2));
+  const std::vector<std::string> events = w.Events("worker");
+  for (const char* who : {"worker 0 (a step)", "worker 1 (a step)"}) {
+    EXPECT_EQ(std::count_if(events.begin(), events.end(),
+                            [who](const std::string& e) {
+                              return e.find(std::string(who) +
+                                            " has not started after 30 s: the job's running "
+                                            "steps hold its memory") != std::string::npos;
+                            }),
+              1)
+        << who << ": " << ::testing::PrintToString(events);
+  }
+  EXPECT_EQ(asked, (std::vector<bool>{false, false}));
+  EXPECT_EQ(w.outcome.workers_started, 2);
+  EXPECT_EQ(w.outcome.workers_ran, 0);
+  const std::vector<std::string> run = w.Events("run");
+  EXPECT_NE(std::find_if(run.begin(), run.end(),
+                         [](const std::string& e) {
+                           return e.find("0 of 2 workers ran") != std::string::npos;
+                         }),
+            run.end())
+      << ::testing::PrintToString(run);
+  // Workers that register in time are not reported, and all of them ran.
+  World quick;
+  quick.start_s = 5;
+  quick.end_s = 120;
+  quick.Run(2, Options(2, 2));
+  const std::vector<std::string> none = quick.Events("worker");
+  EXPECT_EQ(std::count_if(none.begin(), none.end(),
+                          [](const std::string& e) {
+                            return e.find("has not started") != std::string::npos;
+                          }),
+            0);
+  EXPECT_EQ(quick.outcome.workers_ran, 2);
+}
+
+TEST(RunLoopTest, GivenSlurmRefusesWorkerJobsThenTheRefusalIsSaidOnceAndTriedThreeTimesAtMost) {
+  World w;
+  w.launcher.refuse_elastic = true;
+  w.end_s = 600;
+  w.tweak = [](RunLoopOptions& o) {
+    o.elastic_from = 1;
+    o.elastic_retry_s = 30;
+  };
+  const std::vector<std::string> scale = w.Run(1, Options(1, 4));
+  EXPECT_EQ(w.launcher.elastic_refused, 3) << "an input-bound run of 600 s, tried every 30 s";
+  const std::vector<std::string> events = w.Events("worker");
+  const auto said = [&events](const std::string& what) {
+    return std::count_if(events.begin(), events.end(), [&what](const std::string& e) {
+      return e.find(what) != std::string::npos;
+    });
+  };
+  EXPECT_EQ(said("Memory specification can not be satisfied"), 2) << "the first and the last";
+  EXPECT_EQ(said("--worker-mem SIZE"), 1) << ::testing::PrintToString(events);
+  EXPECT_EQ(said("3 worker jobs refused: no more for this run"), 1);
+  // No addition is proposed once none can start.
+  EXPECT_LE(Additions(scale), 3) << ::testing::PrintToString(scale);
 }
 
 TEST(RunLoopTest, GivenAnElasticWorkerThatSlurmEndsThenItsRecordSaysHow) {

@@ -36,8 +36,13 @@ const std::string& Secret() {
 // "close_after": true closes the connection right after it is sent.
 class FakeCoordinator {
  public:
-  FakeCoordinator(nlohmann::json registered, std::vector<nlohmann::json> script)
-      : registered_(std::move(registered)), script_(script.begin(), script.end()) {
+  // With `exit_on_busy_heartbeat`, the first HEARTBEAT that says making_split is
+  // answered "exit", unasked, as a coordinator does after the run's end.
+  FakeCoordinator(nlohmann::json registered, std::vector<nlohmann::json> script,
+                  bool exit_on_busy_heartbeat = false)
+      : registered_(std::move(registered)),
+        exit_on_busy_heartbeat_(exit_on_busy_heartbeat),
+        script_(script.begin(), script.end()) {
     auto listener = Listener::ListenTcp("127.0.0.1", 0);
     EXPECT_TRUE(listener.ok()) << listener.status().message();
     listener_ = std::move(*listener);
@@ -67,6 +72,15 @@ class FakeCoordinator {
   std::vector<nlohmann::json> get_splits() {
     MutexLock lock(mu_);
     return get_splits_;
+  }
+  bool pushed_exit() {
+    MutexLock lock(mu_);
+    return pushed_exit_;
+  }
+  // Waits (up to kWait) for `n` HEARTBEATs that said making_split; false if fewer came.
+  bool WaitBusyHeartbeats(int n) {
+    MutexLock lock(mu_);
+    return lock.WaitFor(cv_, kWait, [&]() REQUIRES(mu_) { return busy_heartbeats_ >= n; });
   }
 
  private:
@@ -100,6 +114,17 @@ class FakeCoordinator {
         bye_ = true;
         return;
       }
+      const bool busy =
+          frame->type == MsgType::kHeartbeat && frame->meta.value("making_split", false);
+      if (busy) {
+        ++busy_heartbeats_;
+        cv_.notify_all();
+      }
+      if (busy && exit_on_busy_heartbeat_ && !pushed_exit_) {
+        pushed_exit_ = true;
+        EXPECT_TRUE(
+            SendFrame(*socket, MsgType::kAssign, {{"kind", "exit"}}, Deadline::After(kWait)).ok());
+      }
       if (frame->type != MsgType::kGetSplit) continue;  // HEARTBEAT
       get_splits_.push_back(frame->meta);
       nlohmann::json answer = {{"kind", "wait"}, {"retry_s", 0.01}};
@@ -115,6 +140,7 @@ class FakeCoordinator {
   }
 
   const nlohmann::json registered_;
+  const bool exit_on_busy_heartbeat_;
   Listener listener_;
   std::thread thread_;
   Mutex mu_;
@@ -125,6 +151,8 @@ class FakeCoordinator {
   nlohmann::json register_ GUARDED_BY(mu_);
   bool bye_ GUARDED_BY(mu_) = false;
   bool ended_ GUARDED_BY(mu_) = false;
+  bool pushed_exit_ GUARDED_BY(mu_) = false;
+  int busy_heartbeats_ GUARDED_BY(mu_) = 0;
 };
 
 nlohmann::json Assign(uint64_t split, uint64_t start = 0, int64_t end = -1) {
@@ -525,6 +553,43 @@ TEST_F(WorkerServiceTest, GivenExit_WhenAsked_ThenWorkerSaysByeAndReturnsOk) {
   ASSERT_TRUE(coordinator.WaitEnded());
   EXPECT_TRUE(coordinator.bye());
   EXPECT_EQ(service->splits_done(), 0u);
+}
+
+TEST_F(WorkerServiceTest,
+       GivenASplitNoTrainerTakes_WhenTheCoordinatorSaysExitUnasked_ThenItLeavesQuietlyWithBye) {
+  // The split waits for credit from a trainer that never connects (the run is
+  // over); its heartbeats say so, and the coordinator answers "exit".
+  FakeCoordinator coordinator(Registered(), {Assign(0)}, /*exit_on_busy_heartbeat=*/true);
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  EXPECT_TRUE(Finish(run, *service).ok());
+  ASSERT_TRUE(coordinator.WaitEnded());
+  EXPECT_TRUE(coordinator.pushed_exit());
+  EXPECT_TRUE(coordinator.bye());
+  EXPECT_TRUE(coordinator.split_dones().empty()) << "the split was left unfinished";
+}
+
+TEST_F(WorkerServiceTest,
+       GivenASplitBeingMade_WhenHeartbeatsGoUnanswered_ThenTheWorkerMakesItAsBefore) {
+  // A coordinator that never pushes: the heartbeats inside the split (every
+  // 0.05 s) change nothing, and the split is made whole for the trainer.
+  FakeCoordinator coordinator(Registered(), {Assign(0), kExit});
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  auto client = ConnectClient(service->data_port(), Secret(), 0, /*credit=*/0);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_TRUE(coordinator.WaitBusyHeartbeats(3)) << "heartbeats while it waits for credit";
+  ASSERT_TRUE(Credit(*client, 100).ok());
+  for (const Batch& want : Reference(0)) {
+    auto got = NextBatch(*client);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ExpectSameBatch(*got, want);
+  }
+  EXPECT_TRUE(Finish(run, *service).ok());
+  ASSERT_TRUE(coordinator.WaitEnded());
+  EXPECT_EQ(coordinator.split_dones().size(), 1u);
 }
 
 TEST_F(WorkerServiceTest, GivenStop_WhileWaitingForClient_ThenWorkerSaysByeWithoutSplitDone) {
