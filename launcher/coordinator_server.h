@@ -159,6 +159,7 @@ class CoordinatorServer {
   // do), BYE (`*done`), and Corrupt naming anything else as unexpected from `who`.
   static Status SessionFrame(const Frame& frame, std::string_view who, bool* done);
   Status HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame, bool* done);
+  AssignMsg AssignReply(const Assignment& a) const REQUIRES(mu_);
   Status HandleClientFrame(Socket& socket, int rank, uint64_t session, const Frame& frame,
                            bool* done);
   Result<EpochPlan> PlanFor(uint64_t epoch) const;

@@ -127,6 +127,37 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   return Status::Ok();
 }
 
+// The ASSIGN that answers a GET_SPLIT with `a`.
+AssignMsg CoordinatorServer::AssignReply(const Assignment& a) const {
+  AssignMsg reply;
+  switch (a.kind) {
+    case Assignment::Kind::kAssign:
+      reply.kind = AssignMsg::Kind::kAssign;
+      break;
+    case Assignment::Kind::kWait:
+      reply.kind = AssignMsg::Kind::kWait;
+      if (config_.offload_only) reply.retry_s = kOffloadOnlyRetryS;  // nothing will come
+      break;
+    case Assignment::Kind::kDrain:
+      reply.kind = AssignMsg::Kind::kDrain;
+      reply.retry_s = kDrainRetryS;  // it leaves soon after its last acknowledgement
+      break;
+    case Assignment::Kind::kExit:
+      reply.kind = AssignMsg::Kind::kExit;
+      break;
+    case Assignment::Kind::kEpochDone:
+      reply.kind = AssignMsg::Kind::kEpochDone;
+      break;
+  }
+  reply.epoch = a.epoch;
+  reply.split = a.split;
+  reply.rank = a.rank;
+  reply.start_batch = a.start_batch;
+  reply.end_batch = CountOrMinusOne(a.end_batch);
+  if (auto it = rank_session_.find(a.rank); it != rank_session_.end()) reply.session = it->second;
+  return reply;
+}
+
 Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame,
                                             bool* done) {
   MutexLock lock(mu_);
@@ -147,33 +178,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       if (!workers_end_) {
         GM_ASSIGN_OR_RETURN(a, state_.RequestSplit(id));
       }
-      AssignMsg reply;
-      switch (a.kind) {
-        case Assignment::Kind::kAssign:
-          reply.kind = AssignMsg::Kind::kAssign;
-          break;
-        case Assignment::Kind::kWait:
-          reply.kind = AssignMsg::Kind::kWait;
-          if (config_.offload_only) reply.retry_s = kOffloadOnlyRetryS;  // nothing will come
-          break;
-        case Assignment::Kind::kDrain:
-          reply.kind = AssignMsg::Kind::kDrain;
-          reply.retry_s = kDrainRetryS;  // it leaves soon after its last acknowledgement
-          break;
-        case Assignment::Kind::kExit:
-          reply.kind = AssignMsg::Kind::kExit;
-          break;
-        case Assignment::Kind::kEpochDone:
-          reply.kind = AssignMsg::Kind::kEpochDone;
-          break;
-      }
-      reply.epoch = a.epoch;
-      reply.split = a.split;
-      reply.rank = a.rank;
-      reply.start_batch = a.start_batch;
-      reply.end_batch = CountOrMinusOne(a.end_batch);
-      if (auto it = rank_session_.find(a.rank); it != rank_session_.end())
-        reply.session = it->second;
+      const AssignMsg reply = AssignReply(a);
       lock.Unlock();
       return SendFrame(socket, MsgType::kAssign, reply.Encode(), Deadline::After(kSendTimeoutS));
     }
