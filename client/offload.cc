@@ -59,6 +59,7 @@ Result<std::unique_ptr<Offload>> Offload::Open(const ClientOptions& given) {
   if (!offloading.ok()) return offloading.status().WithContext(offload->coordinator_name_);
   offload->channel_ = offloading->channel;
   offload->ticket_ = offloading->ticket;
+  offload->proof_ = offloading->proof;
   {
     MutexLock lock(offload->mu_);
     offload->coordinator_ = std::move(*socket);
@@ -138,7 +139,7 @@ Result<std::unique_ptr<VirtualChannel>> Offload::OpenChannel(
   GM_ASSIGN_OR_RETURN(Socket socket, std::move(dialled));
   GM_ASSIGN_OR_RETURN(
       Frame answer,
-      Exchange(socket, MsgType::kOffloadOpen, OffloadOpenMsg{python, modules}.Encode(),
+      Exchange(socket, MsgType::kOffloadOpen, OffloadOpenMsg{python, modules, proof_}.Encode(),
                MsgType::kOffloadOpened, Deadline::After(kOpenTimeoutS), who));
   if (answer.type == MsgType::kError) {
     return Status::Unavailable(who + " could not start a virtual DataLoader worker: " +

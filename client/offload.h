@@ -63,7 +63,8 @@ class Offload {
   std::string coordinator_name_;
   uint64_t channel_ = 0;
   std::string ticket_;
-  Mutex mu_;  // one request or heartbeat on the coordinator socket at a time
+  std::string proof_;  // the channel's proof for OFFLOAD_OPEN (dataplane/offload_proof.h)
+  Mutex mu_;           // one request or heartbeat on the coordinator socket at a time
   Socket coordinator_ GUARDED_BY(mu_);
   std::condition_variable cv_;
   bool stop_ GUARDED_BY(mu_) = false;

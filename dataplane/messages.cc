@@ -10,6 +10,7 @@
 #include "core/json.h"
 #include "dataplane/auth.h"
 #include "dataplane/batch_order.h"
+#include "dataplane/offload_proof.h"
 #include "dataplane/protocol.h"
 
 namespace gm {
@@ -34,6 +35,19 @@ Result<int64_t> Int(const JsonNode& m, std::string_view key, int64_t lo, int64_t
 Result<uint64_t> Count(const JsonNode& m, std::string_view key, uint64_t max) {
   GM_ASSIGN_OR_RETURN(int64_t v, Int(m, key, 0, static_cast<int64_t>(max)));
   return static_cast<uint64_t>(v);
+}
+
+// The string at `key`, `chars` lower-case hex characters; "" when absent and
+// `optional`.
+Result<std::string> HexField(const JsonNode& m, std::string_view key, size_t chars, bool optional) {
+  if (optional && !m.has(key)) return std::string();
+  GM_ASSIGN_OR_RETURN(JsonNode n, m.Get(key));
+  Result<std::string> s = n.AsString();
+  const bool hex = s.ok() && s->size() == chars && std::all_of(s->begin(), s->end(), [](char c) {
+                     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                   });
+  if (!hex) return n.Expected(std::to_string(chars) + " lower-case hex characters");
+  return s;
 }
 
 // Corrupt (a peer's message is bad input), naming the message: JsonNode's
@@ -476,13 +490,15 @@ Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
 }
 
 nlohmann::json RegisteredMsg::Encode() const {
-  return {{"worker_id", worker_id},
-          {"pipeline", pipeline},
-          {"pipeline_origin", pipeline_origin},
-          {"base_dir", base_dir},
-          {"samples_per_split", samples_per_split},
-          {"heartbeat_s", heartbeat_s},
-          {"liveness_timeout_s", liveness_timeout_s}};
+  nlohmann::json j = {{"worker_id", worker_id},
+                      {"pipeline", pipeline},
+                      {"pipeline_origin", pipeline_origin},
+                      {"base_dir", base_dir},
+                      {"samples_per_split", samples_per_split},
+                      {"heartbeat_s", heartbeat_s},
+                      {"liveness_timeout_s", liveness_timeout_s}};
+  if (!offload_key.empty()) j["offload_key"] = offload_key;
+  return j;
 }
 
 Result<RegisteredMsg> RegisteredMsg::Decode(const nlohmann::json& meta) {
@@ -501,6 +517,7 @@ Result<RegisteredMsg> RegisteredMsg::Decode(const nlohmann::json& meta) {
     }
     GM_ASSIGN_OR_RETURN(r.heartbeat_s, Seconds(m, "heartbeat_s", 1.0, 3600, false));
     GM_ASSIGN_OR_RETURN(r.liveness_timeout_s, Seconds(m, "liveness_timeout_s", 10, 86400, false));
+    GM_ASSIGN_OR_RETURN(r.offload_key, HexField(m, "offload_key", kOffloadKeyHexChars, true));
     return r;
   }());
 }
@@ -917,7 +934,11 @@ Result<OffloadMsg> OffloadMsg::Decode(const nlohmann::json& meta) {
 }
 
 nlohmann::json OffloadingMsg::Encode() const {
-  return {{"run_id", run_id}, {"channel", channel}, {"ticket", ticket}, {"workers", workers}};
+  return {{"run_id", run_id},
+          {"channel", channel},
+          {"ticket", ticket},
+          {"proof", proof},
+          {"workers", workers}};
 }
 
 Result<OffloadingMsg> OffloadingMsg::Decode(const nlohmann::json& meta) {
@@ -931,17 +952,21 @@ Result<OffloadingMsg> OffloadingMsg::Decode(const nlohmann::json& meta) {
     if (!CheckSecret(r.ticket, "ticket").ok()) {
       return (*m.Get("ticket")).Expected("64 lower-case hex characters");
     }
+    GM_ASSIGN_OR_RETURN(r.proof, HexField(m, "proof", kOffloadProofHexChars, false));
     GM_ASSIGN_OR_RETURN(r.workers, Addresses(m));
     return r;
   }());
 }
 
-nlohmann::json OffloadOpenMsg::Encode() const { return {{"python", python}, {"modules", modules}}; }
+nlohmann::json OffloadOpenMsg::Encode() const {
+  return {{"python", python}, {"modules", modules}, {"proof", proof}};
+}
 
 Result<OffloadOpenMsg> OffloadOpenMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<OffloadOpenMsg> {
     const JsonNode m(meta, "OFFLOAD_OPEN");
     OffloadOpenMsg r;
+    GM_ASSIGN_OR_RETURN(r.proof, HexField(m, "proof", kOffloadProofHexChars, false));
     GM_ASSIGN_OR_RETURN(r.python, m.String("python"));
     if (r.python.empty() || r.python.size() > kMaxPythonPathBytes || r.python[0] != '/' ||
         !Printable(r.python)) {

@@ -301,7 +301,7 @@ struct SubscribedMsg {
 };
 
 // C->W REGISTERED {worker_id, pipeline, pipeline_origin, base_dir,
-// samples_per_split, heartbeat_s, liveness_timeout_s}.
+// samples_per_split, heartbeat_s, liveness_timeout_s, offload_key}.
 struct RegisteredMsg {
   uint64_t worker_id = 0;
   nlohmann::json pipeline;  // the pipeline document (an object)
@@ -310,6 +310,9 @@ struct RegisteredMsg {
   int64_t samples_per_split = 256;  // 1 .. 2^24
   double heartbeat_s = 1.0;         // (0, 3600]
   double liveness_timeout_s = 10;   // (0, 86400]
+  // The coordinator's public key for offload proofs (dataplane/offload_proof.h), 64
+  // hex; optional: without it the worker opens no virtual DataLoader worker.
+  std::string offload_key;
   nlohmann::json Encode() const;
   static Result<RegisteredMsg> Decode(const nlohmann::json& meta);
 };
@@ -414,22 +417,25 @@ struct OffloadNoteMsg {
 };
 inline constexpr size_t kMaxOffloadNoteWhyBytes = 1024;
 
-// C->K OFFLOADING {run_id, channel, ticket, workers}.
+// C->K OFFLOADING {run_id, channel, ticket, proof, workers}.
 struct OffloadingMsg {
   std::string run_id;
   uint64_t channel = 0;  // >= 1
   std::string ticket;    // 64 hex
+  std::string proof;     // 128 hex: the channel's proof (dataplane/offload_proof.h)
   std::vector<std::string> workers;
   nlohmann::json Encode() const;
   static Result<OffloadingMsg> Decode(const nlohmann::json& meta);
 };
 
-// K->W OFFLOAD_OPEN {python, modules}: python an absolute path, printable, at
-// most kMaxPythonPathBytes; modules dotted Python names ([A-Za-z0-9_.]), each at
-// most kMaxModuleNameBytes, at most kMaxOffloadModules of them.
+// K->W OFFLOAD_OPEN {python, modules, proof}: python an absolute path, printable,
+// at most kMaxPythonPathBytes; modules dotted Python names ([A-Za-z0-9_.]), each at
+// most kMaxModuleNameBytes, at most kMaxOffloadModules of them; proof the
+// channel's, from OFFLOADING (128 hex).
 struct OffloadOpenMsg {
   std::string python;
   std::vector<std::string> modules;
+  std::string proof;
   nlohmann::json Encode() const;
   static Result<OffloadOpenMsg> Decode(const nlohmann::json& meta);
 };

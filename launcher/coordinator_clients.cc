@@ -234,6 +234,7 @@ Status CoordinatorServer::ServeOffloadClient(Socket& socket, const Frame& first)
   }
   answer.ticket =
       OffloadTicketKey(RoleKey(config_.secret, kWorkerRole), offload.rank, answer.channel);
+  GM_ASSIGN_OR_RETURN(answer.proof, offload_issuer_->Proof(offload.rank, answer.channel));
   GM_RETURN_IF_ERROR(
       SendFrame(socket, MsgType::kOffloading, answer.Encode(), Deadline::After(kSendTimeoutS)));
   LogDebug("coordinator: rank " + std::to_string(offload.rank) + " offload channel " +

@@ -35,6 +35,8 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenTcp(config.host, config.port));
   std::unique_ptr<CoordinatorServer> server(
       new CoordinatorServer(config, std::move(pipeline), std::move(state), listener.port()));
+  GM_ASSIGN_OR_RETURN(OffloadIssuer issuer, OffloadIssuer::Create());
+  server->offload_issuer_ = std::move(issuer);
   if (!config.offload_only) {  // a run without a pipeline plans no epoch
     MutexLock lock(server->mu_);
     GM_ASSIGN_OR_RETURN(EpochPlan plan, server->PlanFor(0));

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -28,6 +29,7 @@
 #include "core/thread_annotations.h"
 #include "dataplane/connection_server.h"
 #include "dataplane/messages.h"
+#include "dataplane/offload_proof.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
 #include "launcher/coordinator_state.h"
@@ -205,6 +207,9 @@ class CoordinatorServer {
   void NoteOffload(int64_t rank, const OffloadNoteMsg& note);
 
   const CoordinatorConfig config_;
+  // Signs the offload channels it issues (dataplane/offload_proof.h). Set by
+  // Start() before any connection is served; read-only after.
+  std::optional<OffloadIssuer> offload_issuer_;
   const Pipeline pipeline_;
   const std::string order_;  // digest of what the batch order derives from (SUBSCRIBED)
   const int port_;           // listened on

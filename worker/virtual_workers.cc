@@ -20,6 +20,7 @@
 #include "core/unique_fd.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
+#include "dataplane/offload_proof.h"
 #include "dataplane/protocol.h"
 
 namespace gm {
@@ -303,7 +304,7 @@ Status VirtualWorkers::Serve(Socket& socket, int64_t rank, uint64_t channel) {
       --self->open_;
     }
   } release{this};
-  GM_ASSIGN_OR_RETURN(Started started, StartOne(socket));
+  GM_ASSIGN_OR_RETURN(Started started, StartOne(socket, rank, channel));
   {
     MutexLock lock(mu_);
     ++served_;
@@ -321,7 +322,13 @@ Status VirtualWorkers::Refuse(Socket& socket, Status why) {
 }
 
 // OFFLOAD_OPEN, checked; a process from the interpreter's host; OFFLOAD_OPENED.
-Result<VirtualWorkers::Started> VirtualWorkers::StartOne(Socket& socket) {
+void VirtualWorkers::SetIssuer(std::string public_key) {
+  MutexLock lock(mu_);
+  issuer_ = std::move(public_key);
+}
+
+Result<VirtualWorkers::Started> VirtualWorkers::StartOne(Socket& socket, int64_t rank,
+                                                         uint64_t channel) {
   GM_ASSIGN_OR_RETURN(Frame first,
                       RecvFrame(socket, kControlLimits, Deadline::After(kHandshakeTimeoutS)));
   if (first.type != MsgType::kOffloadOpen) {
@@ -330,6 +337,16 @@ Result<VirtualWorkers::Started> VirtualWorkers::StartOne(Socket& socket) {
   }
   Result<OffloadOpenMsg> open = OffloadOpenMsg::Decode(first.meta);
   if (!open.ok()) return Refuse(socket, open.status());
+  std::string issuer;
+  {
+    MutexLock lock(mu_);
+    issuer = issuer_;
+  }
+  // Before anything starts: a ticket the worker key could have minted opens
+  // nothing without the coordinator's proof for its rank and channel.
+  if (Status proof = CheckOffloadProof(issuer, rank, channel, open->proof); !proof.ok()) {
+    return Refuse(socket, proof);
+  }
   const std::string python = options_.python.empty() ? open->python : options_.python;
   if (::access(python.c_str(), X_OK) != 0) {
     return Refuse(socket,

@@ -22,7 +22,11 @@
 // sys.executable: clusters share their software paths). It runs as this
 // worker's user, with the worker's environment less the run's secret and with
 // goldminer's Python package first on PYTHONPATH. The blob it runs is code: only
-// a holder of the client key gets an offload ticket (goldminer-protocol(7)).
+// a holder of the client key gets an offload ticket (goldminer-protocol(7)), and
+// a ticket alone opens nothing: OFFLOAD_OPEN must carry the coordinator's proof
+// for the ticket's rank and channel (dataplane/offload_proof.h), checked against
+// the public key the coordinator gave in REGISTERED (SetIssuer). A holder of the
+// worker key can mint tickets, not proofs.
 //
 // What a trainer can make it hold: at most Options::max_channels virtual
 // workers at once (a process and two threads each: more are refused with
@@ -73,6 +77,10 @@ class VirtualWorkers {
   // the trainer can still read it) for a refused request or a broken frame.
   Status Serve(Socket& socket, int64_t rank, uint64_t channel);
 
+  // The coordinator's public key for offload proofs (REGISTERED's offload_key).
+  // Until it is set, or when it is empty, every OFFLOAD_OPEN is refused.
+  void SetIssuer(std::string public_key);
+
   size_t open() const;      // virtual workers now
   uint64_t served() const;  // virtual workers started so far (OFFLOAD_OPENED sent)
   uint64_t shared() const;  // descriptors relayed to trainers on this host so far
@@ -85,7 +93,7 @@ class VirtualWorkers {
     int64_t pid = 0;
   };
   Result<std::shared_ptr<Host>> HostFor(const std::string& python);
-  Result<Started> StartOne(Socket& socket);
+  Result<Started> StartOne(Socket& socket, int64_t rank, uint64_t channel);
   Status Relay(Socket& socket, Started& started);
   // Sends ERROR {why} (best effort) and returns `why`.
   static Status Refuse(Socket& socket, Status why);
@@ -94,6 +102,7 @@ class VirtualWorkers {
   mutable Mutex mu_;
   std::map<std::string, std::shared_ptr<Host>> hosts_ GUARDED_BY(mu_);
   size_t open_ GUARDED_BY(mu_) = 0;
+  std::string issuer_ GUARDED_BY(mu_);  // SetIssuer's key
   uint64_t served_ GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> shared_{0};
 };

@@ -172,6 +172,7 @@ Status WorkerService::Register() {
   worker_id_ = registered->worker_id;
   heartbeat_s_ = registered->heartbeat_s;
   liveness_timeout_s_ = registered->liveness_timeout_s;
+  if (virtual_workers_) virtual_workers_->SetIssuer(registered->offload_key);
   PipelineOptions popts;
   popts.threads = options_.threads;
   popts.samples_per_split = static_cast<size_t>(registered->samples_per_split);

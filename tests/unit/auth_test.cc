@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "dataplane/offload_proof.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
 #include "test_util.h"
@@ -554,6 +555,37 @@ TEST(AuthTest, GivenOffloadRolesThenTheyParseAndTheirTicketsDifferFromBatchTicke
   EXPECT_NE(OffloadTicketKey(key, 1, 2), TicketKey(key, 1, 2));
   EXPECT_EQ(OffloadTicketKey(key, 1, 2).size(), 64u);
   EXPECT_NE(OffloadTicketKey(key, 1, 2), OffloadTicketKey(key, 1, 3));
+}
+
+TEST(OffloadProofTest, GivenTheIssuersProofThenItHoldsForItsRankAndChannelOnly) {
+  auto issuer = OffloadIssuer::Create();
+  ASSERT_TRUE(issuer.ok()) << issuer.status().message();
+  EXPECT_EQ(issuer->public_key().size(), kOffloadKeyHexChars);
+  auto proof = issuer->Proof(2, 9);
+  ASSERT_TRUE(proof.ok()) << proof.status().message();
+  EXPECT_EQ(proof->size(), kOffloadProofHexChars);
+  EXPECT_TRUE(CheckOffloadProof(issuer->public_key(), 2, 9, *proof).ok());
+  // Another channel, another rank, another issuer, a flipped bit, no key: refused.
+  EXPECT_FALSE(CheckOffloadProof(issuer->public_key(), 2, 10, *proof).ok());
+  EXPECT_FALSE(CheckOffloadProof(issuer->public_key(), 3, 9, *proof).ok());
+  auto other = OffloadIssuer::Create();
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->public_key(), issuer->public_key());
+  EXPECT_FALSE(CheckOffloadProof(other->public_key(), 2, 9, *proof).ok());
+  std::string flipped = *proof;
+  flipped[10] = flipped[10] == '0' ? '1' : '0';
+  EXPECT_FALSE(CheckOffloadProof(issuer->public_key(), 2, 9, flipped).ok());
+  const Status none = CheckOffloadProof("", 2, 9, *proof);
+  EXPECT_EQ(none.code(), Code::kInvalidArgument);
+  EXPECT_NE(none.message().find("offload channel 9 of rank 2 is not one this run's coordinator"),
+            std::string::npos)
+      << none.message();
+  // Malformed hex (upper case, short, not hex) is refused, never read.
+  std::string upper = *proof;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_FALSE(CheckOffloadProof(issuer->public_key(), 2, 9, upper).ok());
+  EXPECT_FALSE(CheckOffloadProof(issuer->public_key(), 2, 9, proof->substr(2)).ok());
+  EXPECT_FALSE(CheckOffloadProof(std::string(64, 'z'), 2, 9, *proof).ok());
 }
 
 }  // namespace

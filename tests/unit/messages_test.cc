@@ -304,12 +304,13 @@ TEST(MessagesTest, GivenOffloadNotesThenTheyRoundTripAndBadFieldsAreNamed) {
 }
 
 TEST(MessagesTest, GivenTheOffloadMessagesThenTheyRoundTripAndBadFieldsAreNamed) {
+  const std::string kProof(128, 'e');
   auto o = OffloadMsg::Decode(OffloadMsg{7}.Encode());
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->rank, 7);
   EXPECT_NE(Refusal(OffloadMsg::Decode({{"rank", 70000}})).find("OFFLOAD: $.rank"),
             std::string::npos);
-  OffloadingMsg ing{"run-1", 4, std::string(64, 'c'), {"h:1", "h:2"}};
+  OffloadingMsg ing{"run-1", 4, std::string(64, 'c'), std::string(128, 'd'), {"h:1", "h:2"}};
   auto i = OffloadingMsg::Decode(ing.Encode());
   ASSERT_TRUE(i.ok()) << i.status().message();
   EXPECT_EQ(i->channel, 4u);
@@ -320,23 +321,38 @@ TEST(MessagesTest, GivenTheOffloadMessagesThenTheyRoundTripAndBadFieldsAreNamed)
   bad = ing.Encode();
   bad["channel"] = 0;
   EXPECT_NE(Refusal(OffloadingMsg::Decode(bad)).find("OFFLOADING: $.channel"), std::string::npos);
+  EXPECT_EQ(i->proof, ing.proof);
+  for (const nlohmann::json& proof : {nlohmann::json(std::string(127, 'd')), nlohmann::json(7),
+                                      nlohmann::json(std::string(128, 'D'))}) {
+    bad = ing.Encode();
+    bad["proof"] = proof;
+    EXPECT_NE(Refusal(OffloadingMsg::Decode(bad)).find("OFFLOADING: $.proof"), std::string::npos);
+  }
+  bad = ing.Encode();
+  bad.erase("proof");
+  EXPECT_NE(
+      Refusal(OffloadingMsg::Decode(bad)).find("OFFLOADING: $: missing required key \"proof\""),
+      std::string::npos);
 
-  auto open =
-      OffloadOpenMsg::Decode(OffloadOpenMsg{"/usr/bin/python3", {"torch", "a.b_c"}}.Encode());
+  auto open = OffloadOpenMsg::Decode(
+      OffloadOpenMsg{"/usr/bin/python3", {"torch", "a.b_c"}, kProof}.Encode());
   ASSERT_TRUE(open.ok()) << open.status().message();
   EXPECT_EQ(open->modules.size(), 2u);
-  EXPECT_NE(Refusal(OffloadOpenMsg::Decode(OffloadOpenMsg{"bin/python", {}}.Encode()))
+  EXPECT_EQ(open->proof, kProof);
+  EXPECT_NE(Refusal(OffloadOpenMsg::Decode(OffloadOpenMsg{"/p", {}, "12"}.Encode()))
+                .find("OFFLOAD_OPEN: $.proof"),
+            std::string::npos);
+  EXPECT_NE(Refusal(OffloadOpenMsg::Decode(OffloadOpenMsg{"bin/python", {}, kProof}.Encode()))
                 .find("OFFLOAD_OPEN: $.python"),
             std::string::npos);
-  EXPECT_NE(Refusal(OffloadOpenMsg::Decode(OffloadOpenMsg{"/p", {"a b"}}.Encode()))
+  EXPECT_NE(Refusal(OffloadOpenMsg::Decode(OffloadOpenMsg{"/p", {"a b"}, kProof}.Encode()))
                 .find("OFFLOAD_OPEN: $.modules"),
             std::string::npos);
-  EXPECT_NE(
-      Refusal(
-          OffloadOpenMsg::Decode(
-              OffloadOpenMsg{"/p", std::vector<std::string>(kMaxOffloadModules + 1, "m")}.Encode()))
-          .find("at most 4096 module names"),
-      std::string::npos);
+  EXPECT_NE(Refusal(OffloadOpenMsg::Decode(OffloadOpenMsg{
+                        "/p", std::vector<std::string>(kMaxOffloadModules + 1, "m"), kProof}
+                                               .Encode()))
+                .find("at most 4096 module names"),
+            std::string::npos);
 
   auto opened = OffloadOpenedMsg::Decode(OffloadOpenedMsg{123, "node-1"}.Encode());
   ASSERT_TRUE(opened.ok());
@@ -462,6 +478,15 @@ TEST(MessagesTest, GivenTheCoordinatorsRepliesWhenDecodedThenTheyRoundTripAndBad
   bad_reg = reg.Encode();
   bad_reg["pipeline"] = "x";
   EXPECT_NE(Refusal(RegisteredMsg::Decode(bad_reg)).find("$.pipeline"), std::string::npos);
+  EXPECT_EQ(r->offload_key, "") << "optional: a coordinator that gives none";
+  reg.offload_key = std::string(64, 'f');
+  auto keyed = RegisteredMsg::Decode(reg.Encode());
+  ASSERT_TRUE(keyed.ok()) << keyed.status().message();
+  EXPECT_EQ(keyed->offload_key, reg.offload_key);
+  bad_reg = reg.Encode();
+  bad_reg["offload_key"] = "f";
+  EXPECT_NE(Refusal(RegisteredMsg::Decode(bad_reg)).find("REGISTERED: $.offload_key"),
+            std::string::npos);
 
   AssignMsg assign;
   assign.kind = AssignMsg::Kind::kAssign;

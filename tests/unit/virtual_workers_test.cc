@@ -16,6 +16,7 @@
 #include "dataplane/auth.h"
 #include "dataplane/data_server.h"
 #include "dataplane/messages.h"
+#include "dataplane/offload_proof.h"
 #include "dataplane/protocol.h"
 
 namespace gm {
@@ -36,7 +37,9 @@ bool ProcessGone(int64_t pid, double within_s) {
 
 class VirtualWorkersTest : public ::testing::Test {
  protected:
-  void Start(size_t max_channels, bool with_handler = true) {
+  // With `issuer`, the workers hold the coordinator's public key (as after
+  // REGISTERED); without, they were never told one.
+  void Start(size_t max_channels, bool with_handler = true, bool issuer = true) {
     auto server = DataServer::Start("127.0.0.1", 0, kWorkerKey);
     ASSERT_TRUE(server.ok()) << server.status().message();
     server_ = std::move(*server);
@@ -45,6 +48,7 @@ class VirtualWorkersTest : public ::testing::Test {
     options.package_dir = std::string(GOLDMINER_SOURCE_DIR) + "/python";
     options.host_name = "test-worker";
     workers_ = std::make_unique<VirtualWorkers>(options);
+    if (issuer) workers_->SetIssuer(issuer_.public_key());
     if (with_handler) {
       server_->SetOffloadHandler([w = workers_.get()](Socket& s, int64_t rank, uint64_t channel) {
         return w->Serve(s, rank, channel);
@@ -64,9 +68,14 @@ class VirtualWorkersTest : public ::testing::Test {
   Result<Socket> DialOffload(int64_t rank = 0, uint64_t channel = 1) {
     return Dial(OffloadTicketKey(kWorkerKey, rank, channel), OffloadRole(rank, channel));
   }
-  static Status Open(Socket& s, const std::string& python = "/usr/bin/python3",
-                     const nlohmann::json& modules = nlohmann::json::array()) {
-    return SendFrame(s, MsgType::kOffloadOpen, {{"python", python}, {"modules", modules}},
+  // OFFLOAD_OPEN with the coordinator's proof for `rank` and `channel` (those of
+  // the ticket the connection used), or with `proof` when given.
+  Status Open(Socket& s, const std::string& python = "/usr/bin/python3",
+              const nlohmann::json& modules = nlohmann::json::array(), int64_t rank = 0,
+              uint64_t channel = 1, const std::string& proof = "") {
+    const std::string p = proof.empty() ? *issuer_.Proof(rank, channel) : proof;
+    return SendFrame(s, MsgType::kOffloadOpen,
+                     {{"python", python}, {"modules", modules}, {"proof", p}},
                      Deadline::After(kWait));
   }
   static Result<Frame> Next(Socket& s) {
@@ -100,6 +109,7 @@ class VirtualWorkersTest : public ::testing::Test {
     return workers_->open();
   }
 
+  OffloadIssuer issuer_ = *OffloadIssuer::Create();  // the run's coordinator's
   std::unique_ptr<DataServer> server_;
   std::unique_ptr<VirtualWorkers> workers_;
 };
@@ -156,7 +166,7 @@ TEST_F(VirtualWorkersTest,
   Start(4);
   auto s = DialOffload(2, 7);
   ASSERT_TRUE(s.ok()) << s.status().message();
-  ASSERT_TRUE(Open(*s, "/usr/bin/python3", {"json"}).ok());
+  ASSERT_TRUE(Open(*s, "/usr/bin/python3", {"json"}, 2, 7).ok());
   const int64_t pid = Opened(*s);
   ASSERT_GT(pid, 0);
   const std::string garbage(64, 'x');  // not a GMV1 frame
@@ -230,8 +240,53 @@ TEST_F(VirtualWorkersTest, GivenTheTrainerCloses_ThenTheProcessIsKilledAndTheSlo
   EXPECT_EQ(workers_->served(), 1u);  // the refused one never started
   auto again = DialOffload(0, 3);     // the slot is free again; the host is reused
   ASSERT_TRUE(again.ok());
-  ASSERT_TRUE(Open(*again).ok());
+  ASSERT_TRUE(Open(*again, "/usr/bin/python3", nlohmann::json::array(), 0, 3).ok());
   EXPECT_GT(Opened(*again), 0);
+}
+
+// Attack (goldminer-protocol(7)): a holder of the worker key mints an offload
+// ticket for a channel the coordinator never issued. The handshake passes (the
+// ticket is the worker key's), but without the coordinator's proof for that
+// rank and channel nothing starts: no proof, a made-up one, the proof of another
+// channel or rank, or another coordinator's.
+TEST_F(VirtualWorkersTest, GivenAMintedTicket_WhenItOpensWithoutTheCoordinatorsProof_ThenRefused) {
+  Start(4);
+  const OffloadIssuer other = *OffloadIssuer::Create();
+  const std::vector<std::pair<std::string, std::string>> proofs = {
+      {"made up", std::string(128, 'a')},
+      {"another channel's", *issuer_.Proof(0, 1)},
+      {"another rank's", *issuer_.Proof(1, 777)},
+      {"another coordinator's", *other.Proof(0, 777)}};
+  for (const auto& [what, proof] : proofs) {
+    auto s = DialOffload(0, 777);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    ASSERT_TRUE(Open(*s, "/usr/bin/python3", nlohmann::json::array(), 0, 777, proof).ok());
+    const std::string why = ErrorOf(*s);
+    EXPECT_NE(why.find("offload channel 777 of rank 0 is not one this run's coordinator issued"),
+              std::string::npos)
+        << what << ": " << why;
+  }
+  // No proof at all: the message itself is refused, naming the field.
+  auto s = DialOffload(0, 1000000000000);
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(SendFrame(*s, MsgType::kOffloadOpen,
+                        {{"python", "/usr/bin/python3"}, {"modules", nlohmann::json::array()}},
+                        Deadline::After(kWait))
+                  .ok());
+  const std::string why = ErrorOf(*s);
+  EXPECT_NE(why.find("OFFLOAD_OPEN: $: missing required key \"proof\""), std::string::npos) << why;
+  EXPECT_EQ(OpenOnceSettled(), 0u);
+  EXPECT_EQ(workers_->served(), 0u) << "nothing started";
+}
+
+TEST_F(VirtualWorkersTest, GivenNoCoordinatorKey_ThenEvenAnIssuedChannelIsRefused) {
+  Start(4, /*with_handler=*/true, /*issuer=*/false);
+  auto s = DialOffload();
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(Open(*s).ok());
+  const std::string why = ErrorOf(*s);
+  EXPECT_NE(why.find("is not one this run's coordinator issued"), std::string::npos) << why;
+  EXPECT_EQ(workers_->served(), 0u);
 }
 
 }  // namespace
