@@ -108,6 +108,9 @@ Result<Frame> Client::Impl::Request(MsgType type, const nlohmann::json& meta, Ms
 
 void Client::Impl::Fault(const std::string& address, uint64_t source, const std::string& why) {
   reorder.Disown(source);
+  // Not dialled again, whatever the coordinator still lists until it has dropped
+  // it (goldminer-run(1): a worker reported is not used again by this trainer).
+  refused.insert(address);
   if (!faulted.insert(address).second) return;
   faults.push_back(FaultMsg{address, reorder.epoch(), why});
   ++events;

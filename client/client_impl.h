@@ -114,7 +114,7 @@ struct Client::Impl {
   ReorderBuffer reorder GUARDED_BY(mu);
   std::map<uint64_t, std::unique_ptr<WorkerConn>> conns GUARDED_BY(mu);
   std::map<std::string, uint64_t> source_of GUARDED_BY(mu);  // worker address -> source
-  std::set<std::string> refused GUARDED_BY(mu);              // workers that lied (CheckHolders)
+  std::set<std::string> refused GUARDED_BY(mu);  // workers reported (Fault): never dialled again
   // FAULTs to send (Fault), and the workers reported while the coordinator lists them.
   std::vector<FaultMsg> faults GUARDED_BY(mu);
   std::set<std::string> faulted GUARDED_BY(mu);

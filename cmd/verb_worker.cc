@@ -171,8 +171,9 @@ Result<int> RunWithCoordinator(const WorkerFlags& f) {
         " to its content (" + secret.status().message() + ")");
   }
   // No child of this worker (an exec stage, a virtual DataLoader worker) inherits
-  // the key: each strips it too, and here it leaves the environment once read.
-  ::unsetenv(std::string(kSecretEnv).c_str());
+  // the key or its file's path, and the code they run cannot read either in this
+  // process's /proc/PID/environ: both leave the environment, bytes and all.
+  ForgetSecretEnvironment();
   WorkerServiceOptions options;
   options.coordinator = f.coordinator;
   options.listen = f.listen;

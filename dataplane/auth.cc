@@ -107,10 +107,14 @@ Result<Frame> Expect(Socket& socket, MsgType want, Deadline deadline) {
   if (f.type == MsgType::kError) {
     std::string msg = Field(f, "message");
     if (msg == kAuthFailed) {
-      return Status::InvalidArgument(socket.peer() +
-                                     ": authentication failed: the peer does "
-                                     "not accept our key (check " +
-                                     std::string(kSecretFileEnv) + ")");
+      // The server's MAC check covers the key and the transport it sees, and it
+      // cannot tell which failed: both causes are named.
+      return Status::InvalidArgument(
+          socket.peer() + ": authentication failed: the peer refused our proof: either our " +
+          "key is not this run's key for the role we claim (check " + std::string(kSecretFileEnv) +
+          ", which wins over " + std::string(kSecretEnv) +
+          "), or the connection reached it through a relay between a Unix socket and a TCP port " +
+          "(the handshake covers the transport each end sees: dial the peer's own address)");
     }
     // Refusals are for a version, a role or a malformed frame: dialling again
     // would not help (unlike a connection dropped without a word: DialHandshake).
@@ -200,6 +204,14 @@ Result<std::string> LoadSecret() {
   }
   return Status::NotFound("no run secret: set " + file_env + " (a file of mode 0600) or " + env +
                           " (goldminer run sets them for the processes it starts)");
+}
+
+void ForgetSecretEnvironment() {
+  for (std::string_view name : {kSecretEnv, kSecretFileEnv}) {
+    const std::string n(name);
+    if (char* value = std::getenv(n.c_str())) OPENSSL_cleanse(value, std::strlen(value));
+    ::unsetenv(n.c_str());
+  }
 }
 
 Status WriteSecretFile(const std::string& path, std::string_view secret) {

@@ -78,6 +78,14 @@ Result<std::string> ReadSecretFile(const std::string& path);
 // else from GOLDMINER_SECRET. NotFound when neither is set.
 Result<std::string> LoadSecret();
 
+// Removes GOLDMINER_SECRET and GOLDMINER_SECRET_FILE from this process's
+// environment, their values overwritten first where they lie (the initial
+// environment block, which /proc/PID/environ shows to the same user, included),
+// so that neither the processes this one starts nor a reader of its environ find
+// a key or a key file's path. Call once the secret was read (LoadSecret), before
+// other threads start: the environment is not thread-safe.
+void ForgetSecretEnvironment();
+
 // Writes `secret` to `path` with mode 0600, atomically (a reader sees no file or
 // the whole file, never one with wider permissions).
 Status WriteSecretFile(const std::string& path, std::string_view secret);

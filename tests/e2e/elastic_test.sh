@@ -54,7 +54,8 @@ done
 ok "the run submitted worker jobs of its own to the scavenger partition: $(tr '\n' ' ' <<<"$running")"
 # The worker key is in no process's arguments: srun hands it to a worker in its
 # environment (the run's directory is on the run's node only on a real cluster),
-# not as the path of a file there.
+# not as the path of a file there; and once read, the worker scrubs it: its
+# /proc/PID/environ, which code it runs can read, holds neither.
 # A worker of one of this run's worker jobs (other suites' workers may run beside).
 wjobs=$(awk '{print $1}' <<<"$running" | paste -sd '|')
 pid=""
@@ -66,12 +67,17 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 [[ -n $pid ]] || fail "no worker process of worker jobs $wjobs"
-environ=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null)
-key=$(sed -n 's/^GOLDMINER_SECRET=//p' <<<"$environ")
-[[ $key =~ ^[0-9a-f]{64}$ ]] || fail "a worker (pid $pid) has no key in its environment"
-! grep -q '^GOLDMINER_SECRET_FILE=' <<<"$environ" || fail "a worker (pid $pid) was given a key file's path"
+key=""
+for p in $(pgrep -f "srun --partition=scavenger"); do
+  key=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | sed -n 's/^GOLDMINER_SECRET=//p')
+  [[ $key =~ ^[0-9a-f]{64}$ ]] && break
+done
+[[ $key =~ ^[0-9a-f]{64}$ ]] || fail "no srun of a worker job hands a key in its environment"
+! grep -qF "$key" "/proc/$pid/environ" || fail "the worker (pid $pid) kept its key in its environ"
+! tr '\0' '\n' <"/proc/$pid/environ" | grep -qE '^GOLDMINER_SECRET(_FILE)?=.' ||
+  fail "the worker (pid $pid) still names a key or a key file in its environ"
 ! ps -eo args | grep -qF -f <(printf "%s\n" "$key") || fail "the worker key is on a command line"
-ok "the worker key is on no command line (in the worker's environment)"
+ok "the worker key reached the worker in its environment, on no command line, and left its environ once read"
 
 # A job of the cpu partition needs all of cpu2: Slurm preempts the worker jobs there.
 big=$(sbatch --parsable -p cpu --nodelist=cpu2 -c 8 --output=/dev/null --wrap "sleep 2") ||

@@ -138,6 +138,10 @@ TEST(AuthTest, GivenARelayFromUnixToTcp_WhenHandshakingThroughIt_ThenBothSidesRe
   EXPECT_EQ(server_status.code(), Code::kInvalidArgument) << server_status.message();
   EXPECT_NE(server_status.message().find("authentication failed"), std::string::npos);
   EXPECT_FALSE(client_status.ok()) << "the client completed a handshake through the relay";
+  // The client's message names the relay as a cause, not only the key.
+  EXPECT_NE(client_status.message().find("through a relay between a Unix socket and a TCP port"),
+            std::string::npos)
+      << client_status.message();
 }
 
 TEST(AuthTest, GivenAUnixSocket_ThenThePeerCredentialsAreThisProcess) {

@@ -91,9 +91,13 @@ class FakeCoordinator {
     return acks_;
   }
   // Waits until the client asked for the worker list (it only does so while blocked).
-  bool WaitGetWorkers() {
+  bool WaitGetWorkers(int n = 1) {
     MutexLock lock(mu_);
-    return lock.WaitFor(cv_, kTestTimeoutS, [&]() REQUIRES(mu_) { return get_workers_ > 0; });
+    return lock.WaitFor(cv_, kTestTimeoutS, [&]() REQUIRES(mu_) { return get_workers_ >= n; });
+  }
+  int GetWorkersCount() {
+    MutexLock lock(mu_);
+    return get_workers_;
   }
   nlohmann::json resume() {
     MutexLock lock(mu_);
@@ -256,10 +260,12 @@ class FakeWorker {
       : scripts_(std::move(scripts)),
         server_(std::move(secret), "worker", [this](Socket& s, size_t n) { Serve(s, n); }) {}
   std::string address() const { return server_.address(); }
-  size_t sent() const { return sent_; }  // BATCH frames, over all connections
+  size_t sent() const { return sent_; }                // BATCH frames, over all connections
+  size_t connections() const { return connections_; }  // authenticated, over its life
 
  private:
   void Serve(Socket& s, size_t n) {
+    ++connections_;
     if (n >= scripts_.size()) return;
     const Script& script = scripts_[n];
     uint64_t credit = 0;
@@ -292,6 +298,7 @@ class FakeWorker {
   }
   std::vector<Script> scripts_;
   std::atomic<size_t> sent_{0};
+  std::atomic<size_t> connections_{0};
   FakeServer server_;
 };
 
@@ -583,6 +590,32 @@ TEST_F(ClientTest, GivenABatchForAnotherRank_ThenThatWorkerIsDroppedAndAnotherMa
   ASSERT_EQ(faults.size(), 1u);
   EXPECT_EQ(faults[0]["worker"], liar.address());
   EXPECT_NE(faults[0]["why"].get<std::string>().find("rank"), std::string::npos) << faults[0];
+}
+
+// Attack (goldminer-run(1)): a worker reported is not used again by this trainer,
+// though the coordinator still lists it for a while: the client does not dial it
+// again each time it asks for the workers.
+TEST_F(ClientTest, GivenAWorkerReportedAsFaulty_WhenTheCoordinatorStillListsIt_ThenItIsNotDialled) {
+  std::vector<Item> other_rank = Items({0});
+  for (Item& item : other_rank) item.rank = 1;
+  FakeWorker liar(secret_, {Script{other_rank}, Script{other_rank}, Script{other_rank}});
+  FakeCoordinator coordinator(secret_);
+  Script honest{Items({0, 1, 2})};
+  // The honest worker sends nothing until the liar was reported and the client,
+  // blocked, asked for the workers three more times (each answer lists the liar).
+  honest.before_first = [&coordinator] {
+    coordinator.WaitFaults(1);
+    coordinator.WaitGetWorkers(coordinator.GetWorkersCount() + 3);
+  };
+  FakeWorker other(secret_, {honest});
+  coordinator.SetPlan(Plan(false), {liar.address(), other.address()});
+  coordinator.SetView({{order_[0], 1}, {order_[1], 1}, {order_[2], 1}},
+                      {liar.address(), other.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  EXPECT_EQ(Drain(**client), Expected());
+  ASSERT_EQ(coordinator.WaitFaults(1).size(), 1u);
+  EXPECT_EQ(liar.connections(), 1u) << "the reported worker was dialled again";
 }
 
 TEST_F(ClientTest, GivenAWorkerThatHoldsTheAwaitedSplitAndSendsNothing_ThenItIsReportedAsStalled) {
