@@ -749,13 +749,15 @@ Result<std::string> RunId(const JsonNode& m) {
 nlohmann::json PoolReportMsg::Encode() const {
   nlohmann::json rate_list = nlohmann::json::array();
   for (const auto& [workers, rate] : rates) rate_list.push_back({workers, rate});
-  return {{"run_id", run_id},
-          {"gpus", gpus},
-          {"cpus_per_worker", cpus_per_worker},
-          {"base_workers", base_workers},
-          {"extra_workers", extra_workers},
-          {"demand_samples_per_s", demand_samples_per_s},
-          {"rates", rate_list}};
+  nlohmann::json j = {{"run_id", run_id},
+                      {"gpus", gpus},
+                      {"cpus_per_worker", cpus_per_worker},
+                      {"base_workers", base_workers},
+                      {"extra_workers", extra_workers},
+                      {"demand_samples_per_s", demand_samples_per_s},
+                      {"rates", rate_list}};
+  if (!token.empty()) j["token"] = token;
+  return j;
 }
 
 Result<PoolReportMsg> PoolReportMsg::Decode(const nlohmann::json& meta) {
@@ -786,6 +788,7 @@ Result<PoolReportMsg> PoolReportMsg::Decode(const nlohmann::json& meta) {
       }
       r.rates.emplace_back(*workers, *rate);
     }
+    GM_ASSIGN_OR_RETURN(r.token, HexField(m, "token", kPoolTokenHexChars, true));
     return r;
   }());
 }
@@ -793,6 +796,7 @@ Result<PoolReportMsg> PoolReportMsg::Decode(const nlohmann::json& meta) {
 nlohmann::json PoolGrantMsg::Encode() const {
   nlohmann::json j = {{"extra_workers", extra_workers}, {"cpus", cpus}};
   if (!reason.empty()) j["reason"] = reason;
+  if (!token.empty()) j["token"] = token;
   return j;
 }
 
@@ -821,6 +825,7 @@ Result<PoolGrantMsg> PoolGrantMsg::Decode(const nlohmann::json& meta) {
     GM_ASSIGN_OR_RETURN(r.extra_workers, Int(m, "extra_workers", 0, 65536));
     GM_ASSIGN_OR_RETURN(r.cpus, Int(m, "cpus", 0, int64_t{1} << 31));
     GM_ASSIGN_OR_RETURN(r.reason, PoolReason(m));
+    GM_ASSIGN_OR_RETURN(r.token, HexField(m, "token", kPoolTokenHexChars, true));
     return r;
   }());
 }

@@ -475,9 +475,14 @@ struct PoolReportMsg {
   int64_t extra_workers = 0;                      // 0..65536
   double demand_samples_per_s = 1;                // (0, 1e12]
   std::vector<std::pair<int64_t, double>> rates;  // at most kMaxPoolCounts; 1..65536, [0, 1e12]
+  // The run's token, from its first POOL_GRANT (kPoolTokenHexChars hex);
+  // optional ("" when absent): the first report of a run, or on its own
+  // connection.
+  std::string token;
   nlohmann::json Encode() const;
   static Result<PoolReportMsg> Decode(const nlohmann::json& meta);
 };
+inline constexpr size_t kPoolTokenHexChars = 32;
 inline constexpr size_t kMaxPoolCounts = 1024;
 
 // P->R POOL_GRANT.
@@ -485,6 +490,9 @@ struct PoolGrantMsg {
   int64_t extra_workers = 0;  // 0..65536
   int64_t cpus = 0;           // 0..2^31
   std::string reason;         // optional; printable ASCII and spaces, at most kMaxPoolReasonBytes
+  // The run's token (kPoolTokenHexChars hex; optional): a report of the run from
+  // any other connection must carry it, so that no other peer can report for it.
+  std::string token;
   nlohmann::json Encode() const;
   static Result<PoolGrantMsg> Decode(const nlohmann::json& meta);
 };

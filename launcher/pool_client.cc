@@ -34,9 +34,13 @@ Result<nlohmann::json> PoolClient::Call(MsgType request, const nlohmann::json& m
 }
 
 Result<PoolGrantMsg> PoolClient::Exchange(const PoolReportMsg& report) {
+  PoolReportMsg mine = report;
+  mine.token = token_;  // so that a new connection still reports for this run
   GM_ASSIGN_OR_RETURN(nlohmann::json meta,
-                      Call(MsgType::kPoolReport, report.Encode(), MsgType::kPoolGrant));
-  return PoolGrantMsg::Decode(meta);
+                      Call(MsgType::kPoolReport, mine.Encode(), MsgType::kPoolGrant));
+  GM_ASSIGN_OR_RETURN(PoolGrantMsg grant, PoolGrantMsg::Decode(meta));
+  if (!grant.token.empty()) token_ = grant.token;
+  return grant;
 }
 
 Result<PoolStateMsg> PoolClient::State() {

@@ -37,6 +37,7 @@ class PoolClient {
   const double timeout_s_;
   std::optional<Socket> socket_;
   std::string last_error_;
+  std::string token_;  // the run's, from its first grant: sent with every report
 };
 
 }  // namespace gm

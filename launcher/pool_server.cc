@@ -105,15 +105,39 @@ Status PoolServer::ServeRun(Socket& socket) {
   }
 }
 
-Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMsg& report) {
+namespace {
+
+// Equal strings, compared in time that depends on their lengths only.
+bool SameToken(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMsg& given) {
   const double now = Now();
+  PoolReportMsg report = given;
+  report.token.clear();  // kept apart, and never shown in POOL_STATE
   MutexLock lock(mu_);
+  if (auto owned = tokens_.find(report.run_id);
+      owned != tokens_.end() && *bound != report.run_id && !SameToken(owned->second, given.token)) {
+    return Status::InvalidArgument(
+        "pool: run \"" + report.run_id +
+        "\" reports on another connection, which has its token: a run's reports come on the "
+        "connection that first reported it, or carry the token the pool gave it there");
+  }
   if (bound->empty() && seen_.count(report.run_id) == 0 &&
       seen_.size() >= std::min(o_.max_runs, kMaxPoolRuns)) {
     return Status::ResourceExhausted("pool: " + std::to_string(seen_.size()) +
                                      " runs report already (the most it serves)");
   }
   GM_RETURN_IF_ERROR(state_.Report(*bound, ToRunReport(report), now));
+  if (!tokens_.contains(report.run_id)) {
+    GM_ASSIGN_OR_RETURN(tokens_[report.run_id], RandomHex(kPoolTokenHexChars / 2));
+  }
   if (bound->empty()) {
     *bound = report.run_id;
     LogInfo("pool: run " + report.run_id + " reports (" + std::to_string(report.gpus) + " GPUs, " +
@@ -127,6 +151,7 @@ Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMs
     LogInfo("pool: run " + id + " stopped reporting: its CPUs go to the others");
     seen_.erase(id);
     grants_.erase(id);
+    tokens_.erase(id);
   }
   PoolGrantMsg mine;
   for (planner::PoolGrant& g : grants) {
@@ -138,9 +163,10 @@ Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMs
           {now, g.run_id, old == grants_.end() ? 0 : old->second.cpus, g.cpus, g.reason});
       if (history_.size() > kMaxPoolHistory) history_.pop_front();
     }
-    if (g.run_id == report.run_id) mine = PoolGrantMsg{g.extra_workers, g.cpus, g.reason};
+    if (g.run_id == report.run_id) mine = PoolGrantMsg{g.extra_workers, g.cpus, g.reason, ""};
     grants_[g.run_id] = std::move(g);
   }
+  mine.token = tokens_[report.run_id];
   return mine;
 }
 

@@ -14,7 +14,11 @@
 // a gate on connections); a connection silent for 2 x report_timeout_s is closed;
 // a report's size is bounded (kMaxPoolCounts rates, a 64 KiB frame); a connection
 // reports for one run only; at most kMaxPoolRuns runs are known at once (a report
-// of one more is refused; PoolServerOptions::max_runs). Thread-safe.
+// of one more is refused; PoolServerOptions::max_runs). A run's first report gets
+// a token in its grant, which any later report of that run from another
+// connection must carry (PoolClient does, when it dials again): a peer that holds
+// the pool key cannot replace another run's report. Tokens are never shown
+// (POOL_STATE's reports leave them out). Thread-safe.
 #pragma once
 
 #include <deque>
@@ -86,6 +90,7 @@ class PoolServer {
     PoolReportMsg report;
   };
   std::map<std::string, Seen> seen_ GUARDED_BY(mu_);
+  std::map<std::string, std::string> tokens_ GUARDED_BY(mu_);  // run id -> its token
   struct Change {
     double at_s = 0;
     std::string run_id;

@@ -53,7 +53,7 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
                 .find("$.skipped"),
             std::string::npos);
   // The pool's messages: round trips, and each field range-checked.
-  PoolReportMsg report{"job-12", 4, 2, 1, 3, 1500, {{1, 400}, {4, 1100.5}}};
+  PoolReportMsg report{"job-12", 4, 2, 1, 3, 1500, {{1, 400}, {4, 1100.5}}, ""};
   auto rep = PoolReportMsg::Decode(report.Encode());
   ASSERT_TRUE(rep.ok()) << rep.status().message();
   EXPECT_EQ(rep->Encode(), report.Encode());
@@ -77,7 +77,7 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
   many["rates"] = nlohmann::json::array();
   for (int i = 1; i <= static_cast<int>(kMaxPoolCounts) + 1; ++i) many["rates"].push_back({i, 1});
   EXPECT_NE(Refusal(PoolReportMsg::Decode(many)).find("at most 1024"), std::string::npos);
-  const PoolGrantMsg plain{3, 6, ""}, reasoned{3, 6, "divided anew"};
+  const PoolGrantMsg plain{3, 6, "", ""}, reasoned{3, 6, "divided anew", ""};
   EXPECT_EQ(PoolGrantMsg::Decode(plain.Encode())->cpus, 6);
   const nlohmann::json as_older = {{"extra_workers", 3}, {"cpus", 6}};
   EXPECT_EQ(plain.Encode(), as_older) << "no reason: as older pools send it";

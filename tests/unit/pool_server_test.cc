@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "dataplane/auth.h"
 #include "dataplane/protocol.h"
 
@@ -149,6 +151,7 @@ TEST(PoolServerRunsTest, GivenAsManyRunsAsItServesThenOneMoreIsRefusedUntilOneIs
   o.max_runs = 3;
   auto server = PoolServer::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().message();
+  std::map<std::string, std::string> tokens;  // each run's, from its grants (as PoolClient keeps)
   auto report = [&](const std::string& id) {
     const Deadline deadline = Deadline::After(kWait);
     auto s = DialHandshake(
@@ -156,9 +159,10 @@ TEST(PoolServerRunsTest, GivenAsManyRunsAsItServesThenOneMoreIsRefusedUntilOneIs
         RoleKey(o.secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
     EXPECT_TRUE(s.ok());
     if (!s.ok()) return Frame{};
-    PoolReportMsg r{id, 1, 1, 1, 0, 1000, {{1, 250}}};
+    PoolReportMsg r{id, 1, 1, 1, 0, 1000, {{1, 250}}, tokens[id]};
     EXPECT_TRUE(SendFrame(*s, MsgType::kPoolReport, r.Encode(), deadline).ok());
     auto f = RecvFrame(*s, kControlLimits, deadline);
+    if (f.ok() && f->type == MsgType::kPoolGrant) tokens[id] = PoolGrantMsg::Decode(f->meta)->token;
     return f.ok() ? std::move(*f) : Frame{};
   };
   for (const char* id : {"a", "b", "c"}) EXPECT_EQ(report(id).type, MsgType::kPoolGrant) << id;
@@ -171,6 +175,44 @@ TEST(PoolServerRunsTest, GivenAsManyRunsAsItServesThenOneMoreIsRefusedUntilOneIs
   clock.Advance(61);  // all silent past the timeout: forgotten at the next division
   EXPECT_EQ(report("a").type, MsgType::kPoolGrant);
   EXPECT_EQ(report("d").type, MsgType::kPoolGrant) << "room again";
+}
+
+// Attack (goldminer-pool(1) SECURITY): a peer with the pool key reports an
+// honest run's id from a connection of its own, to take its CPUs away.
+TEST_F(PoolServerTest, GivenAnotherConnectionReportingARunsId_ThenOnlyTheRunsTokenLetsItIn) {
+  auto a = Connect(secret_);
+  ASSERT_TRUE(a.ok());
+  Frame first = Ask(*a, MsgType::kPoolReport, Report("a", {{1, 250}}).Encode());
+  ASSERT_EQ(first.type, MsgType::kPoolGrant) << first.meta.dump();
+  auto grant = PoolGrantMsg::Decode(first.meta);
+  ASSERT_TRUE(grant.ok()) << grant.status().message();
+  EXPECT_EQ(grant->extra_workers, 3);
+  ASSERT_EQ(grant->token.size(), kPoolTokenHexChars) << "the first grant gives the run its token";
+  // Another connection: no token, a wrong one; each refused, nothing of it kept.
+  for (const std::string& token : {std::string(), std::string(kPoolTokenHexChars, '0')}) {
+    auto b = Connect(secret_);
+    ASSERT_TRUE(b.ok());
+    PoolReportMsg hostile = Report("a", {{1, 1}});  // flat: nothing more is worth a CPU
+    hostile.token = token;
+    Frame f = Ask(*b, MsgType::kPoolReport, hostile.Encode());
+    ASSERT_EQ(f.type, MsgType::kError) << f.meta.dump();
+    EXPECT_NE(ErrorMsg::Decode(f.meta).message.find("reports on another connection"),
+              std::string::npos)
+        << f.meta.dump();
+  }
+  const PoolStateMsg state = server_->State();
+  ASSERT_EQ(state.runs.size(), 1u);
+  ASSERT_TRUE(state.runs[0].report.has_value());
+  EXPECT_EQ(state.runs[0].report->rates, (std::vector<std::pair<int64_t, double>>{{1, 250}}))
+      << "the honest report stands";
+  EXPECT_TRUE(state.runs[0].report->token.empty()) << "a token is never shown";
+  EXPECT_EQ(Granted(*a, Report("a", {{1, 250}})), 3) << "its own connection needs no token";
+  // The run dialling again (its connection lost) reports with its token.
+  auto again = Connect(secret_);
+  ASSERT_TRUE(again.ok());
+  PoolReportMsg back = Report("a", {{1, 250}});
+  back.token = grant->token;
+  EXPECT_EQ(Granted(*again, back), 3);
 }
 
 TEST_F(PoolServerTest, GivenAReportForAnotherRunThenItIsRefusedAndNothingOfItKept) {
@@ -242,7 +284,7 @@ TEST(PoolServerBudgetTest, GivenIdleCpusThenTheBudgetIsThemPlusWhatPoolWorkersHo
       [&] { return Socket::ConnectTcp("127.0.0.1", (*server)->port(), deadline.remaining_s()); },
       RoleKey(o.secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
   ASSERT_TRUE(run.ok());
-  PoolReportMsg r{"a", 1, 2, 1, 1, 1000, {{1, 250}}};
+  PoolReportMsg r{"a", 1, 2, 1, 1, 1000, {{1, 250}}, ""};
   auto grant = [&]() {
     EXPECT_TRUE(SendFrame(*run, MsgType::kPoolReport, r.Encode(), deadline).ok());
     auto f = RecvFrame(*run, kControlLimits, deadline);
@@ -283,7 +325,7 @@ TEST(PoolServerBudgetTest, GivenJobsWaitingForCpusThenThePoolGivesBackWhatTheyWa
       [&] { return Socket::ConnectTcp("127.0.0.1", (*server)->port(), deadline.remaining_s()); },
       RoleKey(o.secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
   ASSERT_TRUE(run.ok());
-  PoolReportMsg r{"a", 1, 2, 1, 3, 1000, {{1, 250}}};  // holds 3 pool workers: 6 CPUs
+  PoolReportMsg r{"a", 1, 2, 1, 3, 1000, {{1, 250}}, ""};  // holds 3 pool workers: 6 CPUs
   PoolGrantMsg last;
   auto grant = [&]() {
     EXPECT_TRUE(SendFrame(*run, MsgType::kPoolReport, r.Encode(), deadline).ok());

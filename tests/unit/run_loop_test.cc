@@ -128,7 +128,7 @@ class World {
         pool_reports.push_back(r);
         const int grant = pool_grant(clock.Now());
         if (grant < 0) return std::nullopt;  // the pool does not answer
-        return PoolGrantMsg{grant, 2 * grant, "because " + std::to_string(grant)};
+        return PoolGrantMsg{grant, 2 * grant, "because " + std::to_string(grant), ""};
       };
     }
     RunRecorder recorder(&store, "r", 1);
