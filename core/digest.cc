@@ -22,11 +22,16 @@ std::string Sha256::FinishHex() {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   EVP_DigestFinal_ex(impl_->ctx, md, &len);
+  return ToHex(md, len);
+}
+
+std::string ToHex(const unsigned char* data, size_t size) {
   static const char kHex[] = "0123456789abcdef";
   std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out += kHex[md[i] >> 4];
-    out += kHex[md[i] & 15];
+  out.reserve(2 * size);
+  for (size_t i = 0; i < size; ++i) {
+    out.push_back(kHex[data[i] >> 4]);
+    out.push_back(kHex[data[i] & 15]);
   }
   return out;
 }

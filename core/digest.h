@@ -1,6 +1,8 @@
-// SHA-256 over a stream of byte ranges (OpenSSL's libcrypto). Not thread-safe.
+// SHA-256 over a stream of byte ranges (OpenSSL's libcrypto), and bytes as hex.
+// Sha256 is not thread-safe; the functions are.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,5 +28,8 @@ class Sha256 {
 
 // Lower-case hex SHA-256 of `bytes`, in one call.
 std::string Sha256Hex(std::string_view bytes);
+
+// `size` bytes from `data` as lower-case hex (2 x size characters).
+std::string ToHex(const unsigned char* data, size_t size);
 
 }  // namespace gm

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/digest.h"
 #include "core/file_util.h"
 #include "core/log.h"
 #include "core/unique_fd.h"
@@ -29,17 +30,6 @@ namespace {
 constexpr size_t kNonceBytes = 32;
 constexpr size_t kMaxRoleChars = 64;
 constexpr std::string_view kAuthFailed = "authentication failed";
-
-std::string ToHex(const unsigned char* data, size_t size) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * size);
-  for (size_t i = 0; i < size; ++i) {
-    out.push_back(kHex[data[i] >> 4]);
-    out.push_back(kHex[data[i] & 15]);
-  }
-  return out;
-}
 
 bool IsHex(std::string_view s, size_t chars) {
   if (s.size() != chars) return false;

@@ -6,6 +6,8 @@
 #include <optional>
 #include <vector>
 
+#include "core/digest.h"
+
 namespace gm {
 namespace {
 
@@ -23,17 +25,6 @@ using MdCtx = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
 
 std::string Signed(int64_t rank, uint64_t channel) {
   return "goldminer-offload-proof-v1|" + std::to_string(rank) + "|" + std::to_string(channel);
-}
-
-std::string ToHex(const unsigned char* data, size_t size) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * size);
-  for (size_t i = 0; i < size; ++i) {
-    out.push_back(kHex[data[i] >> 4]);
-    out.push_back(kHex[data[i] & 15]);
-  }
-  return out;
 }
 
 int HexDigit(char c) {
