@@ -73,8 +73,12 @@ Result<RunLoopOutcome> RunLoop::Execute() {
   if (!out.stopped && StopRequested()) MarkStopped(out);
   stopped_ = true;  // the trainers are done: no more scaling
   Sample();         // the last point, with the workers still running
+  // A worker started in the run's last register_report_s (an elastic job the
+  // autoscaler asked for just before the end) had no time to register: it is
+  // not one that waited unseen, so it is not counted as started at all.
+  const int young = StartedTooLateToRegister();
   StopAll();
-  out.workers_started = static_cast<int>(next_worker_id_);
+  out.workers_started = static_cast<int>(next_worker_id_) - young;
   out.workers_ran = workers_ran_;
   if (out.workers_ran < out.workers_started) {
     const std::string why = std::to_string(out.workers_ran) + " of " +
@@ -286,6 +290,19 @@ void RunLoop::PlaceWorkers(const CoordinatorSummary& summary) {
     w.step = it->second.step;
     ++workers_ran_;
   }
+}
+
+int RunLoop::StartedTooLateToRegister() const {
+  const double now = edges_.clock->Now();
+  int young = 0;
+  for (const auto& [pid, w] : workers_) {
+    if (!w.placed && now - w.started_s < o_.register_report_s) ++young;
+  }
+  if (young > 0) {
+    LogDebug("run: " + std::to_string(young) +
+             " worker(s) started in the run's last seconds did not register before its end");
+  }
+  return young;
 }
 
 // A worker that has not registered within register_report_s is said once, with

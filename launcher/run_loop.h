@@ -164,6 +164,8 @@ class RunLoop {
   Status Started(pid_t pid, int slot, int threads, bool elastic);
   void CancelUnstartedElastic();
   void ReportWaiting();
+  // Workers not registered that were started less than register_report_s ago.
+  int StartedTooLateToRegister() const;
   void LeaveAtEnd();
   void ElasticRefused(const std::string& why);
   void ReportToPool(const RunRates& rates);

@@ -456,6 +456,20 @@ TEST(RunLoopTest,
                           }),
             0);
   EXPECT_EQ(quick.outcome.workers_ran, 2);
+  // Workers started too late to register before the run ends (within the 30 s
+  // a worker has before it is reported) are no workers that never ran.
+  World late;
+  late.start_s = 1000;
+  late.end_s = 10;
+  late.Run(2, Options(2, 2));
+  const std::vector<std::string> late_run = late.Events("run");
+  EXPECT_EQ(std::count_if(
+                late_run.begin(), late_run.end(),
+                [](const std::string& e) { return e.find("workers ran") != std::string::npos; }),
+            0)
+      << ::testing::PrintToString(late_run);
+  EXPECT_EQ(late.outcome.workers_started, 0);
+  EXPECT_EQ(late.outcome.workers_ran, 0);
 }
 
 TEST(RunLoopTest, GivenSlurmRefusesWorkerJobsThenTheRefusalIsSaidOnceAndTriedThreeTimesAtMost) {
