@@ -155,6 +155,13 @@ class CoordinatorServerTest : public ::testing::Test {
     return Ask(client, MsgType::kGetPlan, {{"epoch", 0}});
   }
 
+  // Waits (up to kWait) until the first worker registered is gone from the state.
+  void WaitFirstWorkerGone() {
+    const Deadline deadline = Deadline::After(kWait);
+    while (server_->Summary().state.workers[0].status != WorkerStatus::kGone && !deadline.expired())
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+
   std::string secret_;
   std::unique_ptr<CoordinatorServer> server_;
   int port_ = 0;
@@ -573,9 +580,7 @@ TEST_F(CoordinatorServerTest,
   // It says BYE and leaves with the split unfinished: no reassignment, no warning.
   ASSERT_TRUE(
       SendFrame(worker, MsgType::kBye, nlohmann::json::object(), Deadline::After(kWait)).ok());
-  Deadline deadline = Deadline::After(kWait);
-  while (server_->Summary().state.workers[0].status != WorkerStatus::kGone && !deadline.expired())
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  WaitFirstWorkerGone();
   EXPECT_EQ(server_->Summary().state.workers[0].status, WorkerStatus::kGone);
   EXPECT_EQ(server_->Summary().state.reassignments, 0u);
 }
@@ -595,9 +600,7 @@ TEST_F(CoordinatorServerTest,
   ASSERT_EQ(Ask(worker, MsgType::kGetSplit, nlohmann::json::object()).meta["kind"], "assign");
   server_->EndWorkers();
   worker.Close();  // it leaves with the split unfinished: nobody makes it again
-  Deadline deadline = Deadline::After(kWait);
-  while (server_->Summary().state.workers[0].status != WorkerStatus::kGone && !deadline.expired())
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  WaitFirstWorkerGone();
   ASSERT_EQ(server_->Summary().state.workers[0].status, WorkerStatus::kGone);
   EXPECT_EQ(server_->Summary().state.reassignments, 0u);
 }
