@@ -30,6 +30,8 @@ struct PoolFlags {
   double min_gain = 0.02;
   double min_lifetime_s = 60;
   double report_timeout_s = 60;
+  std::string check_gpus;  // --check-gpus: "slurm" or "off" ("": slurm with --partition)
+  size_t max_runs_per_host = kMaxPoolRunsPerHost;
   std::string status;  // HOST:PORT of a pool to ask
   bool json = false;
 };
@@ -98,6 +100,10 @@ Result<int> Serve(const PoolFlags& f) {
     o.idle_cpus = [partition = f.partition] { return AskIdleCpus(partition); };
     o.pending_cpus = [partition = f.partition] { return AskPendingCpus(partition); };
   }
+  o.max_runs_per_host = f.max_runs_per_host;
+  if (f.check_gpus == "slurm" || (f.check_gpus.empty() && !f.partition.empty())) {
+    o.job_gpus = [](const std::string& job) { return AskJobGpus(job); };
+  }
   StopOnSignal signals;  // before the server's threads start
   GM_ASSIGN_OR_RETURN(std::unique_ptr<PoolServer> server, PoolServer::Start(o));
   // The address runs dial, on stdout (a script reads it), and in the log.
@@ -150,6 +156,16 @@ Verb PoolVerb() {
                                "Seconds after which a run that stopped reporting is forgotten")
                     ->capture_default_str()
                     ->check(CLI::Range(1.0, 1e9));
+                sub.add_option("--check-gpus", f->check_gpus,
+                               "slurm: count a run's GPUs as at most what its Slurm job holds "
+                               "(squeue; a report naming a job that is not running is refused, "
+                               "one naming none counts 1 GPU); off: believe the reports "
+                               "(default: slurm with --partition, else off)")
+                    ->check(CLI::IsMember({"slurm", "off"}));
+                sub.add_option("--max-runs-per-host", f->max_runs_per_host,
+                               "Runs first reported from one host that the pool serves at once")
+                    ->capture_default_str()
+                    ->check(CLI::Range(size_t{1}, kMaxPoolRuns));
                 sub.add_option(
                     "--status", f->status,
                     "HOST:PORT of a running pool: print its budget and division, and exit");

@@ -757,6 +757,7 @@ nlohmann::json PoolReportMsg::Encode() const {
                       {"demand_samples_per_s", demand_samples_per_s},
                       {"rates", rate_list}};
   if (!token.empty()) j["token"] = token;
+  if (!slurm_job.empty()) j["slurm_job"] = slurm_job;
   return j;
 }
 
@@ -789,6 +790,15 @@ Result<PoolReportMsg> PoolReportMsg::Decode(const nlohmann::json& meta) {
       r.rates.emplace_back(*workers, *rate);
     }
     GM_ASSIGN_OR_RETURN(r.token, HexField(m, "token", kPoolTokenHexChars, true));
+    if (m.has("slurm_job")) {
+      GM_ASSIGN_OR_RETURN(JsonNode job, m.Get("slurm_job"));
+      Result<std::string> id = job.AsString();
+      if (!id.ok() || id->empty() || id->size() > 32 ||
+          id->find_first_not_of("0123456789_") != std::string::npos || id->front() == '_') {
+        return job.Expected("a Slurm job id (digits, '_' for an array task, 1 to 32 characters)");
+      }
+      r.slurm_job = *id;
+    }
     return r;
   }());
 }

@@ -126,7 +126,7 @@
 //    "run". Request/response; the first report binds the connection to its run.
 //      R->P POOL_REPORT {run_id, gpus, cpus_per_worker, base_workers,
 //                        extra_workers, demand_samples_per_s, rates: [[workers,
-//                        samples_per_s], ...]}
+//                        samples_per_s], ...], token?, slurm_job?}
 //      P->R POOL_GRANT  {extra_workers, cpus}: the pool workers it may hold
 //      R->P POOL_STATUS {}
 //      P->R POOL_STATE  {cpus, runs: [{run_id, gpus, extra_workers, cpus,
@@ -479,6 +479,10 @@ struct PoolReportMsg {
   // optional ("" when absent): the first report of a run, or on its own
   // connection.
   std::string token;
+  // The Slurm job the run runs in (its SLURM_JOB_ID: digits, '_' for an array
+  // task, at most 32 characters; "" when absent: a run outside Slurm). A pool
+  // that checks GPUs (--check-gpus slurm) counts at most that job's GPUs.
+  std::string slurm_job;
   nlohmann::json Encode() const;
   static Result<PoolReportMsg> Decode(const nlohmann::json& meta);
 };
@@ -524,6 +528,7 @@ struct PoolStateMsg {
   static Result<PoolStateMsg> Decode(const nlohmann::json& meta);
 };
 inline constexpr size_t kMaxPoolRuns = 4096;
+inline constexpr size_t kMaxPoolRunsPerHost = 256;  // first reported from one host
 inline constexpr size_t kMaxPoolHistory = 64;
 inline constexpr size_t kMaxPoolStateCounts = 32;
 inline constexpr size_t kMaxPoolStateInputs = 256;

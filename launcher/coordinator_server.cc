@@ -181,23 +181,7 @@ void CoordinatorServer::AdvanceEpochIfDone() {
     ++epochs_done_;
     if (config_.epochs > 0 && epochs_done_ >= static_cast<uint64_t>(config_.epochs)) {
       finished_ = true;
-      const uint64_t skipped = state_.Stats().samples_skipped;
-      if (!failure_.empty()) {
-        LogError("run: every epoch ended, but samples were lost: " + failure_);
-      } else if (!unchecked_.empty()) {
-        const auto [e, s] = *unchecked_.begin();
-        LogWarning("run: every epoch ended, but " + std::to_string(unchecked_.size()) +
-                   " split(s) could not be checked against their size (" + SplitName(e, s) +
-                   " the first): their maker left before saying what it skipped (on_error "
-                   "\"skip\"), so what reached the trainer is not known to be whole; " +
-                   std::to_string(skipped) + " samples were said skipped");
-      } else if (skipped == 0) {
-        LogInfo("run: every epoch delivered");
-      } else {
-        LogWarning("run: every epoch ended, but the workers skipped " + std::to_string(skipped) +
-                   " samples they could not read (on_error \"skip\"; their warnings name "
-                   "them); every other sample was delivered");
-      }
+      if (!failure_.empty()) LogError("run: every epoch ended, but samples were lost: " + failure_);
     } else {
       auto plan = PlanFor(state_.epoch() + 1);
       Status st = plan.ok() ? state_.StartEpoch(*plan) : plan.status();
@@ -208,6 +192,29 @@ void CoordinatorServer::AdvanceEpochIfDone() {
       }
     }
     cv_.notify_all();
+  }
+}
+
+void CoordinatorServer::SayEnd() {
+  MutexLock lock(mu_);
+  if (said_end_ || !finished_ || !failure_.empty() || config_.epochs <= 0 ||
+      epochs_done_ < static_cast<uint64_t>(config_.epochs))
+    return;
+  said_end_ = true;
+  const uint64_t skipped = state_.Stats().samples_skipped;
+  if (!unchecked_.empty()) {
+    const auto [e, s] = *unchecked_.begin();
+    LogWarning("run: every epoch ended, but " + std::to_string(unchecked_.size()) +
+               " split(s) could not be checked against their size (" + SplitName(e, s) +
+               " the first): their maker left before saying what it skipped (on_error "
+               "\"skip\"), so what reached the trainer is not known to be whole; " +
+               std::to_string(skipped) + " samples were said skipped");
+  } else if (skipped == 0) {
+    LogInfo("run: every epoch delivered");
+  } else {
+    LogWarning("run: every epoch ended, but the workers skipped " + std::to_string(skipped) +
+               " samples they could not read (on_error \"skip\"; their warnings name "
+               "them); every other sample was delivered");
   }
 }
 

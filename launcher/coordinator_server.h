@@ -136,6 +136,10 @@ class CoordinatorServer {
   // "exit", so a worker stopped at the end (SIGTERM: a drain) leaves at once
   // instead of waiting for acknowledgements no trainer will send.
   void EndWorkers();
+  // Says how the run's epochs ended ("every epoch delivered", or what was
+  // skipped or left unchecked): after the workers left, so that a SPLIT_DONE
+  // sent as the trainer acknowledged the split's last batch is counted. Once.
+  void SayEnd();
   void Stop();
 
  private:
@@ -247,6 +251,7 @@ class CoordinatorServer {
   // have read short): every later GET_PLAN and GET_WORKERS is answered with ERROR.
   std::string failure_ GUARDED_BY(mu_);
   std::set<std::pair<uint64_t, uint64_t>> unchecked_ GUARDED_BY(mu_);  // (epoch, split)
+  bool said_end_ GUARDED_BY(mu_) = false;                              // SayEnd()
   bool stopping_ GUARDED_BY(mu_) = false;
   bool workers_end_ GUARDED_BY(mu_) = false;  // EndWorkers() was called
   uint64_t workers_registered_ GUARDED_BY(mu_) = 0;

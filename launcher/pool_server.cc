@@ -1,5 +1,8 @@
 #include "launcher/pool_server.h"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "core/log.h"
 #include "dataplane/auth.h"
 #include "dataplane/protocol.h"
@@ -20,6 +23,21 @@ planner::RunReport ToRunReport(const PoolReportMsg& m) {
   r.demand_samples_per_s = m.demand_samples_per_s;
   for (const auto& [workers, rate] : m.rates) r.rates.emplace_back(static_cast<int>(workers), rate);
   return r;
+}
+
+// The host of a peer's "host:port" ("[v6]:port"): whose run slots it uses.
+std::string PeerHost(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  std::string host = colon == std::string::npos ? peer : peer.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+std::string GpuText(double gpus) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", gpus);
+  return buf;
 }
 
 }  // namespace
@@ -99,7 +117,7 @@ Status PoolServer::ServeRun(Socket& socket) {
                                      " where POOL_REPORT or POOL_STATUS was expected");
     }
     GM_ASSIGN_OR_RETURN(PoolReportMsg report, PoolReportMsg::Decode(frame.meta));
-    GM_ASSIGN_OR_RETURN(PoolGrantMsg grant, OnReport(&bound, report));
+    GM_ASSIGN_OR_RETURN(PoolGrantMsg grant, OnReport(&bound, PeerHost(socket.peer()), report));
     GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kPoolGrant, grant.Encode(),
                                  Deadline::After(kHandshakeTimeoutS)));
   }
@@ -117,22 +135,72 @@ bool SameToken(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMsg& given) {
-  const double now = Now();
-  PoolReportMsg report = given;
-  report.token.clear();  // kept apart, and never shown in POOL_STATE
-  MutexLock lock(mu_);
+Status PoolServer::Admit(const std::string& bound, const std::string& host,
+                         const PoolReportMsg& report) {
   if (auto owned = tokens_.find(report.run_id);
-      owned != tokens_.end() && *bound != report.run_id && !SameToken(owned->second, given.token)) {
+      owned != tokens_.end() && bound != report.run_id && !SameToken(owned->second, report.token)) {
     return Status::InvalidArgument(
         "pool: run \"" + report.run_id +
         "\" reports on another connection, which has its token: a run's reports come on the "
         "connection that first reported it, or carry the token the pool gave it there");
   }
-  if (bound->empty() && seen_.count(report.run_id) == 0 &&
-      seen_.size() >= std::min(o_.max_runs, kMaxPoolRuns)) {
+  if (!bound.empty() || seen_.count(report.run_id) != 0) return Status::Ok();
+  if (seen_.size() >= std::min(o_.max_runs, kMaxPoolRuns)) {
     return Status::ResourceExhausted("pool: " + std::to_string(seen_.size()) +
                                      " runs report already (the most it serves)");
+  }
+  const size_t from_host = static_cast<size_t>(std::count_if(
+      seen_.begin(), seen_.end(), [&](const auto& s) { return s.second.host == host; }));
+  if (from_host >= o_.max_runs_per_host) {
+    return Status::ResourceExhausted(
+        "pool: " + std::to_string(from_host) + " runs report from " + host +
+        " already (the most one host may: goldminer pool --max-runs-per-host)");
+  }
+  return Status::Ok();
+}
+
+Result<double> PoolServer::CountedGpus(const PoolReportMsg& report, double now) {
+  if (!o_.job_gpus) return report.gpus;
+  if (report.slurm_job.empty()) return std::min(report.gpus, 1.0);
+  auto known = job_gpus_.find(report.slurm_job);
+  if (known == job_gpus_.end() || now - known->second.at_s >= o_.job_every_s) {
+    Result<double> asked = o_.job_gpus(report.slurm_job);
+    if (!asked.ok() && asked.status().code() == Code::kNotFound) {
+      job_gpus_.erase(report.slurm_job);
+      return Status::InvalidArgument("pool: run \"" + report.run_id + "\" names Slurm job " +
+                                     report.slurm_job + ": " + asked.status().message());
+    }
+    if (!asked.ok()) {
+      if (!jobs_failing_) {
+        jobs_failing_ = true;
+        LogWarning("pool: cannot ask Slurm for the GPUs of job " + report.slurm_job + " (" +
+                   asked.status().message() + "); runs count as at most 1 GPU until it answers");
+      }
+      return std::min(report.gpus, known == job_gpus_.end() ? 1.0 : known->second.gpus);
+    }
+    jobs_failing_ = false;
+    if (job_gpus_.size() >= kMaxPoolRuns) job_gpus_.clear();  // a bound on what peers make us keep
+    known = job_gpus_.insert_or_assign(report.slurm_job, JobGpus{*asked, now}).first;
+  }
+  // A job without GPUs weighs as little as a report may (gpus > 0).
+  return std::min(report.gpus, std::max(known->second.gpus, 1e-3));
+}
+
+Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const std::string& host,
+                                          const PoolReportMsg& given) {
+  const double now = Now();
+  PoolReportMsg report = given;
+  report.token.clear();  // kept apart, and never shown in POOL_STATE
+  MutexLock lock(mu_);
+  GM_RETURN_IF_ERROR(Admit(*bound, host, given));
+  GM_ASSIGN_OR_RETURN(report.gpus, CountedGpus(given, now));
+  if (report.gpus < given.gpus) {
+    if (auto s = seen_.find(report.run_id); s == seen_.end() || !s->second.cut_said) {
+      LogWarning("pool: run " + report.run_id + " reports " + GpuText(given.gpus) +
+                 " GPUs; it is counted as " + GpuText(report.gpus) +
+                 (given.slurm_job.empty() ? ", as it names no Slurm job"
+                                          : ", what its Slurm job " + given.slurm_job + " holds"));
+    }
   }
   GM_RETURN_IF_ERROR(state_.Report(*bound, ToRunReport(report), now));
   if (!tokens_.contains(report.run_id)) {
@@ -140,10 +208,15 @@ Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const PoolReportMs
   }
   if (bound->empty()) {
     *bound = report.run_id;
-    LogInfo("pool: run " + report.run_id + " reports (" + std::to_string(report.gpus) + " GPUs, " +
+    LogInfo("pool: run " + report.run_id + " reports (" + GpuText(report.gpus) + " GPUs, " +
             std::to_string(report.extra_workers) + " pool worker(s) held)");
   }
-  seen_[report.run_id] = {static_cast<int>(report.extra_workers), report.gpus, now, report};
+  const auto before = seen_.find(report.run_id);
+  const std::string first_host = before == seen_.end() ? host : before->second.host;
+  const bool cut_said =
+      report.gpus < given.gpus || (before != seen_.end() && before->second.cut_said);
+  seen_[report.run_id] = {
+      static_cast<int>(report.extra_workers), report.gpus, now, report, first_host, cut_said};
   if (o_.idle_cpus && now - budget_at_s_ >= o_.budget_every_s) RefreshBudget(now);
   std::vector<std::string> forgotten;
   GM_ASSIGN_OR_RETURN(std::vector<planner::PoolGrant> grants, state_.Divide(now, &forgotten));

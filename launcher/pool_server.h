@@ -14,11 +14,15 @@
 // a gate on connections); a connection silent for 2 x report_timeout_s is closed;
 // a report's size is bounded (kMaxPoolCounts rates, a 64 KiB frame); a connection
 // reports for one run only; at most kMaxPoolRuns runs are known at once (a report
-// of one more is refused; PoolServerOptions::max_runs). A run's first report gets
+// of one more is refused; PoolServerOptions::max_runs), and at most
+// max_runs_per_host of them first reported from one host (the peer's address), so
+// that a key holder on one node cannot fill every slot. A run's first report gets
 // a token in its grant, which any later report of that run from another
 // connection must carry (PoolClient does, when it dials again): a peer that holds
 // the pool key cannot replace another run's report. Tokens are never shown
-// (POOL_STATE's reports leave them out). Thread-safe.
+// (POOL_STATE's reports leave them out). With job_gpus (--check-gpus slurm), a
+// report's GPUs are cut to what its Slurm job holds (slurm_job; a job that is not
+// running is refused), and to 1 when it names no job. Thread-safe.
 #pragma once
 
 #include <deque>
@@ -56,6 +60,13 @@ struct PoolServerOptions {
   std::function<Result<int>()> pending_cpus;
   double budget_every_s = 10;
   size_t max_runs = kMaxPoolRuns;  // runs known at once; a report of one more is refused
+  // Runs first reported from one host (the connection's peer address) known at once.
+  size_t max_runs_per_host = kMaxPoolRunsPerHost;
+  // When set, the GPUs Slurm says a running job holds (AskJobGpus): a report's
+  // GPUs are cut to its job's (NotFound: the job is not running, and the report
+  // is refused), to 1 when it names none; asked at most every job_every_s per job.
+  std::function<Result<double>(const std::string& job)> job_gpus;
+  double job_every_s = 10;
 };
 
 class PoolServer {
@@ -74,7 +85,13 @@ class PoolServer {
   explicit PoolServer(const PoolServerOptions& options);
   void Serve(const ConnectionServer::Connection& connection);
   Status ServeRun(Socket& socket);
-  Result<PoolGrantMsg> OnReport(std::string* bound_run, const PoolReportMsg& report);
+  Result<PoolGrantMsg> OnReport(std::string* bound_run, const std::string& host,
+                                const PoolReportMsg& report);
+  // Whether this connection may report for the run (its token, the run slots).
+  Status Admit(const std::string& bound_run, const std::string& host, const PoolReportMsg& report)
+      REQUIRES(mu_);
+  // The report's GPUs as the pool counts them (job_gpus), or why it is refused.
+  Result<double> CountedGpus(const PoolReportMsg& report, double now) REQUIRES(mu_);
   void RefreshBudget(double now) REQUIRES(mu_);
   double Now() const;
 
@@ -88,6 +105,8 @@ class PoolServer {
     double gpus = 1;
     double at_s = 0;  // its last report
     PoolReportMsg report;
+    std::string host;       // where its first report came from
+    bool cut_said = false;  // its GPUs were cut, and the pool said so
   };
   std::map<std::string, Seen> seen_ GUARDED_BY(mu_);
   std::map<std::string, std::string> tokens_ GUARDED_BY(mu_);  // run id -> its token
@@ -100,6 +119,12 @@ class PoolServer {
   std::deque<Change> history_ GUARDED_BY(mu_);   // the last kMaxPoolHistory grant changes
   double budget_at_s_ GUARDED_BY(mu_) = -1e300;  // when idle_cpus was last asked
   bool budget_failing_ GUARDED_BY(mu_) = false;
+  struct JobGpus {
+    double gpus = 0;
+    double at_s = 0;
+  };
+  std::map<std::string, JobGpus> job_gpus_ GUARDED_BY(mu_);  // job id -> its GPUs, when asked
+  bool jobs_failing_ GUARDED_BY(mu_) = false;
   std::unique_ptr<ConnectionServer> connections_;
 };
 

@@ -525,6 +525,7 @@ void RunLoop::ReportToPool(const RunRates& r) {
   PoolReportMsg report;
   report.run_id = o_.pool_run_id;
   report.gpus = o_.pool_gpus;
+  report.slurm_job = o_.pool_slurm_job;
   report.cpus_per_worker = o_.elastic_cpus;
   report.base_workers = o_.elastic_from;
   report.extra_workers = ElasticRunning();

@@ -103,6 +103,7 @@ struct RunLoopOptions {
   double pool_period_s = 10;
   std::string pool_run_id;
   double pool_gpus = 1;
+  std::string pool_slurm_job;  // the Slurm job the run is in (POOL_REPORT's slurm_job)
   double sample_interval_s = 2;
   // Called with the figures of every sample interval (launcher/training_run.h:
   // the status line); the loop itself prints nothing. Null: nothing is called.

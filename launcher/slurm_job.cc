@@ -649,6 +649,48 @@ Result<int> AskIdleCpus(const std::string& partition) {
   return idle;
 }
 
+Result<double> ParseJobGpus(std::string_view text, const std::string& job) {
+  double gpus = 0;
+  bool any = false;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find_first_of(",\n", start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view item = text.substr(start, end - start);
+    start = end + 1;
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\r')) item.remove_suffix(1);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    if (item.empty()) continue;
+    any = true;
+    constexpr std::string_view kGpu = "gres/gpu=";
+    if (item.substr(0, kGpu.size()) != kGpu) continue;
+    const std::string count(item.substr(kGpu.size()));
+    char* stop = nullptr;
+    const double n = std::strtod(count.c_str(), &stop);
+    if (count.empty() || stop != count.c_str() + count.size() || !(n >= 0)) {
+      return Status::InvalidArgument("squeue -j " + job + ": \"" + std::string(item) +
+                                     "\" is not a GPU count");
+    }
+    gpus += n;
+  }
+  if (!any) return Status::NotFound("Slurm job " + job + " is not running");
+  return gpus;
+}
+
+Result<double> AskJobGpus(const std::string& job) {
+  Result<CommandOutput> out =
+      CaptureOutput({"squeue", "-h", "-j", job, "-t", "R", "-O", "tres-alloc:1000"}, 10, 1 << 16);
+  if (!out.ok()) return out.status().WithContext("squeue -j " + job);
+  if (out->exit.exit_code() != 0) {
+    // squeue says "Invalid job id specified" for a job it no longer knows.
+    if (out->err.find("Invalid job id") != std::string::npos) {
+      return Status::NotFound("Slurm job " + job + " is not running");
+    }
+    return Status::Unavailable("squeue -j " + job + " " + out->exit.describe + ": " + out->err);
+  }
+  return ParseJobGpus(out->out, job);
+}
+
 namespace {
 
 // `text` cut at '\n' (lines without the end's '\r' and spaces; empty ones left out),

@@ -158,6 +158,15 @@ Result<int> ParseSinfoIdleCpus(std::string_view text);
 // The same asked of Slurm now; an error names the partition and what sinfo said.
 Result<int> AskIdleCpus(const std::string& partition);
 
+// The GPUs a running job holds, from `squeue -h -j JOB -t R -O tres-alloc:N` text
+// ("cpu=4,mem=3000M,node=1,billing=4,gres/gpu=1": the gres/gpu=N entries summed;
+// a typed entry gres/gpu:a100=N counts the same GPUs again and is left out).
+// NotFound when the text is empty (the job is not running); InvalidArgument naming
+// the text when a GPU count is not a number.
+Result<double> ParseJobGpus(std::string_view text, const std::string& job);
+// The same asked of Slurm now (for `goldminer pool --check-gpus slurm`).
+Result<double> AskJobGpus(const std::string& job);
+
 // The CPUs wanted by jobs that wait for CPUs on the nodes of `partition`: the
 // jobs pending with reason Resources, asking no GPU, in a partition that shares a
 // node with it, other than goldminer's own worker jobs, from

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -100,6 +101,12 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   o.elastic_cpus = c.elastic_cpus;
   o.pool_run_id = run_id;
   o.pool_gpus = c.spec.world_size;
+  // The pool may check the GPUs against the job's (goldminer pool --check-gpus).
+  if (const char* job = std::getenv("SLURM_JOB_ID");
+      job != nullptr && *job != '\0' && std::string_view(job).size() <= 32 &&
+      std::string_view(job).find_first_not_of("0123456789") == std::string_view::npos) {
+    o.pool_slurm_job = job;
+  }
   if (c.autoscale) o.pool_period_s = c.autoscale->period_s;
   o.sample_interval_s = c.sample_interval_s;
   o.on_rates = c.on_rates;
@@ -247,6 +254,7 @@ Result<RunResult> RunTraining(const RunConfig& c) {
   Result<RunLoopOutcome> outcome =
       RunWithLoop(c, *coordinator, run_id, dir.path(), steps_dir, recorder);
   coordinator->Stop();
+  coordinator->SayEnd();
   if (!outcome.ok()) {
     recorder.Event("run", "run failed: " + outcome.status().message());
     recorder.End("failed", 1);

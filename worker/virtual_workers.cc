@@ -10,6 +10,7 @@
 #include <cstring>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -78,6 +79,28 @@ bool WriteAll(int fd, const uint8_t* data, size_t n) {
     n -= static_cast<size_t>(w);
   }
   return true;
+}
+
+// Whether `path`'s file name is a Python interpreter's: python, python3, python3.11
+// (OFFLOAD_OPEN may name no other program: virtual_workers.h).
+bool IsPythonName(std::string_view path) {
+  const size_t slash = path.rfind('/');
+  std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  if (name.substr(0, 6) != "python") return false;
+  name.remove_prefix(6);
+  bool digit = false;
+  bool dot = false;
+  for (char c : name) {
+    if (c >= '0' && c <= '9') {
+      digit = true;
+    } else if (c == '.' && digit && !dot) {
+      dot = true;
+      digit = false;
+    } else {
+      return false;
+    }
+  }
+  return name.empty() || digit;
 }
 
 }  // namespace
@@ -348,6 +371,13 @@ Result<VirtualWorkers::Started> VirtualWorkers::StartOne(Socket& socket, int64_t
     return Refuse(socket, proof);
   }
   const std::string python = options_.python.empty() ? open->python : options_.python;
+  if (options_.python.empty() && !IsPythonName(python)) {
+    return Refuse(socket, Status::InvalidArgument(
+                              "worker " + options_.host_name + " does not start " + python +
+                              " for a virtual DataLoader worker: it starts a Python interpreter "
+                              "(a file named python, python3 or python3.N) or the one " +
+                              std::string(kPythonEnv) + " names for `goldminer worker`"));
+  }
   if (::access(python.c_str(), X_OK) != 0) {
     return Refuse(socket,
                   Status::InvalidArgument(

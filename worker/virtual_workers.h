@@ -19,7 +19,9 @@
 //
 // The interpreter is $GOLDMINER_PYTHON on the worker when set (nodes whose
 // Python lives elsewhere), else the one OFFLOAD_OPEN names (the trainer's own
-// sys.executable: clusters share their software paths). It runs as this
+// sys.executable: clusters share their software paths), which must be a file
+// named python, python3 or python3.N: any other program (/bin/sh) is refused
+// before anything starts. It runs as this
 // worker's user, with the worker's environment less the run's secret and with
 // goldminer's Python package first on PYTHONPATH. The blob it runs is code: only
 // a holder of the client key gets an offload ticket (goldminer-protocol(7)), and

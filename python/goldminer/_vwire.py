@@ -47,10 +47,11 @@ in the order the frames come. What each kind carries:
 Pickles are cloudpickle's (by value where the trainer registered it), so that a
 class defined in the training script comes back as the trainer's own class.
 
-Trust: a pickle runs code where it is loaded, so the two ends of a channel trust
-each other with their processes: the trainer's JOB is code the worker runs (the
-dataset), and a worker's RESULT could run code in the trainer. Channels exist
-only between a trainer and the virtual workers it started. The header's bounds
+Trust: a pickle runs code where it is loaded. The trainer's JOB is code the
+worker runs (the dataset): a worker trusts its trainer. A trainer loads its
+workers' frames as data (goldminer._safepickle: tensors, arrays, builtin types,
+the program's own classes, which a worker sends by name, trainer_class); other
+globals are Refused, unless $GOLDMINER_TRUST_WORKERS is set. The header's bounds
 catch a corrupted or foreign stream (they are not a defence against a peer,
 which the pickle could not be anyway); a corrupted length costs at most
 _DIRECT bytes more than what arrived.
@@ -82,6 +83,11 @@ class FrameError(ValueError):
     """A malformed frame, or a channel that ended inside one."""
 
 
+class Refused(FrameError):
+    """A worker's frame names a global that the trainer does not load: the
+    message is the global (goldminer._safepickle)."""
+
+
 class FrameCut(FrameError):
     """The channel ended inside a frame: its writer went away mid-write."""
 
@@ -91,8 +97,35 @@ def _rebuild_tensor(array):
     return torch.from_numpy(array)
 
 
+def trainer_class(module, qualname):
+    """The trainer's class `qualname` of `module`: how a worker names a class of the
+    program that it got by value (goldminer._safepickle checks it before this
+    runs; with the workers trusted this is what runs)."""
+    import importlib
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+# Set in a virtual worker's process: the program's classes go back by name.
+CLASSES_BY_NAME = False
+
+
+def _by_value(cls):
+    """Whether pickle cannot name `cls` here (cloudpickle would send it by value)."""
+    obj = sys.modules.get(getattr(cls, "__module__", None) or "")
+    try:
+        for part in cls.__qualname__.split("."):
+            obj = getattr(obj, part)
+    except AttributeError:
+        return True
+    return obj is not cls
+
+
 class _Pickler(cloudpickle.CloudPickler):
-    """cloudpickle, with CPU tensors as numpy arrays (out of band under protocol 5)."""
+    """cloudpickle, with CPU tensors as numpy arrays (out of band under protocol 5);
+    in a virtual worker (CLASSES_BY_NAME), a class of the program by its name."""
 
     def reducer_override(self, obj):
         torch = sys.modules.get("torch")
@@ -100,6 +133,9 @@ class _Pickler(cloudpickle.CloudPickler):
             reduced = _reduce_tensor(torch, obj)
             if reduced is not None:
                 return reduced
+        if CLASSES_BY_NAME and isinstance(obj, type) and "<locals>" not in obj.__qualname__ \
+                and _by_value(obj):
+            return trainer_class, (obj.__module__, obj.__qualname__)
         return super().reducer_override(obj)
 
 
@@ -275,17 +311,25 @@ def read_raw(stream, take_fd=None):
     return kind, data, buffers
 
 
-def loads(kind, data, buffers):
-    """The object of a frame read by read_raw; FrameError when it does not load."""
+def loads(kind, data, buffers, trainer=True):
+    """The object of a frame read by read_raw; FrameError when it does not load.
+    A trainer (reading a worker's frames) loads it as data (goldminer._safepickle):
+    Refused, a FrameError, when it names a global a trainer does not load. A
+    worker loads its trainer's frames with pickle (the JOB is the program's code)."""
+    from goldminer import _safepickle
     try:
+        if trainer:
+            return _safepickle.loads(data, buffers)
         return pickle.loads(data, buffers=buffers)
+    except _safepickle.Refused as e:
+        raise Refused(str(e)) from None
     except Exception as e:  # whatever a malformed pickle raises
         raise FrameError(f"{KINDS[kind]} frame: its pickle does not load: "
                          f"{type(e).__name__}: {e}") from e
 
 
 def read(stream):
-    """(kind, object) of the next frame, or None at a clean end of the channel
-    (before a frame's first byte). FrameError for anything malformed."""
+    """(kind, object) of the next frame from the trainer, or None at a clean end of
+    the channel (before a frame's first byte). FrameError for anything malformed."""
     frame = read_raw(stream)
-    return None if frame is None else (frame[0], loads(*frame))
+    return None if frame is None else (frame[0], loads(*frame, trainer=False))

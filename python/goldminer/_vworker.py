@@ -209,6 +209,9 @@ def main():
             return 0
         if frame[0] != _vwire.JOB:
             return _fail(out, f"{_vwire.KINDS[frame[0]]} frame where JOB was expected")
+        # The program's classes go back by name unless the trainer trusts its
+        # workers' pickles (goldminer._safepickle).
+        _vwire.CLASSES_BY_NAME = not frame[1].get("trust")
         args = _take_job(frame[1])
     except (ValueError, KeyError, TypeError) as e:
         return _fail(out, str(e))

@@ -253,10 +253,26 @@ class _Failed:
 
 
 class _Raw:
-    """A RESULT frame as read, loaded by whoever takes it from the queue."""
+    """A RESULT frame as read (the answer to task `key`), loaded by whoever takes
+    it from the queue."""
 
-    def __init__(self, data, buffers):
-        self.data, self.buffers = data, buffers
+    def __init__(self, key, data, buffers):
+        self.key, self.data, self.buffers = key, data, buffers
+
+    def load(self):
+        """The RESULT's object; a batch holding a global that the trainer does not
+        load (goldminer._safepickle) is the task's worker error, as stock has a
+        batch that fails in its worker."""
+        from goldminer import _safepickle, _vwire
+        try:
+            return _vwire.loads(_vwire.RESULT, self.data, self.buffers)
+        except _vwire.Refused as e:
+            if not isinstance(self.key, int):
+                raise
+            refused = _vwire.Refused(_safepickle.refusal(e))
+        from torch._utils import ExceptionWrapper
+        return self.key, ExceptionWrapper((_vwire.Refused, refused, None),
+                                          where="in a virtual DataLoader worker")
 
 
 class _ResultQueue:
@@ -274,10 +290,7 @@ class _ResultQueue:
 
     def get(self, timeout=None):
         item = self._q.get(timeout=timeout)
-        if isinstance(item, _Raw):
-            from goldminer import _vwire
-            item = _vwire.loads(_vwire.RESULT, item.data, item.buffers)
-        return item
+        return item.load() if isinstance(item, _Raw) else item
 
     def cancel_join_thread(self):
         pass
@@ -487,7 +500,7 @@ def read_channel(chan, take):
                 if meta is None:
                     why = "sent a RESULT without its STATE"
                     break
-                take(meta[0], meta[1], _Raw(frame[1], frame[2]))
+                take(meta[0], meta[1], _Raw(meta[0], frame[1], frame[2]))
                 meta = None
             elif kind == _vwire.FAILED:
                 return Failure(str(_vwire.loads(*frame)))
@@ -935,14 +948,15 @@ class _Context:
         return threading.Event()
 
     def Process(self, target, args):
-        from goldminer import _vworker
+        from goldminer import _safepickle, _vworker
         (kind, dataset, index_queue, result_queue, done_event, auto_collation, collate_fn,
          drop_last, base_seed, init_fn, worker_id, num_workers, persistent_workers,
          shared_seed) = args
         blob, digest, modules = self.shipped
         job = {"versions": _vworker.versions(), "digest": digest, "blob": blob,
                "worker_id": worker_id, "base_seed": base_seed, "shared_seed": shared_seed,
-               "sys_path": [p for p in sys.path if isinstance(p, str)]}
+               "sys_path": [p for p in sys.path if isinstance(p, str)],
+               "trust": _safepickle.trusted()}
         if self.elastic:
             from goldminer import _elastic
             if self.dispatcher is None:

@@ -35,6 +35,9 @@ PY
 ok "every sample of epoch 0 reached the trainer, none twice in the new process"
 expect_in "$T/restart.err" "where session 1 left it (a trainer restarted without its state)" \
   "the coordinator says the new session goes on where the old one left"
+# A restart is no fault: no honest worker is dropped, and the end is checked
+# (a SPLIT_DONE sent as the trainer acknowledged the last batch still counts).
+quiet_output "$T/restart.err" "a restarted trainer's run"
 
 # Two ranks, and only rank 1 dies and starts again: rank 0 reads on, rank 1's new
 # session goes on where its old one left, and neither rank waits forever for the
@@ -63,6 +66,7 @@ ok "every sample of both epochs reached one rank, none twice in a live process"
 grep -F "coordinator: rank 1 session" "$T/restart2.err" | grep -qF "(a trainer restarted without its state)" ||
   { cat "$T/restart2.err" >&2; fail "the coordinator does not say rank 1 goes on where it left"; }
 ok "the coordinator says rank 1's new session goes on where its old one left"
+quiet_output "$T/restart2.err" "a two-rank run with rank 1 restarted"
 
 # The dead session's real ticket, at a worker started after the new session began
 # (a replacement, which never served the old session): the data port knows the

@@ -172,6 +172,112 @@ except KeyError as e:
     print(json.dumps({"type": type(e).__name__, "message": str(e)}))
 """
 
+# Batches of the program's own types: a dataclass and a namedtuple of the
+# script, a class of a module beside it (batchmod.py, written by the test), a
+# user exception; tensors torch pickles itself (bfloat16, requires_grad), numpy
+# arrays and scalars, an OrderedDict. The trainer gets its own classes back.
+TYPES = COMMON + """
+import collections, dataclasses
+import numpy as np
+from torch.utils.data import DataLoader, Dataset
+import batchmod
+
+Pair = collections.namedtuple("Pair", "left right")
+
+@dataclasses.dataclass
+class Batch:
+    pixels: torch.Tensor
+    half: torch.Tensor
+    extra: object
+
+class Items(Dataset):
+    def __len__(self):
+        return 9
+    def __getitem__(self, i):
+        return i
+
+def collate(items):
+    x = torch.rand(len(items), 3)
+    extra = collections.OrderedDict(pair=Pair(np.arange(len(items)) * np.random.rand(),
+                                              np.float32(items[0])),
+                                    tag=batchmod.Tag(sum(items)))
+    return Batch(x, x.to(torch.bfloat16).requires_grad_(), extra)
+
+def flat(b):
+    assert type(b) is Batch and type(b.extra["pair"]) is Pair, type(b)
+    assert type(b.extra["tag"]) is batchmod.Tag
+    return [b.pixels, b.half.detach().view(torch.int16), b.half.requires_grad,
+            torch.from_numpy(b.extra["pair"].left), repr(b.extra["pair"].right),
+            b.extra["tag"].n]
+
+torch.manual_seed(4)
+loader = DataLoader(Items(), batch_size=2, num_workers=2, collate_fn=collate)
+print(json.dumps({"epochs": [[digest(flat(b)) for b in loader] for _ in range(2)]}))
+"""
+
+BATCHMOD = """
+class Tag:
+    def __init__(self, n):
+        self.n = n
+"""
+
+# A batch whose pickle calls a function or class of the standard library when
+# loaded (what a hostile data worker would send): the trainer must not call it.
+HOSTILE = COMMON + """
+import os, sys
+from torch.utils.data import DataLoader, Dataset
+
+class Evil:
+    def __init__(self, how):
+        self.how = how
+    def __reduce__(self):
+        mark = os.path.abspath("pwned-" + self.how)
+        if self.how == "system":
+            return os.system, ("touch " + mark,)
+        import subprocess
+        return subprocess.Popen, (["touch", mark],)
+
+class Items(Dataset):
+    def __init__(self, how):
+        self.how = how
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        return Evil(self.how)
+
+try:
+    for _ in DataLoader(Items(sys.argv[1]), batch_size=None, num_workers=2):
+        pass
+    print(json.dumps({"error": None}))
+except Exception as e:
+    print(json.dumps({"error": str(e), "type": type(e).__name__}))
+"""
+
+# A batch type defined inside a function: it has no name a worker can send it by.
+LOCAL_CLASS = COMMON + """
+from torch.utils.data import DataLoader, Dataset
+
+def make():
+    class Box:
+        def __init__(self, v):
+            self.v = v
+    return Box
+
+class Items(Dataset):
+    def __init__(self):
+        self.box = make()
+    def __len__(self):
+        return 4
+    def __getitem__(self, i):
+        return self.box(torch.tensor([i]))
+
+try:
+    got = [b.v.tolist() for b in DataLoader(Items(), batch_size=None, num_workers=2)]
+    print(json.dumps({"got": got}))
+except Exception as e:
+    print(json.dumps({"error": str(e)}))
+"""
+
 # Kills one of the program's virtual workers (none under stock) at batch 2.
 KILL = """
 import os, signal
@@ -542,6 +648,32 @@ class OffloadTest(unittest.TestCase):
         self.assertIn("Caught KeyError in DataLoader worker process 1", served["message"])
         self.assertIn("row 7 is corrupt", served["message"])
         self.assertIn("Traceback", served["message"])  # the remote one
+
+    def test_batches_of_the_programs_own_types_come_back_as_its_classes(self):
+        with open(os.path.join(self.tmp, "batchmod.py"), "w") as f:
+            f.write(BATCHMOD)
+        self.same_as_stock(TYPES)
+
+    def test_a_batch_that_would_run_a_program_when_loaded_is_refused_naming_it(self):
+        for how, name in (("system", "posix.system"), ("popen", "subprocess.Popen")):
+            mark = os.path.join(self.tmp, "pwned-" + how)
+            served, _ = self.program(HOSTILE, how, offload=True)
+            self.assertFalse(os.path.exists(mark), f"{name} ran in the trainer")
+            self.assertEqual(served["type"], "Refused", served)
+            self.assertIn(f"a virtual DataLoader worker sent {name}, which goldminer does not "
+                          f"load from a worker", served["error"])
+            self.assertIn("GOLDMINER_TRUST_WORKERS=1", served["error"])
+
+    def test_a_class_defined_in_a_function_is_refused_and_loads_when_workers_are_trusted(self):
+        served, _ = self.program(LOCAL_CLASS, offload=True)
+        self.assertIn("a virtual DataLoader worker sent __main__.Box (no class of that name at the "
+                      "top level of its module in the trainer", served.get("error", ""))
+        self.ENV = dict(self.ENV, GOLDMINER_TRUST_WORKERS="1")
+        try:
+            served, _ = self.program(LOCAL_CLASS, offload=True)
+        finally:
+            del self.ENV["GOLDMINER_TRUST_WORKERS"]
+        self.assertEqual(served, {"got": [[0], [1], [2], [3]]})
 
     def test_after_a_kill_9_of_a_worker_the_batches_are_still_bit_identical(self):
         stderr = self.same_as_stock(KILLED, 0)

@@ -53,7 +53,7 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
                 .find("$.skipped"),
             std::string::npos);
   // The pool's messages: round trips, and each field range-checked.
-  PoolReportMsg report{"job-12", 4, 2, 1, 3, 1500, {{1, 400}, {4, 1100.5}}, ""};
+  PoolReportMsg report{"job-12", 4, 2, 1, 3, 1500, {{1, 400}, {4, 1100.5}}, "", "4242"};
   auto rep = PoolReportMsg::Decode(report.Encode());
   ASSERT_TRUE(rep.ok()) << rep.status().message();
   EXPECT_EQ(rep->Encode(), report.Encode());
@@ -68,7 +68,12 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
            {"demand_samples_per_s", "fast", "$.demand_samples_per_s"},
            {"rates", {{1, -3}}, "$.rates[0][1]"},
            {"rates", {{1.5, 3}}, "$.rates[0][0]"},
-           {"rates", {{1}}, "$.rates[0]"}}) {
+           {"rates", {{1}}, "$.rates[0]"},
+           {"slurm_job", "", "$.slurm_job"},
+           {"slurm_job", "12; rm -rf /", "$.slurm_job"},
+           {"slurm_job", "_1", "$.slurm_job"},
+           {"slurm_job", std::string(33, '1'), "$.slurm_job"},
+           {"slurm_job", 12, "$.slurm_job"}}) {
     nlohmann::json bad = report.Encode();
     bad[field] = value;
     EXPECT_NE(Refusal(PoolReportMsg::Decode(bad)).find(path), std::string::npos) << field;

@@ -4,8 +4,12 @@
 // a malformed report, and a run that stops reporting.
 #include "launcher/pool_server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <map>
 
 #include "dataplane/auth.h"
@@ -159,7 +163,7 @@ TEST(PoolServerRunsTest, GivenAsManyRunsAsItServesThenOneMoreIsRefusedUntilOneIs
         RoleKey(o.secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
     EXPECT_TRUE(s.ok());
     if (!s.ok()) return Frame{};
-    PoolReportMsg r{id, 1, 1, 1, 0, 1000, {{1, 250}}, tokens[id]};
+    PoolReportMsg r{id, 1, 1, 1, 0, 1000, {{1, 250}}, tokens[id], ""};
     EXPECT_TRUE(SendFrame(*s, MsgType::kPoolReport, r.Encode(), deadline).ok());
     auto f = RecvFrame(*s, kControlLimits, deadline);
     if (f.ok() && f->type == MsgType::kPoolGrant) tokens[id] = PoolGrantMsg::Decode(f->meta)->token;
@@ -213,6 +217,114 @@ TEST_F(PoolServerTest, GivenAnotherConnectionReportingARunsId_ThenOnlyTheRunsTok
   PoolReportMsg back = Report("a", {{1, 250}});
   back.token = grant->token;
   EXPECT_EQ(Granted(*again, back), 3);
+}
+
+// A connection from `source` (a loopback address: the whole of 127/8 is this
+// host's) to the pool, after the handshake.
+Result<Socket> ConnectFrom(const std::string& source, int port, const std::string& secret) {
+  const Deadline deadline = Deadline::After(kWait);
+  return DialHandshake(
+      [&]() -> Result<Socket> {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return Status::FromErrno(errno, "socket");
+        Socket s(fd, "127.0.0.1:" + std::to_string(port));
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        ::inet_pton(AF_INET, source.c_str(), &a.sin_addr);
+        if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+          return Status::FromErrno(errno, "bind " + source);
+        a.sin_port = htons(static_cast<uint16_t>(port));
+        ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+          return Status::FromErrno(errno, "connect");
+        return s;
+      },
+      RoleKey(secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
+}
+
+// Attack (goldminer-pool(1) SECURITY): one key holder invents runs on sequential
+// connections to fill every run slot; a run from another host still gets in.
+TEST(PoolServerRunsTest, GivenOneHostFillingItsShareOfRuns_ThenAnotherHostsRunStillGetsIn) {
+  FakeClock clock(1000);
+  PoolServerOptions o;
+  o.secret = *NewSecret();
+  o.pool.cpus = 8;
+  o.clock = &clock;
+  o.max_runs = 6;
+  o.max_runs_per_host = 3;
+  auto server = PoolServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  auto report = [&](const std::string& source, const std::string& id) {
+    auto s = ConnectFrom(source, (*server)->port(), o.secret);
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    if (!s.ok()) return Frame{};
+    PoolReportMsg r{id, 1, 1, 1, 0, 1000, {{1, 250}}, "", ""};
+    EXPECT_TRUE(SendFrame(*s, MsgType::kPoolReport, r.Encode(), Deadline::After(kWait)).ok());
+    auto f = RecvFrame(*s, kControlLimits, Deadline::After(kWait));
+    return f.ok() ? std::move(*f) : Frame{};
+  };
+  int refused = 0;
+  for (int i = 0; i < 50; ++i) {  // the flood: fake run ids from one host
+    refused += report("127.0.0.9", "fake-" + std::to_string(i)).type == MsgType::kError ? 1 : 0;
+  }
+  EXPECT_EQ(refused, 47);
+  Frame more = report("127.0.0.9", "fake-x");
+  ASSERT_EQ(more.type, MsgType::kError);
+  EXPECT_NE(ErrorMsg::Decode(more.meta).message.find("3 runs report from 127.0.0.9 already"),
+            std::string::npos)
+      << more.meta.dump();
+  EXPECT_EQ(report("127.0.0.1", "honest").type, MsgType::kPoolGrant) << "another host's run";
+  EXPECT_EQ((*server)->State().runs.size(), 4u);
+}
+
+// Attack (goldminer-pool(1) SECURITY): a report claiming 65,536 GPUs; with
+// job_gpus (Slurm) it counts what its job holds, a job not running is refused,
+// and a report naming no job counts 1 GPU.
+TEST(PoolServerRunsTest, GivenGpusCheckedAgainstSlurm_ThenAReportCountsWhatItsJobHolds) {
+  FakeClock clock(1000);
+  PoolServerOptions o;
+  o.secret = *NewSecret();
+  o.pool.cpus = 8;
+  o.clock = &clock;
+  std::map<std::string, double> jobs = {{"101", 2}, {"102", 0}};
+  int asked = 0;
+  o.job_gpus = [&](const std::string& job) -> Result<double> {
+    ++asked;
+    auto it = jobs.find(job);
+    if (it == jobs.end()) return Status::NotFound("Slurm job " + job + " is not running");
+    return it->second;
+  };
+  auto server = PoolServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  std::map<std::string, std::string> tokens;  // each run's, as PoolClient keeps it
+  auto report = [&](const std::string& id, const std::string& job) {
+    auto s = ConnectFrom("127.0.0.1", (*server)->port(), o.secret);
+    EXPECT_TRUE(s.ok());
+    if (!s.ok()) return Frame{};
+    PoolReportMsg r{id, 65536, 1, 1, 0, 1000, {{1, 250}}, tokens[id], job};
+    EXPECT_TRUE(SendFrame(*s, MsgType::kPoolReport, r.Encode(), Deadline::After(kWait)).ok());
+    auto f = RecvFrame(*s, kControlLimits, Deadline::After(kWait));
+    if (f.ok() && f->type == MsgType::kPoolGrant) tokens[id] = PoolGrantMsg::Decode(f->meta)->token;
+    return f.ok() ? std::move(*f) : Frame{};
+  };
+  EXPECT_EQ(report("liar", "101").type, MsgType::kPoolGrant);
+  EXPECT_EQ(report("cpu-only", "102").type, MsgType::kPoolGrant);
+  EXPECT_EQ(report("outside", "").type, MsgType::kPoolGrant);
+  Frame gone = report("ended", "103");
+  ASSERT_EQ(gone.type, MsgType::kError);
+  EXPECT_NE(ErrorMsg::Decode(gone.meta).message.find("names Slurm job 103: Slurm job 103 is not "
+                                                     "running"),
+            std::string::npos)
+      << gone.meta.dump();
+  std::map<std::string, double> gpus;
+  for (const auto& r : (*server)->State().runs) gpus[r.run_id] = r.gpus;
+  EXPECT_EQ(gpus, (std::map<std::string, double>{{"cpu-only", 1e-3}, {"liar", 2}, {"outside", 1}}));
+  const int before = asked;
+  EXPECT_EQ(report("liar", "101").type, MsgType::kPoolGrant);
+  EXPECT_EQ(asked, before) << "a job's GPUs are asked at most every job_every_s";
+  clock.Advance(o.job_every_s);
+  EXPECT_EQ(report("liar", "101").type, MsgType::kPoolGrant);
+  EXPECT_EQ(asked, before + 1);
 }
 
 TEST_F(PoolServerTest, GivenAReportForAnotherRunThenItIsRefusedAndNothingOfItKept) {
@@ -284,7 +396,7 @@ TEST(PoolServerBudgetTest, GivenIdleCpusThenTheBudgetIsThemPlusWhatPoolWorkersHo
       [&] { return Socket::ConnectTcp("127.0.0.1", (*server)->port(), deadline.remaining_s()); },
       RoleKey(o.secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
   ASSERT_TRUE(run.ok());
-  PoolReportMsg r{"a", 1, 2, 1, 1, 1000, {{1, 250}}, ""};
+  PoolReportMsg r{"a", 1, 2, 1, 1, 1000, {{1, 250}}, "", ""};
   auto grant = [&]() {
     EXPECT_TRUE(SendFrame(*run, MsgType::kPoolReport, r.Encode(), deadline).ok());
     auto f = RecvFrame(*run, kControlLimits, deadline);
@@ -325,7 +437,7 @@ TEST(PoolServerBudgetTest, GivenJobsWaitingForCpusThenThePoolGivesBackWhatTheyWa
       [&] { return Socket::ConnectTcp("127.0.0.1", (*server)->port(), deadline.remaining_s()); },
       RoleKey(o.secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
   ASSERT_TRUE(run.ok());
-  PoolReportMsg r{"a", 1, 2, 1, 3, 1000, {{1, 250}}, ""};  // holds 3 pool workers: 6 CPUs
+  PoolReportMsg r{"a", 1, 2, 1, 3, 1000, {{1, 250}}, "", ""};  // holds 3 pool workers: 6 CPUs
   PoolGrantMsg last;
   auto grant = [&]() {
     EXPECT_TRUE(SendFrame(*run, MsgType::kPoolReport, r.Encode(), deadline).ok());

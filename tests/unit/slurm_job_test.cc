@@ -328,6 +328,21 @@ TEST(SlurmJobTest, GivenMemorySizesThenTheyAreReadAsSrunReadsThem) {
   }
 }
 
+TEST(SlurmJobTest, GivenSqueueTresAllocThenTheJobsGpusAreSummedAndAnEmptyAnswerIsNotRunning) {
+  EXPECT_EQ(*ParseJobGpus("cpu=4,mem=3000M,node=1,billing=4,gres/gpu=1\n", "7"), 1);
+  EXPECT_EQ(*ParseJobGpus("cpu=8,mem=8G,node=2,gres/gpu=4,gres/gpu:a100=4  \n", "7"), 4)
+      << "a typed entry counts the same GPUs again";
+  EXPECT_EQ(*ParseJobGpus("cpu=2,mem=2000M,node=1,billing=2\n", "7"), 0) << "a CPU job";
+  Result<double> none = ParseJobGpus("\n", "7");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Code::kNotFound);
+  EXPECT_NE(none.status().message().find("Slurm job 7 is not running"), std::string::npos);
+  Result<double> bad = ParseJobGpus("cpu=2,gres/gpu=two", "7");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("\"gres/gpu=two\" is not a GPU count"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(SlurmJobTest, GivenSinfoCpuTextThenTheIdleCpusAreSummed) {
   EXPECT_EQ(*ParseSinfoIdleCpus("2/6/0/8\n"), 6);
   EXPECT_EQ(*ParseSinfoIdleCpus(" 2/6/0/8\n10/22/0/32\n\n"), 28) << "one line a state group";

@@ -144,6 +144,25 @@ TEST_F(VirtualWorkersTest, GivenAPythonThatCannotRun_ThenTheErrorNamesItAndTheFi
   EXPECT_EQ(workers_->served(), 0u);
 }
 
+// Attack (goldminer-protocol(7)): a client-key holder's OFFLOAD_OPEN naming a
+// program that is no Python interpreter; the worker starts nothing.
+TEST_F(VirtualWorkersTest, GivenAnInterpreterThatIsNoPython_ThenNothingStartsAndTheErrorSaysWhy) {
+  Start(4);
+  for (const std::string program : {"/bin/sh", "/usr/bin/env", "/tmp/python3-evil",
+                                    "/usr/bin/pythonx", "/usr/bin/python3..1"}) {
+    auto s = DialOffload();
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE(Open(*s, program).ok());
+    const std::string why = ErrorOf(*s);
+    EXPECT_NE(why.find("does not start " + program + " for a virtual DataLoader worker"),
+              std::string::npos)
+        << why;
+    EXPECT_NE(why.find("GOLDMINER_PYTHON"), std::string::npos) << why;
+  }
+  EXPECT_EQ(workers_->served(), 0u);
+  EXPECT_EQ(workers_->open(), 0u);
+}
+
 TEST_F(VirtualWorkersTest, GivenBadOpenFields_ThenEachIsRefusedNamingTheField) {
   Start(4);
   for (const auto& [python, modules, field] :
