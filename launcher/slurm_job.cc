@@ -649,44 +649,84 @@ Result<int> AskIdleCpus(const std::string& partition) {
   return idle;
 }
 
-Result<double> ParseJobGpus(std::string_view text, const std::string& job) {
+namespace {
+
+// The GPUs in a GRES list ("gpu:1", "gpu:a100:2(IDX:0-1),shard:4"): the counts of
+// its "gpu" entries. InvalidArgument naming the entry whose count is no number.
+Result<double> GresGpus(std::string_view list, const std::string& job) {
+  // "(IDX:0-1)" and "(S:0,1)" hold commas too: they go first.
+  std::string plain;
+  int depth = 0;
+  for (char c : list) {
+    if (c == '(') ++depth;
+    if (depth == 0) plain += c;
+    if (c == ')' && depth > 0) --depth;
+  }
   double gpus = 0;
-  bool any = false;
   size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find_first_of(",\n", start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view item = text.substr(start, end - start);
+  while (start < plain.size()) {
+    size_t end = plain.find(',', start);
+    if (end == std::string::npos) end = plain.size();
+    const std::string item = plain.substr(start, end - start);
     start = end + 1;
-    while (!item.empty() && (item.back() == ' ' || item.back() == '\r')) item.remove_suffix(1);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    if (item.empty()) continue;
-    any = true;
-    constexpr std::string_view kGpu = "gres/gpu=";
-    if (item.substr(0, kGpu.size()) != kGpu) continue;
-    const std::string count(item.substr(kGpu.size()));
+    if (item.rfind("gpu:", 0) != 0) continue;
+    const std::string count = item.substr(item.rfind(':') + 1);
     char* stop = nullptr;
     const double n = std::strtod(count.c_str(), &stop);
     if (count.empty() || stop != count.c_str() + count.size() || !(n >= 0)) {
-      return Status::InvalidArgument("squeue -j " + job + ": \"" + std::string(item) +
-                                     "\" is not a GPU count");
+      return Status::InvalidArgument("scontrol show job " + job + ": GRES \"" + item +
+                                     "\" has no GPU count");
     }
     gpus += n;
   }
-  if (!any) return Status::NotFound("Slurm job " + job + " is not running");
   return gpus;
+}
+
+}  // namespace
+
+Result<double> ParseJobGpus(const std::string& scontrol_job, const std::string& job) {
+  std::string state, job_gres, tres;
+  std::vector<std::string> node_gres;
+  for (const auto& [key, value] : ScontrolFields(scontrol_job)) {
+    if (key == "JobState") state = value;
+    if (key == "JOB_GRES") job_gres = value;
+    if (key == "GRES") node_gres.push_back(value);
+    if (key == "TRES" || key == "AllocTRES") tres = value;
+  }
+  if (state.empty()) return Status::NotFound("Slurm job " + job + " is not known to Slurm");
+  if (state != "RUNNING") {
+    return Status::NotFound("Slurm job " + job + " is not running (JobState=" + state + ")");
+  }
+  if (!job_gres.empty() && job_gres != "(null)") return GresGpus(job_gres, job);
+  if (!node_gres.empty()) {
+    double gpus = 0;
+    for (const std::string& g : node_gres) {
+      GM_ASSIGN_OR_RETURN(double n, GresGpus(g, job));
+      gpus += n;
+    }
+    return gpus;
+  }
+  // Without the detail lines: TRES's gres/gpu=N (where accounting tracks GPUs).
+  for (size_t at = tres.find("gres/gpu="); at != std::string::npos;
+       at = tres.find("gres/gpu=", at + 1)) {
+    if (at > 0 && tres[at - 1] != ',') continue;
+    const std::string count = tres.substr(at + 9, tres.find(',', at) - at - 9);
+    return GresGpus("gpu:" + count, job);
+  }
+  return 0.0;
 }
 
 Result<double> AskJobGpus(const std::string& job) {
   Result<CommandOutput> out =
-      CaptureOutput({"squeue", "-h", "-j", job, "-t", "R", "-O", "tres-alloc:1000"}, 10, 1 << 16);
-  if (!out.ok()) return out.status().WithContext("squeue -j " + job);
+      CaptureOutput({"scontrol", "-d", "show", "job", "--oneliner", job}, 10, 1 << 20);
+  if (!out.ok()) return out.status().WithContext("scontrol show job " + job);
   if (out->exit.exit_code() != 0) {
-    // squeue says "Invalid job id specified" for a job it no longer knows.
+    // scontrol says "Invalid job id specified" for a job it does not know (any more).
     if (out->err.find("Invalid job id") != std::string::npos) {
-      return Status::NotFound("Slurm job " + job + " is not running");
+      return Status::NotFound("Slurm job " + job + " is not known to Slurm");
     }
-    return Status::Unavailable("squeue -j " + job + " " + out->exit.describe + ": " + out->err);
+    return Status::Unavailable("scontrol show job " + job + " " + out->exit.describe + ": " +
+                               out->err);
   }
   return ParseJobGpus(out->out, job);
 }

@@ -158,13 +158,14 @@ Result<int> ParseSinfoIdleCpus(std::string_view text);
 // The same asked of Slurm now; an error names the partition and what sinfo said.
 Result<int> AskIdleCpus(const std::string& partition);
 
-// The GPUs a running job holds, from `squeue -h -j JOB -t R -O tres-alloc:N` text
-// ("cpu=4,mem=3000M,node=1,billing=4,gres/gpu=1": the gres/gpu=N entries summed;
-// a typed entry gres/gpu:a100=N counts the same GPUs again and is left out).
-// NotFound when the text is empty (the job is not running); InvalidArgument naming
-// the text when a GPU count is not a number.
-Result<double> ParseJobGpus(std::string_view text, const std::string& job);
-// The same asked of Slurm now (for `goldminer pool --check-gpus slurm`).
+// The GPUs a running job holds, from `scontrol -d show job --oneliner JOB` text:
+// JOB_GRES (the job's allocated GRES, "gpu:2" or "gpu:a100:2,..."), else the sum
+// of its nodes' GRES= detail fields, else TRES's gres/gpu=N (where accounting
+// tracks GPUs), else 0. NotFound when its JobState is not RUNNING; InvalidArgument
+// naming the GRES entry whose count is not a number.
+Result<double> ParseJobGpus(const std::string& scontrol_job, const std::string& job);
+// The same asked of Slurm now (for `goldminer pool --check-gpus slurm`); NotFound
+// for a job Slurm does not know.
 Result<double> AskJobGpus(const std::string& job);
 
 // The CPUs wanted by jobs that wait for CPUs on the nodes of `partition`: the

@@ -16,7 +16,7 @@ cd "$T"
 slurm_cluster_start "$T/cluster" >/dev/null || fail "the Slurm cluster did not start"
 ok "a Slurm cluster with a scavenger partition is up"
 
-"$GM" pool --listen 127.0.0.1:0 --cpus 3 --min-gain 0 --min-lifetime 0 \
+"$GM" pool --listen 127.0.0.1:0 --cpus 3 --min-gain 0 --min-lifetime 0 --check-gpus slurm \
   --key-file "$T/pool.key" >"$T/pool.out" 2>"$T/pool.err" &
 pool_pid=$!
 trap 'kill -9 $pool_pid 2>/dev/null; slurm_cluster_stop; rm -rf "$T"' EXIT
@@ -148,6 +148,41 @@ print(f"{steep} (first worker adds {first[steep]:.3f}) got {got[steep]} CPU(s) o
       f" wants; {other} (adds {first[other]:.3f}) got {got[other]}")
 PY
 ok "the run whose rate grows more per worker got more, or all it wants: $(cat "$T/steep.out")"
+# Attack (goldminer-pool(1) SECURITY), a peer holding the pool key written from the
+# man pages: a report claiming 65,536 GPUs inside run a's real job (one GPU, as
+# squeue says) is counted as 1 GPU; one naming a job that is not running is refused.
+$PY - "$pool" "$T/pool.key" "$job_a" >"$T/liar.out" 2>&1 <<PY || { cat "$T/liar.out" "$T/pool.err" >&2; fail "the GPU claim"; }
+import json, socket, subprocess, sys
+sys.path.insert(0, "$SRC/tests")
+import gmp_wire as w
+POOL_REPORT, POOL_GRANT = 43, 44
+host, port = sys.argv[1].rsplit(":", 1)
+secret = open(sys.argv[2]).read().strip()
+def report(run_id, job):
+    s = socket.create_connection((host, int(port)), timeout=30)
+    w.client_handshake(s, w.role_key(secret, "run"), "run")
+    w.send_frame(s, POOL_REPORT, {"run_id": run_id, "gpus": 65536, "cpus_per_worker": 1,
+                                  "base_workers": 1, "extra_workers": 0,
+                                  "demand_samples_per_s": 1e12, "rates": [[1, 1e6]],
+                                  "slurm_job": job})
+    kind, meta, _ = w.recv_frame(s)
+    s.close()
+    return kind, meta
+kind, meta = report("liar", sys.argv[3])
+assert kind == POOL_GRANT, meta
+kind, meta = report("ghost", "999999")
+assert kind == w.ERROR and "names Slurm job 999999" in meta["message"], meta
+state = json.loads(subprocess.run(["$GM", "-q", "pool", "--status", sys.argv[1], "--key-file",
+                                   sys.argv[2], "--json"], capture_output=True, text=True,
+                                  check=True).stdout)
+gpus = {r["run_id"]: r["gpus"] for r in state["runs"]}
+assert gpus.get("liar") == 1 and "ghost" not in gpus, gpus
+print(f"the GPUs the pool counts: {gpus}; the ghost job: {meta['message']}")
+PY
+ok "a report claiming 65,536 GPUs counts its job's 1, a job not running is refused: $(tail -n 1 "$T/liar.out")"
+expect_in "$T/pool.err" "pool: run liar reports 65536 GPUs; it is counted as 1, what its Slurm job $job_a holds" \
+  "the pool says it cut the claim"
+
 worker_jobs() { squeue -h -o "%i %T %N %j" 2>/dev/null | awk 'index($4, "goldminer-worker.") == 1 {print $1, $2, $3}'; }
 
 touch "$T/stop"

@@ -328,18 +328,30 @@ TEST(SlurmJobTest, GivenMemorySizesThenTheyAreReadAsSrunReadsThem) {
   }
 }
 
-TEST(SlurmJobTest, GivenSqueueTresAllocThenTheJobsGpusAreSummedAndAnEmptyAnswerIsNotRunning) {
-  EXPECT_EQ(*ParseJobGpus("cpu=4,mem=3000M,node=1,billing=4,gres/gpu=1\n", "7"), 1);
-  EXPECT_EQ(*ParseJobGpus("cpu=8,mem=8G,node=2,gres/gpu=4,gres/gpu:a100=4  \n", "7"), 4)
-      << "a typed entry counts the same GPUs again";
-  EXPECT_EQ(*ParseJobGpus("cpu=2,mem=2000M,node=1,billing=2\n", "7"), 0) << "a CPU job";
-  Result<double> none = ParseJobGpus("\n", "7");
-  ASSERT_FALSE(none.ok());
-  EXPECT_EQ(none.status().code(), Code::kNotFound);
-  EXPECT_NE(none.status().message().find("Slurm job 7 is not running"), std::string::npos);
-  Result<double> bad = ParseJobGpus("cpu=2,gres/gpu=two", "7");
+TEST(SlurmJobTest, GivenScontrolDetailThenTheJobsGpusAreCountedAndAJobNotRunningIsNotFound) {
+  // As slurmctld 22.05 prints a GPU job (scontrol -d show job --oneliner).
+  const std::string running =
+      "JobId=1 JobName=wrap JobState=RUNNING Reason=None NumNodes=1 "
+      "TRES=cpu=2,mem=2000M,node=1,billing=2 JOB_GRES=gpu:1   Nodes=gpu1 CPU_IDs=6-7 "
+      "Mem=2000 GRES=gpu:1(IDX:0) MinCPUsNode=2 TresPerNode=gres:gpu:1 \n";
+  EXPECT_EQ(*ParseJobGpus(running, "1"), 1);
+  EXPECT_EQ(*ParseJobGpus("JobState=RUNNING JOB_GRES=gpu:a100:2(IDX:0-1),shard:4,gpu:v100:1 ", "1"),
+            3);
+  EXPECT_EQ(*ParseJobGpus("JobState=RUNNING JOB_GRES=(null) Nodes=a GRES=gpu:2(IDX:0,1) Nodes=b "
+                          "GRES=gpu:2(IDX:0-1)",
+                          "1"),
+            4)
+      << "the nodes' GRES when JOB_GRES says nothing";
+  EXPECT_EQ(*ParseJobGpus("JobState=RUNNING TRES=cpu=8,mem=8G,node=2,gres/gpu=4", "1"), 4);
+  EXPECT_EQ(*ParseJobGpus("JobState=RUNNING TRES=cpu=2,mem=2000M,node=1", "1"), 0) << "a CPU job";
+  Result<double> pending = ParseJobGpus("JobId=7 JobState=PENDING JOB_GRES=gpu:1", "7");
+  ASSERT_FALSE(pending.ok());
+  EXPECT_EQ(pending.status().code(), Code::kNotFound);
+  EXPECT_NE(pending.status().message().find("Slurm job 7 is not running (JobState=PENDING)"),
+            std::string::npos);
+  Result<double> bad = ParseJobGpus("JobState=RUNNING JOB_GRES=gpu:two", "7");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("\"gres/gpu=two\" is not a GPU count"), std::string::npos)
+  EXPECT_NE(bad.status().message().find("GRES \"gpu:two\" has no GPU count"), std::string::npos)
       << bad.status().message();
 }
 
