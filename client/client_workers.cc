@@ -320,7 +320,10 @@ void Client::Impl::CheckHolders(const WorkersMsg& workers, uint64_t view) {
     holders[split] = source(workers.workers[index]);
   std::set<uint64_t> listed;
   for (const std::string& address : workers.workers) listed.insert(source(address));
-  for (uint64_t liar : reorder.SetHolders(workers.epoch, holders, listed, view)) {
+  std::set<std::pair<uint64_t, uint64_t>> revoked;
+  for (const auto& [split, index] : workers.revoked)
+    revoked.emplace(split, source(workers.workers[index]));
+  for (uint64_t liar : reorder.SetHolders(workers.epoch, holders, listed, view, revoked)) {
     for (auto& [id, conn] : conns) {
       if (conn->source != liar || conn->dead) continue;
       LogWarning("client: dropping worker " + conn->address +

@@ -666,7 +666,13 @@ nlohmann::json WorkersMsg::Encode() const {
   nlohmann::json pairs = nlohmann::json::array();
   for (const auto& [split, index] : holders) pairs.push_back({split, index});
   if (!holders_known) return {{"workers", workers}};
-  return {{"workers", workers}, {"epoch", epoch}, {"holders", std::move(pairs)}};
+  nlohmann::json out = {{"workers", workers}, {"epoch", epoch}, {"holders", std::move(pairs)}};
+  if (!revoked.empty()) {
+    nlohmann::json gone = nlohmann::json::array();
+    for (const auto& [split, index] : revoked) gone.push_back({split, index});
+    out["revoked"] = std::move(gone);
+  }
+  return out;
 }
 
 Result<WorkersMsg> WorkersMsg::Decode(const nlohmann::json& meta) {
@@ -680,6 +686,10 @@ Result<WorkersMsg> WorkersMsg::Decode(const nlohmann::json& meta) {
     GM_ASSIGN_OR_RETURN(JsonNode list, m.Get("holders"));
     GM_ASSIGN_OR_RETURN(r.holders,
                         SplitPairs(list, kMaxSplitId, r.workers.size(), "[split, worker index]"));
+    if (!m.has("revoked")) return r;
+    GM_ASSIGN_OR_RETURN(JsonNode gone, m.Get("revoked"));
+    GM_ASSIGN_OR_RETURN(r.revoked,
+                        SplitPairs(gone, kMaxRevoked, r.workers.size(), "[split, worker index]"));
     return r;
   }());
 }

@@ -367,6 +367,11 @@ struct WorkersMsg {
   uint64_t epoch = 0;
   std::vector<std::pair<uint64_t, uint64_t>> holders;  // (split, index into workers)
   bool holders_known = false;  // epoch and holders were sent (they are optional)
+  // (split, index into workers): splits the coordinator took back from that worker
+  // when this rank's trainer restarted; the worker's batches of them that still
+  // come are dropped, and are no fault. Optional; at most kMaxRevoked.
+  std::vector<std::pair<uint64_t, uint64_t>> revoked;
+  static constexpr size_t kMaxRevoked = 65536;
   nlohmann::json Encode() const;
   static Result<WorkersMsg> Decode(const nlohmann::json& meta);
 };

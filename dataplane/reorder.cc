@@ -265,9 +265,9 @@ void ReorderBuffer::Verify(Entry& entry) {
   Unhold(entry.source, entry.bytes);
 }
 
-std::set<uint64_t> ReorderBuffer::SetHolders(uint64_t epoch,
-                                             const std::map<uint64_t, uint64_t>& holders,
-                                             const std::set<uint64_t>& listed, uint64_t view) {
+std::set<uint64_t> ReorderBuffer::SetHolders(
+    uint64_t epoch, const std::map<uint64_t, uint64_t>& holders, const std::set<uint64_t>& listed,
+    uint64_t view, const std::set<std::pair<uint64_t, uint64_t>>& revoked) {
   holders_ = holders;
   holders_epoch_ = epoch;
   std::set<uint64_t> liars;
@@ -284,7 +284,8 @@ std::set<uint64_t> ReorderBuffer::SetHolders(uint64_t epoch,
       ++it;
       continue;
     }
-    if (listed.contains(entry.source)) liars.insert(entry.source);
+    if (listed.contains(entry.source) && !revoked.contains({std::get<1>(it->first), entry.source}))
+      liars.insert(entry.source);
     auto copy = std::find_if(entry.copies.begin(), entry.copies.end(),
                              [&](const Copy& c) { return c.source == holder->second; });
     std::optional<Copy> real;

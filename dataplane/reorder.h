@@ -98,8 +98,13 @@ class ReorderBuffer {
   // from the holder, kept aside, takes its place) and, when its source is in
   // `listed` (the coordinator's live workers), that source is returned: it sent
   // batches of a split it never held.
+  // A (split, source) pair in `revoked` (the coordinator took the split back from
+  // that source when this rank's trainer restarted) is dropped as another
+  // holder's would be, but the source is not returned: its batches were on their
+  // way when it lost the split.
   std::set<uint64_t> SetHolders(uint64_t epoch, const std::map<uint64_t, uint64_t>& holders,
-                                const std::set<uint64_t>& listed, uint64_t view);
+                                const std::set<uint64_t>& listed, uint64_t view,
+                                const std::set<std::pair<uint64_t, uint64_t>>& revoked = {});
   // Numbers the next view of the holders: call before asking the coordinator.
   uint64_t AskView() { return ++views_asked_; }
 

@@ -331,6 +331,11 @@ nlohmann::json CoordinatorServer::AnswerGetWorkers(int rank) const {
     if (auto it = index.find(holder); it != index.end())
       workers.holders.emplace_back(split, it->second);
   }
+  for (const auto& [split, worker] : state_.Revoked(rank)) {
+    if (auto it = index.find(worker);
+        it != index.end() && workers.revoked.size() < WorkersMsg::kMaxRevoked)
+      workers.revoked.emplace_back(split, it->second);
+  }
   return workers.Encode();
 }
 

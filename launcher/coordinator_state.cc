@@ -380,6 +380,7 @@ void CoordinatorState::SetAckedPrefix(size_t position, uint64_t count) {
     pending_.insert(position);
     ++incomplete_;
   } else if (split.phase == Phase::kAssigned && count != split.deliver) {
+    if (split.revoked_from.size() < kMaxRevokedPerSplit) split.revoked_from.push_back(split.holder);
     TakeBack(position);
   }
   CompleteIfDone(position);
@@ -510,6 +511,16 @@ std::vector<std::pair<uint64_t, WorkerId>> CoordinatorState::Holders(int rank) c
   for (size_t p = 0; p < splits_.size(); ++p) {
     if (splits_[p].phase != Phase::kAssigned || layout_->slots[p].rank != rank) continue;
     out.emplace_back(layout_->slots[p].split, splits_[p].holder);
+  }
+  return out;
+}
+
+std::vector<std::pair<uint64_t, WorkerId>> CoordinatorState::Revoked(int rank) const {
+  std::vector<std::pair<uint64_t, WorkerId>> out;
+  if (!layout_) return out;
+  for (size_t p = 0; p < splits_.size(); ++p) {
+    if (layout_->slots[p].rank != rank) continue;
+    for (WorkerId w : splits_[p].revoked_from) out.emplace_back(layout_->slots[p].split, w);
   }
   return out;
 }

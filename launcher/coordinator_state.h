@@ -206,6 +206,12 @@ class CoordinatorState {
   // The splits of `rank`'s share of the current epoch that a worker holds (made
   // or being made and not fully acknowledged), with the holder, in plan order.
   std::vector<std::pair<uint64_t, WorkerId>> Holders(int rank) const;
+  // The splits of `rank`'s current epoch taken back from a worker when the rank's
+  // trainer restarted (ResumeAt), with each such worker: its batches of the split
+  // that were on their way when it lost the split are no fault (the client drops
+  // them, WORKERS' revoked). At most kMaxRevokedPerSplit workers a split.
+  std::vector<std::pair<uint64_t, WorkerId>> Revoked(int rank) const;
+  static constexpr size_t kMaxRevokedPerSplit = 4;
   // The split's batch count if planned, or learned from its maker once the split
   // is complete (acknowledged to its end), else kUnknownCount: before that the
   // maker's word may yet be taken back (TakeBack, when it is dropped), and a
@@ -241,6 +247,9 @@ class CoordinatorState {
     bool uncounted = false;        // a batch acknowledged without its sample count
     WorkerId last_holder = 0;      // who held it last (kept after Release)
     bool count_from_lost = false;  // deliver was told by a holder since taken back
+    // Holders it was taken back from when its rank's trainer restarted (ResumeAt):
+    // honest workers whose batches of it may still reach the new session.
+    std::vector<WorkerId> revoked_from;
   };
   struct WorkerRecord {
     double last_heard_s = 0;

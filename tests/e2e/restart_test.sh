@@ -39,6 +39,24 @@ expect_in "$T/restart.err" "where session 1 left it (a trainer restarted without
 # (a SPLIT_DONE sent as the trainer acknowledged the last batch still counts).
 quiet_output "$T/restart.err" "a restarted trainer's run"
 
+# Slow splits (0.2 s a batch) over 3 workers: when the new session takes the rank
+# over, splits were handed out for the old one and not yet begun; the coordinator
+# takes them back and gives them out again, and what their first holders still
+# send of them is dropped as no fault (WORKERS' revoked): no honest worker is
+# dropped, and every sample arrives once.
+sleepy_pipeline "$T/slow3.json" 600 0.01
+run_trainer restart-slow "with a restarted trainer and slow splits" -- --backend local \
+  --pipeline "$T/slow3.json" --workers 3 --epochs 1 --samples-per-split 20 --no-db -- \
+  $PY "$SRC/tests/e2e/restart_trainer.py" "$T/rs.json" 1 2
+$PY - "$T/rs.json" <<'PY' || { cat "$T/restart-slow.err" >&2; fail "the slow restart's samples"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+first = r["epochs"][0]
+assert len(first) == len(set(first)), "the new process got a sample twice"
+assert len(set(first) | set(r["child"])) == 600, "samples of epoch 0 were lost"
+PY
+ok "every sample reached the restarted trainer over slow splits"
+quiet_output "$T/restart-slow.err" "a restarted trainer's run with slow splits (no worker dropped)"
 # Two ranks, and only rank 1 dies and starts again: rank 0 reads on, rank 1's new
 # session goes on where its old one left, and neither rank waits forever for the
 # other (an epoch ends only when both acknowledged all of it).

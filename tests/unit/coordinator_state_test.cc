@@ -348,6 +348,27 @@ TEST(CoordinatorStateTest, GivenAResumeAtAKeyInANewRunThenEarlierSplitsNeedNoCou
   EXPECT_EQ(*state.Ack(0, 0, 1, 0), AckOutcome::kDuplicate);
 }
 
+// A restarted trainer's session takes over its rank (ResumeAt): what the old one
+// was being sent is taken back, and who held it is told (Revoked), so that its
+// batches still on their way are no fault.
+TEST(CoordinatorStateTest, GivenARestartTakingSplitsBackThenRevokedNamesTheirFormerHolders) {
+  const uint64_t u = kUnknownCount;
+  CoordinatorState state = Make(1, Plan(0, {{1, u}, {2, u}, {3, u}}), 4);
+  WorkerId w = state.RegisterWorker(0);
+  WorkerId v = state.RegisterWorker(0);
+  Assignment a = Request(state, w);
+  Assignment b = Request(state, v);
+  ASSERT_EQ(a.split, 1u);
+  ASSERT_EQ(b.split, 2u);
+  EXPECT_TRUE(state.Revoked(0).empty());
+  ASSERT_TRUE(state.ResumeAt(0, 0, 0, {0, 0}).ok());  // the new session: nothing acknowledged
+  EXPECT_EQ(state.Revoked(0), (std::vector<std::pair<uint64_t, WorkerId>>{{1, w}, {2, v}}));
+  EXPECT_TRUE(state.Holders(0).empty());
+  Assignment again = Request(state, v);  // split 1 goes out again, to v this time
+  EXPECT_EQ(again.split, 1u);
+  EXPECT_EQ(state.Holders(0), (std::vector<std::pair<uint64_t, WorkerId>>{{1, v}}));
+}
+
 TEST(CoordinatorStateTest, GivenAResumeAtAKeyThenAnEarlierResumeMakesSkippedSplitsDueAgain) {
   const uint64_t u = kUnknownCount;
   CoordinatorState state = Make(1, Plan(0, {{1, u}, {2, u}}), 4);

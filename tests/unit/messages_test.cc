@@ -528,8 +528,15 @@ TEST(MessagesTest, GivenTheCoordinatorsRepliesWhenDecodedThenTheyRoundTripAndBad
   EXPECT_NE(
       Refusal(PlanMsg::Decode({{"epoch", 0}, {"end", true}, {"done", true}})).find("at most one"),
       std::string::npos);
-  EXPECT_EQ(WorkersMsg::Decode(WorkersMsg{{"a:1", "b:2"}, 0, {}, false}.Encode())->workers.size(),
-            2u);
+  EXPECT_EQ(
+      WorkersMsg::Decode(WorkersMsg{{"a:1", "b:2"}, 0, {}, false, {}}.Encode())->workers.size(),
+      2u);
+  // A restart's revoked splits: a round trip, and each index within the workers.
+  const WorkersMsg revoked{{"a:1", "b:2"}, 3, {{7, 1}}, true, {{7, 0}, {9, 1}}};
+  EXPECT_EQ(WorkersMsg::Decode(revoked.Encode())->revoked, revoked.revoked);
+  json bad = revoked.Encode();
+  bad["revoked"] = {{7, 2}};
+  EXPECT_NE(Refusal(WorkersMsg::Decode(bad)).find("$.revoked[0]"), std::string::npos);
   EXPECT_EQ(ErrorMsg::Decode({{"message", 5}}).message, "(no message)");
 }
 

@@ -337,6 +337,30 @@ TEST(ReorderTest, GivenTheAwaitedBatchFromASourceNotKnownToHoldItsSplit_ThenItWa
   EXPECT_TRUE(buffer.TakeNext().has_value());
 }
 
+// A restarted trainer: the coordinator took split 0 back from source 9 and gave
+// it to 1; 9's batch of it was on its way. Dropped, and 9 is no liar.
+TEST(ReorderTest, GivenABatchOfASplitRevokedFromItsSource_ThenItIsDroppedAndTheSourceIsNoLiar) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
+  std::string why;
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"old"}), 9, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  const uint64_t view = buffer.AskView();
+  EXPECT_TRUE(buffer.SetHolders(0, {{0, 1}}, {1, 9}, view, {{0, 9}}).empty());
+  EXPECT_FALSE(buffer.TakeNext().has_value()) << "9's batch is not the holder's";
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"old"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered)
+      << why;
+  auto taken = buffer.TakeNext();
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->second, 1u);
+  // Revoked for split 0 only: a batch of split 1 that 9 never held still makes it a liar.
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 1, 0, {"x"}), 9, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  EXPECT_EQ(buffer.SetHolders(0, {{1, 2}}, {2, 9}, buffer.AskView(), {{0, 9}}),
+            std::set<uint64_t>{9});
+}
+
 TEST(ReorderTest, GivenALiarThatSentTheRealSampleKeysFirst_ThenTheHoldersBatchIsNoRepeat) {
   ReorderBuffer buffer;
   ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
