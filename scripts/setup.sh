@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
   demo) bash scripts/install-deps.sh && bash scripts/build.sh && exec bash scripts/demo.sh ;;
-  test) bash scripts/install-deps.sh && bash scripts/build.sh && exec bash scripts/test.sh ;;
+  test) bash scripts/install-deps.sh && bash scripts/install-torch2.sh && bash scripts/build.sh &&
+    exec bash scripts/test.sh ;;
   *) echo "usage: $0 demo|test" >&2; exit 2 ;;
 esac

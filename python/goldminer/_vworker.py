@@ -198,6 +198,18 @@ def _take_job(job):
             job["worker_id"], num_workers, persistent_workers, job.get("shared_seed"))
 
 
+def _takes_holder(worker_loop):
+    """Whether torch's _worker_loop takes its dataset in a list it empties
+    ("dataset_holder", torch 2.10 and later) rather than as the dataset: by its
+    parameters, not by torch's version."""
+    import inspect
+    try:
+        params = list(inspect.signature(worker_loop).parameters)
+    except (TypeError, ValueError):
+        return False
+    return len(params) > 1 and params[1] == "dataset_holder"
+
+
 def main():
     inp = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
     out = os.fdopen(os.dup(1), "wb", buffering=0)
@@ -225,6 +237,8 @@ def main():
     tasks = _Tasks(inp, done, replay, frame[1].get("restore"), elastic)
     kind, dataset, auto_collation, collate_fn, drop_last, base_seed, init_fn, worker_id, \
         num_workers, persistent_workers, shared_seed = args
+    if _takes_holder(_worker_loop):
+        dataset = [dataset]  # torch >= 2.10 pops the dataset from a list it is handed
     _worker_loop(kind, dataset, tasks, _Results(out, len(replay), elastic, sock), done,
                  auto_collation, collate_fn, drop_last, base_seed, init_fn, worker_id,
                  num_workers, persistent_workers, shared_seed)

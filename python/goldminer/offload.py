@@ -58,6 +58,7 @@ import io
 import os
 import sys
 import threading
+import types
 
 OFFLOAD_ENV = "GOLDMINER_OFFLOAD"
 # `goldminer run --dataloader-workers M`: each served DataLoader gives the batches
@@ -221,6 +222,20 @@ def ship(parts, names):
     return blob, hashlib.sha256(blob).hexdigest(), modules
 
 
+def _code_with_its_file(pickler, code):
+    """cloudpickle's reduction of a code object, keeping its file name: cloudpickle
+    3 writes "<dynamic-code>" there, and a worker's traceback would then name no
+    file and show no line, where stock's names the script's."""
+    reduce = pickler.dispatch_table.get(types.CodeType)
+    if reduce is None:
+        return NotImplemented
+    reduced = reduce(code)
+    if not (isinstance(reduced, tuple) and len(reduced) >= 2 and isinstance(reduced[1], tuple)):
+        return reduced
+    args = tuple(code.co_filename if a == "<dynamic-code>" else a for a in reduced[1])
+    return (reduced[0], args) + tuple(reduced[2:])
+
+
 def _dumps_noting_modules(obj):
     """cloudpickle of `obj`, and the modules of the classes and functions it
     names by reference (the host imports them once, not each worker)."""
@@ -231,6 +246,8 @@ def _dumps_noting_modules(obj):
 
     class Pickler(cloudpickle.CloudPickler):
         def reducer_override(self, o):
+            if isinstance(o, types.CodeType):
+                return _code_with_its_file(self, o)
             if isinstance(o, type) or callable(o):
                 m = getattr(o, "__module__", None)
                 if isinstance(m, str) and m != "__main__":
@@ -1002,11 +1019,12 @@ def _iterator_class():
                 dispatcher.epoch = _next_epoch(getattr(loader, "_loader", loader))
             super()._reset(loader, first_iter)
 
-        def _process_data(self, data):
+        def _process_data(self, data, *worker_idx):
+            # Newer torch also passes the worker's index (for its count of tasks in flight).
             dispatcher = self._gm_context.dispatcher
             if dispatcher is not None:
                 self._widen(dispatcher.capacity())
-            return super()._process_data(data)
+            return super()._process_data(data, *worker_idx)
 
         def _widen(self, capacity):
             """Elastic: keeps as many tasks in flight as the processes can hold
@@ -1014,11 +1032,20 @@ def _iterator_class():
             factor); torch's _process_data then sends the one it frees."""
             if self._gm_prefetch is None:
                 self._gm_prefetch = self._prefetch_factor
-            self._prefetch_factor = max(self._gm_prefetch,
-                                        -(-capacity // self._num_workers))
-            # torch keeps the tasks from the one being taken on (its index
-            # _rcvd_idx) to the next to send within the window: so does this.
-            while self._send_idx - self._rcvd_idx < self._prefetch_factor * self._num_workers:
+            n = self._num_workers
+            # Never below what is in flight and the task torch sends next (it
+            # checks: an assert in 1.13, an AssertionError raised in 2.x), when
+            # the capacity fell (a process lost).
+            self._prefetch_factor = max(self._gm_prefetch, -(-capacity // n),
+                                        -(-(self._tasks_outstanding + 1) // n))
+            # torch keeps the tasks from the one being taken on to the next to
+            # send within the window (results that came early count: they are
+            # held), then sends one more as it takes a result on: so does this,
+            # leaving room for that one (torch 2.x counts the one taken on as
+            # received before this runs, 1.13 after).
+            window = self._prefetch_factor * n
+            while self._send_idx - self._rcvd_idx < window and \
+                    self._tasks_outstanding < window - 1:
                 sent = self._send_idx
                 self._try_put_index()
                 if self._send_idx == sent:  # the sampler is done

@@ -21,7 +21,7 @@ import unittest
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 HOOK_DIR = os.path.join(ROOT, "python", "goldminer", "_profile_hook")
 PHOTOS = os.path.join(ROOT, "tests", "data", "engine")
-PYTHON = "/usr/bin/python3"
+PYTHON = os.environ.get("GOLDMINER_TEST_PYTHON", "/usr/bin/python3")  # the torch under test
 TIMEOUT_S = 300  # a program ends by then (each worker imports torch: seconds each)
 
 # Prints {"epochs": [[sha256 of each batch, in order], ...]} on its last line.

@@ -14,7 +14,7 @@ import unittest
 
 HOOK_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                          "python", "goldminer", "_profile_hook"))
-PYTHON = "/usr/bin/python3"
+PYTHON = os.environ.get("GOLDMINER_TEST_PYTHON", "/usr/bin/python3")  # the torch under test
 TIMEOUT_S = 180  # a subprocess ends by then (importing torch takes a few seconds)
 
 # A map-style dataset of 10 items in batches of 4: 3 batches of 4, 4 and 2 samples.
