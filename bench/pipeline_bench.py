@@ -5,13 +5,17 @@ Builds (once) a corpus of ImageNet-sized crops of real photos, then runs the Ima
 training pipeline (decode, RandomResizedCrop 224, flip, normalize, CHW float32,
 batch 64) through
   - goldminer worker --local, with 1 thread and with all cores,
-  - torch DataLoader + torchvision, with num_workers=0 (1 core) and = all cores,
+  - torch DataLoader + torchvision, with num_workers=0 (1 core) and = all cores, on
+    each torch given (--peer-python; default Debian's /usr/bin/python3, torch 1.13,
+    and .venv-torch2's torch 2.x when installed: scripts/install-torch2.sh), and on
+    torch 2.x also with torchvision's v2 transforms,
   - libjpeg-turbo full decode alone on one core (the per-core ceiling),
 alternating the runs for --rounds rounds, and prints medians and ratios: images/s
 (wall clock) and images per CPU-second (all threads and worker processes counted;
 "1 core" runs of goldminer use one stage thread plus its reader and batcher).
 
 usage: pipeline_bench.py [--build build] [--images 2000] [--rounds 3] [--json OUT]
+                         [--peer-python PYTHON]...
 """
 import argparse
 import json
@@ -35,7 +39,21 @@ def main():
     ap.add_argument("--images", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--peer-python", action="append",
+                    help="an interpreter whose torch runs the peer (repeatable)")
     args = ap.parse_args()
+    pythons = args.peer_python or [p for p in ("/usr/bin/python3",
+                                               os.path.join(ROOT, ".venv-torch2", "bin", "python"))
+                                   if os.access(p, os.X_OK)]
+    peers = []  # (label, argv prefix)
+    for python in pythons:
+        version = subprocess.run([python, "-c", "import torch, torchvision; "
+                                  "print(torch.__version__.split('+')[0], "
+                                  "torchvision.__version__.split('+')[0])"],
+                                 check=True, stdout=subprocess.PIPE, text=True).stdout.split()
+        peers.append((f"torch {version[0]}", [python]))
+        if int(version[1].split(".")[1]) >= 16 or int(version[1].split(".")[0]) > 0:
+            peers.append((f"torch {version[0]} v2", [python, "--v2"]))
     cores = os.cpu_count() or 1
     work = os.path.join(args.build, "bench")
     corpus = os.path.join(work, f"corpus-{args.images}")
@@ -51,7 +69,9 @@ def main():
     decode = os.path.join(args.build, "bench", "decode_baseline")
     peer = os.path.join(HERE, "torch_peer.py")
 
-    runs = {"gm1": [], "gmN": [], "pt1": [], "ptN": [], "dec": [], "gm_cpu": [], "pt_cpu": []}
+    runs = {"gm1": [], "gmN": [], "dec": [], "gm_cpu": []}
+    for label, _ in peers:
+        runs.update({f"{label}|1": [], f"{label}|N": [], f"{label}|cpu": []})
     for r in range(args.rounds):
         print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr)
         for threads, key in ((1, "gm1"), (cores, "gmN")):
@@ -59,28 +79,30 @@ def main():
                           str(threads), "--json", "--no-progress"])
             runs[key].append(j["samples_per_s"])
             runs["gm_cpu"].append(j["samples"] / j["cpu_s"])
-        for workers, key in ((0, "pt1"), (cores, "ptN")):
-            j = run_json(["/usr/bin/python3", peer, corpus, "--workers", str(workers)])
-            runs[key].append(j["images_per_s"])
-            runs["pt_cpu"].append(j["images_per_cpu_s"])
+        for label, argv in peers:
+            for workers, key in ((0, f"{label}|1"), (cores, f"{label}|N")):
+                j = run_json([argv[0], peer, corpus, "--workers", str(workers), *argv[1:]])
+                runs[key].append(j["images_per_s"])
+                runs[f"{label}|cpu"].append(j["images_per_cpu_s"])
         runs["dec"].append(run_json([decode, corpus, "--rounds", "1"])["median_images_per_s"])
 
     med = {k: statistics.median(v) for k, v in runs.items()}
     print()
     print(f"ImageNet pipeline, {args.images} images (~{du_kb(corpus)} KB each), "
-          f"batch 64, {args.rounds} rounds, medians (images/s)")
-    print(f"{'':24}{'goldminer':>12}{'torch DataLoader':>18}{'ratio':>8}")
-    print(f"{'1 core':24}{med['gm1']:12.1f}{med['pt1']:18.1f}{med['gm1'] / med['pt1']:7.2f}x")
-    print(f"{f'{cores} cores':24}{med['gmN']:12.1f}{med['ptN']:18.1f}"
-          f"{med['gmN'] / med['ptN']:7.2f}x")
-    print(f"{'per CPU-second (all runs)':24}{med['gm_cpu']:12.1f}{med['pt_cpu']:18.1f}"
-          f"{med['gm_cpu'] / med['pt_cpu']:7.2f}x")
+          f"batch 64, {args.rounds} rounds, medians (images/s; ratio: goldminer / peer)")
+    head = f"{'':26}{'goldminer':>10}" + "".join(f"{label:>24}" for label, _ in peers)
+    print(head)
+    for name, gm_key, peer_key in (("1 core", "gm1", "1"), (f"{cores} cores", "gmN", "N"),
+                                   ("per CPU-second (all runs)", "gm_cpu", "cpu")):
+        cells = "".join(f"{med[f'{label}|{peer_key}']:14.1f} ({med[gm_key] / med[f'{label}|{peer_key}']:5.2f}x)"
+                        for label, _ in peers)
+        print(f"{name:26}{med[gm_key]:10.1f}{cells}")
     print(f"libjpeg-turbo full decode alone, 1 core: {med['dec']:.1f} images/s; "
           f"goldminer's whole pipeline per core reaches {100 * med['gm1'] / med['dec']:.0f}% of it")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"runs": runs, "medians": med, "cores": cores, "images": args.images}, f,
-                      indent=1)
+            json.dump({"runs": runs, "medians": med, "cores": cores, "images": args.images,
+                       "peers": [label for label, _ in peers]}, f, indent=1)
 
 
 def du_kb(d):

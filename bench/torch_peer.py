@@ -7,9 +7,12 @@ RandomHorizontalFlip, ToTensor, Normalize, batch 64) over the JPEGs under ROOT
 images_per_s, cpu_s (this process and its worker processes), images_per_cpu_s,
 num_workers. torch runs with one intra-op thread per process.
 
-The DataLoader shuffles (shuffle=True) unless --no-shuffle is given.
+The DataLoader shuffles (shuffle=True) unless --no-shuffle is given. With --v2, the
+transforms are torchvision's v2 (torchvision 0.16 and later: RandomResizedCrop with
+antialias, RandomHorizontalFlip, ToImage, ToDtype(float32, scale), Normalize), the
+ones torch 2.x users write today.
 
-usage: torch_peer.py ROOT --workers N [--limit N] [--no-shuffle]
+usage: torch_peer.py ROOT --workers N [--limit N] [--no-shuffle] [--v2]
 """
 import argparse
 import glob
@@ -27,14 +30,30 @@ from torchvision import transforms  # noqa: E402
 torch.set_num_threads(1)
 
 
+def v2_transforms():
+    """The same pipeline in torchvision's v2 transforms; SystemExit where there are none."""
+    try:
+        from torchvision.transforms import v2
+    except ImportError:
+        raise SystemExit("torch_peer.py --v2: this torchvision has no transforms.v2 "
+                         "(0.16 and later have it)") from None
+    return v2.Compose([
+        v2.RandomResizedCrop(224, antialias=True),
+        v2.RandomHorizontalFlip(),
+        v2.ToImage(),
+        v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+    ])
+
+
 class Folder(torch.utils.data.Dataset):
-    def __init__(self, root, limit):
+    def __init__(self, root, limit, v2=False):
         self.files = sorted(glob.glob(os.path.join(root, "**", "*.jpg"), recursive=True))
         if limit:
             self.files = self.files[:limit]
         classes = sorted({os.path.basename(os.path.dirname(f)) for f in self.files})
         self.label = {c: i for i, c in enumerate(classes)}
-        self.tf = transforms.Compose([
+        self.tf = v2_transforms() if v2 else transforms.Compose([
             transforms.RandomResizedCrop(224),
             transforms.RandomHorizontalFlip(),
             transforms.ToTensor(),
@@ -57,8 +76,9 @@ def main():
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--no-shuffle", action="store_true")
+    ap.add_argument("--v2", action="store_true", help="torchvision's v2 transforms")
     args = ap.parse_args()
-    ds = Folder(args.root, args.limit)
+    ds = Folder(args.root, args.limit, args.v2)
     loader = torch.utils.data.DataLoader(ds, batch_size=64, shuffle=not args.no_shuffle,
                                          num_workers=args.workers)
     def cpu():
@@ -74,7 +94,7 @@ def main():
     cpu_s = cpu() - c0
     print(json.dumps({"images": n, "seconds": dt, "images_per_s": n / dt, "cpu_s": cpu_s,
                       "images_per_cpu_s": n / cpu_s, "num_workers": args.workers,
-                      "torch": torch.__version__}))
+                      "torch": torch.__version__, "v2": args.v2}))
 
 
 if __name__ == "__main__":

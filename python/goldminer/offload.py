@@ -1142,6 +1142,48 @@ TRANSPORTS = ("local", "workers")
 _transport = "local"
 
 
+# The torch releases the offload is tested on (Debian 12's and the newest on PyPI:
+# python/torch2/requirements.txt); those between are expected to work.
+TESTED_TORCH = ((1, 13), (2, 15))
+
+
+def _torch_version():
+    torch = sys.modules.get("torch")
+    return str(getattr(torch, "__version__", "unknown"))
+
+
+def _outside_tested(version):
+    """One line when torch `version` is outside TESTED_TORCH's range, else None."""
+    try:
+        major_minor = tuple(int(p) for p in version.split("+")[0].split(".")[:2])
+    except ValueError:
+        return None
+    low, high = TESTED_TORCH
+    if low <= major_minor <= high:
+        return None
+    return (f"torch {version} is outside the versions the offload is tested on "
+            f"({low[0]}.{low[1]} to {high[0]}.{high[1]}): its DataLoaders are served as on "
+            f"those, and one whose internals differ fails naming them")
+
+
+def _missing_internals(dataloader_module):
+    """The first of torch's DataLoader internals the offload drives that this
+    torch lacks ("_MultiProcessingDataLoaderIter._try_put_index", ...), or None."""
+    it = getattr(dataloader_module, "_MultiProcessingDataLoaderIter", None)
+    if it is None:
+        return "DataLoader._MultiProcessingDataLoaderIter"
+    for name in ("_reset", "_process_data", "_try_get_data", "_try_put_index", "_next_data"):
+        if not callable(getattr(it, name, None)):
+            return f"_MultiProcessingDataLoaderIter.{name}"
+    if not callable(getattr(dataloader_module.DataLoader, "_get_iterator", None)):
+        return "DataLoader._get_iterator"
+    try:
+        from torch.utils.data._utils.worker import _worker_loop  # noqa: F401
+    except ImportError:
+        return "torch.utils.data._utils.worker._worker_loop"
+    return None
+
+
 def install(dataloader_module=None, transport=None):
     """Patches torch's DataLoader (once) so that its multi-process iterators use
     virtual workers placed by `transport` (TRANSPORTS; None: $GOLDMINER_OFFLOAD,
@@ -1156,6 +1198,14 @@ def install(dataloader_module=None, transport=None):
     _transport = transport
     if dataloader_module is None:
         from torch.utils.data import dataloader as dataloader_module
+    missing = _missing_internals(dataloader_module)
+    if missing:
+        _say(f"torch {_torch_version()} has no {missing}, which the offload drives: its "
+             f"DataLoaders run on stock local workers")
+        return
+    outside = _outside_tested(_torch_version())
+    if outside:
+        _say(outside)
     loader_cls = dataloader_module.DataLoader
     _stock_get_iterator = loader_cls._get_iterator
     loader_cls._get_iterator = _get_iterator

@@ -278,6 +278,23 @@ except Exception as e:
     print(json.dumps({"error": str(e)}))
 """
 
+# A DataLoader whose error (if any) is printed: {"error": text or None}.
+ANY_ERROR = COMMON + """
+from torch.utils.data import DataLoader, Dataset
+
+class Items(Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        return torch.tensor([i])
+
+try:
+    list(DataLoader(Items(), batch_size=2, num_workers=2))
+    print(json.dumps({"error": None}))
+except Exception as e:
+    print(json.dumps({"error": str(e)}))
+"""
+
 # Kills one of the program's virtual workers (none under stock) at batch 2.
 KILL = """
 import os, signal
@@ -738,6 +755,27 @@ class WorkersTransportTest(OffloadTest):
         self.assertEqual(stderr.count("passed a descriptor for a trainer on another host: it "
                                       "is ended"), 4, stderr)
 
+    def test_a_data_worker_with_another_torch_is_refused_naming_both_versions(self):
+        # The suite's other interpreter (Debian's torch 1.13 or the pinned 2.x) on
+        # the data workers ($GOLDMINER_PYTHON), this one in the trainer.
+        other = os.environ.get("GOLDMINER_TEST_OTHER_PYTHON", "")
+        self.assertTrue(os.access(other, os.X_OK),
+                        f"GOLDMINER_TEST_OTHER_PYTHON={other!r}: no interpreter there "
+                        f"(scripts/install-torch2.sh installs the torch 2.x one)")
+        version = {}
+        for python in (PYTHON, other):
+            version[python] = subprocess.run(
+                [python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                text=True, check=True, timeout=TIMEOUT_S).stdout.strip()
+        self.assertNotEqual(version[PYTHON], version[other])
+        self.ENV = dict(self.ENV, GOLDMINER_PYTHON=other)
+        try:
+            served, _ = self.program(ANY_ERROR, offload=True)
+        finally:
+            del self.ENV["GOLDMINER_PYTHON"]
+        self.assertIn(f"the trainer has torch {version[PYTHON]}, this worker {version[other]}: "
+                      f"install the same version on every node", served["error"] or "")
+
     def test_after_a_kill_9_of_a_data_worker_the_batches_are_still_bit_identical(self):
         stderr = self.same_as_stock(KILLED, 0, "data-worker")
         self.assertIn("lost its data worker", stderr)
@@ -1116,3 +1154,46 @@ class VirtualWorkerTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TorchVersionTest(unittest.TestCase):
+    """What a torch the offload was not tested on gets (goldminer.offload.install)."""
+
+    def setUp(self):
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        from goldminer import offload
+        self.offload = offload
+
+    def test_a_version_outside_the_tested_range_gets_one_line_and_those_inside_none(self):
+        for inside in ("1.13.0a0", "1.13.1", "2.4.1", "2.15.0+cu132"):
+            self.assertIsNone(self.offload._outside_tested(inside), inside)
+        for outside in ("1.12.1", "2.16.0", "3.0.0"):
+            line = self.offload._outside_tested(outside)
+            self.assertIn(f"torch {outside} is outside the versions the offload is tested on "
+                          f"(1.13 to 2.15)", line or "")
+
+    def test_a_torch_without_the_internals_the_offload_drives_runs_stock_saying_so(self):
+        import types
+        from torch.utils.data import DataLoader
+
+        class Iter:  # an iterator class that lacks _try_put_index
+            def _reset(self):
+                pass
+            _process_data = _try_get_data = _next_data = _reset
+
+        module = types.SimpleNamespace(DataLoader=DataLoader, _MultiProcessingDataLoaderIter=Iter)
+        self.assertEqual(self.offload._missing_internals(module),
+                         "_MultiProcessingDataLoaderIter._try_put_index")
+        stock = DataLoader._get_iterator
+        err = io.StringIO()
+        real, sys.stderr = sys.stderr, err
+        try:
+            self.offload.install(module, "local")
+        finally:
+            sys.stderr = real
+        self.assertIs(DataLoader._get_iterator, stock, "nothing was patched")
+        self.assertFalse(self.offload._installed)
+        self.assertIn("has no _MultiProcessingDataLoaderIter._try_put_index, which the offload "
+                      "drives: its DataLoaders run on stock local workers", err.getvalue())
+        from torch.utils.data import dataloader
+        self.assertIsNone(self.offload._missing_internals(dataloader), "this torch has them all")
