@@ -203,7 +203,7 @@ void CoordinatorServer::SayEnd() {
   said_end_ = true;
   const uint64_t skipped = state_.Stats().samples_skipped;
   if (!unchecked_.empty()) {
-    const auto [e, s] = *unchecked_.begin();
+    const auto [e, s] = unchecked_.begin()->first;
     LogWarning("run: every epoch ended, but " + std::to_string(unchecked_.size()) +
                " split(s) could not be checked against their size (" + SplitName(e, s) +
                " the first): their maker left before saying what it skipped (on_error "

@@ -204,6 +204,12 @@ class CoordinatorServer {
   // the size less what was skipped (and drop_last's tail); else failure_ says
   // what was lost and the run stops.
   void CheckDelivered(uint64_t epoch, uint64_t split) REQUIRES(mu_);
+  // A split's maker telling what it skipped after its epoch ended (the trainer
+  // acknowledged the last batch first): the unchecked split is checked now.
+  void CheckLateSplitDone(WorkerId id, const SplitDoneMsg& done) REQUIRES(mu_);
+  // The check of CheckDelivered, with the maker's `skipped`.
+  void VerifyDelivery(uint64_t epoch, uint64_t split, const CoordinatorState::Delivery& got,
+                      uint64_t skipped) REQUIRES(mu_);
   // FAULT from rank `rank`: closes the named worker's connection (ServeWorker then
   // gives its splits to others).
   void DropFaulty(int rank, const FaultMsg& fault) REQUIRES(mu_);
@@ -250,8 +256,10 @@ class CoordinatorServer {
   // Why the run cannot deliver every sample (a worker cut a split the trainer may
   // have read short): every later GET_PLAN and GET_WORKERS is answered with ERROR.
   std::string failure_ GUARDED_BY(mu_);
-  std::set<std::pair<uint64_t, uint64_t>> unchecked_ GUARDED_BY(mu_);  // (epoch, split)
-  bool said_end_ GUARDED_BY(mu_) = false;                              // SayEnd()
+  // (epoch, split) -> what reached the trainer, for its maker's SPLIT_DONE that
+  // may come after the epoch ended.
+  std::map<std::pair<uint64_t, uint64_t>, CoordinatorState::Delivery> unchecked_ GUARDED_BY(mu_);
+  bool said_end_ GUARDED_BY(mu_) = false;  // SayEnd()
   bool stopping_ GUARDED_BY(mu_) = false;
   bool workers_end_ GUARDED_BY(mu_) = false;  // EndWorkers() was called
   uint64_t workers_registered_ GUARDED_BY(mu_) = 0;

@@ -305,7 +305,8 @@ std::optional<CoordinatorState::Delivery> CoordinatorState::Delivered(uint64_t s
   if (!p) return std::nullopt;
   const SplitProgress& split = splits_[*p];
   if (split.phase != Phase::kComplete || split.skipped || split.uncounted) return std::nullopt;
-  return Delivery{split.acked_samples, split.samples_skipped, split.skip_told, split.deliver};
+  return Delivery{split.acked_samples, split.samples_skipped, split.skip_told, split.deliver,
+                  split.holder != 0 ? split.holder : split.last_holder};
 }
 
 Result<AckOutcome> CoordinatorState::Ack(int rank, uint64_t epoch, uint64_t split_id,

@@ -171,6 +171,7 @@ class CoordinatorState {
     uint64_t skipped = 0;
     bool skip_told = false;
     uint64_t batches = 0;  // delivered: fewer than the split makes where equal shares cut it
+    WorkerId maker = 0;    // who made it (its last holder)
   };
   std::optional<Delivery> Delivered(uint64_t split) const;
   // Trainer `rank` restarted from a checkpoint at `position`: exactly the first

@@ -46,23 +46,38 @@ void CoordinatorServer::CheckDelivered(uint64_t epoch, uint64_t split) {
   if (!got) return;
   // Under on_error "skip" the count is the maker's word: checked once it is told.
   // Until then (a maker that left before its SPLIT_DONE never tells) the run
-  // says the split went unchecked.
+  // says the split went unchecked; one told after the epoch ended is checked then
+  // (CheckLateSplitDone).
   if (pipeline_.on_error() != OnError::kFail && !got->skip_told) {
-    unchecked_.insert({epoch, split});
+    unchecked_[{epoch, split}] = *got;
     return;
   }
   unchecked_.erase({epoch, split});
-  const uint64_t size = splits[split].count;
+  VerifyDelivery(epoch, split, *got, got->skipped);
+}
+
+void CoordinatorServer::CheckLateSplitDone(WorkerId id, const SplitDoneMsg& done) {
+  auto it = unchecked_.find({done.epoch, done.split});
+  if (done.epoch >= state_.epoch() || it == unchecked_.end() || it->second.maker != id ||
+      !failure_.empty())
+    return;
+  const CoordinatorState::Delivery got = it->second;
+  unchecked_.erase(it);
+  VerifyDelivery(done.epoch, done.split, got, done.skipped);
+}
+
+void CoordinatorServer::VerifyDelivery(uint64_t epoch, uint64_t split,
+                                       const CoordinatorState::Delivery& got, uint64_t skipped) {
+  const uint64_t size = pipeline_.splits()[split].count;
   const uint64_t b = static_cast<uint64_t>(pipeline_.batch_size());
-  const uint64_t whole = YieldOf(size, got->skipped).samples;
+  const uint64_t whole = YieldOf(size, skipped).samples;
   // Where equal shares between ranks cut the split after `batches` full
   // batches, those are due.
-  const uint64_t expected = std::min(got->batches * b, whole);
-  if (got->samples == expected && got->skipped <= size) return;
+  const uint64_t expected = std::min(got.batches * b, whole);
+  if (got.samples == expected && skipped <= size) return;
   failure_ = SplitName(epoch, split) + " (" + std::to_string(size) +
-             " samples) reached the trainer with " + std::to_string(got->samples) +
-             " samples and " + std::to_string(got->skipped) + " said skipped, where " +
-             std::to_string(expected) +
+             " samples) reached the trainer with " + std::to_string(got.samples) + " samples and " +
+             std::to_string(skipped) + " said skipped, where " + std::to_string(expected) +
              " were due: a worker cut it short or hid what it skipped, so the run stops";
   LogError("coordinator: " + failure_);
   cv_.notify_all();
@@ -203,6 +218,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       if (st.ok()) {
         producing_.insert(id);
         CheckDelivered(done_msg.epoch, done_msg.split);
+        CheckLateSplitDone(id, done_msg);
       }
       if (uint64_t held = 0; !st.ok() && worker_warnings_.Allow(&held)) {
         LogWarning("coordinator: worker " + std::to_string(id) + ": " + st.message() + " (" +

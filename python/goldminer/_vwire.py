@@ -26,6 +26,9 @@ in the order the frames come. What each kind carries:
             dataset, auto_collation, collate_fn, drop_last, worker_init_fn,
             num_workers, persistent_workers), worker_id, base_seed, shared_seed,
             sys_path (the trainer's, appended to the worker's before unpickling);
+            cwd and environ (the trainer's working directory and os.environ when
+            the iterator started its workers, less the run's keys: the worker
+            takes them before unpickling, as a stock worker inherits them);
             for a replacement of a lost worker, restore (the generators' state
             after its last result) or replay (tasks it answered, to do again);
             elastic (true in elastic mode: goldminer._elastic)

@@ -168,6 +168,26 @@ def _fail(out, why):
     return 3
 
 
+def _take_place(job):
+    """The trainer's working directory and environment, as a stock worker inherits
+    them (a script that chdir()s or sets os.environ before its loop); raises
+    ValueError naming the directory and this node when the directory is not here."""
+    import socket
+    cwd, environ = job.get("cwd"), job.get("environ")
+    if isinstance(cwd, str) and cwd:
+        try:
+            os.chdir(cwd)
+        except OSError as e:
+            raise ValueError(f"the trainer's working directory {cwd} is not on node "
+                             f"{socket.gethostname()} ({e.strerror}): run where the data "
+                             f"workers see the same directories (a shared file system)") from e
+    if isinstance(environ, dict):
+        keep = {k: v for k, v in environ.items() if isinstance(k, str) and isinstance(v, str)
+                and k not in ("GOLDMINER_SECRET", "GOLDMINER_SECRET_FILE")}
+        os.environ.clear()
+        os.environ.update(keep)
+
+
 def _take_job(job):
     """The worker loop's arguments from a JOB dict; raises ValueError saying why not."""
     mine, theirs = versions(), job.get("versions", {})
@@ -177,6 +197,7 @@ def _take_job(job):
                              f"{mine[name]}: install the same version on every node")
     import hashlib
     import pickle
+    _take_place(job)
     # The trainer's sys.path (a script may add its own folders at run time), after
     # this worker's own, as multiprocessing's spawn gives its children.
     for entry in job.get("sys_path") or ():

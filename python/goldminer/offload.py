@@ -222,6 +222,15 @@ def ship(parts, names):
     return blob, hashlib.sha256(blob).hexdigest(), modules
 
 
+# The run's keys: never shipped to a worker with the program's environment.
+_KEY_VARIABLES = ("GOLDMINER_SECRET", "GOLDMINER_SECRET_FILE", "GOLDMINER_POOL_KEY_FILE")
+
+
+def _shipped_environ():
+    """The program's environment for its virtual workers, less the run's keys."""
+    return {k: v for k, v in os.environ.items() if k not in _KEY_VARIABLES}
+
+
 def _code_with_its_file(pickler, code):
     """cloudpickle's reduction of a code object, keeping its file name: cloudpickle
     3 writes "<dynamic-code>" there, and a worker's traceback would then name no
@@ -973,7 +982,11 @@ class _Context:
         job = {"versions": _vworker.versions(), "digest": digest, "blob": blob,
                "worker_id": worker_id, "base_seed": base_seed, "shared_seed": shared_seed,
                "sys_path": [p for p in sys.path if isinstance(p, str)],
-               "trust": _safepickle.trusted()}
+               "trust": _safepickle.trusted(),
+               # As stock workers start: in the program's directory and environment
+               # as they are now, when the iterator starts its workers (keys left out).
+               "cwd": os.getcwd(),
+               "environ": _shipped_environ()}
         if self.elastic:
             from goldminer import _elastic
             if self.dispatcher is None:

@@ -278,6 +278,47 @@ except Exception as e:
     print(json.dumps({"error": str(e)}))
 """
 
+# A DataLoader with multiprocessing_context="spawn" (stock starts fresh
+# interpreters, which import the script as __mp_main__).
+SPAWN = COMMON + """
+from torch.utils.data import DataLoader, Dataset
+
+class Items(Dataset):
+    def __len__(self):
+        return 12
+    def __getitem__(self, i):
+        return torch.rand(2) + i
+
+if __name__ == "__main__":
+    torch.manual_seed(3)
+    run(DataLoader(Items(), batch_size=3, shuffle=True, num_workers=2,
+                   multiprocessing_context="spawn"), 2)
+"""
+
+# A script that moves to another directory (as Hydra does) and sets a variable
+# before its loop: a stock worker inherits both; the run's keys are not in it.
+CWD_ENV = COMMON + """
+import os
+from torch.utils.data import DataLoader, Dataset
+
+class Items(Dataset):
+    def __len__(self):
+        return 6
+    def __getitem__(self, i):
+        with open("data.txt") as f:  # relative: the program's directory
+            text = f.read().strip()
+        return {"x": torch.rand(1) + i, "text": text, "aug": os.environ.get("AUG_MODE", "unset"),
+                "key": "GOLDMINER_SECRET" in os.environ or "GOLDMINER_SECRET_FILE" in os.environ}
+
+os.makedirs("inner", exist_ok=True)
+with open("inner/data.txt", "w") as f:
+    f.write("inner data")
+os.chdir("inner")
+os.environ["AUG_MODE"] = "strong"
+torch.manual_seed(1)
+run(DataLoader(Items(), batch_size=2, num_workers=2), 2)
+"""
+
 # A DataLoader whose error (if any) is printed: {"error": text or None}.
 ANY_ERROR = COMMON + """
 from torch.utils.data import DataLoader, Dataset
@@ -622,6 +663,16 @@ class OffloadTest(unittest.TestCase):
 
     def test_dicts_strings_and_a_padding_collate_fn_lambda_are_bit_identical(self):
         self.same_as_stock(DICTS)
+
+    def test_the_workers_see_the_programs_directory_and_environment_but_no_key(self):
+        with open(os.path.join(self.tmp, "data.txt"), "w") as f:
+            f.write("the launch directory's")  # what a worker in the wrong place would read
+        # The digests cover each item's text, variable and key flag: stock's are
+        # "inner data", "strong" and False.
+        self.same_as_stock(CWD_ENV)
+
+    def test_a_spawn_context_is_bit_identical(self):
+        self.same_as_stock(SPAWN)
 
     def test_an_iterable_dataset_sharded_by_worker_info_is_bit_identical(self):
         stock, _ = self.program(ITERABLE, offload=False)
@@ -1154,6 +1205,21 @@ class VirtualWorkerTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class WorkerPlaceTest(unittest.TestCase):
+    """A virtual worker takes the trainer's directory (goldminer._vworker._take_place)."""
+
+    def test_a_directory_missing_on_the_workers_node_is_an_error_naming_it_and_the_node(self):
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        import socket
+        from goldminer import _vworker
+        here = os.getcwd()
+        with self.assertRaises(ValueError) as caught:
+            _vworker._take_place({"cwd": "/nonexistent/goldminer-run-dir"})
+        self.assertEqual(os.getcwd(), here)
+        self.assertIn(f"the trainer's working directory /nonexistent/goldminer-run-dir is not on "
+                      f"node {socket.gethostname()}", str(caught.exception))
 
 
 class TorchVersionTest(unittest.TestCase):

@@ -722,6 +722,54 @@ TEST_F(CoordinatorServerTest,
   EXPECT_TRUE(summary.failure.empty()) << summary.failure;
 }
 
+// The trainer may acknowledge an epoch's last split before its maker's SPLIT_DONE
+// arrives: the next epoch has begun, and the maker's word still checks the split.
+TEST_F(CoordinatorServerTest,
+       GivenOnErrorSkip_WhenSplitDoneComesAfterTheEpochEnded_ThenTheSplitIsChecked) {
+  Start(kClientIdleS, 2, 2, "skip");
+  auto worker = Connect("worker", secret_);
+  ASSERT_TRUE(worker.ok()) << worker.status().message();
+  ASSERT_EQ(Ask(*worker, MsgType::kRegister, {{"data_addr", "127.0.0.1:9"}}).type,
+            MsgType::kRegistered);
+  std::vector<Socket> ranks;
+  ASSERT_NO_FATAL_FAILURE(SubscribeRanks(2, ranks));
+  for (Socket& rank : ranks) {
+    ASSERT_EQ(Ask(rank, MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
+  }
+  std::vector<uint64_t> made;
+  for (int i = 0; i < 10 && server_->Summary().epochs_done == 0; ++i) {
+    Frame a = Ask(*worker, MsgType::kGetSplit, nlohmann::json::object());
+    if (a.meta["kind"] != "assign") continue;
+    const uint64_t split = a.meta["split"], end = a.meta["end_batch"];
+    const size_t rank = a.meta["rank"];
+    made.push_back(split);
+    nlohmann::json batches = nlohmann::json::array(), samples = nlohmann::json::array();
+    for (uint64_t b = 0; b < end; ++b) {
+      batches.push_back({split, b});
+      samples.push_back(2);
+    }
+    ASSERT_TRUE(SendFrame(ranks[rank], MsgType::kAck,
+                          {{"epoch", 0}, {"batches", batches}, {"samples", samples}},
+                          Deadline::After(kWait))
+                    .ok());
+    EXPECT_EQ(Ask(ranks[rank], MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
+  }
+  ASSERT_EQ(server_->Summary().epochs_done, 1u) << "the acks ended epoch 0";
+  EXPECT_EQ(server_->Summary().splits_unchecked, made.size());
+  for (uint64_t split : made) {  // 10 samples in splits of 4: 2, 2 and 1 batches of 2
+    const uint64_t size = std::min<uint64_t>(4, 10 - 4 * split);
+    ASSERT_TRUE(
+        SendFrame(*worker, MsgType::kSplitDone,
+                  {{"epoch", 0}, {"split", split}, {"batch_count", (size + 1) / 2}, {"skipped", 0}},
+                  Deadline::After(kWait))
+            .ok());
+  }
+  EXPECT_NE(Ask(*worker, MsgType::kGetSplit, nlohmann::json::object()).type, MsgType::kError);
+  const CoordinatorSummary summary = server_->Summary();
+  EXPECT_EQ(summary.splits_unchecked, 0u) << "each maker's late SPLIT_DONE checked its split";
+  EXPECT_TRUE(summary.failure.empty()) << summary.failure;
+}
+
 TEST_F(CoordinatorServerTest, GivenOnErrorSkip_WhenAWorkerSaysItSkipped_ThenTheSummaryCountsIt) {
   Start(kClientIdleS, 1, 1, "skip");
   Socket worker, client;
