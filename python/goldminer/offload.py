@@ -428,7 +428,9 @@ class VirtualWorker:
         while True:
             why = self._read_one()
             with self.lock:
-                if why is None or self.stopping:
+                # At the program's end (_at_exit ended the hosts) a worker that ends
+                # is no loss: nothing is made again and nothing is said.
+                if why is None or self.stopping or exiting:
                     return
                 if self.restarts < self.MAX_RESTARTS:
                     self.restarts += 1

@@ -19,18 +19,26 @@ import unittest
 
 from test_offload import KILL, PYTHON, TIMEOUT_S, goldminer_binary
 
-# argv: OUT (JSON: {"digests": [[epoch, batch, sha256], ...], "losses": [...]}), and
-# "kill" to kill a data worker at epoch 0's batch 2 (under goldminer run).
+# argv: OUT (JSON: {"digests": [[epoch, batch, sha256], ...], "losses": [...]}), then
+# "kill" to kill a data worker at epoch 0's batch 2 (under goldminer run), or "busy"
+# for items that each take 3 ms of CPU (so that a profile's few measured steps
+# see the workers' CPU, counted in 10 ms ticks).
 SCRIPT = KILL + '''
-import hashlib, json, sys
+import hashlib, json, sys, time
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 class Noisy(Dataset):  # a random augmentation per item, drawn in the worker
+    def __init__(self):
+        self.busy = sys.argv[2:] == ["busy"]
     def __len__(self):
         return 48
     def __getitem__(self, i):
+        if self.busy:
+            start = time.process_time()
+            while time.process_time() - start < 0.003:
+                pass
         x = torch.full((4,), float(i)) + torch.randn(4) * 0.1
         return x, torch.tensor(i % 3)
 
@@ -112,7 +120,7 @@ class LightningTest(unittest.TestCase):
     def test_goldminer_profile_measures_its_dataloader_workers(self):
         report = os.path.join(self.tmp, "profile.json")
         proc = subprocess.run([goldminer_binary(), "profile", "--no-db", "-o", report, "--",
-                               PYTHON, self.script, os.path.join(self.tmp, "p.json")],
+                               PYTHON, self.script, os.path.join(self.tmp, "p.json"), "busy"],
                               capture_output=True, text=True, env=self.env, timeout=TIMEOUT_S,
                               cwd=self.tmp)
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])

@@ -319,6 +319,21 @@ torch.manual_seed(1)
 run(DataLoader(Items(), batch_size=2, num_workers=2), 2)
 """
 
+# A persistent_workers loader still alive when the program ends.
+PERSISTENT_AT_EXIT = COMMON + """
+from torch.utils.data import DataLoader, Dataset
+
+class Items(Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        return torch.rand(1) + i
+
+torch.manual_seed(2)
+loader = DataLoader(Items(), batch_size=2, num_workers=2, persistent_workers=True)
+run(loader, 2)
+"""
+
 # A DataLoader whose error (if any) is printed: {"error": text or None}.
 ANY_ERROR = COMMON + """
 from torch.utils.data import DataLoader, Dataset
@@ -670,6 +685,13 @@ class OffloadTest(unittest.TestCase):
         # The digests cover each item's text, variable and key flag: stock's are
         # "inner data", "strong" and False.
         self.same_as_stock(CWD_ENV)
+
+    def test_a_persistent_loader_alive_at_the_end_ends_quietly_with_nothing_made_again(self):
+        # Its virtual workers end with the program: no loss to make good (that
+        # took 5 s and said so twice, for nothing).
+        stderr = self.same_as_stock(PERSISTENT_AT_EXIT)
+        self.assertNotIn("a new one goes on", stderr)
+        self.assertNotIn("did not exit", stderr)
 
     def test_a_spawn_context_is_bit_identical(self):
         self.same_as_stock(SPAWN)
