@@ -194,13 +194,13 @@ Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const std::string&
   MutexLock lock(mu_);
   GM_RETURN_IF_ERROR(Admit(*bound, host, given));
   GM_ASSIGN_OR_RETURN(report.gpus, CountedGpus(given, now));
-  if (report.gpus < given.gpus) {
-    if (auto s = seen_.find(report.run_id); s == seen_.end() || !s->second.cut_said) {
-      LogWarning("pool: run " + report.run_id + " reports " + GpuText(given.gpus) +
-                 " GPUs; it is counted as " + GpuText(report.gpus) +
-                 (given.slurm_job.empty() ? ", as it names no Slurm job"
-                                          : ", what its Slurm job " + given.slurm_job + " holds"));
-    }
+  const auto before = seen_.find(report.run_id);
+  const bool said_before = before != seen_.end() && before->second.cut_said;
+  if (report.gpus < given.gpus && !said_before) {
+    LogWarning("pool: run " + report.run_id + " reports " + GpuText(given.gpus) +
+               " GPUs; it is counted as " + GpuText(report.gpus) +
+               (given.slurm_job.empty() ? ", as it names no Slurm job"
+                                        : ", what its Slurm job " + given.slurm_job + " holds"));
   }
   GM_RETURN_IF_ERROR(state_.Report(*bound, ToRunReport(report), now));
   if (!tokens_.contains(report.run_id)) {
@@ -211,12 +211,10 @@ Result<PoolGrantMsg> PoolServer::OnReport(std::string* bound, const std::string&
     LogInfo("pool: run " + report.run_id + " reports (" + GpuText(report.gpus) + " GPUs, " +
             std::to_string(report.extra_workers) + " pool worker(s) held)");
   }
-  const auto before = seen_.find(report.run_id);
   const std::string first_host = before == seen_.end() ? host : before->second.host;
-  const bool cut_said =
-      report.gpus < given.gpus || (before != seen_.end() && before->second.cut_said);
   seen_[report.run_id] = {
-      static_cast<int>(report.extra_workers), report.gpus, now, report, first_host, cut_said};
+      static_cast<int>(report.extra_workers), report.gpus, now, report, first_host,
+      said_before || report.gpus < given.gpus};
   if (o_.idle_cpus && now - budget_at_s_ >= o_.budget_every_s) RefreshBudget(now);
   std::vector<std::string> forgotten;
   GM_ASSIGN_OR_RETURN(std::vector<planner::PoolGrant> grants, state_.Divide(now, &forgotten));

@@ -34,6 +34,7 @@ by value in the JOB is sent as trainer_class(module, qualname)), never by value;
 a class defined inside a function has no such name and is refused.
 """
 
+import io
 import os
 import pickle
 import sys
@@ -137,8 +138,8 @@ def _named(module_name, qualname):
     return False
 
 
-def _lookup(module_name, qualname):
-    obj = sys.modules[module_name]
+def attribute(obj, qualname):
+    """obj.a.b for qualname "a.b"; AttributeError when a part is missing."""
     for part in qualname.split("."):
         obj = getattr(obj, part)
     return obj
@@ -168,7 +169,7 @@ class Unpickler(pickle.Unpickler):
         if module not in sys.modules:
             raise Refused(f"{what} (its module is not imported by the trainer)")
         try:
-            obj = _lookup(module, qualname)
+            obj = attribute(sys.modules[module], qualname)
         except AttributeError:
             raise Refused(f"{what} (no class of that name at the top level of its module in "
                           f"the trainer: one defined inside a function has none; move it to "
@@ -185,7 +186,6 @@ class Unpickler(pickle.Unpickler):
 
 def loads(data, buffers):
     """The object of a worker's pickle: Unpickler, or pickle.loads when trusted()."""
-    import io
     if trusted():
         return pickle.loads(data, buffers=buffers)
     return Unpickler(io.BytesIO(data), buffers=buffers).load()

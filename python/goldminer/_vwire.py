@@ -69,6 +69,8 @@ import sys
 
 import cloudpickle
 
+from goldminer import _safepickle
+
 MAGIC = b"GMV1"
 JOB, TASK, RESULT, FAILED, STATE = 1, 2, 3, 4, 5
 KINDS = {JOB: "JOB", TASK: "TASK", RESULT: "RESULT", FAILED: "FAILED", STATE: "STATE"}
@@ -105,11 +107,11 @@ def trainer_class(module, qualname):
     program that it got by value (goldminer._safepickle checks it before this
     runs; with the workers trusted this is what runs)."""
     import importlib
-    obj = importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
+    return _safepickle.attribute(importlib.import_module(module), qualname)
 
+
+# The run's keys: never in a JOB's environ, nor in a virtual worker's environment.
+KEY_VARIABLES = ("GOLDMINER_SECRET", "GOLDMINER_SECRET_FILE", "GOLDMINER_POOL_KEY_FILE")
 
 # Set in a virtual worker's process: the program's classes go back by name.
 CLASSES_BY_NAME = False
@@ -117,13 +119,12 @@ CLASSES_BY_NAME = False
 
 def _by_value(cls):
     """Whether pickle cannot name `cls` here (cloudpickle would send it by value)."""
-    obj = sys.modules.get(getattr(cls, "__module__", None) or "")
     try:
-        for part in cls.__qualname__.split("."):
-            obj = getattr(obj, part)
+        named = _safepickle.attribute(sys.modules.get(getattr(cls, "__module__", None) or ""),
+                                      cls.__qualname__)
     except AttributeError:
         return True
-    return obj is not cls
+    return named is not cls
 
 
 class _Pickler(cloudpickle.CloudPickler):
@@ -319,7 +320,6 @@ def loads(kind, data, buffers, trainer=True):
     A trainer (reading a worker's frames) loads it as data (goldminer._safepickle):
     Refused, a FrameError, when it names a global a trainer does not load. A
     worker loads its trainer's frames with pickle (the JOB is the program's code)."""
-    from goldminer import _safepickle
     try:
         if trainer:
             return _safepickle.loads(data, buffers)

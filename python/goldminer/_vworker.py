@@ -183,7 +183,7 @@ def _take_place(job):
                              f"workers see the same directories (a shared file system)") from e
     if isinstance(environ, dict):
         keep = {k: v for k, v in environ.items() if isinstance(k, str) and isinstance(v, str)
-                and k not in ("GOLDMINER_SECRET", "GOLDMINER_SECRET_FILE")}
+                and k not in _vwire.KEY_VARIABLES}
         os.environ.clear()
         os.environ.update(keep)
 

@@ -222,13 +222,10 @@ def ship(parts, names):
     return blob, hashlib.sha256(blob).hexdigest(), modules
 
 
-# The run's keys: never shipped to a worker with the program's environment.
-_KEY_VARIABLES = ("GOLDMINER_SECRET", "GOLDMINER_SECRET_FILE", "GOLDMINER_POOL_KEY_FILE")
-
-
 def _shipped_environ():
     """The program's environment for its virtual workers, less the run's keys."""
-    return {k: v for k, v in os.environ.items() if k not in _KEY_VARIABLES}
+    from goldminer import _vwire
+    return {k: v for k, v in os.environ.items() if k not in _vwire.KEY_VARIABLES}
 
 
 def _code_with_its_file(pickler, code):

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -84,6 +85,16 @@ class CoordinatorServerTest : public ::testing::Test {
     ASSERT_EQ(plan.type, MsgType::kPlan);
     worker = std::move(*w);
     client = std::move(ranks[0]);
+  }
+
+  // A registered worker, and `n` subscribed ranks that each read epoch 0's plan.
+  void WorkerAndRanksAtEpoch0(int n, std::optional<Socket>& worker, std::vector<Socket>& ranks) {
+    worker = RegisteredWorker("127.0.0.1:9");
+    ASSERT_TRUE(worker->valid());
+    ASSERT_NO_FATAL_FAILURE(SubscribeRanks(n, ranks));
+    for (Socket& rank : ranks) {
+      ASSERT_EQ(Ask(rank, MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
+    }
   }
 
   // A worker registered with `data_addr`.
@@ -691,15 +702,9 @@ TEST_F(CoordinatorServerTest,
 TEST_F(CoordinatorServerTest,
        GivenOnErrorSkip_WhenTheMakerLeavesBeforeSplitDone_ThenTheSplitIsSaidUnchecked) {
   Start(kClientIdleS, 2, 1, "skip");
-  auto worker = Connect("worker", secret_);
-  ASSERT_TRUE(worker.ok()) << worker.status().message();
-  ASSERT_EQ(Ask(*worker, MsgType::kRegister, {{"data_addr", "127.0.0.1:9"}}).type,
-            MsgType::kRegistered);
+  std::optional<Socket> worker;
   std::vector<Socket> ranks;
-  ASSERT_NO_FATAL_FAILURE(SubscribeRanks(2, ranks));
-  for (Socket& rank : ranks) {
-    ASSERT_EQ(Ask(rank, MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
-  }
+  ASSERT_NO_FATAL_FAILURE(WorkerAndRanksAtEpoch0(2, worker, ranks));
   Frame a = Ask(*worker, MsgType::kGetSplit, nlohmann::json::object());
   ASSERT_EQ(a.meta["kind"], "assign") << a.meta.dump();
   const uint64_t split = a.meta["split"], end = a.meta["end_batch"];
@@ -727,15 +732,9 @@ TEST_F(CoordinatorServerTest,
 TEST_F(CoordinatorServerTest,
        GivenOnErrorSkip_WhenSplitDoneComesAfterTheEpochEnded_ThenTheSplitIsChecked) {
   Start(kClientIdleS, 2, 2, "skip");
-  auto worker = Connect("worker", secret_);
-  ASSERT_TRUE(worker.ok()) << worker.status().message();
-  ASSERT_EQ(Ask(*worker, MsgType::kRegister, {{"data_addr", "127.0.0.1:9"}}).type,
-            MsgType::kRegistered);
+  std::optional<Socket> worker;
   std::vector<Socket> ranks;
-  ASSERT_NO_FATAL_FAILURE(SubscribeRanks(2, ranks));
-  for (Socket& rank : ranks) {
-    ASSERT_EQ(Ask(rank, MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
-  }
+  ASSERT_NO_FATAL_FAILURE(WorkerAndRanksAtEpoch0(2, worker, ranks));
   std::vector<uint64_t> made;
   for (int i = 0; i < 10 && server_->Summary().epochs_done == 0; ++i) {
     Frame a = Ask(*worker, MsgType::kGetSplit, nlohmann::json::object());

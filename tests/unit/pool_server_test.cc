@@ -145,6 +145,44 @@ TEST_F(PoolServerTest, GivenAFrameBeyond64KiBThenItIsRefusedBeforeItIsRead) {
   EXPECT_EQ(Granted(*b, Report("b", {{1, 250}})), 3);
 }
 
+// A connection from `source` (a loopback address: the whole of 127/8 is this
+// host's) to the pool, after the handshake.
+Result<Socket> ConnectFrom(const std::string& source, int port, const std::string& secret) {
+  const Deadline deadline = Deadline::After(kWait);
+  return DialHandshake(
+      [&]() -> Result<Socket> {
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) return Status::FromErrno(errno, "socket");
+        Socket s(fd, "127.0.0.1:" + std::to_string(port));
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        ::inet_pton(AF_INET, source.c_str(), &a.sin_addr);
+        if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+          return Status::FromErrno(errno, "bind " + source);
+        a.sin_port = htons(static_cast<uint16_t>(port));
+        ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+          return Status::FromErrno(errno, "connect");
+        return s;
+      },
+      RoleKey(secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
+}
+
+// `r` as POOL_REPORT on a new connection from `source`, with its run's token from
+// `tokens`, where a grant's token is kept (as PoolClient keeps it); the answer.
+Frame ReportFrom(const std::string& source, int port, const std::string& secret, PoolReportMsg r,
+                 std::map<std::string, std::string>& tokens) {
+  auto s = ConnectFrom(source, port, secret);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  if (!s.ok()) return Frame{};
+  r.token = tokens[r.run_id];
+  EXPECT_TRUE(SendFrame(*s, MsgType::kPoolReport, r.Encode(), Deadline::After(kWait)).ok());
+  auto f = RecvFrame(*s, kControlLimits, Deadline::After(kWait));
+  if (f.ok() && f->type == MsgType::kPoolGrant)
+    tokens[r.run_id] = PoolGrantMsg::Decode(f->meta)->token;
+  return f.ok() ? std::move(*f) : Frame{};
+}
+
 TEST(PoolServerRunsTest, GivenAsManyRunsAsItServesThenOneMoreIsRefusedUntilOneIsForgotten) {
   FakeClock clock(1000);
   PoolServerOptions o;
@@ -155,19 +193,10 @@ TEST(PoolServerRunsTest, GivenAsManyRunsAsItServesThenOneMoreIsRefusedUntilOneIs
   o.max_runs = 3;
   auto server = PoolServer::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().message();
-  std::map<std::string, std::string> tokens;  // each run's, from its grants (as PoolClient keeps)
+  std::map<std::string, std::string> tokens;  // each run's, from its grants
   auto report = [&](const std::string& id) {
-    const Deadline deadline = Deadline::After(kWait);
-    auto s = DialHandshake(
-        [&] { return Socket::ConnectTcp("127.0.0.1", (*server)->port(), deadline.remaining_s()); },
-        RoleKey(o.secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
-    EXPECT_TRUE(s.ok());
-    if (!s.ok()) return Frame{};
-    PoolReportMsg r{id, 1, 1, 1, 0, 1000, {{1, 250}}, tokens[id], ""};
-    EXPECT_TRUE(SendFrame(*s, MsgType::kPoolReport, r.Encode(), deadline).ok());
-    auto f = RecvFrame(*s, kControlLimits, deadline);
-    if (f.ok() && f->type == MsgType::kPoolGrant) tokens[id] = PoolGrantMsg::Decode(f->meta)->token;
-    return f.ok() ? std::move(*f) : Frame{};
+    return ReportFrom("127.0.0.1", (*server)->port(), o.secret,
+                      {id, 1, 1, 1, 0, 1000, {{1, 250}}, "", ""}, tokens);
   };
   for (const char* id : {"a", "b", "c"}) EXPECT_EQ(report(id).type, MsgType::kPoolGrant) << id;
   Frame refused = report("d");  // a fourth run (or a peer inventing run ids)
@@ -219,29 +248,6 @@ TEST_F(PoolServerTest, GivenAnotherConnectionReportingARunsId_ThenOnlyTheRunsTok
   EXPECT_EQ(Granted(*again, back), 3);
 }
 
-// A connection from `source` (a loopback address: the whole of 127/8 is this
-// host's) to the pool, after the handshake.
-Result<Socket> ConnectFrom(const std::string& source, int port, const std::string& secret) {
-  const Deadline deadline = Deadline::After(kWait);
-  return DialHandshake(
-      [&]() -> Result<Socket> {
-        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) return Status::FromErrno(errno, "socket");
-        Socket s(fd, "127.0.0.1:" + std::to_string(port));
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        ::inet_pton(AF_INET, source.c_str(), &a.sin_addr);
-        if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-          return Status::FromErrno(errno, "bind " + source);
-        a.sin_port = htons(static_cast<uint16_t>(port));
-        ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-        if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-          return Status::FromErrno(errno, "connect");
-        return s;
-      },
-      RoleKey(secret, kPoolRunRole), kPoolRunRole, deadline, nullptr);
-}
-
 // Attack (goldminer-pool(1) SECURITY): one key holder invents runs on sequential
 // connections to fill every run slot; a run from another host still gets in.
 TEST(PoolServerRunsTest, GivenOneHostFillingItsShareOfRuns_ThenAnotherHostsRunStillGetsIn) {
@@ -254,14 +260,10 @@ TEST(PoolServerRunsTest, GivenOneHostFillingItsShareOfRuns_ThenAnotherHostsRunSt
   o.max_runs_per_host = 3;
   auto server = PoolServer::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().message();
+  std::map<std::string, std::string> tokens;  // none: every run id is new
   auto report = [&](const std::string& source, const std::string& id) {
-    auto s = ConnectFrom(source, (*server)->port(), o.secret);
-    EXPECT_TRUE(s.ok()) << s.status().message();
-    if (!s.ok()) return Frame{};
-    PoolReportMsg r{id, 1, 1, 1, 0, 1000, {{1, 250}}, "", ""};
-    EXPECT_TRUE(SendFrame(*s, MsgType::kPoolReport, r.Encode(), Deadline::After(kWait)).ok());
-    auto f = RecvFrame(*s, kControlLimits, Deadline::After(kWait));
-    return f.ok() ? std::move(*f) : Frame{};
+    return ReportFrom(source, (*server)->port(), o.secret,
+                      {id, 1, 1, 1, 0, 1000, {{1, 250}}, "", ""}, tokens);
   };
   int refused = 0;
   for (int i = 0; i < 50; ++i) {  // the flood: fake run ids from one host
@@ -296,16 +298,10 @@ TEST(PoolServerRunsTest, GivenGpusCheckedAgainstSlurm_ThenAReportCountsWhatItsJo
   };
   auto server = PoolServer::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().message();
-  std::map<std::string, std::string> tokens;  // each run's, as PoolClient keeps it
+  std::map<std::string, std::string> tokens;  // each run's, from its grants
   auto report = [&](const std::string& id, const std::string& job) {
-    auto s = ConnectFrom("127.0.0.1", (*server)->port(), o.secret);
-    EXPECT_TRUE(s.ok());
-    if (!s.ok()) return Frame{};
-    PoolReportMsg r{id, 65536, 1, 1, 0, 1000, {{1, 250}}, tokens[id], job};
-    EXPECT_TRUE(SendFrame(*s, MsgType::kPoolReport, r.Encode(), Deadline::After(kWait)).ok());
-    auto f = RecvFrame(*s, kControlLimits, Deadline::After(kWait));
-    if (f.ok() && f->type == MsgType::kPoolGrant) tokens[id] = PoolGrantMsg::Decode(f->meta)->token;
-    return f.ok() ? std::move(*f) : Frame{};
+    return ReportFrom("127.0.0.1", (*server)->port(), o.secret,
+                      {id, 65536, 1, 1, 0, 1000, {{1, 250}}, "", job}, tokens);
   };
   EXPECT_EQ(report("liar", "101").type, MsgType::kPoolGrant);
   EXPECT_EQ(report("cpu-only", "102").type, MsgType::kPoolGrant);
