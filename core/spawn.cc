@@ -5,12 +5,16 @@
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "core/file_util.h"
 
@@ -122,7 +126,14 @@ std::string DescribeExit(int wait_status) {
   return "ended with wait status " + std::to_string(wait_status);
 }
 
-Result<double> CpuSecondsOfProcess(pid_t pid) {
+namespace {
+
+struct ProcStat {
+  pid_t ppid = 0;
+  double ticks = 0;  // utime + stime + cutime + cstime
+};
+
+Result<ProcStat> ReadProcStat(pid_t pid) {
   const std::string path = "/proc/" + std::to_string(pid) + "/stat";
   if (pid <= 0) return Status::IoError(path + ": no such process");
   GM_ASSIGN_OR_RETURN(std::string stat, ReadFile(path));
@@ -133,7 +144,7 @@ Result<double> CpuSecondsOfProcess(pid_t pid) {
   const char* p = stat.c_str() + close + 1;
   // Fields 3..17: state ppid pgrp session tty tpgid flags minflt cminflt majflt
   // cmajflt utime stime cutime cstime; the last four are in clock ticks.
-  double ticks = 0;
+  ProcStat out;
   for (int field = 3; field <= 17; ++field) {
     while (*p == ' ') ++p;
     char* end = nullptr;
@@ -143,12 +154,56 @@ Result<double> CpuSecondsOfProcess(pid_t pid) {
     } else {
       const long long v = std::strtoll(p, &end, 10);
       if (end == p) return Status::IoError(path + ": unexpected format");
-      if (field >= 14) ticks += static_cast<double>(v);
+      if (field == 4) out.ppid = static_cast<pid_t>(v);
+      if (field >= 14) out.ticks += static_cast<double>(v);
     }
     p = end;
   }
+  return out;
+}
+
+double TicksToSeconds(double ticks) {
   const long hz = ::sysconf(_SC_CLK_TCK);
   return hz > 0 ? ticks / static_cast<double>(hz) : 0.0;
+}
+
+}  // namespace
+
+Result<double> CpuSecondsOfProcess(pid_t pid) {
+  GM_ASSIGN_OR_RETURN(ProcStat stat, ReadProcStat(pid));
+  return TicksToSeconds(stat.ticks);
+}
+
+Result<double> CpuSecondsOfTree(pid_t pid) {
+  GM_ASSIGN_OR_RETURN(ProcStat root, ReadProcStat(pid));
+  // Every process's parent, from one pass over /proc; a process that ends in
+  // between is skipped (its CPU is in its parent's cutime once reaped).
+  std::multimap<pid_t, std::pair<pid_t, double>> children;
+  if (DIR* dir = ::opendir("/proc")) {
+    while (const dirent* e = ::readdir(dir)) {
+      char* end = nullptr;
+      const long id = std::strtol(e->d_name, &end, 10);
+      if (end == e->d_name || *end != '\0' || id <= 0 || id == pid) continue;
+      Result<ProcStat> st = ReadProcStat(static_cast<pid_t>(id));
+      if (st.ok()) children.emplace(st->ppid, std::pair{static_cast<pid_t>(id), st->ticks});
+    }
+    ::closedir(dir);
+  }
+  // Live descendants add their own; reaped ones are in their parent's cutime.
+  double ticks = root.ticks;
+  std::vector<pid_t> todo{pid};
+  std::set<pid_t> seen{pid};
+  while (!todo.empty()) {
+    const pid_t parent = todo.back();
+    todo.pop_back();
+    auto [first, last] = children.equal_range(parent);
+    for (auto it = first; it != last; ++it) {
+      if (!seen.insert(it->second.first).second) continue;
+      ticks += it->second.second;
+      todo.push_back(it->second.first);
+    }
+  }
+  return TicksToSeconds(ticks);
 }
 
 }  // namespace gm

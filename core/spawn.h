@@ -59,4 +59,9 @@ std::string DescribeExit(int wait_status);
 // from /proc/PID/stat. IoError when it cannot be read (gone, not ours to see).
 Result<double> CpuSecondsOfProcess(pid_t pid);
 
+// The same for `pid` and every live process below it (children, grandchildren:
+// a data worker's Python hosts and the virtual DataLoader workers they fork),
+// from one pass over /proc. Reaped descendants are in their parents' figures.
+Result<double> CpuSecondsOfTree(pid_t pid);
+
 }  // namespace gm

@@ -94,6 +94,7 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.epochs_done = epochs_done_;
   s.workers_registered = workers_registered_;
   s.workers_faulted = workers_faulted_;
+  s.worker_cpu_s = worker_cpu_s_;
   s.connections_refused = refused_;
   s.connections_dropped = connections_->dropped();
   s.connections_open = connections_->open();

@@ -85,6 +85,9 @@ struct CoordinatorSummary {
   uint64_t connections_refused = 0;  // failed handshakes and protocol errors
   uint64_t connections_dropped = 0;  // closed at accept: over a bound, or no thread for it
   uint64_t workers_faulted = 0;      // dropped because a trainer's client said so (FAULT)
+  // CPU seconds the workers reported using (HEARTBEAT), summed over every worker
+  // of the run: what /proc cannot show of workers on other nodes.
+  double worker_cpu_s = 0;
   size_t connections_open = 0;       // served now (each by one thread)
   size_t workers_live = 0;           // registered and still connected
   // Of those, the ones that finished a split since they registered: a new worker
@@ -235,6 +238,11 @@ class CoordinatorServer {
   std::map<WorkerId, int> worker_fd_ GUARDED_BY(mu_);
   std::set<WorkerId> faulted_ GUARDED_BY(mu_);  // dropped by FAULT, not yet gone
   uint64_t workers_faulted_ GUARDED_BY(mu_) = 0;
+  // CPU the workers said they used (HEARTBEAT cpu_s: each one's process and its
+  // children): the latest figure of each live worker, and the sum of what every
+  // worker added since it registered.
+  std::map<WorkerId, double> worker_cpu_last_ GUARDED_BY(mu_);
+  double worker_cpu_s_ GUARDED_BY(mu_) = 0;
   std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);  // subscribed ranks -> peer
   uint64_t sessions_ GUARDED_BY(mu_) = 0;          // client sessions issued (the last one's number)
   uint64_t offload_channels_ GUARDED_BY(mu_) = 0;  // OFFLOAD channels issued

@@ -1,6 +1,8 @@
 // The coordinator's worker sessions (launcher/coordinator_server.h): REGISTER,
 // splits asked for and done (their sizes checked), heartbeats and stage reports.
 
+#include <algorithm>
+
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/thread_annotations.h"
@@ -133,6 +135,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   (void)state_.WorkerExited(id);  // its unfinished splits go back to the queue
   data_addr_.erase(id);
   producing_.erase(id);
+  worker_cpu_last_.erase(id);
   told_to_leave_.erase(id);
   worker_fd_.erase(id);
   const bool faulted = faulted_.erase(id) > 0;  // said when the FAULT came
@@ -234,6 +237,11 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       // worker may be making a split of an epoch no trainer takes. It hears
       // "exit" here instead of being signalled, and leaves quietly.
       GM_ASSIGN_OR_RETURN(HeartbeatMsg beat, HeartbeatMsg::Decode(frame.meta));
+      // A figure is a total since the worker started: what it added since its
+      // last one counts (the first counts whole); a smaller one counts nothing.
+      const auto last = worker_cpu_last_.try_emplace(id, 0.0).first;
+      worker_cpu_s_ += std::max(0.0, beat.cpu_s - last->second);
+      last->second = std::max(last->second, beat.cpu_s);
       if (!workers_end_ || !beat.making_split || told_to_leave_.contains(id)) return Status::Ok();
       told_to_leave_.insert(id);
       lock.Unlock();

@@ -456,6 +456,9 @@ void RunLoop::Sample() {
     if (auto cpu = edges_.cpu_seconds(pid)) cpu_seen_[pid] = *cpu;
     s.worker_cpu_s += cpu_seen_[pid];
   }
+  // Workers on other nodes (Slurm steps: the process here is srun) are seen in
+  // what they report; on this host both count the same processes.
+  s.worker_cpu_s = std::max(s.worker_cpu_s, summary.worker_cpu_s);
   PlaceWorkers(summary);
   // A worker counts as ready once it finished a split (its first one includes its
   // start-up: an exec stage's processes importing their libraries); with only

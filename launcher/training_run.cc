@@ -82,7 +82,7 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
     return steps->totals();
   };
   edges.cpu_seconds = [](pid_t pid) -> std::optional<double> {
-    Result<double> cpu = CpuSecondsOfProcess(pid);
+    Result<double> cpu = CpuSecondsOfTree(pid);  // with its virtual DataLoader workers
     return cpu.ok() ? std::optional<double>(*cpu) : std::nullopt;
   };
   RunLoopOptions o;

@@ -983,9 +983,21 @@ class WorkersTransportTest(OffloadTest):
         self.assertIn("an unchanged program: its DataLoader's 2 worker process(es)", out)
         with open(plan) as f:
             self.assertEqual(json.load(f)["run"]["pipeline"], "")
-        proc = goldminer("run", "--plan", plan, "--no-db", "--no-progress")
+        db = os.path.join(self.tmp, "busy.db")
+        proc = goldminer("run", "--plan", plan, "--db", db, "--no-progress")
         self.assertEqual(json.loads(proc.stdout.strip().splitlines()[-1]),
                          {"parents": ["goldminer worker"]})
+        # The virtual workers' CPU is the data workers': 3 epochs of 64 samples of
+        # 10 ms each is 1.9 s; the time series may end before the last epoch's.
+        import sqlite3
+        with sqlite3.connect(db) as c:
+            points = c.execute("SELECT t_s, value FROM metrics WHERE name = 'worker_cpus' "
+                               "ORDER BY t_s").fetchall()
+        cpu_s, prev = 0.0, 0.0
+        for t, value in points:
+            cpu_s += value * max(0.0, t - prev)
+            prev = t
+        self.assertGreaterEqual(cpu_s, 0.5, points)
         self.assertIn("DataLoader(s) on virtual workers, 0 on stock local workers", proc.stderr)
         self.assertNotIn("UserWarning", proc.stderr)  # no warning about this host's CPUs
 

@@ -858,4 +858,27 @@ TEST_F(CoordinatorServerTest, GivenAHeartbeatWithStageCostsThenTheSummaryKeepsTh
 }
 
 }  // namespace
-}  // namespace gm
+TEST_F(CoordinatorServerTest, GivenWorkersReportingTheirCpu_ThenTheSummaryAddsWhatEachUsed) {
+  Socket a = RegisteredWorker("127.0.0.1:9");
+  Socket b = RegisteredWorker("127.0.0.1:10");
+  const auto beat = [this](Socket& worker, double cpu_s) {
+    HeartbeatMsg m;
+    m.cpu_s = cpu_s;
+    ASSERT_TRUE(SendFrame(worker, MsgType::kHeartbeat, m.Encode(), Deadline::After(kWait)).ok());
+    // Answered once the heartbeat before it was handled.
+    ASSERT_EQ(Ask(worker, MsgType::kGetSplit, nlohmann::json::object()).type, MsgType::kAssign);
+  };
+  // Each figure is a total since the worker started: only what it adds counts,
+  // and a smaller one (a worker's clock is its own) takes nothing back.
+  ASSERT_NO_FATAL_FAILURE(beat(a, 1.5));
+  ASSERT_NO_FATAL_FAILURE(beat(a, 2.5));
+  ASSERT_NO_FATAL_FAILURE(beat(a, 2.0));
+  ASSERT_NO_FATAL_FAILURE(beat(b, 4.0));
+  EXPECT_DOUBLE_EQ(server_->Summary().worker_cpu_s, 6.5);
+  // A worker that left keeps what it used.
+  a.Close();
+  ASSERT_NO_FATAL_FAILURE(beat(b, 5.0));
+  EXPECT_DOUBLE_EQ(server_->Summary().worker_cpu_s, 7.5);
+}
+
+}  // namespace

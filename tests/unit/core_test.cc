@@ -186,6 +186,30 @@ TEST(SpawnTest, GivenThisProcess_ThenItsCpuSecondsAreReadAndAMissingOneIsAnError
   EXPECT_FALSE(CpuSecondsOfProcess(-5).ok());
 }
 
+TEST(SpawnTest, GivenAGrandchildThatWorks_ThenTheTreeCountsItsCpuAndTheParentAloneDoesNot) {
+  // A shell that waits on a shell whose child spins: the busy process is two levels
+  // down, live (a data worker's Python host and the virtual workers it forks).
+  // setsid: the shell leads its own process group, which the test ends whole.
+  auto pid =
+      SpawnProcess(SpawnRequest({"setsid", "sh", "-c", "sh -c 'while :; do :; done' & wait"}));
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  double tree = 0;
+  for (int i = 0; i < 600 && tree < 0.3; ++i) {  // until it has used 0.3 s, up to a minute
+    ::usleep(100000);
+    auto cpu = CpuSecondsOfTree(*pid);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+    tree = *cpu;
+  }
+  auto alone = CpuSecondsOfProcess(*pid);
+  ASSERT_TRUE(alone.ok());
+  ::kill(-*pid, SIGKILL);
+  int status = 0;
+  ::waitpid(*pid, &status, 0);
+  EXPECT_GE(tree, 0.3);
+  EXPECT_LT(*alone, 0.1) << "the waiting shell does no work of its own";
+  EXPECT_FALSE(CpuSecondsOfTree(-5).ok());
+}
+
 TEST(PathsTest, GivenAPackageOthersCanWriteOrThatIsMissing_ThenItIsRefusedNamingItAndTheFix) {
   testing::TempDir dir;
   const std::string pkg = dir.path() + "/python/goldminer";
