@@ -18,6 +18,8 @@ import tempfile
 import textwrap
 import unittest
 
+import scope
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 HOOK_DIR = os.path.join(ROOT, "python", "goldminer", "_profile_hook")
 PHOTOS = os.path.join(ROOT, "tests", "data", "engine")
@@ -1297,3 +1299,7 @@ class TorchVersionTest(unittest.TestCase):
                       "drives: its DataLoaders run on stock local workers", err.getvalue())
         from torch.utils.data import dataloader
         self.assertIsNone(self.offload._missing_internals(dataloader), "this torch has them all")
+
+
+def load_tests(loader, tests, pattern):
+    return scope.own_tests_only_on_legacy(tests, WorkersTransportTest)
