@@ -244,7 +244,8 @@ GM_API int gm_offload_note(gm_offload* offload, int served, const char* dataset,
   if (offload == nullptr || dataset == nullptr) return FailArg("gm_offload_note: NULL argument");
   return Guard([&] {
     gm::OffloadNoteMsg note;
-    note.served = served != 0;
+    note.served = served == 1;
+    note.in_process = served == 2;
     note.dataset = dataset;
     note.workers = workers > 0 ? static_cast<uint64_t>(workers) : 0;
     note.blob_bytes = blob_bytes;

@@ -438,18 +438,29 @@ void LogRunEnd(const RunResult& r, const std::string& db) {
   const CoordinatorSummary& s = r.summary;
   const std::string head =
       "run " + r.run_id + " " + r.status + (db.empty() ? "" : " (recorded in " + db + ")") + ": ";
-  const uint64_t dataloaders = s.dataloaders_served + s.dataloaders_stock;
+  const uint64_t dataloaders =
+      s.dataloaders_served + s.dataloaders_stock + s.dataloaders_in_process;
   const std::string ran = r.workers_ran < r.workers_started
                               ? ", " + std::to_string(r.workers_ran) + " of " +
                                     std::to_string(r.workers_started) + " workers ran"
                               : std::string();
-  const std::string channels = std::to_string(s.dataloaders_served) +
-                               " DataLoader(s) on virtual workers, " +
-                               std::to_string(s.dataloaders_stock) + " on stock local workers";
+  std::string channels = std::to_string(s.dataloaders_served) +
+                         " DataLoader(s) on virtual workers, " +
+                         std::to_string(s.dataloaders_stock) + " on stock local workers";
+  if (s.dataloaders_in_process > 0) {
+    channels += ", " + std::to_string(s.dataloaders_in_process) +
+                " in the trainer's process (num_workers=0; --dataloader-workers M offloads "
+                "them)";
+  }
   if (s.offload_only) {
     LogInfo(head + "no pipeline; the trainer's DataLoaders were served by the data workers: " +
             channels + ", " + std::to_string(s.workers_registered) + " worker registrations" + ran);
-    if (s.dataloaders_served == 0) {
+    if (s.dataloaders_served == 0 && s.dataloaders_in_process > 0) {
+      LogWarning(
+          "run: the trainer's DataLoaders have num_workers=0, so they ran in its own process "
+          "and the data workers did nothing; --dataloader-workers M offloads them to M virtual "
+          "workers (the batches of num_workers=M)");
+    } else if (s.dataloaders_served == 0) {
       LogWarning(
           "run: the trainer started no DataLoader with num_workers > 0 (or each fell back to "
           "stock workers: see the lines above), so the data workers did nothing; give the "
@@ -635,7 +646,8 @@ void AddTrainerFlags(CLI::App& sub, RunFlags& f) {
                  "Each offloaded DataLoader gets M virtual workers, whatever num_workers "
                  "the script set: the batches DataLoader(num_workers=M) would give, bit "
                  "for bit (M may exceed this host's cores: they run on the data workers); "
-                 "with --offload elastic, M to start with, ceil(M / data workers) on each")
+                 "with --offload elastic, M to start with, ceil(M / data workers) on each; "
+                 "a DataLoader with num_workers=0 is offloaded too")
       ->check(CLI::Range(1, 1024));
 }
 

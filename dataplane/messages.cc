@@ -728,6 +728,7 @@ nlohmann::json OffloadNoteMsg::Encode() const {
     m["mode"] = elastic ? "elastic" : "exact";
   } else {
     m["why"] = why;
+    if (in_process) m["place"] = "in-process";
   }
   return m;
 }
@@ -943,6 +944,12 @@ Result<OffloadNoteMsg> OffloadNoteMsg::Decode(const nlohmann::json& meta) {
     if (r.why.empty() || r.why.size() > kMaxOffloadNoteWhyBytes) {
       return why_node.Expected("1 to " + std::to_string(kMaxOffloadNoteWhyBytes) + " bytes");
     }
+    GM_ASSIGN_OR_RETURN(const std::string place, m.StringOr("place", "stock"));
+    if (place != "stock" && place != "in-process") {
+      GM_ASSIGN_OR_RETURN(JsonNode place_node, m.Get("place"));
+      return place_node.Expected("stock or in-process");
+    }
+    r.in_process = place == "in-process";
     return r;
   }());
 }

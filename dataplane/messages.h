@@ -417,6 +417,9 @@ struct OffloadNoteMsg {
   uint64_t blob_bytes = 0;
   std::string why;
   bool elastic = false;  // served: "mode" "elastic" (absent or "exact": false)
+  // Not served: "place" "in-process" (num_workers=0: it runs in the trainer's
+  // process) or "stock" (absent: stock local workers).
+  bool in_process = false;
   nlohmann::json Encode() const;
   static Result<OffloadNoteMsg> Decode(const nlohmann::json& meta);
 };

@@ -201,9 +201,13 @@ void CoordinatorServer::NoteOffload(int64_t rank, const OffloadNoteMsg& note) {
                                      (note.elastic ? "elastic" : "exact") + " mode (" +
                                      std::to_string((note.blob_bytes + 1023) / 1024) +
                                      " KiB of dataset, collate_fn and worker_init_fn shipped)"
+                           : note.in_process
+                               ? who + " runs in the trainer's process: " + PeerText(note.why)
                                : who + " runs on stock local workers: " + PeerText(note.why);
   MutexLock lock(mu_);
-  ++(note.served ? dataloaders_served_ : dataloaders_stock_);
+  ++(note.served       ? dataloaders_served_
+     : note.in_process ? dataloaders_in_process_
+                       : dataloaders_stock_);
   if (offload_notes_.size() < kMaxOffloadNotes) {
     offload_notes_.push_back(line);
   } else {

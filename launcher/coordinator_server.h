@@ -107,6 +107,7 @@ struct CoordinatorSummary {
   uint64_t offload_notes_dropped = 0;
   uint64_t dataloaders_served = 0;  // notes: on virtual workers
   uint64_t dataloaders_stock = 0;   // notes: on stock local workers
+  uint64_t dataloaders_in_process = 0;  // notes: num_workers=0, in the trainer's process
   bool offload_only = false;        // CoordinatorConfig::offload_only
   // The latest per-stage totals each worker reported (HEARTBEAT, SPLIT_DONE).
   std::map<WorkerId, std::vector<StageStats>> worker_stages;  // each one's latest report
@@ -250,6 +251,7 @@ class CoordinatorServer {
   uint64_t offload_notes_dropped_ GUARDED_BY(mu_) = 0;
   uint64_t dataloaders_served_ GUARDED_BY(mu_) = 0;
   uint64_t dataloaders_stock_ GUARDED_BY(mu_) = 0;
+  uint64_t dataloaders_in_process_ GUARDED_BY(mu_) = 0;
   uint64_t epochs_done_ GUARDED_BY(mu_) = 0;
   // AgreeToSkip: the later epoch some ranks resume into, those ranks, and why
   // the move was called off ("" while it stands).

@@ -175,8 +175,8 @@ int gm_offload_workers(gm_offload* offload, const char** json);
 /* Tells the coordinator, for the run's record, what became of one DataLoader:
  * served (1: its `workers` workers run as virtual workers, `blob_bytes` of it
  * shipped, in `mode` "exact" or "elastic"; NULL: exact) or not (0: it runs on
- * stock local workers, `why` saying why). `dataset`: the dataset's class name.
- * No answer comes. */
+ * stock local workers; 2: in the trainer's process, num_workers=0; `why` saying
+ * why). `dataset`: the dataset's class name. No answer comes. */
 int gm_offload_note(gm_offload* offload, int served, const char* dataset, int workers,
                     uint64_t blob_bytes, const char* why, const char* mode);
 

@@ -12,7 +12,9 @@ t mod N and come back in task order, as stock; so the batches are those of stock
 PyTorch with the same N, bit for bit ("exact" mode).
 
 install() patches DataLoader._get_iterator. It leaves alone, running stock:
-  - a DataLoader with num_workers=0 (its transforms draw from the program's RNG);
+  - a DataLoader with num_workers=0 (its transforms draw from the program's RNG),
+    unless $GOLDMINER_DATALOADER_WORKERS=M: then it is served with M virtual
+    workers, its batches those of num_workers=M, as for any other DataLoader;
   - a DataLoader subclass with its own __iter__ or _get_iterator;
   - a DataPipe dataset (torch shards and seeds those itself; not served yet);
   - what cannot travel to another process: an open file, an LMDB environment, a
@@ -822,13 +824,14 @@ class _WorkersPlace:
 
     def note(self, served, dataset, workers=0, blob_bytes=0, why="", mode="exact"):
         """Tells the coordinator what became of a DataLoader, for the run's record
-        (runs.db, the report). Never fails the program: a note that cannot be
-        sent is dropped."""
+        (runs.db, the report): served True, False (stock local workers) or
+        IN_PROCESS (num_workers=0). Never fails the program: a note that cannot
+        be sent is dropped."""
         try:
             lib, handle = self._session()
             name = "".join(c if 32 < ord(c) < 127 else "?" for c in dataset)[:256] or "?"
             text = why.encode("ascii", "backslashreplace")[:1024] or b"?"
-            lib.gm_offload_note(handle, int(bool(served)), name.encode(), int(workers),
+            lib.gm_offload_note(handle, int(served), name.encode(), int(workers),
                                 int(blob_bytes), text, mode.encode())
         except Exception:  # noqa: BLE001 - the record is not worth the program
             pass
@@ -1006,6 +1009,8 @@ class _LoaderView:
         object.__setattr__(self, "_loader", loader)
         object.__setattr__(self, "multiprocessing_context", context)
         object.__setattr__(self, "num_workers", num_workers)
+        if getattr(loader, "prefetch_factor", None) is None:  # num_workers=0 in torch 2.x
+            object.__setattr__(self, "prefetch_factor", 2)  # stock's default with workers
 
     def __getattr__(self, name):
         return getattr(self._loader, name)
@@ -1099,9 +1104,19 @@ def _why_not(loader):
 _OffloadIter = None
 
 
+IN_PROCESS = 2  # a note's `served` for a DataLoader with num_workers=0 (gm_offload_note)
+
+
 def _get_iterator(self):
     global _OffloadIter
-    if self.num_workers == 0:
+    note = getattr(_place(_transport), "note", None)  # the run's record, when in one
+    zero = self.num_workers == 0  # stock makes its batches in the program's process
+    if zero and _num_workers(self) == 0:
+        # Said in the run's record and its last line, not here: it is stock.
+        if note is not None and id(self) not in _noted:
+            _noted.add(id(self))
+            note(IN_PROCESS, type(self.dataset).__name__,
+                 why="num_workers=0 (goldminer run --dataloader-workers M offloads it)")
         return _stock_get_iterator(self)
     why = _why_not(self)
     if why is None:
@@ -1114,7 +1129,6 @@ def _get_iterator(self):
             why = str(e)
         except ImportError as e:
             why = f"{e} (goldminer needs cloudpickle: Debian's python3-cloudpickle)"
-    note = getattr(_place(_transport), "note", None)  # the run's record, when in one
     if why is None:
         if _OffloadIter is None:
             _OffloadIter = _iterator_class()
@@ -1137,9 +1151,10 @@ def _get_iterator(self):
         return _OffloadIter(self, shipped, num_workers, mode == "elastic")
     if id(self) not in _warned:
         _warned.add(id(self))
-        _say(f"DataLoader of {type(self.dataset).__name__} runs on stock local workers: {why}")
+        where = "in the program's process (num_workers=0)" if zero else "on stock local workers"
+        _say(f"DataLoader of {type(self.dataset).__name__} runs {where}: {why}")
         if note is not None:
-            note(False, type(self.dataset).__name__, why=why)
+            note(IN_PROCESS if zero else False, type(self.dataset).__name__, why=why)
         if _stock_check is not None:
             _stock_check(self)
     return _stock_get_iterator(self)

@@ -863,6 +863,19 @@ class WorkersTransportTest(OffloadTest):
         self.RUN_FLAGS = ("--dataloader-workers", "3")
         served, stderr = self.program(IMAGES, self.images, 2, 0, 0, offload=True)
         self.assertEqual(served, stock3, stderr[-2000:])
+        # A DataLoader with num_workers=0 is offloaded too, with the batches of 3 workers.
+        served, stderr = self.program(IMAGES, self.images, 0, 0, 0, offload=True)
+        self.assertEqual(served, stock3, stderr[-2000:])
+        self.assertIn("1 DataLoader(s) on virtual workers, 0 on stock local workers", stderr)
+        # Without the flag it stays in the program's process, counted and named.
+        self.RUN_FLAGS = ()
+        # (Its random crops draw from the program's unseeded generator: no two runs agree.)
+        alone, stderr = self.program(IMAGES, self.images, 0, 0, 0, offload=True)
+        self.assertEqual([len(e) for e in alone["epochs"]], [4, 4])
+        self.assertIn("0 DataLoader(s) on virtual workers, 0 on stock local workers, 1 in the "
+                      "trainer's process (num_workers=0; --dataloader-workers M offloads them)",
+                      stderr)
+        self.assertIn("--dataloader-workers M offloads them to M virtual workers", stderr)
 
     def test_two_ranks_with_a_distributed_sampler_each_get_the_stock_batches(self):
         path = os.path.join(self.tmp, "ranks.py")

@@ -318,10 +318,14 @@ TEST_F(CoordinatorServerTest,
                         OffloadNoteMsg{false, "Lines", 0, 0, "an open file\x1b[2J"}.Encode(),
                         Deadline::After(kWait))
                   .ok());
+  OffloadNoteMsg zero{false, "Digits", 0, 0, "num_workers=0"};
+  zero.in_process = true;
+  ASSERT_TRUE(
+      SendFrame(*client, MsgType::kOffloadNote, zero.Encode(), Deadline::After(kWait)).ok());
   // A request after the notes (which get no answer): they were read by then.
   ASSERT_EQ(Ask(*client, MsgType::kGetWorkers, {}).type, MsgType::kWorkers);
   CoordinatorSummary summary = server_->Summary();
-  ASSERT_EQ(summary.offload_notes.size(), 2u);
+  ASSERT_EQ(summary.offload_notes.size(), 3u);
   EXPECT_EQ(summary.offload_notes[0],
             "rank 0: a DataLoader of Folder runs its 3 worker(s) as virtual workers on the data "
             "workers, exact mode (4 KiB of dataset, collate_fn and worker_init_fn shipped)");
@@ -330,8 +334,11 @@ TEST_F(CoordinatorServerTest,
             0u)
       << summary.offload_notes[1];
   EXPECT_EQ(summary.offload_notes[1].find('\x1b'), std::string::npos);  // escaped, not kept
+  EXPECT_EQ(summary.offload_notes[2],
+            "rank 0: a DataLoader of Digits runs in the trainer's process: num_workers=0");
   EXPECT_EQ(summary.dataloaders_served, 1u);
   EXPECT_EQ(summary.dataloaders_stock, 1u);
+  EXPECT_EQ(summary.dataloaders_in_process, 1u);
   // A note out of bounds ends the session.
   ASSERT_TRUE(
       SendFrame(*client, MsgType::kOffloadNote,
@@ -340,7 +347,7 @@ TEST_F(CoordinatorServerTest,
           .ok());
   auto after = RecvFrame(*client, FrameLimits{}, Deadline::After(kWait));
   EXPECT_TRUE(!after.ok() || after->type == MsgType::kError);
-  EXPECT_EQ(server_->Summary().offload_notes.size(), 2u);
+  EXPECT_EQ(server_->Summary().offload_notes.size(), 3u);
 }
 
 TEST_F(CoordinatorServerTest,

@@ -274,7 +274,13 @@ TEST(MessagesTest, GivenOffloadNotesThenTheyRoundTripAndBadFieldsAreNamed) {
   auto k = OffloadNoteMsg::Decode(stock.Encode());
   ASSERT_TRUE(k.ok()) << k.status().message();
   EXPECT_FALSE(k->served);
+  EXPECT_FALSE(k->in_process);
   EXPECT_EQ(k->why, stock.why);
+  OffloadNoteMsg zero = stock;  // num_workers=0: in the trainer's process
+  zero.in_process = true;
+  auto z = OffloadNoteMsg::Decode(zero.Encode());
+  ASSERT_TRUE(z.ok()) << z.status().message();
+  EXPECT_TRUE(z->in_process);
   const auto refused = [](nlohmann::json m, const std::string& field) {
     EXPECT_NE(Refusal(OffloadNoteMsg::Decode(m)).find("OFFLOAD_NOTE: $." + field),
               std::string::npos)
@@ -283,6 +289,9 @@ TEST(MessagesTest, GivenOffloadNotesThenTheyRoundTripAndBadFieldsAreNamed) {
   nlohmann::json m = served.Encode();
   m["served"] = 1;
   refused(m, "served");
+  m = zero.Encode();
+  m["place"] = "gpu";
+  refused(m, "place");
   m = served.Encode();
   m["dataset"] = "";
   refused(m, "dataset");
