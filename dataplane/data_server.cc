@@ -349,10 +349,10 @@ Status DataServer::SendToRank(int64_t rank, const Batch& batch, const nlohmann::
     // A client that went away (a trainer killed or restarted) is expected and
     // loses nothing: said at info. A live client that stopped reading is a warning.
     const bool gone = st.message().rfind("peer closed the connection", 0) == 0;
-    (gone ? LogInfo : LogWarning)("data port " + address_ + ": sending batch " + std::to_string(batch.split_batch) +
-               " of split " + std::to_string(batch.split) + " to rank " + std::to_string(rank) +
-               " at " + conn->peer + " failed: " + st.message() +
-               "; it is sent again when the client reconnects");
+    (gone ? LogInfo : LogWarning)(
+        "data port " + address_ + ": sending batch " + std::to_string(batch.split_batch) +
+        " of split " + std::to_string(batch.split) + " to rank " + std::to_string(rank) + " at " +
+        conn->peer + " failed: " + st.message() + "; it is sent again when the client reconnects");
     Detach(conn);
   }
 }

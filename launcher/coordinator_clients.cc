@@ -195,15 +195,14 @@ Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank, uint64
 // that makes DataLoaders in a loop says the same thing again: counted only).
 void CoordinatorServer::NoteOffload(int64_t rank, const OffloadNoteMsg& note) {
   const std::string who = "rank " + std::to_string(rank) + ": a DataLoader of " + note.dataset;
-  const std::string line = note.served
-                               ? who + " runs its " + std::to_string(note.workers) +
-                                     " worker(s) as virtual workers on the data workers, " +
-                                     (note.elastic ? "elastic" : "exact") + " mode (" +
-                                     std::to_string((note.blob_bytes + 1023) / 1024) +
-                                     " KiB of dataset, collate_fn and worker_init_fn shipped)"
-                           : note.in_process
-                               ? who + " runs in the trainer's process: " + PeerText(note.why)
-                               : who + " runs on stock local workers: " + PeerText(note.why);
+  const std::string line =
+      note.served ? who + " runs its " + std::to_string(note.workers) +
+                        " worker(s) as virtual workers on the data workers, " +
+                        (note.elastic ? "elastic" : "exact") + " mode (" +
+                        std::to_string((note.blob_bytes + 1023) / 1024) +
+                        " KiB of dataset, collate_fn and worker_init_fn shipped)"
+      : note.in_process ? who + " runs in the trainer's process: " + PeerText(note.why)
+                        : who + " runs on stock local workers: " + PeerText(note.why);
   MutexLock lock(mu_);
   ++(note.served       ? dataloaders_served_
      : note.in_process ? dataloaders_in_process_

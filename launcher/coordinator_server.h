@@ -88,8 +88,8 @@ struct CoordinatorSummary {
   // CPU seconds the workers reported using (HEARTBEAT), summed over every worker
   // of the run: what /proc cannot show of workers on other nodes.
   double worker_cpu_s = 0;
-  size_t connections_open = 0;       // served now (each by one thread)
-  size_t workers_live = 0;           // registered and still connected
+  size_t connections_open = 0;  // served now (each by one thread)
+  size_t workers_live = 0;      // registered and still connected
   // Of those, the ones that finished a split since they registered: a new worker
   // counts once it makes data at its pace (its exec stage's processes started,
   // its first split through the pipeline).
@@ -105,10 +105,10 @@ struct CoordinatorSummary {
   // arrival order: the first kMaxOffloadNotes, and how many more came.
   std::vector<std::string> offload_notes;
   uint64_t offload_notes_dropped = 0;
-  uint64_t dataloaders_served = 0;  // notes: on virtual workers
-  uint64_t dataloaders_stock = 0;   // notes: on stock local workers
+  uint64_t dataloaders_served = 0;      // notes: on virtual workers
+  uint64_t dataloaders_stock = 0;       // notes: on stock local workers
   uint64_t dataloaders_in_process = 0;  // notes: num_workers=0, in the trainer's process
-  bool offload_only = false;        // CoordinatorConfig::offload_only
+  bool offload_only = false;            // CoordinatorConfig::offload_only
   // The latest per-stage totals each worker reported (HEARTBEAT, SPLIT_DONE).
   std::map<WorkerId, std::vector<StageStats>> worker_stages;  // each one's latest report
   // Where tagged workers run, by tag (REGISTER's tag, host, step): the launcher's

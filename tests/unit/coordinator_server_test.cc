@@ -888,4 +888,4 @@ TEST_F(CoordinatorServerTest, GivenWorkersReportingTheirCpu_ThenTheSummaryAddsWh
   EXPECT_DOUBLE_EQ(server_->Summary().worker_cpu_s, 7.5);
 }
 
-}  // namespace
+}  // namespace gm
