@@ -49,6 +49,7 @@ int Main(int argc, char** argv) {
   std::function<Result<int>()> chosen;
   for (const Verb& verb : Verbs()) {
     CLI::App* sub = app.add_subcommand(verb.name, verb.summary);
+    sub->fallthrough();  // -v and -q after the verb too: goldminer run -v ...
     auto run = verb.setup(*sub);
     sub->callback([&chosen, run] { chosen = run; });
   }

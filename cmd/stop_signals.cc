@@ -35,8 +35,11 @@ int StopOnSignal::TakePending() {
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
   timespec zero{};
-  const int sig = sigtimedwait(&stop, nullptr, &zero);
-  return sig > 0 ? sig : 0;
+  siginfo_t info{};
+  const int sig = sigtimedwait(&stop, &info, &zero);
+  if (sig <= 0) return 0;
+  last_from_terminal_ = info.si_code == SI_KERNEL;  // the tty driver's, not kill(2)'s
+  return sig;
 }
 
 void StopOnSignal::Watch(std::function<void(int)> on_signal) {

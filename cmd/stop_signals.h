@@ -32,11 +32,16 @@ class StopOnSignal {
   void Watch(std::function<void(int)> on_signal);
   // The SIGTERM or SIGINT pending now, taken (0: none). Never blocks.
   int TakePending();
+  // Whether the signal TakePending last returned came from the kernel for a
+  // terminal (Ctrl-C: SIGINT to the whole foreground process group, so the
+  // trainer had it too), not from kill(2) aimed at this process.
+  bool LastFromTerminal() const { return last_from_terminal_; }
 
  private:
   sigset_t set_{};
   sigset_t old_{};
   std::thread thread_;
+  bool last_from_terminal_ = false;
 };
 
 }  // namespace gm::cli

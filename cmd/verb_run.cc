@@ -35,9 +35,10 @@ namespace gm::cli {
 namespace {
 
 // The run's status line: rewritten in place on a terminal, else logged every 30 s
-// of the run.
+// of the run from its 30th second (a short run stays quiet); with -v, from its first.
 std::function<void(const std::string&, const RunRates&)> ShowRates() {
-  return [next_log_s = 0.0](const std::string& run_id, const RunRates& rates) mutable {
+  const double first_s = GetLogLevel() <= LogLevel::kDebug ? 0.0 : 30.0;
+  return [next_log_s = first_s](const std::string& run_id, const RunRates& rates) mutable {
     const std::string line = "run " + run_id + ": " + reports::RatesLine(rates);
     if (StderrIsTerminal()) {
       ShowStatusLine(line);
@@ -433,9 +434,14 @@ Status ApplyTrainerFlags(const RunFlags& f, RunConfig& c) {
 }
 
 // The run's last line: how it ended and what the coordinator counted; `db`,
-// when not empty, where it is recorded.
+// when not empty, where it is recorded. When the trainer failed or was stopped,
+// its own output stays the last thing the user reads (the exit status says the
+// rest): the line is debug, and so is no hint about what the trainer did not do.
 void LogRunEnd(const RunResult& r, const std::string& db) {
   const CoordinatorSummary& s = r.summary;
+  const auto say = [&r](std::string_view m) {
+    Log(r.exit_code == 0 ? LogLevel::kInfo : LogLevel::kDebug, m);
+  };
   const std::string head =
       "run " + r.run_id + " " + r.status + (db.empty() ? "" : " (recorded in " + db + ")") + ": ";
   const uint64_t dataloaders =
@@ -453,9 +459,11 @@ void LogRunEnd(const RunResult& r, const std::string& db) {
                 "them)";
   }
   if (s.offload_only) {
-    LogInfo(head + "no pipeline; the trainer's DataLoaders were served by the data workers: " +
-            channels + ", " + std::to_string(s.workers_registered) + " worker registrations" + ran);
-    if (s.dataloaders_served == 0 && s.dataloaders_in_process > 0) {
+    say(head + "no pipeline; the trainer's DataLoaders were served by the data workers: " +
+        channels + ", " + std::to_string(s.workers_registered) + " worker registrations" + ran);
+    if (r.exit_code != 0) {
+      // The trainer's own error says what went wrong.
+    } else if (s.dataloaders_served == 0 && s.dataloaders_in_process > 0) {
       LogWarning(
           "run: the trainer's DataLoaders have num_workers=0, so they ran in its own process "
           "and the data workers did nothing; --dataloader-workers M offloads them to M virtual "
@@ -468,17 +476,17 @@ void LogRunEnd(const RunResult& r, const std::string& db) {
     }
     return;
   }
-  LogInfo(head + (dataloaders > 0 ? channels + ", " : std::string()) +
-          std::to_string(s.epochs_done) + " epoch(s) delivered, " + std::to_string(s.state.acks) +
-          " batches acknowledged, " + std::to_string(s.workers_registered) +
-          " worker registrations" + ran + ", " + std::to_string(s.state.reassignments) +
-          " splits reassigned, " + std::to_string(s.state.duplicate_acks) + " duplicate acks" +
-          (s.state.samples_skipped > 0
-               ? ", " + std::to_string(s.state.samples_skipped) + " samples skipped (on_error)"
-               : std::string()) +
-          (s.workers_faulted > 0
-               ? ", " + std::to_string(s.workers_faulted) + " workers dropped at a trainer's word"
-               : std::string()));
+  say(head + (dataloaders > 0 ? channels + ", " : std::string()) + std::to_string(s.epochs_done) +
+      " epoch(s) delivered, " + std::to_string(s.state.acks) + " batches acknowledged, " +
+      std::to_string(s.workers_registered) + " worker registrations" + ran + ", " +
+      std::to_string(s.state.reassignments) + " splits reassigned, " +
+      std::to_string(s.state.duplicate_acks) + " duplicate acks" +
+      (s.state.samples_skipped > 0
+           ? ", " + std::to_string(s.state.samples_skipped) + " samples skipped (on_error)"
+           : std::string()) +
+      (s.workers_faulted > 0
+           ? ", " + std::to_string(s.workers_faulted) + " workers dropped at a trainer's word"
+           : std::string()));
 }
 
 // The autoscaler, the pool and the launcher the flags ask for, set in `c`: under
@@ -570,7 +578,9 @@ Result<int> RunWithFlags(const RunFlags& f) {
     }
   }
   c.take_signal = [&signals] { return signals.TakePending(); };
+  c.signal_reached_trainer = [&signals] { return signals.LastFromTerminal(); };
   GM_ASSIGN_OR_RETURN(RunResult r, RunTraining(c));
+  ClearStatusLine();  // the trainer's last words (a traceback) stay the last lines
   LogRunEnd(r, store ? f.db : std::string());
   return r.exit_code;
 }

@@ -36,6 +36,9 @@ struct SpawnRequest {
   // of a Slurm step reaches the parent only, which ends its children itself
   // (SIGKILL, or closing their pipes).
   bool ignore_drain_signals = false;
+  // The child leads a process group of its own: a terminal's Ctrl-C (SIGINT to
+  // the foreground group) does not reach it; its parent ends it.
+  bool own_process_group = false;
 };
 
 // The child's pid. InvalidArgument for an empty argv; NotFound when the program

@@ -112,7 +112,8 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
     if (!registration.tag.empty()) {
       places_[registration.tag] = {registration.host, registration.step};
     }
-    LogInfo("coordinator: worker " + std::to_string(id) + " registered, data at " + data_addr_[id]);
+    LogDebug("coordinator: worker " + std::to_string(id) + " registered, data at " +
+             data_addr_[id]);
   }
   RegisteredMsg registered;
   registered.worker_id = id;

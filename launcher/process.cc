@@ -126,14 +126,17 @@ class ThreadCpus {
 }  // namespace
 
 Result<pid_t> ProcessGroup::Spawn(const std::vector<std::string>& argv,
-                                  const std::vector<std::string>& env,
-                                  const std::vector<int>& cpus) {
+                                  const std::vector<std::string>& env, const std::vector<int>& cpus,
+                                  bool own_group) {
   if (argv.empty()) return Status::InvalidArgument("no command to start");
   std::unique_ptr<ThreadCpus> pinned;
   if (!cpus.empty()) {
     GM_ASSIGN_OR_RETURN(pinned, ThreadCpus::Set(cpus, argv[0] + ": CPUs"));
   }
-  Result<pid_t> spawned = SpawnProcess(SpawnRequest(argv, env));  // with our environment
+  SpawnRequest request(argv, env);  // with our environment
+  request.own_process_group = own_group;
+  request.stdin_null = own_group;  // a background group reading the terminal would stop
+  Result<pid_t> spawned = SpawnProcess(request);
   pinned.reset();
   if (!spawned.ok()) return spawned.status();
   const pid_t pid = *spawned;

@@ -51,8 +51,10 @@ class ProcessGroup {
   // program when it cannot start. With `cpus`, the child runs on those CPUs only
   // from its first instruction (it inherits the mask; so do its threads and
   // children); InvalidArgument when this process may not use them all.
+  // With `own_group`, the child leads a process group of its own, its stdin
+  // /dev/null (SpawnRequest::own_process_group: a terminal's Ctrl-C is not its).
   Result<pid_t> Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                      const std::vector<int>& cpus = {});
+                      const std::vector<int>& cpus = {}, bool own_group = false);
   // Sends `sig` to a running child; OK if it already exited.
   void Signal(pid_t pid, int sig);
   // Waits up to timeout_s for any child to exit and reaps it; nullopt on timeout.

@@ -105,8 +105,8 @@ void RunLoop::BeginStop(RunLoopOutcome& out) {
                              ? std::string("stopping: a signal asked the run to stop")
                              : "stopping: the job was preempted (" + out.stop_cause +
                                    "); the trainer resumes from its checkpoint in a new run");
-  // SIGTERM now, SIGKILL after the grace period (the supervisor's).
-  for (pid_t t : supervisor_.pids(ProcessRole::kTrainer)) supervisor_.Stop(t);
+  // SIGTERM (or Ctrl-C's SIGINT) now, SIGKILL after the grace period (the supervisor's).
+  for (pid_t t : supervisor_.pids(ProcessRole::kTrainer)) supervisor_.Stop(t, stop_signal_);
 }
 
 // A rank that fails ends the run, as under torchrun: the others would wait for
@@ -114,14 +114,17 @@ void RunLoop::BeginStop(RunLoopOutcome& out) {
 // the grace period) and the run takes the first failure's status.
 void RunLoop::OnTrainerEnded(const ProcessEnded& e, RunLoopOutcome& out) {
   if (e.exit.exit_code() == 0 || out.exit_code != 0) return;
-  if (!out.stopped) {
-    LogWarning("run: trainer (pid " + std::to_string(e.exit.pid) + ") " + e.exit.describe);
-  }
   out.exit_code = e.exit.exit_code();
   out.exit = e.exit.describe;
   const std::vector<pid_t> others = supervisor_.pids(ProcessRole::kTrainer);
-  if (others.empty() || out.stopped) return;
-  LogWarning("run: stopping the other " + std::to_string(others.size()) +
+  // Alone, the trainer's own error and the run's exit status say it all.
+  const std::string ended =
+      "run: trainer (pid " + std::to_string(e.exit.pid) + ") " + e.exit.describe;
+  if (others.empty() || out.stopped) {
+    LogDebug(ended);
+    return;
+  }
+  LogWarning(ended + ": stopping the other " + std::to_string(others.size()) +
              " trainer rank(s): a rank that fails ends the run");
   recorder_.Event("run", "a trainer rank " + e.exit.describe + ": the other ranks are stopped");
   for (pid_t t : others) supervisor_.Stop(t);
@@ -180,7 +183,13 @@ void RunLoop::LeaveAtEnd() {
 bool RunLoop::StopRequested() {
   if (o_.take_signal) {
     if (int sig = o_.take_signal()) {
-      LogWarning("run: signal " + std::to_string(sig) + ": stopping the trainer and workers");
+      // Ctrl-C: the trainer hears SIGINT, as it would alone (Python's
+      // KeyboardInterrupt, exit 130), once: a terminal's reached it already.
+      // SIGTERM (scancel, preemption) and the rest: SIGTERM.
+      const bool reached = o_.signal_reached_trainer && o_.signal_reached_trainer();
+      stop_signal_ = sig != SIGINT ? SIGTERM : reached ? 0 : SIGINT;
+      (sig == SIGINT ? LogDebug : LogInfo)("run: signal " + std::to_string(sig) +
+                                           ": stopping the trainer and workers");
       signalled_ = true;
       return true;
     }
@@ -237,6 +246,7 @@ Status RunLoop::StartWorker(int slot) {
             JoinHostPort(o_.bind, 0),
             "--drain-grace",
             Fixed(o_.drain_grace_s, 1)};
+  if (GetLogLevel() <= LogLevel::kDebug) r.argv.insert(r.argv.begin() + 1, "-v");  // run -v
   GM_ASSIGN_OR_RETURN(std::string key, KeyVariable("worker.key", o_.keys_by_value));
   r.env = {key, "GOLDMINER_RUN_ID=" + run_id_};
   r.cpus = o_.worker_cpus;

@@ -10,6 +10,7 @@
 // Threads: Execute and StopAll run on the calling thread; the edges are called on it.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <atomic>
@@ -109,9 +110,10 @@ struct RunLoopOptions {
   // the status line); the loop itself prints nothing. Null: nothing is called.
   std::function<void(const std::string& run_id, const RunRates&)> on_rates;
   std::optional<AutoscalerOptions> autoscale;
-  std::function<bool()> should_stop;        // polled every loop turn; may be empty
-  std::function<int()> take_signal;         // TrainingRun's (training_run.h); may be empty
-  std::function<std::string()> stop_cause;  // asked once when a signal stops the run
+  std::function<bool()> should_stop;             // polled every loop turn; may be empty
+  std::function<int()> take_signal;              // TrainingRun's (training_run.h); may be empty
+  std::function<bool()> signal_reached_trainer;  // TrainingRun's; may be empty
+  std::function<std::string()> stop_cause;       // asked once when a signal stops the run
 };
 
 // How the trainers ended, as the loop saw it.
@@ -196,6 +198,7 @@ class RunLoop {
   bool offload_dropped_said_ = false;
   std::optional<Autoscaler> autoscaler_;
   bool signalled_ = false;         // a signal (not should_stop) stopped the run
+  int stop_signal_ = SIGTERM;      // what the trainers get first when the run stops
   std::set<pid_t> draining_;       // workers told to drain (SIGTERM), still running
   int next_slot_ = 0;              // the slot of the next worker the autoscaler adds
   double elastic_hold_until_ = 0;  // no elastic worker is started before this clock time

@@ -34,12 +34,12 @@ void Supervisor::Drain(pid_t pid, const std::string& step) {
   launcher_.Drain(pid, step);
 }
 
-void Supervisor::Stop(pid_t pid) {
+void Supervisor::Stop(pid_t pid, int sig) {
   auto it = procs_.find(pid);
   if (it == procs_.end() || it->second.stopped) return;
   it->second.stopped = true;
   it->second.kill_at = Now() + options_.stop_grace_s;
-  launcher_.Signal(pid, SIGTERM);
+  if (sig != 0) launcher_.Signal(pid, sig);
 }
 
 ProcessEnded Supervisor::Ended(const ChildExit& e) {

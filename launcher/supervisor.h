@@ -12,6 +12,7 @@
 // Thread-compatible: one thread (the run's loop).
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <functional>
@@ -75,8 +76,9 @@ class Supervisor {
   // One still running drain_kill_s later gets SIGKILL (in Poll).
   // `step`: the Slurm step the worker registered with, if known (ProcessLauncher::Drain).
   void Drain(pid_t pid, const std::string& step = "");
-  // Stops a process: SIGTERM now, SIGKILL once stop_grace_s have passed (in Poll).
-  void Stop(pid_t pid);
+  // Stops a process: `sig` now (0: none, it has had one), SIGKILL once
+  // stop_grace_s have passed (in Poll).
+  void Stop(pid_t pid, int sig = SIGTERM);
   // Waits up to timeout_s for a process to end. Also sends the SIGKILLs that are due
   // and starts the replacements whose delay has passed (reported in `replaced`).
   std::optional<ProcessEnded> Poll(double timeout_s, std::vector<ProcessReplaced>* replaced);

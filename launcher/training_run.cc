@@ -113,6 +113,7 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   o.autoscale = c.autoscale;
   o.should_stop = c.should_stop;
   o.take_signal = c.take_signal;
+  o.signal_reached_trainer = c.signal_reached_trainer;
   o.stop_cause = c.stop_cause;
   RunLoop loop(std::move(o), std::move(edges), run_id, recorder);
   Result<RunLoopOutcome> outcome = loop.Execute();
@@ -218,17 +219,16 @@ Result<RunResult> RunTraining(const RunConfig& c) {
   GM_ASSIGN_OR_RETURN(
       std::unique_ptr<CoordinatorServer> coordinator,
       CoordinatorServer::Start(CoordinatorConfigOf(c, secret, doc, origin, run_id)));
+  // What the run does, in one line (-v: its detail as it goes).
   LogInfo("run " + run_id + ": coordinator at " + coordinator->address() + ", " +
           std::to_string(c.spec.workers) + " workers, " + std::to_string(c.spec.world_size) +
-          " trainer rank(s)");
+          " trainer rank(s)" +
+          (offload_only ? "; no --pipeline: the workers serve only the trainer's torch "
+                          "DataLoaders, each worker process of theirs a virtual worker on them"
+                        : ""));
   if (const std::string notice = coordinator->pipeline().OrderNotice();
       c.order_notice && !notice.empty() && !offload_only) {
     LogInfo("run: " + notice);
-  }
-  if (offload_only) {
-    LogInfo(
-        "run: no --pipeline: the workers serve only the trainer's torch DataLoaders "
-        "(num_workers > 0), each worker process of theirs a virtual worker on them");
   }
   RunRecorder recorder(c.store, run_id, c.spec.world_size);
   GM_RETURN_IF_ERROR(recorder.Begin(RecordOf(c, run_id, origin)));

@@ -72,6 +72,10 @@ struct RunConfig {
   // asks stop_cause. Polled with should_stop, and once more after the last
   // trainer ended (a signal that reached the trainers too). May be empty.
   std::function<int()> take_signal;
+  // Whether the signal take_signal last returned reached the trainer too (a
+  // terminal's Ctrl-C goes to its whole foreground process group): then it is
+  // not sent again. May be empty (never).
+  std::function<bool()> signal_reached_trainer;
   // Asked once, when a signal stops the run: why the surrounding system stopped it
   // ("requeued", "time limit", ...; launcher/slurm_job.h). Non-empty: the run is
   // recorded as "preempted" with that cause, else as "cancelled". May be empty.

@@ -265,13 +265,13 @@ void WorkerService::Drain() {
 
 Status WorkerService::Bye() {
   const uint64_t hosted = virtual_workers_ ? virtual_workers_->served() : 0;
-  LogInfo("worker " + data_addr_ + ": sent " + std::to_string(data_->batches_sent()) +
-          " batches, " + std::to_string(data_->shm_batches_sent()) + " in shared memory (" +
-          std::to_string(data_->in_place_batches_sent()) + " written in place)" +
-          (hosted > 0 ? "; hosted " + std::to_string(hosted) + " virtual DataLoader worker(s), " +
-                            std::to_string(virtual_workers_->shared()) +
-                            " of their results in shared memory"
-                      : std::string()));
+  LogDebug("worker " + data_addr_ + ": sent " + std::to_string(data_->batches_sent()) +
+           " batches, " + std::to_string(data_->shm_batches_sent()) + " in shared memory (" +
+           std::to_string(data_->in_place_batches_sent()) + " written in place)" +
+           (hosted > 0 ? "; hosted " + std::to_string(hosted) + " virtual DataLoader worker(s), " +
+                             std::to_string(virtual_workers_->shared()) +
+                             " of their results in shared memory"
+                       : std::string()));
   data_->SayBye();  // no split is in hand: the trainers hear that this worker leaves
   Status st = SendControl(MsgType::kBye, nlohmann::json::object());
   if (!st.ok())

@@ -138,6 +138,9 @@ def serve(ctl):
 
 
 def main():
+    # A terminal's Ctrl-C goes to its whole foreground process group: the trainer
+    # hears it and ends us; nor do the workers we fork (as torch's ignore it).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if len(sys.argv) != 2:
         sys.stderr.write("usage: python3 -m goldminer._vhost FD (started by goldminer.offload)\n")
         return 2

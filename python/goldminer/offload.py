@@ -801,9 +801,11 @@ class _WorkersPlace:
     one offload session per trainer process, opened at the first use."""
 
     def __init__(self):
+        import weakref
         self.lock = threading.Lock()
         self.lib = None
         self.handle = None
+        self.chans = weakref.WeakSet()  # the channels open, for the program's end
 
     def _session(self):
         from goldminer import loader
@@ -862,7 +864,18 @@ class _WorkersPlace:
                                                 sys.executable.encode(),
                                                 json.dumps(modules).encode(),
                                                 ctypes.byref(handle)))
-        return _RemoteChan(lib, handle, worker)
+        chan = _RemoteChan(lib, handle, worker)
+        with self.lock:
+            self.chans.add(chan)
+        return chan
+
+    def end_channels(self):
+        """At the program's end: each virtual worker still open is ended (its
+        reader then hears the end and returns), as the host's end ends local ones."""
+        with self.lock:
+            chans = list(self.chans)
+        for chan in chans:
+            chan.kill()
 
 
 def _rank_offset(live):
@@ -915,13 +928,16 @@ def _at_exit():
         hosts = list(_hosts.values())
     with _threads_lock:
         threads = list(_threads)
+    with _places_lock:
+        places = list(_places.values())
     for h in hosts:
         h.close()
+    for p in places:  # after a KeyboardInterrupt torch's iterator did not end them
+        if isinstance(p, _WorkersPlace):
+            p.end_channels()
     until = time.monotonic() + _EXIT_JOIN_S
     for t in threads:
         t.join(max(0.0, until - time.monotonic()))
-    with _places_lock:
-        places = list(_places.values())
     for p in places:
         if isinstance(p, _WorkersPlace):
             p.close()

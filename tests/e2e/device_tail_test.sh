@@ -56,7 +56,7 @@ json.dump({"keys": keys, "epochs": epochs, "stats": loader.stats(), "stages": st
 PY
 
 run() {  # run NAME PIPELINE KIND
-  "$GM" run --backend local --pipeline "$2" --workers 2 --epochs 2 --samples-per-split 8 --no-db \
+  "$GM" run -v --backend local --pipeline "$2" --workers 2 --epochs 2 --samples-per-split 8 --no-db \
     -- $PY "$T/train.py" "$T/$1.npz" "$3" >"$T/$1.out" 2>"$T/$1.err"
 }
 run cpu "$T/cpu.json" numpy || { cat "$T/cpu.err" >&2; fail "the run with every stage on the workers"; }

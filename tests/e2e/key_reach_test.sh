@@ -90,7 +90,7 @@ for _ in $(seq 1 300); do grep -q "worker 2 registered" "$T/value.err" && break;
 exec "$PY" "$T/reach.py" "$T/value.json"
 SH
 chmod +x "$T/by_value.sh"
-GM=$GM PY=$PY T=$T gm_run value -- --backend local --workers 1 --no-db -- "$T/by_value.sh" ||
+GM=$GM PY=$PY T=$T gm_run value -- -v --backend local --workers 1 --no-db -- "$T/by_value.sh" ||
   { cat "$T/value.err" >&2; fail "the run beside a worker given its key by value"; }
 check value
 $PY - "$T/value.json" "$(cat "$T/hand.pid")" <<'PY' || fail "no sample was made by the worker given its key by value: $(cat "$T/value.json")"

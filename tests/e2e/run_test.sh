@@ -21,8 +21,9 @@ expect_rc 0 "reference run with worker --local" -- "$GM" worker --local --pipeli
 
 export GM_TEST_GOLDMINER=$GM
 run() {  # run NAME WORKERS WORLD [env...]: runs the trainer under `goldminer run`
-  local name=$1 workers=$2 world=$3; shift 3
-  env "$@" "$GM" run --backend local --pipeline "$T/pipeline.json" --workers "$workers" \
+  local name=$1 workers=$2 world=$3 v=; shift 3
+  [[ " $* " == *" GM_TEST_VERBOSE=1 "* ]] && v=-v  # run -v: today's detail
+  env "$@" "$GM" run $v --backend local --pipeline "$T/pipeline.json" --workers "$workers" \
     ${GM_TEST_BIND:+--bind "$GM_TEST_BIND"} \
     --world-size "$world" --epochs 2 --samples-per-split $SPLIT --liveness-timeout 5 \
     -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.{rank}.json" 2 >"$T/out" 2>"$T/err"
@@ -80,7 +81,7 @@ ok "2 epochs delivered exactly once, in the order of worker --local"
 # Listening on every interface: workers and the trainer connect by a name or
 # address other nodes can reach: this machine's name when it resolves beyond
 # loopback, else its interface address (core/host.h, ReachableHostName).
-GM_TEST_BIND=0.0.0.0 run bind 2 1 || { cat "$T/err" >&2; fail "run --bind 0.0.0.0"; }
+GM_TEST_BIND=0.0.0.0 run bind 2 1 GM_TEST_VERBOSE=1 || { cat "$T/err" >&2; fail "run --bind 0.0.0.0"; }
 check bind 1 || fail "run --bind 0.0.0.0 delivers the reference order exactly once"
 advertised=$(grep -o 'data at [^ ]*' "$T/err" | head -n 1)
 advertised=${advertised#data at }
@@ -106,11 +107,12 @@ fi
 ok "with --bind 0.0.0.0, workers advertise a reachable $reachable ($advertised)"
 ok "--bind 0.0.0.0: 2 epochs delivered exactly once"
 
-run kill 2 1 GM_TEST_KILL_AFTER=3 || { cat "$T/err" >&2; fail "run with a worker killed"; }
+run kill 2 1 GM_TEST_VERBOSE=1 GM_TEST_KILL_AFTER=3 || { cat "$T/err" >&2; fail "run with a worker killed"; }
 check kill 1 || fail "kill -9 of a worker mid-epoch"
 expect_in "$T/err" "killed by signal 9" "the run saw the worker killed"
 expect_in "$T/err" "starting another" "the run replaced it"
-# stderr is no terminal here: the status line is logged (the first at once, then every 30 s).
+# stderr is no terminal here: the status line is logged (with -v the first at once,
+# then every 30 s; without, from the 30th second).
 grep -qE "goldminer: run run-[0-9-]+: [0-9]+ samples/s, data wait [0-9]+%, [0-9]+ worker\(s\) \([0-9.]+ CPUs\), epoch [0-9]+$" "$T/err" ||
   { cat "$T/err" >&2; fail "the run's status line was not logged"; }
 ok "off a terminal, the run's status line is logged"

@@ -15,7 +15,8 @@ shm_before=$(ls -A /dev/shm | sort)
 
 run() {  # run NAME WORKERS [env...]
   local name=$1 workers=$2; shift 2
-  gm_run "$name" "$@" -- --backend local --pipeline "$T/pipeline.json" --workers "$workers" \
+  # -v: each worker's last line counts its batches (in shared memory, in place)
+  gm_run "$name" "$@" -- -v --backend local --pipeline "$T/pipeline.json" --workers "$workers" \
     --epochs 2 --samples-per-split 8 --no-db -- $PY "$SRC/tests/e2e/trainer.py" "$T/$name.json" 2
 }
 check() {  # check NAME REF WHAT: NAME delivered exactly REF's samples and pixels; prints stats

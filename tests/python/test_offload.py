@@ -480,6 +480,22 @@ print(json.dumps({"parents": [p for b in DataLoader(Where(), batch_size=2, num_w
                               for p in b]}))
 """
 
+# A loop that runs until it is interrupted, saying once that it loops.
+FOREVER = """
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Count(Dataset):
+    def __len__(self):
+        return 1 << 30
+    def __getitem__(self, i):
+        return torch.tensor([i])
+
+for n, batch in enumerate(DataLoader(Count(), batch_size=4, num_workers=2)):
+    if n == 0:
+        print("looping", flush=True)
+"""
+
 # Batches big enough for shared memory (2 x 16384 float32 a batch, random).
 BIG = COMMON + """
 from torch.utils.data import DataLoader, Dataset
@@ -855,6 +871,79 @@ class WorkersTransportTest(OffloadTest):
         stderr = self.same_as_stock(KILLED, 0, "data-worker")
         self.assertIn("lost its data worker", stderr)
         self.assertIn("a new one goes on from its last result", stderr)
+
+    def test_a_run_says_one_line_as_it_starts_and_one_as_it_ends_and_v_says_more(self):
+        _, stderr = self.program(WHERE, offload=True)
+        ours = [line for line in stderr.splitlines() if line.startswith("goldminer")]
+        self.assertEqual(len(ours), 2, stderr)
+        self.assertRegex(ours[0], r"^goldminer: run \S+: coordinator at \S+, 2 workers, "
+                                  r"1 trainer rank\(s\); no --pipeline")
+        self.assertRegex(ours[1], r"^goldminer: run \S+ succeeded")
+        self.RUN_FLAGS = ("-v",)  # today's detail: the workers' registrations and last words
+        _, stderr = self.program(WHERE, offload=True)
+        self.assertEqual(len(re.findall(r"coordinator: worker \d+ registered", stderr)), 2, stderr)
+        self.assertEqual(len(re.findall(r"worker \S+: sent \d+ batches", stderr)), 2, stderr)
+
+    def run_argv(self, *program):
+        return [goldminer_binary(), "run", "--workers", "2", "--no-db", "--", PYTHON, *program]
+
+    def run_env(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
+        env["PYTHONPATH"] = ""
+        return env
+
+    def test_a_trainer_that_fails_has_the_last_word(self):
+        proc = subprocess.run(self.run_argv("missing.py"), capture_output=True, text=True,
+                              env=self.run_env(), timeout=TIMEOUT_S, cwd=self.tmp)
+        self.assertEqual(proc.returncode, 2, proc.stderr)  # Python's, for a missing script
+        lines = proc.stderr.strip().splitlines()
+        self.assertIn("missing.py", lines[-1], proc.stderr)
+        self.assertIn("No such file or directory", lines[-1], proc.stderr)
+        self.assertEqual(len([x for x in lines if x.startswith("goldminer")]), 1, proc.stderr)
+
+    def test_ctrl_c_ends_with_the_trainers_traceback_only_and_status_130(self):
+        import pty
+        import time
+        path = os.path.join(self.tmp, "forever.py")
+        with open(path, "w") as f:
+            f.write(FOREVER)
+        argv, env = self.run_argv(path), self.run_env()
+        pid, fd = pty.fork()  # a terminal, whose Ctrl-C goes to its foreground group
+        if pid == 0:
+            try:
+                os.chdir(self.tmp)
+                os.execve(argv[0], argv, env)
+            finally:
+                os._exit(127)
+        out = b""
+
+        def read(until):
+            nonlocal out
+            deadline = time.monotonic() + TIMEOUT_S
+            while time.monotonic() < deadline and (until is None or until not in out):
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:  # EIO: every process of the terminal closed it
+                    return
+                if not chunk:
+                    return
+                out += chunk
+
+        try:
+            read(b"looping")
+            self.assertIn(b"looping", out)
+            os.write(fd, b"\x03")
+            read(None)
+        finally:
+            _, status = os.waitpid(pid, 0)
+            os.close(fd)
+        text = out.decode("utf-8", "replace")
+        self.assertEqual(os.waitstatus_to_exitcode(status), 130, text)  # 128 + SIGINT
+        self.assertEqual(text.count("Traceback"), 1, text)  # the trainer's
+        self.assertIn("KeyboardInterrupt", text)
+        self.assertNotIn("_vhost", text)
+        self.assertNotIn("goldminer: warning", text)
+        self.assertNotIn("goldminer: error", text)
 
     def test_dataloader_workers_gives_the_batches_of_that_many_stock_workers(self):
         stock3, _ = self.program(IMAGES, self.images, 3, 0, 0, offload=False)
