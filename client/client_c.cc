@@ -239,6 +239,18 @@ GM_API int gm_offload_workers(gm_offload* offload, const char** json) {
   });
 }
 
+GM_API int gm_offload_place(gm_offload* offload, const char** worker) {
+  if (offload == nullptr || worker == nullptr) return FailArg("gm_offload_place: NULL argument");
+  return Guard([&] {
+    static thread_local std::string text;
+    auto placed = offload->offload->Place();
+    if (!placed.ok()) return Fail(placed.status());
+    text = *placed;
+    *worker = text.c_str();
+    return 0;
+  });
+}
+
 GM_API int gm_offload_note(gm_offload* offload, int served, const char* dataset, int workers,
                            uint64_t blob_bytes, const char* why, const char* mode) {
   if (offload == nullptr || dataset == nullptr) return FailArg("gm_offload_note: NULL argument");

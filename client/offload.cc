@@ -88,11 +88,21 @@ void Offload::HeartbeatLoop() {
   }
 }
 
-Result<std::vector<std::string>> Offload::Workers() {
+Result<std::vector<std::string>> Offload::Workers() { return AskWorkers(false); }
+
+Result<std::string> Offload::Place() {
+  GM_ASSIGN_OR_RETURN(std::vector<std::string> one, AskWorkers(true));
+  if (one.size() != 1) {
+    return Status::Unavailable("the run has no data worker up to host virtual DataLoader workers");
+  }
+  return one[0];
+}
+
+Result<std::vector<std::string>> Offload::AskWorkers(bool place) {
   MutexLock lock(mu_);
-  Result<Frame> answer =
-      Exchange(coordinator_, MsgType::kGetWorkers, nlohmann::json::object(), MsgType::kWorkers,
-               Deadline::After(options_.timeout_s), coordinator_name_);
+  const nlohmann::json ask = place ? nlohmann::json{{"place", true}} : nlohmann::json::object();
+  Result<Frame> answer = Exchange(coordinator_, MsgType::kGetWorkers, ask, MsgType::kWorkers,
+                                  Deadline::After(options_.timeout_s), coordinator_name_);
   if (!answer.ok()) {  // the coordinator is gone, unless it broke the protocol
     return answer.status().code() == Code::kCorrupt
                ? answer.status()

@@ -47,6 +47,10 @@ class Offload {
   uint64_t channel() const { return channel_; }
   // The run's live data workers ("HOST:PORT"), asked of the coordinator.
   Result<std::vector<std::string>> Workers();
+  // The data worker the coordinator names for this client's next virtual worker
+  // (the one hosting the fewest: GET_WORKERS {place: true}); Unavailable when
+  // the run has none live.
+  Result<std::string> Place();
   // OFFLOAD_NOTE: what became of one DataLoader, for the run's record.
   Status Note(const OffloadNoteMsg& note);
   // Opens a virtual worker on the data worker at `worker` running `python`
@@ -58,6 +62,7 @@ class Offload {
  private:
   Offload() = default;
   void HeartbeatLoop();
+  Result<std::vector<std::string>> AskWorkers(bool place);
 
   ClientOptions options_;
   std::string coordinator_name_;

@@ -48,6 +48,7 @@ struct WorkerFlags {
   std::string cpus;  // --cpus, else $GOLDMINER_WORKER_CPUS
   std::string step_name;
   size_t max_virtual_workers = 64;
+  std::string warm_python;
   double drain_grace_s = 10;
 };
 
@@ -183,6 +184,7 @@ Result<int> RunWithCoordinator(const WorkerFlags& f) {
   if (const char* tag = std::getenv("GOLDMINER_WORKER_TAG")) options.tag = tag;
   options.step_name = f.step_name;
   options.max_virtual_workers = f.max_virtual_workers;
+  options.warm_python = f.warm_python;
   options.drain_grace_s = f.drain_grace_s;
   // Before Start(), so the service's threads inherit the mask: the first SIGTERM
   // and every SIGUSR2 drain the service, SIGINT or a second SIGTERM stops it.
@@ -277,6 +279,13 @@ Verb WorkerVerb() {
                        "the interpreter is $GOLDMINER_PYTHON, else the trainer's own path")
             ->check(CLI::Range(0, 4096))
             ->capture_default_str();
+        sub.add_option("--warm-python", f->warm_python,
+                       "With --coordinator: start the virtual-worker host of this Python "
+                       "interpreter (it imports torch) at once rather than at the first "
+                       "offloaded DataLoader (`goldminer run` passes the trainer's)")
+            ->check([](const std::string& s) {
+              return s.size() <= 4096 ? std::string() : std::string("at most 4096 characters");
+            });
         sub.add_option("--drain-grace", f->drain_grace_s,
                        "With --coordinator: on SIGTERM, take no new split, finish the one "
                        "in hand and leave once the trainer acknowledged what this worker "

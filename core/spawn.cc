@@ -36,6 +36,16 @@ std::vector<std::string> Environment(const SpawnRequest& r) {
   return env;
 }
 
+std::vector<char*> CStrings(const std::vector<std::string>& v) {
+  std::vector<char*> out;
+  out.reserve(v.size() + 1);
+  for (const std::string& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
 // `program` as execvp would find it: itself when it has a '/', else the first
 // executable file of that name in this process's PATH.
 std::optional<std::string> FindProgram(const std::string& program) {
@@ -59,16 +69,6 @@ std::optional<std::string> FindProgram(const std::string& program) {
   }
   return std::nullopt;
 }
-
-std::vector<char*> CStrings(const std::vector<std::string>& v) {
-  std::vector<char*> out;
-  out.reserve(v.size() + 1);
-  for (const std::string& s : v) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
-
-}  // namespace
 
 Result<pid_t> SpawnProcess(const SpawnRequest& request) {
   if (request.argv.empty() || request.argv[0].empty())

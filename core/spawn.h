@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,10 @@ struct SpawnRequest {
   // the foreground group) does not reach it; its parent ends it.
   bool own_process_group = false;
 };
+
+// `program` as execvp would find it: itself when it has a '/' (and may be run),
+// else the first executable file of that name in this process's PATH.
+std::optional<std::string> FindProgram(const std::string& program);
 
 // The child's pid. InvalidArgument for an empty argv; NotFound when the program
 // does not exist; ResourceExhausted when out of processes or memory; IoError

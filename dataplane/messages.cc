@@ -223,7 +223,8 @@ nlohmann::json HeartbeatMsg::Encode() const {
   return {{"batches_sent", batches_sent},
           {"splits_done", splits_done},
           {"making_split", making_split},
-          {"cpu_s", cpu_s}};
+          {"cpu_s", cpu_s},
+          {"virtual_workers", virtual_workers}};
 }
 
 Result<HeartbeatMsg> HeartbeatMsg::Decode(const nlohmann::json& meta) {
@@ -241,6 +242,9 @@ Result<HeartbeatMsg> HeartbeatMsg::Decode(const nlohmann::json& meta) {
     if (!(r.cpu_s >= 0 && r.cpu_s <= kMaxStageSeconds)) {
       return Status::Corrupt("HEARTBEAT: $.cpu_s: " + std::to_string(r.cpu_s) +
                              " is not a number of seconds from 0 to 1e12");
+    }
+    if (m.has("virtual_workers")) {
+      GM_ASSIGN_OR_RETURN(r.virtual_workers, Count(m, "virtual_workers", uint64_t{1} << 20));
     }
     return r;
   }());

@@ -199,8 +199,9 @@ struct GetSplitMsg {
 struct HeartbeatMsg {
   uint64_t batches_sent = 0;
   uint64_t splits_done = 0;
-  bool making_split = false;  // the worker is inside a split: it asks nothing until done
-  double cpu_s = 0;           // the worker's CPU seconds so far, 0 .. kMaxStageSeconds
+  bool making_split = false;     // the worker is inside a split: it asks nothing until done
+  double cpu_s = 0;              // the worker's CPU seconds so far, 0 .. kMaxStageSeconds
+  uint64_t virtual_workers = 0;  // virtual DataLoader workers it hosts now, 0 .. 2^20
   nlohmann::json Encode() const;
   static Result<HeartbeatMsg> Decode(const nlohmann::json& meta);
 };

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/clock.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
@@ -254,10 +255,17 @@ Status CoordinatorServer::ServeOffloadClient(Socket& socket, const Frame& first)
       GM_RETURN_IF_ERROR(SessionFrame(frame, "an offload client", &done));
       continue;
     }
+    // {place: true}: the one data worker to host the client's next virtual worker.
+    GM_ASSIGN_OR_RETURN(const bool place,
+                        JsonNode(frame.meta, "GET_WORKERS").BoolOr("place", false));
     WorkersMsg workers;
     {
       MutexLock lock(mu_);
-      workers.workers = LiveAddresses();
+      if (!place) {
+        workers.workers = LiveAddresses();
+      } else if (std::string where = PlaceVirtualWorker(); !where.empty()) {
+        workers.workers = {where};
+      }
     }
     GM_RETURN_IF_ERROR(
         SendFrame(socket, MsgType::kWorkers, workers.Encode(), Deadline::After(kSendTimeoutS)));

@@ -1,6 +1,7 @@
 #include "launcher/coordinator_server.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/clock.h"
 #include "core/digest.h"
@@ -169,6 +170,22 @@ nlohmann::json CoordinatorServer::PlanMessage(
   }
   plan.workers = LiveAddresses();
   return plan.Encode();
+}
+
+std::string CoordinatorServer::PlaceVirtualWorker() {
+  std::optional<WorkerId> best;
+  uint64_t best_load = 0;
+  for (const auto& [id, addr] : data_addr_) {
+    const VirtualLoad& load = virtual_load_[id];
+    const uint64_t n = load.reported + load.placed;
+    if (!best || n < best_load) {
+      best = id;
+      best_load = n;
+    }
+  }
+  if (!best) return "";
+  ++virtual_load_[*best].placed;
+  return data_addr_.at(*best);
 }
 
 std::vector<std::string> CoordinatorServer::LiveAddresses() const {

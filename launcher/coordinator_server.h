@@ -184,6 +184,10 @@ class CoordinatorServer {
   nlohmann::json AnswerGetWorkers(int rank) const REQUIRES(mu_);
   // The live workers' data addresses, in worker id order (PLAN, WORKERS, OFFLOADING).
   std::vector<std::string> LiveAddresses() const REQUIRES(mu_);
+  // The live worker that should host the next virtual DataLoader worker: the one
+  // with the fewest (reported plus placed since), the first registered among
+  // equals; counted as placed there. Empty when no worker is live.
+  std::string PlaceVirtualWorker() REQUIRES(mu_);
   // A rank's RESUME of an epoch past the current one: the run moves there only
   // once every rank has asked for it (waiting up to kSkipAgreementS for the
   // others). InvalidArgument, saying why, when a rank reads the current epoch
@@ -243,6 +247,13 @@ class CoordinatorServer {
   // children): the latest figure of each live worker, and the sum of what every
   // worker added since it registered.
   std::map<WorkerId, double> worker_cpu_last_ GUARDED_BY(mu_);
+  // Virtual DataLoader workers on each live worker: as it last reported them
+  // (HEARTBEAT), and those placed there since (PlaceVirtualWorker).
+  struct VirtualLoad {
+    uint64_t reported = 0;
+    uint64_t placed = 0;
+  };
+  std::map<WorkerId, VirtualLoad> virtual_load_ GUARDED_BY(mu_);
   double worker_cpu_s_ GUARDED_BY(mu_) = 0;
   std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);  // subscribed ranks -> peer
   uint64_t sessions_ GUARDED_BY(mu_) = 0;          // client sessions issued (the last one's number)

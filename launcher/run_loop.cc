@@ -247,6 +247,7 @@ Status RunLoop::StartWorker(int slot) {
             "--drain-grace",
             Fixed(o_.drain_grace_s, 1)};
   if (GetLogLevel() <= LogLevel::kDebug) r.argv.insert(r.argv.begin() + 1, "-v");  // run -v
+  if (!o_.warm_python.empty()) r.argv.insert(r.argv.end(), {"--warm-python", o_.warm_python});
   GM_ASSIGN_OR_RETURN(std::string key, KeyVariable("worker.key", o_.keys_by_value));
   r.env = {key, "GOLDMINER_RUN_ID=" + run_id_};
   r.cpus = o_.worker_cpus;

@@ -110,7 +110,8 @@ struct RunLoopOptions {
   // the status line); the loop itself prints nothing. Null: nothing is called.
   std::function<void(const std::string& run_id, const RunRates&)> on_rates;
   std::optional<AutoscalerOptions> autoscale;
-  std::function<bool()> should_stop;             // polled every loop turn; may be empty
+  std::function<bool()> should_stop;  // polled every loop turn; may be empty
+  std::string warm_python;  // the trainer's interpreter: `worker --warm-python` (empty: none)
   std::function<int()> take_signal;              // TrainingRun's (training_run.h); may be empty
   std::function<bool()> signal_reached_trainer;  // TrainingRun's; may be empty
   std::function<std::string()> stop_cause;       // asked once when a signal stops the run

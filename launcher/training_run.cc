@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -25,6 +26,7 @@
 #include "launcher/process_launcher.h"
 #include "launcher/run_loop.h"
 #include "launcher/run_recorder.h"
+#include "worker/virtual_workers.h"
 
 namespace gm {
 namespace {
@@ -36,6 +38,19 @@ std::optional<std::string> StepDirFromEnv(const std::vector<std::string>& env) {
     if (kv.rfind(prefix, 0) == 0) return kv.substr(prefix.size());
   }
   return std::nullopt;
+}
+
+// The interpreter the trainer command runs, when it is one ("python3 train.py",
+// ".venv/bin/python -m pkg"), as the trainer's sys.executable will name it: the
+// data workers start its virtual-worker host as the run starts. Empty otherwise
+// (torchrun, a shell script): the first DataLoader starts it.
+std::string TrainerPython(const std::vector<std::string>& command) {
+  if (command.empty() || !IsPythonName(command[0])) return "";
+  std::optional<std::string> found = FindProgram(command[0]);
+  if (!found) return "";
+  std::error_code ec;
+  const std::filesystem::path path = std::filesystem::absolute(*found, ec);
+  return ec ? std::string() : path.lexically_normal().string();
 }
 
 // What every rank's environment adds to ours: the Python package and the client
@@ -112,6 +127,7 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   o.on_rates = c.on_rates;
   o.autoscale = c.autoscale;
   o.should_stop = c.should_stop;
+  if (c.offload_dataloaders) o.warm_python = TrainerPython(c.spec.command);
   o.take_signal = c.take_signal;
   o.signal_reached_trainer = c.signal_reached_trainer;
   o.stop_cause = c.stop_cause;

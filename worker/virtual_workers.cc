@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -81,6 +82,8 @@ bool WriteAll(int fd, const uint8_t* data, size_t n) {
   return true;
 }
 
+}  // namespace
+
 // Whether `path`'s file name is a Python interpreter's: python, python3, python3.11
 // (OFFLOAD_OPEN may name no other program: virtual_workers.h).
 bool IsPythonName(std::string_view path) {
@@ -102,8 +105,6 @@ bool IsPythonName(std::string_view path) {
   }
   return name.empty() || digit;
 }
-
-}  // namespace
 
 // One `PYTHON -m goldminer._vhost FD` process and its control socket (the
 // protocol is in python/goldminer/_vhost.py): SPAWN with a descriptor, KILL;
@@ -145,11 +146,27 @@ class VirtualWorkers::Host {
       }
       ::usleep(10000);
     }
+    RemoveCache();
   }
 
   bool alive() const {
     MutexLock lock(mu_);
     return alive_;
+  }
+
+  // The blob cache of a host that ended without removing it (killed): its folder,
+  // "goldminer-vhost-PID-*" in /dev/shm or the temporary folder (_vhost.py).
+  void RemoveCache() const {
+    const std::string prefix = "goldminer-vhost-" + std::to_string(pid_) + "-";
+    const char* tmp = std::getenv("TMPDIR");
+    for (const std::string& root : {std::string("/dev/shm"), std::string(tmp ? tmp : "/tmp")}) {
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+        if (e.path().filename().string().rfind(prefix, 0) == 0) {
+          std::filesystem::remove_all(e.path(), ec);
+        }
+      }
+    }
   }
 
   // A new virtual worker: our end of its channel and its pid.
@@ -287,6 +304,15 @@ uint64_t VirtualWorkers::shared() const { return shared_.load(std::memory_order_
 uint64_t VirtualWorkers::served() const {
   MutexLock lock(mu_);
   return served_;
+}
+
+Status VirtualWorkers::Warm(const std::string& python) {
+  const std::string chosen = options_.python.empty() ? python : options_.python;
+  if (options_.python.empty() && !IsPythonName(chosen)) {
+    return Status::InvalidArgument(chosen + " is not a Python interpreter's name");
+  }
+  if (::access(chosen.c_str(), X_OK) != 0) return Status::FromErrno(errno, chosen);
+  return HostFor(chosen).status();
 }
 
 Result<std::shared_ptr<VirtualWorkers::Host>> VirtualWorkers::HostFor(const std::string& python) {

@@ -56,6 +56,10 @@ namespace gm {
 
 inline constexpr std::string_view kPythonEnv = "GOLDMINER_PYTHON";
 
+// Whether `path`'s file name is a Python interpreter's: python, python3,
+// python3.11 (OFFLOAD_OPEN may name no other program).
+bool IsPythonName(std::string_view path);
+
 class VirtualWorkers {
  public:
   static constexpr size_t kMaxHosts = 4;  // distinct interpreter paths
@@ -78,6 +82,13 @@ class VirtualWorkers {
   // goes. OK when either ended cleanly; the error (after ERROR was sent, when
   // the trainer can still read it) for a refused request or a broken frame.
   Status Serve(Socket& socket, int64_t rank, uint64_t channel);
+
+  // Starts the host of `python` now ($GOLDMINER_PYTHON's when set), so that it
+  // imports torch while the run starts and the first DataLoader finds it ready
+  // (the run passes the trainer's interpreter: `goldminer worker --warm-python`).
+  // Why none was started otherwise (not an interpreter, not here): the first
+  // OFFLOAD_OPEN then starts one, as without.
+  Status Warm(const std::string& python);
 
   // The coordinator's public key for offload proofs (REGISTERED's offload_key).
   // Until it is set, or when it is empty, every OFFLOAD_OPEN is refused.

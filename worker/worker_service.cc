@@ -150,6 +150,11 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
         [vws = service->virtual_workers_.get()](Socket& socket, int64_t rank, uint64_t channel) {
           return vws->Serve(socket, rank, channel);
         });
+    if (!options.warm_python.empty()) {
+      if (Status warm = service->virtual_workers_->Warm(options.warm_python); !warm.ok()) {
+        LogDebug("worker: no virtual-worker host started ahead: " + warm.message());
+      }
+    }
   }
   GM_RETURN_IF_ERROR(service->Register());
   return service;
@@ -438,11 +443,19 @@ Status WorkerService::CheckControl() {
     }
     return Status::Ok();
   }
-  if (MonotonicSeconds() - last_send_.load() < heartbeat_s_) return Status::Ok();
+  // When idle; and at least every kReportEveryBeats heartbeats whatever else
+  // it sends, so that its CPU and virtual workers reach the coordinator.
+  const double now = MonotonicSeconds();
+  if (now - last_send_.load() < heartbeat_s_ &&
+      now - last_beat_ < kReportEveryBeats * heartbeat_s_) {
+    return Status::Ok();
+  }
+  last_beat_ = now;
   HeartbeatMsg beat;
   beat.batches_sent = data_->batches_sent();
   beat.splits_done = splits_done_.load();
   beat.making_split = before.has_value();
+  beat.virtual_workers = virtual_workers_ ? virtual_workers_->open() : 0;
   // With its children: the virtual DataLoader workers' Python hosts are its.
   Result<double> tree = CpuSecondsOfTree(::getpid());
   beat.cpu_s = std::min(tree.ok() ? *tree : ProcessCpuSeconds(), kMaxStageSeconds);

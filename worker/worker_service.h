@@ -59,6 +59,9 @@ struct WorkerServiceOptions {
   // Virtual DataLoader workers this worker hosts at once (worker/virtual_workers.h);
   // 0: none (offload connections are refused).
   size_t max_virtual_workers = 64;
+  // The interpreter whose virtual-worker host starts at once (VirtualWorkers::Warm);
+  // empty: at the first DataLoader.
+  std::string warm_python;
   // How long a drain (Drain()) may take before the worker stops as Stop() does.
   double drain_grace_s = 10;
 };
@@ -139,6 +142,8 @@ class WorkerService {
 
   Mutex send_mu_;                     // one sender on control_ at a time
   std::atomic<double> last_send_{0};  // MonotonicSeconds() of the last control frame sent
+  static constexpr double kReportEveryBeats = 5;
+  double last_beat_ = 0;  // MonotonicSeconds() of the last HEARTBEAT (CheckControl's thread)
 
   Mutex mu_;
   std::condition_variable cv_;

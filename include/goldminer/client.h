@@ -172,6 +172,12 @@ int gm_offload_open(const char* coordinator, int rank, gm_offload** out);
  * this thread. */
 int gm_offload_workers(gm_offload* offload, const char** json);
 
+/* The data worker ("HOST:PORT") the coordinator names for this client's next
+ * virtual worker: the one hosting the fewest, as the workers report them plus
+ * those placed since. *worker is valid until the next gm_offload_place call on
+ * this thread. */
+int gm_offload_place(gm_offload* offload, const char** worker);
+
 /* Tells the coordinator, for the run's record, what became of one DataLoader:
  * served (1: its `workers` workers run as virtual workers, `blob_bytes` of it
  * shipped, in `mode` "exact" or "elastic"; NULL: exact) or not (0: it runs on

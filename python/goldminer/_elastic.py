@@ -65,6 +65,7 @@ class _Proc:
     def __init__(self, serial, place_name, chan):
         self.serial, self.place_name, self.chan = serial, place_name, chan
         self.pending = []  # (index, indices, seed) sent and not answered, in order
+        self.held = None  # tasks (and None) sent while its BLOB is written, written after
 
 
 class Dispatcher:
@@ -153,6 +154,9 @@ class Dispatcher:
 
     def _send(self, proc, task):
         from goldminer import _vwire
+        if proc.held is not None:  # its BLOB is being written (need, in _read)
+            proc.held.append(task)
+            return
         try:
             _vwire.write(proc.chan.writer, _vwire.TASK, task)
         except (BrokenPipeError, ConnectionError, ValueError, OSError):
@@ -186,8 +190,21 @@ class Dispatcher:
                 self.results.put(raw)
                 self._pump()
 
+        def need():  # its host lacks the blob: sent now, outside cv (tasks held meanwhile)
+            from goldminer import _vwire
+            with self.cv:
+                proc.held = []
+            try:
+                _vwire.write(proc.chan.writer, _vwire.BLOB, _vwire.blob_fields(self.job["blob"]))
+            except (BrokenPipeError, ConnectionError, ValueError, OSError):
+                pass  # it ended: its reader gives its tasks back
+            with self.cv:
+                held, proc.held = proc.held, None
+                for task in held:
+                    self._send(proc, task)
+
         try:
-            why = read_channel(proc.chan, take)
+            why = read_channel(proc.chan, take, need)
         except Exception as e:  # never leave the trainer waiting on a dead reader
             why = Failure(f"its reader failed: {type(e).__name__}: {e}")
         with self.cv:  # no send is under way on what is closed
@@ -247,7 +264,8 @@ class Dispatcher:
         job = dict(self.job, worker_id=serial % self.num_workers, elastic=True)
         try:
             chan = self.place.open_on(where, self.modules)
-            _vwire.write(chan.writer, _vwire.JOB, dict(job, shm=chan.same_host))
+            from goldminer.offload import job_frame
+            _vwire.write(chan.writer, _vwire.JOB, job_frame(chan, job))
         except Exception as e:  # noqa: BLE001 - said once per place, tried again
             if where not in self.said:
                 self.said.add(where)

@@ -19,6 +19,10 @@ other). Messages, one per packet, ASCII:
     host -> trainer  "EXIT <pid> <status>"  a child ended; status as
                      subprocess.Popen.returncode (negative: the signal)
 The host ends, killing its children, when the trainer's end closes.
+
+The host keeps the blobs its workers were sent (goldminer._vworker.CACHE_DIR: a
+private directory of its own, removed when it ends), so that a DataLoader's
+dataset comes to it once per run, not once per virtual worker and epoch.
 """
 
 import importlib
@@ -30,6 +34,7 @@ import socket
 import sys
 
 MAX_PACKET = 1 << 16
+CACHE_DIR = None  # main()'s: the blobs the workers were sent
 
 
 def _import(names):
@@ -39,6 +44,20 @@ def _import(names):
                 importlib.import_module(name)
             except Exception:
                 pass  # the child's own unpickling says what is missing, naming it
+
+
+def _cache_root():
+    """Where the blob cache goes: /dev/shm (memory: a 150 MB dataset is written in
+    a few hundredths of a second, and the workers that map it share its pages)
+    when it is there with room, else the temporary folder ($TMPDIR)."""
+    import tempfile
+    try:
+        st = os.statvfs("/dev/shm")
+        if os.access("/dev/shm", os.W_OK) and st.f_bavail * st.f_frsize >= 4 << 30:
+            return "/dev/shm"
+    except OSError:
+        pass
+    return tempfile.gettempdir()
 
 
 def _child(ctl, wake, channel):
@@ -54,6 +73,7 @@ def _child(ctl, wake, channel):
     code = 1
     try:
         from goldminer import _vworker
+        _vworker.CACHE_DIR = CACHE_DIR
         code = _vworker.main()
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
@@ -149,7 +169,14 @@ def main():
     _import(["numpy", "torch", "cloudpickle", "torch.utils.data",
              "torch.utils.data._utils.worker", "goldminer._vworker"])
     os.dup2(2, 1)  # nothing of ours goes to the trainer's stdout
-    serve(ctl)
+    import shutil
+    import tempfile
+    global CACHE_DIR
+    CACHE_DIR = tempfile.mkdtemp(prefix=f"goldminer-vhost-{os.getpid()}-", dir=_cache_root())
+    try:
+        serve(ctl)
+    finally:
+        shutil.rmtree(CACHE_DIR, ignore_errors=True)
     sys.stderr.flush()
     os._exit(0)  # no interpreter teardown: torch's threads need none, and it can abort
 

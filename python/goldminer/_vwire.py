@@ -6,7 +6,7 @@ A frame is a 24-byte header, then its pickle, then its out-of-band buffers
 copied into it). All integers little-endian:
 
     magic     4 bytes  b"GMV1"
-    kind      u8       JOB 1, TASK 2, RESULT 3, FAILED 4, STATE 5
+    kind      u8       JOB 1, TASK 2, RESULT 3, FAILED 4, STATE 5, NEED 6, BLOB 7
     flags     u8       0, or FLAG_SHM
     reserved  2 bytes  zero
     buffers   u32      out-of-band buffers, at most MAX_BUFFERS
@@ -21,10 +21,14 @@ mapping: numpy and torch view it, nothing is copied) and takes the descriptors
 in the order the frames come. What each kind carries:
 
     JOB     (trainer -> worker, first and once) a dict: versions (python, torch,
-            numpy as the trainer has them), digest (sha256 hex of blob), blob
-            (cloudpickle of the DataLoader's worker arguments: dataset kind,
-            dataset, auto_collation, collate_fn, drop_last, worker_init_fn,
-            num_workers, persistent_workers), worker_id, base_seed, shared_seed,
+            numpy as the trainer has them), digest (blob_digest of blob and
+            buffers), blob (cloudpickle, protocol 5, of the DataLoader's worker
+            arguments: dataset kind, dataset, auto_collation, collate_fn,
+            drop_last, worker_init_fn, num_workers, persistent_workers) and
+            buffers (its out-of-band buffers: arrays' bytes), both None when the
+            trainer has sent that digest to this worker's host already (the
+            worker then takes it from its host's cache, or sends NEED),
+            worker_id, base_seed, shared_seed,
             sys_path (the trainer's, appended to the worker's before unpickling);
             cwd and environ (the trainer's working directory and os.environ when
             the iterator started its workers, less the run's keys: the worker
@@ -46,6 +50,9 @@ in the order the frames come. What each kind carries:
             results in the thread that reads its queue
     FAILED  (worker -> trainer, last) a str: why the worker cannot go on (a
             version mismatch, a dataset that does not unpickle there)
+    NEED    (worker -> trainer, answering a JOB without its blob that its host
+            does not have) the digest
+    BLOB    (trainer -> worker, answering NEED) a dict: blob and buffers
 
 Pickles are cloudpickle's (by value where the trainer registered it), so that a
 class defined in the training script comes back as the trainer's own class.
@@ -72,8 +79,9 @@ import cloudpickle
 from goldminer import _safepickle
 
 MAGIC = b"GMV1"
-JOB, TASK, RESULT, FAILED, STATE = 1, 2, 3, 4, 5
-KINDS = {JOB: "JOB", TASK: "TASK", RESULT: "RESULT", FAILED: "FAILED", STATE: "STATE"}
+JOB, TASK, RESULT, FAILED, STATE, NEED, BLOB = 1, 2, 3, 4, 5, 6, 7
+KINDS = {JOB: "JOB", TASK: "TASK", RESULT: "RESULT", FAILED: "FAILED", STATE: "STATE",
+         NEED: "NEED", BLOB: "BLOB"}
 FLAG_SHM = 1
 HEADER = struct.Struct("<4sBB2xIQ")
 SHM_MIN_BYTES = 1 << 16  # buffers smaller than this in all stay in the stream
@@ -82,6 +90,7 @@ HEADER_BYTES = HEADER.size
 MAX_BUFFERS = 1 << 16
 MAX_FRAME = 1 << 36  # 64 GiB: a bound on one frame, not a target
 _DIRECT = 1 << 26  # 64 MiB
+_DIRECT_TRUSTED = 1 << 30  # 1 GiB: the largest blob the trainer ships (offload.MAX_BLOB_BYTES)
 
 
 class FrameError(ValueError):
@@ -153,6 +162,32 @@ def _reduce_tensor(torch, t):
     except (TypeError, RuntimeError):  # a dtype numpy has not (bfloat16, ...)
         return None
     return _rebuild_tensor, (array,)
+
+
+def blob_size(blob):
+    """The bytes of a shipped blob: (pickle, [out-of-band buffers])."""
+    data, buffers = blob
+    return len(data) + sum(memoryview(b).nbytes for b in buffers)
+
+
+def blob_digest(blob):
+    """The SHA-256 (hex) of a shipped blob, each part with its length first."""
+    import hashlib
+    h = hashlib.sha256()
+    data, buffers = blob
+    for part in (data, *buffers):
+        with memoryview(part) as view:
+            h.update(struct.pack("<Q", view.nbytes))
+            h.update(view.cast("B") if view.ndim != 1 or view.format != "B" else view)
+    return h.hexdigest()
+
+
+def blob_fields(blob):
+    """A blob as a JOB's or BLOB's fields, its parts out of band (never copied
+    into the frame's pickle: a 150 MB array goes from the dataset to the channel)."""
+    data, buffers = blob
+    return {"blob": pickle.PickleBuffer(data),
+            "buffers": [pickle.PickleBuffer(b) for b in buffers]}
 
 
 def dumps(obj):
@@ -257,11 +292,13 @@ def write(stream, kind, obj):
     stream.flush()
 
 
-def _read_exact(stream, n, what):
-    """n bytes as a bytearray. Up to _DIRECT bytes are read into one buffer of
-    that size; a larger one in chunks joined at the end, so that a corrupted
-    length makes us hold what arrived, not what it says."""
-    if n > _DIRECT:
+def _read_exact(stream, n, what, direct=False):
+    """n bytes as a bytearray. Up to _DIRECT bytes (_DIRECT_TRUSTED when
+    `direct`: a worker reading its trainer's frames, a 150 MB dataset held once,
+    not twice) are read into one buffer of that size; a larger one in chunks
+    joined at the end, so that a corrupted length makes us hold what arrived,
+    not what it says."""
+    if n > (_DIRECT_TRUSTED if direct else _DIRECT):
         chunks, got = [], 0
         while got < n:
             chunk = _read_exact(stream, min(_DIRECT, n - got), what)
@@ -279,7 +316,7 @@ def _read_exact(stream, n, what):
     return buf
 
 
-def read_raw(stream, take_fd=None):
+def read_raw(stream, take_fd=None, direct=False):
     """(kind, pickle, buffers) of the next frame, not loaded, or None at a clean
     end of the channel (before a frame's first byte). FrameError for a malformed
     header or a channel that ends inside the frame. A FLAG_SHM frame's buffers
@@ -310,8 +347,8 @@ def read_raw(stream, take_fd=None):
             raise FrameError(f"{KINDS[kind]} frame in shared memory without its descriptor")
         buffers = _map_shm(fd, lengths)
         return kind, _read_exact(stream, size, "a pickle"), buffers
-    data = _read_exact(stream, size, "a pickle")
-    buffers = [_read_exact(stream, n, "an out-of-band buffer") for n in lengths]
+    data = _read_exact(stream, size, "a pickle", direct)
+    buffers = [_read_exact(stream, n, "an out-of-band buffer", direct) for n in lengths]
     return kind, data, buffers
 
 
@@ -334,5 +371,5 @@ def loads(kind, data, buffers, trainer=True):
 def read(stream):
     """(kind, object) of the next frame from the trainer, or None at a clean end of
     the channel (before a frame's first byte). FrameError for anything malformed."""
-    frame = read_raw(stream)
+    frame = read_raw(stream, direct=True)  # the trainer's: trusted, its sizes too
     return None if frame is None else (frame[0], loads(*frame, trainer=False))

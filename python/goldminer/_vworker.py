@@ -25,10 +25,18 @@ answered with one FAILED frame naming the cause and the host, and exit status 3.
 import os
 import queue
 import socket
+import struct
 import sys
 import threading
 
 from goldminer import _vwire
+
+# The host's cache of blobs, one file per digest (goldminer._vhost sets it in each
+# worker it forks; None: no cache, every JOB without its blob is answered NEED).
+CACHE_DIR = None
+CACHE_MAX_BYTES = 2 << 30  # the newest blobs within this stay
+CACHE_MAX_FILES = 8
+_CACHE_MAGIC = b"GMB1"
 
 
 def versions():
@@ -188,14 +196,117 @@ def _take_place(job):
         os.environ.update(keep)
 
 
-def _take_job(job):
-    """The worker loop's arguments from a JOB dict; raises ValueError saying why not."""
+def _cache_path(digest):
+    if CACHE_DIR is None or not isinstance(digest, str) or len(digest) != 64 or \
+            any(c not in "0123456789abcdef" for c in digest):
+        return None
+    return os.path.join(CACHE_DIR, digest)
+
+
+def _cached(digest):
+    """The blob of `digest` from the host's cache, mapped (copy on write: the
+    workers of this host share its pages), or None."""
+    import mmap
+    path = _cache_path(digest)
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as f:
+            os.utime(path)  # the newest stay
+            whole = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    except (OSError, ValueError):
+        return None
+    view = memoryview(whole)
+    if view[:4] != _CACHE_MAGIC:
+        return None
+    (count,) = struct.unpack_from("<I", view, 4)
+    lengths = struct.unpack_from(f"<{count}Q", view, 8)
+    parts, at = [], 8 + 8 * count
+    for n in lengths:
+        at = -(-at // _vwire.ALIGN) * _vwire.ALIGN
+        parts.append(view[at:at + n])
+        at += n
+    return parts[0], parts[1:]
+
+
+def _keep(digest, blob):
+    """Writes the blob to the host's cache (atomically), the oldest let go."""
+    path = _cache_path(digest)
+    if path is None:
+        return
+    data, buffers = blob
+    parts = [data, *buffers]
+    try:
+        st = os.statvfs(CACHE_DIR)
+        if st.f_bavail * st.f_frsize < 2 * _vwire.blob_size(blob) + (64 << 20):
+            return  # no room: the next worker asks again
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            head = _CACHE_MAGIC + struct.pack(f"<I{len(parts)}Q", len(parts),
+                                              *(memoryview(p).nbytes for p in parts))
+            f.write(head)
+            at = len(head)
+            for p in parts:
+                pad = -at % _vwire.ALIGN
+                f.write(b"\0" * pad)
+                f.write(p)
+                at += pad + memoryview(p).nbytes
+        os.replace(tmp, path)
+        files = sorted((e for e in os.scandir(CACHE_DIR) if not e.name.endswith(".tmp")),
+                       key=lambda e: e.stat().st_mtime, reverse=True)
+        total = 0
+        for n, e in enumerate(files):
+            total += e.stat().st_size
+            if n >= CACHE_MAX_FILES or (n > 0 and total > CACHE_MAX_BYTES):
+                os.remove(e.path)
+    except OSError:
+        pass  # a full disk: the next worker asks again
+
+
+def _blob_of(job, inp, out, early):
+    """The JOB's blob: in it, from the host's cache, or asked for (NEED, then
+    the BLOB; TASK frames that come before it are put in `early`, in order).
+    Raises ValueError when it does not match its digest."""
+    digest = job.get("digest")
+    if job.get("blob") is None:
+        cached = _cached(digest)
+        if cached is not None:
+            return cached
+        _vwire.write(out, _vwire.NEED, digest)
+        while True:
+            frame = _vwire.read(inp)
+            if frame is None:
+                raise ValueError("the trainer's channel ended before the blob came")
+            if frame[0] == _vwire.BLOB:
+                job = frame[1]
+                break
+            if frame[0] != _vwire.TASK:
+                raise ValueError(f"{_vwire.KINDS[frame[0]]} frame where BLOB was expected")
+            early.append(frame[1])
+    blob = (job["blob"], list(job.get("buffers") or ()))
+    if _vwire.blob_digest(blob) != digest:
+        raise ValueError("the DataLoader's blob does not match its digest")
+    _keep(digest, blob)
+    return blob
+
+
+def _versions_differ(job):
+    """Why this worker cannot take the trainer's JOB (another Python, torch or
+    numpy), or None."""
     mine, theirs = versions(), job.get("versions", {})
     for name in ("python", "torch", "numpy"):
         if theirs.get(name) != mine[name]:
-            raise ValueError(f"the trainer has {name} {theirs.get(name)}, this worker "
-                             f"{mine[name]}: install the same version on every node")
-    import hashlib
+            return (f"the trainer has {name} {theirs.get(name)}, this worker "
+                    f"{mine[name]}: install the same version on every node")
+    return None
+
+
+def _take_job(job, blob):
+    """The worker loop's arguments from a JOB dict and its blob; raises ValueError
+    saying why not."""
+    why = _versions_differ(job)
+    if why:
+        raise ValueError(why)
     import pickle
     _take_place(job)
     # The trainer's sys.path (a script may add its own folders at run time), after
@@ -203,12 +314,10 @@ def _take_job(job):
     for entry in job.get("sys_path") or ():
         if isinstance(entry, str) and entry not in sys.path:
             sys.path.append(entry)
-    blob = job["blob"]
-    if hashlib.sha256(blob).hexdigest() != job.get("digest"):
-        raise ValueError("the DataLoader's blob does not match its digest")
+    data, buffers = blob
     try:
         (kind, dataset, auto_collation, collate_fn, drop_last, init_fn, num_workers,
-         persistent_workers) = pickle.loads(blob)
+         persistent_workers) = pickle.loads(data, buffers=buffers)
     except ModuleNotFoundError as e:
         raise ValueError(f"the DataLoader needs module {e.name!r}, which this worker's "
                          f"Python cannot import ({sys.executable})") from e
@@ -245,8 +354,12 @@ def main():
         # The program's classes go back by name unless the trainer trusts its
         # workers' pickles (goldminer._safepickle).
         _vwire.CLASSES_BY_NAME = not frame[1].get("trust")
-        args = _take_job(frame[1])
-    except (ValueError, KeyError, TypeError) as e:
+        early = []  # tasks that came while the blob was asked for
+        mine = _versions_differ(frame[1])  # before anything is asked for or unpickled
+        if mine:
+            return _fail(out, mine)
+        args = _take_job(frame[1], _blob_of(frame[1], inp, out, early))
+    except (ValueError, KeyError, TypeError, _vwire.FrameError) as e:
         return _fail(out, str(e))
     from torch.utils.data._utils.worker import _worker_loop
     done = threading.Event()
@@ -255,7 +368,7 @@ def main():
     # A trainer on this host (its channel the data port's Unix socket) takes a
     # result's buffers in a memfd passed on the channel, our stdout.
     sock = socket.socket(fileno=os.dup(out.fileno())) if frame[1].get("shm") else None
-    tasks = _Tasks(inp, done, replay, frame[1].get("restore"), elastic)
+    tasks = _Tasks(inp, done, replay + early, frame[1].get("restore"), elastic)
     kind, dataset, auto_collation, collate_fn, drop_last, base_seed, init_fn, worker_id, \
         num_workers, persistent_workers, shared_seed = args
     if _takes_holder(_worker_loop):

@@ -154,6 +154,7 @@ def _declare(lib):
         # The DataLoader offload (goldminer/offload.py).
         "gm_offload_open": (c.c_int, [c.c_char_p, c.c_int, c.POINTER(p)]),
         "gm_offload_workers": (c.c_int, [p, c.POINTER(c.c_char_p)]),
+        "gm_offload_place": (c.c_int, [p, c.POINTER(c.c_char_p)]),
         "gm_offload_note": (c.c_int, [p, c.c_int, c.c_char_p, c.c_int, c.c_uint64, c.c_char_p,
                                      c.c_char_p]),
         "gm_offload_close": (None, [p]),

@@ -32,9 +32,9 @@ Where the virtual workers run is $GOLDMINER_OFFLOAD's choice:
   - "workers": on the data workers of the `goldminer run` the program runs in
     (worker/virtual_workers.h): an offload session at the coordinator
     (gm_offload_open) gives a ticket, and each virtual worker is one connection
-    to a data worker (gm_vchannel_open), rank r's virtual worker k on worker
-    (k + r * W / world size) mod W of the W live ones, so the ranks spread over
-    them (a replacement on the next one);
+    to a data worker (gm_vchannel_open), the one the coordinator names
+    (gm_offload_place): the data worker hosting the fewest virtual workers, so
+    that ranks, DataLoaders and replacements spread over them by load;
   - "local": processes of the trainer's own host (a goldminer._vhost it starts),
     the same batches with no goldminer run around it: it checks the mechanism.
 
@@ -55,7 +55,6 @@ IterableDataset's replica yields the same items from the same seeds.
 
 import collections
 import ctypes
-import hashlib
 import io
 import os
 import sys
@@ -202,9 +201,12 @@ def _register_script_modules():
 
 
 def ship(parts, names):
-    """(blob, sha256 hex) of the tuple `parts`; raises CannotTravel naming the
+    """(blob, digest, modules) of the tuple `parts`: blob (pickle, [out-of-band
+    buffers], the buffers views of the arrays' own memory, not copies), its
+    _vwire.blob_digest, and the modules it names. Raises CannotTravel naming the
     attribute (by `names`, one per part, e.g. "dataset") that cannot go."""
     import cloudpickle
+    from goldminer import _vwire
     _register_script_modules()
     for part, name in zip(parts, names):
         cuda = _find_cuda(part, name, 0, set())
@@ -218,10 +220,11 @@ def ship(parts, names):
             if found:
                 raise CannotTravel(found[0], found[1], _FIX_OPEN) from None
         raise
-    if len(blob) > MAX_BLOB_BYTES:
-        raise CannotTravel(names[0], f"{len(blob)} bytes pickled, more than {MAX_BLOB_BYTES}",
+    size = _vwire.blob_size(blob)
+    if size > MAX_BLOB_BYTES:
+        raise CannotTravel(names[0], f"{size} bytes pickled, more than {MAX_BLOB_BYTES}",
                            _FIX_SIZE)
-    return blob, hashlib.sha256(blob).hexdigest(), modules
+    return blob, _vwire.blob_digest(blob), modules
 
 
 def _shipped_environ():
@@ -245,12 +248,14 @@ def _code_with_its_file(pickler, code):
 
 
 def _dumps_noting_modules(obj):
-    """cloudpickle of `obj`, and the modules of the classes and functions it
-    names by reference (the host imports them once, not each worker)."""
+    """cloudpickle (protocol 5) of `obj` as (pickle, [out-of-band buffers]), and
+    the modules of the classes and functions it names by reference (the host
+    imports them once, not each worker)."""
     import io
     import cloudpickle
 
     modules = set()
+    buffers = []
 
     class Pickler(cloudpickle.CloudPickler):
         def reducer_override(self, o):
@@ -263,8 +268,8 @@ def _dumps_noting_modules(obj):
             return super().reducer_override(o)
 
     out = io.BytesIO()
-    Pickler(out, protocol=5).dump(obj)
-    return out.getvalue(), sorted(modules)
+    Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
+    return (out.getvalue(), [b.raw() for b in buffers]), sorted(modules)
 
 
 # ---- the workers' stand-ins for multiprocessing -------------------------------------
@@ -368,21 +373,50 @@ class VirtualWorker:
         self.answered = []  # items answered (an IterableDataset's, for a replay)
         self.state = None   # the generators' state after the last result
         self.restarts = 0
+        self.held = None  # tasks sent while a BLOB is written, then written after it
         # Not a pid torch may wait for: torch's SIGCHLD check ignores it, and a
         # worker's end is reported by its reader (FAILED, or how it ended).
         self.pid = -1
 
     def start(self):
+        """Starts the reader's thread, which opens the channel (a connection, a
+        fork on the host) and writes the JOB: torch's iterator starts its workers
+        without waiting for one another, and the tasks it sends meanwhile are
+        held, then written after the JOB, in order."""
         self.index_queue.worker = self
-        with self.lock:
-            self._spawn(self.job)
+        self.held = []
         _start_thread(self._read, f"goldminer vworker {self.worker_id}")
+
+    def _open_first(self):
+        from goldminer import _vwire
+        try:
+            self._spawn(self.job)
+        finally:
+            with self.lock:
+                held, self.held = self.held, None
+                if self.chan is not None:
+                    for item in held:
+                        self._write(_vwire.TASK, item)
 
     def _spawn(self, job):
         from goldminer import _vwire
         self.chan = self.place.open(self.worker_id, self.modules, self.restarts)
         self.reader, self.writer = self.chan.reader, self.chan.writer
-        self._write(_vwire.JOB, dict(job, shm=self.chan.same_host))
+        self._write(_vwire.JOB, job_frame(self.chan, job))
+
+    def _send_blob(self):
+        """NEED (on the reader's thread): the worker's host does not have the blob
+        (the first worker there, or its host restarted): sent now, outside the
+        lock, so that torch's sends do not wait for it (they are held back and
+        written after it, in order)."""
+        from goldminer import _vwire
+        with self.lock:
+            self.held = []
+        self._write(_vwire.BLOB, _vwire.blob_fields(self.job["blob"]))
+        with self.lock:
+            held, self.held = self.held, None
+            for item in held:
+                self._write(_vwire.TASK, item)
 
     def _write(self, kind, obj):
         from goldminer import _vwire
@@ -398,7 +432,10 @@ class VirtualWorker:
                 self.stopping = True
             else:
                 self.pending.append(item)
-            self._write(_vwire.TASK, item)
+            if self.held is not None:  # the JOB or a BLOB is being written
+                self.held.append(item)
+            else:
+                self._write(_vwire.TASK, item)
 
     def _answer(self, key, state):
         """Takes the result of `key` (a task index, or "resume") off the pending
@@ -415,6 +452,12 @@ class VirtualWorker:
                 return
 
     def _read(self):
+        try:
+            self._open_first()
+        except Exception as e:  # no data worker, a refusal: the loop raises it
+            self.failed = True
+            self.results.put((None, _Failed(self.worker_id, f"it cannot start: {e}")))
+            return
         try:
             self._serve()
         except Exception as e:  # never leave the trainer waiting on a dead reader
@@ -459,7 +502,7 @@ class VirtualWorker:
                 self._answer(key, state)
             self.results.put(raw)
 
-        why = read_channel(self.chan, take)
+        why = read_channel(self.chan, take, self._send_blob)
         if isinstance(why, Failure):
             self.failed = True
             self.results.put((None, _Failed(self.worker_id, why.text)))
@@ -474,8 +517,8 @@ class VirtualWorker:
             self.chan.close()
 
     def is_alive(self):
-        with self.lock:
-            return not self.failed and self.chan is not None
+        with self.lock:  # alive too while its channel opens (held: see start)
+            return not self.failed and (self.chan is not None or self.held is not None)
 
     def join(self, timeout=None):
         with self.lock:
@@ -501,10 +544,21 @@ class Failure:
         self.text = text
 
 
-def read_channel(chan, take):
+def job_frame(chan, job):
+    """The JOB frame's dict of `job` for the virtual worker on `chan`: its blob's
+    digest without the blob, which the worker takes from its host's cache (a
+    host keeps what it was sent: goldminer._vhost) or asks for (NEED), so a
+    dataset goes to each data worker once per run, not once per virtual worker
+    and epoch, and the frame that starts a worker is small (the blob, when it
+    goes, goes from the reader's thread: BLOB)."""
+    return dict(job, shm=chan.same_host, blob=None, buffers=None)
+
+
+def read_channel(chan, take, need=None):
     """Reads a virtual worker's frames from `chan` until its channel ends, calling
     take(key, state, raw) for each STATE and RESULT pair (raw: the _Raw RESULT,
-    loaded by whoever takes it from the result queue). Returns None for a clean
+    loaded by whoever takes it from the result queue) and need() for a NEED (the
+    worker's host lacks the blob: send it). Returns None for a clean
     end (exit status 0), a Failure for a FAILED frame (the channel not yet
     waited for), else how it ended (a phrase: "was killed by signal 9", ...; for
     a stream cut inside a frame, how the process ended, when it says)."""
@@ -531,6 +585,8 @@ def read_channel(chan, take):
                 meta = None
             elif kind == _vwire.FAILED:
                 return Failure(str(_vwire.loads(*frame)))
+            elif kind == _vwire.NEED and need is not None:
+                need()
             else:
                 why = f"sent a {_vwire.KINDS[kind]} frame"
                 break
@@ -744,13 +800,37 @@ class _ChannelIO(io.RawIOBase):
             raise BrokenPipeError("the virtual worker's channel is closed")
         with memoryview(b) as view, view.cast("B") as flat:
             n = flat.nbytes
-            buf = (ctypes.c_char * n).from_buffer_copy(flat) if flat.readonly else \
-                (ctypes.c_char * n).from_buffer(flat)
-            rc = self.lib.gm_vchannel_send(self.handle, buf, n)
-            del buf  # releases its hold on the view
+            if not flat.readonly:
+                buf = (ctypes.c_char * n).from_buffer(flat)
+                rc = self.lib.gm_vchannel_send(self.handle, buf, n)
+                del buf  # releases its hold on the view
+            else:  # a large write comes read-only from BufferedWriter: not copied
+                rc = self._send_readonly(flat)
         if rc != 0:
             raise BrokenPipeError(self.lib.gm_last_error().decode("utf-8", "replace"))
         return n
+
+    _COPY_SLICE = 4 << 20
+
+    def _send_readonly(self, flat):
+        """Sends a read-only view without copying it whole (a 150 MB array would
+        be a second 150 MB while it goes): by its address, through numpy, which
+        wraps read-only memory; without numpy, in copied slices of 4 MiB."""
+        try:
+            import numpy
+        except ImportError:
+            numpy = None
+        if numpy is not None:
+            array = numpy.frombuffer(flat, dtype=numpy.uint8)
+            return self.lib.gm_vchannel_send(self.handle, ctypes.c_void_p(array.ctypes.data),
+                                             flat.nbytes)
+        for at in range(0, flat.nbytes, self._COPY_SLICE):
+            part = flat[at:at + self._COPY_SLICE]
+            buf = (ctypes.c_char * part.nbytes).from_buffer_copy(part)
+            rc = self.lib.gm_vchannel_send(self.handle, buf, part.nbytes)
+            if rc != 0:
+                return rc
+        return 0
 
 
 class _RemoteChan:
@@ -848,12 +928,16 @@ class _WorkersPlace:
         return json.loads(text.value.decode())
 
     def open(self, worker_id, modules, attempt):
-        workers = self.live()
-        if not workers:
-            raise RuntimeError("goldminer: the run has no data worker up to host virtual "
-                               "DataLoader workers")
-        worker = workers[(worker_id + attempt + _rank_offset(len(workers))) % len(workers)]
-        return self.open_on(worker, modules)
+        """A virtual worker on the data worker the coordinator names: the one that
+        hosts the fewest (every rank's and DataLoader's counted, as the workers
+        report them plus those it placed since), so that ranks, DataLoaders and
+        replacements spread over the data workers by their load."""
+        lib, offload = self._session()
+        where = ctypes.c_char_p()
+        rc = lib.gm_offload_place(offload, ctypes.byref(where))
+        if rc != 0:
+            raise RuntimeError("goldminer: " + lib.gm_last_error().decode("utf-8", "replace"))
+        return self.open_on(where.value.decode(), modules)
 
     def open_on(self, worker, modules):
         import json
@@ -876,21 +960,6 @@ class _WorkersPlace:
             chans = list(self.chans)
         for chan in chans:
             chan.kill()
-
-
-def _rank_offset(live):
-    """Where rank r's virtual worker 0 goes among `live` data workers: r * live /
-    world size, so that the ranks' virtual workers spread over the data workers
-    instead of all starting on the first ($RANK and $WORLD_SIZE, as `goldminer run`
-    sets them, else srun's $SLURM_PROCID and $SLURM_NTASKS; 0 without them)."""
-    try:
-        rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
-        world = int(os.environ.get("WORLD_SIZE", os.environ.get("SLURM_NTASKS", "1")))
-    except ValueError:
-        return 0
-    if world < 1 or not 0 <= rank < world:
-        return 0
-    return rank * live // world
 
 
 _places = {}  # transport name -> its place (one per process)
@@ -1044,7 +1113,8 @@ def _iterator_class():
             self._gm_prefetch = None
             super().__init__(_LoaderView(loader, self._gm_context, num_workers))
             self.goldminer_digest = shipped[1]
-            self.goldminer_blob_bytes = len(shipped[0])
+            from goldminer import _vwire
+            self.goldminer_blob_bytes = _vwire.blob_size(shipped[0])
 
         def _reset(self, loader, first_iter=False):
             dispatcher = self._gm_context.dispatcher
@@ -1163,7 +1233,9 @@ def _get_iterator(self):
                      "between workers as elastic mode needs")
         if note is not None and id(self) not in _noted:
             _noted.add(id(self))
-            note(True, type(self.dataset).__name__, num_workers, len(shipped[0]), mode=mode)
+            from goldminer import _vwire
+            note(True, type(self.dataset).__name__, num_workers, _vwire.blob_size(shipped[0]),
+                 mode=mode)
         return _OffloadIter(self, shipped, num_workers, mode == "elastic")
     if id(self) not in _warned:
         _warned.add(id(self))

@@ -825,6 +825,7 @@ class WorkersTransportTest(OffloadTest):
 
     def test_on_this_host_the_batches_come_in_shared_memory_and_over_tcp_without_it(self):
         # 20 batches of 2 x 64 KiB float32: each result's buffers in a memfd.
+        self.RUN_FLAGS = ("-v",)  # each data worker's last line counts them
         shared = self.same_as_stock(BIG)
         counts = [int(n) for n in re.findall(r"(\d+) of their results in shared memory", shared)]
         self.assertEqual(len(counts), 2, shared[-2000:])  # one line per data worker
@@ -1206,26 +1207,28 @@ class VirtualWorkerTest(unittest.TestCase):
         self.wire, self.worker = _vwire, _vworker
 
     def job(self, **change):
-        import hashlib
         import cloudpickle
-        blob = cloudpickle.dumps((0, [1, 2], True, None, False, None, 1, False))
-        job = {"versions": self.worker.versions(), "digest": hashlib.sha256(blob).hexdigest(),
-               "blob": blob, "worker_id": 0, "base_seed": 1, "shared_seed": None}
+        blob = cloudpickle.dumps((0, [1, 2], True, None, False, None, 1, False), protocol=5)
+        job = {"versions": self.worker.versions(), "digest": self.wire.blob_digest((blob, [])),
+               "blob": blob, "buffers": [], "worker_id": 0, "base_seed": 1,
+               "shared_seed": None}
         job.update(change)
         return job
 
+    def take(self, job):
+        return self.worker._take_job(job, self.worker._blob_of(job, None, None, []))
+
     def test_a_job_is_taken(self):
-        args = self.worker._take_job(self.job())
+        args = self.take(self.job())
         self.assertEqual(args[1], [1, 2])
         self.assertEqual(args[5], 1)  # base seed
 
     def test_another_torch_version_is_refused_naming_both(self):
         versions = dict(self.worker.versions(), torch="0.0.1")
         with self.assertRaisesRegex(ValueError, "the trainer has torch 0.0.1, this worker"):
-            self.worker._take_job(self.job(versions=versions))
+            self.take(self.job(versions=versions))
 
     def test_a_module_missing_on_the_worker_is_named(self):
-        import hashlib
         import importlib
         import pickle
         # A class by reference to a module that the worker's Python does not have.
@@ -1241,13 +1244,71 @@ class VirtualWorkerTest(unittest.TestCase):
             sys.modules.pop("gm_no_such_mod", None)
             shutil.rmtree(d)
             importlib.invalidate_caches()
-        job = self.job(blob=blob, digest=hashlib.sha256(blob).hexdigest())
+        job = self.job(blob=blob, digest=self.wire.blob_digest((blob, [])))
         with self.assertRaisesRegex(ValueError, "needs module 'gm_no_such_mod'"):
-            self.worker._take_job(job)
+            self.take(job)
 
     def test_a_blob_that_does_not_match_its_digest_is_refused(self):
         with self.assertRaisesRegex(ValueError, "digest"):
-            self.worker._take_job(self.job(digest="0" * 64))
+            self.take(self.job(digest="0" * 64))
+
+    def shipped_array(self):
+        """A dataset holding a 1 MiB array, shipped as the offload ships it."""
+        import numpy as np
+        from goldminer import offload
+        array = np.arange(1 << 18, dtype=np.float32)
+        blob, digest, _ = offload.ship((0, [array], True, None, False, None, 1, False),
+                                       offload._ARG_NAMES)
+        return array, blob, digest
+
+    def test_an_arrays_bytes_go_from_the_dataset_to_the_channel_uncopied(self):
+        import numpy as np
+        from goldminer import offload
+        array, blob, digest = self.shipped_array()
+        self.assertEqual(self.wire.blob_size(blob), array.nbytes + len(blob[0]))
+
+        class Chan:
+            same_host = False
+        # The JOB names the blob by its digest; the blob goes in a BLOB of its own,
+        # the array's bytes a part of the frame as they are in the dataset.
+        job = offload.job_frame(Chan(), self.job(digest=digest, blob=blob))
+        self.assertIsNone(job["blob"])
+        self.assertEqual(job["digest"], digest)
+        parts = self.wire.encode(self.wire.BLOB, self.wire.blob_fields(blob))
+        self.assertTrue(any(np.shares_memory(np.frombuffer(p, dtype=np.uint8), array)
+                            for p in parts if memoryview(p).nbytes == array.nbytes))
+
+    def test_the_host_keeps_a_blob_and_a_host_without_it_asks_for_it(self):
+        array, blob, digest = self.shipped_array()
+        full = self.job(digest=digest, **self.wire.blob_fields(blob))
+        full = self.wire.read(io.BytesIO(b"".join(
+            bytes(p) for p in self.wire.encode(self.wire.JOB, full))))[1]
+        bare = self.job(digest=digest, blob=None, buffers=None)
+        self.worker.CACHE_DIR = tempfile.mkdtemp(prefix="goldminer-vhost-test-")
+        try:
+            # The first worker has it in its JOB and leaves it to its host.
+            out = io.BytesIO()
+            args = self.worker._take_job(full, self.worker._blob_of(full, None, out, []))
+            self.assertEqual(args[1][0].tolist(), array.tolist())
+            self.assertEqual(os.listdir(self.worker.CACHE_DIR), [digest])
+            # The next takes it from there, asking nothing.
+            args = self.worker._take_job(bare, self.worker._blob_of(bare, None, out, []))
+            self.assertEqual(args[1][0].tolist(), array.tolist())
+            self.assertEqual(out.getvalue(), b"")
+            # A host without it: NEED, then the BLOB, the tasks before it kept in order.
+            os.remove(os.path.join(self.worker.CACHE_DIR, digest))
+            inp = io.BytesIO(b"".join(bytes(p) for frame in (
+                self.wire.encode(self.wire.TASK, (0, [1])),
+                self.wire.encode(self.wire.BLOB, self.wire.blob_fields(blob))) for p in frame))
+            early = []
+            args = self.worker._take_job(bare, self.worker._blob_of(bare, inp, out, early))
+            self.assertEqual(args[1][0].tolist(), array.tolist())
+            self.assertEqual(early, [(0, [1])])
+            self.assertEqual(self.wire.read(io.BytesIO(out.getvalue())),
+                             (self.wire.NEED, digest))
+        finally:
+            shutil.rmtree(self.worker.CACHE_DIR)
+            self.worker.CACHE_DIR = None
 
     def test_frames_round_trip_tensors_out_of_band(self):
         import torch

@@ -888,4 +888,40 @@ TEST_F(CoordinatorServerTest, GivenWorkersReportingTheirCpu_ThenTheSummaryAddsWh
   EXPECT_DOUBLE_EQ(server_->Summary().worker_cpu_s, 7.5);
 }
 
+TEST_F(CoordinatorServerTest, GivenVirtualWorkersToPlace_ThenEachGoesToTheLeastLoadedWorker) {
+  Socket a = RegisteredWorker("127.0.0.1:9");
+  Socket b = RegisteredWorker("127.0.0.1:10");
+  const auto beat = [this](Socket& worker, uint64_t hosted) {
+    HeartbeatMsg m;
+    m.virtual_workers = hosted;
+    ASSERT_TRUE(SendFrame(worker, MsgType::kHeartbeat, m.Encode(), Deadline::After(kWait)).ok());
+    ASSERT_EQ(Ask(worker, MsgType::kGetSplit, nlohmann::json::object()).type, MsgType::kAssign);
+  };
+  auto client = Connect("client", secret_);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_EQ(Ask(*client, MsgType::kOffload, {{"rank", 0}}).type, MsgType::kOffloading);
+  const auto place = [&] {
+    Frame f = Ask(*client, MsgType::kGetWorkers, {{"place", true}});
+    EXPECT_EQ(f.type, MsgType::kWorkers);
+    EXPECT_EQ(f.meta["workers"].size(), 1u) << f.meta.dump();
+    return f.meta["workers"].empty() ? std::string() : f.meta["workers"][0].get<std::string>();
+  };
+  ASSERT_NO_FATAL_FAILURE(beat(a, 3));  // a hosts 3 (another rank's, another DataLoader's)
+  EXPECT_EQ(place(), "127.0.0.1:10");
+  EXPECT_EQ(place(), "127.0.0.1:10");
+  EXPECT_EQ(place(), "127.0.0.1:10");   // placed there since count, before b reports them
+  EXPECT_EQ(place(), "127.0.0.1:9");    // 3 each: the first registered
+  ASSERT_NO_FATAL_FAILURE(beat(b, 0));  // b's ended
+  EXPECT_EQ(place(), "127.0.0.1:10");
+  // Without {place}, every live worker, as before.
+  EXPECT_EQ(Ask(*client, MsgType::kGetWorkers, {}).meta["workers"].size(), 2u);
+  // A worker that left is placed on no more.
+  b.Close();
+  const Deadline deadline = Deadline::After(kWait);
+  std::string where;
+  while (!deadline.expired() && (where = place()) != "127.0.0.1:9") {
+  }
+  EXPECT_EQ(where, "127.0.0.1:9");
+}
+
 }  // namespace gm

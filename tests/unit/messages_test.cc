@@ -230,8 +230,14 @@ TEST(MessagesTest, GivenAHeartbeat_ThenItRoundTripsAndItsFieldsAreChecked) {
   m.splits_done = 2;
   m.making_split = true;
   m.cpu_s = 1.5;
+  m.virtual_workers = 4;
   auto h = HeartbeatMsg::Decode(m.Encode());
   ASSERT_TRUE(h.ok()) << h.status().message();
+  EXPECT_EQ(h->virtual_workers, 4u);
+  EXPECT_NE(Refusal(HeartbeatMsg::Decode({{"virtual_workers", -1}})).find("virtual_workers"),
+            std::string::npos);
+  EXPECT_NE(Refusal(HeartbeatMsg::Decode({{"virtual_workers", 1 << 21}})).find("virtual_workers"),
+            std::string::npos);
   EXPECT_EQ(h->batches_sent, 7u);
   EXPECT_EQ(h->splits_done, 2u);
   EXPECT_TRUE(h->making_split);

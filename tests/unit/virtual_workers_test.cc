@@ -9,8 +9,13 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/clock.h"
 #include "dataplane/auth.h"
@@ -24,6 +29,34 @@ namespace {
 
 constexpr double kWait = 60;  // the host imports torch before its first worker
 const std::string kWorkerKey(64, 'a');
+
+// The parent of `pid` (/proc/PID/stat), 0 when it cannot be read.
+pid_t ParentOf(int64_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(close + 1));
+  std::string state;
+  pid_t ppid = 0;
+  fields >> state >> ppid;
+  return ppid;
+}
+
+// The pids of this process's children whose command line holds `text`.
+std::vector<pid_t> ChildrenRunning(const std::string& text) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = std::stoi(name);
+    if (ParentOf(pid) != ::getpid()) continue;
+    std::ifstream in(e.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(text) != std::string::npos) out.push_back(pid);
+  }
+  return out;
+}
 
 bool ProcessGone(int64_t pid, double within_s) {
   const Deadline deadline = Deadline::After(within_s);
@@ -160,7 +193,7 @@ TEST_F(VirtualWorkersTest, GivenAnInterpreterThatIsNoPython_ThenNothingStartsAnd
     EXPECT_NE(why.find("GOLDMINER_PYTHON"), std::string::npos) << why;
   }
   EXPECT_EQ(workers_->served(), 0u);
-  EXPECT_EQ(workers_->open(), 0u);
+  EXPECT_EQ(OpenOnceSettled(), 0u);  // the refusal is sent before the slot is let go
 }
 
 TEST_F(VirtualWorkersTest, GivenBadOpenFields_ThenEachIsRefusedNamingTheField) {
@@ -309,4 +342,24 @@ TEST_F(VirtualWorkersTest, GivenNoCoordinatorKey_ThenEvenAnIssuedChannelIsRefuse
 }
 
 }  // namespace
+TEST_F(VirtualWorkersTest, GivenAWarmedInterpreter_ThenItsHostRunsAheadAndForksTheFirstWorker) {
+  Start(4);
+  Status not_python = workers_->Warm("/bin/sh");
+  EXPECT_FALSE(not_python.ok());
+  EXPECT_NE(not_python.message().find("/bin/sh is not a Python interpreter"), std::string::npos)
+      << not_python.message();
+  EXPECT_FALSE(workers_->Warm("/nonexistent/python3").ok());
+  EXPECT_TRUE(ChildrenRunning("goldminer._vhost").empty()) << "nothing started for those";
+  ASSERT_TRUE(workers_->Warm("/usr/bin/python3").ok());
+  const std::vector<pid_t> hosts = ChildrenRunning("goldminer._vhost");
+  ASSERT_EQ(hosts.size(), 1u) << "its host runs before any DataLoader asks";
+  auto s = DialOffload();
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ASSERT_TRUE(Open(*s).ok());
+  const int64_t pid = Opened(*s);
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(ParentOf(pid), hosts[0]) << "the first virtual worker comes from the warmed host";
+  EXPECT_EQ(ChildrenRunning("goldminer._vhost").size(), 1u);
+}
+
 }  // namespace gm
