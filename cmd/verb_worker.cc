@@ -226,6 +226,56 @@ Result<int> RunWithCoordinator(const WorkerFlags& f) {
 
 }  // namespace
 
+// A CLI11 check: a value of at most `n` characters.
+std::function<std::string(const std::string&)> AtMostChars(size_t n) {
+  return [n](const std::string& s) {
+    return s.size() <= n ? std::string() : "at most " + std::to_string(n) + " characters";
+  };
+}
+
+// The flags of a worker of a run (--coordinator and what goes with it).
+void AddCoordinatorFlags(CLI::App& sub, WorkerFlags& f) {
+  sub.add_option("--coordinator", f.coordinator,
+                 "HOST:PORT of a run's coordinator (served by `goldminer run`); "
+                 "the run's worker key comes from GOLDMINER_SECRET_FILE (a file) or "
+                 "GOLDMINER_SECRET (the key itself, as goldminer run's Slurm backend "
+                 "passes it)");
+  sub.add_option("--listen", f.listen,
+                 "HOST:PORT of the data port trainer clients connect to (port 0: any)")
+      ->capture_default_str();
+  sub.add_option("--cpus", f.cpus,
+                 "Run on these CPUs only (a list as taskset writes it: 0-3,8; default: "
+                 "$GOLDMINER_WORKER_CPUS, else any); without --threads, one stage "
+                 "thread per CPU of the list")
+      ->type_name("LIST");
+  sub.add_option("--advertise", f.advertise,
+                 "Host name or address clients should use for the data port "
+                 "(default: the --listen host, or this machine's name on 0.0.0.0)");
+  sub.add_option("--step-name", f.step_name,
+                 "The name this worker's launcher knows it by, recorded with the run "
+                 "(`goldminer run` under Slurm gives each worker step's JOB.STEP)")
+      ->check(AtMostChars(128));
+  sub.add_option("--max-virtual-workers", f.max_virtual_workers,
+                 "Virtual DataLoader workers this worker hosts at once for a "
+                 "trainer's offloaded DataLoaders (a Python process each; 0: none); "
+                 "the interpreter is $GOLDMINER_PYTHON, else the trainer's own path")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
+  sub.add_option("--warm-python", f.warm_python,
+                 "With --coordinator: start the virtual-worker host of this Python "
+                 "interpreter (it imports torch) at once rather than at the first "
+                 "offloaded DataLoader (`goldminer run` passes the trainer's)")
+      ->check(AtMostChars(4096));
+  sub.add_option("--drain-grace", f.drain_grace_s,
+                 "With --coordinator: on SIGTERM, take no new split, finish the one "
+                 "in hand and leave once the trainer acknowledged what this worker "
+                 "made, within this many seconds (then stop as on SIGINT); 0: "
+                 "SIGTERM stops at once. Under Slurm give the partition a GraceTime "
+                 "of at least this plus 2 s")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+}
+
 Verb WorkerVerb() {
   return Verb{
       "worker", "Run one data worker (--local: run a pipeline here and report its speed)",
@@ -251,49 +301,7 @@ Verb WorkerVerb() {
                        "Samples per split of files/range sources (rounded up to whole "
                        "batches; the epoch order depends on it, as in `goldminer run`)")
             ->check(CLI::Range(1, 100000000));
-        sub.add_option("--coordinator", f->coordinator,
-                       "HOST:PORT of a run's coordinator (served by `goldminer run`); "
-                       "the run's worker key comes from GOLDMINER_SECRET_FILE (a file) or "
-                       "GOLDMINER_SECRET (the key itself, as goldminer run's Slurm backend "
-                       "passes it)");
-        sub.add_option("--listen", f->listen,
-                       "HOST:PORT of the data port trainer clients connect to (port 0: any)")
-            ->capture_default_str();
-        sub.add_option("--cpus", f->cpus,
-                       "Run on these CPUs only (a list as taskset writes it: 0-3,8; default: "
-                       "$GOLDMINER_WORKER_CPUS, else any); without --threads, one stage "
-                       "thread per CPU of the list")
-            ->type_name("LIST");
-        sub.add_option("--advertise", f->advertise,
-                       "Host name or address clients should use for the data port "
-                       "(default: the --listen host, or this machine's name on 0.0.0.0)");
-        sub.add_option("--step-name", f->step_name,
-                       "The name this worker's launcher knows it by, recorded with the run "
-                       "(`goldminer run` under Slurm gives each worker step's JOB.STEP)")
-            ->check([](const std::string& s) {
-              return s.size() <= 128 ? std::string() : std::string("at most 128 characters");
-            });
-        sub.add_option("--max-virtual-workers", f->max_virtual_workers,
-                       "Virtual DataLoader workers this worker hosts at once for a "
-                       "trainer's offloaded DataLoaders (a Python process each; 0: none); "
-                       "the interpreter is $GOLDMINER_PYTHON, else the trainer's own path")
-            ->check(CLI::Range(0, 4096))
-            ->capture_default_str();
-        sub.add_option("--warm-python", f->warm_python,
-                       "With --coordinator: start the virtual-worker host of this Python "
-                       "interpreter (it imports torch) at once rather than at the first "
-                       "offloaded DataLoader (`goldminer run` passes the trainer's)")
-            ->check([](const std::string& s) {
-              return s.size() <= 4096 ? std::string() : std::string("at most 4096 characters");
-            });
-        sub.add_option("--drain-grace", f->drain_grace_s,
-                       "With --coordinator: on SIGTERM, take no new split, finish the one "
-                       "in hand and leave once the trainer acknowledged what this worker "
-                       "made, within this many seconds (then stop as on SIGINT); 0: "
-                       "SIGTERM stops at once. Under Slurm give the partition a GraceTime "
-                       "of at least this plus 2 s")
-            ->check(CLI::Range(0.0, 3600.0))
-            ->capture_default_str();
+        AddCoordinatorFlags(sub, *f);
         return std::function<Result<int>()>([f]() -> Result<int> {
           GM_RETURN_IF_ERROR(ApplyCpus(*f));
           if (!f->local) {

@@ -97,6 +97,12 @@ class CoordinatorServerTest : public ::testing::Test {
     }
   }
 
+  // Sends `beat` from `worker`; returns once the coordinator handled it (it
+  // answers the GET_SPLIT that follows only then).
+  void Beat(Socket& worker, const HeartbeatMsg& beat) {
+    ASSERT_TRUE(SendFrame(worker, MsgType::kHeartbeat, beat.Encode(), Deadline::After(kWait)).ok());
+    ASSERT_EQ(Ask(worker, MsgType::kGetSplit, nlohmann::json::object()).type, MsgType::kAssign);
+  }
   // A worker registered with `data_addr`.
   Socket RegisteredWorker(const std::string& data_addr) {
     auto w = Connect("worker", secret_);
@@ -868,35 +874,22 @@ TEST_F(CoordinatorServerTest, GivenAHeartbeatWithStageCostsThenTheSummaryKeepsTh
 TEST_F(CoordinatorServerTest, GivenWorkersReportingTheirCpu_ThenTheSummaryAddsWhatEachUsed) {
   Socket a = RegisteredWorker("127.0.0.1:9");
   Socket b = RegisteredWorker("127.0.0.1:10");
-  const auto beat = [this](Socket& worker, double cpu_s) {
-    HeartbeatMsg m;
-    m.cpu_s = cpu_s;
-    ASSERT_TRUE(SendFrame(worker, MsgType::kHeartbeat, m.Encode(), Deadline::After(kWait)).ok());
-    // Answered once the heartbeat before it was handled.
-    ASSERT_EQ(Ask(worker, MsgType::kGetSplit, nlohmann::json::object()).type, MsgType::kAssign);
-  };
   // Each figure is a total since the worker started: only what it adds counts,
   // and a smaller one (a worker's clock is its own) takes nothing back.
-  ASSERT_NO_FATAL_FAILURE(beat(a, 1.5));
-  ASSERT_NO_FATAL_FAILURE(beat(a, 2.5));
-  ASSERT_NO_FATAL_FAILURE(beat(a, 2.0));
-  ASSERT_NO_FATAL_FAILURE(beat(b, 4.0));
+  ASSERT_NO_FATAL_FAILURE(Beat(a, {.cpu_s = 1.5}));
+  ASSERT_NO_FATAL_FAILURE(Beat(a, {.cpu_s = 2.5}));
+  ASSERT_NO_FATAL_FAILURE(Beat(a, {.cpu_s = 2.0}));
+  ASSERT_NO_FATAL_FAILURE(Beat(b, {.cpu_s = 4.0}));
   EXPECT_DOUBLE_EQ(server_->Summary().worker_cpu_s, 6.5);
   // A worker that left keeps what it used.
   a.Close();
-  ASSERT_NO_FATAL_FAILURE(beat(b, 5.0));
+  ASSERT_NO_FATAL_FAILURE(Beat(b, {.cpu_s = 5.0}));
   EXPECT_DOUBLE_EQ(server_->Summary().worker_cpu_s, 7.5);
 }
 
 TEST_F(CoordinatorServerTest, GivenVirtualWorkersToPlace_ThenEachGoesToTheLeastLoadedWorker) {
   Socket a = RegisteredWorker("127.0.0.1:9");
   Socket b = RegisteredWorker("127.0.0.1:10");
-  const auto beat = [this](Socket& worker, uint64_t hosted) {
-    HeartbeatMsg m;
-    m.virtual_workers = hosted;
-    ASSERT_TRUE(SendFrame(worker, MsgType::kHeartbeat, m.Encode(), Deadline::After(kWait)).ok());
-    ASSERT_EQ(Ask(worker, MsgType::kGetSplit, nlohmann::json::object()).type, MsgType::kAssign);
-  };
   auto client = Connect("client", secret_);
   ASSERT_TRUE(client.ok()) << client.status().message();
   ASSERT_EQ(Ask(*client, MsgType::kOffload, {{"rank", 0}}).type, MsgType::kOffloading);
@@ -906,12 +899,13 @@ TEST_F(CoordinatorServerTest, GivenVirtualWorkersToPlace_ThenEachGoesToTheLeastL
     EXPECT_EQ(f.meta["workers"].size(), 1u) << f.meta.dump();
     return f.meta["workers"].empty() ? std::string() : f.meta["workers"][0].get<std::string>();
   };
-  ASSERT_NO_FATAL_FAILURE(beat(a, 3));  // a hosts 3 (another rank's, another DataLoader's)
+  ASSERT_NO_FATAL_FAILURE(
+      Beat(a, {.virtual_workers = 3}));  // a hosts 3 (another rank's, another DataLoader's)
   EXPECT_EQ(place(), "127.0.0.1:10");
   EXPECT_EQ(place(), "127.0.0.1:10");
-  EXPECT_EQ(place(), "127.0.0.1:10");   // placed there since count, before b reports them
-  EXPECT_EQ(place(), "127.0.0.1:9");    // 3 each: the first registered
-  ASSERT_NO_FATAL_FAILURE(beat(b, 0));  // b's ended
+  EXPECT_EQ(place(), "127.0.0.1:10");  // placed there since count, before b reports them
+  EXPECT_EQ(place(), "127.0.0.1:9");   // 3 each: the first registered
+  ASSERT_NO_FATAL_FAILURE(Beat(b, {.virtual_workers = 0}));  // b's ended
   EXPECT_EQ(place(), "127.0.0.1:10");
   // Without {place}, every live worker, as before.
   EXPECT_EQ(Ask(*client, MsgType::kGetWorkers, {}).meta["workers"].size(), 2u);
