@@ -58,6 +58,7 @@ struct RunFlags {
   double liveness_timeout_s = 10;
   std::optional<int> stall_timeout_s;  // --stall-timeout: the trainer's GOLDMINER_STALL_TIMEOUT_S
   std::string offload = "exact";       // --offload
+  std::string offload_cut = "auto";    // --offload-cut: GOLDMINER_OFFLOAD_CUT
   std::optional<int> dataloader_workers;  // --dataloader-workers: GOLDMINER_DATALOADER_WORKERS
   int max_restarts = 3;
   std::string db = "runs.db";
@@ -421,6 +422,7 @@ Status ApplyTrainerFlags(const RunFlags& f, RunConfig& c) {
   }
   c.offload_dataloaders = f.offload != "off";
   if (f.offload == "elastic") c.trainer_env.emplace_back("GOLDMINER_OFFLOAD_MODE=elastic");
+  if (c.offload_dataloaders) c.trainer_env.push_back("GOLDMINER_OFFLOAD_CUT=" + f.offload_cut);
   if (f.dataloader_workers) {
     if (!c.offload_dataloaders) {
       return Status::InvalidArgument(
@@ -651,6 +653,14 @@ void AddTrainerFlags(CLI::App& sub, RunFlags& f) {
                  "the autoscaler adds and drains; not stock's batches) or off (they run "
                  "stock, in the trainer's host)")
       ->check(CLI::IsMember({"exact", "elastic", "off"}))
+      ->capture_default_str();
+  sub.add_option("--offload-cut", f.offload_cut,
+                 "auto: an offloaded ImageFolder whose transform ends in ToTensor (and "
+                 "Normalize) comes from data workers on other hosts as uint8, a quarter "
+                 "of the bytes, and the trainer applies those steps (the same batches); "
+                 "off: the batches come as the collate_fn made them; on: cut on this "
+                 "host too (benchmarks, tests)")
+      ->check(CLI::IsMember({"auto", "off", "on"}))
       ->capture_default_str();
   sub.add_option("--dataloader-workers", f.dataloader_workers,
                  "Each offloaded DataLoader gets M virtual workers, whatever num_workers "

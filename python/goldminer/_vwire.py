@@ -35,7 +35,9 @@ in the order the frames come. What each kind carries:
             takes them before unpickling, as a stock worker inherits them);
             for a replacement of a lost worker, restore (the generators' state
             after its last result) or replay (tasks it answered, to do again);
-            elastic (true in elastic mode: goldminer._elastic)
+            elastic (true in elastic mode: goldminer._elastic); cut (None, or
+            {at, on}: with on, the dataset's transform stops before step `at`
+            and the worker sends uint8 images: goldminer.offload._cut_plan)
     TASK    (trainer -> worker) what torch's main process puts in the worker's
             index queue: (task index, sampler indices), a resume marker, or None;
             in elastic mode (task index, sampler indices, the task's seed)

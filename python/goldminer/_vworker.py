@@ -328,6 +328,31 @@ def _take_job(job, blob):
             job["worker_id"], num_workers, persistent_workers, job.get("shared_seed"))
 
 
+def _to_uint8(pic):
+    """The cut's last step on the worker (offload._cut_plan): the image as
+    ToTensor holds it before it widens it to floats, channels first, uint8."""
+    import numpy as np
+    import torch
+    from PIL import Image
+    if not isinstance(pic, Image.Image) or pic.mode not in ("RGB", "L"):
+        raise TypeError(f"goldminer's cut takes an RGB or L PIL image here, not "
+                        f"{type(pic).__name__} {getattr(pic, 'mode', '')}: run with "
+                        f"--offload-cut off")
+    img = torch.from_numpy(np.array(pic, np.uint8, copy=True))
+    img = img.view(pic.size[1], pic.size[0], len(pic.getbands()))
+    return img.permute((2, 0, 1)).contiguous()
+
+
+def _cut(dataset, cut):
+    """The dataset's transform up to the cut, then _to_uint8: the trainer does
+    the rest (JOB's cut {at, on})."""
+    if not cut or not cut.get("on"):
+        return
+    from torchvision import transforms
+    dataset.transform = transforms.Compose(
+        list(dataset.transform.transforms[:cut["at"]]) + [_to_uint8])
+
+
 def _takes_holder(worker_loop):
     """Whether torch's _worker_loop takes its dataset in a list it empties
     ("dataset_holder", torch 2.10 and later) rather than as the dataset: by its
@@ -371,6 +396,7 @@ def main():
     tasks = _Tasks(inp, done, replay + early, frame[1].get("restore"), elastic)
     kind, dataset, auto_collation, collate_fn, drop_last, base_seed, init_fn, worker_id, \
         num_workers, persistent_workers, shared_seed = args
+    _cut(dataset, frame[1].get("cut"))
     if _takes_holder(_worker_loop):
         dataset = [dataset]  # torch >= 2.10 pops the dataset from a list it is handed
     _worker_loop(kind, dataset, tasks, _Results(out, len(replay), elastic, sock), done,

@@ -47,6 +47,12 @@ silently, every task the lost one answered, then goes on. A worker lost
 VirtualWorker.MAX_RESTARTS times (a dataset that crashes its process) is an error
 naming it and how it ended.
 
+The cut (_cut_plan, GOLDMINER_OFFLOAD_CUT, `goldminer run --offload-cut`): an
+ImageFolder whose transform ends in ToTensor (and Normalize) is sent as uint8 from
+virtual workers whose batches cross TCP, and widened by the trainer as it receives
+each batch (_finish_cut), with the same operations: a quarter of the bytes, the
+same batches.
+
 Premise (as for stock workers, and for the recovery): __getitem__ keeps no state
 between calls that its result depends on, beyond the global generators torch
 seeds per worker (a generator of the dataset's own is not restored); an
@@ -551,7 +557,81 @@ def job_frame(chan, job):
     dataset goes to each data worker once per run, not once per virtual worker
     and epoch, and the frame that starts a worker is small (the blob, when it
     goes, goes from the reader's thread: BLOB)."""
-    return dict(job, shm=chan.same_host, blob=None, buffers=None)
+    cut = job.get("cut")
+    if cut is not None:  # the worker cuts where bytes cost (auto), or always (on)
+        cut = {"at": cut["at"], "on": cut["mode"] == "on" or chan.remote}
+    return dict(job, shm=chan.same_host, blob=None, buffers=None, cut=cut)
+
+
+# `goldminer run --offload-cut auto|off`: where a dataset's transform ends in steps
+# that only widen the data, the virtual workers send the samples before them
+# (uint8) and the trainer applies them as it receives each batch. "on" cuts on the
+# trainer's host too (tests, benchmarks).
+CUT_ENV = "GOLDMINER_OFFLOAD_CUT"
+CUT_MODES = ("auto", "off", "on")
+
+
+def _cut_plan(loader):
+    """Where `loader`'s batches can be cut, or None: {"at": the index in
+    dataset.transform.transforms of the first widening step, "dtype", "mean",
+    "std" (None without a Normalize), "mode"}. Only where the trainer's part
+    gives stock's bytes exactly: a torchvision ImageFolder (DatasetFolder, its
+    own __getitem__ and PIL loader) whose transform is a Compose that ends in
+    ToTensor(), or PILToTensor() then ConvertImageDtype(a float), then at most a
+    Normalize, batched by the default collate_fn."""
+    mode = os.environ.get(CUT_ENV, "") or "auto"
+    if mode not in CUT_MODES or mode == "off":
+        return None
+    folder = sys.modules.get("torchvision.datasets.folder")
+    T = sys.modules.get("torchvision.transforms")
+    if folder is None or T is None or not loader._auto_collation:
+        return None
+    from torch.utils.data._utils.collate import default_collate
+    ds = loader.dataset
+    if loader.collate_fn is not default_collate or not isinstance(ds, folder.DatasetFolder) or \
+            type(ds).__getitem__ is not folder.DatasetFolder.__getitem__ or \
+            ds.loader not in (folder.default_loader, folder.pil_loader):
+        return None
+    import torchvision
+    if torchvision.get_image_backend() != "PIL" or type(ds.transform) is not T.Compose:
+        return None
+    steps = list(ds.transform.transforms)
+    import torch
+    for at, step in enumerate(steps):
+        if type(step) is T.ToTensor:
+            tail, dtype = steps[at + 1:], torch.get_default_dtype()
+        elif type(step) is T.PILToTensor and at + 1 < len(steps) and \
+                type(steps[at + 1]) is T.ConvertImageDtype and steps[at + 1].dtype.is_floating_point:
+            tail, dtype = steps[at + 2:], steps[at + 1].dtype
+        else:
+            continue
+        if not tail:
+            return {"at": at, "dtype": dtype, "mean": None, "std": None, "mode": mode}
+        if len(tail) == 1 and type(tail[0]) is T.Normalize:
+            return {"at": at, "dtype": dtype, "mean": list(map(float, tail[0].mean)),
+                    "std": list(map(float, tail[0].std)), "mode": mode}
+        return None
+    return None
+
+
+def _finish_cut(batch, cut, pin):
+    """The trainer's part of a cut batch: its images (uint8, as the virtual worker
+    sent them) through the steps it left, the same operations as stock's, so the
+    same bytes; a batch a worker did not cut (float already) is left as it is."""
+    import torch
+    if not (isinstance(batch, (list, tuple)) and batch and isinstance(batch[0], torch.Tensor)
+            and batch[0].dtype == torch.uint8):
+        return batch
+    # In place on the one new tensor (stock's ops and values, a third of the passes
+    # over memory of out-of-place ones).
+    images = batch[0].to(dtype=cut["dtype"])
+    images.div_(255)
+    if cut["mean"] is not None:
+        from torchvision.transforms import functional as F
+        images = F.normalize(images, cut["mean"], cut["std"], inplace=True)
+    if pin:
+        images = images.pin_memory()
+    return type(batch)([images, *batch[1:]])
 
 
 def read_channel(chan, take, need=None):
@@ -707,6 +787,7 @@ class _LocalChan:
     where = ""
     lost = None
     same_host = False  # its bytes come through the socket pair, descriptors never
+    remote = False  # on the trainer's host
     take_fd = None
 
     def __init__(self, host, sock, pid):
@@ -844,6 +925,7 @@ class _RemoteChan:
         host = lib.gm_vchannel_host(handle).decode("utf-8", "replace")
         self.pid = lib.gm_vchannel_pid(handle)
         self.same_host = bool(lib.gm_vchannel_same_host(handle))
+        self.remote = not self.same_host  # its bytes cross TCP: where a cut pays
         self.where = f" (pid {self.pid} on worker {host or worker})"
         # kill() may come from any thread, close() from the reader's (under the
         # worker's lock, which writes hold): the handle is freed once, unused.
@@ -1042,9 +1124,10 @@ class _Context:
     mode every index queue and process stands for one _elastic.Dispatcher, made
     at the first process."""
 
-    def __init__(self, shipped, elastic):
+    def __init__(self, shipped, elastic, cut=None):
         self.shipped = shipped
         self.elastic = elastic
+        self.cut = cut  # _cut_plan's, or None
         self.result_queue = None
         self.dispatcher = None
 
@@ -1072,6 +1155,8 @@ class _Context:
                "trust": _safepickle.trusted(),
                # As stock workers start: in the program's directory and environment
                # as they are now, when the iterator starts its workers (keys left out).
+               "cut": None if self.cut is None else
+               {"at": self.cut["at"], "mode": self.cut["mode"]},
                "cwd": os.getcwd(),
                "environ": _shipped_environ()}
         if self.elastic:
@@ -1107,9 +1192,10 @@ def _iterator_class():
     class OffloadIter(dl._MultiProcessingDataLoaderIter):
         """torch's multi-process iterator with virtual workers."""
 
-        def __init__(self, loader, shipped, num_workers, elastic):
+        def __init__(self, loader, shipped, num_workers, elastic, cut=None):
             # Before torch's __init__, which calls _reset.
-            self._gm_context = _Context(shipped, elastic)
+            self._gm_context = _Context(shipped, elastic, cut)
+            self.goldminer_cut = cut  # where the batches are cut (_cut_plan), or None
             self._gm_prefetch = None
             super().__init__(_LoaderView(loader, self._gm_context, num_workers))
             self.goldminer_digest = shipped[1]
@@ -1127,7 +1213,9 @@ def _iterator_class():
             dispatcher = self._gm_context.dispatcher
             if dispatcher is not None:
                 self._widen(dispatcher.capacity())
-            return super()._process_data(data, *worker_idx)
+            data = super()._process_data(data, *worker_idx)
+            cut = self._gm_context.cut
+            return data if cut is None else _finish_cut(data, cut, self._pin_memory)
 
         def _widen(self, capacity):
             """Elastic: keeps as many tasks in flight as the processes can hold
@@ -1236,7 +1324,7 @@ def _get_iterator(self):
             from goldminer import _vwire
             note(True, type(self.dataset).__name__, num_workers, _vwire.blob_size(shipped[0]),
                  mode=mode)
-        return _OffloadIter(self, shipped, num_workers, mode == "elastic")
+        return _OffloadIter(self, shipped, num_workers, mode == "elastic", _cut_plan(self))
     if id(self) not in _warned:
         _warned.add(id(self))
         where = "in the program's process (num_workers=0)" if zero else "on stock local workers"

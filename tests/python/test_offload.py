@@ -480,6 +480,36 @@ print(json.dumps({"parents": [p for b in DataLoader(Where(), batch_size=2, num_w
                               for p in b]}))
 """
 
+# An ImageFolder whose transform ends in steps that only widen the data (argv[2]:
+# which), 2 epochs; "received": the image dtypes the trainer's part of a cut got
+# (goldminer.offload._finish_cut: uint8 from a worker that cut, float32 from one
+# that did not), none when the DataLoader is not cut.
+CUT = COMMON + """
+import torchvision
+from torchvision import transforms as T
+
+tail = {"normalize": [T.ToTensor(), T.Normalize((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))],
+        "pil": [T.PILToTensor(), T.ConvertImageDtype(torch.float32), T.Normalize((0.5,), (0.25,))],
+        "plain": [T.ToTensor()]}[sys.argv[2]]
+t = T.Compose([T.RandomResizedCrop(24), T.RandomHorizontalFlip()] + tail)
+g = torch.Generator()
+g.manual_seed(7)
+loader = torch.utils.data.DataLoader(torchvision.datasets.ImageFolder(sys.argv[1], transform=t),
+                                     batch_size=3, shuffle=True, generator=g, num_workers=2)
+received = []
+try:
+    from goldminer import offload
+    finish = offload._finish_cut
+    def spy(batch, cut, pin):
+        received.append(str(batch[0].dtype))
+        return finish(batch, cut, pin)
+    offload._finish_cut = spy
+except ImportError:  # stock
+    pass
+epochs = [[digest(b) for b in loader] for _ in range(2)]
+print(json.dumps({"epochs": epochs, "received": sorted(set(received))}))
+"""
+
 # A loop that runs until it is interrupted, saying once that it loops.
 FOREVER = """
 import torch
@@ -711,6 +741,26 @@ class OffloadTest(unittest.TestCase):
         self.assertNotIn("a new one goes on", stderr)
         self.assertNotIn("did not exit", stderr)
 
+    def cut(self, mode):
+        """The cut for the next programs: --offload-cut under `goldminer run`."""
+        if self.TRANSPORT == "workers":
+            self.RUN_FLAGS = ("--offload-cut", mode)
+        else:
+            self.ENV = {"GOLDMINER_OFFLOAD_CUT": mode}
+
+    def test_an_image_folder_cut_before_its_widening_steps_gives_stock_batches(self):
+        # The workers send uint8 images; the trainer applies ToTensor's scaling and
+        # Normalize as it receives each batch: stock's bytes, with the cut and without.
+        for variant, modes in (("normalize", ("on", "off")), ("pil", ("on",)),
+                               ("plain", ("on",))):
+            stock, _ = self.program(CUT, self.images, variant, offload=False)
+            for mode in modes:
+                self.cut(mode)
+                served, stderr = self.program(CUT, self.images, variant, offload=True)
+                self.assertEqual(served["epochs"], stock["epochs"], (variant, mode, stderr[-2000:]))
+                self.assertEqual(served["received"], ["torch.uint8"] if mode == "on" else [],
+                                 (variant, mode))
+
     def test_a_spawn_context_is_bit_identical(self):
         self.same_as_stock(SPAWN)
 
@@ -818,6 +868,15 @@ class WorkersTransportTest(OffloadTest):
     (worker/virtual_workers.h), reached over the data plane."""
 
     TRANSPORT = "workers"
+
+    def test_the_automatic_cut_is_made_where_batches_cross_tcp_only(self):
+        stock, _ = self.program(CUT, self.images, "normalize", offload=False)
+        self.cut("auto")  # the default: on this host, the batches come in shared memory
+        served, _ = self.program(CUT, self.images, "normalize", offload=True)
+        self.assertEqual(served, dict(stock, received=["torch.float32"]))  # not cut there
+        self.ENV = {"GOLDMINER_SAME_HOST": "off"}  # the workers look remote: TCP, bytes
+        served, _ = self.program(CUT, self.images, "normalize", offload=True)
+        self.assertEqual(served, dict(stock, received=["torch.uint8"]))
 
     def test_the_virtual_workers_run_under_the_data_workers(self):
         served, stderr = self.program(WHERE, offload=True)
