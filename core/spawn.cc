@@ -179,36 +179,50 @@ Result<double> CpuSecondsOfProcess(pid_t pid) {
   return TicksToSeconds(stat.ticks);
 }
 
-Result<double> CpuSecondsOfTree(pid_t pid) {
-  GM_ASSIGN_OR_RETURN(ProcStat root, ReadProcStat(pid));
-  // Every process's parent, from one pass over /proc; a process that ends in
-  // between is skipped (its CPU is in its parent's cutime once reaped).
-  std::multimap<pid_t, std::pair<pid_t, double>> children;
+std::map<pid_t, double> CpuSecondsOfTrees(const std::vector<pid_t>& roots) {
+  // Every process's parent and ticks, from one pass over /proc; a process that
+  // ends in between is skipped (its CPU is in its parent's cutime once reaped).
+  std::map<pid_t, double> ticks_of;
+  std::multimap<pid_t, pid_t> children;
   if (DIR* dir = ::opendir("/proc")) {
     while (const dirent* e = ::readdir(dir)) {
       char* end = nullptr;
       const long id = std::strtol(e->d_name, &end, 10);
-      if (end == e->d_name || *end != '\0' || id <= 0 || id == pid) continue;
+      if (end == e->d_name || *end != '\0' || id <= 0) continue;
       Result<ProcStat> st = ReadProcStat(static_cast<pid_t>(id));
-      if (st.ok()) children.emplace(st->ppid, std::pair{static_cast<pid_t>(id), st->ticks});
+      if (!st.ok()) continue;
+      ticks_of[static_cast<pid_t>(id)] = st->ticks;
+      children.emplace(st->ppid, static_cast<pid_t>(id));
     }
     ::closedir(dir);
   }
-  // Live descendants add their own; reaped ones are in their parent's cutime.
-  double ticks = root.ticks;
-  std::vector<pid_t> todo{pid};
-  std::set<pid_t> seen{pid};
-  while (!todo.empty()) {
-    const pid_t parent = todo.back();
-    todo.pop_back();
-    auto [first, last] = children.equal_range(parent);
-    for (auto it = first; it != last; ++it) {
-      if (!seen.insert(it->second.first).second) continue;
-      ticks += it->second.second;
-      todo.push_back(it->second.first);
+  // Live descendants add their own; reaped ones are in their parents' cutime.
+  std::map<pid_t, double> out;
+  for (const pid_t root : roots) {
+    if (!ticks_of.contains(root)) continue;
+    double ticks = 0;
+    std::vector<pid_t> todo{root};
+    std::set<pid_t> seen{root};
+    while (!todo.empty()) {
+      const pid_t pid = todo.back();
+      todo.pop_back();
+      ticks += ticks_of[pid];
+      auto [first, last] = children.equal_range(pid);
+      for (auto it = first; it != last; ++it) {
+        if (seen.insert(it->second).second) todo.push_back(it->second);
+      }
     }
+    out[root] = TicksToSeconds(ticks);
   }
-  return TicksToSeconds(ticks);
+  return out;
+}
+
+Result<double> CpuSecondsOfTree(pid_t pid) {
+  GM_RETURN_IF_ERROR(ReadProcStat(pid).status());  // says why when it is not there
+  const std::map<pid_t, double> cpu = CpuSecondsOfTrees({pid});
+  auto it = cpu.find(pid);
+  if (it == cpu.end()) return Status::IoError("/proc/" + std::to_string(pid) + ": it ended");
+  return it->second;
 }
 
 }  // namespace gm

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -71,5 +72,8 @@ Result<double> CpuSecondsOfProcess(pid_t pid);
 // a data worker's Python hosts and the virtual DataLoader workers they fork),
 // from one pass over /proc. Reaped descendants are in their parents' figures.
 Result<double> CpuSecondsOfTree(pid_t pid);
+// CpuSecondsOfTree of each of `roots` still running, from one pass over /proc for
+// all of them (a run's workers, sampled every interval).
+std::map<pid_t, double> CpuSecondsOfTrees(const std::vector<pid_t>& roots);
 
 }  // namespace gm

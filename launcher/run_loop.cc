@@ -463,10 +463,10 @@ void RunLoop::Sample() {
   s.wait_ns = t.wait_ns;
   s.workers = static_cast<int>(workers_.size());
   s.worker_cpu_s = cpu_of_exited_;
-  for (const auto& [pid, w] : workers_) {
-    if (auto cpu = edges_.cpu_seconds(pid)) cpu_seen_[pid] = *cpu;
-    s.worker_cpu_s += cpu_seen_[pid];
-  }
+  std::vector<pid_t> pids;
+  for (const auto& [pid, w] : workers_) pids.push_back(pid);
+  for (const auto& [pid, cpu] : edges_.cpu_seconds(pids)) cpu_seen_[pid] = cpu;
+  for (const pid_t pid : pids) s.worker_cpu_s += cpu_seen_[pid];
   // Workers on other nodes (Slurm steps: the process here is srun) are seen in
   // what they report; on this host both count the same processes.
   s.worker_cpu_s = std::max(s.worker_cpu_s, summary.worker_cpu_s);

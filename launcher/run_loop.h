@@ -44,7 +44,8 @@ struct RunLoopEdges {
   std::function<CoordinatorSummary()> summary;    // the coordinator's view, now
   std::function<StepCounter::Totals()> trainers;  // samples and data wait so far
   // CPU seconds a running worker has used (nullopt: not known now).
-  std::function<std::optional<double>(pid_t)> cpu_seconds;
+  // CPU seconds of each process tree of `pids` still running (one read for all).
+  std::function<std::map<pid_t, double>(const std::vector<pid_t>& pids)> cpu_seconds;
   // Called once the workers are to stop at the end of the run, before they are
   // signalled (the coordinator's EndWorkers). May be empty.
   std::function<void()> end_workers;

@@ -96,10 +96,7 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
     steps->Update();
     return steps->totals();
   };
-  edges.cpu_seconds = [](pid_t pid) -> std::optional<double> {
-    Result<double> cpu = CpuSecondsOfTree(pid);  // with its virtual DataLoader workers
-    return cpu.ok() ? std::optional<double>(*cpu) : std::nullopt;
-  };
+  edges.cpu_seconds = CpuSecondsOfTrees;  // with their virtual DataLoader workers
   RunLoopOptions o;
   o.spec = c.spec;
   o.bind = c.bind;

@@ -221,12 +221,16 @@ def _cached(digest):
         return None
     (count,) = struct.unpack_from("<I", view, 4)
     lengths = struct.unpack_from(f"<{count}Q", view, 8)
-    parts, at = [], 8 + 8 * count
-    for n in lengths:
-        at = -(-at // _vwire.ALIGN) * _vwire.ALIGN
-        parts.append(view[at:at + n])
-        at += n
+    base = _cache_base(8 + 8 * count)
+    offsets, _ = _vwire._layout(lengths)
+    parts = [view[base + at:base + at + n] for at, n in zip(offsets, lengths)]
     return parts[0], parts[1:]
+
+
+def _cache_base(header_bytes):
+    """Where a cache file's parts start: past its header, aligned as a memfd's
+    (_vwire._layout places them from there)."""
+    return -(-header_bytes // _vwire.ALIGN) * _vwire.ALIGN
 
 
 def _keep(digest, blob):
@@ -241,16 +245,15 @@ def _keep(digest, blob):
         if st.f_bavail * st.f_frsize < 2 * _vwire.blob_size(blob) + (64 << 20):
             return  # no room: the next worker asks again
         tmp = f"{path}.{os.getpid()}.tmp"
+        lengths = [memoryview(p).nbytes for p in parts]
+        offsets, _ = _vwire._layout(lengths)
         with open(tmp, "wb") as f:
-            head = _CACHE_MAGIC + struct.pack(f"<I{len(parts)}Q", len(parts),
-                                              *(memoryview(p).nbytes for p in parts))
+            head = _CACHE_MAGIC + struct.pack(f"<I{len(parts)}Q", len(parts), *lengths)
+            base = _cache_base(len(head))
             f.write(head)
-            at = len(head)
-            for p in parts:
-                pad = -at % _vwire.ALIGN
-                f.write(b"\0" * pad)
+            for p, at in zip(parts, offsets):
+                f.write(b"\0" * (base + at - f.tell()))
                 f.write(p)
-                at += pad + memoryview(p).nbytes
         os.replace(tmp, path)
         files = sorted((e for e in os.scandir(CACHE_DIR) if not e.name.endswith(".tmp")),
                        key=lambda e: e.stat().st_mtime, reverse=True)

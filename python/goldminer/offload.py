@@ -394,15 +394,20 @@ class VirtualWorker:
         _start_thread(self._read, f"goldminer vworker {self.worker_id}")
 
     def _open_first(self):
-        from goldminer import _vwire
         try:
             self._spawn(self.job)
         finally:
-            with self.lock:
-                held, self.held = self.held, None
-                if self.chan is not None:
-                    for item in held:
-                        self._write(_vwire.TASK, item)
+            self._release_held()
+
+    def _release_held(self):
+        """Writes the tasks held while the JOB or a BLOB was written, in order, and
+        lets torch's sends write again."""
+        from goldminer import _vwire
+        with self.lock:
+            held, self.held = self.held, None
+            if self.chan is not None:
+                for item in held:
+                    self._write(_vwire.TASK, item)
 
     def _spawn(self, job):
         from goldminer import _vwire
@@ -419,10 +424,7 @@ class VirtualWorker:
         with self.lock:
             self.held = []
         self._write(_vwire.BLOB, _vwire.blob_fields(self.job["blob"]))
-        with self.lock:
-            held, self.held = self.held, None
-            for item in held:
-                self._write(_vwire.TASK, item)
+        self._release_held()
 
     def _write(self, kind, obj):
         from goldminer import _vwire

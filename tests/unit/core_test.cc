@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "core/digest.h"
 #include "core/file_util.h"
@@ -202,6 +203,10 @@ TEST(SpawnTest, GivenAGrandchildThatWorks_ThenTheTreeCountsItsCpuAndTheParentAlo
   }
   auto alone = CpuSecondsOfProcess(*pid);
   ASSERT_TRUE(alone.ok());
+  // Several trees from one read: the running one is there, one that is not is not.
+  const std::map<pid_t, double> trees = CpuSecondsOfTrees({*pid, -5});
+  ASSERT_EQ(trees.size(), 1u);
+  EXPECT_GE(trees.at(*pid), 0.3);
   ::kill(-*pid, SIGKILL);
   int status = 0;
   ::waitpid(*pid, &status, 0);

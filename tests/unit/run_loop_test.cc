@@ -117,7 +117,7 @@ class World {
     e.coordinator_address = "127.0.0.1:1";
     e.summary = [this] { return Summary(); };
     e.trainers = [this] { return Trainers(); };
-    e.cpu_seconds = [](pid_t) { return std::optional<double>(); };
+    e.cpu_seconds = [](const std::vector<pid_t>&) { return std::map<pid_t, double>(); };
     if (why_waiting) e.why_waiting = why_waiting;
     e.elastic_job_end = [this](const std::string& step) {
       asked_job_end.push_back(step);
@@ -620,7 +620,7 @@ TEST(RunLoopTest, GivenTwoRanksWhenOneFails_ThenTheOtherIsStoppedAndTheRunTakesI
     }
     return StepCounter::Totals{};
   };
-  e.cpu_seconds = [](pid_t) { return std::optional<double>(); };
+  e.cpu_seconds = [](const std::vector<pid_t>&) { return std::map<pid_t, double>(); };
   RunRecorder recorder(&store, "r", 1);
   RunRecord record;
   record.id = "r";
