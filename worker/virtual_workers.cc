@@ -1,13 +1,17 @@
 #include "worker/virtual_workers.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -82,6 +86,34 @@ bool WriteAll(int fd, const uint8_t* data, size_t n) {
   return true;
 }
 
+// Removes the blob caches no virtual worker host holds any more (a host killed,
+// with its process group say, before it could remove its own): this user's
+// "goldminer-vhost-*" folders in /dev/shm and the temporary folder whose .lock
+// nobody holds (flock: a host and its forked workers hold it while they live).
+// A folder without its lock is one a host is making: left for a minute
+// (python/goldminer/_vhost.py, which sweeps the same way as a host starts).
+void SweepHostCaches() {
+  constexpr std::string_view kPrefix = "goldminer-vhost-";
+  constexpr double kMakingS = 60;
+  const char* tmp = std::getenv("TMPDIR");
+  for (const std::string& root : {std::string("/dev/shm"), std::string(tmp ? tmp : "/tmp")}) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+      if (e.path().filename().string().rfind(kPrefix, 0) != 0) continue;
+      struct stat st{};
+      if (::lstat(e.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
+        continue;
+      }
+      UniqueFd lock(::open((e.path() / ".lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+      const bool free =
+          lock.valid() ? ::flock(lock.get(), LOCK_EX | LOCK_NB) == 0
+                       : errno == ENOENT && std::difftime(std::time(nullptr), st.st_mtime) > kMakingS;
+      std::error_code ignored;
+      if (free) std::filesystem::remove_all(e.path(), ignored);
+    }
+  }
+}
+
 }  // namespace
 
 // Whether `path`'s file name is a Python interpreter's: python, python3, python3.11
@@ -146,27 +178,12 @@ class VirtualWorkers::Host {
       }
       ::usleep(10000);
     }
-    RemoveCache();
+    SweepHostCaches();
   }
 
   bool alive() const {
     MutexLock lock(mu_);
     return alive_;
-  }
-
-  // The blob cache of a host that ended without removing it (killed): its folder,
-  // "goldminer-vhost-PID-*" in /dev/shm or the temporary folder (_vhost.py).
-  void RemoveCache() const {
-    const std::string prefix = "goldminer-vhost-" + std::to_string(pid_) + "-";
-    const char* tmp = std::getenv("TMPDIR");
-    for (const std::string& root : {std::string("/dev/shm"), std::string(tmp ? tmp : "/tmp")}) {
-      std::error_code ec;
-      for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
-        if (e.path().filename().string().rfind(prefix, 0) == 0) {
-          std::filesystem::remove_all(e.path(), ec);
-        }
-      }
-    }
   }
 
   // A new virtual worker: our end of its channel and its pid.

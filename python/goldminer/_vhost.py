@@ -22,7 +22,10 @@ The host ends, killing its children, when the trainer's end closes.
 
 The host keeps the blobs its workers were sent (goldminer._vworker.CACHE_DIR: a
 private directory of its own, removed when it ends), so that a DataLoader's
-dataset comes to it once per run, not once per virtual worker and epoch.
+dataset comes to it once per run, not once per virtual worker and epoch. The
+folder's .lock is flock()ed by the host and, inherited, by its workers: a folder
+whose lock is free belongs to nobody (its host was killed) and is removed by the
+next host to start, by the data worker whose host ended, or by the trainer.
 """
 
 import importlib
@@ -58,6 +61,60 @@ def _cache_root():
     except OSError:
         pass
     return tempfile.gettempdir()
+
+
+CACHE_PREFIX = "goldminer-vhost-"
+CACHE_LOCK = ".lock"  # held (flock) by the host and its workers while they live
+
+
+def sweep(root):
+    """Removes the blob caches that no host holds any more (their hosts were killed
+    with the whole process group, say, before anyone could remove them): ours, in
+    `root`, whose lock is free. A folder without its lock yet is one a host is
+    making, left alone for a minute."""
+    import fcntl
+    import shutil
+    import time
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return
+    for e in entries:
+        if not e.name.startswith(CACHE_PREFIX):
+            continue
+        try:
+            if not e.is_dir(follow_symlinks=False) or e.stat().st_uid != os.geteuid():
+                continue
+            fd = os.open(os.path.join(e.path, CACHE_LOCK), os.O_RDWR | os.O_CLOEXEC)
+        except FileNotFoundError:
+            try:
+                if time.time() - e.stat().st_mtime > 60:
+                    shutil.rmtree(e.path, ignore_errors=True)
+            except OSError:
+                pass
+            continue
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(e.path, ignore_errors=True)
+        except OSError:
+            pass  # a live host's
+        finally:
+            os.close(fd)
+
+
+def make_cache():
+    """The host's blob cache, its lock held: (folder, the lock's fd). The lock is
+    inherited by the forked workers, so the folder is in use while any of them lives."""
+    import fcntl
+    import tempfile
+    root = _cache_root()
+    sweep(root)
+    folder = tempfile.mkdtemp(prefix=f"{CACHE_PREFIX}{os.getpid()}-", dir=root)
+    fd = os.open(os.path.join(folder, CACHE_LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return folder, fd
 
 
 def _child(ctl, wake, channel):
@@ -170,9 +227,8 @@ def main():
              "torch.utils.data._utils.worker", "goldminer._vworker"])
     os.dup2(2, 1)  # nothing of ours goes to the trainer's stdout
     import shutil
-    import tempfile
     global CACHE_DIR
-    CACHE_DIR = tempfile.mkdtemp(prefix=f"goldminer-vhost-{os.getpid()}-", dir=_cache_root())
+    CACHE_DIR, _ = make_cache()
     try:
         serve(ctl)
     finally:

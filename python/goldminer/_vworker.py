@@ -255,7 +255,8 @@ def _keep(digest, blob):
                 f.write(b"\0" * (base + at - f.tell()))
                 f.write(p)
         os.replace(tmp, path)
-        files = sorted((e for e in os.scandir(CACHE_DIR) if not e.name.endswith(".tmp")),
+        files = sorted((e for e in os.scandir(CACHE_DIR)
+                        if not e.name.endswith(".tmp") and not e.name.startswith(".")),
                        key=lambda e: e.stat().st_mtime, reverse=True)
         total = 0
         for n, e in enumerate(files):

@@ -640,7 +640,8 @@ def read_channel(chan, take, need=None):
     """Reads a virtual worker's frames from `chan` until its channel ends, calling
     take(key, state, raw) for each STATE and RESULT pair (raw: the _Raw RESULT,
     loaded by whoever takes it from the result queue) and need() for a NEED (the
-    worker's host lacks the blob: send it). Returns None for a clean
+    worker's host lacks the blob: send it; a second NEED ends the channel).
+    Returns None for a clean
     end (exit status 0), a Failure for a FAILED frame (the channel not yet
     waited for), else how it ended (a phrase: "was killed by signal 9", ...; for
     a stream cut inside a frame, how the process ended, when it says)."""
@@ -668,7 +669,10 @@ def read_channel(chan, take, need=None):
             elif kind == _vwire.FAILED:
                 return Failure(str(_vwire.loads(*frame)))
             elif kind == _vwire.NEED and need is not None:
+                # Once per channel: a worker asks for its JOB's blob at most once,
+                # and a second NEED would have us send it again and again.
                 need()
+                need = None
             else:
                 why = f"sent a {_vwire.KINDS[kind]} frame"
                 break
@@ -723,6 +727,10 @@ class _Host:
                 msg = self.ctl.recv(256)
             except OSError:
                 msg = b""
+            if not msg:
+                # A host killed leaves its blob cache: the first to see it gone removes it.
+                from goldminer import _vhost
+                _vhost.sweep(_vhost._cache_root())
             with self.cv:
                 if not msg:
                     self.alive = False

@@ -1382,6 +1382,38 @@ class VirtualWorkerTest(unittest.TestCase):
             self.assertTrue(torch.equal(got[k], batch[k]))
         self.assertEqual(got["s"], ["a", "b"])
 
+    def test_a_worker_that_asks_for_the_blob_twice_is_ended_after_one(self):
+        from goldminer import offload
+
+        class Chan:
+            killed = False
+            lost = None
+
+            def __init__(self, data):
+                self.reader = io.BytesIO(data)
+
+            def take_fd(self):
+                return None
+
+            def kill(self):
+                self.killed = True
+
+            def wait_exit(self, timeout):
+                return -9 if self.killed else 0
+
+        need = b"".join(bytes(p) for p in self.wire.encode(self.wire.NEED, "0" * 64))
+        sent = []
+        chan = Chan(need * 1000)
+        why = offload.read_channel(chan, lambda *a: None, lambda: sent.append(1))
+        self.assertEqual(sent, [1], "the blob is sent once")
+        self.assertTrue(chan.killed)
+        self.assertIn("sent a NEED frame", why)
+        # One NEED is what a worker may send.
+        chan = Chan(need)
+        self.assertIsNone(offload.read_channel(chan, lambda *a: None, lambda: sent.append(2)))
+        self.assertEqual(sent, [1, 2])
+        self.assertFalse(chan.killed)
+
     def test_malformed_frames_are_frame_errors(self):
         good = b"".join(bytes(p) for p in self.wire.encode(self.wire.TASK, (3, [1, 2, 3])))
         rng = random.Random(1)
@@ -1463,6 +1495,56 @@ class VirtualWorkerTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class HostCacheTest(unittest.TestCase):
+    """The hosts' blob caches: a folder whose host was killed is removed, one in use is not."""
+
+    def test_a_sweep_removes_only_the_folders_nobody_holds(self):
+        import fcntl
+        from goldminer import _vhost
+        root = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, root, True)
+        folders = {}
+        for name in ("held", "free", "making", "stale"):
+            folders[name] = os.path.join(root, f"goldminer-vhost-1-{name}")
+            os.mkdir(folders[name])
+        other = os.path.join(root, "someone-elses")
+        os.mkdir(other)
+        for name in ("held", "free"):
+            with open(os.path.join(folders[name], "blob"), "wb") as f:
+                f.write(b"x")
+        lock = os.open(os.path.join(folders["held"], ".lock"), os.O_RDWR | os.O_CREAT)
+        self.addCleanup(os.close, lock)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        os.close(os.open(os.path.join(folders["free"], ".lock"), os.O_RDWR | os.O_CREAT))
+        os.utime(folders["stale"], (0, 0))
+        _vhost.sweep(root)
+        self.assertTrue(os.path.isdir(folders["held"]), "a live host's")
+        self.assertTrue(os.path.isdir(folders["making"]), "a host is making it")
+        self.assertTrue(os.path.isdir(other))
+        self.assertFalse(os.path.exists(folders["free"]), "its host was killed")
+        self.assertFalse(os.path.exists(folders["stale"]), "never finished, long ago")
+
+    def test_a_host_killed_with_sigkill_leaves_no_blob_cache(self):
+        import glob
+        import signal
+        import time
+        from goldminer import _vhost, offload
+        host = offload._Host()
+        self.addCleanup(host.close)
+        pattern = os.path.join(_vhost._cache_root(), f"goldminer-vhost-{host.proc.pid}-*")
+        deadline = time.monotonic() + 120  # the host makes it once it imported torch
+        while not glob.glob(pattern) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        made = glob.glob(pattern)
+        self.assertEqual(len(made), 1, "the host made its cache")
+        os.kill(host.proc.pid, signal.SIGKILL)
+        host.proc.wait()
+        deadline = time.monotonic() + 60  # the trainer's reader sees the host gone
+        while os.path.exists(made[0]) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertFalse(os.path.exists(made[0]), f"{made[0]} was left behind")
 
 
 class WorkerPlaceTest(unittest.TestCase):

@@ -58,6 +58,18 @@ std::vector<pid_t> ChildrenRunning(const std::string& text) {
   return out;
 }
 
+// ChildrenRunning(text) once it names `count` children (a child just spawned may
+// not have run its exec yet), or what it names after a minute.
+std::vector<pid_t> ChildrenOnceRunning(const std::string& text, size_t count) {
+  const Deadline deadline = Deadline::After(60);
+  std::vector<pid_t> out = ChildrenRunning(text);
+  while (out.size() != count && !deadline.expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    out = ChildrenRunning(text);
+  }
+  return out;
+}
+
 bool ProcessGone(int64_t pid, double within_s) {
   const Deadline deadline = Deadline::After(within_s);
   while (!deadline.expired()) {
@@ -341,6 +353,40 @@ TEST_F(VirtualWorkersTest, GivenNoCoordinatorKey_ThenEvenAnIssuedChannelIsRefuse
   EXPECT_EQ(workers_->served(), 0u);
 }
 
+// The blob cache folders ("goldminer-vhost-PID-*", python/goldminer/_vhost.py) of
+// host `pid`, in /dev/shm or the temporary folder.
+std::vector<std::filesystem::path> CachesOf(pid_t pid) {
+  std::vector<std::filesystem::path> found;
+  const std::string prefix = "goldminer-vhost-" + std::to_string(pid) + "-";
+  const char* tmp = std::getenv("TMPDIR");
+  for (const std::string& root : {std::string("/dev/shm"), std::string(tmp ? tmp : "/tmp")}) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+      if (e.path().filename().string().rfind(prefix, 0) == 0) found.push_back(e.path());
+    }
+  }
+  return found;
+}
+
+TEST_F(VirtualWorkersTest, GivenAHostKilledWithSigkill_ThenItsBlobCacheIsRemovedAllTheSame) {
+  Start(4);
+  ASSERT_TRUE(workers_->Warm("/usr/bin/python3").ok());
+  const std::vector<pid_t> hosts = ChildrenOnceRunning("goldminer._vhost", 1);
+  ASSERT_EQ(hosts.size(), 1u);
+  // The host makes its cache once it has imported torch.
+  const Deadline deadline = Deadline::After(120);
+  while (CachesOf(hosts[0]).empty() && !deadline.expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::vector<std::filesystem::path> caches = CachesOf(hosts[0]);
+  ASSERT_EQ(caches.size(), 1u) << "the host made its blob cache";
+  ASSERT_EQ(::kill(hosts[0], SIGKILL), 0);
+  EXPECT_TRUE(std::filesystem::exists(caches[0])) << "a host killed removes nothing itself";
+  server_->Shutdown();
+  workers_.reset();  // the worker ends: it sees its host gone
+  EXPECT_FALSE(std::filesystem::exists(caches[0])) << caches[0] << " was left behind";
+}
+
 }  // namespace
 TEST_F(VirtualWorkersTest, GivenAWarmedInterpreter_ThenItsHostRunsAheadAndForksTheFirstWorker) {
   Start(4);
@@ -351,7 +397,7 @@ TEST_F(VirtualWorkersTest, GivenAWarmedInterpreter_ThenItsHostRunsAheadAndForksT
   EXPECT_FALSE(workers_->Warm("/nonexistent/python3").ok());
   EXPECT_TRUE(ChildrenRunning("goldminer._vhost").empty()) << "nothing started for those";
   ASSERT_TRUE(workers_->Warm("/usr/bin/python3").ok());
-  const std::vector<pid_t> hosts = ChildrenRunning("goldminer._vhost");
+  const std::vector<pid_t> hosts = ChildrenOnceRunning("goldminer._vhost", 1);
   ASSERT_EQ(hosts.size(), 1u) << "its host runs before any DataLoader asks";
   auto s = DialOffload();
   ASSERT_TRUE(s.ok()) << s.status().message();
