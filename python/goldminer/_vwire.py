@@ -72,6 +72,7 @@ as torch tensors of the same dtype, shape and values (contiguous).
 """
 
 import io
+import os
 import pickle
 import struct
 import sys
@@ -172,15 +173,34 @@ def blob_size(blob):
     return len(data) + sum(memoryview(b).nbytes for b in buffers)
 
 
+DIGEST_CHUNK = 4 << 20  # a blob is hashed in chunks of this, on threads
+
+
 def blob_digest(blob):
-    """The SHA-256 (hex) of a shipped blob, each part with its length first."""
+    """A shipped blob's digest (hex): the SHA-256 of, for each part, its length
+    (u64) then the SHA-256 of each of its DIGEST_CHUNK chunks. The chunks are
+    hashed on up to 8 threads (hashlib lets go of the GIL), so a 150 MB dataset
+    costs the trainer and each worker a fraction of one core's 0.1 s."""
     import hashlib
+    views = []
+    for part in (blob[0], *blob[1]):
+        view = memoryview(part)
+        views.append(view.cast("B") if view.ndim != 1 or view.format != "B" else view)
+    chunks = [v[at:at + DIGEST_CHUNK] for v in views for at in range(0, v.nbytes, DIGEST_CHUNK)]
+    threads = min(8, os.cpu_count() or 1, len(chunks))
+    if threads > 1:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(threads) as pool:
+            sums = list(pool.map(lambda c: hashlib.sha256(c).digest(), chunks))
+    else:
+        sums = [hashlib.sha256(c).digest() for c in chunks]
     h = hashlib.sha256()
-    data, buffers = blob
-    for part in (data, *buffers):
-        with memoryview(part) as view:
-            h.update(struct.pack("<Q", view.nbytes))
-            h.update(view.cast("B") if view.ndim != 1 or view.format != "B" else view)
+    n = 0
+    for view in views:
+        h.update(struct.pack("<Q", view.nbytes))
+        count = -(-view.nbytes // DIGEST_CHUNK)
+        h.update(b"".join(sums[n:n + count]))
+        n += count
     return h.hexdigest()
 
 

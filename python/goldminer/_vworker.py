@@ -37,6 +37,8 @@ CACHE_DIR = None
 CACHE_MAX_BYTES = 2 << 30  # the newest blobs within this stay
 CACHE_MAX_FILES = 8
 _CACHE_MAGIC = b"GMB1"
+_KEEPING = []  # the threads writing blobs to the cache (_blob_of)
+_KEEP_WAIT_S = 60  # how long a worker that ends waits for them
 
 
 def versions():
@@ -270,7 +272,7 @@ def _keep(digest, blob):
 def _blob_of(job, inp, out, early):
     """The JOB's blob: in it, from the host's cache, or asked for (NEED, then
     the BLOB; TASK frames that come before it are put in `early`, in order).
-    Raises ValueError when it does not match its digest."""
+    A blob that came is kept in the host's cache once it matches its digest."""
     digest = job.get("digest")
     if job.get("blob") is None:
         cached = _cached(digest)
@@ -288,10 +290,23 @@ def _blob_of(job, inp, out, early):
                 raise ValueError(f"{_vwire.KINDS[frame[0]]} frame where BLOB was expected")
             early.append(frame[1])
     blob = (job["blob"], list(job.get("buffers") or ()))
-    if _vwire.blob_digest(blob) != digest:
-        raise ValueError("the DataLoader's blob does not match its digest")
-    _keep(digest, blob)
+    if _cache_path(digest) is not None:
+        # Checked and written on a thread of its own, while the work starts: the
+        # blob came from the trainer in frames the data worker checked one by one,
+        # so its digest matters only to the cache, where the next worker looks it up.
+        keeping = threading.Thread(target=_keep_checked, args=(digest, blob),
+                                   name="goldminer keep", daemon=True)
+        keeping.start()
+        _KEEPING.append(keeping)
     return blob
+
+
+def _keep_checked(digest, blob):
+    if _vwire.blob_digest(blob) != digest:
+        sys.stderr.write("goldminer: a virtual DataLoader worker's blob does not match "
+                         "the digest its JOB named: not kept in the host's cache\n")
+        return
+    _keep(digest, blob)
 
 
 def _versions_differ(job):
@@ -370,6 +385,14 @@ def _takes_holder(worker_loop):
 
 
 def main():
+    try:
+        return _serve()
+    finally:
+        for keeping in _KEEPING:  # a half-written blob is of no use to the next worker
+            keeping.join(_KEEP_WAIT_S)
+
+
+def _serve():
     inp = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # print() in the dataset goes to stderr, never between frames

@@ -1307,9 +1307,37 @@ class VirtualWorkerTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "needs module 'gm_no_such_mod'"):
             self.take(job)
 
-    def test_a_blob_that_does_not_match_its_digest_is_refused(self):
-        with self.assertRaisesRegex(ValueError, "digest"):
-            self.take(self.job(digest="0" * 64))
+    def kept(self):
+        """Waits for the cache's writers (they run beside the work)."""
+        while self.worker._KEEPING:
+            self.worker._KEEPING.pop().join()
+        return sorted(os.listdir(self.worker.CACHE_DIR))
+
+    def test_a_blob_that_does_not_match_its_digest_is_not_kept(self):
+        import contextlib
+        self.worker.CACHE_DIR = tempfile.mkdtemp(prefix="goldminer-vhost-test-")
+        self.addCleanup(setattr, self.worker, "CACHE_DIR", None)
+        self.addCleanup(shutil.rmtree, self.worker.CACHE_DIR)
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said):
+            args = self.take(self.job(digest="0" * 64))
+            self.assertEqual(self.kept(), [])
+        self.assertEqual(args[1], [1, 2], "the trainer's blob is worked on all the same")
+        self.assertIn("does not match the digest its JOB named: not kept", said.getvalue())
+        # One that matches is kept under its digest.
+        job = self.job()
+        self.take(job)
+        self.assertEqual(self.kept(), [job["digest"]])
+
+    def test_a_digest_is_the_same_whatever_the_threads(self):
+        import numpy as np
+        parts = (b"pickle", [np.arange(3 << 20, dtype=np.int32), bytearray(b"x" * 100)])
+        one = self.wire.blob_digest(parts)
+        many = self.wire.blob_digest((parts[0], [parts[1][0].tobytes(), bytes(parts[1][1])]))
+        self.assertEqual(one, many)
+        self.assertNotEqual(one, self.wire.blob_digest((parts[0], [parts[1][0][1:], parts[1][1]])))
+        self.assertNotEqual(one, self.wire.blob_digest((b"pickl", [b"e", *parts[1]])),
+                            "each part's length counts")
 
     def shipped_array(self):
         """A dataset holding a 1 MiB array, shipped as the offload ships it."""
@@ -1349,7 +1377,7 @@ class VirtualWorkerTest(unittest.TestCase):
             out = io.BytesIO()
             args = self.worker._take_job(full, self.worker._blob_of(full, None, out, []))
             self.assertEqual(args[1][0].tolist(), array.tolist())
-            self.assertEqual(os.listdir(self.worker.CACHE_DIR), [digest])
+            self.assertEqual(self.kept(), [digest])
             # The next takes it from there, asking nothing.
             args = self.worker._take_job(bare, self.worker._blob_of(bare, None, out, []))
             self.assertEqual(args[1][0].tolist(), array.tolist())
@@ -1365,7 +1393,9 @@ class VirtualWorkerTest(unittest.TestCase):
             self.assertEqual(early, [(0, [1])])
             self.assertEqual(self.wire.read(io.BytesIO(out.getvalue())),
                              (self.wire.NEED, digest))
+            self.assertEqual(self.kept(), [digest], "and keeps what came")
         finally:
+            self.kept()
             shutil.rmtree(self.worker.CACHE_DIR)
             self.worker.CACHE_DIR = None
 
