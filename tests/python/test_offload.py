@@ -659,6 +659,28 @@ with open(sys.argv[1] % rank, "w") as f:
 """
 
 
+# A DataLoader with a timeout whose dataset takes longer: torch's error, in as
+# long as stock takes to give it (the run's wait is the DataLoader's own).
+TIMEOUT = r'''
+import json, time
+from torch.utils.data import DataLoader, Dataset
+
+class Slow(Dataset):
+    def __len__(self):
+        return 8
+    def __getitem__(self, i):
+        time.sleep(5)
+        return i
+
+try:
+    for batch in DataLoader(Slow(), batch_size=2, num_workers=2, timeout=2):
+        pass
+    print(json.dumps({"error": None}))
+except RuntimeError as e:
+    print(json.dumps({"error": str(e)}))
+'''
+
+
 class OffloadTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -740,6 +762,12 @@ class OffloadTest(unittest.TestCase):
         stderr = self.same_as_stock(PERSISTENT_AT_EXIT)
         self.assertNotIn("a new one goes on", stderr)
         self.assertNotIn("did not exit", stderr)
+
+    def test_a_loaders_timeout_raises_torchs_error_as_stock_does(self):
+        stock, _ = self.program(TIMEOUT, offload=False)
+        served, _ = self.program(TIMEOUT, offload=True)
+        self.assertIn("timed out after 2 seconds", stock["error"])
+        self.assertEqual(served, stock)
 
     def cut(self, mode):
         """The cut for the next programs: --offload-cut under `goldminer run`."""
