@@ -25,6 +25,10 @@
 #include "worker/engine.h"
 
 namespace gm {
+
+bool HeartbeatDue(double now, double last_send, double last_beat, double period_s) {
+  return now - last_send >= period_s || now - last_beat >= kReportEveryBeats * period_s;
+}
 namespace {
 
 // Hands each batch of one assignment to its rank's client connection, one batch
@@ -443,13 +447,8 @@ Status WorkerService::CheckControl() {
     }
     return Status::Ok();
   }
-  // When idle; and at least every kReportEveryBeats heartbeats whatever else
-  // it sends, so that its CPU and virtual workers reach the coordinator.
   const double now = MonotonicSeconds();
-  if (now - last_send_.load() < heartbeat_s_ &&
-      now - last_beat_ < kReportEveryBeats * heartbeat_s_) {
-    return Status::Ok();
-  }
+  if (!HeartbeatDue(now, last_send_.load(), last_beat_, heartbeat_s_)) return Status::Ok();
   last_beat_ = now;
   HeartbeatMsg beat;
   beat.batches_sent = data_->batches_sent();

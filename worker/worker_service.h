@@ -44,6 +44,13 @@
 
 namespace gm {
 
+// Whether a worker sends HEARTBEAT at `now` (seconds of one clock): when it sent
+// the coordinator nothing for `period_s` since `last_send`, and at least every
+// kReportEveryBeats periods since its last heartbeat `last_beat` whatever else it
+// sends, so that its CPU and virtual workers reach the coordinator.
+inline constexpr double kReportEveryBeats = 5;
+bool HeartbeatDue(double now, double last_send, double last_beat, double period_s);
+
 struct WorkerServiceOptions {
   std::string coordinator;             // "HOST:PORT" of the run's coordinator
   std::string listen = "127.0.0.1:0";  // the data port ("HOST:0": the kernel picks a port)
@@ -142,7 +149,6 @@ class WorkerService {
 
   Mutex send_mu_;                     // one sender on control_ at a time
   std::atomic<double> last_send_{0};  // MonotonicSeconds() of the last control frame sent
-  static constexpr double kReportEveryBeats = 5;
   double last_beat_ = 0;  // MonotonicSeconds() of the last HEARTBEAT (CheckControl's thread)
 
   Mutex mu_;

@@ -285,6 +285,32 @@ class WorkerServiceTest : public ::testing::Test {
   testing::TempDir dir_;
 };
 
+// A worker's heartbeats on a clock of the test's: every period when it sends
+// nothing else, and every kReportEveryBeats periods when it is busy sending
+// (GET_SPLIT, SPLIT_DONE), so that its CPU still reaches the coordinator.
+TEST(HeartbeatDueTest, GivenAnIdleOrABusyWorker_ThenItBeatsEveryPeriodOrEveryFifth) {
+  const double period = 2;
+  for (const bool busy : {false, true}) {
+    double last_send = 0;
+    double last_beat = 0;
+    std::vector<double> beats;
+    for (int tick = 1; tick <= 200; ++tick) {  // 20 periods in tenths
+      const double now = tick * period / 10;
+      if (busy) last_send = now;  // a control frame every tenth of a period
+      if (HeartbeatDue(now, last_send, last_beat, period)) {
+        beats.push_back(now);
+        last_beat = last_send = now;
+      }
+    }
+    const std::vector<double> want =
+        busy ? std::vector<double>{10, 20, 30, 40}
+             : std::vector<double>{2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
+                                   22, 24, 26, 28, 30, 32, 34, 36, 38, 40};
+    ASSERT_EQ(beats.size(), want.size()) << (busy ? "busy" : "idle");
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(beats[i], want[i], 1e-9) << i;
+  }
+}
+
 TEST_F(WorkerServiceTest,
        GivenTwoAssignedSplits_WhenClientGrantsCredit_ThenItReceivesRunSplitsBatchesInOrder) {
   FakeCoordinator coordinator(Registered(), {Assign(0), Assign(1), kExit});
