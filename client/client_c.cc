@@ -262,7 +262,7 @@ GM_API int gm_offload_note(gm_offload* offload, int served, const char* dataset,
     note.workers = workers > 0 ? static_cast<uint64_t>(workers) : 0;
     note.blob_bytes = blob_bytes;
     note.why = why != nullptr ? why : "";
-    note.elastic = mode != nullptr && std::string_view(mode) == "elastic";
+    note.mode = mode != nullptr && *mode != '\0' ? mode : "exact";
     gm::Status st = offload->offload->Note(note);
     return st.ok() ? 0 : Fail(st);
   });

@@ -421,7 +421,9 @@ Status ApplyTrainerFlags(const RunFlags& f, RunConfig& c) {
     c.trainer_env.emplace_back("SLURM_OVERLAP=1");
   }
   c.offload_dataloaders = f.offload != "off";
-  if (f.offload == "elastic") c.trainer_env.emplace_back("GOLDMINER_OFFLOAD_MODE=elastic");
+  if (f.offload == "elastic" || f.offload == "native") {
+    c.trainer_env.push_back("GOLDMINER_OFFLOAD_MODE=" + f.offload);
+  }
   if (c.offload_dataloaders) c.trainer_env.push_back("GOLDMINER_OFFLOAD_CUT=" + f.offload_cut);
   if (f.dataloader_workers) {
     if (!c.offload_dataloaders) {
@@ -650,9 +652,12 @@ void AddTrainerFlags(CLI::App& sub, RunFlags& f) {
                  "workers run on the data workers, the batches stock PyTorch gives, bit "
                  "for bit), elastic (each batch seeded on its own: the same batches "
                  "whatever the number of virtual workers, which follows the data workers "
-                 "the autoscaler adds and drains; not stock's batches) or off (they run "
-                 "stock, in the trainer's host)")
-      ->check(CLI::IsMember({"exact", "elastic", "off"}))
+                 "the autoscaler adds and drains; not stock's batches), native (an "
+                 "ImageFolder whose transform goldminer recognises is made by its own "
+                 "engine, several times the images per CPU; its random draws are "
+                 "goldminer's, so not stock's batches; any other runs exact, saying why) "
+                 "or off (they run stock, in the trainer's host)")
+      ->check(CLI::IsMember({"exact", "elastic", "native", "off"}))
       ->capture_default_str();
   sub.add_option("--offload-cut", f.offload_cut,
                  "auto: an offloaded ImageFolder whose transform ends in ToTensor (and "

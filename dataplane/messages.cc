@@ -729,7 +729,7 @@ nlohmann::json OffloadNoteMsg::Encode() const {
   if (served) {
     m["workers"] = workers;
     m["blob_bytes"] = blob_bytes;
-    m["mode"] = elastic ? "elastic" : "exact";
+    m["mode"] = mode;
   } else {
     m["why"] = why;
     if (in_process) m["place"] = "in-process";
@@ -935,12 +935,11 @@ Result<OffloadNoteMsg> OffloadNoteMsg::Decode(const nlohmann::json& meta) {
       r.workers = static_cast<uint64_t>(count);
       GM_ASSIGN_OR_RETURN(r.blob_bytes, Count(m, "blob_bytes", uint64_t{1} << 40));
       // Absent: exact (a client from before the elastic mode).
-      GM_ASSIGN_OR_RETURN(const std::string mode, m.StringOr("mode", "exact"));
-      if (mode != "exact" && mode != "elastic") {
+      GM_ASSIGN_OR_RETURN(r.mode, m.StringOr("mode", "exact"));
+      if (r.mode != "exact" && r.mode != "elastic" && r.mode != "native") {
         GM_ASSIGN_OR_RETURN(JsonNode mode_node, m.Get("mode"));
-        return mode_node.Expected("exact or elastic");
+        return mode_node.Expected("exact, elastic or native");
       }
-      r.elastic = mode == "elastic";
       return r;
     }
     GM_ASSIGN_OR_RETURN(JsonNode why_node, m.Get("why"));

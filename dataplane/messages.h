@@ -417,7 +417,8 @@ struct OffloadNoteMsg {
   uint64_t workers = 0;
   uint64_t blob_bytes = 0;
   std::string why;
-  bool elastic = false;  // served: "mode" "elastic" (absent or "exact": false)
+  // served: "exact" (also when absent), "elastic" or "native" (goldminer run --offload)
+  std::string mode = "exact";
   // Not served: "place" "in-process" (num_workers=0: it runs in the trainer's
   // process) or "stock" (absent: stock local workers).
   bool in_process = false;

@@ -199,7 +199,7 @@ void CoordinatorServer::NoteOffload(int64_t rank, const OffloadNoteMsg& note) {
   const std::string line =
       note.served ? who + " runs its " + std::to_string(note.workers) +
                         " worker(s) as virtual workers on the data workers, " +
-                        (note.elastic ? "elastic" : "exact") + " mode (" +
+                        note.mode + " mode (" +
                         std::to_string((note.blob_bytes + 1023) / 1024) +
                         " KiB of dataset, collate_fn and worker_init_fn shipped)"
       : note.in_process ? who + " runs in the trainer's process: " + PeerText(note.why)

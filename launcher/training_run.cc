@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -238,7 +239,12 @@ Result<RunResult> RunTraining(const RunConfig& c) {
           " trainer rank(s)" +
           (offload_only ? "; no --pipeline: the workers serve only the trainer's torch "
                           "DataLoaders, each worker process of theirs a virtual worker on them"
-                        : ""));
+                        : "") +
+          (std::find(c.trainer_env.begin(), c.trainer_env.end(),
+                     "GOLDMINER_OFFLOAD_MODE=native") != c.trainer_env.end()
+               ? "; --offload native: a DataLoader goldminer recognises is made by its "
+                 "engine, its random crops and flips drawn by goldminer (not stock's batches)"
+               : ""));
   if (const std::string notice = coordinator->pipeline().OrderNotice();
       c.order_notice && !notice.empty() && !offload_only) {
     LogInfo("run: " + notice);

@@ -423,7 +423,17 @@ def _serve():
     tasks = _Tasks(inp, done, replay + early, frame[1].get("restore"), elastic)
     kind, dataset, auto_collation, collate_fn, drop_last, base_seed, init_fn, worker_id, \
         num_workers, persistent_workers, shared_seed = args
-    _cut(dataset, frame[1].get("cut"))
+    if frame[1].get("native"):
+        # The dataset is a goldminer._native plan: the engine's ops make each batch.
+        from goldminer import _native
+        try:
+            collate_fn = _native.Collate(dataset, bool((frame[1].get("cut") or {}).get("on")),
+                                         base_seed)
+        except (OSError, ValueError) as e:
+            return _fail(out, f"the native ops do not start here: {e}")
+        dataset = _native.Indices(len(dataset["samples"]))
+    else:
+        _cut(dataset, frame[1].get("cut"))
     if _takes_holder(_worker_loop):
         dataset = [dataset]  # torch >= 2.10 pops the dataset from a list it is handed
     _worker_loop(kind, dataset, tasks, _Results(out, len(replay), elastic, sock), done,

@@ -89,24 +89,32 @@ def library_path():
 
     Raises FileNotFoundError naming every place searched and how to build it.
     """
-    env = os.environ.get("GOLDMINER_CLIENT_LIB")
+    return find_library(_LIB_NAME, "client", "GOLDMINER_CLIENT_LIB", "goldminer_client")
+
+
+def find_library(name, build_dir, env_var, target):
+    """Where one of goldminer's shared libraries is: $env_var, else beside the
+    installed package (<prefix>/<libdir>/`name`), else the newest of a source
+    checkout's build*/`build_dir`/`name`. FileNotFoundError names every place
+    searched and how to build it."""
+    env = os.environ.get(env_var)
     if env:
         return env
     package = os.path.dirname(os.path.abspath(__file__))
     # Installed: <prefix>/<libdir>/goldminer/python/goldminer -> <prefix>/<libdir>.
-    candidates = [os.path.normpath(os.path.join(package, "..", "..", "..", _LIB_NAME))]
-    # Source checkout: <src>/python/goldminer -> <src>/build*/client.
+    candidates = [os.path.normpath(os.path.join(package, "..", "..", "..", name))]
+    # Source checkout: <src>/python/goldminer -> <src>/build*/<build_dir>.
     source = os.path.normpath(os.path.join(package, "..", ".."))
-    built = glob.glob(os.path.join(source, "build*", "client", _LIB_NAME))
+    built = glob.glob(os.path.join(source, "build*", build_dir, name))
     candidates += sorted(built, key=os.path.getmtime, reverse=True)
     for path in candidates:
         if os.path.exists(path):
             return path
     raise FileNotFoundError(
-        "libgoldminer_client.so not found (searched $GOLDMINER_CLIENT_LIB, " +
-        ", ".join(candidates[:1] + [os.path.join(source, "build*", "client")]) +
-        "): build it with `cmake --build BUILD --target goldminer_client` "
-        "or set GOLDMINER_CLIENT_LIB to its path")
+        f"{name} not found (searched ${env_var}, " +
+        ", ".join(candidates[:1] + [os.path.join(source, "build*", build_dir)]) +
+        f"): build it with `cmake --build BUILD --target {target}` "
+        f"or set {env_var} to its path")
 
 
 _lib = None

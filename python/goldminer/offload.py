@@ -71,11 +71,13 @@ OFFLOAD_ENV = "GOLDMINER_OFFLOAD"
 # `goldminer run --dataloader-workers M`: each served DataLoader gives the batches
 # DataLoader(num_workers=M) would give, whatever num_workers the script set.
 WORKERS_ENV = "GOLDMINER_DATALOADER_WORKERS"
-# `goldminer run --offload exact|elastic`: exact, the batches of stock PyTorch with
-# N workers; elastic (goldminer._elastic), every task seeded on its own, any
-# number of processes, added and lost while an epoch runs.
+# `goldminer run --offload exact|elastic|native`: exact, the batches of stock
+# PyTorch with N workers; elastic (goldminer._elastic), every task seeded on its
+# own, any number of processes, added and lost while an epoch runs; native
+# (goldminer._native), a recognised ImageFolder made by the engine's ops, as
+# exact otherwise.
 MODE_ENV = "GOLDMINER_OFFLOAD_MODE"
-MODES = ("exact", "elastic")
+MODES = ("exact", "elastic", "native")
 MAX_DATALOADER_WORKERS = 1024
 MAX_BLOB_BYTES = 1 << 30  # a dataset bigger than this is not shipped (it would be per worker)
 _MAX_WALK_DEPTH = 8  # how deep the search for what cannot travel looks
@@ -616,6 +618,30 @@ def _cut_plan(loader):
     return None
 
 
+def _native_plan(loader):
+    """goldminer._native.plan() of `loader`, or None: then why is said once."""
+    from goldminer import _native
+    try:
+        return _native.plan(loader)
+    except _native.NotNative as e:
+        if ("native", id(loader)) not in _warned:
+            _warned.add(("native", id(loader)))
+            _say(f"DataLoader of {type(loader.dataset).__name__} runs in exact mode, not "
+                 f"native: {e}")
+        return None
+
+
+def _native_cut(native):
+    """The cut of a native plan (as _cut_plan's): the workers' batches are uint8
+    where it is on, and the trainer widens them; None under --offload-cut off."""
+    mode = os.environ.get(CUT_ENV, "") or "auto"
+    if mode not in CUT_MODES or mode == "off":
+        return None
+    import torch
+    return {"at": None, "dtype": torch.float32, "mean": native["mean"], "std": native["std"],
+            "mode": mode}
+
+
 def _finish_cut(batch, cut, pin):
     """The trainer's part of a cut batch: its images (uint8, as the virtual worker
     sent them) through the steps it left, the same operations as stock's, so the
@@ -1134,10 +1160,11 @@ class _Context:
     mode every index queue and process stands for one _elastic.Dispatcher, made
     at the first process."""
 
-    def __init__(self, shipped, elastic, cut=None):
+    def __init__(self, shipped, elastic, cut=None, native=False):
         self.shipped = shipped
         self.elastic = elastic
         self.cut = cut  # _cut_plan's, or None
+        self.native = native  # the shipped dataset is a goldminer._native plan
         self.result_queue = None
         self.dispatcher = None
 
@@ -1168,7 +1195,8 @@ class _Context:
                "cut": None if self.cut is None else
                {"at": self.cut["at"], "mode": self.cut["mode"]},
                "cwd": os.getcwd(),
-               "environ": _shipped_environ()}
+               "environ": _shipped_environ(),
+               "native": self.native}
         if self.elastic:
             from goldminer import _elastic
             if self.dispatcher is None:
@@ -1202,9 +1230,9 @@ def _iterator_class():
     class OffloadIter(dl._MultiProcessingDataLoaderIter):
         """torch's multi-process iterator with virtual workers."""
 
-        def __init__(self, loader, shipped, num_workers, elastic, cut=None):
+        def __init__(self, loader, shipped, num_workers, elastic, cut=None, native=False):
             # Before torch's __init__, which calls _reset.
-            self._gm_context = _Context(shipped, elastic, cut)
+            self._gm_context = _Context(shipped, elastic, cut, native)
             self.goldminer_cut = cut  # where the batches are cut (_cut_plan), or None
             self._gm_prefetch = None
             super().__init__(_LoaderView(loader, self._gm_context, num_workers))
@@ -1303,12 +1331,19 @@ def _get_iterator(self):
                  why="num_workers=0 (goldminer run --dataloader-workers M offloads it)")
         return _stock_get_iterator(self)
     why = _why_not(self)
+    mode = _mode()
+    native = _native_plan(self) if why is None and mode == "native" else None
+    if native is None and mode == "native":
+        mode = "exact"
     if why is None:
         # Before anything draws from the loader's generator: a DataLoader that
         # falls back gives the batches it would have given without the hook.
         try:
             num_workers = _num_workers(self)
-            shipped = ship(_worker_args(self, num_workers), _ARG_NAMES)
+            args = _worker_args(self, num_workers)
+            if native is not None:  # the plan travels in the dataset's place
+                args = (args[0], native, *args[2:])
+            shipped = ship(args, _ARG_NAMES)
         except CannotTravel as e:
             why = str(e)
         except ImportError as e:
@@ -1320,7 +1355,6 @@ def _get_iterator(self):
         # data workers, mean other CPUs: the check would count the wrong ones).
         if num_workers == self.num_workers and _transport == "local":
             self.check_worker_number_rationality()
-        mode = _mode()
         from torch.utils.data import _DatasetKind
         if mode == "elastic" and self._dataset_kind == _DatasetKind.Iterable:
             mode = "exact"
@@ -1334,7 +1368,9 @@ def _get_iterator(self):
             from goldminer import _vwire
             note(True, type(self.dataset).__name__, num_workers, _vwire.blob_size(shipped[0]),
                  mode=mode)
-        return _OffloadIter(self, shipped, num_workers, mode == "elastic", _cut_plan(self))
+        cut = _cut_plan(self) if native is None else _native_cut(native)
+        return _OffloadIter(self, shipped, num_workers, mode == "elastic", cut,
+                            native is not None)
     if id(self) not in _warned:
         _warned.add(id(self))
         where = "in the program's process (num_workers=0)" if zero else "on stock local workers"

@@ -265,17 +265,22 @@ TEST(MessagesTest, GivenOffloadNotesThenTheyRoundTripAndBadFieldsAreNamed) {
   EXPECT_EQ(s->dataset, "ImageFolder");
   EXPECT_EQ(s->workers, 4u);
   EXPECT_EQ(s->blob_bytes, 12345u);
-  EXPECT_FALSE(s->elastic);
+  EXPECT_EQ(s->mode, "exact");
   OffloadNoteMsg elastic = served;
-  elastic.elastic = true;
+  elastic.mode = "elastic";
   auto e = OffloadNoteMsg::Decode(elastic.Encode());
   ASSERT_TRUE(e.ok()) << e.status().message();
-  EXPECT_TRUE(e->elastic);
+  EXPECT_EQ(e->mode, "elastic");
+  OffloadNoteMsg native = served;
+  native.mode = "native";
+  auto n = OffloadNoteMsg::Decode(native.Encode());
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(n->mode, "native");
   nlohmann::json older = served.Encode();  // a client from before the modes: exact
   older.erase("mode");
   auto o = OffloadNoteMsg::Decode(older);
   ASSERT_TRUE(o.ok()) << o.status().message();
-  EXPECT_FALSE(o->elastic);
+  EXPECT_EQ(o->mode, "exact");
   OffloadNoteMsg stock{false, "Lines", 0, 0, "dataset.meta['source'] cannot travel"};
   auto k = OffloadNoteMsg::Decode(stock.Encode());
   ASSERT_TRUE(k.ok()) << k.status().message();
