@@ -4,6 +4,8 @@
 #include "goldminer/native.h"
 
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -35,18 +37,27 @@ std::string LowerExtension(const std::string& path) {
   return ext;
 }
 
-// One sample of `path` through every stage, into `out` (sample_bytes long).
+// One sample of `path` through every stage, into slot `slot` of `arena` (the
+// caller's buffer, sample_bytes a slot, lent to the last stage as the engine
+// lends a batch's: it writes there), or copied there when it could not.
 gm::Status MakeSample(const gm::Pipeline& pipeline, const std::string& path, uint64_t index,
-                      const gm::RunContext& run, uint8_t* out, size_t sample_bytes,
-                      int64_t* shape) {
+                      const gm::RunContext& run, const std::shared_ptr<gm::BatchArena>& arena,
+                      size_t slot, uint8_t* out, size_t sample_bytes, int64_t* shape) {
   gm::Sample s;
   s.index = index;
   s.key = path;
   s.ext = LowerExtension(path);
   GM_ASSIGN_OR_RETURN(s.data, gm::ReadFile(path));
-  for (const auto& op : pipeline.stages()) {
-    gm::Status st = op->Apply(s, run);
-    if (!st.ok()) return gm::Status::InvalidArgument(path + ": " + op->name() + ": " + st.message());
+  const auto& stages = pipeline.stages();
+  for (size_t i = 0; i < stages.size(); ++i) {
+    if (i + 1 == stages.size()) {
+      s.arena = arena;
+      s.arena_slot = slot;
+    }
+    gm::Status st = stages[i]->Apply(s, run);
+    if (!st.ok()) {
+      return gm::Status::InvalidArgument(path + ": " + stages[i]->name() + ": " + st.message());
+    }
   }
   if (s.tensor.shape.size() != 3) {
     return gm::Status::InvalidArgument(path + ": the stages made a tensor of shape " +
@@ -58,7 +69,7 @@ gm::Status MakeSample(const gm::Pipeline& pipeline, const std::string& path, uin
         gm::ShapeString(s.tensor.shape) + " " + std::string(gm::DTypeName(s.tensor.dtype)) +
         "), the batch's samples are " + std::to_string(sample_bytes));
   }
-  std::memcpy(out, s.tensor_data(), sample_bytes);
+  if (s.in_arena != out) std::memcpy(out, s.tensor_data(), sample_bytes);
   for (int d = 0; d < 3; ++d) shape[d] = s.tensor.shape[d];
   return gm::Status::Ok();
 }
@@ -98,11 +109,16 @@ GM_API int gm_native_batch(const gm_native* native, const char* const* paths, co
   }
   const gm::RunContext run{seed, epoch};
   auto* dst = static_cast<uint8_t*>(out);
+  const size_t total = count * sample_bytes;
+  auto arena = std::make_shared<gm::BatchArena>(
+      count, [dst, total](size_t bytes) -> std::optional<gm::Batch::External> {
+        if (bytes > total) return std::nullopt;
+        return gm::Batch::External{dst, total, nullptr};
+      });
   for (size_t i = 0; i < count; ++i) {
     if (paths[i] == nullptr) return Fail("gm_native_batch: path " + std::to_string(i) + " is null");
-    gm::Status st =
-        MakeSample(native->pipeline, paths[i], indices[i], run, dst + i * sample_bytes,
-                   sample_bytes, shape);
+    gm::Status st = MakeSample(native->pipeline, paths[i], indices[i], run, arena, i,
+                               dst + i * sample_bytes, sample_bytes, shape);
     if (!st.ok()) return Fail(st.message());
   }
   return 0;

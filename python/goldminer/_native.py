@@ -20,15 +20,20 @@ whose output has one size for every sample (the last crop's or an (h, w)
 Resize's). Anything else is not, and plan() raises NotNative naming the first
 step that is not and why; the DataLoader then runs as --offload exact does.
 
-What differs from stock (said once when a DataLoader starts, and in man
+What differs from stock (said in the run's first line, and in man
 goldminer-run): the random draws (crop boxes, flips) come from goldminer's
 per-sample generator, seeded by (the iterator's base seed, the sample's index,
 the stage), not from torch's, so the batches are not stock's bit for bit; a
-sample is the same whichever worker makes it. The deterministic steps match
-torchvision's within the tolerances tests/python/test_native.py measures.
+sample is the same whichever worker makes it. With a RandomResizedCrop the
+engine decodes only the crop's region, at the smallest DCT scale that still
+gives the crop's size (its speed), so those pixels are not PIL's either; without
+one the decode is PIL's, and the deterministic steps match torchvision's to the
+bit in uint8 and within float32 rounding after Normalize
+(tests/python/test_native.py).
 
 The trainer keeps the sampler, the order, collate's output format and pin_memory;
-the virtual worker gets the plan in its JOB (job["native"]) and makes each batch
+the plan travels in the dataset's place (job["native"] says so), and the
+virtual worker makes each batch
 with one call: the indices' files in, a [B, C, H, W] tensor out, and the labels.
 """
 
@@ -172,6 +177,10 @@ def _stages(steps):
             if size is None:
                 raise NotNative("the samples' size is not fixed: end the geometric steps "
                                 "with a crop or a Resize to (height, width)")
+            # A random crop's pixels are decoded at the smallest DCT scale that
+            # still gives its size, and only its region (the engine's speed);
+            # without one, in full as PIL does, for torchvision's values.
+            stages[0]["fast"] = any(s["op"] == "random_resized_crop" for s in stages)
             cut = stages + [{"op": "to_tensor", "layout": "CHW", "dtype": "uint8"}]
             full = list(stages)
             if mean is not None:

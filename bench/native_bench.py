@@ -1,0 +1,170 @@
+#!/usr/bin/python3
+"""Benchmark: an unchanged script's ImageFolder under `goldminer run --offload
+native`, images per CPU-second of the DataLoader's workers, beside stock, the
+exact offload and the same pipeline written as a pipeline file, in one run.
+
+The script (plain torch, written here): torchvision's ImageFolder over real photos
+(make_corpus.py), RandomResizedCrop(224), RandomHorizontalFlip, ToTensor,
+Normalize; batch 64, 2 workers, persistent, shuffled by a seeded generator, E
+epochs. Each configuration runs from a process of its own, which reads the CPU of
+every process below it once they ended (RUSAGE_CHILDREN); the script reports its
+own process's CPU (RUSAGE_SELF), and the workers' CPU is the difference, less
+that of the same run with 0 epochs (what starting costs, whatever the images:
+the Python hosts' torch import, the data workers' start): stock's
+DataLoader workers; under `goldminer run --workers 2`, the data workers, their
+virtual workers and the coordinator (all that the offload costs outside the
+trainer's process). The pipeline file (examples/imagenet/pipeline.json over the
+same corpus) runs in `goldminer worker --local --threads 1`, whose own count of
+CPU seconds gives its images per CPU-second. Rounds alternate the ways; medians
+and ratios to stock.
+
+usage: native_bench.py [--build build] [--python /usr/bin/python3] [--images 512]
+                       [--epochs 3] [--rounds 3]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+SCRIPT = r'''
+import json, resource, sys, time
+import torch, torchvision
+from torchvision import transforms as T
+
+root, epochs = sys.argv[1], int(sys.argv[2])
+t = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
+               T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+g = torch.Generator()
+g.manual_seed(1)
+loader = torch.utils.data.DataLoader(torchvision.datasets.ImageFolder(root, transform=t),
+                                     batch_size=64, shuffle=True, generator=g, num_workers=2,
+                                     persistent_workers=True)
+images, start = 0, time.monotonic()  # 0 epochs: the loader starts no worker
+for e in range(epochs):
+    for x, y in loader:
+        images += x.shape[0]
+wall = time.monotonic() - start
+del loader
+me = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"images": images, "wall_s": wall, "trainer_cpu_s": me.ru_utime + me.ru_stime}))
+'''
+
+# Runs argv and prints its last line, then the CPU seconds of everything below it.
+MEASURE = r'''
+import resource, subprocess, sys
+out = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+if out.returncode != 0:
+    sys.stderr.write(out.stderr)
+    sys.exit(out.returncode)
+print(out.stdout.strip().splitlines()[-1])
+c = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("cpu", c.ru_utime + c.ru_stime)
+'''
+
+# native-cut: --offload-cut on, the uint8 crops to the trainer, which widens them
+# (ToTensor's scaling, Normalize) as a worker on another node would have it do.
+WAYS = ("stock", "exact", "native", "native-cut")
+
+
+def run(script, corpus, args, way):
+    """The figures of E epochs, the CPU of the same run with none taken out (what
+    starting costs: Python hosts importing torch, the script's own imports)."""
+    got = run_once(script, corpus, args, way, args.epochs)
+    idle = run_once(script, corpus, args, way, 0)
+    got["workers_cpu_s"] -= idle["workers_cpu_s"]
+    got["images_per_cpu_s"] = got["images"] / got["workers_cpu_s"]
+    return got
+
+
+def run_once(script, corpus, args, way, epochs):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
+    env["PYTHONPATH"] = ""
+    argv = [args.python, script, corpus, str(epochs)]
+    if way != "stock":
+        argv = [os.path.join(args.build, "cmd", "goldminer"), "run", "--no-db", "--no-progress",
+                "--workers", "2", "--offload", way.split("-")[0], "--offload-cut",
+                "on" if way == "native-cut" else "auto", "--"] + argv
+    out = subprocess.run([sys.executable, "-c", MEASURE, *argv], env=env, capture_output=True,
+                         text=True, timeout=3600)
+    if out.returncode != 0:
+        sys.exit(f"the script failed ({way}):\n{out.stderr}")
+    lines = out.stdout.strip().splitlines()
+    got = json.loads(lines[-2])
+    total = float(lines[-1].split()[1])
+    got["workers_cpu_s"] = total - got["trainer_cpu_s"]
+    got["images_per_s"] = got["images"] / max(got["wall_s"], 1e-9)
+    return got
+
+
+def pipeline_file(corpus, args):
+    with open(os.path.join(ROOT, "examples", "imagenet", "pipeline.json")) as f:
+        spec = json.load(f)
+    spec["source"]["root"] = os.path.abspath(corpus)
+    path = os.path.join(args.build, "bench", "native_pipeline.json")
+    with open(path, "w") as f:
+        json.dump(spec, f, indent=1)
+    out = subprocess.run([os.path.join(args.build, "cmd", "goldminer"), "worker", "--local",
+                          "--pipeline", path, "--threads", "1", "--epochs", str(args.epochs),
+                          "--json", "--no-progress"], check=True, capture_output=True, text=True)
+    j = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"images_per_cpu_s": j["samples"] / j["cpu_s"], "images_per_s": j["samples_per_s"]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--python", default="/usr/bin/python3", help="the script's interpreter")
+    ap.add_argument("--images", type=int, default=512)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    corpus = os.path.join(args.build, "bench", f"corpus-{args.images}")
+    subprocess.run([sys.executable, os.path.join(HERE, "make_corpus.py"), corpus,
+                    "--count", str(args.images)], check=True, stdout=subprocess.DEVNULL)
+    script = os.path.join(args.build, "bench", "native_script.py")
+    with open(script, "w") as f:
+        f.write(SCRIPT)
+    results = {w: [] for w in WAYS + ("file",)}
+    for r in range(args.rounds):
+        for way in WAYS:
+            got = run(script, corpus, args, way)
+            results[way].append(got)
+            print(f"round {r + 1}: {way}: {got['images_per_cpu_s']:.0f} images per worker "
+                  f"CPU-second, {got['images_per_s']:.0f} images/s", file=sys.stderr)
+        got = pipeline_file(corpus, args)
+        results["file"].append(got)
+        print(f"round {r + 1}: pipeline file: {got['images_per_cpu_s']:.0f} images per "
+              f"CPU-second", file=sys.stderr)
+    version = subprocess.run([args.python, "-c", "import torch; print(torch.__version__)"],
+                             capture_output=True, text=True).stdout.strip()
+    print(f"{args.images} images, {args.epochs} epochs, ImageNet train transform, batch 64, "
+          f"2 DataLoader workers, 2 data workers, torch {version}, {args.rounds} rounds, "
+          f"medians (ratio to stock):")
+    print("| figure | stock | exact | ratio | native | ratio | native, cut | ratio "
+          "| pipeline file | ratio |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for key, label in (("images_per_cpu_s", "images per worker CPU-second"),
+                       ("images_per_s", "images/s (2 cores, trainer included)")):
+        a = statistics.median(x[key] for x in results["stock"])
+        cells = []
+        for way in ("exact", "native", "native-cut", "file"):
+            b = statistics.median(x[key] for x in results[way])
+            cells.append(f"{b:.0f} | {b / a:.2f}x")
+        print(f"| {label} | {a:.0f} | " + " | ".join(cells) + " |")
+    file_ = statistics.median(x["images_per_cpu_s"] for x in results["file"])
+    for way in ("native", "native-cut"):
+        native = statistics.median(x["images_per_cpu_s"] for x in results[way])
+        print(f"{way} / pipeline file, images per CPU-second: {native / file_:.2f}")
+    trainer = {w: statistics.median(x["trainer_cpu_s"] / x["images"] * 1000 for x in results[w])
+               for w in WAYS}
+    print("the trainer's own CPU, ms per image: " +
+          ", ".join(f"{w} {trainer[w]:.2f}" for w in WAYS))
+
+
+if __name__ == "__main__":
+    main()
