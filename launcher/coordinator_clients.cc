@@ -208,6 +208,7 @@ void CoordinatorServer::NoteOffload(int64_t rank, const OffloadNoteMsg& note) {
   ++(note.served       ? dataloaders_served_
      : note.in_process ? dataloaders_in_process_
                        : dataloaders_stock_);
+  if (note.served && note.mode == "native") ++dataloaders_native_;
   if (offload_notes_.size() < kMaxOffloadNotes) {
     offload_notes_.push_back(line);
   } else {

@@ -109,6 +109,7 @@ CoordinatorSummary CoordinatorServer::Summary() const {
   s.offload_notes = offload_notes_;
   s.offload_notes_dropped = offload_notes_dropped_;
   s.dataloaders_served = dataloaders_served_;
+  s.dataloaders_native = dataloaders_native_;
   s.dataloaders_stock = dataloaders_stock_;
   s.dataloaders_in_process = dataloaders_in_process_;
   return s;

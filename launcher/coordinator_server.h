@@ -106,6 +106,7 @@ struct CoordinatorSummary {
   std::vector<std::string> offload_notes;
   uint64_t offload_notes_dropped = 0;
   uint64_t dataloaders_served = 0;      // notes: on virtual workers
+  uint64_t dataloaders_native = 0;      // of those, in --offload native mode
   uint64_t dataloaders_stock = 0;       // notes: on stock local workers
   uint64_t dataloaders_in_process = 0;  // notes: num_workers=0, in the trainer's process
   bool offload_only = false;            // CoordinatorConfig::offload_only
@@ -261,6 +262,7 @@ class CoordinatorServer {
   std::vector<std::string> offload_notes_ GUARDED_BY(mu_);
   uint64_t offload_notes_dropped_ GUARDED_BY(mu_) = 0;
   uint64_t dataloaders_served_ GUARDED_BY(mu_) = 0;
+  uint64_t dataloaders_native_ GUARDED_BY(mu_) = 0;
   uint64_t dataloaders_stock_ GUARDED_BY(mu_) = 0;
   uint64_t dataloaders_in_process_ GUARDED_BY(mu_) = 0;
   uint64_t epochs_done_ GUARDED_BY(mu_) = 0;

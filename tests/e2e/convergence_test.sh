@@ -57,4 +57,34 @@ assert c["eval_loss"] > 1.2 * t["eval_loss"], "the control in source order train
 PY
 ok "the goldminer-fed model ends within 20% of the DataLoader-fed one's loss"
 
+# --offload native: the same unchanged script, its ImageFolder made by the engine's
+# ops (random crops and flips drawn by goldminer), against the spread of stock runs
+# whose DataLoaders draw from other seeds.
+for seed in 0 1 2; do
+  expect_rc 0 "train fed by stock's DataLoader, seed $seed" -- \
+    $PY "$TRAIN" torch "$T/corpus" "$T/stock$seed.json" $seed
+done
+for seed in 0 1; do
+  expect_rc 0 "train fed by goldminer run --offload native, seed $seed" -- "$GM" run \
+    --backend local --workers 2 --offload native -- $PY "$TRAIN" torch "$T/corpus" \
+    "$T/native$seed.json" $seed
+done
+$PY - "$T" <<'PY' || fail "the native-fed model trains as stock's do"
+import json, statistics, sys
+stock = [json.load(open(f"{sys.argv[1]}/stock{s}.json")) for s in range(3)]
+native = [json.load(open(f"{sys.argv[1]}/native{s}.json")) for s in range(2)]
+s = [r["eval_loss"] for r in stock]
+n = [r["eval_loss"] for r in native]
+lo, hi = min(s), max(s)
+# The band: stock's spread, widened by half of it on each side (three seeds
+# under-sample it), and at least 10% of stock's median.
+pad = max((hi - lo) / 2, 0.1 * statistics.median(s))
+print(f"# loss over the set after 30 steps: stock, seeds 0-2: {', '.join(f'{v:.3f}' for v in s)}; "
+      f"native, seeds 0-1: {', '.join(f'{v:.3f}' for v in n)}; band {lo - pad:.3f}-{hi + pad:.3f}")
+for r in stock + native:
+    assert r["eval_loss"] < r["train_losses"][0], "a model did not learn"
+assert all(lo - pad <= v <= hi + pad for v in n), "native's loss is outside stock's band"
+PY
+ok "the model fed by --offload native ends within stock's spread of losses"
+
 done_suite

@@ -1,7 +1,10 @@
 #!/usr/bin/python3
 """Trains a small CNN for the end-to-end convergence test (tests/e2e/convergence_test.sh).
 
-  convergence_train.py torch ROOT OUT        fed by torch's DataLoader(shuffle=True)
+  convergence_train.py torch ROOT OUT [SEED] fed by torch's DataLoader(shuffle=True,
+                                             num_workers=2), its generator seeded
+                                             with SEED (0); unchanged under `goldminer
+                                             run --offload native` too
   convergence_train.py goldminer ROOT OUT    fed by goldminer.Loader (under `goldminer run`)
 
 Both feeds apply the same augmentation (a random resized crop to 32x32, a random
@@ -34,12 +37,12 @@ def model(classes):
         torch.nn.Linear(64, classes))
 
 
-def torch_batches(root):
+def torch_batches(root, seed):
     t = transforms.Compose([transforms.RandomResizedCrop(32), transforms.RandomHorizontalFlip(),
                             transforms.ToTensor(), NORMALIZE])
     data = torchvision.datasets.ImageFolder(root, t)
-    loader = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=True,
-                                         generator=torch.Generator().manual_seed(0))
+    loader = torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=True, num_workers=2,
+                                         generator=torch.Generator().manual_seed(seed))
     while True:
         for x, y in loader:
             yield x, y
@@ -69,7 +72,8 @@ def main():
     classes = len([d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))])
     net = model(classes)
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
-    batches = torch_batches(root) if feed == "torch" else goldminer_batches()
+    seed = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    batches = torch_batches(root, seed) if feed == "torch" else goldminer_batches()
     losses = []
     for _, (x, y) in zip(range(STEPS), batches):
         loss = torch.nn.functional.cross_entropy(net(x), y)
@@ -79,8 +83,9 @@ def main():
         losses.append(loss.item())
     with open(out, "w") as f:
         json.dump({"train_losses": losses, "eval_loss": evaluate(net, root)}, f)
-    if feed == "goldminer":
-        os._exit(0)  # stop reading: the Loader would wait for the rest of its epochs
+    # Stop reading: goldminer's Loader would wait for the rest of its epochs, and
+    # the DataLoader's iterator would end its workers one by one.
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -231,6 +231,8 @@ class RunTest(unittest.TestCase):
             native, stderr = self.run_script("eval", "--offload", "native", "--offload-cut", cut)
             self.assertNotIn("runs in exact mode", stderr)
             self.assertIn("--offload native: a DataLoader goldminer recognises", stderr)
+            self.assertIn("1 DataLoader(s) on virtual workers (1 native)",
+                          stderr.strip().splitlines()[-1])
             self.assertEqual(len(native), len(stock))
             for got, want in zip(native, stock):
                 self.assertEqual(got["labels"], want["labels"], "the program's order")
@@ -262,6 +264,7 @@ class RunTest(unittest.TestCase):
         self.assertEqual(served.returncode, 0, served.stderr[-3000:])
         self.assertIn("runs in exact mode, not native: transform step 1 (ColorJitter): not one "
                       "of goldminer's ops", served.stderr)
+        self.assertIn("1 DataLoader(s) on virtual workers,", served.stderr.strip().splitlines()[-1])
         self.assertEqual(served.stdout.strip().splitlines()[-1],
                          stock.stdout.strip().splitlines()[-1], "exact: stock's batches")
 
