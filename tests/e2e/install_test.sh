@@ -7,6 +7,7 @@ expect_rc 0 "cmake --install to a prefix" -- cmake --install "$BUILD" --prefix "
 for f in bin/goldminer share/man/man1/goldminer.1 share/man/man1/goldminer-worker.1 \
          share/man/man1/goldminer-run.1 share/man/man7/goldminer-protocol.7 \
          lib/libgoldminer_client.so include/goldminer/client.h \
+         lib/libgoldminer_native.so include/goldminer/native.h \
          share/man/man5/goldminer-pipeline.5 lib/goldminer/python/goldminer/stage.py \
          share/man/man1/goldminer-profile.1 share/man/man5/goldminer-runs.db.5 \
          share/man/man1/goldminer-simulate.1 share/man/man1/goldminer-pool.1 \
@@ -51,6 +52,16 @@ expect_rc 0 "installed run feeds a Python trainer through the installed client l
   $PY -c 'import goldminer; print(sum(len(b["key"]) for b in goldminer.Loader()))'
 [[ $(tail -n 1 "$T/out") == 100 ]] || fail "the trainer received 100 samples, got: $(cat "$T/out")"
 ok "the trainer received all 100 samples"
+
+# --offload native's virtual workers load the installed engine library.
+expect_rc 0 "the installed Python package loads the installed native library" -- \
+  env -u GOLDMINER_NATIVE_LIB $PY -c "import sys; sys.path.insert(0, '$T/prefix/lib/goldminer/python')
+from goldminer import _native, loader
+print(loader.find_library('libgoldminer_native.so', 'worker', 'GOLDMINER_NATIVE_LIB', 'x'))
+print(_native.library().gm_native_abi_version())"
+[[ $(tail -n 2 "$T/out" | head -n 1) == "$T/prefix/lib/libgoldminer_native.so" && $(tail -n 1 "$T/out") == 1 ]] \
+  || fail "the installed libgoldminer_native.so was not the one loaded: $(cat "$T/out")"
+ok "the installed package found lib/libgoldminer_native.so"
 
 # The CUPTI library is installed wherever CUDA's CUPTI was found at build time.
 if [[ -f /usr/local/cuda/include/cupti.h ]]; then
