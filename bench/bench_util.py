@@ -1,6 +1,9 @@
 """Helpers shared by the benchmark scripts."""
+import os
 import subprocess
 import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def run_checked(name, cmd, **kw):
@@ -11,3 +14,20 @@ def run_checked(name, cmd, **kw):
         sys.stderr.write(r.stderr[-3000:])
         raise SystemExit("%s: failed (%d): %s" % (name, r.returncode, " ".join(cmd)))
     return r
+
+
+def image_corpus(build, images):
+    """build/bench/corpus-N: N ImageNet-sized crops of real photos, made once
+    (make_corpus.py), as an ImageFolder's root."""
+    corpus = os.path.join(build, "bench", f"corpus-{images}")
+    subprocess.run([sys.executable, os.path.join(HERE, "make_corpus.py"), corpus,
+                    "--count", str(images)], check=True, stdout=subprocess.DEVNULL)
+    return corpus
+
+
+def write_script(build, name, text):
+    """build/bench/`name` with `text` in it: a benchmark's program; its path."""
+    path = os.path.join(build, "bench", name)
+    with open(path, "w") as f:
+        f.write(text)
+    return path

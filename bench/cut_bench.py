@@ -26,6 +26,8 @@ import statistics
 import subprocess
 import sys
 
+from bench_util import image_corpus, write_script
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -99,12 +101,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    corpus = os.path.join(args.build, "bench", f"corpus-{args.images}")
-    subprocess.run([sys.executable, os.path.join(HERE, "make_corpus.py"), corpus,
-                    "--count", str(args.images)], check=True, stdout=subprocess.DEVNULL)
-    script = os.path.join(args.build, "bench", "cut_script.py")
-    with open(script, "w") as f:
-        f.write(SCRIPT)
+    corpus = image_corpus(args.build, args.images)
+    script = write_script(args.build, "cut_script.py", SCRIPT)
     results = {m: [] for m in MODES}
     for r in range(args.rounds):
         for mode in MODES:

@@ -88,12 +88,14 @@ class Ops:
             _lib.gm_native_close(self._handle)
             self._handle = None
 
-    def batch(self, paths, indices, seed, shape, dtype):
+    def batch(self, paths, indices, seed, shape, dtype, out=None):
         """A torch tensor [len(paths), *shape] of `dtype` (torch.uint8 or
         torch.float32): sample i made from paths[i] with the randomness of
-        (seed, indices[i]). ValueError names the file and the step that failed."""
+        (seed, indices[i]); in `out` when given (that shape and dtype). ValueError
+        names the file and the step that failed."""
         import torch
-        out = torch.empty((len(paths), *shape), dtype=dtype)
+        if out is None:
+            out = torch.empty((len(paths), *shape), dtype=dtype)
         sample_bytes = out[0].numel() * out.element_size() if len(paths) else 0
         c_paths = (ctypes.c_char_p * len(paths))(*[os.fsencode(p) for p in paths])
         c_indices = (ctypes.c_uint64 * len(indices))(*indices)
@@ -252,7 +254,12 @@ class Indices:
 
 class Collate:
     """A native virtual worker's collate_fn: the batch of a list of indices, as
-    the default collate of (image, label) makes it, [images, labels]."""
+    the default collate of (image, label) makes it, [images, labels].
+
+    The images are made in one buffer, used again for every batch of its size:
+    torch's worker loop hands a batch to its data queue (_vworker._Results, which
+    writes it out before it returns) before it fetches the next, and memory
+    written for the first time costs more than the batch's decoding."""
 
     def __init__(self, native, cut_on, seed):
         self.paths = [s[0] for s in native["samples"]]
@@ -261,9 +268,13 @@ class Collate:
         self.shape = native["shape"]
         self.cut_on = cut_on
         self.seed = seed
+        self.buffer = None
 
     def __call__(self, indices):
         import torch
+        dtype = torch.uint8 if self.cut_on else torch.float32
+        if self.buffer is None or len(self.buffer) != len(indices):
+            self.buffer = torch.empty((len(indices), *self.shape), dtype=dtype)
         images = self.ops.batch([self.paths[i] for i in indices], indices, self.seed,
-                                self.shape, torch.uint8 if self.cut_on else torch.float32)
+                                self.shape, dtype, self.buffer)
         return [images, torch.tensor([self.labels[i] for i in indices], dtype=torch.int64)]

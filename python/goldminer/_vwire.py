@@ -6,8 +6,9 @@ A frame is a 24-byte header, then its pickle, then its out-of-band buffers
 copied into it). All integers little-endian:
 
     magic     4 bytes  b"GMV1"
-    kind      u8       JOB 1, TASK 2, RESULT 3, FAILED 4, STATE 5, NEED 6, BLOB 7
-    flags     u8       0, or FLAG_SHM
+    kind      u8       JOB 1, TASK 2, RESULT 3, FAILED 4, STATE 5, NEED 6, BLOB 7,
+                       RELEASE 8
+    flags     u8       0, FLAG_SHM, or FLAG_SHM | FLAG_RECYCLE
     reserved  2 bytes  zero
     buffers   u32      out-of-band buffers, at most MAX_BUFFERS
     pickle    u64      bytes of pickle
@@ -18,7 +19,12 @@ stream: they are in a memfd, sealed against any change (F_SEAL_SHRINK, GROW,
 WRITE and SEAL), passed with the frame's first bytes (SCM_RIGHTS), each at the
 next multiple of ALIGN bytes from the start; the reader maps it (a private
 mapping: numpy and torch view it, nothing is copied) and takes the descriptors
-in the order the frames come. What each kind carries:
+in the order the frames come. With FLAG_RECYCLE as well (a worker whose JOB said
+`recycle`) a u64 id follows the lengths and the memfd is sealed against resizing
+only: the worker writes the next results into it again once the trainer sent
+RELEASE with that id, when the last view of its mapping was let go (Recycler), so
+that a batch's pages are not new memory each time (fresh shared memory costs
+more to fault in than the batch costs to make). What each kind carries:
 
     JOB     (trainer -> worker, first and once) a dict: versions (python, torch,
             numpy as the trainer has them), digest (blob_digest of blob and
@@ -37,7 +43,9 @@ in the order the frames come. What each kind carries:
             after its last result) or replay (tasks it answered, to do again);
             elastic (true in elastic mode: goldminer._elastic); cut (None, or
             {at, on}: with on, the dataset's transform stops before step `at`
-            and the worker sends uint8 images: goldminer.offload._cut_plan)
+            and the worker sends uint8 images: goldminer.offload._cut_plan);
+            native (the shipped dataset is a goldminer._native plan); recycle
+            (the trainer sends RELEASE: FLAG_RECYCLE frames may come)
     TASK    (trainer -> worker) what torch's main process puts in the worker's
             index queue: (task index, sampler indices), a resume marker, or None;
             in elastic mode (task index, sampler indices, the task's seed)
@@ -55,6 +63,8 @@ in the order the frames come. What each kind carries:
     NEED    (worker -> trainer, answering a JOB without its blob that its host
             does not have) the digest
     BLOB    (trainer -> worker, answering NEED) a dict: blob and buffers
+    RELEASE (trainer -> worker) the id of a FLAG_RECYCLE frame's memfd that the
+            trainer no longer maps
 
 Pickles are cloudpickle's (by value where the trainer registered it), so that a
 class defined in the training script comes back as the trainer's own class.
@@ -76,16 +86,19 @@ import os
 import pickle
 import struct
 import sys
+import threading
 
 import cloudpickle
 
 from goldminer import _safepickle
 
 MAGIC = b"GMV1"
-JOB, TASK, RESULT, FAILED, STATE, NEED, BLOB = 1, 2, 3, 4, 5, 6, 7
+JOB, TASK, RESULT, FAILED, STATE, NEED, BLOB, RELEASE = 1, 2, 3, 4, 5, 6, 7, 8
 KINDS = {JOB: "JOB", TASK: "TASK", RESULT: "RESULT", FAILED: "FAILED", STATE: "STATE",
-         NEED: "NEED", BLOB: "BLOB"}
+         NEED: "NEED", BLOB: "BLOB", RELEASE: "RELEASE"}
 FLAG_SHM = 1
+FLAG_RECYCLE = 2
+RECYCLE_MAX = 6  # memfds a worker keeps out or for reuse
 HEADER = struct.Struct("<4sBB2xIQ")
 SHM_MIN_BYTES = 1 << 16  # buffers smaller than this in all stay in the stream
 ALIGN = 64  # a buffer's offset in a memfd
@@ -243,13 +256,57 @@ def _layout(lengths):
     return offsets, max(at, ALIGN)
 
 
-def write_shm(sock, stream, kind, obj):
-    """Writes one frame of `obj` on `stream` with its buffers in a sealed memfd
-    passed on `sock` (the same socket) with the header: FLAG_SHM. Buffers of less
-    than SHM_MIN_BYTES in all go in the stream (write())."""
+class Recycler:
+    """A worker's memfds for FLAG_RECYCLE frames: at most RECYCLE_MAX, each out
+    with the trainer until it sends RELEASE, then written again. Thread-safe (the
+    task reader releases, the worker loop takes)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.free = []   # [(size, fd, id)]
+        self.out = {}    # id -> (size, fd)
+        self.next_id = 1
+
+    def take(self, size):
+        """(fd, id) of a memfd of at least `size` bytes to write and send, or None
+        when RECYCLE_MAX are out (a one-off sealed memfd goes instead)."""
+        import fcntl
+        with self.lock:
+            fits = sorted((f for f in self.free if f[0] >= size), key=lambda f: f[0])
+            if fits:
+                self.free.remove(fits[0])
+                held, fd, rid = fits[0]
+            elif len(self.out) + len(self.free) < RECYCLE_MAX or self.free:
+                if len(self.out) + len(self.free) >= RECYCLE_MAX:
+                    os.close(self.free.pop(0)[1])  # too small: one of a new size instead
+                held = -(-size // (1 << 20)) << 20
+                fd = os.memfd_create("goldminer-result", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+                os.ftruncate(fd, held)
+                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
+                            fcntl.F_SEAL_SEAL)
+                rid, self.next_id = self.next_id, self.next_id + 1
+            else:
+                return None
+            self.out[rid] = (held, fd)
+            return fd, rid
+
+    def release(self, rid):
+        """The trainer let go of memfd `rid`; an id not out is ignored (a
+        trainer's mistake costs it nothing here)."""
+        with self.lock:
+            got = self.out.pop(rid, None) if isinstance(rid, int) else None
+            if got is not None:
+                self.free.append((got[0], got[1], rid))
+
+
+def write_shm(sock, stream, kind, obj, recycler=None):
+    """Writes one frame of `obj` on `stream` with its buffers in a memfd passed on
+    `sock` (the same socket) with the header: FLAG_SHM, the memfd sealed against
+    any change; with a `recycler` that has one, FLAG_RECYCLE and one of its
+    memfds, sealed against resizing only. Buffers of less than SHM_MIN_BYTES in
+    all go in the stream (write())."""
     import fcntl
     import mmap
-    import os
     import socket
     data, buffers = dumps(obj)
     lengths = [b.nbytes for b in buffers]
@@ -257,21 +314,30 @@ def write_shm(sock, stream, kind, obj):
         write(stream, kind, obj)
         return
     offsets, size = _layout(lengths)
-    fd = os.memfd_create("goldminer-result", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    taken = recycler.take(size) if recycler is not None else None
+    if taken is not None:
+        fd, rid = taken
+        flags, tail = FLAG_SHM | FLAG_RECYCLE, struct.pack("<Q", rid)
+    else:
+        fd = os.memfd_create("goldminer-result", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        flags, tail = FLAG_SHM, b""
     try:
-        os.ftruncate(fd, size)
+        if taken is None:
+            os.ftruncate(fd, size)
         with mmap.mmap(fd, size) as m:
             for b, at in zip(buffers, offsets):
                 m[at:at + b.nbytes] = b
-        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
-                    fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
-        head = HEADER.pack(MAGIC, kind, FLAG_SHM, len(buffers), len(data)) + \
-            struct.pack(f"<{len(buffers)}Q", *lengths)
+        if taken is None:
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
+                        fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+        head = HEADER.pack(MAGIC, kind, flags, len(buffers), len(data)) + \
+            struct.pack(f"<{len(buffers)}Q", *lengths) + tail
         sent = socket.send_fds(sock, [head], [fd])
         if sent < len(head):
             sock.sendall(head[sent:])
     finally:
-        os.close(fd)
+        if taken is None:
+            os.close(fd)
     stream.write(data)
     stream.flush()
 
@@ -279,9 +345,11 @@ def write_shm(sock, stream, kind, obj):
 _SEALS = None  # the seals a memfd of a frame must have
 
 
-def _map_shm(fd, lengths):
+def _map_shm(fd, lengths, released=None):
     """Memoryviews of each buffer in the memfd `fd` (which it closes): a private
-    mapping, so the views are writable and nothing is copied."""
+    mapping, so the views are writable and nothing is copied. With `released`
+    (a FLAG_RECYCLE frame's) the memfd need not be sealed against writing, and
+    released() is called once the last view of the mapping is gone."""
     import fcntl
     import mmap
     import os
@@ -294,15 +362,19 @@ def _map_shm(fd, lengths):
             seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
         except OSError as e:
             raise FrameError(f"the descriptor of a frame in shared memory is not a memfd: {e}")
-        if seals & _SEALS != _SEALS:
+        need = _SEALS if released is None else fcntl.F_SEAL_SHRINK
+        if seals & need != need:
             raise FrameError("the memfd of a frame in shared memory is not sealed against "
-                             "shrinking and writing")
+                             "shrinking" + (" and writing" if released is None else ""))
         if os.fstat(fd).st_size < size:
             raise FrameError(f"the memfd of a frame in shared memory has "
                              f"{os.fstat(fd).st_size} bytes, fewer than its {size}")
         m = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     finally:
         os.close(fd)
+    if released is not None:
+        import weakref
+        weakref.finalize(m, released)
     view = memoryview(m)
     return [view[at:at + n] for at, n in zip(offsets, lengths)]
 
@@ -338,12 +410,14 @@ def _read_exact(stream, n, what, direct=False):
     return buf
 
 
-def read_raw(stream, take_fd=None, direct=False):
+def read_raw(stream, take_fd=None, direct=False, release=None):
     """(kind, pickle, buffers) of the next frame, not loaded, or None at a clean
     end of the channel (before a frame's first byte). FrameError for a malformed
     header or a channel that ends inside the frame. A FLAG_SHM frame's buffers
     are in the memfd take_fd() returns (the next descriptor the channel brought;
-    None: none came), mapped, not copied."""
+    None: none came), mapped, not copied. A FLAG_RECYCLE frame's memfd is given
+    back with release(id) once its mapping is gone; without `release` (a reader
+    that did not ask for them) such a frame is a FrameError."""
     first = stream.read(1)
     if not first:
         return None
@@ -354,8 +428,12 @@ def read_raw(stream, take_fd=None, direct=False):
                          f"expected {MAGIC!r})")
     if kind not in KINDS:
         raise FrameError(f"unknown frame kind {kind}")
-    if flags & ~FLAG_SHM:
+    if flags & ~(FLAG_SHM | FLAG_RECYCLE):
         raise FrameError(f"{KINDS[kind]} frame: unknown flags {flags:#x}")
+    if flags & FLAG_RECYCLE and (not flags & FLAG_SHM or release is None):
+        raise FrameError(f"{KINDS[kind]} frame: a recycled memfd "
+                         + ("outside shared memory" if not flags & FLAG_SHM else
+                            "this reader did not ask for"))
     if nbuf > MAX_BUFFERS:
         raise FrameError(f"{KINDS[kind]} frame: {nbuf} out-of-band buffers "
                          f"(at most {MAX_BUFFERS})")
@@ -367,7 +445,15 @@ def read_raw(stream, take_fd=None, direct=False):
         fd = take_fd() if take_fd is not None else None
         if fd is None:
             raise FrameError(f"{KINDS[kind]} frame in shared memory without its descriptor")
-        buffers = _map_shm(fd, lengths)
+        if flags & FLAG_RECYCLE:
+            try:
+                (rid,) = struct.unpack("<Q", _read_exact(stream, 8, "a recycled memfd's id"))
+            except FrameError:
+                os.close(fd)
+                raise
+            buffers = _map_shm(fd, lengths, lambda: release(rid))
+        else:
+            buffers = _map_shm(fd, lengths)
         return kind, _read_exact(stream, size, "a pickle"), buffers
     data = _read_exact(stream, size, "a pickle", direct)
     buffers = [_read_exact(stream, n, "an out-of-band buffer", direct) for n in lengths]

@@ -100,8 +100,9 @@ class _Tasks:
     In elastic mode a task comes as (task index, sampler indices, seed): the
     generators are set from the seed before torch's loop has the task."""
 
-    def __init__(self, stream, done, replay=(), restore=None, elastic=False):
+    def __init__(self, stream, done, replay=(), restore=None, elastic=False, recycler=None):
         self.items = queue.Queue()
+        self.recycler = recycler  # RELEASE frames give its memfds back
         self.done = done
         self.error = None
         self.restore = restore
@@ -117,6 +118,9 @@ class _Tasks:
                 if frame is None or frame[1] is None:
                     break
                 kind, item = frame
+                if kind == _vwire.RELEASE and self.recycler is not None:
+                    self.recycler.release(item)
+                    continue
                 if kind != _vwire.TASK:
                     raise _vwire.FrameError(f"{_vwire.KINDS[kind]} frame where TASK was expected")
                 self.items.put(item)
@@ -143,8 +147,9 @@ class _Results:
     The first `silent` results (of replayed tasks) are not sent. In elastic mode
     the state is left empty: each task is seeded on its own."""
 
-    def __init__(self, stream, silent=0, elastic=False, sock=None):
+    def __init__(self, stream, silent=0, elastic=False, sock=None, recycler=None):
         self.stream = stream
+        self.recycler = recycler
         self.silent = silent
         self.elastic = elastic
         self.sock = sock  # the channel as a socket: RESULT buffers in a memfd (_vwire.write_shm)
@@ -158,7 +163,7 @@ class _Results:
             key = item[0] if isinstance(item[0], int) else "resume"
             _vwire.write(self.stream, _vwire.STATE, (key, {} if self.elastic else rng_state()))
             if self.sock is not None:
-                _vwire.write_shm(self.sock, self.stream, _vwire.RESULT, item)
+                _vwire.write_shm(self.sock, self.stream, _vwire.RESULT, item, self.recycler)
             else:
                 _vwire.write(self.stream, _vwire.RESULT, item)
 
@@ -420,7 +425,9 @@ def _serve():
     # A trainer on this host (its channel the data port's Unix socket) takes a
     # result's buffers in a memfd passed on the channel, our stdout.
     sock = socket.socket(fileno=os.dup(out.fileno())) if frame[1].get("shm") else None
-    tasks = _Tasks(inp, done, replay + early, frame[1].get("restore"), elastic)
+    # Result memfds written again once the trainer lets go of them (its JOB asks).
+    recycler = _vwire.Recycler() if sock is not None and frame[1].get("recycle") else None
+    tasks = _Tasks(inp, done, replay + early, frame[1].get("restore"), elastic, recycler)
     kind, dataset, auto_collation, collate_fn, drop_last, base_seed, init_fn, worker_id, \
         num_workers, persistent_workers, shared_seed = args
     if frame[1].get("native"):
@@ -436,7 +443,7 @@ def _serve():
         _cut(dataset, frame[1].get("cut"))
     if _takes_holder(_worker_loop):
         dataset = [dataset]  # torch >= 2.10 pops the dataset from a list it is handed
-    _worker_loop(kind, dataset, tasks, _Results(out, len(replay), elastic, sock), done,
+    _worker_loop(kind, dataset, tasks, _Results(out, len(replay), elastic, sock, recycler), done,
                  auto_collation, collate_fn, drop_last, base_seed, init_fn, worker_id,
                  num_workers, persistent_workers, shared_seed)
     if tasks.error is not None:

@@ -382,6 +382,10 @@ class VirtualWorker:
         self.state = None   # the generators' state after the last result
         self.restarts = 0
         self.held = None  # tasks sent while a BLOB is written, then written after it
+        # (channel, id) of recycled result memfds the trainer let go of (appended by
+        # the mappings' finalizers, on any thread): RELEASE frames, written before
+        # the next TASK to that channel (_vwire.Recycler).
+        self.released = collections.deque()
         # Not a pid torch may wait for: torch's SIGCHLD check ignores it, and a
         # worker's end is reported by its reader (FAILED, or how it ended).
         self.pid = -1
@@ -445,7 +449,17 @@ class VirtualWorker:
             if self.held is not None:  # the JOB or a BLOB is being written
                 self.held.append(item)
             else:
+                self._write_released()
                 self._write(_vwire.TASK, item)
+
+    def _write_released(self):
+        """RELEASE frames for what the trainer let go of (under the lock); those of
+        a channel that ended are dropped (its worker's memfds went with it)."""
+        from goldminer import _vwire
+        while self.released:
+            chan, rid = self.released.popleft()
+            if chan is self.chan:
+                self._write(_vwire.RELEASE, rid)
 
     def _answer(self, key, state):
         """Takes the result of `key` (a task index, or "resume") off the pending
@@ -512,7 +526,9 @@ class VirtualWorker:
                 self._answer(key, state)
             self.results.put(raw)
 
-        why = read_channel(self.chan, take, self._send_blob)
+        chan = self.chan
+        why = read_channel(chan, take, self._send_blob,
+                           lambda rid: self.released.append((chan, rid)))
         if isinstance(why, Failure):
             self.failed = True
             self.results.put((None, _Failed(self.worker_id, why.text)))
@@ -662,11 +678,13 @@ def _finish_cut(batch, cut, pin):
     return type(batch)([images, *batch[1:]])
 
 
-def read_channel(chan, take, need=None):
+def read_channel(chan, take, need=None, release=None):
     """Reads a virtual worker's frames from `chan` until its channel ends, calling
     take(key, state, raw) for each STATE and RESULT pair (raw: the _Raw RESULT,
     loaded by whoever takes it from the result queue) and need() for a NEED (the
     worker's host lacks the blob: send it; a second NEED ends the channel).
+    release(id): the worker's recycled memfd `id` is no longer mapped (for
+    workers whose JOB said recycle: _vwire.Recycler).
     Returns None for a clean
     end (exit status 0), a Failure for a FAILED frame (the channel not yet
     waited for), else how it ended (a phrase: "was killed by signal 9", ...; for
@@ -676,7 +694,7 @@ def read_channel(chan, take, need=None):
     meta = None  # the STATE before the RESULT that follows it
     try:
         while True:
-            frame = _vwire.read_raw(chan.reader, chan.take_fd)
+            frame = _vwire.read_raw(chan.reader, chan.take_fd, release=release)
             if frame is None:
                 break
             kind = frame[0]
@@ -1205,6 +1223,7 @@ class _Context:
                     _say, lambda why: (None, _Failed(None, why)))
             return _elastic.Slot(self.dispatcher)
         from torch.utils.data import _DatasetKind
+        job["recycle"] = True  # its results' memfds come back (VirtualWorker.released)
         return VirtualWorker(job, modules, index_queue, result_queue, worker_id,
                              kind == _DatasetKind.Iterable, _place(_transport))
 

@@ -160,7 +160,7 @@ class ElasticTest(unittest.TestCase):
     def test_a_bad_mode_is_said_once_and_exact_mode_serves(self):
         stock, _ = self.program(DRAWS, 0, "none", mode=None)
         served, stderr = self.program(DRAWS, 0, "none", mode="fast")
-        self.assertIn("GOLDMINER_OFFLOAD_MODE='fast' is not one of exact, elastic: exact mode",
+        self.assertIn("GOLDMINER_OFFLOAD_MODE='fast' is not one of exact, elastic, native: exact mode",
                       stderr)
         self.assertEqual(served, stock)
 

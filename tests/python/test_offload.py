@@ -1550,9 +1550,56 @@ class VirtualWorkerTest(unittest.TestCase):
             self.wire.read_raw(io.BytesIO(data), lambda: r)
         os.close(unsealed)
 
+    def test_a_recycled_result_memfd_comes_back_once_the_trainer_lets_go_of_it(self):
+        import gc
+        import os
+        import socket
+        import torch
+        recycler = self.wire.Recycler()
+        a, b = socket.socketpair()
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        released = []
 
-if __name__ == "__main__":
-    unittest.main()
+        def frame(value):
+            stream = io.BytesIO()
+            self.wire.write_shm(a, stream, self.wire.RESULT, (value, torch.full((1 << 15,), value)),
+                                recycler)
+            head, fds, _, _ = socket.recv_fds(b, 1 << 16, 1)
+            return head + stream.getvalue(), fds
+
+        data, fds = frame(1.0)
+        kind, pickled, buffers = self.wire.read_raw(io.BytesIO(data), lambda: fds.pop(),
+                                                    release=released.append)
+        got = self.wire.loads(kind, pickled, buffers)
+        self.assertEqual(got[1][5].item(), 1.0)
+        self.assertEqual(released, [], "still mapped")
+        del got, buffers
+        gc.collect()
+        self.assertEqual(released, [1], "the mapping's last view is gone")
+        self.assertEqual(len(recycler.out), 1)
+        recycler.release(99)  # an id that is not out: nothing
+        recycler.release(1)
+        self.assertEqual((len(recycler.out), len(recycler.free)), (0, 1))
+        data, fds = frame(2.0)  # written into the same memfd again
+        self.assertEqual(len(recycler.free), 0)
+        kind, pickled, buffers = self.wire.read_raw(io.BytesIO(data), lambda: fds.pop(),
+                                                    release=released.append)
+        self.assertEqual(self.wire.loads(kind, pickled, buffers)[1][7].item(), 2.0)
+        # A reader that did not ask for recycled frames refuses one.
+        data, fds = frame(3.0)
+        with self.assertRaisesRegex(self.wire.FrameError, "did not ask for"):
+            self.wire.read_raw(io.BytesIO(data), lambda: fds.pop())
+        # At most RECYCLE_MAX out: then a one-off memfd, sealed against writing.
+        while len(recycler.out) < self.wire.RECYCLE_MAX:
+            frame(4.0)
+        data, fds = frame(5.0)
+        import fcntl
+        self.assertTrue(fcntl.fcntl(fds[0], fcntl.F_GET_SEALS) & fcntl.F_SEAL_WRITE)
+        kind, pickled, buffers = self.wire.read_raw(io.BytesIO(data), lambda: fds.pop())
+        self.assertEqual(self.wire.loads(kind, pickled, buffers)[0], 5.0)
+        self.assertEqual(len(recycler.out), self.wire.RECYCLE_MAX)
+
 
 
 class HostCacheTest(unittest.TestCase):
@@ -1665,3 +1712,7 @@ class TorchVersionTest(unittest.TestCase):
 
 def load_tests(loader, tests, pattern):
     return scope.own_tests_only_on_legacy(tests, WorkersTransportTest)
+
+
+if __name__ == "__main__":
+    unittest.main()
