@@ -454,13 +454,11 @@ void LogRunEnd(const RunResult& r, const std::string& db) {
                               ? ", " + std::to_string(r.workers_ran) + " of " +
                                     std::to_string(r.workers_started) + " workers ran"
                               : std::string();
-  std::string channels = std::to_string(s.dataloaders_served) +
-                         " DataLoader(s) on virtual workers" +
-                         (s.dataloaders_native > 0
-                              ? " (" + std::to_string(s.dataloaders_native) + " native)"
-                              : std::string()) +
-                         ", " +
-                         std::to_string(s.dataloaders_stock) + " on stock local workers";
+  std::string channels =
+      std::to_string(s.dataloaders_served) + " DataLoader(s) on virtual workers" +
+      (s.dataloaders_native > 0 ? " (" + std::to_string(s.dataloaders_native) + " native)"
+                                : std::string()) +
+      ", " + std::to_string(s.dataloaders_stock) + " on stock local workers";
   if (s.dataloaders_in_process > 0) {
     channels += ", " + std::to_string(s.dataloaders_in_process) +
                 " in the trainer's process (num_workers=0; --dataloader-workers M offloads "

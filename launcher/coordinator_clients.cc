@@ -198,9 +198,8 @@ void CoordinatorServer::NoteOffload(int64_t rank, const OffloadNoteMsg& note) {
   const std::string who = "rank " + std::to_string(rank) + ": a DataLoader of " + note.dataset;
   const std::string line =
       note.served ? who + " runs its " + std::to_string(note.workers) +
-                        " worker(s) as virtual workers on the data workers, " +
-                        note.mode + " mode (" +
-                        std::to_string((note.blob_bytes + 1023) / 1024) +
+                        " worker(s) as virtual workers on the data workers, " + note.mode +
+                        " mode (" + std::to_string((note.blob_bytes + 1023) / 1024) +
                         " KiB of dataset, collate_fn and worker_init_fn shipped)"
       : note.in_process ? who + " runs in the trainer's process: " + PeerText(note.why)
                         : who + " runs on stock local workers: " + PeerText(note.why);

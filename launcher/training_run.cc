@@ -240,8 +240,8 @@ Result<RunResult> RunTraining(const RunConfig& c) {
           (offload_only ? "; no --pipeline: the workers serve only the trainer's torch "
                           "DataLoaders, each worker process of theirs a virtual worker on them"
                         : "") +
-          (std::find(c.trainer_env.begin(), c.trainer_env.end(),
-                     "GOLDMINER_OFFLOAD_MODE=native") != c.trainer_env.end()
+          (std::find(c.trainer_env.begin(), c.trainer_env.end(), "GOLDMINER_OFFLOAD_MODE=native") !=
+                   c.trainer_env.end()
                ? "; --offload native: a DataLoader goldminer recognises is made by its "
                  "engine, its random crops and flips drawn by goldminer (not stock's batches)"
                : ""));

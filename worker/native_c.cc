@@ -1,18 +1,17 @@
 // The C ABI of include/goldminer/native.h: a Pipeline built from the stages alone
 // (a one-sample range source stands in for the source, which the caller's files
 // replace), its ops applied to each file as the engine's stage threads apply them.
-#include "goldminer/native.h"
-
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <new>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "core/file_util.h"
 #include "core/sample.h"
 #include "core/status.h"
+#include "goldminer/native.h"
 #include "worker/pipeline.h"
 
 struct gm_native {
@@ -100,9 +99,9 @@ GM_API int gm_native_open(const char* stages_json, gm_native** out) {
   return *out == nullptr ? Fail("gm_native_open: out of memory") : 0;
 }
 
-GM_API int gm_native_batch(const gm_native* native, const char* const* paths, const uint64_t* indices,
-                    size_t count, uint64_t seed, uint64_t epoch, void* out, size_t sample_bytes,
-                    int64_t* shape) {
+GM_API int gm_native_batch(const gm_native* native, const char* const* paths,
+                           const uint64_t* indices, size_t count, uint64_t seed, uint64_t epoch,
+                           void* out, size_t sample_bytes, int64_t* shape) {
   if (native == nullptr || (count > 0 && (paths == nullptr || indices == nullptr ||
                                           out == nullptr || shape == nullptr))) {
     return Fail("gm_native_batch: a null argument");
@@ -125,4 +124,3 @@ GM_API int gm_native_batch(const gm_native* native, const char* const* paths, co
 }
 
 GM_API void gm_native_close(gm_native* native) { delete native; }
-

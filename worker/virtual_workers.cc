@@ -100,14 +100,14 @@ void SweepHostCaches() {
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
       if (e.path().filename().string().rfind(kPrefix, 0) != 0) continue;
-      struct stat st{};
+      struct stat st {};
       if (::lstat(e.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::geteuid()) {
         continue;
       }
       UniqueFd lock(::open((e.path() / ".lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
-      const bool free =
-          lock.valid() ? ::flock(lock.get(), LOCK_EX | LOCK_NB) == 0
-                       : errno == ENOENT && std::difftime(std::time(nullptr), st.st_mtime) > kMakingS;
+      const bool free = lock.valid() ? ::flock(lock.get(), LOCK_EX | LOCK_NB) == 0
+                                     : errno == ENOENT && std::difftime(std::time(nullptr),
+                                                                        st.st_mtime) > kMakingS;
       std::error_code ignored;
       if (free) std::filesystem::remove_all(e.path(), ignored);
     }

@@ -304,7 +304,7 @@ TEST(HeartbeatDueTest, GivenAnIdleOrABusyWorker_ThenItBeatsEveryPeriodOrEveryFif
     }
     const std::vector<double> want =
         busy ? std::vector<double>{10, 20, 30, 40}
-             : std::vector<double>{2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
+             : std::vector<double>{2,  4,  6,  8,  10, 12, 14, 16, 18, 20,
                                    22, 24, 26, 28, 30, 32, 34, 36, 38, 40};
     ASSERT_EQ(beats.size(), want.size()) << (busy ? "busy" : "idle");
     for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(beats[i], want[i], 1e-9) << i;
