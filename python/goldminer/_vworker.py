@@ -108,6 +108,8 @@ class _Tasks:
         self.restore = restore
         self.elastic = elastic
         for item in replay:
+            if item is None:  # the shutdown came before the blob: as the reader does
+                self.done.set()
             self.items.put(item)
         threading.Thread(target=self._read, args=(stream,), daemon=True).start()
 

@@ -1305,6 +1305,18 @@ class VirtualWorkerTest(unittest.TestCase):
     def take(self, job):
         return self.worker._take_job(job, self.worker._blob_of(job, None, None, []))
 
+    def test_a_shutdown_that_came_before_the_blob_ends_the_loop_as_torch_expects(self):
+        # torch's worker loop asserts that its done event is set when it gets None;
+        # a trainer interrupted while the worker waited for its BLOB sent None first.
+        import threading
+        done = threading.Event()
+        r, w = os.pipe()  # a channel that stays silent while the test looks
+        self.addCleanup(os.close, w)  # then ends: the reader's thread ends with it
+        tasks = self.worker._Tasks(os.fdopen(r, "rb"), done, [(0, [1]), None])
+        self.assertEqual(tasks.get(), (0, [1]))
+        self.assertIsNone(tasks.get())
+        self.assertTrue(done.is_set())
+
     def test_a_job_is_taken(self):
         args = self.take(self.job())
         self.assertEqual(args[1], [1, 2])
