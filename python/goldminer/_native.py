@@ -261,7 +261,7 @@ class Collate:
     writes it out before it returns) before it fetches the next, and memory
     written for the first time costs more than the batch's decoding."""
 
-    def __init__(self, native, cut_on, seed):
+    def __init__(self, native, cut_on, seed, recycler=None):
         self.paths = [s[0] for s in native["samples"]]
         self.labels = [s[1] for s in native["samples"]]
         self.ops = Ops(native["cut"] if cut_on else native["full"])
@@ -269,12 +269,33 @@ class Collate:
         self.cut_on = cut_on
         self.seed = seed
         self.buffer = None
+        self.recycler = recycler  # _vwire.Recycler: the batch made in a result memfd
 
     def __call__(self, indices):
         import torch
         dtype = torch.uint8 if self.cut_on else torch.float32
-        if self.buffer is None or len(self.buffer) != len(indices):
-            self.buffer = torch.empty((len(indices), *self.shape), dtype=dtype)
-        images = self.ops.batch([self.paths[i] for i in indices], indices, self.seed,
-                                self.shape, dtype, self.buffer)
-        return [images, torch.tensor([self.labels[i] for i in indices], dtype=torch.int64)]
+        labels = [self.labels[i] for i in indices]
+        views = None
+        if self.recycler is not None:
+            n = len(indices)
+            image_bytes = n * torch.tensor([], dtype=dtype).element_size()
+            for d in self.shape:
+                image_bytes *= d
+            views = self.recycler.make_in_place([image_bytes, 8 * n])
+        if views is not None:
+            # Where the result goes as it is: written once, sent without a copy.
+            images = torch.frombuffer(views[0], dtype=dtype).view(len(indices), *self.shape)
+            out = torch.frombuffer(views[1], dtype=torch.int64)
+            out.copy_(torch.tensor(labels, dtype=torch.int64))
+        else:
+            if self.buffer is None or len(self.buffer) != len(indices):
+                self.buffer = torch.empty((len(indices), *self.shape), dtype=dtype)
+            images, out = self.buffer, torch.tensor(labels, dtype=torch.int64)
+        try:
+            images = self.ops.batch([self.paths[i] for i in indices], indices, self.seed,
+                                    self.shape, dtype, images)
+        except Exception:
+            if views is not None:
+                self.recycler.abandon(views)
+            raise
+        return [images, out]

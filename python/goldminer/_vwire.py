@@ -266,6 +266,64 @@ class Recycler:
         self.free = []   # [(size, fd, id)]
         self.out = {}    # id -> (size, fd)
         self.next_id = 1
+        self.made = {}   # a result made in place: its first buffer's address -> (fd, id, offsets)
+        # Each memfd's mapping, kept: mapping it again for every result faulted
+        # its pages in again (a quarter of a native worker's CPU).
+        self.maps = {}   # id -> mmap
+        self.sent_in_place = 0  # results sent from where they were made, no copy
+
+    def make_in_place(self, lengths):
+        """Views of buffers of these lengths in a memfd of ours, mapped to be
+        written (one memoryview each), for a result that is then sent without a
+        copy (write_shm finds it by its first buffer's address); None when none
+        is to be had. Its writer must let go of the views before it is reused
+        (the trainer's RELEASE comes after the frame was written)."""
+        import mmap
+        offsets, size = _layout(lengths)
+        taken = self.take(size)
+        if taken is None:
+            return None
+        fd, rid = taken
+        view = memoryview(self.mapping(fd, rid))
+        views = [view[at:at + n] for at, n in zip(offsets, lengths)]
+        with self.lock:
+            self.made[_address(views[0])] = (fd, rid, offsets)
+        return views
+
+    def mapping(self, fd, rid):
+        """The writable mapping of memfd `rid` (all of it), made once."""
+        import mmap
+        with self.lock:
+            m = self.maps.get(rid)
+            if m is None:
+                m = self.maps[rid] = mmap.mmap(fd, os.fstat(fd).st_size)
+            return m
+
+    def made_in_place(self, buffers):
+        """(fd, id) of the memfd whose in-place result `buffers` are, each at
+        its place; else None, and a memfd made in place for buffers[0] but not
+        matching them goes back to the free ones."""
+        if not buffers:
+            return None
+        with self.lock:
+            made = self.made.pop(_address(buffers[0]), None)
+        if made is None:
+            return None
+        fd, rid, offsets = made
+        base = _address(buffers[0])
+        if len(offsets) == len(buffers) and all(
+                _address(b) == base + at for b, at in zip(buffers, offsets)):
+            self.sent_in_place += 1
+            return fd, rid
+        self.release(rid)
+        return None
+
+    def abandon(self, views):
+        """A result made in place that will not be sent (its making failed)."""
+        with self.lock:
+            made = self.made.pop(_address(views[0]), None)
+        if made is not None:
+            self.release(made[1])
 
     def take(self, size):
         """(fd, id) of a memfd of at least `size` bytes to write and send, or None
@@ -278,7 +336,9 @@ class Recycler:
                 held, fd, rid = fits[0]
             elif len(self.out) + len(self.free) < RECYCLE_MAX or self.free:
                 if len(self.out) + len(self.free) >= RECYCLE_MAX:
-                    os.close(self.free.pop(0)[1])  # too small: one of a new size instead
+                    _, small, gone = self.free.pop(0)  # too small: one of a new size instead
+                    os.close(small)
+                    self.maps.pop(gone, None)
                 held = -(-size // (1 << 20)) << 20
                 fd = os.memfd_create("goldminer-result", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
                 os.ftruncate(fd, held)
@@ -299,6 +359,19 @@ class Recycler:
                 self.free.append((got[0], got[1], rid))
 
 
+def _address(buffer):
+    """Where a buffer's bytes start in this process's memory."""
+    import ctypes
+    view = memoryview(buffer)
+    if view.nbytes == 0:
+        return 0
+    if view.readonly:
+        import numpy
+        return numpy.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B"
+                                else view, dtype=numpy.uint8).ctypes.data
+    return ctypes.addressof(ctypes.c_char.from_buffer(view.cast("B")))
+
+
 def write_shm(sock, stream, kind, obj, recycler=None):
     """Writes one frame of `obj` on `stream` with its buffers in a memfd passed on
     `sock` (the same socket) with the header: FLAG_SHM, the memfd sealed against
@@ -310,11 +383,14 @@ def write_shm(sock, stream, kind, obj, recycler=None):
     import socket
     data, buffers = dumps(obj)
     lengths = [b.nbytes for b in buffers]
+    in_place = recycler.made_in_place(buffers) if recycler is not None else None
     if sum(lengths) < SHM_MIN_BYTES or len(buffers) > MAX_BUFFERS:
+        if in_place is not None:
+            recycler.release(in_place[1])
         write(stream, kind, obj)
         return
     offsets, size = _layout(lengths)
-    taken = recycler.take(size) if recycler is not None else None
+    taken = in_place or (recycler.take(size) if recycler is not None else None)
     if taken is not None:
         fd, rid = taken
         flags, tail = FLAG_SHM | FLAG_RECYCLE, struct.pack("<Q", rid)
@@ -324,9 +400,12 @@ def write_shm(sock, stream, kind, obj, recycler=None):
     try:
         if taken is None:
             os.ftruncate(fd, size)
-        with mmap.mmap(fd, size) as m:
+        if in_place is None:  # else its bytes are there already
+            m = recycler.mapping(fd, rid) if taken is not None else mmap.mmap(fd, size)
             for b, at in zip(buffers, offsets):
                 m[at:at + b.nbytes] = b
+            if taken is None:
+                m.close()
         if taken is None:
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW |
                         fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)

@@ -437,7 +437,7 @@ def _serve():
         from goldminer import _native
         try:
             collate_fn = _native.Collate(dataset, bool((frame[1].get("cut") or {}).get("on")),
-                                         base_seed)
+                                         base_seed, recycler)
         except (OSError, ValueError) as e:
             return _fail(out, f"the native ops do not start here: {e}")
         dataset = _native.Indices(len(dataset["samples"]))

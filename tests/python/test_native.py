@@ -167,6 +167,39 @@ class OpsTest(unittest.TestCase):
         self.assertGreaterEqual(a.min().item(), 0.0)
         self.assertLessEqual(a.max().item(), 1.0)
 
+    def test_a_batch_made_in_a_result_memfd_is_sent_from_there(self):
+        import io
+        import socket
+        from goldminer import _vwire
+        steps = [T.Resize(80), T.CenterCrop(64), T.ToTensor()]
+        cut, full, shape, mean, std = _native._stages(steps)
+        plan = {"samples": [[p, n % 2] for n, p in enumerate(photos()[:4])], "cut": cut,
+                "full": full, "shape": shape, "mean": mean, "std": std}
+        recycler = _vwire.Recycler()
+        collate = _native.Collate(plan, False, 1, recycler)
+        a, b = socket.socketpair()
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        stream = io.BytesIO()
+        _vwire.write_shm(a, stream, _vwire.RESULT, (0, collate([3, 0, 2])), recycler)
+        head, fds, _, _ = socket.recv_fds(b, 1 << 16, 1)
+        self.assertEqual(recycler.sent_in_place, 1, "no copy")
+        self.assertEqual(recycler.made, {})
+        released = []
+        kind, pickled, buffers = _vwire.read_raw(io.BytesIO(head + stream.getvalue()),
+                                                 lambda: fds.pop(), release=released.append)
+        _, (images, labels) = _vwire.loads(kind, pickled, buffers)
+        want = torch.stack([T.Compose(steps)(pil_loader(plan["samples"][i][0]))
+                            for i in (3, 0, 2)])
+        self.assertTrue(torch.equal(images, want))
+        self.assertEqual(labels.tolist(), [1, 0, 0])
+        # A batch that fails gives its memfd back.
+        plan["samples"][1][0] = "/no-such.jpg"
+        collate = _native.Collate(plan, False, 1, recycler)
+        with self.assertRaisesRegex(ValueError, "no-such.jpg"):
+            collate([0, 1])
+        self.assertEqual((recycler.made, len(recycler.out)), ({}, 1))
+
     def test_a_file_that_does_not_decode_is_named(self):
         _, full, shape, _, _ = _native._stages([T.CenterCrop(8), T.ToTensor()])
         bad = os.path.join(ODD, "random_bytes.jpg")
