@@ -31,3 +31,17 @@ def write_script(build, name, text):
     with open(path, "w") as f:
         f.write(text)
     return path
+
+
+def image_script_args(doc, root):
+    """The arguments of a benchmark that runs a script over an image corpus,
+    rounds against its peers: --build, --python (the script's interpreter),
+    --images, --epochs, --rounds."""
+    import argparse
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--build", default=os.path.join(root, "build"))
+    ap.add_argument("--python", default="/usr/bin/python3", help="the script's interpreter")
+    ap.add_argument("--images", type=int, default=512)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=3)
+    return ap.parse_args()

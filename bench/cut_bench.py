@@ -19,14 +19,13 @@ node would). Medians and ratios to stock.
 
 usage: cut_bench.py [--build build] [--images 512] [--epochs 3] [--rounds 3]
 """
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 
-from bench_util import image_corpus, write_script
+from bench_util import image_corpus, image_script_args, write_script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -94,13 +93,7 @@ def run(script, corpus, args, mode):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--python", default="/usr/bin/python3", help="the script's interpreter")
-    ap.add_argument("--images", type=int, default=512)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+    args = image_script_args(__doc__, ROOT)
     corpus = image_corpus(args.build, args.images)
     script = write_script(args.build, "cut_script.py", SCRIPT)
     results = {m: [] for m in MODES}

@@ -21,14 +21,13 @@ and ratios to stock.
 usage: native_bench.py [--build build] [--python /usr/bin/python3] [--images 512]
                        [--epochs 3] [--rounds 3]
 """
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 
-from bench_util import image_corpus, write_script
+from bench_util import image_corpus, image_script_args, write_script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -118,13 +117,7 @@ def pipeline_file(corpus, args):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--python", default="/usr/bin/python3", help="the script's interpreter")
-    ap.add_argument("--images", type=int, default=512)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+    args = image_script_args(__doc__, ROOT)
     corpus = image_corpus(args.build, args.images)
     script = write_script(args.build, "native_script.py", SCRIPT)
     results = {w: [] for w in WAYS + ("file",)}
