@@ -25,17 +25,15 @@ import statistics
 import subprocess
 import sys
 
-from bench_util import image_corpus, image_script_args, write_script
+from bench_util import IMAGE_LOADER, image_corpus, image_script_args, write_script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 SCRIPT = r'''
 import gc, hashlib, json, resource, statistics, sys, time
-import torch, torchvision
-from torchvision import transforms as T
 
-root, epochs = sys.argv[1], int(sys.argv[2])
+epochs = int(sys.argv[2])
 received = []
 try:
     from goldminer import offload
@@ -46,14 +44,7 @@ try:
     offload._finish_cut = spy
 except ImportError:  # stock
     offload = None
-t = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
-               T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
-g = torch.Generator()
-g.manual_seed(1)
-loader = torch.utils.data.DataLoader(torchvision.datasets.ImageFolder(root, transform=t),
-                                     batch_size=64, shuffle=True, generator=g, num_workers=2,
-                                     persistent_workers=True)
-h = hashlib.sha256()
+''' + IMAGE_LOADER + r'''h = hashlib.sha256()
 times, images, sizes = [], 0, []
 cpu0 = resource.getrusage(resource.RUSAGE_SELF)
 for e in range(epochs):

@@ -26,6 +26,8 @@ import statistics
 import subprocess
 import sys
 
+from bench_util import run_measured
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -59,15 +61,6 @@ print(json.dumps({"first_batch_s": firsts, "run_s": time.monotonic() - start}))
 '''
 
 # Runs argv and prints the largest resident set (KiB) of any process below it.
-MEASURE = r'''
-import resource, subprocess, sys
-proc = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-sys.stderr.write(proc.stderr)
-sys.stdout.write(proc.stdout)
-print("maxrss_kib", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-sys.exit(proc.returncode)
-'''
-
 MODES = ("stock", "goldminer")
 
 
@@ -78,13 +71,8 @@ def run(script, args, mode):
     if mode == "goldminer":
         argv = [os.path.join(args.build, "cmd", "goldminer"), "run", "--no-db", "--no-progress",
                 "--workers", "2", "--"] + argv
-    out = subprocess.run([sys.executable, "-c", MEASURE, *argv], env=env, capture_output=True,
-                         text=True, timeout=3600)
-    if out.returncode != 0:
-        sys.exit(f"the script failed ({mode}):\n{out.stderr}")
-    lines = out.stdout.strip().splitlines()
-    got = json.loads([line for line in lines if line.startswith("{")][-1])
-    got["max_rss_mb"] = int(lines[-1].split()[1]) / 1024
+    got, used = run_measured(mode, argv, env)
+    got["max_rss_mb"] = used["maxrss_kib"] / 1024
     return got
 
 

@@ -27,24 +27,15 @@ import statistics
 import subprocess
 import sys
 
-from bench_util import image_corpus, image_script_args, write_script
+from bench_util import IMAGE_LOADER, image_corpus, image_script_args, run_measured, write_script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 SCRIPT = r'''
 import json, resource, sys, time
-import torch, torchvision
-from torchvision import transforms as T
-
-root, epochs = sys.argv[1], int(sys.argv[2])
-t = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.ToTensor(),
-               T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
-g = torch.Generator()
-g.manual_seed(1)
-loader = torch.utils.data.DataLoader(torchvision.datasets.ImageFolder(root, transform=t),
-                                     batch_size=64, shuffle=True, generator=g, num_workers=2,
-                                     persistent_workers=True)
+''' + IMAGE_LOADER + r'''
+epochs = int(sys.argv[2])
 images, start = 0, time.monotonic()  # 0 epochs: the loader starts no worker
 for e in range(epochs):
     for x, y in loader:
@@ -53,18 +44,6 @@ wall = time.monotonic() - start
 del loader
 me = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({"images": images, "wall_s": wall, "trainer_cpu_s": me.ru_utime + me.ru_stime}))
-'''
-
-# Runs argv and prints its last line, then the CPU seconds of everything below it.
-MEASURE = r'''
-import resource, subprocess, sys
-out = subprocess.run(sys.argv[1:], capture_output=True, text=True)
-if out.returncode != 0:
-    sys.stderr.write(out.stderr)
-    sys.exit(out.returncode)
-print(out.stdout.strip().splitlines()[-1])
-c = resource.getrusage(resource.RUSAGE_CHILDREN)
-print("cpu", c.ru_utime + c.ru_stime)
 '''
 
 # native-cut: --offload-cut on, the uint8 crops to the trainer, which widens them
@@ -90,14 +69,8 @@ def run_once(script, corpus, args, way, epochs):
         argv = [os.path.join(args.build, "cmd", "goldminer"), "run", "--no-db", "--no-progress",
                 "--workers", "2", "--offload", way.split("-")[0], "--offload-cut",
                 "on" if way == "native-cut" else "auto", "--"] + argv
-    out = subprocess.run([sys.executable, "-c", MEASURE, *argv], env=env, capture_output=True,
-                         text=True, timeout=3600)
-    if out.returncode != 0:
-        sys.exit(f"the script failed ({way}):\n{out.stderr}")
-    lines = out.stdout.strip().splitlines()
-    got = json.loads(lines[-2])
-    total = float(lines[-1].split()[1])
-    got["workers_cpu_s"] = total - got["trainer_cpu_s"]
+    got, used = run_measured(way, argv, env)
+    got["workers_cpu_s"] = used["cpu_s"] - got["trainer_cpu_s"]
     got["images_per_s"] = got["images"] / max(got["wall_s"], 1e-9)
     return got
 
