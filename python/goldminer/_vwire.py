@@ -195,10 +195,7 @@ def blob_digest(blob):
     hashed on up to 8 threads (hashlib lets go of the GIL), so a 150 MB dataset
     costs the trainer and each worker a fraction of one core's 0.1 s."""
     import hashlib
-    views = []
-    for part in (blob[0], *blob[1]):
-        view = memoryview(part)
-        views.append(view.cast("B") if view.ndim != 1 or view.format != "B" else view)
+    views = [_bytes(part) for part in (blob[0], *blob[1])]
     chunks = [v[at:at + DIGEST_CHUNK] for v in views for at in range(0, v.nbytes, DIGEST_CHUNK)]
     threads = min(8, os.cpu_count() or 1, len(chunks))
     if threads > 1:
@@ -359,17 +356,17 @@ class Recycler:
                 self.free.append((got[0], got[1], rid))
 
 
+def _bytes(buffer):
+    """A buffer as a flat memoryview of its bytes."""
+    view = memoryview(buffer)
+    return view.cast("B") if view.ndim != 1 or view.format != "B" else view
+
+
 def _address(buffer):
     """Where a buffer's bytes start in this process's memory."""
-    import ctypes
-    view = memoryview(buffer)
-    if view.nbytes == 0:
-        return 0
-    if view.readonly:
-        import numpy
-        return numpy.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B"
-                                else view, dtype=numpy.uint8).ctypes.data
-    return ctypes.addressof(ctypes.c_char.from_buffer(view.cast("B")))
+    import numpy
+    view = _bytes(buffer)
+    return numpy.frombuffer(view, dtype=numpy.uint8).ctypes.data if view.nbytes else 0
 
 
 def write_shm(sock, stream, kind, obj, recycler=None):
