@@ -38,6 +38,9 @@ _LAYOUTS = ["none", "HWC", "CHW"]  # by gm_layout code
 _LIB_NAME = "libgoldminer_client.so"
 
 
+UNAVAILABLE = 5  # gm_status GM_UNAVAILABLE: a peer unreachable or gone
+
+
 class ClientError(RuntimeError):
     """A failure reported by the client library; `code` is its gm_status."""
 

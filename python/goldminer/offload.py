@@ -1016,6 +1016,10 @@ class _WorkersPlace:
     """Virtual workers on the data workers of the run (GOLDMINER_OFFLOAD=workers):
     one offload session per trainer process, opened at the first use."""
 
+    # How long a placement tries other data workers when the one named refuses
+    # the connection (it was killed; the coordinator drops it when it hears).
+    REPLACE_S = 10.0
+
     def __init__(self):
         import weakref
         self.lock = threading.Lock()
@@ -1068,12 +1072,29 @@ class _WorkersPlace:
         hosts the fewest (every rank's and DataLoader's counted, as the workers
         report them plus those it placed since), so that ranks, DataLoaders and
         replacements spread over the data workers by their load."""
+        import time
+        from goldminer import loader
         lib, offload = self._session()
-        where = ctypes.c_char_p()
-        rc = lib.gm_offload_place(offload, ctypes.byref(where))
-        if rc != 0:
-            raise RuntimeError("goldminer: " + lib.gm_last_error().decode("utf-8", "replace"))
-        return self.open_on(where.value.decode(), modules)
+        refused = set()  # data workers that refused us: killed, and maybe still listed
+        deadline = time.monotonic() + self.REPLACE_S
+        while True:
+            where = ctypes.c_char_p()
+            rc = lib.gm_offload_place(offload, ctypes.byref(where))
+            if rc != 0:
+                raise RuntimeError("goldminer: " + lib.gm_last_error().decode("utf-8", "replace"))
+            worker = where.value.decode()
+            if worker in refused:  # the coordinator has not yet heard that it is gone
+                others = [w for w in self.live() if w not in refused]
+                worker = others[0] if others else worker
+            try:
+                return self.open_on(worker, modules)
+            except loader.ClientError as e:
+                # A data worker killed a moment ago is listed until the coordinator
+                # hears its connection close: place again, elsewhere, for a while.
+                if e.code != loader.UNAVAILABLE or time.monotonic() > deadline:
+                    raise
+                refused.add(worker)
+                time.sleep(0.05)
 
     def open_on(self, worker, modules):
         import json

@@ -384,10 +384,13 @@ def kill_a_virtual_worker():  # a child of a goldminer._vhost
             return
 
 def kill_a_data_worker():  # under goldminer run: a data worker, its virtual workers with it
+    # Every data worker has a warm goldminer._vhost; the one killed is one whose host has
+    # forked virtual workers (serving this loader), not one that only waits.
     for pid, cmd in children(os.getppid()):
-        if b"worker" in cmd and any(b"goldminer._vhost" in c for _, c in children(pid)):
+        if b"worker" in cmd and any(b"goldminer._vhost" in c and children(host)
+                                    for host, c in children(pid)):
             os.kill(pid, signal.SIGKILL)
-            return
+            return  # (none when run stock)
 
 def run_killing(loader, epochs, kill=kill_a_virtual_worker):
     out = []
@@ -1677,6 +1680,62 @@ class WorkerPlaceTest(unittest.TestCase):
         self.assertEqual(os.getcwd(), here)
         self.assertIn(f"the trainer's working directory /nonexistent/goldminer-run-dir is not on "
                       f"node {socket.gethostname()}", str(caught.exception))
+
+
+class ReplaceTest(unittest.TestCase):
+    """A data worker killed a moment ago is still listed by the coordinator until it
+    hears the connection close: a virtual worker placed on it is placed again
+    elsewhere (goldminer.offload._WorkersPlace.open), not failed."""
+
+    class Lib:
+        def __init__(self, named):
+            self.named = list(named)  # what gm_offload_place answers, in turn
+
+        def gm_offload_place(self, offload, where):
+            where._obj.value = self.named.pop(0).encode()
+            return 0
+
+    def place(self, named, live, refusing, code=5):
+        sys.path.insert(0, os.path.join(ROOT, "python"))
+        from goldminer import loader, offload
+        place = offload._WorkersPlace()
+        place._session = lambda: (self.Lib(named), None)
+        place.live = lambda: list(live)
+        tried = []
+
+        def open_on(worker, modules):
+            tried.append(worker)
+            if worker in refusing:
+                raise loader.ClientError(code, f"{worker}: cannot connect: Connection refused")
+            return worker
+        place.open_on = open_on
+        return place, tried
+
+    def test_a_refusing_worker_still_named_is_passed_over_for_a_live_one(self):
+        place, tried = self.place(["10.0.0.1:5", "10.0.0.1:5"], ["10.0.0.1:5", "10.0.0.2:6"],
+                                  {"10.0.0.1:5"})
+        self.assertEqual(place.open(0, [], 1), "10.0.0.2:6")
+        self.assertEqual(tried, ["10.0.0.1:5", "10.0.0.2:6"])
+
+    def test_the_coordinator_naming_another_worker_next_is_followed(self):
+        place, tried = self.place(["10.0.0.1:5", "10.0.0.3:7"], ["10.0.0.1:5"], {"10.0.0.1:5"})
+        self.assertEqual(place.open(0, [], 1), "10.0.0.3:7")
+        self.assertEqual(tried, ["10.0.0.1:5", "10.0.0.3:7"])
+
+    def test_other_errors_are_raised_at_once(self):
+        from goldminer import loader
+        place, tried = self.place(["10.0.0.1:5"], ["10.0.0.1:5"], {"10.0.0.1:5"}, code=1)
+        with self.assertRaises(loader.ClientError):
+            place.open(0, [], 1)
+        self.assertEqual(tried, ["10.0.0.1:5"])
+
+    def test_refusals_past_the_deadline_are_raised(self):
+        from goldminer import loader
+        place, tried = self.place(["10.0.0.1:5"] * 3, ["10.0.0.1:5"], {"10.0.0.1:5"})
+        place.REPLACE_S = -1.0  # already past
+        with self.assertRaises(loader.ClientError):
+            place.open(0, [], 1)
+        self.assertEqual(tried, ["10.0.0.1:5"])
 
 
 class TorchVersionTest(unittest.TestCase):
