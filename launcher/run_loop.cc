@@ -78,7 +78,7 @@ Result<RunLoopOutcome> RunLoop::Execute() {
   // not one that waited unseen, so it is not counted as started at all.
   const int young = StartedTooLateToRegister();
   StopAll();
-  out.workers_started = static_cast<int>(next_worker_id_) - young;
+  out.workers_started = static_cast<int>(next_worker_id_) - young - sent_away_;
   out.workers_ran = workers_ran_;
   if (out.workers_ran < out.workers_started) {
     const std::string why = std::to_string(out.workers_ran) + " of " +
@@ -397,6 +397,9 @@ Status RunLoop::OnWorkerEnded(const ProcessEnded& e) {
   const bool refused =
       w->second.elastic && !w->second.placed && !e.drained && !e.stopped && e.exit.exit_code() != 0;
   const int64_t id = w->second.id;
+  // Drained before it registered (the pool took its CPUs back, its job never
+  // started) or refused: not a worker that failed to register.
+  if (!w->second.placed && (e.drained || refused)) ++sent_away_;
   Forget(e.exit.pid);
   if (refused && !stopped_) {
     ElasticRefused("worker " + std::to_string(id) + "'s job ended before it started (srun " +

@@ -124,8 +124,11 @@ struct RunLoopOutcome {
   std::string exit = "exited with status 0";
   bool stopped = false;  // should_stop or a signal ended the trainers
   std::string stop_cause;
-  int workers_started = 0;  // worker processes started (replacements and jobs included)
-  int workers_ran = 0;      // of them, those that registered (ran, not only waited)
+  // Worker processes started (replacements and jobs included), less those sent
+  // away before they registered (drained: given back, an elastic job cancelled
+  // unstarted; refused by Slurm): each of those was said as it happened.
+  int workers_started = 0;
+  int workers_ran = 0;  // of them, those that registered (ran, not only waited)
 };
 
 class RunLoop {
@@ -214,6 +217,7 @@ class RunLoop {
   std::map<int, std::pair<double, int>> rate_at_;  // running workers -> (sum of rates, samples)
   bool stopped_ = false;  // the trainers are done, or StopAll ran: no more scaling
   int workers_ran_ = 0;   // workers that registered, in all
+  int sent_away_ = 0;     // workers drained or refused before they registered
   // Worker jobs Slurm refused or ended before they registered; at
   // kMaxElasticRefusals none is submitted again for this run.
   int elastic_refusals_ = 0;

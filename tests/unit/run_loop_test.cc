@@ -589,6 +589,38 @@ TEST(RunLoopTest, GivenAPoolThenElasticWorkersFollowItsGrantAndItsSilenceCostsNo
       << ::testing::PrintToString(scale);
 }
 
+TEST(RunLoopTest, GivenAGrantWithdrawnBeforeItsJobsStartedThenTheirDrainIsNoWorkerThatNeverRan) {
+  World w;
+  w.elastic_pending = true;  // the granted jobs wait in the partition's queue
+  w.end_s = 200;
+  w.tweak = [](RunLoopOptions& o) {
+    o.elastic_from = 1;
+    o.elastic_cpus = 2;
+    o.pool_period_s = 5;
+    o.pool_run_id = "run-8";
+    o.elastic_start_timeout_s = 1000;  // not cancelled for the wait: given back
+  };
+  w.pool_grant = [](double t) { return t < 60 ? 2 : 0; };
+  w.Run(1, Options(1, 4));
+  const std::vector<LaunchRequest> requests = w.WorkerRequests();
+  const long elastic = std::count_if(requests.begin(), requests.end(),
+                                     [](const LaunchRequest& r) { return r.elastic; });
+  ASSERT_GE(elastic, 1) << "the grant was used";
+  const std::vector<std::string> exits = w.WorkerExits();
+  EXPECT_EQ(std::count_if(exits.begin(), exits.end(),
+                          [](const std::string& e) { return e.rfind("drained: ", 0) == 0; }),
+            elastic)
+      << ::testing::PrintToString(exits);
+  EXPECT_EQ(w.outcome.workers_started, 1) << "the jobs given back unstarted are not counted";
+  EXPECT_EQ(w.outcome.workers_ran, 1);
+  const std::vector<std::string> run = w.Events("run");
+  EXPECT_EQ(std::count_if(
+                run.begin(), run.end(),
+                [](const std::string& e) { return e.find("workers ran") != std::string::npos; }),
+            0)
+      << ::testing::PrintToString(run);
+}
+
 TEST(RunLoopTest, GivenTwoRanksWhenOneFails_ThenTheOtherIsStoppedAndTheRunTakesItsStatus) {
   FakeClock clock{0};
   FakeLauncher launcher{&clock};
