@@ -42,6 +42,7 @@ struct ProfileFlags {
   std::string trace;
   bool json = false;
   bool no_cupti = false;
+  std::string offload = "exact";  // --offload
 };
 
 void Say(const std::string& line) { LogInfo("profile: " + line); }
@@ -98,6 +99,7 @@ Result<int> RunProfile(const ProfileFlags& f) {
   mo.seconds = f.seconds;
   mo.step_timeout_s = f.step_timeout_s;
   mo.inject_cupti = !f.no_cupti;
+  mo.price_native = f.offload == "native";
   mo.trace = !f.trace.empty();
   mo.goldminer_version = GOLDMINER_VERSION;
   mo.progress = Say;
@@ -166,6 +168,13 @@ Verb ProfileVerb() {
             "--trace", f->trace,
             "Also write a Chrome/Perfetto trace (stage spans, data waits, GPU activity)");
         sub.add_flag("--json", f->json, "Print profile.json on stdout instead of the table");
+        sub.add_option("--offload", f->offload,
+                       "exact: an unchanged program's DataLoaders are priced by their own "
+                       "worker processes' CPU; native: also by goldminer's native engine, "
+                       "each DataLoader it recognises making a few samples here, and plan "
+                       "sizes the data workers by that (run --offload native)")
+            ->capture_default_str()
+            ->check(CLI::IsMember({"exact", "native"}));
         sub.add_flag("--no-cupti", f->no_cupti,
                      "Do not inject libgoldminer_cupti.so into the trainer (no GPU timeline)");
         return std::function<Result<int>()>([f]() -> Result<int> { return RunProfile(*f); });

@@ -199,6 +199,8 @@ Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
   }
   if (sub.count("--pipeline") == 0) GM_RETURN_IF_ERROR(ApplyPlanPipeline(f, plan));
   if (sub.count("--workers") == 0) f.spec.workers = plan.run.workers;
+  // A plan of an unchanged program priced on the native engine runs it there.
+  if (sub.count("--offload") == 0 && !plan.run.offload.empty()) f.offload = plan.run.offload;
   // A plan of an unchanged program sizes its DataLoaders' virtual workers.
   if (!f.dataloader_workers && plan.run.dataloader_workers > 0 && f.offload != "off") {
     f.dataloader_workers = plan.run.dataloader_workers;

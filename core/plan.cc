@@ -105,6 +105,7 @@ json ToJson(const PlanRun& r) {
             {"command", r.command}};
   // Only a plan of an unchanged program whose DataLoaders need more workers has it.
   if (r.dataloader_workers > 0) j["dataloader_workers"] = r.dataloader_workers;
+  if (!r.offload.empty()) j["offload"] = r.offload;
   return j;
 }
 
@@ -206,6 +207,8 @@ Status Convert(const JsonNode& n, PlanRun& out) {
   f.Optional("world_size", out.world_size);
   f.Optional("command", out.command);
   f.Optional("dataloader_workers", out.dataloader_workers);
+  f.Optional("offload", out.offload);
+  f.Check(out.offload.empty() || out.offload == "native", "offload", "\"native\" or absent");
   // "" is a plan of an unchanged program: the workers serve only its DataLoaders.
   f.Check(out.dataloader_workers >= 0 && out.dataloader_workers <= kMaxDataLoaderWorkers,
           "dataloader_workers",

@@ -114,6 +114,14 @@ json ToJson(const DataLoaderProfile& d) {
           {"bytes_per_sample", d.bytes_per_sample}};
 }
 
+json ToJson(const NativeProfile& n) {
+  return {{"samples", n.samples},
+          {"cpu_s_per_sample", n.cpu_s_per_sample},
+          {"bytes_per_sample", n.bytes_per_sample},
+          {"cut_cpu_s_per_sample", n.cut_cpu_s_per_sample},
+          {"cut_bytes_per_sample", n.cut_bytes_per_sample}};
+}
+
 json ToJson(const TrainerProfile& t) {
   json j = {{"command", t.command},
             {"source", t.source},
@@ -138,6 +146,8 @@ json ToJson(const TrainerProfile& t) {
             {"gpu", ToJson(t.gpu)},
             {"step_list", ArrayOf(t.step_list)}};
   if (t.dataloader) j["dataloader"] = ToJson(*t.dataloader);
+  if (t.native) j["native"] = ToJson(*t.native);
+  if (!t.not_native.empty()) j["not_native"] = t.not_native;
   return j;
 }
 
@@ -248,6 +258,26 @@ Status Convert(const JsonNode& n, DataLoaderProfile& out) {
   return f.status();
 }
 
+Status Convert(const JsonNode& n, NativeProfile& out) {
+  Fields f(n);
+  f.Required("samples", out.samples);
+  f.Required("cpu_s_per_sample", out.cpu_s_per_sample);
+  f.Optional("bytes_per_sample", out.bytes_per_sample);
+  f.Optional("cut_cpu_s_per_sample", out.cut_cpu_s_per_sample);
+  f.Optional("cut_bytes_per_sample", out.cut_bytes_per_sample);
+  f.Check(out.samples >= 1, "samples", "a sample count of at least 1");
+  for (auto [name, v] : {std::pair{"cpu_s_per_sample", out.cpu_s_per_sample},
+                         std::pair{"cut_cpu_s_per_sample", out.cut_cpu_s_per_sample}}) {
+    f.Check(v >= 0 && std::isfinite(v), name, "a number of seconds, 0 or more");
+  }
+  f.Check(out.cpu_s_per_sample > 0, "cpu_s_per_sample", "a positive number of seconds");
+  for (auto [name, v] : {std::pair{"bytes_per_sample", out.bytes_per_sample},
+                         std::pair{"cut_bytes_per_sample", out.cut_bytes_per_sample}}) {
+    f.Check(v >= 0 && std::isfinite(v), name, "a number of bytes, 0 or more");
+  }
+  return f.status();
+}
+
 Status Convert(const JsonNode& n, TrainerProfile& out) {
   Fields f(n);
   f.Required("command", out.command);
@@ -272,6 +302,8 @@ Status Convert(const JsonNode& n, TrainerProfile& out) {
   f.Optional("instrumentation_overhead", out.instrumentation_overhead);
   f.Optional("gpu", out.gpu);
   f.Optional("dataloader", out.dataloader);
+  f.Optional("native", out.native);
+  f.Optional("not_native", out.not_native);
   f.Optional("step_list", out.step_list);
   return f.status();
 }

@@ -139,6 +139,20 @@ struct DataLoaderProfile {
   bool operator==(const DataLoaderProfile&) const = default;  // field by field
 };
 
+// An unchanged program's DataLoader(s) priced on goldminer's native engine
+// (`goldminer profile --offload native`, the "N" lines of core/step_log.h): the
+// engine's CPU per sample, measured on the trainer's host on a few of each
+// recognised DataLoader's samples, to the transform's end and to its uint8 cut.
+// The engine's ops alone: a virtual worker's loop and the wire add to them.
+struct NativeProfile {
+  uint64_t samples = 0;             // samples made, over the DataLoaders priced
+  double cpu_s_per_sample = 0;      // to the transform's end (float32 after ToTensor)
+  double bytes_per_sample = 0;      // what that makes
+  double cut_cpu_s_per_sample = 0;  // to the uint8 cut (--offload-cut)
+  double cut_bytes_per_sample = 0;  // what that makes
+  bool operator==(const NativeProfile&) const = default;
+};
+
 struct TrainerProfile {
   std::vector<std::string> command;
   std::string source;  // "goldminer" (fed by workers) or "torch" (its own DataLoader)
@@ -164,6 +178,10 @@ struct TrainerProfile {
   // Its DataLoader's worker processes (source "torch"); absent when its batches
   // came from no stock worker process, or its CPU did not move over the steps.
   std::optional<DataLoaderProfile> dataloader;
+  // Its DataLoaders on the native engine (profile --offload native): present when
+  // one was recognised; `not_native` says why the others were not (at most 8).
+  std::optional<NativeProfile> native;
+  std::vector<std::string> not_native;
   std::vector<StepProfile> step_list;  // measured steps (at most 10000 kept)
 
   bool operator==(const TrainerProfile&) const = default;  // field by field (tests, round trips)

@@ -46,6 +46,9 @@ struct RunSpec {
   // --dataloader-workers); 0: each keeps its own num_workers. Set by a plan of an
   // unchanged program whose workers need more CPUs than its num_workers.
   int dataloader_workers = 0;
+  // The --offload mode a plan of an unchanged program was priced for: "native"
+  // (its DataLoaders on the native engine, `profile --offload native`), else "".
+  std::string offload;
   // The memory of a worker whose slot does not say (0: not known): `run --worker-mem`,
   // or under Slurm a share of the allocation's memory (launcher/slurm_job.h).
   uint64_t worker_memory_bytes = 0;

@@ -135,6 +135,22 @@ Status ParseLine(std::string_view line, StepLog* log) {
     log->steps.back().loader = loader;
     return Status::Ok();
   }
+  if (fields[0] == "N") {
+    NativeRecord n;
+    if (fields.size() != 6 || !ParseNumber(fields[1], &n.samples) || n.samples == 0 ||
+        !ParseNumber(fields[2], &n.cpu_ns) || !ParseNumber(fields[3], &n.bytes) ||
+        !ParseNumber(fields[4], &n.cut_cpu_ns) || !ParseNumber(fields[5], &n.cut_bytes)) {
+      return Status::Corrupt(
+          "malformed native engine line, expected \"N SAMPLES CPU_NS BYTES CUT_CPU_NS "
+          "CUT_BYTES\" (SAMPLES >= 1)");
+    }
+    log->native.push_back(n);
+    return Status::Ok();
+  }
+  if (line == "X" || line.starts_with("X ")) {
+    log->not_native.emplace_back(line.substr(std::min<size_t>(2, line.size())));
+    return Status::Ok();
+  }
   if (fields[0] == "O") {
     double seconds = 0;
     uint64_t records = 0;
@@ -147,7 +163,7 @@ Status ParseLine(std::string_view line, StepLog* log) {
     return Status::Ok();
   }
   return Status::Corrupt("unknown line \"" + std::string(line.substr(0, 40)) +
-                         "\" (expected a line starting with S, D, O, E or #)");
+                         "\" (expected a line starting with S, D, N, X, O, E or #)");
 }
 
 // Whether a directory entry is named like a step log, "steps.<pid>.log".

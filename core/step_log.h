@@ -21,7 +21,12 @@
 // the "S" line of a batch made by stock DataLoader worker processes, belongs to that step: the
 // iterator's worker count (>= 1), the CPU nanoseconds its process's DataLoader workers used so
 // far (cumulative over the process's life) and the batch's bytes; a "D" line with no "S" line
-// before it, or a second one for a step, is an error.
+// before it, or a second one for a step, is an error. An "N" line, written by the PyTorch hook
+// under `goldminer profile --offload native` at a DataLoader's first iterator, prices that
+// DataLoader on goldminer's native engine: "N <samples> <cpu_ns> <bytes> <cut_cpu_ns>
+// <cut_bytes>", the CPU nanoseconds and bytes of `samples` (>= 1) samples made to the
+// transform's end, then to its uint8 cut; an "X <text>" line says why a DataLoader was not
+// recognised for the native engine.
 //
 // Threads: a StepLogWriter may be used from one thread at a time.
 #pragma once
@@ -50,6 +55,16 @@ struct LoaderRecord {
   bool operator==(const LoaderRecord&) const = default;
 };
 
+// An "N" line: a DataLoader's samples made by the native engine (totals).
+struct NativeRecord {
+  uint64_t samples = 0;     // >= 1
+  uint64_t cpu_ns = 0;      // to the transform's end
+  uint64_t bytes = 0;       // of those samples, as made
+  uint64_t cut_cpu_ns = 0;  // to the uint8 cut
+  uint64_t cut_bytes = 0;
+  bool operator==(const NativeRecord&) const = default;
+};
+
 struct StepRecord {
   uint64_t wait_begin_ns = 0;
   uint64_t wait_end_ns = 0;
@@ -60,11 +75,13 @@ struct StepRecord {
 
 struct StepLog {
   int pid = 0;
-  std::string source;               // "goldminer" or "torch"
-  std::vector<StepRecord> steps;    // in file order
-  std::vector<std::string> errors;  // "E" lines
-  double overhead_s = 0;            // sum of the "O" lines' seconds
-  uint64_t overhead_records = 0;    // sum of the "O" lines' records
+  std::string source;                   // "goldminer" or "torch"
+  std::vector<StepRecord> steps;        // in file order
+  std::vector<std::string> errors;      // "E" lines
+  std::vector<NativeRecord> native;     // "N" lines
+  std::vector<std::string> not_native;  // "X" lines
+  double overhead_s = 0;                // sum of the "O" lines' seconds
+  uint64_t overhead_records = 0;        // sum of the "O" lines' records
   // The "S" lines' PREVIOUS_COST_NS fields: their sum and how many lines had one.
   // When no "O" line was written (the process was killed), overhead_s and
   // overhead_records come from these: the cost of every record but the last.

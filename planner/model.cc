@@ -762,7 +762,8 @@ Status CheckPlanInputs(const Cluster& cluster, const PlanOptions& o) {
 // stage of their measured CPU per sample, all of it on the data workers (its
 // virtual workers), its batches' bytes on the wire, one process per CPU (so one
 // run at 1 thread with efficiency 1: the model scales it linearly).
-PipelineProfile DataLoaderAsPipeline(const DataLoaderProfile& d, double batch_size) {
+PipelineProfile DataLoaderAsPipeline(const DataLoaderProfile& d, double batch_size,
+                                     const std::string& stage_name) {
   PipelineProfile p;
   p.batch_size = static_cast<int>(std::lround(batch_size));
   p.cpu_s_per_sample = p.stage_cpu_s_per_sample = d.cpu_s_per_sample;
@@ -770,7 +771,7 @@ PipelineProfile DataLoaderAsPipeline(const DataLoaderProfile& d, double batch_si
   p.runs.push_back(
       PipelineRun{1, d.samples, d.cpu_s, d.cpu_s, 1 / d.cpu_s_per_sample, 1 / d.cpu_s_per_sample});
   StageProfile stage;
-  stage.name = "DataLoader worker";
+  stage.name = stage_name;
   stage.cpu_s_per_sample = stage.wall_s_per_sample = d.cpu_s_per_sample;
   stage.bytes_out_per_sample = d.bytes_per_sample;
   stage.cpu_share = 1;
@@ -783,25 +784,81 @@ PipelineProfile DataLoaderAsPipeline(const DataLoaderProfile& d, double batch_si
   return p;
 }
 
-// The plan of an unchanged program: its DataLoader workers' cost as the pipeline,
-// the workers serving only its DataLoaders (no pipeline file), and as many virtual
-// workers as the planned CPUs when its num_workers is fewer.
+// An unchanged program's DataLoaders priced on the native engine, as the model
+// sees DataLoader workers: the engine's CPU per sample to the transform's end (all
+// of it on a data worker, as on one of the trainer's host), and the uint8 cut's
+// bytes on the wire (what --offload-cut auto sends from other hosts).
+DataLoaderProfile NativeAsDataLoader(const TrainerProfile& t) {
+  const NativeProfile& n = *t.native;
+  DataLoaderProfile d;
+  d.workers = t.dataloader ? t.dataloader->workers : 0;
+  d.samples = n.samples;
+  d.cpu_s_per_sample = n.cpu_s_per_sample;
+  d.cpu_s = n.cpu_s_per_sample * static_cast<double>(n.samples);
+  d.bytes_per_sample = n.cut_bytes_per_sample > 0 ? n.cut_bytes_per_sample : n.bytes_per_sample;
+  return d;
+}
+
+// The first note of a plan on the native engine: its cost against the program's
+// own workers', and what the run does.
+std::string NativeNote(const TrainerProfile& t, const Plan& plan) {
+  const NativeProfile& n = *t.native;
+  std::string note =
+      "an unchanged program on goldminer's native engine (profile --offload "
+      "native): " +
+      Num(n.cpu_s_per_sample * 1e3, 3) + " ms CPU per sample";
+  if (t.dataloader) {
+    note += ", against " + Num(t.dataloader->cpu_s_per_sample * 1e3, 3) + " ms in its " +
+            std::to_string(t.dataloader->workers) + " DataLoader worker process(es) (" +
+            Num(t.dataloader->cpu_s_per_sample / n.cpu_s_per_sample, 2) + "x)";
+  }
+  note += "; the engine's ops alone, measured on " + std::to_string(n.samples) +
+          " samples (a virtual worker's loop adds to them)";
+  if (n.cut_bytes_per_sample > 0) {
+    note += "; from other hosts " + Num(n.cut_bytes_per_sample / 1e3, 1) +
+            " kB per sample cross as uint8 (--offload-cut auto), not " +
+            Num(n.bytes_per_sample / 1e3, 1) + " kB";
+  }
+  note += "; run --plan runs it with --offload native";
+  if (plan.run.dataloader_workers > 0) {
+    note += " and " + std::to_string(plan.run.dataloader_workers) +
+            " virtual workers (--dataloader-workers " +
+            std::to_string(plan.run.dataloader_workers) + ")";
+  }
+  return note + ": goldminer's random draws, not stock's batches bit for bit";
+}
+
+// The plan of an unchanged program: its DataLoader workers' cost as the pipeline
+// (the native engine's, when the profile priced it), the workers serving only its
+// DataLoaders (no pipeline file), and as many virtual workers as the planned CPUs
+// when its num_workers is fewer (on the native engine, always: its samples do not
+// depend on the worker count).
 Result<Plan> MakeDataLoaderPlan(const Profile& profile, const Cluster& cluster,
                                 const PlanOptions& o) {
-  const DataLoaderProfile& d = *profile.trainer->dataloader;
+  const TrainerProfile& t = *profile.trainer;
+  const bool native = t.native.has_value();
+  const DataLoaderProfile d = native ? NativeAsDataLoader(t) : *t.dataloader;
   Profile as_pipeline = profile;
-  as_pipeline.pipeline = DataLoaderAsPipeline(d, profile.trainer->batch_size);
+  as_pipeline.pipeline =
+      DataLoaderAsPipeline(d, t.batch_size, native ? "native engine" : "DataLoader worker");
   GM_ASSIGN_OR_RETURN(Plan plan, MakePlan(as_pipeline, cluster, o));
   plan.run.pipeline.clear();
   plan.sources.pipeline_path.clear();
   const int cpus = plan.prediction.worker_cpus;
-  if (cpus > d.workers) plan.run.dataloader_workers = std::min(cpus, kMaxDataLoaderWorkers);
+  if (cpus > d.workers || (native && cpus > 0)) {
+    plan.run.dataloader_workers = std::min(cpus, kMaxDataLoaderWorkers);
+  }
   // Not the pipeline's measured scaling: one Python process per CPU.
   std::erase_if(plan.notes,
                 [](const std::string& n) { return n.starts_with("scaling efficiency "); });
   plan.notes.insert(plan.notes.begin(),
                     "a DataLoader worker is one Python process on one CPU: the model scales "
                     "its rate linearly with the CPUs (scaling efficiency 1)");
+  if (native) {
+    plan.run.offload = "native";
+    plan.notes.insert(plan.notes.begin(), NativeNote(t, plan));
+    return plan;
+  }
   plan.notes.insert(
       plan.notes.begin(),
       "an unchanged program: its DataLoader's " + std::to_string(d.workers) +
@@ -825,7 +882,8 @@ Result<Plan> MakeDataLoaderPlan(const Profile& profile, const Cluster& cluster,
 
 Result<Plan> MakePlan(const Profile& profile, const Cluster& cluster, const PlanOptions& o) {
   const std::string& origin = o.profile_path.empty() ? "profile.json" : o.profile_path;
-  if (!profile.pipeline && profile.trainer && profile.trainer->dataloader) {
+  if (!profile.pipeline && profile.trainer &&
+      (profile.trainer->dataloader || profile.trainer->native)) {
     return MakeDataLoaderPlan(profile, cluster, o);
   }
   GM_ASSIGN_OR_RETURN(CpuRate rate, MeasuredCpuRate(profile, origin));

@@ -53,6 +53,7 @@ Result<Measurement> MeasureProfile(const MeasureOptions& o) {
     to.seconds = o.seconds;
     to.step_timeout_s = o.step_timeout_s;
     to.inject_cupti = o.inject_cupti;
+    to.price_native = o.price_native;
     to.work_dir = dir.path();
     to.progress = o.progress;
     Result<TrainerMeasurement> t = ProfileTrainer(to);

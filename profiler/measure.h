@@ -26,7 +26,8 @@ struct MeasureOptions {
   double seconds = 0;           // trainer run time limit (0: none)
   double step_timeout_s = 120;  // stop the trainer after this long without a step
   bool inject_cupti = true;
-  bool trace = false;  // keep the spans, steps and GPU records for a trace
+  bool price_native = false;  // profile --offload native (profiler/trainer_profile.h)
+  bool trace = false;         // keep the spans, steps and GPU records for a trace
   std::string goldminer_version;
   std::function<void(const std::string&)> progress;  // status lines; may be empty
 };

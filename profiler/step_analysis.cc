@@ -100,6 +100,43 @@ std::optional<DataLoaderProfile> LoaderOf(const LoaderTotals& l) {
   return d;
 }
 
+// The "N" lines of every process: the engine's cost per sample over all of them.
+std::optional<NativeProfile> NativeOf(const std::vector<StepLog>& logs) {
+  NativeRecord sum;
+  for (const StepLog& log : logs) {
+    for (const NativeRecord& n : log.native) {
+      sum.samples += n.samples;
+      sum.cpu_ns += n.cpu_ns;
+      sum.bytes += n.bytes;
+      sum.cut_cpu_ns += n.cut_cpu_ns;
+      sum.cut_bytes += n.cut_bytes;
+    }
+  }
+  if (sum.samples == 0 || sum.cpu_ns == 0) return std::nullopt;
+  const double n = static_cast<double>(sum.samples);
+  NativeProfile p;
+  p.samples = sum.samples;
+  p.cpu_s_per_sample = static_cast<double>(sum.cpu_ns) * kNs / n;
+  p.bytes_per_sample = static_cast<double>(sum.bytes) / n;
+  p.cut_cpu_s_per_sample = static_cast<double>(sum.cut_cpu_ns) * kNs / n;
+  p.cut_bytes_per_sample = static_cast<double>(sum.cut_bytes) / n;
+  return p;
+}
+
+// The "X" lines of every process, each once, at most kMaxNotNative.
+constexpr size_t kMaxNotNative = 8;
+std::vector<std::string> NotNativeOf(const std::vector<StepLog>& logs) {
+  std::vector<std::string> out;
+  for (const StepLog& log : logs) {
+    for (const std::string& why : log.not_native) {
+      if (out.size() < kMaxNotNative && std::find(out.begin(), out.end(), why) == out.end()) {
+        out.push_back(why);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<Interval> UnionOf(std::vector<Interval> v) {
@@ -204,6 +241,8 @@ TrainerProfile AnalyzeSteps(const std::vector<StepLog>& logs, const std::vector<
   }
   t.steps = step_s.size();
   t.dataloader = LoaderOf(loader);
+  t.native = NativeOf(logs);
+  t.not_native = NotNativeOf(logs);
   t.batch_size = Median(samples);
   t.step_s_median = Median(step_s);
   t.wait_s_median = Median(wait_s);

@@ -98,6 +98,7 @@ class StopRule {
 
 std::vector<std::string> ProfileEnv(const TrainerRunOptions& o, TrainerRunOutcome& out) {
   std::vector<std::string> env = {std::string(kProfileDirEnv) + "=" + o.work_dir};
+  if (o.price_native) env.emplace_back("GOLDMINER_PROFILE_NATIVE=1");
   const std::string cupti = CuptiLibraryPath();
   if (!o.inject_cupti) {
     out.gpu_unavailable_reason = "GPU activity not recorded (CUPTI injection turned off)";

@@ -39,7 +39,10 @@ struct TrainerRunOptions {
   double seconds = 0;           // stop after this many seconds of trainer run time; 0: none
   double step_timeout_s = 120;  // stop when no step is recorded for this long
   bool inject_cupti = true;     // when the library exists
-  std::string work_dir;         // an existing, empty directory for the logs (caller owns it)
+  // Price each recognised torch DataLoader on the native engine (profile --offload
+  // native): $GOLDMINER_PROFILE_NATIVE=1 for the PyTorch hook.
+  bool price_native = false;
+  std::string work_dir;  // an existing, empty directory for the logs (caller owns it)
   std::function<void(const std::string&)> progress;  // status lines; may be empty
 };
 

@@ -110,11 +110,25 @@ std::string TrainerText(const TrainerProfile& t) {
     const DataLoaderProfile& d = *t.dataloader;
     out += Format(
         "  DataLoader workers: %d process(es), %s ms CPU per sample (%.2f CPU-s over %llu "
-        "samples), %.1f kB per sample in its batches: what `goldminer plan` sizes data workers "
-        "by\n",
+        "samples), %.1f kB per sample in its batches%s\n",
         d.workers, Ms(d.cpu_s_per_sample).c_str(), d.cpu_s,
-        static_cast<unsigned long long>(d.samples), d.bytes_per_sample / 1e3);
+        static_cast<unsigned long long>(d.samples), d.bytes_per_sample / 1e3,
+        t.native ? "" : ": what `goldminer plan` sizes data workers by");
   }
+  if (t.native) {
+    const NativeProfile& n = *t.native;
+    const std::string against =
+        t.dataloader
+            ? Format(" (%.2fx its workers')", t.dataloader->cpu_s_per_sample / n.cpu_s_per_sample)
+            : std::string();
+    out += Format(
+        "  native engine (--offload native): %s ms CPU per sample over %llu samples%s, %.1f kB "
+        "per sample; to the uint8 cut %s ms, %.1f kB: what `goldminer plan` sizes data workers "
+        "by\n",
+        Ms(n.cpu_s_per_sample).c_str(), static_cast<unsigned long long>(n.samples), against.c_str(),
+        n.bytes_per_sample / 1e3, Ms(n.cut_cpu_s_per_sample).c_str(), n.cut_bytes_per_sample / 1e3);
+  }
+  for (const std::string& why : t.not_native) out += "  not native: " + why + "\n";
   out += GpuText(t.gpu);
   return out;
 }

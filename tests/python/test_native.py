@@ -302,5 +302,75 @@ class RunTest(unittest.TestCase):
                          stock.stdout.strip().splitlines()[-1], "exact: stock's batches")
 
 
+class ProfilePlanTest(unittest.TestCase):
+    """`goldminer profile --offload native` prices a recognised DataLoader on the
+    engine (the hook's "N" line), `plan` sizes the workers by it, and `run --plan`
+    runs it native."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="goldminer-native-profile-")
+        cls.root = image_folder(os.path.join(cls.tmp, "images"))
+        cls.script = os.path.join(cls.tmp, "train.py")
+        with open(cls.script, "w") as f:
+            f.write(SCRIPT)
+        cls.env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
+        cls.env["PYTHONPATH"] = ""
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def goldminer(self, *argv):
+        proc = subprocess.run([goldminer_binary(), *argv], capture_output=True, text=True,
+                              env=self.env, timeout=TIMEOUT_S, cwd=self.tmp)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        return proc
+
+    def profile(self, script, *flags):
+        out = os.path.join(self.tmp, "profile.json")
+        proc = self.goldminer("profile", *flags, "--no-db", "-o", out, "--warmup-steps", "2",
+                              "--", PYTHON, script, self.root, "train")
+        with open(out) as f:
+            return json.load(f)["trainer"], proc.stdout
+
+    def test_a_recognised_dataloader_is_priced_planned_and_run_on_the_engine(self):
+        stock, _ = self.profile(self.script)
+        self.assertNotIn("native", stock, "priced only when asked")
+        trainer, text = self.profile(self.script, "--offload", "native")
+        native = trainer["native"]
+        self.assertEqual(native["samples"], 12)  # its 12 photos, each made once
+        self.assertGreater(native["cpu_s_per_sample"], 0)
+        self.assertGreater(native["cpu_s_per_sample"], native["cut_cpu_s_per_sample"] * 0.5)
+        self.assertEqual(native["bytes_per_sample"], 3 * 48 * 48 * 4)  # float32
+        self.assertEqual(native["cut_bytes_per_sample"], 3 * 48 * 48)  # uint8
+        self.assertNotIn("not_native", trainer)
+        self.assertIn("native engine (--offload native): ", text)
+        self.assertIn("what `goldminer plan` sizes data workers by", text.split("native engine")[1])
+
+        plan_path = os.path.join(self.tmp, "plan.json")
+        self.goldminer("plan", "--profile", os.path.join(self.tmp, "profile.json"), "--no-db",
+                       "-o", plan_path)
+        with open(plan_path) as f:
+            plan = json.load(f)
+        self.assertEqual(plan["run"]["offload"], "native")
+        self.assertGreaterEqual(plan["run"]["dataloader_workers"], 1)
+        self.assertTrue(plan["notes"][0].startswith("an unchanged program on goldminer's native "
+                                                    "engine"), plan["notes"][0])
+        proc = self.goldminer("run", "--plan", plan_path, "--no-db")
+        self.assertIn("(1 native)", proc.stderr.strip().splitlines()[-1])
+
+    def test_a_dataloader_not_recognised_is_named_with_why(self):
+        jitter = os.path.join(self.tmp, "jitter.py")
+        with open(jitter, "w") as f:
+            f.write(SCRIPT.replace("T.RandomHorizontalFlip()", "T.ColorJitter(0.2)"))
+        trainer, text = self.profile(jitter, "--offload", "native")
+        self.assertNotIn("native", trainer)
+        self.assertEqual(trainer["not_native"],
+                         ["a DataLoader of ImageFolder: transform step 1 (ColorJitter): not one "
+                          "of goldminer's ops"])
+        self.assertIn("not native: a DataLoader of ImageFolder: transform step 1", text)
+
+
 if __name__ == "__main__":
     unittest.main()

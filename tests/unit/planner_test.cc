@@ -370,6 +370,51 @@ TEST(PlannerTest, AnUnchangedProgramIsPlannedFromItsDataLoaderWorkers) {
   EXPECT_EQ(plan->run.dataloader_workers, 0);
 }
 
+TEST(PlannerTest, AnUnchangedProgramPricedOnTheNativeEngineIsPlannedByTheEnginesCost) {
+  // Its own 2 workers: 10 ms CPU per sample; the engine: 2.5 ms to the end (602 kB,
+  // float32), 2.2 ms to the uint8 cut (150 kB). 400/s needs 1 CPU, not 4.
+  Profile p = TestProfile(400);
+  p.pipeline.reset();
+  p.trainer->dataloader = DataLoaderProfile{2, 1.5, 150, 0.01, 602112};
+  p.trainer->native = NativeProfile{32, 0.0025, 602112, 0.0022, 150528};
+  auto plan = MakePlan(p, TestCluster(), {});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_NEAR(plan->model.cpus_needed, 1, 1e-9);
+  EXPECT_EQ(Cpus(*plan), 1);
+  EXPECT_EQ(plan->run.offload, "native");
+  EXPECT_EQ(plan->run.pipeline, "");
+  EXPECT_EQ(plan->run.dataloader_workers, 1) << "the engine's samples do not depend on it";
+  EXPECT_NEAR(plan->cut.bytes_per_sample, 150528, 1e-9) << "uint8 from other hosts";
+  ASSERT_FALSE(plan->notes.empty());
+  EXPECT_NE(plan->notes[0].find("an unchanged program on goldminer's native engine (profile "
+                                "--offload native): 2.500 ms CPU per sample, against 10.000 ms "
+                                "in its 2 DataLoader worker process(es) (4.00x)"),
+            std::string::npos)
+      << plan->notes[0];
+  EXPECT_NE(plan->notes[0].find("run --plan runs it with --offload native and 1 virtual workers"),
+            std::string::npos)
+      << plan->notes[0];
+  auto back = PlanFromJson(PlanToJson(*plan), "plan.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(*back, *plan);
+  EXPECT_EQ(PlanToJson(*plan).at("run").at("offload"), "native");
+
+  // A program whose DataLoader has no worker processes (num_workers=0) is priced too.
+  p.trainer->dataloader.reset();
+  plan = MakePlan(p, TestCluster(), {});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->run.offload, "native");
+  EXPECT_EQ(plan->notes[0].find("against"), std::string::npos) << plan->notes[0];
+
+  // A plan.json whose offload is not one run knows is an error naming it.
+  nlohmann::json j = PlanToJson(*plan);
+  j["run"]["offload"] = "fast";
+  auto bad = PlanFromJson(j, "plan.json");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "plan.json: $.run.offload: expected \"native\" or absent, got \"fast\"");
+}
+
 TEST(PlannerTest, ErrorsNameTheInput) {
   Profile no_pipeline = TestProfile(400);
   no_pipeline.pipeline.reset();

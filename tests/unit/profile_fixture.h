@@ -117,6 +117,8 @@ inline TrainerProfile FullTrainer() {
   t.gpu.instrumentation_overhead = 0.021;
   t.gpu.stall_fraction = 0.33;
   t.dataloader = DataLoaderProfile{4, 2.25, 1500, 0.0015, 150528.5};
+  t.native = NativeProfile{64, 0.00041, 602112, 0.00037, 150528};
+  t.not_native = {"a DataLoader of Texts: the dataset is a Texts"};
   t.step_list = {FullStep(20), FullStep(21), FullStep(22)};
   return t;
 }

@@ -57,6 +57,8 @@ TEST(ProfileTest, TheFixtureSetsEveryFieldToANonDefaultValue) {
   defaults.trainer->step_list.resize(3);
   defaults.trainer->gpu.instrumentation_overhead = 0.0;
   defaults.trainer->dataloader = DataLoaderProfile{};
+  defaults.trainer->native = NativeProfile{};
+  defaults.trainer->not_native.resize(1);
   for (StepProfile& s : defaults.trainer->step_list) {
     s.gpu_busy_s = s.gpu_idle_s = s.gpu_stall_s = 0.0;
   }
@@ -171,6 +173,20 @@ TEST(ProfileTest, AWrongTypeNamesTheJsonPath) {
   EXPECT_EQ(ErrorOf(j),
             "profile.json: $.trainer.dataloader.workers: expected a worker count of at least 1, "
             "got 0");
+
+  j = ProfileToJson(FullProfile());
+  j["trainer"]["native"]["cut_cpu_s_per_sample"] = -1;
+  EXPECT_EQ(ErrorOf(j),
+            "profile.json: $.trainer.native.cut_cpu_s_per_sample: expected a number of seconds, "
+            "0 or more, got -1");
+  j["trainer"]["native"]["cut_cpu_s_per_sample"] = 0.001;
+  j["trainer"]["native"]["samples"] = 0;
+  EXPECT_EQ(ErrorOf(j),
+            "profile.json: $.trainer.native.samples: expected a sample count of at least 1, got 0");
+  j = ProfileToJson(FullProfile());
+  j["trainer"]["not_native"] = {1};
+  EXPECT_EQ(ErrorOf(j).rfind("profile.json: $.trainer.not_native[0]: expected a string", 0), 0u)
+      << ErrorOf(j);
 
   j = ProfileToJson(FullProfile());
   j["verdict"] = "slow";

@@ -93,6 +93,26 @@ TEST(AnalyzeSteps, GivenDataLoaderLinesThenTheWorkersCpuPerSampleIsOverTheMeasur
   EXPECT_FALSE(AnalyzeSteps({Regular(7, 12, 5, 20, 8)}, {}, o).dataloader.has_value());
 }
 
+TEST(AnalyzeSteps, GivenNativeEngineLinesThenTheCostPerSampleIsOverAllOfThem) {
+  StepLog log = Regular(7, 12, 5, 20, 8);
+  log.native = {{32, 32 * kMs, 32 * 600000, 24 * kMs, 32 * 150000}};
+  log.not_native = {"a DataLoader of Texts: no", "a DataLoader of Texts: no"};
+  StepLog other = Regular(8, 12, 5, 20, 8);  // another process: 16 samples at 2 ms
+  other.native = {{16, 32 * kMs, 16 * 600000, 16 * kMs, 16 * 150000}};
+  for (int i = 0; i < 10; ++i) other.not_native.push_back("reason " + std::to_string(i));
+  TrainerProfile t = AnalyzeSteps({log, other}, {}, {});
+  ASSERT_TRUE(t.native.has_value());
+  EXPECT_EQ(t.native->samples, 48u);
+  EXPECT_NEAR(t.native->cpu_s_per_sample, 0.064 / 48, 1e-12);
+  EXPECT_NEAR(t.native->cut_cpu_s_per_sample, 0.040 / 48, 1e-12);
+  EXPECT_NEAR(t.native->bytes_per_sample, 600000, 1e-6);
+  EXPECT_NEAR(t.native->cut_bytes_per_sample, 150000, 1e-6);
+  ASSERT_EQ(t.not_native.size(), 8u) << "each reason once, at most 8";
+  EXPECT_EQ(t.not_native[0], "a DataLoader of Texts: no");
+  EXPECT_EQ(t.not_native[1], "reason 0");
+  EXPECT_FALSE(AnalyzeSteps({Regular(7, 12, 5, 20, 8)}, {}, {}).native.has_value());
+}
+
 TEST(AnalyzeSteps, GivenFewStepsThenHalfAreWarmUp) {
   StepAnalysisOptions o;
   o.warmup_steps = 5;

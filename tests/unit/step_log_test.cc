@@ -135,6 +135,21 @@ TEST(StepLogTest, GivenDataLoaderLinesThenEachBelongsToTheStepBeforeIt) {
   EXPECT_EQ(log->steps[2].loader, (LoaderRecord{3, 660000000, 1640}));
 }
 
+TEST(StepLogTest, GivenNativeEngineLinesThenTheyAreKeptInOrderWithTheReasonsNot) {
+  auto log = ParseStepLog(std::string(kHeader) +
+                              "N 32 48000000 19267584 41000000 4816896\n"
+                              "S 1 2 4\n"
+                              "X a DataLoader of Texts: the dataset is a Texts\n"
+                              "N 8 8000000 4816896 7000000 1204224\n",
+                          "steps.42.log");
+  ASSERT_TRUE(log.ok()) << log.status().message();
+  EXPECT_EQ(log->native, (std::vector<NativeRecord>{{32, 48000000, 19267584, 41000000, 4816896},
+                                                    {8, 8000000, 4816896, 7000000, 1204224}}));
+  EXPECT_EQ(log->not_native,
+            (std::vector<std::string>{"a DataLoader of Texts: the dataset is a Texts"}));
+  EXPECT_EQ(log->steps.size(), 1u);
+}
+
 TEST(StepLogTest, GivenALastLineWithoutNewlineThenItIsIgnored) {
   auto log = ParseStepLog(std::string(kHeader) + "S 1 2 3\nS 4 5", "x.log");
   ASSERT_TRUE(log.ok()) << log.status().message();
@@ -173,7 +188,10 @@ TEST(StepLogTest, GivenMalformedLinesThenCorruptNamesFileLineAndProblem) {
       {h + "S 1 2 3\nD 2 1\n", "f.log:3:", "malformed DataLoader line"},
       {h + "S 1 2 3\nD 2 -1 1\n", "f.log:3:", "malformed DataLoader line"},
       {h + "\n", "f.log:2:", "unknown line"},
-      {h + "X 1\n", "f.log:2:", "unknown line \"X 1\""},
+      {h + "Z 1\n", "f.log:2:", "unknown line \"Z 1\""},
+      {h + "N 0 1 1 1 1\n", "f.log:2:", "malformed native engine line"},
+      {h + "N 4 1 1 1\n", "f.log:2:", "malformed native engine line"},
+      {h + "N 4 1 1 1 -1\n", "f.log:2:", "malformed native engine line"},
       {h + "# goldminer step log 1 pid=43 source=torch\n", "f.log:2:", "pid 43"},
   };
   for (const Case& c : cases) {

@@ -27,6 +27,14 @@ $GOLDMINER_PROFILE_DIR, so Python's `site` module runs this file at start-up, as
    lengths), so `goldminer profile` gives the CPU per sample of an unchanged
    program's DataLoader workers, which `goldminer plan` sizes data workers by.
 
+5. when $GOLDMINER_PROFILE_NATIVE is 1 (`goldminer profile --offload native`), at
+   the first iterator of each DataLoader: when goldminer._native recognises its
+   dataset and transform, it makes NATIVE_SAMPLES of its samples with the native
+   engine on this thread and writes "N <samples> <cpu_ns> <bytes> <cut_cpu_ns>
+   <cut_bytes>" (the thread's CPU and the samples' bytes, to the transform's end
+   and to the uint8 cut), so `goldminer plan` sizes the data workers by the
+   engine's cost; when not, "X <why>" (the first step not recognised).
+
 samples: the first dimension of the first tensor (anything with a non-empty
 .shape) found in the batch, searching tuples, lists and dict values; else the
 loader's batch_size; else 1.
@@ -47,6 +55,8 @@ import time
 _DIR_ENV = "GOLDMINER_PROFILE_DIR"
 _OFFLOAD_ENV = "GOLDMINER_OFFLOAD"  # goldminer/offload.py
 _OFFLOAD_MODES = ("local", "workers")
+_NATIVE_ENV = "GOLDMINER_PROFILE_NATIVE"
+NATIVE_SAMPLES = 32  # samples the native engine makes to price a DataLoader
 _TARGET = "torch.utils.data.dataloader"
 _MAX_DEPTH = 4  # how deep into nested tuples/lists/dicts to look for a tensor
 _Mapping = dict  # collections.abc.Mapping once torch is there (it imports collections)
@@ -124,6 +134,12 @@ class _StepLog:
         self.records += 1
         self.last_ns = time.monotonic_ns() - started
         self.spent_ns += self.last_ns
+
+    def line(self, data):
+        """Another line (bytes with its newline), in one write."""
+        fd = self._open()
+        if fd is not None:
+            os.write(fd, data)
 
     def error(self, text):
         if not self.directory:  # not profiling: say it on stderr
@@ -228,6 +244,42 @@ def _loader_line(iterator, data):
     return b"D %d %d %d\n" % (len(pids), _worker_cpu.update(pids), _nbytes(data))
 
 
+def _goldminer_package():
+    try:
+        import goldminer  # noqa: F401
+    except ImportError:  # the package beside this hook's directory
+        sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__)))))
+
+
+def _native_line(loader):
+    """The "N" line of a DataLoader the native engine can make (its cost on
+    NATIVE_SAMPLES samples spread over the dataset, after one not counted), else
+    an "X" line saying why not."""
+    _goldminer_package()
+    from goldminer import _native
+    try:
+        native = _native.plan(loader)
+    except _native.NotNative as e:
+        why = " ".join(("a DataLoader of %s: %s" % (type(loader.dataset).__name__, e)).split())
+        return ("X %s\n" % why).encode("utf-8", "replace")
+    import torch
+    samples = native["samples"]
+    n = min(NATIVE_SAMPLES, len(samples))
+    if n == 0:
+        return b""
+    picked = [samples[i * len(samples) // n] for i in range(n)]
+    paths = [path for path, _ in picked]
+    out = []
+    for stages, dtype in ((native["full"], torch.float32), (native["cut"], torch.uint8)):
+        ops = _native.Ops(stages)
+        ops.batch(paths[:1], [0], 0, native["shape"], dtype)  # first-use costs, not counted
+        begin = time.thread_time_ns()
+        batch = ops.batch(paths, list(range(n)), 0, native["shape"], dtype)
+        out += [time.thread_time_ns() - begin, batch.element_size() * batch.numel()]
+    return b"N %d %d %d %d %d\n" % (n, out[0], out[1], out[2], out[3])
+
+
 def _goldminer_client_open():
     """Whether this process opened a goldminer.Loader client: it logs the steps. (The
     client library alone, loaded for an offloaded DataLoader, logs none.)"""
@@ -252,6 +304,15 @@ def _wrap(base, log):
             self._goldminer_batch_size = getattr(loader, "batch_size", None)
         except Exception as e:
             log.error("DataLoader iterator: %s: %s" % (type(e).__name__, e))
+        if os.environ.get(_NATIVE_ENV) == "1" and log.directory and \
+                not getattr(loader, "_goldminer_priced", False):
+            try:
+                loader._goldminer_priced = True  # once per DataLoader, not per epoch
+                line = _native_line(loader)
+                if line:
+                    log.line(line)
+            except Exception as e:
+                log.error("native engine: %s: %s" % (type(e).__name__, e))
 
     @functools.wraps(next_)
     def __next__(self):
@@ -283,12 +344,8 @@ def _patch(module, log):
             log.error("cannot wrap %s._BaseDataLoaderIter: %s: %s" % (_TARGET, type(e).__name__, e))
     if os.environ.get(_OFFLOAD_ENV) in _OFFLOAD_MODES:
         try:
-            try:
-                from goldminer import offload
-            except ImportError:  # the package beside this hook's directory
-                sys.path.append(os.path.dirname(os.path.dirname(os.path.dirname(
-                    os.path.abspath(__file__)))))
-                from goldminer import offload
+            _goldminer_package()
+            from goldminer import offload
             offload.install(module)
         except Exception as e:
             log.error("cannot offload DataLoader workers: %s: %s" % (type(e).__name__, e))
