@@ -5,7 +5,8 @@ Python code.
 
 Recognised (plan()): a torchvision ImageFolder or DatasetFolder with its own
 __getitem__, the default (PIL) loader, no target_transform, JPEG files only,
-alone or inside a Subset, batched by the default collate_fn; its transform a
+alone or inside a Subset or a ConcatDataset (nested, each folder's transform
+giving the same stages), batched by the default collate_fn; its transform a
 transforms.Compose of
 
     RandomResizedCrop(size, scale, ratio)   bilinear, antialiased (PIL's)
@@ -198,39 +199,61 @@ def _stages(steps):
                     "ConvertImageDtype(torch.float32)), then at most a Normalize")
 
 
+def _folder_samples(ds, folder, where):
+    """The (path, label) samples of what `ds` is made of, in its index order, and
+    the DatasetFolders whose transforms make them; NotNative says why not."""
+    from torch.utils.data import ConcatDataset, Subset
+    if type(ds) is Subset:
+        inner, folders = _folder_samples(ds.dataset, folder, where)
+        return [inner[i] for i in ds.indices], folders
+    if type(ds) is ConcatDataset:
+        samples, folders = [], []
+        for n, part in enumerate(ds.datasets):
+            inner, found = _folder_samples(part, folder, f"{where}'s dataset {n}")
+            samples += inner
+            folders += found
+        return samples, folders
+    if not isinstance(ds, folder.DatasetFolder):
+        raise NotNative(f"{where} is a {type(ds).__name__}, not a torchvision ImageFolder "
+                        f"or DatasetFolder")
+    if type(ds).__getitem__ is not folder.DatasetFolder.__getitem__:
+        raise NotNative(f"{type(ds).__name__} has a __getitem__ of its own")
+    if ds.loader not in (folder.default_loader, folder.pil_loader):
+        raise NotNative(f"{where}'s loader is not torchvision's default (PIL) loader")
+    if ds.target_transform is not None:
+        raise NotNative(f"{where} has a target_transform")
+    return list(ds.samples), [ds]
+
+
 def plan(loader):
     """The native plan of a DataLoader: {"samples": [[path, label]...] in the
     dataset's index order, "cut": stages to uint8, "full": stages to the end,
-    "shape": [C, H, W], "mean", "std"}. Raises NotNative saying why not."""
+    "shape": [C, H, W], "mean", "std"}. Raises NotNative saying why not. The
+    dataset may be a DatasetFolder, or a Subset or ConcatDataset of them (nested),
+    when every DatasetFolder's transform gives the same stages."""
     import sys
     folder = sys.modules.get("torchvision.datasets.folder")
     T = sys.modules.get("torchvision.transforms")
     if folder is None or T is None:
         raise NotNative("the dataset is not a torchvision ImageFolder")
-    from torch.utils.data import Subset
     from torch.utils.data._utils.collate import default_collate
-    ds, indices = loader.dataset, None
-    if type(ds) is Subset:
-        ds, indices = ds.dataset, list(ds.indices)
-    if not isinstance(ds, folder.DatasetFolder):
-        raise NotNative(f"the dataset is a {type(ds).__name__}, not a torchvision ImageFolder "
-                        f"or DatasetFolder")
-    if type(ds).__getitem__ is not folder.DatasetFolder.__getitem__:
-        raise NotNative(f"{type(ds).__name__} has a __getitem__ of its own")
-    if ds.loader not in (folder.default_loader, folder.pil_loader):
-        raise NotNative("the dataset's loader is not torchvision's default (PIL) loader")
-    if ds.target_transform is not None:
-        raise NotNative("the dataset has a target_transform")
+    samples, folders = _folder_samples(loader.dataset, folder, "the dataset")
     if loader.collate_fn is not default_collate or not loader._auto_collation:
         raise NotNative("the DataLoader has a collate_fn of its own or no batch size")
     import torchvision
     if torchvision.get_image_backend() != "PIL":
         raise NotNative("torchvision's image backend is not PIL")
-    if type(ds.transform) is not T.Compose:
-        raise NotNative(f"the transform is a {type(ds.transform).__name__}, not a "
-                        f"transforms.Compose")
-    cut, full, shape, mean, std = _stages(list(ds.transform.transforms))
-    samples = ds.samples if indices is None else [ds.samples[i] for i in indices]
+    made = None
+    for n, ds in enumerate(folders):
+        if type(ds.transform) is not T.Compose:
+            raise NotNative(f"the transform is a {type(ds.transform).__name__}, not a "
+                            f"transforms.Compose")
+        these = _stages(list(ds.transform.transforms))
+        if made is not None and these != made:
+            raise NotNative(f"the ConcatDataset's image folders have different transforms "
+                            f"(folder {n}'s is not folder 0's)")
+        made = these
+    cut, full, shape, mean, std = made
     for path, _ in samples:
         if os.path.splitext(path)[1].lower() not in (".jpg", ".jpeg"):
             raise NotNative(f"{path} is not a JPEG file (goldminer decodes JPEG only)")

@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
-from torch.utils.data import DataLoader, Subset  # noqa: E402
+from torch.utils.data import ConcatDataset, DataLoader, Subset, TensorDataset  # noqa: E402
 from torchvision import datasets, transforms as T  # noqa: E402
 from torchvision.datasets.folder import pil_loader  # noqa: E402
 
@@ -88,6 +88,27 @@ class RecognitionTest(unittest.TestCase):
         ds = datasets.ImageFolder(self.root)
         self.assertEqual(p["samples"], [[ds.samples[5][0], ds.samples[5][1]],
                                         [ds.samples[1][0], ds.samples[1][1]]])
+
+    def test_a_concat_dataset_of_folders_with_one_transform_is_their_samples_in_order(self):
+        steps = [T.Resize(64), T.CenterCrop(48), T.ToTensor()]
+        a = datasets.ImageFolder(self.root, transform=T.Compose(steps))
+        b = datasets.ImageFolder(self.root, transform=T.Compose(list(steps)))
+        p = _native.plan(DataLoader(ConcatDataset([Subset(a, [5, 1]), b]), batch_size=4))
+        self.assertEqual(p["samples"], [[a.samples[5][0], a.samples[5][1]],
+                                        [a.samples[1][0], a.samples[1][1]]] +
+                         [[path, label] for path, label in b.samples])
+        self.assertEqual(p["shape"], [3, 48, 48])
+        p = _native.plan(DataLoader(Subset(ConcatDataset([a, b]), [len(a) + 2, 0]),
+                                    batch_size=2))
+        self.assertEqual(p["samples"], [[b.samples[2][0], b.samples[2][1]],
+                                        [a.samples[0][0], a.samples[0][1]]])
+        other = datasets.ImageFolder(self.root, transform=T.Compose(
+            [T.Resize(64), T.CenterCrop(40), T.ToTensor()]))
+        with self.assertRaisesRegex(_native.NotNative, "different transforms \\(folder 1's"):
+            _native.plan(DataLoader(ConcatDataset([a, other]), batch_size=4))
+        with self.assertRaisesRegex(_native.NotNative, "the dataset's dataset 1 is a TensorDataset"):
+            _native.plan(DataLoader(ConcatDataset([a, TensorDataset(torch.zeros(2))]),
+                                    batch_size=4))
 
     def test_what_is_not_recognised_is_named_with_why(self):
         self.refused("step 1 (Lambda): a Lambda", [T.Resize((8, 8)), T.Lambda(lambda x: x),
@@ -216,13 +237,18 @@ from torch.utils.data import DataLoader
 from torchvision import datasets, transforms as T
 
 root, variant = sys.argv[1], sys.argv[2]
-steps = {"eval": [T.Resize(72), T.CenterCrop(64), T.ToTensor(),
-                  T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])],
+eval_steps = [T.Resize(72), T.CenterCrop(64), T.ToTensor(),
+              T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]
+steps = {"eval": eval_steps, "concat": eval_steps,
          "train": [T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor(),
                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]}[variant]
 torch.manual_seed(0)
-loader = DataLoader(datasets.ImageFolder(root, transform=T.Compose(steps)), batch_size=4,
-                    shuffle=True, num_workers=2)
+dataset = datasets.ImageFolder(root, transform=T.Compose(steps))
+if variant == "concat":  # two folders, one of them in part
+    dataset = torch.utils.data.ConcatDataset([
+        torch.utils.data.Subset(datasets.ImageFolder(root, transform=T.Compose(steps)),
+                                [3, 0, 7]), dataset])
+loader = DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2)
 out = []
 for epoch in range(2):
     for images, labels in loader:
@@ -259,9 +285,15 @@ class RunTest(unittest.TestCase):
         return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
     def test_an_eval_transform_gives_stocks_batches_with_the_cut_on_and_off(self):
-        stock, _ = self.run_script("eval")
-        for cut in ("on", "off"):
-            native, stderr = self.run_script("eval", "--offload", "native", "--offload-cut", cut)
+        self.same_as_stock("eval", ("on", "off"))
+
+    def test_a_concat_dataset_of_folders_gives_stocks_batches(self):
+        self.same_as_stock("concat", ("auto",))
+
+    def same_as_stock(self, variant, cuts):
+        stock, _ = self.run_script(variant)
+        for cut in cuts:
+            native, stderr = self.run_script(variant, "--offload", "native", "--offload-cut", cut)
             self.assertNotIn("runs in exact mode", stderr)
             self.assertIn("--offload native: a DataLoader goldminer recognises", stderr)
             self.assertIn("1 DataLoader(s) on virtual workers (1 native)",
