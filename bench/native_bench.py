@@ -8,18 +8,20 @@ The script (plain torch, written here): torchvision's ImageFolder over real phot
 Normalize; batch 64, 2 workers, persistent, shuffled by a seeded generator, E
 epochs. Each configuration runs from a process of its own, which reads the CPU of
 every process below it once they ended (RUSAGE_CHILDREN); the script reports its
-own process's CPU (RUSAGE_SELF), and the workers' CPU is the difference, less
-that of the same run with 0 epochs (what starting costs, whatever the images:
-the Python hosts' torch import, the data workers' start): stock's
+own process's CPU (RUSAGE_SELF), and the workers' CPU is the difference: stock's
 DataLoader workers; under `goldminer run --workers 2`, the data workers, their
 virtual workers and the coordinator (all that the offload costs outside the
 trainer's process). The pipeline file (examples/imagenet/pipeline.json over the
 same corpus) runs in `goldminer worker --local --threads 1`, whose own count of
-CPU seconds gives its images per CPU-second. Rounds alternate the ways; medians
-and ratios to stock.
+CPU seconds gives its images per CPU-second. Each figure is of the epochs after
+the first, what a long training run pays for each image: the run of E epochs
+less the same run of one (what starting costs, whatever the images: the Python
+hosts' torch import, the virtual workers' fork and imports, the data workers'
+start); the first epoch's extra CPU over a later one is reported beside it, in
+CPU-seconds. Rounds alternate the ways; medians and ratios to stock.
 
 usage: native_bench.py [--build build] [--python /usr/bin/python3] [--images 512]
-                       [--epochs 3] [--rounds 3]
+                       [--epochs 3] [--rounds 3]   (epochs: at least 2)
 """
 import json
 import os
@@ -51,14 +53,19 @@ print(json.dumps({"images": images, "wall_s": wall, "trainer_cpu_s": me.ru_utime
 WAYS = ("stock", "exact", "native", "native-cut")
 
 
-def run(script, corpus, args, way):
-    """The figures of E epochs, the CPU of the same run with none taken out (what
-    starting costs: Python hosts importing torch, the script's own imports)."""
-    got = run_once(script, corpus, args, way, args.epochs)
-    idle = run_once(script, corpus, args, way, 0)
-    got["workers_cpu_s"] -= idle["workers_cpu_s"]
-    got["images_per_cpu_s"] = got["images"] / got["workers_cpu_s"]
+def steady(got, first):
+    """Images per CPU-second of the epochs after the first (the run of E epochs
+    less that of one), and the first epoch's CPU beyond a later one's."""
+    images = got["images"] - first["images"]
+    cpu = got["workers_cpu_s"] - first["workers_cpu_s"]
+    got["images_per_cpu_s"] = images / cpu
+    got["start_cpu_s"] = first["workers_cpu_s"] - first["images"] / got["images_per_cpu_s"]
     return got
+
+
+def run(script, corpus, args, way):
+    return steady(run_once(script, corpus, args, way, args.epochs),
+                  run_once(script, corpus, args, way, 1))
 
 
 def run_once(script, corpus, args, way, epochs):
@@ -76,6 +83,11 @@ def run_once(script, corpus, args, way, epochs):
 
 
 def pipeline_file(corpus, args):
+    return steady(pipeline_file_once(corpus, args, args.epochs),
+                  pipeline_file_once(corpus, args, 1))
+
+
+def pipeline_file_once(corpus, args, epochs):
     with open(os.path.join(ROOT, "examples", "imagenet", "pipeline.json")) as f:
         spec = json.load(f)
     spec["source"]["root"] = os.path.abspath(corpus)
@@ -83,14 +95,18 @@ def pipeline_file(corpus, args):
     with open(path, "w") as f:
         json.dump(spec, f, indent=1)
     out = subprocess.run([os.path.join(args.build, "cmd", "goldminer"), "worker", "--local",
-                          "--pipeline", path, "--threads", "1", "--epochs", str(args.epochs),
+                          "--pipeline", path, "--threads", "1", "--epochs", str(epochs),
                           "--json", "--no-progress"], check=True, capture_output=True, text=True)
     j = json.loads(out.stdout.strip().splitlines()[-1])
-    return {"images_per_cpu_s": j["samples"] / j["cpu_s"], "images_per_s": j["samples_per_s"]}
+    return {"images": j["samples"], "workers_cpu_s": j["cpu_s"],
+            "images_per_s": j["samples_per_s"]}
 
 
 def main():
     args = image_script_args(__doc__, ROOT)
+    if args.epochs < 2:
+        sys.exit("native_bench.py: --epochs must be at least 2 (the figures are of the epochs "
+                 "after the first)")
     corpus = image_corpus(args.build, args.images)
     script = write_script(args.build, "native_script.py", SCRIPT)
     results = {w: [] for w in WAYS + ("file",)}
@@ -112,14 +128,16 @@ def main():
     print("| figure | stock | exact | ratio | native | ratio | native, cut | ratio "
           "| pipeline file | ratio |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for key, label in (("images_per_cpu_s", "images per worker CPU-second"),
+    for key, label in (("images_per_cpu_s", "images per worker CPU-second, after epoch 1"),
+                       ("start_cpu_s", "the first epoch's extra worker CPU-seconds"),
                        ("images_per_s", "images/s (2 cores, trainer included)")):
         a = statistics.median(x[key] for x in results["stock"])
+        digits = 2 if key == "start_cpu_s" else 0
         cells = []
         for way in ("exact", "native", "native-cut", "file"):
             b = statistics.median(x[key] for x in results[way])
-            cells.append(f"{b:.0f} | {b / a:.2f}x")
-        print(f"| {label} | {a:.0f} | " + " | ".join(cells) + " |")
+            cells.append(f"{b:.{digits}f} | {b / a:.2f}x")
+        print(f"| {label} | {a:.{digits}f} | " + " | ".join(cells) + " |")
     file_ = statistics.median(x["images_per_cpu_s"] for x in results["file"])
     for way in ("native", "native-cut"):
         native = statistics.median(x["images_per_cpu_s"] for x in results[way])
