@@ -82,6 +82,72 @@ Status ParseHeader(std::string_view line, StepLog* log) {
   return Status::Ok();
 }
 
+using LineFields = std::vector<std::string_view>;
+
+// "S WAIT_BEGIN_NS WAIT_END_NS SAMPLES [PREVIOUS_COST_NS]"
+Status ParseStep(const LineFields& fields, StepLog* log) {
+  StepRecord step;
+  uint64_t previous_cost_ns = 0;
+  if ((fields.size() != 4 && fields.size() != 5) || !ParseNumber(fields[1], &step.wait_begin_ns) ||
+      !ParseNumber(fields[2], &step.wait_end_ns) || !ParseNumber(fields[3], &step.samples) ||
+      (fields.size() == 5 && !ParseNumber(fields[4], &previous_cost_ns))) {
+    return Status::Corrupt(
+        "malformed step, expected \"S WAIT_BEGIN_NS WAIT_END_NS SAMPLES [PREVIOUS_COST_NS]\"");
+  }
+  if (fields.size() == 5) {
+    log->inline_overhead_ns += previous_cost_ns;
+    ++log->inline_overhead_lines;
+  }
+  if (step.wait_end_ns < step.wait_begin_ns) {
+    return Status::Corrupt("the wait ends (" + std::to_string(step.wait_end_ns) +
+                           " ns) before it begins (" + std::to_string(step.wait_begin_ns) + " ns)");
+  }
+  log->steps.push_back(step);
+  return Status::Ok();
+}
+
+// "D WORKERS CPU_NS BYTES", of the step line before it.
+Status ParseLoader(const LineFields& fields, StepLog* log) {
+  LoaderRecord loader;
+  if (fields.size() != 4 || !ParseNumber(fields[1], &loader.workers) || loader.workers == 0 ||
+      !ParseNumber(fields[2], &loader.cpu_ns) || !ParseNumber(fields[3], &loader.bytes)) {
+    return Status::Corrupt(
+        "malformed DataLoader line, expected \"D WORKERS CPU_NS BYTES\" (WORKERS >= 1)");
+  }
+  if (log->steps.empty() || log->steps.back().loader) {
+    return Status::Corrupt("a DataLoader line (D) that follows no step line (S) of its own");
+  }
+  log->steps.back().loader = loader;
+  return Status::Ok();
+}
+
+// "N SAMPLES CPU_NS BYTES CUT_CPU_NS CUT_BYTES"
+Status ParseNative(const LineFields& fields, StepLog* log) {
+  NativeRecord n;
+  if (fields.size() != 6 || !ParseNumber(fields[1], &n.samples) || n.samples == 0 ||
+      !ParseNumber(fields[2], &n.cpu_ns) || !ParseNumber(fields[3], &n.bytes) ||
+      !ParseNumber(fields[4], &n.cut_cpu_ns) || !ParseNumber(fields[5], &n.cut_bytes)) {
+    return Status::Corrupt(
+        "malformed native engine line, expected \"N SAMPLES CPU_NS BYTES CUT_CPU_NS "
+        "CUT_BYTES\" (SAMPLES >= 1)");
+  }
+  log->native.push_back(n);
+  return Status::Ok();
+}
+
+// "O SECONDS RECORDS"
+Status ParseOverhead(const LineFields& fields, StepLog* log) {
+  double seconds = 0;
+  uint64_t records = 0;
+  if (fields.size() != 3 || !ParseNumber(fields[1], &seconds) || !std::isfinite(seconds) ||
+      !ParseNumber(fields[2], &records)) {
+    return Status::Corrupt("malformed overhead, expected \"O SECONDS RECORDS\"");
+  }
+  log->overhead_s += seconds;
+  log->overhead_records += records;
+  return Status::Ok();
+}
+
 // Parses one line after the header into `log`.
 Status ParseLine(std::string_view line, StepLog* log) {
   if (line.starts_with(kHeaderPrefix)) {
@@ -95,73 +161,18 @@ Status ParseLine(std::string_view line, StepLog* log) {
     return Status::Ok();
   }
   if (line.starts_with('#')) return Status::Ok();
-  if (line == "E" || line.starts_with("E ")) {
-    log->errors.emplace_back(line.substr(std::min<size_t>(2, line.size())));
-    return Status::Ok();
+  // Free text after the letter: an error the writer met, a DataLoader not native.
+  for (auto [letter, texts] : {std::pair{'E', &log->errors}, std::pair{'X', &log->not_native}}) {
+    if (line.size() >= 1 && line[0] == letter && (line.size() == 1 || line[1] == ' ')) {
+      texts->emplace_back(line.substr(std::min<size_t>(2, line.size())));
+      return Status::Ok();
+    }
   }
-  std::vector<std::string_view> fields = Fields(line);
-  if (fields[0] == "S") {
-    StepRecord step;
-    uint64_t previous_cost_ns = 0;
-    if ((fields.size() != 4 && fields.size() != 5) ||
-        !ParseNumber(fields[1], &step.wait_begin_ns) ||
-        !ParseNumber(fields[2], &step.wait_end_ns) || !ParseNumber(fields[3], &step.samples) ||
-        (fields.size() == 5 && !ParseNumber(fields[4], &previous_cost_ns))) {
-      return Status::Corrupt(
-          "malformed step, expected \"S WAIT_BEGIN_NS WAIT_END_NS SAMPLES [PREVIOUS_COST_NS]\"");
-    }
-    if (fields.size() == 5) {
-      log->inline_overhead_ns += previous_cost_ns;
-      ++log->inline_overhead_lines;
-    }
-    if (step.wait_end_ns < step.wait_begin_ns) {
-      return Status::Corrupt("the wait ends (" + std::to_string(step.wait_end_ns) +
-                             " ns) before it begins (" + std::to_string(step.wait_begin_ns) +
-                             " ns)");
-    }
-    log->steps.push_back(step);
-    return Status::Ok();
-  }
-  if (fields[0] == "D") {
-    LoaderRecord loader;
-    if (fields.size() != 4 || !ParseNumber(fields[1], &loader.workers) || loader.workers == 0 ||
-        !ParseNumber(fields[2], &loader.cpu_ns) || !ParseNumber(fields[3], &loader.bytes)) {
-      return Status::Corrupt(
-          "malformed DataLoader line, expected \"D WORKERS CPU_NS BYTES\" (WORKERS >= 1)");
-    }
-    if (log->steps.empty() || log->steps.back().loader) {
-      return Status::Corrupt("a DataLoader line (D) that follows no step line (S) of its own");
-    }
-    log->steps.back().loader = loader;
-    return Status::Ok();
-  }
-  if (fields[0] == "N") {
-    NativeRecord n;
-    if (fields.size() != 6 || !ParseNumber(fields[1], &n.samples) || n.samples == 0 ||
-        !ParseNumber(fields[2], &n.cpu_ns) || !ParseNumber(fields[3], &n.bytes) ||
-        !ParseNumber(fields[4], &n.cut_cpu_ns) || !ParseNumber(fields[5], &n.cut_bytes)) {
-      return Status::Corrupt(
-          "malformed native engine line, expected \"N SAMPLES CPU_NS BYTES CUT_CPU_NS "
-          "CUT_BYTES\" (SAMPLES >= 1)");
-    }
-    log->native.push_back(n);
-    return Status::Ok();
-  }
-  if (line == "X" || line.starts_with("X ")) {
-    log->not_native.emplace_back(line.substr(std::min<size_t>(2, line.size())));
-    return Status::Ok();
-  }
-  if (fields[0] == "O") {
-    double seconds = 0;
-    uint64_t records = 0;
-    if (fields.size() != 3 || !ParseNumber(fields[1], &seconds) || !std::isfinite(seconds) ||
-        !ParseNumber(fields[2], &records)) {
-      return Status::Corrupt("malformed overhead, expected \"O SECONDS RECORDS\"");
-    }
-    log->overhead_s += seconds;
-    log->overhead_records += records;
-    return Status::Ok();
-  }
+  const LineFields fields = Fields(line);
+  if (fields[0] == "S") return ParseStep(fields, log);
+  if (fields[0] == "D") return ParseLoader(fields, log);
+  if (fields[0] == "N") return ParseNative(fields, log);
+  if (fields[0] == "O") return ParseOverhead(fields, log);
   return Status::Corrupt("unknown line \"" + std::string(line.substr(0, 40)) +
                          "\" (expected a line starting with S, D, N, X, O, E or #)");
 }
