@@ -18,6 +18,13 @@ std::string SignedPercent(double fraction) {
 // The weight of noise_prior in Sigma(), in periods' degrees of freedom.
 constexpr double kPriorWeight = 2;
 
+// The smallest share of time the trainer is taken to compute (not wait) when its
+// demand is read from its wait: a trainer that waits all the time asks for any
+// number of workers, which the limits then bound.
+constexpr double kMinBusy = 0.01;
+
+std::string Workers(int n) { return n == 1 ? "a worker" : std::to_string(n) + " workers"; }
+
 }  // namespace
 
 double RateSegment::Mean() const {
@@ -126,14 +133,29 @@ std::string Autoscaler::Figures(const GainVerdict& v, const RateSegment& fewer,
 }
 
 std::optional<ScaleDecision> Autoscaler::JudgeAddition(double t_s, double stall, int workers) {
-  const GainVerdict v = JudgeGain(before_, current_, Sigma(), o_.min_gain);
+  // k workers added in one step pay when each earns min_gain on average.
+  const int added = pending_;
+  const double needed = o_.min_gain * added;
+  const GainVerdict v = JudgeGain(before_, current_, Sigma(), needed);
   const bool enough = static_cast<int>(current_.rates.size()) >= o_.max_judge_periods;
-  if (v.kind == GainVerdict::Kind::kPays || (enough && v.gain >= o_.min_gain)) {
+  if (v.kind == GainVerdict::Kind::kPays || (enough && v.gain >= needed)) {
     pending_ = 0;  // it paid off: the usual rules go on from here
     return std::nullopt;
   }
   if (v.kind != GainVerdict::Kind::kDoesNotPay && !enough) return std::nullopt;  // not yet
   pending_ = 0;
+  if (added > 1) {
+    // Not each of them paid: all but one go, and the one left is judged alone
+    // against the count before the step, as a single addition is.
+    std::string reason = "the " + std::to_string(added) + " workers added did not each pay off (" +
+                         Figures(v, before_, current_) + ", " + SignedPercent(needed) +
+                         " needed): draining " + Workers(added - 1) +
+                         "; the one left is judged alone";
+    pending_ = +1;
+    current_ = RateSegment{before_.workers + 1, {}};
+    one_at_a_time_ = true;  // the demand's count was wrong for this run
+    return ScaleDecision{-(added - 1), std::move(reason)};
+  }
   if (workers <= o_.min_workers) return std::nullopt;
   ceiling_ = workers - 1;
   ceiling_rate_ = before_.Mean();
@@ -177,7 +199,7 @@ std::optional<ScaleDecision> Autoscaler::JudgeRemoval(double stall, int workers)
 std::optional<ScaleDecision> Autoscaler::Decide(double t_s, double stall, int workers) {
   if (remove_hold_ > 0) --remove_hold_;
   // A change being judged: nothing else happens until it is.
-  if (pending_ == +1) {
+  if (pending_ > 0) {
     if (auto d = JudgeAddition(t_s, stall, workers)) return d;
   } else if (pending_ == -1) {
     if (auto d = JudgeRemoval(stall, workers)) return d;
@@ -186,26 +208,44 @@ std::optional<ScaleDecision> Autoscaler::Decide(double t_s, double stall, int wo
   // The ceiling lifts when the rate at it moved (the workload changed) or when it
   // is due to be tried again.
   std::string lifted;
+  bool retry = false;  // a ceiling tried again after its time: one worker, not k
   // A move is told from noise as a gain is: beyond twice its standard error.
   if (ceiling_ > 0 && workers == ceiling_ && current_.rates.size() >= 2 &&
       std::abs(current_.RecentMean() / ceiling_rate_ - 1) - 2 * Sigma() > 2 * o_.min_gain) {
     lifted = " (the rate at the ceiling of " + std::to_string(ceiling_) + " workers moved from " +
              Rate(ceiling_rate_) + ": it is lifted)";
     ceiling_ = 0;
+    one_at_a_time_ = false;  // the workload changed: its demand counts again
   } else if (ceiling_ > 0 && t_s >= ceiling_until_) {
     lifted = " (the ceiling of " + std::to_string(ceiling_) + " workers is tried again after " +
              Fixed(o_.ceiling_retry_s, 0) + " s)";
     ceiling_ = 0;
+    retry = true;
   }
   // A count is measured over two periods at least before it is changed.
   if (current_.rates.size() < 2 || remove_hold_ > 0) return std::nullopt;
-  const std::string now = Rate(current_.Mean()) + " over " + std::to_string(current_.rates.size()) +
+  const double current_rate = current_.Mean();
+  const std::string now = Rate(current_rate) + " over " + std::to_string(current_.rates.size()) +
                           " periods, data wait " + Percent(stall);
-  if (stall > o_.stall_high && workers < Max() && (ceiling_ == 0 || workers < ceiling_)) {
-    pending_ = +1;
-    Change(+1);
-    return ScaleDecision{+1, "data wait " + Percent(stall) + " above " + Percent(o_.stall_high) +
-                                 " (" + now + "): adding a worker" + lifted};
+  const int top = ceiling_ > 0 ? std::min(Max(), ceiling_) : Max();
+  if (stall > o_.stall_high && workers < top) {
+    // As many as the trainer's demand needs at the rate each worker makes now
+    // (rate / (1 - wait) over rate / workers), as far as the limits allow.
+    const double busy = std::max(1 - stall, kMinBusy);
+    const double needed = std::ceil(static_cast<double>(workers) / busy - 1e-9);
+    const int k = retry || one_at_a_time_
+                      ? 1
+                      : static_cast<int>(
+                            std::clamp(needed - workers, 1.0, static_cast<double>(top - workers)));
+    pending_ = +k;
+    Change(+k);
+    std::string why = "data wait " + Percent(stall) + " above " + Percent(o_.stall_high) + " (" +
+                      now + "): adding " + Workers(k);
+    if (k > 1) {
+      why += " (the trainer's demand of " + Rate(current_rate / busy) + " at " +
+             Rate(current_rate / workers) + " a worker)";
+    }
+    return ScaleDecision{+k, why + lifted};
   }
   if (stall < o_.stall_low && workers > o_.min_workers) {
     pending_ = -1;

@@ -24,13 +24,20 @@
 //     the count it came from becomes a ceiling that no addition passes until the
 //     rate there (its last two periods) moves by more than 2 x `min_gain` beyond
 //     2 sigma (the workload changed) or
-//     `ceiling_retry_s` passed; so the run holds at most one worker beyond the best
-//     count it found, and never sets a ceiling from one period;
+//     `ceiling_retry_s` passed (then one worker is tried, not k); so the run holds
+//     at most one worker beyond the best count it found, and never sets a ceiling
+//     from one period;
 //   - after a removal: when the larger count paid off, or in any period of the
 //     `hold_periods` that follow the trainer's data wait rose above `stall_high`,
 //     the worker is added back and nothing changes for `hold_periods`;
 //   - an undo is not itself judged: it returns to a count already measured;
-//   - otherwise: data wait above `stall_high` -> add one (up to max_workers);
+//   - otherwise: data wait above `stall_high` -> add k, as many as the trainer's
+//     demand needs at the rate a worker makes now (workers / (1 - wait), rounded
+//     up, less those running; at least one), up to max_workers, the limit and the
+//     ceiling; k added in one step pay when g clears k x `min_gain` as above (each
+//     earns its share); when they do not, all but one are drained and the one
+//     left is judged alone as a single addition is, and later additions are of
+//     one worker until the workload changes (a ceiling's rate moved);
 //     data wait below `stall_low` -> drain one (down to min_workers), which the
 //     next periods judge.
 // Nothing is decided before the trainer has received data; the figures of the
@@ -62,7 +69,7 @@ struct AutoscalerOptions {
 };
 
 struct ScaleDecision {
-  int delta = 0;  // +1: add a worker; -1: drain one
+  int delta = 0;  // +k: add k workers; -k: drain k
   std::string reason;
 };
 
@@ -113,16 +120,17 @@ class Autoscaler {
   double settle_until_ = -1;  // leave out samples up to this t_s (start-up, or a change)
   double period_start_ = -1;  // t_s of the period's first sample
   double rate_sum_ = 0, stall_sum_ = 0, dt_sum_ = 0, last_t_ = 0;
-  int pending_ = 0;           // the change being judged: +1, -1 or 0
-  RateSegment current_;       // the count now
-  RateSegment before_;        // the count before the last change
-  double noise_sum_ = 0;      // sum of d^2 / 2 over successive periods at one count
-  int noise_count_ = 0;       // and how many
-  int remove_hold_ = 0;       // periods left without changes
-  int ceiling_ = 0;           // no additions beyond this count (0: none)
-  double ceiling_rate_ = 0;   // the rate at the ceiling when it was set
-  double ceiling_until_ = 0;  // t_s after which the ceiling is tried again
-  int limit_ = 1 << 30;       // set_limit's
+  int pending_ = 0;             // the change being judged: +k (workers added), -1 or 0
+  RateSegment current_;         // the count now
+  RateSegment before_;          // the count before the last change
+  double noise_sum_ = 0;        // sum of d^2 / 2 over successive periods at one count
+  int noise_count_ = 0;         // and how many
+  int remove_hold_ = 0;         // periods left without changes
+  int ceiling_ = 0;             // no additions beyond this count (0: none)
+  bool one_at_a_time_ = false;  // a step of k did not each pay: one at a time since
+  double ceiling_rate_ = 0;     // the rate at the ceiling when it was set
+  double ceiling_until_ = 0;    // t_s after which the ceiling is tried again
+  int limit_ = 1 << 30;         // set_limit's
   int Max() const { return limit_ < o_.max_workers ? limit_ : o_.max_workers; }
 };
 

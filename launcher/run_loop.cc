@@ -588,16 +588,19 @@ void RunLoop::Scale(const RunRates& rates) {
   LogInfo("run: autoscaler: " + d->reason);
   recorder_.Event("scale", std::to_string(running) + " -> " + std::to_string(running + d->delta) +
                                " workers: " + d->reason);
-  if (d->delta > 0) {
+  for (int i = 0; i < d->delta; ++i) {
     const int refusals = elastic_refusals_;
     Status st = StartWorker(next_slot_++);
+    if (st.ok()) continue;
     // A refusal by Slurm was said (ElasticRefused); anything else is said here.
-    if (!st.ok() && elastic_refusals_ == refusals) {
+    if (elastic_refusals_ == refusals) {
       LogWarning("run: autoscaler: cannot add a worker: " + st.message());
     }
-    return;
+    return;  // the count the autoscaler sees next says how many started
   }
-  if (std::optional<pid_t> pid = NextToDrain(false)) Drain(*pid);
+  for (int i = 0; i < -d->delta; ++i) {
+    if (std::optional<pid_t> pid = NextToDrain(false)) Drain(*pid);
+  }
 }
 
 // The most workers (not draining) the run may hold now: beyond the allocation,

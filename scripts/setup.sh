@@ -2,11 +2,27 @@
 # The two set-up commands of the README:
 #   scripts/setup.sh demo   install what is needed, build, run the demo
 #   scripts/setup.sh test   install what is needed, build, run the whole test suite
+# The test command prints how long each phase took (install, build, then
+# scripts/test.sh's own phases), so a slow CI run says where its time went.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+timings=()
+phase() {  # phase NAME COMMAND...: runs it, and notes its seconds
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  timings+=("$name $((SECONDS - start)) s")
+  echo "== $name: $((SECONDS - start)) s"
+}
 case "${1:-}" in
   demo) bash scripts/install-deps.sh && bash scripts/build.sh && exec bash scripts/demo.sh ;;
-  test) bash scripts/install-deps.sh && bash scripts/install-torch2.sh && bash scripts/build.sh &&
-    exec bash scripts/test.sh ;;
+  test)
+    phase "install" bash -c 'bash scripts/install-deps.sh && bash scripts/install-torch2.sh'
+    phase "build" bash scripts/build.sh
+    phase "tests" bash scripts/test.sh
+    summary=""
+    for t in "${timings[@]}"; do summary+="${summary:+; }$t"; done
+    echo "== setup.sh test: $summary; $SECONDS s in all"
+    ;;
   *) echo "usage: $0 demo|test" >&2; exit 2 ;;
 esac

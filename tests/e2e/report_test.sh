@@ -69,7 +69,7 @@ assert by_id["chart-workers-0"][1]["data-decisions"] == str(decisions), by_id["c
 marks = [a for t, a in d.elements if t == "g" and a.get("class") == "decision"]
 assert len(marks) == decisions, (len(marks), decisions)
 text = "".join(d.text)
-assert "adding a worker" in text, "a decision's reason is on the page (its hover title)"
+assert "above 10%" in text and "): adding " in text, "a decision's reason is on the page (its hover title)"
 assert d.scripts == 0, "the page holds no script"
 assert "<script>alert(1)</script>" in text, "the markup name is shown as text"
 assert any(t == "table" and a.get("class") == "compare" for t, a in d.elements)

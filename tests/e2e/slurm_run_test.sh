@@ -144,7 +144,7 @@ SCRIPT
   slurm_job_completes "$id" "$T/$1.out" || fail "job $1 did not complete"
 }
 scaled_job up 1 4 0 1
-[[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'up' AND message LIKE '1 -> 2 workers: data wait %above 10%'") -ge 1 ]] ||
+[[ $(sqlite3 "$DB" "SELECT count(*) FROM events WHERE run_id = 'up' AND message LIKE '1 -> _ workers: data wait %above 10%'") -ge 1 ]] ||
   fail "no step added: $(sqlite3 "$DB" "SELECT message FROM events WHERE run_id = 'up'")"
 ok "an autoscaled job added a worker step while the trainer waited"
 quiet_output "$T/up.out" "the autoscaled GPU job"

@@ -100,14 +100,14 @@ TEST(AutoscalerTest, TheNoiseIsTheRunsOwnSpreadPooledWithThePrior) {
 
 TEST(AutoscalerTest, AddsWhileTheTrainerWaitsAndEachAdditionPaysOff) {
   Feed f(Options());
-  auto d = f.Until(100, 0.5);
+  auto d = f.Until(100, 0.3);  // 2 workers at 50 each; the trainer's demand 143: one more
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->delta, +1);
   EXPECT_EQ(d->reason,
-            "data wait 50% above 10% (100 samples/s over 2 periods, data wait 50%): adding a "
+            "data wait 30% above 10% (100 samples/s over 2 periods, data wait 30%): adding a "
             "worker");
   EXPECT_EQ(f.t, 20) << "the start-up's period left out, then two periods of figures";
-  d = f.Until(150, 0.3);  // pays off (+50%) in its first period; a second one measures the count
+  d = f.Until(150, 0.2);  // pays off (+50%) in its first period; a second one measures the count
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->delta, +1);
   EXPECT_EQ(f.t, 20 + 6 + 12) << "a period settles, then two periods at the new count";
@@ -115,6 +115,59 @@ TEST(AutoscalerTest, AddsWhileTheTrainerWaitsAndEachAdditionPaysOff) {
   d = f.Until(200, 0.2, 30);  // at max_workers: nothing more
   EXPECT_FALSE(d.has_value());
   EXPECT_EQ(f.workers, 4);
+}
+
+TEST(AutoscalerTest, AddsAsManyAsTheTrainersDemandNeedsInOneStep) {
+  AutoscalerOptions o = Options();
+  o.max_workers = 10;
+  Feed f(o);
+  f.workers = 1;
+  // 100 samples/s from one worker, the trainer waiting 80%: its demand is 500, 5
+  // workers' worth.
+  auto d = f.Until(100, 0.8);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->delta, +4);
+  EXPECT_EQ(d->reason,
+            "data wait 80% above 10% (100 samples/s over 2 periods, data wait 80%): adding 4 "
+            "workers (the trainer's demand of 500 samples/s at 100 samples/s a worker)")
+      << d->reason;
+  // They pay (+300%, beyond 4 x 5%): the usual rules go on; nothing waits, nothing changes.
+  EXPECT_FALSE(f.Until(400, 0.05, 30).has_value());
+  EXPECT_EQ(f.workers, 5);
+  // Bounded by the limit (a pool's grant) and by max_workers.
+  Feed limited(o);
+  limited.workers = 1;
+  limited.scaler.set_limit(3);
+  EXPECT_EQ(limited.Until(100, 0.99)->delta, +2);
+  Feed most(o);
+  most.workers = 1;
+  EXPECT_EQ(most.Until(100, 1.0)->delta, +9) << "a trainer that only waits: up to the most";
+}
+
+TEST(AutoscalerTest, AStepWhoseWorkersDoNotEachPayKeepsOneWhichIsJudgedAlone) {
+  AutoscalerOptions o = Options();
+  o.max_workers = 10;
+  Feed f(o);
+  f.workers = 1;
+  ASSERT_EQ(f.Until(100, 0.8)->delta, +4);  // 1 -> 5
+  // +10% over 4 workers: they do not each pay (20% needed): 3 go, one is judged.
+  auto d = f.Until(110, 0.8, 20);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->delta, -3);
+  EXPECT_TRUE(
+      StartsWith(d->reason, "the 4 workers added did not each pay off (100 samples/s with 1 over "))
+      << d->reason;
+  EXPECT_NE(d->reason.find("+20.0% needed): draining 3 workers; the one left is judged alone"),
+            std::string::npos)
+      << d->reason;
+  EXPECT_EQ(f.workers, 2);
+  // The one left makes the same +10%: it pays alone (5% needed) and stays; the
+  // next addition is of one worker (the demand's count was wrong for this run).
+  std::optional<ScaleDecision> next;
+  for (int i = 0; i < 6 && !next; ++i) next = f.Until(110, 0.8, 3);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->delta, +1) << next->reason;
+  EXPECT_EQ(f.workers, 3);
 }
 
 TEST(AutoscalerTest, NothingIsDecidedBeforeTheTrainerHasReceivedDataAndThePeriodAfter) {
@@ -163,9 +216,9 @@ TEST(AutoscalerTest, AnAdditionThatDoesNotPayIsDrainedAndTheCountIsACeiling) {
   // The trainer waits, but more workers do not make it faster (e.g. the network or
   // the trainer's own receive path binds): one try, then no more.
   Feed f(Options());
-  ASSERT_EQ(f.Until(100, 0.5)->delta, +1);
+  ASSERT_EQ(f.Until(100, 0.3)->delta, +1);
   const double t_added = f.t;
-  auto d = f.Until(101, 0.5, 20);
+  auto d = f.Until(101, 0.3, 20);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->delta, -1);
   EXPECT_GE(f.t, t_added + 6 + 12) << "never judged on one period at the new count";
@@ -179,10 +232,10 @@ TEST(AutoscalerTest, AnAdditionThatDoesNotPayIsDrainedAndTheCountIsACeiling) {
       << d->reason;
   EXPECT_EQ(f.workers, 2);
   // However long the trainer keeps waiting at the same rate: never 3 again.
-  EXPECT_FALSE(f.Until(100, 0.5, 60).has_value());
+  EXPECT_FALSE(f.Until(100, 0.3, 60).has_value());
   EXPECT_EQ(f.workers, 2);
   // The workload changes (the rate at 2 workers moves by more than 10%): it tries again.
-  d = f.Until(80, 0.5);
+  d = f.Until(80, 0.3);
   ASSERT_TRUE(d.has_value()) << "the ceiling lifts";
   EXPECT_EQ(d->delta, +1);
   EXPECT_NE(d->reason.find("it is lifted"), std::string::npos) << d->reason;
@@ -192,10 +245,10 @@ TEST(AutoscalerTest, ACeilingIsTriedAgainAfterItsTime) {
   AutoscalerOptions o = Options();
   o.ceiling_retry_s = 100;
   Feed f(o);
-  ASSERT_EQ(f.Until(100, 0.5)->delta, +1);
-  ASSERT_EQ(f.Until(100, 0.5, 20)->delta, -1);
+  ASSERT_EQ(f.Until(100, 0.3)->delta, +1);
+  ASSERT_EQ(f.Until(100, 0.3, 20)->delta, -1);
   const double t_ceiling = f.t;
-  auto d = f.Until(100, 0.5, 80);
+  auto d = f.Until(100, 0.3, 80);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->delta, +1);
   EXPECT_GE(f.t, t_ceiling + 100);
@@ -209,8 +262,8 @@ TEST(AutoscalerTest, OneBadPeriodAfterAnAdditionDoesNotDrainIt) {
   // The case: 1,096 -> 1,045 in the first period after the third worker
   // came, though the third pays off in the long run.
   Feed f(Options());
-  ASSERT_EQ(f.Until(1096, 0.4)->delta, +1);
-  EXPECT_FALSE(f.Until(1045, 0.4, 6).has_value()) << "a period settles, one period judges";
+  ASSERT_EQ(f.Until(1096, 0.3)->delta, +1);
+  EXPECT_FALSE(f.Until(1045, 0.3, 6).has_value()) << "a period settles, one period judges";
   for (int i = 0; i < 10 && f.workers == 3; ++i) {
     auto d = f.Until(1300, 0.2, 3);
     if (d) {
@@ -273,9 +326,9 @@ TEST(AutoscalerTest, ARemovalAfterWhichTheTrainerWaitsIsUndoneNotFollowedByAnAdd
 
 TEST(AutoscalerTest, AWorkerCountChangedWithoutADecisionStartsAFreshSegment) {
   Feed f(Options());
-  ASSERT_EQ(f.Until(100, 0.5)->delta, +1);  // 3 workers, being judged
+  ASSERT_EQ(f.Until(100, 0.3)->delta, +1);  // 3 workers, being judged
   f.workers = 2;                            // a worker was lost meanwhile
-  auto d = f.Until(100, 0.5);
+  auto d = f.Until(100, 0.3);
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->delta, +1) << "nothing judged against the lost worker's count: " << d->reason;
 }
@@ -345,12 +398,12 @@ TEST(AutoscalerTest, NoisierRunsAreJudgedOnMorePeriods) {
   // on max_judge_periods periods, then on the mean alone.
   auto periods_to_drain = [](double swing) {
     Feed f(Options());
-    f.Until(1000, 0.5, 7);
-    EXPECT_EQ(f.Until(1000 * (1 + swing), 0.5, 3)->delta, +1);
-    EXPECT_FALSE(f.Until(1000, 0.5, 3).has_value()) << "a period settles";
+    f.Until(1000, 0.3, 7);
+    EXPECT_EQ(f.Until(1000 * (1 + swing), 0.3, 3)->delta, +1);
+    EXPECT_FALSE(f.Until(1000, 0.3, 3).has_value()) << "a period settles";
     for (int period = 1; period <= 10; ++period) {
       const double rate = 1000 * (1 + (period % 2 ? -swing : swing));
-      if (auto d = f.Until(rate, 0.5, 3)) {
+      if (auto d = f.Until(rate, 0.3, 3)) {
         EXPECT_EQ(d->delta, -1) << d->reason;
         return period;
       }
