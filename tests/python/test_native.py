@@ -258,29 +258,34 @@ print(json.dumps(out))
 '''
 
 
-class RunTest(unittest.TestCase):
-    """Unchanged scripts under `goldminer run --offload native`, beside stock."""
+class ScriptTest(unittest.TestCase):
+    """SCRIPT over an image folder of the corpus's photos, in a folder of its own,
+    and the environment it runs in (no goldminer variables)."""
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="goldminer-native-run-")
+        cls.tmp = tempfile.mkdtemp(prefix="goldminer-native-script-")
         cls.root = image_folder(os.path.join(cls.tmp, "images"))
         cls.script = os.path.join(cls.tmp, "train.py")
         with open(cls.script, "w") as f:
             f.write(SCRIPT)
+        cls.env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
+        cls.env["PYTHONPATH"] = ""
 
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
+
+class RunTest(ScriptTest):
+    """Unchanged scripts under `goldminer run --offload native`, beside stock."""
+
     def run_script(self, variant, *run_flags):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
-        env["PYTHONPATH"] = ""
         argv = [PYTHON, self.script, self.root, variant]
         if run_flags:
             argv = [goldminer_binary(), "run", "--workers", "2", *run_flags, "--"] + argv
-        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=TIMEOUT_S,
-                              cwd=self.tmp)
+        proc = subprocess.run(argv, capture_output=True, text=True, env=self.env,
+                              timeout=TIMEOUT_S, cwd=self.tmp)
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
@@ -319,13 +324,12 @@ class RunTest(unittest.TestCase):
     def test_a_dataloader_not_recognised_runs_exact_saying_why(self):
         with open(os.path.join(self.tmp, "jitter.py"), "w") as f:
             f.write(SCRIPT.replace("T.RandomHorizontalFlip()", "T.ColorJitter(0.2)"))
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
-        env["PYTHONPATH"] = ""
         base = [PYTHON, os.path.join(self.tmp, "jitter.py"), self.root, "train"]
-        stock = subprocess.run(base, capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+        stock = subprocess.run(base, capture_output=True, text=True, env=self.env,
+                               timeout=TIMEOUT_S)
         served = subprocess.run([goldminer_binary(), "run", "--workers", "2", "--offload",
                                  "native", "--"] + base, capture_output=True, text=True,
-                                env=env, timeout=TIMEOUT_S, cwd=self.tmp)
+                                env=self.env, timeout=TIMEOUT_S, cwd=self.tmp)
         self.assertEqual(served.returncode, 0, served.stderr[-3000:])
         self.assertIn("runs in exact mode, not native: transform step 1 (ColorJitter): not one "
                       "of goldminer's ops", served.stderr)
@@ -334,24 +338,10 @@ class RunTest(unittest.TestCase):
                          stock.stdout.strip().splitlines()[-1], "exact: stock's batches")
 
 
-class ProfilePlanTest(unittest.TestCase):
+class ProfilePlanTest(ScriptTest):
     """`goldminer profile --offload native` prices a recognised DataLoader on the
     engine (the hook's "N" line), `plan` sizes the workers by it, and `run --plan`
     runs it native."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="goldminer-native-profile-")
-        cls.root = image_folder(os.path.join(cls.tmp, "images"))
-        cls.script = os.path.join(cls.tmp, "train.py")
-        with open(cls.script, "w") as f:
-            f.write(SCRIPT)
-        cls.env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
-        cls.env["PYTHONPATH"] = ""
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def goldminer(self, *argv):
         proc = subprocess.run([goldminer_binary(), *argv], capture_output=True, text=True,
