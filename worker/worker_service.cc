@@ -267,8 +267,10 @@ void WorkerService::Drain() {
   if (draining_ || stop_) return;
   draining_ = true;
   drain_deadline_ = MonotonicSeconds() + options_.drain_grace_s;
-  LogInfo("worker " + std::to_string(worker_id_) + ": draining: no new split; leaving once " +
-          "what it made is acknowledged (at most " + Fixed(options_.drain_grace_s, 1) + " s)");
+  // Detail (-v): whoever drained it says why (the run: the autoscaler's decision,
+  // the pool's grant, the run's end; Slurm: the job's record).
+  LogDebug("worker " + std::to_string(worker_id_) + ": draining: no new split; leaving once " +
+           "what it made is acknowledged (at most " + Fixed(options_.drain_grace_s, 1) + " s)");
   cv_.notify_all();
 }
 
@@ -307,8 +309,8 @@ Status WorkerService::Serve() {
       GM_RETURN_IF_ERROR(RunAssignment(*a));
     } else if (a->kind == AssignMsg::Kind::kExit) {
       if (get.draining) {
-        LogInfo("worker " + std::to_string(worker_id_) +
-                ": drained: every batch it made was acknowledged");
+        LogDebug("worker " + std::to_string(worker_id_) +
+                 ": drained: every batch it made was acknowledged");
       }
       break;
     } else {

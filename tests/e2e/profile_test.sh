@@ -140,9 +140,10 @@ if [[ -f $BUILD/profiler/cupti/libgoldminer_cupti.so ]]; then
   check "$T/gpu_fast.json" "p['trainer']['gpu']['available'] and p['trainer']['gpu']['records'] >= 14" "GPU activity read"
   # Each step holds one 30 ms "kernel" (it starts as the read returns and ends inside
   # the 40 ms sleep), so the busy time per step is exact whatever the load; the busy
-  # fraction is that over the measured step time.
+  # fraction is that over the measured step time, which load only makes longer than
+  # the 40 ms sleep (so the fraction is at most 0.75, and has no lower bound here).
   check "$T/gpu_fast.json" "abs(p['trainer']['gpu']['busy_s'] / p['trainer']['steps'] - 0.030) < 1e-6" "GPU busy 30 ms per step (got $(field "$T/gpu_fast.json" "round(p['trainer']['gpu']['busy_s'] / p['trainer']['steps'], 6)") s)"
-  check "$T/gpu_fast.json" "abs(p['trainer']['gpu']['busy_fraction'] - p['trainer']['gpu']['busy_s'] / (p['trainer']['gpu']['busy_s'] + p['trainer']['gpu']['idle_s'])) < 1e-9 and 0.5 < p['trainer']['gpu']['busy_fraction'] <= 0.75 + 1e-6" "GPU busy fraction: busy over the step time, at most 30 of 40 ms"
+  check "$T/gpu_fast.json" "abs(p['trainer']['gpu']['busy_fraction'] - p['trainer']['gpu']['busy_s'] / (p['trainer']['gpu']['busy_s'] + p['trainer']['gpu']['idle_s'])) < 1e-9 and p['trainer']['gpu']['busy_s'] + p['trainer']['gpu']['idle_s'] >= 0.040 * p['trainer']['steps'] - 1e-6 and p['trainer']['gpu']['busy_fraction'] <= 0.75 + 1e-6" "GPU busy fraction: busy over the step time, at most 30 of 40 ms"
   check "$T/gpu_fast.json" "p['trainer']['gpu']['stall_fraction'] < 0.05 and p['verdict'] == 'compute-bound'" "no input stall when fed fast"
   check "$T/gpu_fast.json" "all('gpu_busy_s' in s for s in p['trainer']['step_list'])" "per-step GPU figures"
   check "$T/gpu_fast.json" "'instrumentation_overhead' in p['trainer']['gpu']" "CUPTI overhead measured by a run without it"

@@ -118,11 +118,11 @@ grep -qE "goldminer: run run-[0-9-]+: [0-9]+ samples/s, data wait [0-9]+%, [0-9]
 ok "off a terminal, the run's status line is logged"
 ok "kill -9 of a worker mid-epoch: still exactly once, same order"
 
-run drain 2 1 GM_TEST_TERM_AFTER=3 || { cat "$T/err" >&2; fail "run with a worker drained"; }
+run drain 2 1 GM_TEST_VERBOSE=1 GM_TEST_TERM_AFTER=3 || { cat "$T/err" >&2; fail "run with a worker drained"; }
 check drain 1 || fail "drain of a worker mid-epoch"
 ok "a worker drained (SIGTERM) mid-epoch: still exactly once, same order"
 # The drained worker finished its split and left once the trainer had acknowledged
-# it: nothing it made was made again.
+# it (its -v line): nothing it made was made again.
 expect_in "$T/err" "drained: every batch it made was acknowledged" "the drained worker left cleanly"
 expect_in "$T/err" " 0 splits reassigned" "no split of the drained worker was made again"
 
