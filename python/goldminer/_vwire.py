@@ -275,7 +275,6 @@ class Recycler:
         copy (write_shm finds it by its first buffer's address); None when none
         is to be had. Its writer must let go of the views before it is reused
         (the trainer's RELEASE comes after the frame was written)."""
-        import mmap
         offsets, size = _layout(lengths)
         taken = self.take(size)
         if taken is None:
