@@ -1090,8 +1090,10 @@ class _WorkersPlace:
                 return self.open_on(worker, modules)
             except loader.ClientError as e:
                 # A data worker killed a moment ago is listed until the coordinator
-                # hears its connection close: place again, elsewhere, for a while.
-                if e.code != loader.UNAVAILABLE or time.monotonic() > deadline:
+                # hears its connection close: place again, elsewhere, for a while;
+                # not at the program's end (Ctrl-C ended the data workers too, and
+                # _at_exit waits for this thread).
+                if e.code != loader.UNAVAILABLE or exiting or time.monotonic() > deadline:
                     raise
                 refused.add(worker)
                 time.sleep(0.05)

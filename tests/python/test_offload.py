@@ -1729,6 +1729,18 @@ class ReplaceTest(unittest.TestCase):
             place.open(0, [], 1)
         self.assertEqual(tried, ["10.0.0.1:5"])
 
+    def test_at_the_programs_end_a_refusal_is_raised_at_once(self):
+        from goldminer import loader, offload
+        place, tried = self.place(["10.0.0.1:5", "10.0.0.2:6"], ["10.0.0.1:5", "10.0.0.2:6"],
+                                  {"10.0.0.1:5"})
+        offload.exiting = True
+        try:
+            with self.assertRaises(loader.ClientError):
+                place.open(0, [], 1)
+        finally:
+            offload.exiting = False
+        self.assertEqual(tried, ["10.0.0.1:5"])
+
     def test_refusals_past_the_deadline_are_raised(self):
         from goldminer import loader
         place, tried = self.place(["10.0.0.1:5"] * 3, ["10.0.0.1:5"], {"10.0.0.1:5"})
