@@ -115,6 +115,10 @@ struct Client::Impl {
   std::map<uint64_t, std::unique_ptr<WorkerConn>> conns GUARDED_BY(mu);
   std::map<std::string, uint64_t> source_of GUARDED_BY(mu);  // worker address -> source
   std::set<std::string> refused GUARDED_BY(mu);  // workers reported (Fault): never dialled again
+  // Workers that said BYE: not dialled while the coordinator still lists them (it
+  // does until it hears their connection close), dialled again once a list leaves
+  // them out (an address a later worker may be given).
+  std::set<std::string> departed GUARDED_BY(mu);
   // FAULTs to send (Fault), and the workers reported while the coordinator lists them.
   std::vector<FaultMsg> faults GUARDED_BY(mu);
   std::set<std::string> faulted GUARDED_BY(mu);

@@ -225,6 +225,7 @@ void Client::Impl::Ended(WorkerConn* conn, const Status& status, bool left) {
     // What it sent stays (its batches are as good as any); a split it held and did
     // not finish is the coordinator's to hand out again, as for a worker that broke.
     LogDebug("client: worker " + conn->address + " left (it said BYE)");
+    departed.insert(conn->address);
   } else if (!conn->closing) {
     LogWarning("client: dropping worker " + conn->address + ": " + status.message());
     ++stats.connections_lost;
@@ -239,13 +240,19 @@ void Client::Impl::Ended(WorkerConn* conn, const Status& status, bool left) {
 }
 
 void Client::Impl::ConnectWorkers(const std::vector<std::string>& addresses) {
+  {
+    MutexLock lock(mu);
+    std::erase_if(departed, [&](const std::string& address) {
+      return std::find(addresses.begin(), addresses.end(), address) == addresses.end();
+    });
+  }
   for (const std::string& address : addresses) {
     {
       MutexLock lock(mu);
       bool known = std::any_of(conns.begin(), conns.end(), [&](const auto& c) {
         return !c.second->dead && c.second->address == address;
       });
-      if (known || refused.contains(address)) continue;
+      if (known || refused.contains(address) || departed.contains(address)) continue;
     }
     // The worker's same-host socket first (dataplane/shm.h): it exists only when
     // the worker shares this host and network namespace. A refusal there (none,

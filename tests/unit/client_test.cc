@@ -576,6 +576,36 @@ TEST_F(ClientTest, GivenAWorkerThatSaysByeBeforeItClosesThenItIsNotCountedAsALos
   }
 }
 
+// A worker that drained says BYE and leaves; the coordinator lists it until it hears
+// the connection close. Dialling it meanwhile found nobody there: "cannot connect to
+// worker ...: Connection refused", a warning in a healthy run.
+TEST_F(ClientTest, GivenAWorkerThatSaidBye_WhenTheCoordinatorStillListsIt_ThenItIsNotDialled) {
+  std::vector<Item> first_batch = Items({0});
+  first_batch.resize(1);
+  Script leaving_script{first_batch, /*close_at_end=*/true};
+  leaving_script.bye_at_end = true;
+  FakeWorker leaving(secret_, {leaving_script, Script{}});
+  FakeCoordinator coordinator(secret_);
+  Script honest{Items({0, 1, 2})};
+  // The other worker sends nothing until the leaving one said BYE and the client,
+  // blocked, asked for the workers five more times (each answer lists the leaver).
+  honest.before_first = [&coordinator, &leaving] {
+    const Deadline deadline = Deadline::After(kTestTimeoutS);
+    while (leaving.sent() == 0 && !deadline.expired())
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    coordinator.WaitGetWorkers(coordinator.GetWorkersCount() + 5);
+  };
+  FakeWorker other(secret_, {honest});
+  coordinator.SetPlan(Plan(false), {leaving.address(), other.address()});
+  coordinator.SetView({{order_[0], 1}, {order_[1], 1}, {order_[2], 1}},
+                      {leaving.address(), other.address()});
+  auto client = Client::Connect(Options(coordinator.address()));
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  EXPECT_EQ(Drain(**client), Expected());
+  EXPECT_EQ(leaving.connections(), 1u) << "the worker that said BYE was dialled again";
+  EXPECT_EQ((*client)->stats().connections_lost, 0u);
+}
+
 TEST_F(ClientTest, GivenABatchForAnotherRank_ThenThatWorkerIsDroppedAndAnotherMakesItsSplits) {
   std::vector<Item> other_rank = Items({0});
   for (Item& item : other_rank) item.rank = 1;
