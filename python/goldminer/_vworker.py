@@ -126,6 +126,8 @@ class _Tasks:
                 if kind != _vwire.TASK:
                     raise _vwire.FrameError(f"{_vwire.KINDS[kind]} frame where TASK was expected")
                 self.items.put(item)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the trainer's end went away (it ended, or Ctrl-C): a shutdown
         except Exception as e:  # a broken channel ends the worker like a shutdown
             self.error = e
         self.done.set()
@@ -156,18 +158,26 @@ class _Results:
         self.elastic = elastic
         self.sock = sock  # the channel as a socket: RESULT buffers in a memfd (_vwire.write_shm)
         self.lock = threading.Lock()
+        self.gone = False  # the channel broke under a write: later results are dropped
 
     def put(self, item):
         with self.lock:
-            if self.silent > 0:
-                self.silent -= 1
+            if self.silent > 0 or self.gone:
+                self.silent = max(0, self.silent - 1)
                 return
             key = item[0] if isinstance(item[0], int) else "resume"
-            _vwire.write(self.stream, _vwire.STATE, (key, {} if self.elastic else rng_state()))
-            if self.sock is not None:
-                _vwire.write_shm(self.sock, self.stream, _vwire.RESULT, item, self.recycler)
-            else:
-                _vwire.write(self.stream, _vwire.RESULT, item)
+            try:
+                _vwire.write(self.stream, _vwire.STATE,
+                             (key, {} if self.elastic else rng_state()))
+                if self.sock is not None:
+                    _vwire.write_shm(self.sock, self.stream, _vwire.RESULT, item, self.recycler)
+                else:
+                    _vwire.write(self.stream, _vwire.RESULT, item)
+            except (BrokenPipeError, ConnectionResetError):
+                # The trainer's end went away (it ended, or Ctrl-C ended it): as a
+                # stock worker's result to a main process that is gone, the result is
+                # dropped; the task reader sees the channel's end and stops the loop.
+                self.gone = True
 
     def cancel_join_thread(self):
         pass

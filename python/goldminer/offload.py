@@ -1026,6 +1026,7 @@ class _WorkersPlace:
         self.lib = None
         self.handle = None
         self.chans = weakref.WeakSet()  # the channels open, for the program's end
+        self.ending = False  # end_channels ran: a channel opened since is ended at once
 
     def _session(self):
         from goldminer import loader
@@ -1110,12 +1111,16 @@ class _WorkersPlace:
         chan = _RemoteChan(lib, handle, worker)
         with self.lock:
             self.chans.add(chan)
+            late = self.ending
+        if late:  # opened while the program ended (Ctrl-C during a placement): its
+            chan.kill()  # reader, waiting on it, would keep _at_exit waiting
         return chan
 
     def end_channels(self):
         """At the program's end: each virtual worker still open is ended (its
         reader then hears the end and returns), as the host's end ends local ones."""
         with self.lock:
+            self.ending = True
             chans = list(self.chans)
         for chan in chans:
             chan.kill()
@@ -1136,7 +1141,7 @@ def _place(transport):
 exiting = False  # the interpreter is ending: workers that end are not lost
 _threads = []  # our reader threads, joined at exit
 _threads_lock = threading.Lock()
-_EXIT_JOIN_S = 5
+_EXIT_JOIN_S = 3  # within `goldminer run`'s 5 s between SIGTERM (or Ctrl-C) and SIGKILL
 
 
 def _start_thread(target, name):
@@ -1166,6 +1171,8 @@ def _at_exit():
     until = time.monotonic() + _EXIT_JOIN_S
     for t in threads:
         t.join(max(0.0, until - time.monotonic()))
+    if any(t.is_alive() for t in threads):
+        return  # a reader still in a channel's call: its session stays (the exit frees it)
     for p in places:
         if isinstance(p, _WorkersPlace):
             p.close()
