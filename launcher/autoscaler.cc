@@ -185,15 +185,27 @@ std::optional<ScaleDecision> Autoscaler::JudgeRemoval(double stall, int workers)
     reason = "removing a worker made the trainer wait (" + Rate(current_.rates.back()) +
              ", data wait " + Percent(stall) + ")";
   } else {
-    if (enough) pending_ = 0;  // the removal stands
+    if (enough) {  // the removal stands
+      pending_ = 0;
+      undone_in_a_row_ = 0;
+    }
     return std::nullopt;
   }
   pending_ = 0;
+  // Each removal undone in a row doubles the hold, up to ceiling_retry_s.
+  const int most =
+      std::max(o_.hold_periods, static_cast<int>(o_.ceiling_retry_s / std::max(o_.period_s, 1e-9)));
   remove_hold_ = o_.hold_periods;
+  for (int i = 0; i < undone_in_a_row_ && remove_hold_ < most; ++i) remove_hold_ *= 2;
+  remove_hold_ = std::min(remove_hold_, most);
+  ++undone_in_a_row_;
   undo_ = true;
   Change(+1);
-  return ScaleDecision{+1, reason + ": adding it back; no change for " +
-                               std::to_string(o_.hold_periods) + " periods"};
+  return ScaleDecision{
+      +1, reason + ": adding it back; no change for " + std::to_string(remove_hold_) + " periods" +
+              (undone_in_a_row_ > 1
+                   ? " (" + std::to_string(undone_in_a_row_) + " removals undone in a row)"
+                   : "")};
 }
 
 std::optional<ScaleDecision> Autoscaler::Decide(double t_s, double stall, int workers) {
@@ -238,6 +250,7 @@ std::optional<ScaleDecision> Autoscaler::Decide(double t_s, double stall, int wo
                       : static_cast<int>(
                             std::clamp(needed - workers, 1.0, static_cast<double>(top - workers)));
     pending_ = +k;
+    undone_in_a_row_ = 0;  // the trainer waits: what the run needs has changed
     Change(+k);
     std::string why = "data wait " + Percent(stall) + " above " + Percent(o_.stall_high) + " (" +
                       now + "): adding " + Workers(k);

@@ -29,7 +29,11 @@
 //     from one period;
 //   - after a removal: when the larger count paid off, or in any period of the
 //     `hold_periods` that follow the trainer's data wait rose above `stall_high`,
-//     the worker is added back and nothing changes for `hold_periods`;
+//     the worker is added back and nothing changes for `hold_periods`, doubled
+//     for each removal undone in a row before it (at most the periods of
+//     `ceiling_retry_s`): a run that needs its workers is not probed every few
+//     periods for ever, each probe costing a period of waiting; a removal that
+//     stands, or an addition for the trainer's wait, starts the count again;
 //   - an undo is not itself judged: it returns to a count already measured;
 //   - otherwise: data wait above `stall_high` -> add k, as many as the trainer's
 //     demand needs at the rate a worker makes now (workers / (1 - wait), rounded
@@ -126,6 +130,7 @@ class Autoscaler {
   double noise_sum_ = 0;        // sum of d^2 / 2 over successive periods at one count
   int noise_count_ = 0;         // and how many
   int remove_hold_ = 0;         // periods left without changes
+  int undone_in_a_row_ = 0;     // removals undone since one stood or the trainer waited
   int ceiling_ = 0;             // no additions beyond this count (0: none)
   bool one_at_a_time_ = false;  // a step of k did not each pay: one at a time since
   double ceiling_rate_ = 0;     // the rate at the ceiling when it was set

@@ -324,6 +324,46 @@ TEST(AutoscalerTest, ARemovalAfterWhichTheTrainerWaitsIsUndoneNotFollowedByAnAdd
   EXPECT_FALSE(f.Until(50, 0.0, 4).has_value()) << "removals held";
 }
 
+// A run that needs every worker it has is probed with a removal, which is undone;
+// each probe costs a period of waiting, so each one undone in a row doubles the
+// hold before the next (3, 6, 12 periods here), and a removal that stands starts
+// the count again.
+TEST(AutoscalerTest, RemovalsUndoneInARowAreTriedLessAndLessOften) {
+  Feed f(Options());  // hold 3 periods of 6 s; ceiling_retry_s 300 (50 periods)
+  f.workers = 2;
+  std::vector<double> probes;  // when each removal was tried
+  std::vector<std::string> undos;
+  for (int round = 0; round < 4; ++round) {
+    auto removal = f.Until(50, 0.0, 200);
+    ASSERT_TRUE(removal.has_value()) << "round " << round;
+    ASSERT_EQ(removal->delta, -1);
+    probes.push_back(f.t);
+    auto undo = f.Until(50, 0.2);  // the trainer waited: the worker was needed
+    ASSERT_TRUE(undo.has_value());
+    ASSERT_EQ(undo->delta, +1);
+    undos.push_back(undo->reason);
+  }
+  EXPECT_TRUE(undos[0].ends_with("adding it back; no change for 3 periods")) << undos[0];
+  EXPECT_TRUE(undos[1].ends_with("no change for 6 periods (2 removals undone in a row)"))
+      << undos[1];
+  EXPECT_TRUE(undos[2].ends_with("no change for 12 periods (3 removals undone in a row)"))
+      << undos[2];
+  // The gaps between probes grow with the hold (each 6 s period held, plus the
+  // periods that settle and measure).
+  const double gap1 = probes[1] - probes[0], gap2 = probes[2] - probes[1];
+  const double gap3 = probes[3] - probes[2];
+  EXPECT_GE(gap2 - gap1, 3 * 6) << gap1 << " " << gap2;
+  EXPECT_GE(gap3 - gap2, 6 * 6) << gap2 << " " << gap3;
+  // A removal that stands (the rate held, no wait) starts the count again.
+  ASSERT_EQ(f.Until(50, 0.0, 200)->delta, -1);
+  EXPECT_FALSE(f.Until(50, 0.0, 12).has_value()) << "the removal stands";
+  f.workers = 2;  // (a worker added by hand: a fresh segment)
+  ASSERT_EQ(f.Until(50, 0.0, 200)->delta, -1);
+  auto undo = f.Until(50, 0.2);
+  ASSERT_TRUE(undo.has_value());
+  EXPECT_TRUE(undo->reason.ends_with("adding it back; no change for 3 periods")) << undo->reason;
+}
+
 TEST(AutoscalerTest, AWorkerCountChangedWithoutADecisionStartsAFreshSegment) {
   Feed f(Options());
   ASSERT_EQ(f.Until(100, 0.3)->delta, +1);  // 3 workers, being judged
