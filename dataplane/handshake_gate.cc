@@ -26,7 +26,8 @@ size_t DefaultLobbySize() { return std::clamp<size_t>(PeerBudget() / 5, 4, 256);
 
 size_t DefaultMaxConnections() {
   const size_t budget = PeerBudget();
-  return std::clamp<size_t>(budget - std::min(budget, DefaultLobbySize()), 16, 1024);
+  return std::clamp<size_t>(budget - std::min(budget, DefaultLobbySize()), 16,
+                            kMaxServerConnections);
 }
 
 std::string HostOfPeer(const std::string& peer) {

@@ -66,8 +66,8 @@ TEST(HandshakeGateTest, GivenADescriptorLimit_ThenTheConnectionCapAndLobbyStayBe
     rlim_t soft;
     size_t connections, lobby;
   };
-  for (const Case& c :
-       std::vector<Case>{{4096, 1024, 256}, {1024, 717, 179}, {300, 138, 34}, {100, 16, 4}}) {
+  for (const Case& c : std::vector<Case>{
+           {20000, 4096, 256}, {4096, 3712, 256}, {1024, 717, 179}, {300, 138, 34}, {100, 16, 4}}) {
     if (c.soft > saved.rlim_max) continue;
     rlimit low = saved;
     low.rlim_cur = c.soft;
