@@ -18,7 +18,6 @@
 // Usage: scale_bench [--workers 16,64,256,1024] [--ranks 1,64] [--splits-per-worker 4]
 //                    [--min-splits 2000] [--rate 10000] [--runs 1,16,256,1024,4096]
 #include <malloc.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +40,8 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/memory.h"
+#include "core/spawn.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
 #include "dataplane/protocol.h"
@@ -68,15 +69,8 @@ int IntArg(int argc, char** argv, const char* name, int fallback) {
   return v.empty() ? fallback : v.front();
 }
 
-void RaiseDescriptorLimit() {
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    (void)::setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
-
-// The coordinator process's CPU seconds, resident bytes and threads (/proc).
+// The coordinator process's CPU seconds (core/spawn.h), resident bytes and threads
+// (/proc/PID/status).
 struct ProcUse {
   double cpu_s = 0;
   double rss_bytes = 0;
@@ -85,17 +79,8 @@ struct ProcUse {
 
 ProcUse Use(pid_t pid) {
   ProcUse u;
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t paren = text.rfind(')');
-  if (paren != std::string::npos) {
-    std::istringstream rest(text.substr(paren + 2));
-    std::vector<std::string> f;
-    std::string x;
-    while (rest >> x) f.push_back(x);
-    // Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the state field.
-    if (f.size() > 12) u.cpu_s = (std::stod(f[11]) + std::stod(f[12])) / sysconf(_SC_CLK_TCK);
-  }
+  const gm::Result<double> cpu = gm::CpuSecondsOfProcess(pid);
+  u.cpu_s = cpu.ok() ? *cpu : 0.0;
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(status, line)) {
@@ -406,7 +391,7 @@ PoolFigures MeasurePool(int runs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  RaiseDescriptorLimit();
+  gm::RaiseDescriptorLimit();  // a connection each: 1,088 and more
   const std::vector<int> worker_counts = IntList(argc, argv, "--workers", {16, 64, 256, 1024});
   const std::vector<int> rank_counts = IntList(argc, argv, "--ranks", {1, 64});
   const int per_worker = IntArg(argc, argv, "--splits-per-worker", 4);

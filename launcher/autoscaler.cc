@@ -195,9 +195,7 @@ std::optional<ScaleDecision> Autoscaler::JudgeRemoval(double stall, int workers)
   // Each removal undone in a row doubles the hold, up to ceiling_retry_s.
   const int most =
       std::max(o_.hold_periods, static_cast<int>(o_.ceiling_retry_s / std::max(o_.period_s, 1e-9)));
-  remove_hold_ = o_.hold_periods;
-  for (int i = 0; i < undone_in_a_row_ && remove_hold_ < most; ++i) remove_hold_ *= 2;
-  remove_hold_ = std::min(remove_hold_, most);
+  remove_hold_ = std::min(most, o_.hold_periods << std::min(undone_in_a_row_, 16));
   ++undone_in_a_row_;
   undo_ = true;
   Change(+1);

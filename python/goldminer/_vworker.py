@@ -162,8 +162,10 @@ class _Results:
 
     def put(self, item):
         with self.lock:
-            if self.silent > 0 or self.gone:
-                self.silent = max(0, self.silent - 1)
+            if self.gone:
+                return
+            if self.silent > 0:
+                self.silent -= 1
                 return
             key = item[0] if isinstance(item[0], int) else "resume"
             try:
