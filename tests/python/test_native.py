@@ -239,7 +239,7 @@ from torchvision import datasets, transforms as T
 root, variant = sys.argv[1], sys.argv[2]
 eval_steps = [T.Resize(72), T.CenterCrop(64), T.ToTensor(),
               T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]
-steps = {"eval": eval_steps, "concat": eval_steps,
+steps = {"eval": eval_steps, "concat": eval_steps, "sampler": eval_steps,
          "train": [T.RandomResizedCrop(48), T.RandomHorizontalFlip(), T.ToTensor(),
                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])]}[variant]
 torch.manual_seed(0)
@@ -249,8 +249,14 @@ if variant == "concat":  # two folders, one of them in part
         torch.utils.data.Subset(datasets.ImageFolder(root, transform=T.Compose(steps)),
                                 [3, 0, 7]), dataset])
 loader = DataLoader(dataset, batch_size=4, shuffle=True, num_workers=2)
+if variant == "sampler":  # rank 1 of 2's share, in batches of 3 a batch_sampler makes
+    ranks = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=1, seed=5)
+    loader = DataLoader(dataset, num_workers=2, batch_sampler=torch.utils.data.BatchSampler(
+        ranks, 3, drop_last=False))
 out = []
 for epoch in range(2):
+    if variant == "sampler":
+        ranks.set_epoch(epoch)
     for images, labels in loader:
         out.append({"labels": labels.tolist(), "shape": list(images.shape),
                     "dtype": str(images.dtype), "images": images.flatten().tolist()})
@@ -294,6 +300,9 @@ class RunTest(ScriptTest):
 
     def test_a_concat_dataset_of_folders_gives_stocks_batches(self):
         self.same_as_stock("concat", ("auto",))
+
+    def test_a_distributed_sampler_in_a_batch_sampler_keeps_the_programs_batches(self):
+        self.same_as_stock("sampler", ("auto",))
 
     def same_as_stock(self, variant, cuts):
         stock, _ = self.run_script(variant)
