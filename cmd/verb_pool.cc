@@ -17,7 +17,6 @@
 #include "launcher/pool_client.h"
 #include "launcher/pool_server.h"
 #include "launcher/slurm_job.h"
-#include "worker/worker_service.h"
 
 namespace gm::cli {
 namespace {
@@ -89,8 +88,8 @@ Result<int> AskStatus(const PoolFlags& f) {
 Result<int> Serve(const PoolFlags& f) {
   GM_ASSIGN_OR_RETURN(auto listen, ParseHostPort(f.listen, "--listen"));
   PoolServerOptions o;
-  o.host = listen.first;
-  o.port = listen.second;
+  o.host = listen.host;
+  o.port = listen.port;
   GM_ASSIGN_OR_RETURN(o.secret, PoolKey(f, true));
   o.pool.cpus = f.cpus;
   o.pool.division.min_gain = f.min_gain;

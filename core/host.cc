@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 namespace gm {
@@ -22,6 +23,42 @@ std::string HostName() {
 std::string JoinHostPort(const std::string& host, int port) {
   const bool v6 = host.find(':') != std::string::npos;
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+namespace {
+
+std::string Unbracketed(std::string host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+}  // namespace
+
+Result<HostPort> ParseHostPort(std::string_view text, std::string_view what, int min_port) {
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument(std::string(what) + ": \"" + std::string(text) + "\" " +
+                                   std::string(why) + " (expected HOST:PORT)");
+  };
+  const size_t colon = text.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return bad("has no host and port");
+  const std::string bracketed(text.substr(0, colon));
+  std::string host = Unbracketed(bracketed);
+  if (host == bracketed && host.find(':') != std::string::npos)
+    return bad("needs brackets around its IPv6 address");
+  const std::string_view digits = text.substr(colon + 1);
+  int port = -1;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
+      port < min_port || port > 65535) {
+    return bad("has no port number in " + std::to_string(min_port) + "..65535");
+  }
+  return HostPort{std::move(host), port};
+}
+
+std::string HostOfPeer(std::string_view peer) {
+  const size_t colon = peer.rfind(':');
+  return Unbracketed(std::string(colon == std::string_view::npos ? peer : peer.substr(0, colon)));
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/host.h"
 #include "core/thread_annotations.h"
 
 namespace gm {
@@ -28,11 +29,6 @@ size_t DefaultMaxConnections() {
   const size_t budget = PeerBudget();
   return std::clamp<size_t>(budget - std::min(budget, DefaultLobbySize()), 16,
                             kMaxServerConnections);
-}
-
-std::string HostOfPeer(const std::string& peer) {
-  const size_t colon = peer.rfind(':');
-  return colon == std::string::npos ? peer : peer.substr(0, colon);
 }
 
 std::optional<uint64_t> HandshakeGate::Admit(int fd, const std::string& peer) {

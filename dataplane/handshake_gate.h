@@ -73,7 +73,4 @@ class HandshakeGate {
   uint64_t dropped_ GUARDED_BY(mu_) = 0;
 };
 
-// "HOST" of "HOST:PORT" or "[V6]:PORT".
-std::string HostOfPeer(const std::string& peer);
-
 }  // namespace gm

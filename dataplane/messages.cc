@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/digest.h"
+#include "core/host.h"
 #include "core/json.h"
 #include "dataplane/auth.h"
 #include "dataplane/batch_order.h"
@@ -124,14 +125,7 @@ Result<RegisterMsg> RegisterMsg::Decode(const nlohmann::json& meta) {
     RegisterMsg r;
     GM_ASSIGN_OR_RETURN(JsonNode addr, m.Get("data_addr"));
     GM_ASSIGN_OR_RETURN(r.data_addr, Address(addr));
-    const size_t colon = r.data_addr.rfind(':');
-    int port = 0;
-    const std::string_view digits = colon == std::string::npos
-                                        ? std::string_view()
-                                        : std::string_view(r.data_addr).substr(colon + 1);
-    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
-    if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || port < 1 ||
-        port > 65535) {
+    if (!ParseHostPort(r.data_addr, "data_addr", 1).ok()) {
       return addr.Expected("HOST:PORT with a port from 1 to 65535");
     }
     // Optional; what the launcher shows (a Linux pid is at most 2^22).

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/host.h"
 
 namespace gm {
 namespace {
@@ -30,11 +31,6 @@ std::string Seconds(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g s", s);
   return buf;
-}
-
-std::string HostPort(const std::string& host, int port) {
-  bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
 void SetTcpOptions(int fd) {
@@ -51,7 +47,7 @@ std::string PeerName(const sockaddr_storage& addr, socklen_t len, const std::str
                     sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
     return "unknown peer";
   }
-  return HostPort(host, std::atoi(serv));
+  return JoinHostPort(host, std::atoi(serv));
 }
 
 // A path starting with '@' names a socket in the abstract namespace (Linux): no
@@ -197,7 +193,7 @@ Status Socket::SetSendBuffer(int bytes) {
 }
 
 Result<Socket> Socket::ConnectTcp(const std::string& host, int port, double timeout_s) {
-  const std::string name = HostPort(host, port);
+  const std::string name = JoinHostPort(host, port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -407,7 +403,7 @@ void Listener::Close() {
 }
 
 Result<Listener> Listener::ListenTcp(const std::string& host, int port) {
-  const std::string name = HostPort(host, port);
+  const std::string name = JoinHostPort(host, port);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -440,7 +436,7 @@ Result<Listener> Listener::ListenTcp(const std::string& host, int port) {
   l.fd_ = fd;
   l.port_ = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                                         : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  l.address_ = HostPort(host, l.port_);
+  l.address_ = JoinHostPort(host, l.port_);
   return l;
 }
 

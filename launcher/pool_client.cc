@@ -1,10 +1,10 @@
 #include "launcher/pool_client.h"
 
+#include "core/host.h"
 #include "core/log.h"
 #include "dataplane/auth.h"
 #include "dataplane/protocol.h"
 #include "launcher/pool_server.h"
-#include "worker/worker_service.h"
 
 namespace gm {
 
@@ -16,7 +16,7 @@ Result<nlohmann::json> PoolClient::Call(MsgType request, const nlohmann::json& m
     GM_ASSIGN_OR_RETURN(
         Socket s,
         DialHandshake(
-            [&] { return Socket::ConnectTcp(addr.first, addr.second, deadline.remaining_s()); },
+            [&] { return Socket::ConnectTcp(addr.host, addr.port, deadline.remaining_s()); },
             RoleKey(secret_, kPoolRunRole), kPoolRunRole, deadline, nullptr));
     socket_.emplace(std::move(s));
   }

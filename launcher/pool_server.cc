@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/host.h"
 #include "core/log.h"
 #include "dataplane/auth.h"
 #include "dataplane/protocol.h"
@@ -23,15 +24,6 @@ planner::RunReport ToRunReport(const PoolReportMsg& m) {
   r.demand_samples_per_s = m.demand_samples_per_s;
   for (const auto& [workers, rate] : m.rates) r.rates.emplace_back(static_cast<int>(workers), rate);
   return r;
-}
-
-// The host of a peer's "host:port" ("[v6]:port"): whose run slots it uses.
-std::string PeerHost(const std::string& peer) {
-  const size_t colon = peer.rfind(':');
-  std::string host = colon == std::string::npos ? peer : peer.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  return host;
 }
 
 std::string GpuText(double gpus) {
@@ -117,7 +109,7 @@ Status PoolServer::ServeRun(Socket& socket) {
                                      " where POOL_REPORT or POOL_STATUS was expected");
     }
     GM_ASSIGN_OR_RETURN(PoolReportMsg report, PoolReportMsg::Decode(frame.meta));
-    GM_ASSIGN_OR_RETURN(PoolGrantMsg grant, OnReport(&bound, PeerHost(socket.peer()), report));
+    GM_ASSIGN_OR_RETURN(PoolGrantMsg grant, OnReport(&bound, HostOfPeer(socket.peer()), report));
     GM_RETURN_IF_ERROR(SendFrame(socket, MsgType::kPoolGrant, grant.Encode(),
                                  Deadline::After(kHandshakeTimeoutS)));
   }

@@ -61,29 +61,6 @@ class RankSink : public BatchSink {
 
 }  // namespace
 
-Result<std::pair<std::string, int>> ParseHostPort(std::string_view text, std::string_view what) {
-  auto bad = [&](std::string_view why) {
-    return Status::InvalidArgument(std::string(what) + ": \"" + std::string(text) + "\" " +
-                                   std::string(why) + " (expected HOST:PORT)");
-  };
-  const size_t colon = text.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return bad("has no host and port");
-  std::string host(text.substr(0, colon));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  } else if (host.find(':') != std::string::npos) {
-    return bad("needs brackets around its IPv6 address");
-  }
-  const std::string_view port_text = text.substr(colon + 1);
-  int port = -1;
-  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
-      port < 0 || port > 65535) {
-    return bad("has no port number in 0..65535");
-  }
-  return std::make_pair(host, port);
-}
-
 WorkerService::WorkerService(const WorkerServiceOptions& options, std::unique_ptr<DataServer> data,
                              Socket control)
     : options_(options),
@@ -110,7 +87,7 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
   GM_ASSIGN_OR_RETURN(auto coordinator, ParseHostPort(options.coordinator, "--coordinator"));
   GM_ASSIGN_OR_RETURN(auto listen, ParseHostPort(options.listen, "--listen"));
   Result<std::unique_ptr<DataServer>> data =
-      DataServer::Start(listen.first, listen.second, options.secret);
+      DataServer::Start(listen.host, listen.port, options.secret);
   if (!data.ok()) return Status::IoError("--listen: " + data.status().message());
   // Dialled again when the coordinator drops the connection during the handshake
   // (its lobby is full during a flood): dataplane/auth.h.
@@ -118,7 +95,7 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
   std::string role;
   Result<Socket> control = DialHandshake(
       [&] {
-        return Socket::ConnectTcp(coordinator.first, coordinator.second, deadline.remaining_s());
+        return Socket::ConnectTcp(coordinator.host, coordinator.port, deadline.remaining_s());
       },
       options.secret, "worker", deadline, &role);
   if (!control.ok()) return control.status().WithContext("coordinator " + options.coordinator);
@@ -131,8 +108,8 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
       new WorkerService(options, std::move(*data), std::move(*control)));
   std::string host = options.advertise_host;
   if (host.empty()) {
-    const bool wildcard = IsWildcardHost(listen.first) || listen.first.empty();
-    host = wildcard ? ReachableHostName() : listen.first;
+    const bool wildcard = IsWildcardHost(listen.host) || listen.host.empty();
+    host = wildcard ? ReachableHostName() : listen.host;
   }
   service->data_addr_ = JoinHostPort(host, service->data_->port());
   if (SameHostEnabled()) {  // trainers on this host get batches in shared memory

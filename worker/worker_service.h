@@ -73,10 +73,6 @@ struct WorkerServiceOptions {
   double drain_grace_s = 10;
 };
 
-// Splits "HOST:PORT" or "[IPV6]:PORT". InvalidArgument naming `what` (e.g.
-// "--coordinator") and the text when there is no port or it is not 0..65535.
-Result<std::pair<std::string, int>> ParseHostPort(std::string_view text, std::string_view what);
-
 class WorkerService {
  public:
   // Listens, connects and registers. data_addr is advertise_host (when set), else

@@ -17,6 +17,30 @@
 namespace gm {
 namespace {
 
+TEST(HostPortTest, GivenAddressesThenHostAndPortAreSplitAndJoinedBack) {
+  EXPECT_EQ(*ParseHostPort("node1:5000", "--x"), (HostPort{"node1", 5000}));
+  EXPECT_EQ(*ParseHostPort("[::1]:0", "--x"), (HostPort{"::1", 0}));
+  EXPECT_EQ(JoinHostPort("::1", 7), "[::1]:7");
+  EXPECT_EQ(*ParseHostPort(JoinHostPort("fe80::2", 80), "--x"), (HostPort{"fe80::2", 80}));
+  for (const char* bad : {"node1", ":5000", "node1:", "node1:70000", "::1:5", "h:5x", "h:-1"}) {
+    auto r = ParseHostPort(bad, "--coordinator");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("--coordinator: \"" + std::string(bad) + "\""),
+              std::string::npos)
+        << r.status().message();
+  }
+  // A port a peer must listen on starts at 1.
+  auto zero = ParseHostPort("h:0", "data_addr", 1);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("1..65535"), std::string::npos);
+}
+
+TEST(HostPortTest, GivenPeersThenTheirHostIsWithoutPortOrBrackets) {
+  EXPECT_EQ(HostOfPeer("10.0.0.5:41234"), "10.0.0.5");
+  EXPECT_EQ(HostOfPeer("[fe80::1]:41234"), "fe80::1");
+  EXPECT_EQ(HostOfPeer("unknown peer"), "unknown peer");
+}
+
 TEST(CpuListTest, ParsesRangesAndSinglesIntoSortedDistinctCpus) {
   Result<std::vector<int>> cpus = ParseCpuList("8,0-3,2,10-11", "--cpus");
   ASSERT_TRUE(cpus.ok()) << cpus.status().message();

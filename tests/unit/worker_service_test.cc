@@ -704,15 +704,5 @@ TEST_F(WorkerServiceTest, GivenBadPipeline_WhenRegistering_ThenStartFailsNamingI
   EXPECT_TRUE(coordinator.WaitEnded());
 }
 
-TEST(ParseHostPortTest, GivenAddresses_ThenHostAndPortAreSplit) {
-  EXPECT_EQ(*ParseHostPort("node1:5000", "--x"), std::make_pair(std::string("node1"), 5000));
-  EXPECT_EQ(*ParseHostPort("[::1]:0", "--x"), std::make_pair(std::string("::1"), 0));
-  for (const char* bad : {"node1", ":5000", "node1:", "node1:70000", "::1:5", "h:5x"}) {
-    auto r = ParseHostPort(bad, "--coordinator");
-    ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_NE(r.status().message().find("--coordinator"), std::string::npos);
-  }
-}
-
 }  // namespace
 }  // namespace gm
