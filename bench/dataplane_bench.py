@@ -9,9 +9,17 @@
     shared-memory path, and with it off: loopback TCP), beside the same
     pipeline in-process with N threads (`goldminer worker --local`). Target: the
     service costs under 10%.
+(c) Epochs in flight (--epochs E, e.g. 8 epochs of 512 images): the same-host
+    service over E short epochs, with the next epoch's splits handed out once the
+    current one's are (the default) and with GOLDMINER_EPOCHS_IN_FLIGHT=off (each
+    epoch waits for the one before to be read whole), beside in-process over the
+    same E epochs; and the trainer's wait at an epoch boundary against its wait
+    between two batches. Target: at least 0.9 of in-process, a boundary at most
+    one batch's time. (a) and (b) are left out in this mode.
 Rounds alternate the runs; medians are printed.
 
 usage: dataplane_bench.py [--build build] [--images 2000] [--rounds 3] [--workers N]
+                          [--epochs E]
 """
 import argparse
 import json
@@ -63,6 +71,8 @@ def main():
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--wire-bench", help="the wire_bench binary to time (default: the build's);"
                     " e.g. one built from an earlier commit, to compare")
+    ap.add_argument("--epochs", type=int, default=0,
+                    help="(c) only: E short epochs, in flight together and not")
     args = ap.parse_args()
     gm = os.path.join(args.build, "cmd", "goldminer")
     work = os.path.join(args.build, "bench")
@@ -76,6 +86,8 @@ def main():
     with open(pipeline, "w") as f:
         json.dump(spec, f, indent=1)
 
+    if args.epochs > 0:
+        return epochs_in_flight(args, gm, pipeline)
     runs = {"wire": [], "iperf3": [], "service": [], "service_tcp": [], "inproc": [],
             "cpu_ms": [], "cpu_ms_tcp": []}
     for r in range(args.rounds):
@@ -119,6 +131,51 @@ def main():
     print("    per round: " + "; ".join(f"{k} {', '.join(f'{x:.2f}' if k.startswith('cpu') else f'{x:.0f}' for x in v)}"
                                         for k, v in runs.items() if k in ("service", "service_tcp", "inproc",
                                                                  "cpu_ms", "cpu_ms_tcp")))
+
+
+def epochs_in_flight(args, gm, pipeline):
+    runs = {"in_flight": [], "one_at_a_time": [], "inproc": [], "batch_s": [], "boundary_s": [],
+            "batch_s_off": [], "boundary_s_off": [], "in_flight_after_first": [],
+            "one_at_a_time_after_first": []}
+    consume = ["--", "/usr/bin/python3", os.path.join(HERE, "consume.py"), "--epochs",
+               str(args.epochs)]
+    for r in range(args.rounds):
+        print(f"round {r + 1}/{args.rounds} ...", file=sys.stderr)
+        for mode, key in (("on", ""), ("off", "_off")):
+            out = last_json(subprocess.run(
+                [gm, "-q", "run", "--no-db", "--pipeline", pipeline, "--workers",
+                 str(args.workers)] + consume, check=True, stdout=subprocess.PIPE, text=True,
+                env=dict(os.environ, GOLDMINER_EPOCHS_IN_FLIGHT=mode)).stdout)
+            name = "in_flight" if mode == "on" else "one_at_a_time"
+            runs[name].append(out["images_per_s"])
+            runs[name + "_after_first"].append(out["after_first_images_per_s"])
+            runs["batch_s" + key].append(out["batch_s"])
+            runs["boundary_s" + key].append(out["boundary_s"])
+        out = subprocess.run([gm, "worker", "--local", "--pipeline", pipeline, "--threads",
+                              str(args.workers), "--epochs", str(args.epochs), "--json",
+                              "--no-progress"],
+                             check=True, stdout=subprocess.PIPE, text=True).stdout
+        runs["inproc"].append(last_json(out)["samples_per_s"])
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    print()
+    print(f"(c) ImageNet pipeline, {args.epochs} epochs of {args.images} images, "
+          f"{args.workers} workers/threads, same-host path, {args.rounds} rounds, medians")
+    print(f"    epochs in flight: {med['in_flight']:.1f} images/s "
+          f"({med['in_flight'] / med['inproc']:.2f} of in-process); one at a time "
+          f"(GOLDMINER_EPOCHS_IN_FLIGHT=off): {med['one_at_a_time']:.1f} "
+          f"({med['one_at_a_time'] / med['inproc']:.2f}); in-process: {med['inproc']:.1f}")
+    print(f"    from the trainer's first batch on (the run's start left out): in flight "
+          f"{med['in_flight_after_first']:.1f} "
+          f"({med['in_flight_after_first'] / med['inproc']:.2f}); one at a time "
+          f"{med['one_at_a_time_after_first']:.1f} "
+          f"({med['one_at_a_time_after_first'] / med['inproc']:.2f})")
+    print(f"    the trainer's wait at an epoch boundary / between two batches: in flight "
+          f"{med['boundary_s']:.3f} / {med['batch_s']:.3f} s "
+          f"({med['boundary_s'] / med['batch_s']:.2f} batches); one at a time "
+          f"{med['boundary_s_off']:.3f} / {med['batch_s_off']:.3f} s "
+          f"({med['boundary_s_off'] / med['batch_s_off']:.2f} batches)")
+    print("    per round: " + "; ".join(f"{k} {', '.join(f'{x:.3f}' if 'batch' in k or 'boundary' in k else f'{x:.0f}' for x in v)}"
+                                        for k, v in runs.items()))
 
 
 if __name__ == "__main__":

@@ -308,7 +308,11 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
     // Progress rule (dataplane/messages.h): every live connection out of credit -> +1
     // each, and the awaited split's holder out of credit -> +1 (the others may hold
     // credit they have nothing to spend on), within the look-ahead bound
-    // (ClientOptions::max_buffered_bytes).
+    // (ClientOptions::max_buffered_bytes). Past the bound too while the awaited
+    // split has no holder: the workers, stopped inside later splits, must finish
+    // them to ask for work and take it (its holder was lost after the buffer
+    // filled); each adds at most what is left of the split it makes.
+    const bool orphaned = reorder.AwaitedOrphaned();
     const auto out_of_credit = [](const WorkerConn& conn) {
       return !conn.dead && conn.granted + conn.owed <= conn.received;
     };
@@ -322,7 +326,7 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
       const bool holds = conn->source == holder;
       if (!out_of_credit(*conn) || !(all_used || holds)) continue;
       const Bound bound = LookAheadBound(*conn, holds);
-      if (bound == Bound::kUnder) {
+      if (bound == Bound::kUnder || (orphaned && all_used)) {
         ++conn->owed;
         continue;
       }

@@ -8,6 +8,7 @@
 #include <charconv>
 
 #include "client/client_impl.h"
+#include "core/host.h"
 #include "core/log.h"
 #include "dataplane/auth.h"
 
@@ -17,20 +18,8 @@ namespace {
 // Connects to "HOST:PORT", "[V6]:PORT" or "unix:PATH".
 Result<Socket> ConnectAddress(const std::string& address, double timeout_s) {
   if (address.starts_with("unix:")) return Socket::ConnectUnix(address.substr(5), timeout_s);
-  size_t colon = address.rfind(':');
-  int port = 0;
-  if (colon != std::string::npos) {
-    auto [end, ec] =
-        std::from_chars(address.data() + colon + 1, address.data() + address.size(), port);
-    if (ec != std::errc() || end != address.data() + address.size()) port = 0;
-  }
-  if (port <= 0 || port > 65535) {
-    return Status::InvalidArgument("address \"" + address + "\" is not HOST:PORT or unix:PATH");
-  }
-  std::string host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  return Socket::ConnectTcp(host, port, timeout_s);
+  GM_ASSIGN_OR_RETURN(HostPort to, ParseHostPort(address, "worker address (or unix:PATH)", 1));
+  return Socket::ConnectTcp(to.host, to.port, timeout_s);
 }
 
 // A BATCH whose data is in a segment (dataplane/shm.h): maps the segment the
@@ -234,6 +223,7 @@ void Client::Impl::Ended(WorkerConn* conn, const Status& status, bool left) {
     // connection that merely ended is not.
     if (status.code() == Code::kCorrupt) Fault(conn->address, conn->source, status.message());
   }
+  reorder.ForgetAhead(conn->source);
   conn->dead = true;
   ++events;
   cv.notify_all();

@@ -43,8 +43,11 @@ Status ReorderBuffer::StartEpoch(const EpochPlan& plan, int world_size, int rank
     it = it->first.first < plan.epoch ? told_by_.erase(it) : std::next(it);
   seq_ = std::move(seq);
   epoch_ = plan.epoch;
-  // Re-classify what arrived before the sequence existed.
+  // Re-classify what arrived before the sequence existed. What arrived of this
+  // epoch before it started (made ahead) counts as arrived now: no view of its
+  // holders was asked for since (AwaitsView), and the next one decides.
   for (auto it = buffer_.begin(); it != buffer_.end();) {
+    if (std::get<0>(it->first) == epoch_) it->second.view = views_asked_;
     std::string why;
     const bool keep =
         std::get<0>(it->first) > epoch_ ||
@@ -81,20 +84,17 @@ ReorderBuffer::Outcome ReorderBuffer::Offer(Batch batch, uint64_t source,
                                             std::string* why) {
   Key key{batch.epoch, batch.split, batch.split_batch};
   // Nothing is kept for epochs past the look-ahead: a worker never makes them
-  // (the coordinator plans one epoch at a time), and a peer sending them would
-  // otherwise make the buffer grow without bound.
-  if (batch.epoch > epoch_ + kLookAheadEpochs) {
+  // (the coordinator hands out the next epoch's splits once the current one's
+  // are all out, never the one after), and a peer sending them would otherwise
+  // make the buffer grow without bound. The next epoch's wait, unverified, in
+  // their sources' part of the look-ahead bound until this rank reaches it.
+  // Once this rank read its epoch, the coordinator may have moved to the next
+  // (every rank acknowledged this one) and hand out the one after ahead.
+  const uint64_t ahead = kLookAheadEpochs + (seq_ && seq_->done() ? 1 : 0);
+  if (batch.epoch > epoch_ + ahead) {
     *why = "batch of epoch " + std::to_string(batch.epoch) + " while epoch " +
-           std::to_string(epoch_) + " is read: beyond the look-ahead of " +
-           std::to_string(kLookAheadEpochs) + " epoch";
-    return Outcome::kRejected;
-  }
-  // The coordinator plans epoch e+1 only once every rank acknowledged all of e,
-  // so while this rank still reads e no worker holds a split of e+1.
-  if (seq_ && batch.epoch > epoch_ && !seq_->done()) {
-    *why = "batch of epoch " + std::to_string(batch.epoch) + " (split " +
-           std::to_string(batch.split) + ") while this rank has not finished epoch " +
-           std::to_string(epoch_) + ": no worker holds a split of it yet";
+           std::to_string(epoch_) + " is read: beyond the look-ahead of " + std::to_string(ahead) +
+           " epoch(s)";
     return Outcome::kRejected;
   }
   // A split the rank has read (a copy from a worker that made it again, perhaps
@@ -375,6 +375,46 @@ void ReorderBuffer::Disown(uint64_t source) {
   }
 }
 
+void ReorderBuffer::ForgetAhead(uint64_t source) {
+  for (auto it = buffer_.lower_bound(Key{epoch_ + 1, 0, 0}); it != buffer_.end();) {
+    Entry& entry = it->second;
+    for (auto c = entry.copies.begin(); c != entry.copies.end();) {
+      if (c->source != source) {
+        ++c;
+        continue;
+      }
+      const uint64_t bytes = BatchBytes(c->batch);
+      Count(source, bytes, false);
+      Unhold(source, bytes);
+      c = entry.copies.erase(c);
+    }
+    if (entry.source != source) {
+      ++it;
+      continue;
+    }
+    ++dropped_;
+    See(entry.batch, false);
+    if (entry.copies.empty()) {
+      Forget(it++);
+      continue;
+    }
+    // A copy from another source takes its place, unchecked as it was; the
+    // other copies stay its copies (still counted as their sources').
+    std::vector<Copy> rest = std::move(entry.copies);
+    entry.copies.clear();
+    Copy next = std::move(rest.front());
+    rest.erase(rest.begin());
+    const Key key = it->first;
+    Forget(it++);
+    Unhold(next.source, BatchBytes(next.batch));
+    Count(next.source, BatchBytes(next.batch), false);
+    See(next.batch, true);
+    Keep(key, std::move(next.batch), next.source);
+    buffer_.find(key)->second.copies = std::move(rest);
+    --dropped_;
+  }
+}
+
 std::optional<ReorderBuffer::Key> ReorderBuffer::AwaitedKey() const {
   if (!seq_ || seq_->done()) return std::nullopt;
   return Key{epoch_, seq_->next_split(), seq_->next_key().batch};
@@ -447,6 +487,11 @@ std::optional<uint64_t> ReorderBuffer::AwaitedHolder() const {
   auto it = holders_.find(seq_->next_split());
   if (it == holders_.end()) return std::nullopt;
   return it->second;
+}
+
+bool ReorderBuffer::AwaitedOrphaned() const {
+  return seq_ && !seq_->done() && holders_epoch_ == epoch_ &&
+         !holders_.contains(seq_->next_split()) && !buffer_.contains(*AwaitedKey());
 }
 
 }  // namespace gm

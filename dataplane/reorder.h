@@ -28,7 +28,8 @@ class ReorderBuffer {
   // kAside: a copy of a buffered batch that is not verified yet, kept until
   // SetHolders says which is real (its credit comes back at once, like kDropped).
   enum class Outcome { kBuffered, kDropped, kRejected, kAside };
-  // Epochs past the current one whose batches are kept (others are rejected).
+  // Epochs past the current one whose batches are kept (others are rejected);
+  // one more once the current one is read (the coordinator may be at the next).
   static constexpr uint64_t kLookAheadEpochs = 1;
 
   // Makes `plan` the current epoch, with this rank's first `position` batches
@@ -45,11 +46,11 @@ class ReorderBuffer {
   // Takes a batch that arrived on connection `source`. `split_batches`, when given,
   // is the split's batch count (sent with its last batch). kRejected (with `*why`)
   // for a batch that no honest worker sends: not this rank's, contradicting a
-  // count, of an epoch past the current one while the current one's share is not
-  // consumed yet (the coordinator starts an epoch only once every rank has
-  // acknowledged the one before), or with repeated sample keys or indices within
-  // its split. kDropped for a copy or a batch past the share; kBuffered otherwise
-  // (including the next epoch's once the current one is done). A worker sends
+  // count, of an epoch past the next one (the coordinator hands out the next
+  // epoch's splits ahead, never a later one's), or with repeated sample keys or
+  // indices within its split. kDropped for a copy or a batch past the share;
+  // kBuffered otherwise (the next epoch's included, kept unverified until it
+  // starts: a view of its holders decides then). A worker sends
   // each split's batches in order from where the rank stands in it, so from one
   // `source` a split's first batch must not lie past the rank's position in the
   // split, and no later one past the one after the latest it sent (else
@@ -71,6 +72,13 @@ class ReorderBuffer {
   // next says the count. Its batches stay: a copy from another worker is
   // dropped as usual, and what it made is not known to be wrong.
   void Disown(uint64_t source);
+
+  // `source`'s connection ended (it left, broke or was dropped): what it sent of
+  // later epochs goes, copies kept aside included. None of it can be checked
+  // until this rank reaches that epoch, by when the coordinator has taken back
+  // every split the source held (an honest maker's are made again), and meanwhile
+  // it would hold part of the look-ahead bound that the epoch being read needs.
+  void ForgetAhead(uint64_t source);
 
   // The next batch of the sequence and the connection it came from, when buffered
   // and verified (its source held its split by a view of the holders: SetHolders,
@@ -124,6 +132,10 @@ class ReorderBuffer {
   // The source that holds the awaited batch's split by the latest SetHolders,
   // when that view is of the current epoch and names a holder.
   std::optional<uint64_t> AwaitedHolder() const;
+  // The latest view of the current epoch names no holder of the awaited split
+  // (the coordinator has it queued, its holder gone) and its batch is not here:
+  // it waits for a worker to ask for work.
+  bool AwaitedOrphaned() const;
 
  private:
   using Key = std::tuple<uint64_t, uint64_t, uint64_t>;  // epoch, split, split_batch

@@ -20,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -46,6 +47,9 @@ inline constexpr double kOffloadOnlyRetryS = 1.0;
 inline constexpr double kDrainRetryS = 0.1;
 inline constexpr size_t kMaxOffloadNotes = 1024;  // OFFLOAD_NOTE lines kept per run
 
+// "off" turns CoordinatorConfig::epochs_in_flight off for the runs `goldminer run` starts.
+inline constexpr std::string_view kEpochsInFlightEnv = "GOLDMINER_EPOCHS_IN_FLIGHT";
+
 struct CoordinatorConfig {
   std::string host = "127.0.0.1";  // address to listen on
   // Host in the address given to workers and trainers; empty: `host`, or this
@@ -67,6 +71,11 @@ struct CoordinatorConfig {
   size_t samples_per_split = 256;
   int world_size = 1;
   int epochs = 1;  // epochs the run serves; 0: as many as the trainers ask for
+  // Epochs in flight together: once every split of an epoch is handed out, idle
+  // workers start on the next epoch's (CoordinatorState::PlanAhead), and the
+  // trainers keep those batches until they reach it. Off: each epoch starts
+  // when every rank has acknowledged the one before (GOLDMINER_EPOCHS_IN_FLIGHT=off).
+  bool epochs_in_flight = true;
   double heartbeat_s = 1.0;
   double liveness_timeout_s = 10.0;
   // A client connection silent this long is closed (its library says HEARTBEAT
@@ -223,6 +232,9 @@ class CoordinatorServer {
   // gives its splits to others).
   void DropFaulty(int rank, const FaultMsg& fault) REQUIRES(mu_);
   void AdvanceEpochIfDone() REQUIRES(mu_);
+  // Lays the next epoch out ahead when the current one has every split handed
+  // out and the run serves a next one (CoordinatorConfig::epochs_in_flight).
+  void PlanAheadIfWanted() REQUIRES(mu_);
   void NoteOffload(int64_t rank, const OffloadNoteMsg& note);
 
   const CoordinatorConfig config_;

@@ -30,50 +30,103 @@ Result<CoordinatorState> CoordinatorState::Create(const CoordinatorOptions& opti
 }
 
 Status CoordinatorState::StartEpoch(const EpochPlan& plan) {
-  if (layout_ && incomplete_ > 0) {
+  if (cur_.layout && cur_.incomplete > 0) {
     return Status::InvalidArgument("cannot start epoch " + std::to_string(plan.epoch) + ": epoch " +
-                                   std::to_string(epoch_) + " still has " +
-                                   std::to_string(incomplete_) + " splits not fully acknowledged");
+                                   std::to_string(cur_.epoch) + " still has " +
+                                   std::to_string(cur_.incomplete) +
+                                   " splits not fully acknowledged");
   }
-  if (layout_ && plan.epoch <= epoch_) {
+  if (cur_.layout && plan.epoch <= cur_.epoch) {
     return Status::InvalidArgument("cannot start epoch " + std::to_string(plan.epoch) +
-                                   ": it must come after epoch " + std::to_string(epoch_));
+                                   ": it must come after epoch " + std::to_string(cur_.epoch));
   }
+  if (ahead_ && ahead_->epoch == plan.epoch) {  // its splits were handed out ahead
+    for (const SplitProgress& split : cur_.splits) skipped_before_ += split.samples_skipped;
+    touched_ = false;
+    skipped_base_.assign(static_cast<size_t>(options_.world_size), 0);
+    cur_ = std::move(*ahead_);
+    ahead_.reset();
+    return Status::Ok();
+  }
+  DropAhead();
   return LayOut(plan);
 }
 
+bool CoordinatorState::WantsAhead() const {
+  return cur_.layout && cur_.pending.empty() && cur_.incomplete > 0 && !ahead_;
+}
+
+Status CoordinatorState::PlanAhead(const EpochPlan& plan) {
+  if (!WantsAhead() || plan.epoch != cur_.epoch + 1) {
+    return Status::InvalidArgument("cannot lay out epoch " + std::to_string(plan.epoch) +
+                                   " ahead of epoch " + std::to_string(cur_.epoch));
+  }
+  GM_ASSIGN_OR_RETURN(PlanLayout layout, LayOutPlan(plan, options_.world_size));
+  Book book;
+  book.epoch = plan.epoch;
+  Fill(book, std::move(layout));
+  ahead_ = std::move(book);
+  return Status::Ok();
+}
+
+void CoordinatorState::DropAhead() {
+  if (!ahead_) return;
+  for (size_t p = 0; p < ahead_->splits.size(); ++p) {
+    if (ahead_->splits[p].phase == Phase::kAssigned) Release(*ahead_, p);
+  }
+  ahead_.reset();
+}
+
+CoordinatorState::Book* CoordinatorState::BookOf(uint64_t epoch) {
+  if (cur_.layout && epoch == cur_.epoch) return &cur_;
+  if (ahead_ && epoch == ahead_->epoch) return &*ahead_;
+  return nullptr;
+}
+
+void CoordinatorState::TakeBackAhead(int rank) {
+  if (!ahead_) return;
+  for (size_t p : ahead_->layout->rank_slots[static_cast<size_t>(rank)]) {
+    if (ahead_->splits[p].phase == Phase::kAssigned) TakeBack(*ahead_, p);
+  }
+}
+
 Status CoordinatorState::SkipToEpoch(const EpochPlan& plan) {
-  if (!layout_ || plan.epoch <= epoch_ || touched_) {
+  if (!cur_.layout || plan.epoch <= cur_.epoch || touched_) {
     return Status::InvalidArgument("cannot move to epoch " + std::to_string(plan.epoch) +
-                                   ": the run is at epoch " + std::to_string(epoch_) +
+                                   ": the run is at epoch " + std::to_string(cur_.epoch) +
                                    (touched_ ? " and has delivered batches of it" : ""));
   }
-  for (size_t p = 0; p < splits_.size(); ++p) {
-    if (splits_[p].phase == Phase::kAssigned) Release(p);
+  for (size_t p = 0; p < cur_.splits.size(); ++p) {
+    if (cur_.splits[p].phase == Phase::kAssigned) Release(cur_, p);
   }
+  DropAhead();
   return LayOut(plan);
 }
 
 Status CoordinatorState::LayOut(const EpochPlan& plan) {
   GM_ASSIGN_OR_RETURN(PlanLayout layout, LayOutPlan(plan, options_.world_size));
-  for (const SplitProgress& split : splits_) skipped_before_ += split.samples_skipped;
+  for (const SplitProgress& split : cur_.splits) skipped_before_ += split.samples_skipped;
   touched_ = false;
   skipped_base_.assign(static_cast<size_t>(options_.world_size), 0);
-  splits_.assign(layout.slots.size(), SplitProgress{});
-  pending_.clear();
-  incomplete_ = 0;
+  cur_.epoch = plan.epoch;
+  Fill(cur_, std::move(layout));
+  return Status::Ok();
+}
+
+void CoordinatorState::Fill(Book& book, PlanLayout layout) {
+  book.splits.assign(layout.slots.size(), SplitProgress{});
+  book.pending.clear();
+  book.incomplete = 0;
   for (size_t p = 0; p < layout.slots.size(); ++p) {
-    splits_[p].deliver = layout.slots[p].deliver;
-    if (splits_[p].deliver == 0) {
-      splits_[p].phase = Phase::kComplete;
+    book.splits[p].deliver = layout.slots[p].deliver;
+    if (book.splits[p].deliver == 0) {
+      book.splits[p].phase = Phase::kComplete;
     } else {
-      pending_.insert(p);
-      ++incomplete_;
+      book.pending.insert(p);
+      ++book.incomplete;
     }
   }
-  layout_ = std::move(layout);
-  epoch_ = plan.epoch;
-  return Status::Ok();
+  book.layout = std::move(layout);
 }
 
 CoordinatorState::WorkerRecord* CoordinatorState::FindWorker(WorkerId worker) {
@@ -115,7 +168,18 @@ std::vector<WorkerId> CoordinatorState::Tick(double now_s) {
 Status CoordinatorState::Drain(WorkerId worker) {
   WorkerRecord* record = FindWorker(worker);
   if (record == nullptr) return Status::InvalidArgument(WorkerName(worker) + " is not registered");
-  if (record->stats.status == WorkerStatus::kActive) record->stats.status = WorkerStatus::kDraining;
+  if (record->stats.status != WorkerStatus::kActive) return Status::Ok();
+  record->stats.status = WorkerStatus::kDraining;
+  // What it holds of the epoch ahead would keep it until the trainers reach that
+  // epoch: it goes back to the queue now, and the batches it sent of it are no
+  // fault of the worker's (Revoked).
+  const auto held = record->held;
+  for (const auto& [epoch, position] : held) {
+    if (!ahead_ || epoch != ahead_->epoch) continue;
+    std::vector<WorkerId>& revoked = ahead_->splits[position].revoked_from;
+    if (revoked.size() < kMaxRevokedPerSplit) revoked.push_back(worker);
+    TakeBack(*ahead_, position);
+  }
   return Status::Ok();
 }
 
@@ -143,15 +207,15 @@ bool CoordinatorState::Draining(WorkerId worker) const {
 
 void CoordinatorState::LoseWorker(WorkerRecord& worker) {
   worker.stats.status = WorkerStatus::kGone;
-  const std::set<size_t> held = worker.held;  // TakeBack edits worker.held
-  for (size_t position : held) TakeBack(position);
+  const auto held = worker.held;  // TakeBack edits worker.held
+  for (const auto& [epoch, position] : held) TakeBack(*BookOf(epoch), position);
 }
 
-void CoordinatorState::Release(size_t position) {
-  SplitProgress& split = splits_[position];
+void CoordinatorState::Release(Book& book, size_t position) {
+  SplitProgress& split = book.splits[position];
   WorkerRecord* holder = FindWorker(split.holder);
   if (holder != nullptr) {
-    holder->held.erase(position);
+    holder->held.erase({book.epoch, position});
     if (!split.produced) --holder->producing;
   }
   if (split.holder != 0) split.last_holder = split.holder;
@@ -159,8 +223,8 @@ void CoordinatorState::Release(size_t position) {
   split.produced = false;
 }
 
-void CoordinatorState::TakeBack(size_t position) {
-  SplitProgress& split = splits_[position];
+void CoordinatorState::TakeBack(Book& book, size_t position) {
+  SplitProgress& split = book.splits[position];
   if (!ended_) {  // after the run's end, nothing given back is made again
     if (WorkerRecord* holder = FindWorker(split.holder)) ++holder->stats.reassigned;
     ++reassignments_;
@@ -170,27 +234,27 @@ void CoordinatorState::TakeBack(size_t position) {
   // (acknowledgements still on their way complete the split by it, as for an
   // honest holder that died), but the next holder makes the split to its real
   // end and its count replaces it (LearnCount).
-  if (split.produced && layout_->slots[position].batch_count == kUnknownCount)
+  if (split.produced && book.layout->slots[position].batch_count == kUnknownCount)
     split.count_from_lost = true;
-  Release(position);
+  Release(book, position);
   split.phase = Phase::kPending;
-  pending_.insert(position);
+  book.pending.insert(position);
 }
 
-void CoordinatorState::CompleteIfDone(size_t position) {
-  SplitProgress& split = splits_[position];
+void CoordinatorState::CompleteIfDone(Book& book, size_t position) {
+  SplitProgress& split = book.splits[position];
   if (split.phase == Phase::kComplete || split.deliver == kUnknownCount ||
       split.acked_count < split.deliver) {
     return;
   }
   if (split.phase == Phase::kAssigned) {
     if (WorkerRecord* holder = FindWorker(split.holder)) ++holder->stats.splits_completed;
-    Release(position);
+    Release(book, position);
   } else {
-    pending_.erase(position);
+    book.pending.erase(position);
   }
   split.phase = Phase::kComplete;
-  --incomplete_;
+  --book.incomplete;
 }
 
 Result<Assignment> CoordinatorState::RequestSplit(WorkerId worker) {
@@ -201,29 +265,33 @@ Result<Assignment> CoordinatorState::RequestSplit(WorkerId worker) {
     answer.kind = Assignment::Kind::kExit;
   } else if (record->stats.status == WorkerStatus::kDraining) {
     answer.kind = record->held.empty() ? Assignment::Kind::kExit : Assignment::Kind::kDrain;
-  } else if (layout_ && incomplete_ == 0) {
+  } else if (cur_.layout && cur_.incomplete == 0) {
     answer.kind = Assignment::Kind::kEpochDone;
-  } else if (layout_ && !pending_.empty() && record->producing < options_.max_inflight_per_worker) {
-    answer = AssignNext(*record);
+  } else if (cur_.layout && record->producing < options_.max_inflight_per_worker) {
+    if (!cur_.pending.empty()) {
+      answer = AssignNext(cur_, *record);
+    } else if (ahead_ && !ahead_->pending.empty()) {
+      answer = AssignNext(*ahead_, *record);
+    }
   }
   return answer;
 }
 
-Assignment CoordinatorState::AssignNext(WorkerRecord& worker) {
-  const size_t position = *pending_.begin();
-  pending_.erase(pending_.begin());
-  SplitProgress& split = splits_[position];
+Assignment CoordinatorState::AssignNext(Book& book, WorkerRecord& worker) {
+  const size_t position = *book.pending.begin();
+  book.pending.erase(book.pending.begin());
+  SplitProgress& split = book.splits[position];
   split.phase = Phase::kAssigned;
   split.holder = worker.stats.id;
   split.produced = false;
   split.assigned_start = split.contiguous;
-  worker.held.insert(position);
+  worker.held.insert({book.epoch, position});
   ++worker.producing;
   ++worker.stats.splits_assigned;
-  const SplitSlot& slot = layout_->slots[position];
+  const SplitSlot& slot = book.layout->slots[position];
   Assignment answer;
   answer.kind = Assignment::Kind::kAssign;
-  answer.epoch = epoch_;
+  answer.epoch = book.epoch;
   answer.split = slot.split;
   answer.plan_position = position;
   answer.rank = slot.rank;
@@ -234,21 +302,22 @@ Assignment CoordinatorState::AssignNext(WorkerRecord& worker) {
 }
 
 Status CoordinatorState::CheckEpoch(uint64_t epoch, std::string_view what) const {
-  if (!layout_) return Status::InvalidArgument(std::string(what) + " before any epoch started");
-  if (epoch > epoch_) {
+  if (!cur_.layout) return Status::InvalidArgument(std::string(what) + " before any epoch started");
+  if (epoch > cur_.epoch) {
     return Status::InvalidArgument(std::string(what) + " for epoch " + std::to_string(epoch) +
-                                   ", but the current epoch is " + std::to_string(epoch_));
+                                   ", but the current epoch is " + std::to_string(cur_.epoch));
   }
   return Status::Ok();
 }
 
-Status CoordinatorState::LearnCount(size_t position, WorkerId worker, uint64_t batch_count) {
-  const SplitSlot& slot = layout_->slots[position];
-  SplitProgress& split = splits_[position];
+Status CoordinatorState::LearnCount(Book& book, size_t position, WorkerId worker,
+                                    uint64_t batch_count) {
+  const SplitSlot& slot = book.layout->slots[position];
+  SplitProgress& split = book.splits[position];
   const uint64_t known = slot.batch_count != kUnknownCount ? slot.batch_count
                          : split.count_from_lost           ? kUnknownCount
                                                            : split.deliver;
-  const std::string who = WorkerName(worker) + ": " + SplitName(epoch_, slot.split);
+  const std::string who = WorkerName(worker) + ": " + SplitName(book.epoch, slot.split);
   if (known != kUnknownCount && known != batch_count) {
     return Status::InvalidArgument(who + " has " + std::to_string(batch_count) +
                                    " batches, but it is known to have " + std::to_string(known));
@@ -266,18 +335,19 @@ Status CoordinatorState::SplitDone(WorkerId worker, uint64_t epoch, uint64_t spl
                                    uint64_t batch_count, uint64_t skipped) {
   WorkerRecord* record = FindWorker(worker);
   if (record == nullptr) return Status::InvalidArgument(WorkerName(worker) + " is not registered");
-  GM_RETURN_IF_ERROR(CheckEpoch(epoch, WorkerName(worker) + ": split done"));
-  if (epoch < epoch_) {
+  Book* book = BookOf(epoch);
+  if (book == nullptr) GM_RETURN_IF_ERROR(CheckEpoch(epoch, WorkerName(worker) + ": split done"));
+  if (book == nullptr) {  // an earlier epoch's
     ++stale_split_done_;
     return Status::Ok();
   }
-  GM_ASSIGN_OR_RETURN(size_t position, layout_->Find(split_id));
-  SplitProgress& split = splits_[position];
+  GM_ASSIGN_OR_RETURN(size_t position, book->layout->Find(split_id));
+  SplitProgress& split = book->splits[position];
   // Only the split's current holder may tell its count: a worker that never held
   // it (or lost it) would otherwise end the split, or the epoch, with batches
   // that nobody sent.
   if (split.phase == Phase::kAssigned && split.holder == worker && !split.produced) {
-    GM_RETURN_IF_ERROR(LearnCount(position, worker, batch_count));
+    GM_RETURN_IF_ERROR(LearnCount(*book, position, worker, batch_count));
     split.produced = true;
     split.samples_skipped = skipped;
     split.skip_told = true;
@@ -296,14 +366,14 @@ Status CoordinatorState::SplitDone(WorkerId worker, uint64_t epoch, uint64_t spl
   } else {
     ++stale_split_done_;
   }
-  CompleteIfDone(position);
+  CompleteIfDone(*book, position);
   return Status::Ok();
 }
 
 std::optional<CoordinatorState::Delivery> CoordinatorState::Delivered(uint64_t split_id) const {
   const std::optional<size_t> p = PositionOf(split_id);
   if (!p) return std::nullopt;
-  const SplitProgress& split = splits_[*p];
+  const SplitProgress& split = cur_.splits[*p];
   if (split.phase != Phase::kComplete || split.skipped || split.uncounted) return std::nullopt;
   return Delivery{split.acked_samples, split.samples_skipped, split.skip_told, split.deliver,
                   split.holder != 0 ? split.holder : split.last_holder};
@@ -312,7 +382,7 @@ std::optional<CoordinatorState::Delivery> CoordinatorState::Delivered(uint64_t s
 Result<AckOutcome> CoordinatorState::Ack(int rank, uint64_t epoch, uint64_t split_id,
                                          uint64_t split_batch, std::optional<uint64_t> samples) {
   GM_RETURN_IF_ERROR(CheckEpoch(epoch, "ack from rank " + std::to_string(rank)));
-  if (epoch < epoch_) {  // an earlier epoch finished, so all of it was acknowledged
+  if (epoch < cur_.epoch) {  // an earlier epoch finished, so all of it was acknowledged
     ++duplicate_acks_;
     return AckOutcome::kDuplicate;
   }
@@ -320,15 +390,15 @@ Result<AckOutcome> CoordinatorState::Ack(int rank, uint64_t epoch, uint64_t spli
     return Status::InvalidArgument("ack from rank " + std::to_string(rank) +
                                    ", outside world size " + std::to_string(options_.world_size));
   }
-  GM_ASSIGN_OR_RETURN(size_t position, layout_->Find(split_id));
-  const SplitSlot& slot = layout_->slots[position];
+  GM_ASSIGN_OR_RETURN(size_t position, cur_.layout->Find(split_id));
+  const SplitSlot& slot = cur_.layout->slots[position];
   const std::string what = "ack from rank " + std::to_string(rank) + " for " +
                            SplitName(epoch, split_id) + " batch " + std::to_string(split_batch);
   if (slot.rank != rank) {
     return Status::InvalidArgument(what + ": the split belongs to rank " +
                                    std::to_string(slot.rank));
   }
-  SplitProgress& split = splits_[position];
+  SplitProgress& split = cur_.splits[position];
   if (split.skipped) {  // delivered by an earlier run
     ++duplicate_acks_;
     return AckOutcome::kDuplicate;
@@ -355,20 +425,20 @@ Result<AckOutcome> CoordinatorState::Ack(int rank, uint64_t epoch, uint64_t spli
   while (split.contiguous < split.acked.size() && split.acked[split.contiguous]) {
     ++split.contiguous;
   }
-  CompleteIfDone(position);
+  CompleteIfDone(cur_, position);
   return AckOutcome::kAcked;
 }
 
 void CoordinatorState::SetAckedPrefix(size_t position, uint64_t count) {
-  SplitProgress& split = splits_[position];
+  SplitProgress& split = cur_.splits[position];
   if (split.skipped) {  // resumed again, to an earlier point: the split is due again
     split.skipped = false;
-    split.deliver = layout_->slots[position].deliver;
+    split.deliver = cur_.layout->slots[position].deliver;
     split.acked.clear();
     split.acked_count = split.contiguous = 0;
     split.phase = Phase::kPending;
-    pending_.insert(position);
-    ++incomplete_;
+    cur_.pending.insert(position);
+    ++cur_.incomplete;
   }
   split.acked.assign(count, true);
   split.acked_count = count;
@@ -378,19 +448,20 @@ void CoordinatorState::SetAckedPrefix(size_t position, uint64_t count) {
   if (split.phase == Phase::kComplete) {
     if (count == split.deliver) return;
     split.phase = Phase::kPending;
-    pending_.insert(position);
-    ++incomplete_;
+    cur_.pending.insert(position);
+    ++cur_.incomplete;
   } else if (split.phase == Phase::kAssigned && count != split.deliver) {
     if (split.revoked_from.size() < kMaxRevokedPerSplit) split.revoked_from.push_back(split.holder);
-    TakeBack(position);
+    TakeBack(cur_, position);
   }
-  CompleteIfDone(position);
+  CompleteIfDone(cur_, position);
 }
 
 Status CoordinatorState::CheckResume(int rank, uint64_t epoch, const std::string& what) const {
-  if (!layout_ || epoch != epoch_) {
-    return Status::InvalidArgument(what + ": the current epoch is " +
-                                   (layout_ ? std::to_string(epoch_) : std::string("none")));
+  if (!cur_.layout || epoch != cur_.epoch) {
+    return Status::InvalidArgument(
+        what + ": the current epoch is " +
+        (cur_.layout ? std::to_string(cur_.epoch) : std::string("none")));
   }
   if (rank < 0 || rank >= options_.world_size) {
     return Status::InvalidArgument(what + ": rank outside world size " +
@@ -403,35 +474,37 @@ Status CoordinatorState::Resume(int rank, uint64_t epoch, uint64_t position) {
   const std::string what = "resume of rank " + std::to_string(rank) + " at batch " +
                            std::to_string(position) + " of epoch " + std::to_string(epoch);
   GM_RETURN_IF_ERROR(CheckResume(rank, epoch, what));
-  const std::vector<size_t>& slots = layout_->rank_slots[static_cast<size_t>(rank)];
+  const std::vector<size_t>& slots = cur_.layout->rank_slots[static_cast<size_t>(rank)];
   uint64_t remaining = position;
   for (size_t p : slots) {
     if (remaining == 0) break;
-    if (splits_[p].deliver == kUnknownCount) {
+    if (cur_.splits[p].deliver == kUnknownCount) {
       return Status::InvalidArgument(what + ": the batch count of " +
-                                     SplitName(epoch, layout_->slots[p].split) + " is not known");
+                                     SplitName(epoch, cur_.layout->slots[p].split) +
+                                     " is not known");
     }
-    remaining -= std::min(remaining, splits_[p].deliver);
+    remaining -= std::min(remaining, cur_.splits[p].deliver);
   }
   if (remaining > 0) return Status::InvalidArgument(what + ": the rank's share is smaller");
   remaining = position;
   for (size_t p : slots) {
-    const uint64_t take = std::min(remaining, splits_[p].deliver);
+    const uint64_t take = std::min(remaining, cur_.splits[p].deliver);
     remaining -= take;
     SetAckedPrefix(p, take);
   }
+  TakeBackAhead(rank);
   skipped_base_[static_cast<size_t>(rank)] = 0;
   touched_ = true;
   return Status::Ok();
 }
 
 void CoordinatorState::Skip(size_t position) {
-  SplitProgress& split = splits_[position];
+  SplitProgress& split = cur_.splits[position];
   if (split.skipped) return;
-  if (split.phase == Phase::kAssigned) Release(position);
+  if (split.phase == Phase::kAssigned) Release(cur_, position);
   if (split.phase != Phase::kComplete) {
-    pending_.erase(position);
-    --incomplete_;
+    cur_.pending.erase(position);
+    --cur_.incomplete;
   }
   split.phase = Phase::kComplete;
   split.skipped = true;
@@ -443,7 +516,7 @@ Status CoordinatorState::ResumeAt(int rank, uint64_t epoch, uint64_t position, S
   const std::string what = "resume of rank " + std::to_string(rank) + " at batch " +
                            std::to_string(position) + " of epoch " + std::to_string(epoch);
   GM_RETURN_IF_ERROR(CheckResume(rank, epoch, what));
-  const std::vector<size_t>& slots = layout_->rank_slots[static_cast<size_t>(rank)];
+  const std::vector<size_t>& slots = cur_.layout->rank_slots[static_cast<size_t>(rank)];
   if (at.index > slots.size() || (at.index == slots.size() && at.batch > 0)) {
     return Status::InvalidArgument(what + ": the state names split " + std::to_string(at.index) +
                                    " of the rank's sequence, which has " +
@@ -455,11 +528,11 @@ Status CoordinatorState::ResumeAt(int rank, uint64_t epoch, uint64_t position, S
                                    " of its split, beyond the position)");
   }
   if (at.index < slots.size()) {
-    const uint64_t deliver = splits_[slots[at.index]].deliver;
+    const uint64_t deliver = cur_.splits[slots[at.index]].deliver;
     if (deliver != kUnknownCount && at.batch > deliver) {
       return Status::InvalidArgument(
           what + ": the state is at batch " + std::to_string(at.batch) + " of " +
-          SplitName(epoch, layout_->slots[slots[at.index]].split) + ", which has " +
+          SplitName(epoch, cur_.layout->slots[slots[at.index]].split) + ", which has " +
           std::to_string(deliver) + " batches in this run");
     }
   }
@@ -467,7 +540,7 @@ Status CoordinatorState::ResumeAt(int rank, uint64_t epoch, uint64_t position, S
   uint64_t before = 0;
   bool known = true;
   for (size_t i = 0; i < at.index && known; ++i) {
-    const SplitProgress& split = splits_[slots[i]];
+    const SplitProgress& split = cur_.splits[slots[i]];
     known = !split.skipped && split.deliver != kUnknownCount;
     if (known) before += split.deliver;
   }
@@ -484,17 +557,18 @@ Status CoordinatorState::ResumeAt(int rank, uint64_t epoch, uint64_t position, S
       SetAckedPrefix(slots[i], i == at.index ? at.batch : 0);
     }
   }
+  TakeBackAhead(rank);
   skipped_base_[static_cast<size_t>(rank)] = position - at.batch;
   touched_ = true;
   return Status::Ok();
 }
 
 std::pair<uint64_t, SequenceKey> CoordinatorState::RankCursor(int rank) const {
-  if (!layout_ || rank < 0 || rank >= options_.world_size) return {0, SequenceKey{}};
+  if (!cur_.layout || rank < 0 || rank >= options_.world_size) return {0, SequenceKey{}};
   uint64_t position = skipped_base_[static_cast<size_t>(rank)];
-  const std::vector<size_t>& slots = layout_->rank_slots[static_cast<size_t>(rank)];
+  const std::vector<size_t>& slots = cur_.layout->rank_slots[static_cast<size_t>(rank)];
   for (size_t i = 0; i < slots.size(); ++i) {
-    const SplitProgress& split = splits_[slots[i]];
+    const SplitProgress& split = cur_.splits[slots[i]];
     if (split.skipped) continue;
     if (split.phase != Phase::kComplete) {
       return {position + split.contiguous, SequenceKey{i, split.contiguous}};
@@ -508,63 +582,63 @@ uint64_t CoordinatorState::RankPosition(int rank) const { return RankCursor(rank
 
 std::vector<std::pair<uint64_t, WorkerId>> CoordinatorState::Holders(int rank) const {
   std::vector<std::pair<uint64_t, WorkerId>> out;
-  if (!layout_) return out;
-  for (size_t p = 0; p < splits_.size(); ++p) {
-    if (splits_[p].phase != Phase::kAssigned || layout_->slots[p].rank != rank) continue;
-    out.emplace_back(layout_->slots[p].split, splits_[p].holder);
+  if (!cur_.layout) return out;
+  for (size_t p = 0; p < cur_.splits.size(); ++p) {
+    if (cur_.splits[p].phase != Phase::kAssigned || cur_.layout->slots[p].rank != rank) continue;
+    out.emplace_back(cur_.layout->slots[p].split, cur_.splits[p].holder);
   }
   return out;
 }
 
 std::vector<std::pair<uint64_t, WorkerId>> CoordinatorState::Revoked(int rank) const {
   std::vector<std::pair<uint64_t, WorkerId>> out;
-  if (!layout_) return out;
-  for (size_t p = 0; p < splits_.size(); ++p) {
-    if (layout_->slots[p].rank != rank) continue;
-    for (WorkerId w : splits_[p].revoked_from) out.emplace_back(layout_->slots[p].split, w);
+  if (!cur_.layout) return out;
+  for (size_t p = 0; p < cur_.splits.size(); ++p) {
+    if (cur_.layout->slots[p].rank != rank) continue;
+    for (WorkerId w : cur_.splits[p].revoked_from) out.emplace_back(cur_.layout->slots[p].split, w);
   }
   return out;
 }
 
 std::optional<size_t> CoordinatorState::PositionOf(uint64_t split_id) const {
-  if (!layout_) return std::nullopt;
-  auto it = layout_->position_of.find(split_id);
-  if (it == layout_->position_of.end()) return std::nullopt;
+  if (!cur_.layout) return std::nullopt;
+  auto it = cur_.layout->position_of.find(split_id);
+  if (it == cur_.layout->position_of.end()) return std::nullopt;
   return it->second;
 }
 
 uint64_t CoordinatorState::BatchCount(uint64_t split_id) const {
   const std::optional<size_t> p = PositionOf(split_id);
   if (!p) return kUnknownCount;
-  const uint64_t planned = layout_->slots[*p].batch_count;
+  const uint64_t planned = cur_.layout->slots[*p].batch_count;
   if (planned != kUnknownCount) return planned;
-  return splits_[*p].phase == Phase::kComplete ? splits_[*p].deliver : kUnknownCount;
+  return cur_.splits[*p].phase == Phase::kComplete ? cur_.splits[*p].deliver : kUnknownCount;
 }
 
 bool CoordinatorState::MakesSplit(WorkerId worker, uint64_t split_id) const {
   const std::optional<size_t> p = PositionOf(split_id);
   if (!p) return false;
-  const SplitProgress& split = splits_[*p];
+  const SplitProgress& split = cur_.splits[*p];
   return split.phase == Phase::kAssigned && split.holder == worker && !split.produced;
 }
 
 uint64_t CoordinatorState::PlannedCount(uint64_t split_id) const {
   const std::optional<size_t> p = PositionOf(split_id);
-  return p ? layout_->slots[*p].batch_count : kUnknownCount;
+  return p ? cur_.layout->slots[*p].batch_count : kUnknownCount;
 }
 
 CoordinatorStats CoordinatorState::Stats() const {
   CoordinatorStats stats;
-  stats.epoch = epoch_;
+  stats.epoch = cur_.epoch;
   stats.epoch_done = EpochDone();
-  stats.pending_splits = pending_.size();
-  stats.incomplete_splits = incomplete_;
+  stats.pending_splits = cur_.pending.size();
+  stats.incomplete_splits = cur_.incomplete;
   stats.acks = acks_;
   stats.duplicate_acks = duplicate_acks_;
   stats.reassignments = reassignments_;
   stats.stale_split_done = stale_split_done_;
   stats.samples_skipped = skipped_before_;
-  for (const SplitProgress& split : splits_) stats.samples_skipped += split.samples_skipped;
+  for (const SplitProgress& split : cur_.splits) stats.samples_skipped += split.samples_skipped;
   for (int r = 0; r < options_.world_size; ++r) stats.rank_positions.push_back(RankPosition(r));
   for (const auto& [id, record] : workers_) stats.workers.push_back(record.stats);
   return stats;

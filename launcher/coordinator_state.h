@@ -13,7 +13,16 @@
 //   trainer rank used batch-> Ack(rank, epoch, split, split_batch)
 //   trainer rank restarted -> Resume(rank, epoch, position)
 //   scale down             -> Drain(id); worker process ended -> WorkerExited(id)
+//   all splits handed out  -> WantsAhead() -> PlanAhead(plan of the next epoch)
 //   EpochDone()            -> StartEpoch(plan of the next epoch)
+//
+// Epochs in flight: once every split of the current epoch is handed out, the
+// next epoch's splits are handed out to workers that would otherwise idle
+// through the current epoch's tail (a split of the current epoch given back
+// still goes first). The trainers keep those batches until they reach that
+// epoch, so nothing of it is acknowledged before StartEpoch adopts it; a worker
+// lost meanwhile gives its splits of either epoch back, and a rank that resumes
+// gives back its splits made ahead (their batches went to its old trainer).
 //
 // Guarantee: every batch of every rank's share (see dataplane/batch_order.h) is
 // made by some worker as long as workers keep coming, whatever workers are lost,
@@ -114,10 +123,26 @@ class CoordinatorState {
   // plan (e.g. an unknown batch count with world size > 1). Splits the equal-share
   // cut leaves with nothing to deliver are complete from the start.
   Status StartEpoch(const EpochPlan& plan);
-  bool epoch_started() const { return layout_.has_value(); }
-  uint64_t epoch() const { return epoch_; }
+  // Epochs in flight together: once every split of the current epoch is handed
+  // out (WantsAhead), the next epoch's plan may be laid out beside it, and
+  // RequestSplit hands its splits out when the current epoch has none pending
+  // (a split of the current epoch given back always goes first). Their makers
+  // send their batches at once; the trainers keep them until they reach the
+  // epoch, and acknowledge them only then, so nothing of the next epoch is
+  // acknowledged before StartEpoch adopts it (its plan must be the same epoch).
+  // InvalidArgument when not WantsAhead() or plan.epoch is not the next one.
+  Status PlanAhead(const EpochPlan& plan);
+  // True when the current epoch has nothing left to hand out, is not done, and
+  // no next epoch is laid out yet.
+  bool WantsAhead() const;
+  // The epoch laid out ahead (nullopt when none).
+  std::optional<uint64_t> ahead_epoch() const {
+    return ahead_ ? std::optional<uint64_t>(ahead_->epoch) : std::nullopt;
+  }
+  bool epoch_started() const { return cur_.layout.has_value(); }
+  uint64_t epoch() const { return cur_.epoch; }
   // True when every rank has acknowledged its whole share of the current epoch.
-  bool EpochDone() const { return layout_.has_value() && incomplete_ == 0; }
+  bool EpochDone() const { return cur_.layout.has_value() && cur_.incomplete == 0; }
 
   WorkerId RegisterWorker(double now_s);
   // Records that the worker was heard from. Unavailable when it was declared lost
@@ -127,7 +152,9 @@ class CoordinatorState {
   // liveness_timeout_s before now_s, gives its unfinished splits back, and returns
   // the lost workers' ids (ascending).
   std::vector<WorkerId> Tick(double now_s);
-  // The worker takes no new splits; it is told to exit once it holds none.
+  // The worker takes no new splits; it is told to exit once it holds none. Its
+  // splits of the epoch laid out ahead go back to the queue at once (listed in
+  // Revoked once that epoch starts): it need not wait for the trainers to get there.
   Status Drain(WorkerId worker);
   // The worker's process ended: its unfinished splits go back to the queue.
   // Idempotent for a worker already gone.
@@ -181,6 +208,7 @@ class CoordinatorState {
   // acknowledged prefix. InvalidArgument for another epoch, a position beyond the
   // share, or a position that needs a batch count not known yet. The caller must
   // drop acknowledgements still arriving from the rank's old process afterwards.
+  // The rank's splits of an epoch laid out ahead are taken back too.
   Status Resume(int rank, uint64_t epoch, uint64_t position);
   // Like Resume, for a rank that says where its position lies in its sequence:
   // `at` is the split's index among the rank's splits and the batches of it
@@ -192,7 +220,8 @@ class CoordinatorState {
   Status ResumeAt(int rank, uint64_t epoch, uint64_t position, SequenceKey at);
   // Replaces the current epoch by a later one before anything of it was
   // acknowledged (a new run whose first trainer resumes a later epoch). Splits
-  // held by workers are taken from them (their SPLIT_DONE is then stale).
+  // held by workers are taken from them (their SPLIT_DONE is then stale), those
+  // of an epoch laid out ahead too.
   // InvalidArgument once a batch of the current epoch was acknowledged or resumed,
   // or when plan.epoch is not later.
   Status SkipToEpoch(const EpochPlan& plan);
@@ -208,8 +237,9 @@ class CoordinatorState {
   // or being made and not fully acknowledged), with the holder, in plan order.
   std::vector<std::pair<uint64_t, WorkerId>> Holders(int rank) const;
   // The splits of `rank`'s current epoch taken back from a worker when the rank's
-  // trainer restarted (ResumeAt), with each such worker: its batches of the split
-  // that were on their way when it lost the split are no fault (the client drops
+  // trainer restarted (ResumeAt), or from a worker drained while it held them
+  // ahead of their epoch, with each such worker: its batches of the split that
+  // were on their way when it lost the split are no fault (the client drops
   // them, WORKERS' revoked). At most kMaxRevokedPerSplit workers a split.
   std::vector<std::pair<uint64_t, WorkerId>> Revoked(int rank) const;
   static constexpr size_t kMaxRevokedPerSplit = 4;
@@ -228,7 +258,7 @@ class CoordinatorState {
   CoordinatorStats Stats() const;
   const CoordinatorOptions& options() const { return options_; }
   // The current epoch's layout; only valid when epoch_started().
-  const PlanLayout& layout() const { return *layout_; }
+  const PlanLayout& layout() const { return *cur_.layout; }
 
  private:
   enum class Phase { kPending, kAssigned, kComplete };
@@ -252,10 +282,18 @@ class CoordinatorState {
     // honest workers whose batches of it may still reach the new session.
     std::vector<WorkerId> revoked_from;
   };
+  // One epoch's splits.
+  struct Book {
+    std::optional<PlanLayout> layout;  // (cur_'s: none before the first epoch)
+    uint64_t epoch = 0;
+    std::vector<SplitProgress> splits;  // by plan position
+    std::set<size_t> pending;           // plan positions waiting for a worker
+    uint64_t incomplete = 0;            // splits not fully acknowledged
+  };
   struct WorkerRecord {
     double last_heard_s = 0;
-    std::set<size_t> held;  // plan positions assigned and not complete
-    int producing = 0;      // held and not yet SplitDone
+    std::set<std::pair<uint64_t, size_t>> held;  // (epoch, plan position) assigned, not complete
+    int producing = 0;                           // held and not yet SplitDone
     WorkerStats stats;
   };
 
@@ -264,24 +302,29 @@ class CoordinatorState {
   // The current epoch's plan position of `split` (nullopt before an epoch, or
   // for a split not in the plan).
   std::optional<size_t> PositionOf(uint64_t split) const;
-  Assignment AssignNext(WorkerRecord& worker);
-  void Release(size_t position);   // detaches the split from its holder
-  void TakeBack(size_t position);  // holder loses it unfinished: back to pending
-  void CompleteIfDone(size_t position);
+  Assignment AssignNext(Book& book, WorkerRecord& worker);
+  void Release(Book& book, size_t position);   // detaches the split from its holder
+  void TakeBack(Book& book, size_t position);  // holder loses it unfinished: back to pending
+  void CompleteIfDone(Book& book, size_t position);
+  // The book of `epoch`: cur_'s, ahead_'s, or nullptr.
+  Book* BookOf(uint64_t epoch);
+  // The rank's splits made ahead go back to the queue (its trainer restarted:
+  // their batches went to the old one).
+  void TakeBackAhead(int rank);
   void LoseWorker(WorkerRecord& worker);
   void SetAckedPrefix(size_t position, uint64_t count);
   void Skip(size_t position);  // complete without its count: delivered by an earlier run
   Status LayOut(const EpochPlan& plan);
+  void Fill(Book& book,
+            PlanLayout layout);  // every split pending but those with nothing to deliver
+  void DropAhead();              // the epoch laid out ahead is gone, its holders freed
   Status CheckEpoch(uint64_t epoch, std::string_view what) const;
   Status CheckResume(int rank, uint64_t epoch, const std::string& what) const;
-  Status LearnCount(size_t position, WorkerId worker, uint64_t batch_count);
+  Status LearnCount(Book& book, size_t position, WorkerId worker, uint64_t batch_count);
 
   CoordinatorOptions options_;
-  std::optional<PlanLayout> layout_;
-  uint64_t epoch_ = 0;
-  std::vector<SplitProgress> splits_;  // by plan position
-  std::set<size_t> pending_;           // plan positions waiting for a worker
-  uint64_t incomplete_ = 0;
+  Book cur_;                            // the epoch the trainers read
+  std::optional<Book> ahead_;           // the next one, while its splits are made ahead
   bool touched_ = false;                // a batch of the epoch was acknowledged or resumed
   std::vector<uint64_t> skipped_base_;  // per rank: batches of its skipped splits
   std::map<WorkerId, WorkerRecord> workers_;

@@ -197,6 +197,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       }
       Assignment a{Assignment::Kind::kExit};
       if (!workers_end_) {
+        PlanAheadIfWanted();
         GM_ASSIGN_OR_RETURN(a, state_.RequestSplit(id));
       }
       const AssignMsg reply = AssignReply(a);

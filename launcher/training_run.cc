@@ -149,6 +149,10 @@ CoordinatorConfig CoordinatorConfigOf(const RunConfig& c, const std::string& sec
   cc.samples_per_split = c.spec.samples_per_split;
   cc.world_size = c.spec.world_size;
   cc.epochs = c.spec.epochs;
+  // GOLDMINER_EPOCHS_IN_FLIGHT=off: each epoch waits for the one before to be read
+  // whole (to compare, as bench/dataplane_bench.py does).
+  const char* in_flight = std::getenv(std::string(kEpochsInFlightEnv).c_str());
+  cc.epochs_in_flight = in_flight == nullptr || std::string_view(in_flight) != "off";
   cc.liveness_timeout_s = c.liveness_timeout_s;
   cc.run_id = run_id;
   return cc;

@@ -40,7 +40,9 @@ assert grown < 32 // 3 + 3 * 5 + 16, f"the trainer grew by {grown} MiB"
 PY
   ok "$mode: every sample of 2 epochs exactly once, none forged, and the trainer's memory stayed within the look-ahead bound"
 done
-expect_in "$T/next-epoch.err" "while this rank has not finished epoch" "next-epoch: the client says why it dropped the worker"
+# next-epoch: its batches wait unchecked in its part of the bound; the next
+# epoch's view of the holders drops them (the flood worker has left by then, so
+# nothing is said of it).
 expect_in "$T/repeat.err" "repeats sample \"same\"" "repeat: the client says why it dropped the worker"
 expect_in "$T/ahead.err" "a worker sends a split's batches in order" "ahead: the client says why it dropped the worker"
 expect_in "$T/other.err" "sent batches of splits the coordinator never gave it" "other: the client says why it dropped the worker"

@@ -8,8 +8,9 @@ it, so the trainer ends up waiting for that split while every other connection
 is out of credit. Meanwhile it serves a data port of its own: to every client
 that connects with a valid ticket it sends one MIB-MiB BATCH per credit, forever:
 
-  next-epoch   batches of the epoch after the one being read (no worker holds
-               a split of it yet)
+  next-epoch   batches 0 and 1 of splits of the epoch after the one being read
+               (which the trainer keeps, unchecked, until it reaches that epoch:
+               workers make the next epoch's splits ahead), each with new keys
   ahead        batches of its own split, numbered from 1,000,000 (never the
                batch the trainer waits for), each with new sample keys
   other        batches 0 and 1 of the splits after its own (splits it was never
@@ -145,7 +146,7 @@ def main():
                     conn.append("sent")
                 elif mode == "repeat":
                     keys, split_batch = ["same"] * n, 0
-                elif mode == "other":  # batches 0 and 1 (a split's two) of the splits after its own
+                elif mode in ("other", "next-epoch"):  # batches 0 and 1 of the splits after its own
                     k = number - 1_000_000
                     split_id = (split_id + 1 + k // 2) % 400
                     keys, split_batch = ["forged-%d-%d" % (number, i) for i in range(n)], k % 2

@@ -38,14 +38,96 @@ void Hold(ReorderBuffer& buffer, uint64_t epoch, const std::map<uint64_t, uint64
 // Two splits of two batches each, one rank.
 EpochPlan TwoSplits(uint64_t epoch) { return EpochPlan{epoch, {{0, 2}, {1, 2}}}; }
 
-TEST(ReorderTest, GivenALaterEpochsBatchWhileTheCurrentIsNotDone_ThenItIsRejected) {
+TEST(ReorderTest, GivenTheNextEpochsBatchWhileTheCurrentIsRead_ThenItWaitsUnverifiedForItsView) {
+  // Epochs in flight: a worker makes a split of epoch 1 while this rank reads
+  // epoch 0. Its batch is kept, counted as its source's unverified, and taken
+  // only after epoch 1 started and a view of epoch 1 named its source.
   ReorderBuffer buffer;
   ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
   std::string why;
-  EXPECT_EQ(buffer.Offer(MakeBatch(1, 0, 0, {"a"}), 7, std::nullopt, &why),
+  ASSERT_EQ(buffer.Offer(MakeBatch(1, 0, 0, {"a"}), 7, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered)
+      << why;
+  EXPECT_EQ(buffer.held_from(7).batches, 1u);
+  Hold(buffer, 0, {{0, 7}, {1, 7}});  // epoch 0's view verifies nothing of epoch 1
+  EXPECT_EQ(buffer.held_from(7).batches, 1u);
+  // Two epochs ahead is past the look-ahead: no honest worker sends it.
+  EXPECT_EQ(buffer.Offer(MakeBatch(2, 0, 0, {"b"}), 7, std::nullopt, &why),
             ReorderBuffer::Outcome::kRejected);
-  EXPECT_NE(why.find("has not finished epoch 0"), std::string::npos) << why;
-  EXPECT_EQ(buffer.buffered(), 0u);
+  EXPECT_NE(why.find("beyond the look-ahead"), std::string::npos) << why;
+  for (uint64_t split : {0, 1}) {
+    for (uint64_t b : {0, 1}) {
+      ASSERT_EQ(buffer.Offer(MakeBatch(0, split, b, {"k" + std::to_string(split * 2 + b)}), 7,
+                             std::nullopt, &why),
+                ReorderBuffer::Outcome::kBuffered)
+          << why;
+    }
+  }
+  Hold(buffer, 0, {{0, 7}, {1, 7}});
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(buffer.TakeNext().has_value());
+  ASSERT_TRUE(buffer.done());
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(1), 1, 0, 0).ok());
+  EXPECT_FALSE(buffer.TakeNext().has_value()) << "not verified yet";
+  EXPECT_TRUE(buffer.AwaitsView()) << "the new epoch's batch asks for a view at once";
+  Hold(buffer, 1, {{0, 7}});
+  EXPECT_TRUE(buffer.TakeNext().has_value());
+}
+
+TEST(ReorderTest, GivenASourceGone_ThenWhatItSentOfTheNextEpochGoesAndACopyTakesItsPlace) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
+  std::string why;
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_EQ(buffer.Offer(MakeBatch(1, 0, 0, {"x"}), 9, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_EQ(buffer.Offer(MakeBatch(1, 1, 0, {"y"}), 9, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_EQ(buffer.Offer(MakeBatch(1, 1, 0, {"z"}), 2, std::nullopt, &why),
+            ReorderBuffer::Outcome::kAside);
+  EXPECT_EQ(buffer.kept().batches, 4u);
+  buffer.ForgetAhead(9);
+  EXPECT_EQ(buffer.held_from(9).batches, 0u);
+  EXPECT_EQ(buffer.kept_from(9).batches, 0u);
+  EXPECT_EQ(buffer.kept().batches, 2u) << "epoch 0's batch, and source 2's copy in 9's place";
+  EXPECT_EQ(buffer.held_from(2).batches, 1u);
+  buffer.ForgetAhead(1);
+  EXPECT_EQ(buffer.kept().batches, 2u) << "the epoch being read is left alone";
+  buffer.ForgetAhead(2);
+  EXPECT_EQ(buffer.kept().batches, 1u);
+  EXPECT_EQ(buffer.held_from(2).batches, 0u);
+}
+
+TEST(ReorderTest, GivenAViewNamingNoHolderOfTheAwaitedSplit_ThenItIsOrphanedUntilItsBatchComes) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
+  EXPECT_FALSE(buffer.AwaitedOrphaned()) << "no view yet";
+  Hold(buffer, 0, {{0, 1}});
+  EXPECT_FALSE(buffer.AwaitedOrphaned()) << "split 0 has its holder";
+  Hold(buffer, 0, {{1, 2}});
+  EXPECT_TRUE(buffer.AwaitedOrphaned()) << "split 0 is queued at the coordinator";
+  std::string why;
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 3, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  EXPECT_FALSE(buffer.AwaitedOrphaned()) << "its batch came; the next view checks it";
+}
+
+TEST(ReorderTest, GivenTheNextEpochsBatchFromANonHolder_ThenTheNextEpochsViewDropsIt) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(EpochPlan{0, {{0, 1}}}, 1, 0, 0).ok());
+  std::string why;
+  ASSERT_EQ(buffer.Offer(MakeBatch(1, 0, 0, {"x"}), 9, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kBuffered);
+  Hold(buffer, 0, {{0, 1}});
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  ASSERT_TRUE(buffer.StartEpoch(EpochPlan{1, {{0, 1}}}, 1, 0, 0).ok());
+  const uint64_t view = buffer.AskView();
+  const std::set<uint64_t> liars = buffer.SetHolders(1, {{0, 1}}, {1, 9}, view);
+  EXPECT_EQ(liars, std::set<uint64_t>{9}) << "it sent a split it never held";
+  EXPECT_FALSE(buffer.TakeNext().has_value());
+  EXPECT_EQ(buffer.held_from(9).batches, 0u);
 }
 
 TEST(ReorderTest, GivenTheCurrentEpochDone_ThenTheNextEpochsBatchesAreKept) {
