@@ -223,7 +223,6 @@ void Client::Impl::Ended(WorkerConn* conn, const Status& status, bool left) {
     // connection that merely ended is not.
     if (status.code() == Code::kCorrupt) Fault(conn->address, conn->source, status.message());
   }
-  reorder.ForgetAhead(conn->source);
   conn->dead = true;
   ++events;
   cv.notify_all();

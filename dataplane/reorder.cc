@@ -375,46 +375,6 @@ void ReorderBuffer::Disown(uint64_t source) {
   }
 }
 
-void ReorderBuffer::ForgetAhead(uint64_t source) {
-  for (auto it = buffer_.lower_bound(Key{epoch_ + 1, 0, 0}); it != buffer_.end();) {
-    Entry& entry = it->second;
-    for (auto c = entry.copies.begin(); c != entry.copies.end();) {
-      if (c->source != source) {
-        ++c;
-        continue;
-      }
-      const uint64_t bytes = BatchBytes(c->batch);
-      Count(source, bytes, false);
-      Unhold(source, bytes);
-      c = entry.copies.erase(c);
-    }
-    if (entry.source != source) {
-      ++it;
-      continue;
-    }
-    ++dropped_;
-    See(entry.batch, false);
-    if (entry.copies.empty()) {
-      Forget(it++);
-      continue;
-    }
-    // A copy from another source takes its place, unchecked as it was; the
-    // other copies stay its copies (still counted as their sources').
-    std::vector<Copy> rest = std::move(entry.copies);
-    entry.copies.clear();
-    Copy next = std::move(rest.front());
-    rest.erase(rest.begin());
-    const Key key = it->first;
-    Forget(it++);
-    Unhold(next.source, BatchBytes(next.batch));
-    Count(next.source, BatchBytes(next.batch), false);
-    See(next.batch, true);
-    Keep(key, std::move(next.batch), next.source);
-    buffer_.find(key)->second.copies = std::move(rest);
-    --dropped_;
-  }
-}
-
 std::optional<ReorderBuffer::Key> ReorderBuffer::AwaitedKey() const {
   if (!seq_ || seq_->done()) return std::nullopt;
   return Key{epoch_, seq_->next_split(), seq_->next_key().batch};

@@ -73,13 +73,6 @@ class ReorderBuffer {
   // dropped as usual, and what it made is not known to be wrong.
   void Disown(uint64_t source);
 
-  // `source`'s connection ended (it left, broke or was dropped): what it sent of
-  // later epochs goes, copies kept aside included. None of it can be checked
-  // until this rank reaches that epoch, by when the coordinator has taken back
-  // every split the source held (an honest maker's are made again), and meanwhile
-  // it would hold part of the look-ahead bound that the epoch being read needs.
-  void ForgetAhead(uint64_t source);
-
   // The next batch of the sequence and the connection it came from, when buffered
   // and verified (its source held its split by a view of the holders: SetHolders,
   // or one known when it arrived); advances the sequence. nullopt when it has not

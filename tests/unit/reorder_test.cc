@@ -73,31 +73,6 @@ TEST(ReorderTest, GivenTheNextEpochsBatchWhileTheCurrentIsRead_ThenItWaitsUnveri
   EXPECT_TRUE(buffer.TakeNext().has_value());
 }
 
-TEST(ReorderTest, GivenASourceGone_ThenWhatItSentOfTheNextEpochGoesAndACopyTakesItsPlace) {
-  ReorderBuffer buffer;
-  ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
-  std::string why;
-  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 0, {"a"}), 1, std::nullopt, &why),
-            ReorderBuffer::Outcome::kBuffered);
-  ASSERT_EQ(buffer.Offer(MakeBatch(1, 0, 0, {"x"}), 9, std::nullopt, &why),
-            ReorderBuffer::Outcome::kBuffered);
-  ASSERT_EQ(buffer.Offer(MakeBatch(1, 1, 0, {"y"}), 9, std::nullopt, &why),
-            ReorderBuffer::Outcome::kBuffered);
-  ASSERT_EQ(buffer.Offer(MakeBatch(1, 1, 0, {"z"}), 2, std::nullopt, &why),
-            ReorderBuffer::Outcome::kAside);
-  EXPECT_EQ(buffer.kept().batches, 4u);
-  buffer.ForgetAhead(9);
-  EXPECT_EQ(buffer.held_from(9).batches, 0u);
-  EXPECT_EQ(buffer.kept_from(9).batches, 0u);
-  EXPECT_EQ(buffer.kept().batches, 2u) << "epoch 0's batch, and source 2's copy in 9's place";
-  EXPECT_EQ(buffer.held_from(2).batches, 1u);
-  buffer.ForgetAhead(1);
-  EXPECT_EQ(buffer.kept().batches, 2u) << "the epoch being read is left alone";
-  buffer.ForgetAhead(2);
-  EXPECT_EQ(buffer.kept().batches, 1u);
-  EXPECT_EQ(buffer.held_from(2).batches, 0u);
-}
-
 TEST(ReorderTest, GivenAViewNamingNoHolderOfTheAwaitedSplit_ThenItIsOrphanedUntilItsBatchComes) {
   ReorderBuffer buffer;
   ASSERT_TRUE(buffer.StartEpoch(TwoSplits(0), 1, 0, 0).ok());
