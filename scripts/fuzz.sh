@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (ASan + UBSan) in ./build-fuzz and runs
-# each for SECONDS (default 15) from its seed corpus. Fails on the first crash.
+# each for SECONDS (default 15) from its seed corpus, as many at once as there
+# are CPUs (each target is one process on one thread). Fails when a target
+# crashes, printing its log; the crashing input is kept.
 # Usage: fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +10,8 @@ seconds=${1:-15}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DGOLDMINER_FUZZ=ON >/dev/null
 cmake --build build-fuzz -j "$(nproc)"
-for target in build-fuzz/tests/fuzz/fuzz_*; do
+fuzz_one() {  # fuzz_one TARGET SECONDS: runs it; on a crash prints its log and fails
+  local target=$1 seconds=$2 name work seeds
   name=$(basename "$target")
   work=$(mktemp -d)
   case $name in
@@ -16,13 +19,16 @@ for target in build-fuzz/tests/fuzz/fuzz_*; do
     *) seeds=tests/fuzz/corpus/${name#fuzz_} ;;
   esac
   [[ -d $seeds ]] || seeds=
-  echo "fuzz: $name for ${seconds}s${seeds:+ (seeds: $seeds)}"
   if ! "$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
        -artifact_prefix="$work/" "$work" $seeds >"$work/log" 2>&1; then
     tail -n 40 "$work/log"
     echo "fuzz: $name FAILED; crashing input kept in $work" >&2
-    exit 1
+    return 1
   fi
-  grep -E "^Done|#[0-9]+.*DONE" "$work/log" | tail -n 1 || true
+  echo "fuzz: $name for ${seconds}s${seeds:+ (seeds: $seeds)}: $(grep -E "^Done|#[0-9]+.*DONE" "$work/log" | tail -n 1)"
   rm -rf "$work"
-done
+}
+export -f fuzz_one
+printf '%s\n' build-fuzz/tests/fuzz/fuzz_* |
+  xargs -P "$(nproc)" -I{} bash -c 'fuzz_one "$1" "$2"' sh {} "$seconds" ||
+  { echo "fuzz: a target failed (above)" >&2; exit 1; }
