@@ -292,7 +292,7 @@ Status WorkerService::Serve() {
       break;
     } else {
       // Nothing is held between requests, so "drain" needs no more than "wait".
-      WaitRetry(a->retry_s);
+      WaitRetry(a->retry_s, get.draining);
     }
   }
   return Bye();
@@ -332,7 +332,7 @@ Status WorkerService::RunAssignment(const AssignMsg& assign) {
                stats.status().message() + "; making it again in " +
                std::to_string(static_cast<int>(kResourceRetryS)) + " s (attempt " +
                std::to_string(attempt) + " of " + std::to_string(kResourceRetries) + ")");
-    WaitRetry(kResourceRetryS);
+    WaitRetry(kResourceRetryS, true);
     {
       MutexLock lock(mu_);
       if (stop_ || !lost_.ok()) break;
@@ -360,10 +360,15 @@ Status WorkerService::RunAssignment(const AssignMsg& assign) {
   return st.ok() ? Status::Ok() : Gone(st);
 }
 
-void WorkerService::WaitRetry(double retry_s) {
+void WorkerService::WaitRetry(double retry_s, bool said_draining) {
   retry_s = std::min(std::max(retry_s, 0.0), liveness_timeout_s_);
   MutexLock lock(mu_);
-  lock.WaitFor(cv_, retry_s, [&]() REQUIRES(mu_) { return stop_ || !lost_.ok(); });
+  // A drain the coordinator has not heard of is said at once (GET_SPLIT
+  // draining): a worker with nothing in hand then leaves without sleeping out the
+  // retry (a second, in a run without a pipeline, at the end of every run).
+  lock.WaitFor(cv_, retry_s, [&]() REQUIRES(mu_) {
+    return stop_ || !lost_.ok() || (draining_ && !said_draining);
+  });
 }
 
 void WorkerService::HeartbeatLoop() {

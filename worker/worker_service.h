@@ -121,7 +121,10 @@ class WorkerService {
   Status Bye();
   Status Serve();
   Status RunAssignment(const AssignMsg& assign);
-  void WaitRetry(double retry_s);
+  // Waits retry_s (at most the liveness timeout) before asking the coordinator
+  // again; less when the worker stops, is lost, or begins to drain after its last
+  // GET_SPLIT said it was not draining (`said_draining`).
+  void WaitRetry(double retry_s, bool said_draining);
   void HeartbeatLoop();
   Status CheckControl();
   Status Gone(const Status& why) const;

@@ -664,6 +664,29 @@ TEST_F(WorkerServiceTest,
   for (size_t i = 1; i < asks.size(); ++i) EXPECT_EQ(asks[i]["draining"], true) << i;
 }
 
+TEST_F(WorkerServiceTest, GivenDrain_WhileWaitingToAskAgain_ThenItAsksAtOnceAndLeaves) {
+  // "Ask again in an hour" (a run without a pipeline says a second): a drain that
+  // begins meanwhile is said at once, whenever it comes.
+  const nlohmann::json later = {{"kind", "wait"}, {"retry_s", 3600}};
+  nlohmann::json registered = Registered();
+  registered["liveness_timeout_s"] = 3600;  // (a retry is capped at it)
+  FakeCoordinator coordinator(registered, {later, kExit});
+  auto service = StartWorker(coordinator, 3600);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  while (coordinator.get_splits().empty())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  service->Drain();
+  ASSERT_EQ(run.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "it slept out the retry";
+  EXPECT_TRUE(run.get().ok());
+  ASSERT_TRUE(coordinator.WaitEnded());
+  EXPECT_TRUE(coordinator.bye());
+  const std::vector<nlohmann::json> asks = coordinator.get_splits();
+  ASSERT_EQ(asks.size(), 2u);
+  EXPECT_EQ(asks[1]["draining"], true);
+}
+
 TEST_F(WorkerServiceTest, GivenDrain_WhenTheGraceEndsFirst_ThenItStopsWithoutSplitDone) {
   FakeCoordinator coordinator(Registered(), {Assign(0)});
   auto service = StartWorker(coordinator, 0.3);
