@@ -208,7 +208,11 @@ bool CoordinatorState::Draining(WorkerId worker) const {
 void CoordinatorState::LoseWorker(WorkerRecord& worker) {
   worker.stats.status = WorkerStatus::kGone;
   const auto held = worker.held;  // TakeBack edits worker.held
-  for (const auto& [epoch, position] : held) TakeBack(*BookOf(epoch), position);
+  for (const auto& [epoch, position] : held) {
+    // (Every split held is of the current epoch or the one ahead: a book that
+    // ends releases its holders first.)
+    if (Book* book = BookOf(epoch)) TakeBack(*book, position);
+  }
 }
 
 void CoordinatorState::Release(Book& book, size_t position) {
