@@ -86,8 +86,8 @@ ReorderBuffer::Outcome ReorderBuffer::Offer(Batch batch, uint64_t source,
   // Nothing is kept for epochs past the look-ahead: a worker never makes them
   // (the coordinator hands out the next epoch's splits once the current one's
   // are all out, never the one after), and a peer sending them would otherwise
-  // make the buffer grow without bound. The next epoch's wait, unverified, in
-  // their sources' part of the look-ahead bound until this rank reaches it.
+  // make the buffer grow without bound. The next epoch's batches wait, unverified,
+  // in their senders' part of the look-ahead bound until this rank reaches it.
   // Once this rank read its epoch, the coordinator may have moved to the next
   // (every rank acknowledged this one) and hand out the one after ahead.
   const uint64_t ahead = kLookAheadEpochs + (seq_ && seq_->done() ? 1 : 0);

@@ -219,12 +219,10 @@ void CoordinatorServer::PlanAheadIfWanted() {
   if (!config_.epochs_in_flight || finished_ || !state_.WantsAhead()) return;
   const uint64_t next = state_.epoch() + 1;
   if (config_.epochs > 0 && next >= static_cast<uint64_t>(config_.epochs)) return;
-  auto plan = PlanFor(next);
   // A plan that cannot be made is said when the epoch is due (AdvanceEpochIfDone).
-  Status st = plan.ok() ? state_.PlanAhead(*plan) : plan.status();
-  if (st.ok()) {
-    LogDebug("coordinator: epoch " + std::to_string(next) + "'s splits are handed out ahead");
-  }
+  auto plan = PlanFor(next);
+  if (!plan.ok() || !state_.PlanAhead(*plan).ok()) return;
+  LogDebug("coordinator: epoch " + std::to_string(next) + "'s splits are handed out ahead");
 }
 
 void CoordinatorServer::SayEnd() {

@@ -41,9 +41,7 @@ Status CoordinatorState::StartEpoch(const EpochPlan& plan) {
                                    ": it must come after epoch " + std::to_string(cur_.epoch));
   }
   if (ahead_ && ahead_->epoch == plan.epoch) {  // its splits were handed out ahead
-    for (const SplitProgress& split : cur_.splits) skipped_before_ += split.samples_skipped;
-    touched_ = false;
-    skipped_base_.assign(static_cast<size_t>(options_.world_size), 0);
+    LeaveEpoch();
     cur_ = std::move(*ahead_);
     ahead_.reset();
     return Status::Ok();
@@ -103,11 +101,15 @@ Status CoordinatorState::SkipToEpoch(const EpochPlan& plan) {
   return LayOut(plan);
 }
 
-Status CoordinatorState::LayOut(const EpochPlan& plan) {
-  GM_ASSIGN_OR_RETURN(PlanLayout layout, LayOutPlan(plan, options_.world_size));
+void CoordinatorState::LeaveEpoch() {
   for (const SplitProgress& split : cur_.splits) skipped_before_ += split.samples_skipped;
   touched_ = false;
   skipped_base_.assign(static_cast<size_t>(options_.world_size), 0);
+}
+
+Status CoordinatorState::LayOut(const EpochPlan& plan) {
+  GM_ASSIGN_OR_RETURN(PlanLayout layout, LayOutPlan(plan, options_.world_size));
+  LeaveEpoch();
   cur_.epoch = plan.epoch;
   Fill(cur_, std::move(layout));
   return Status::Ok();
@@ -175,10 +177,7 @@ Status CoordinatorState::Drain(WorkerId worker) {
   // fault of the worker's (Revoked).
   const auto held = record->held;
   for (const auto& [epoch, position] : held) {
-    if (!ahead_ || epoch != ahead_->epoch) continue;
-    std::vector<WorkerId>& revoked = ahead_->splits[position].revoked_from;
-    if (revoked.size() < kMaxRevokedPerSplit) revoked.push_back(worker);
-    TakeBack(*ahead_, position);
+    if (ahead_ && epoch == ahead_->epoch) Revoke(*ahead_, position);
   }
   return Status::Ok();
 }
@@ -243,6 +242,12 @@ void CoordinatorState::TakeBack(Book& book, size_t position) {
   Release(book, position);
   split.phase = Phase::kPending;
   book.pending.insert(position);
+}
+
+void CoordinatorState::Revoke(Book& book, size_t position) {
+  SplitProgress& split = book.splits[position];
+  if (split.revoked_from.size() < kMaxRevokedPerSplit) split.revoked_from.push_back(split.holder);
+  TakeBack(book, position);
 }
 
 void CoordinatorState::CompleteIfDone(Book& book, size_t position) {
@@ -455,8 +460,7 @@ void CoordinatorState::SetAckedPrefix(size_t position, uint64_t count) {
     cur_.pending.insert(position);
     ++cur_.incomplete;
   } else if (split.phase == Phase::kAssigned && count != split.deliver) {
-    if (split.revoked_from.size() < kMaxRevokedPerSplit) split.revoked_from.push_back(split.holder);
-    TakeBack(cur_, position);
+    Revoke(cur_, position);
   }
   CompleteIfDone(cur_, position);
 }

@@ -305,6 +305,8 @@ class CoordinatorState {
   Assignment AssignNext(Book& book, WorkerRecord& worker);
   void Release(Book& book, size_t position);   // detaches the split from its holder
   void TakeBack(Book& book, size_t position);  // holder loses it unfinished: back to pending
+  // TakeBack, its holder listed in Revoked: the batches on their way are no fault.
+  void Revoke(Book& book, size_t position);
   void CompleteIfDone(Book& book, size_t position);
   // The book of `epoch`: cur_'s, ahead_'s, or nullptr.
   Book* BookOf(uint64_t epoch);
@@ -315,6 +317,9 @@ class CoordinatorState {
   void SetAckedPrefix(size_t position, uint64_t count);
   void Skip(size_t position);  // complete without its count: delivered by an earlier run
   Status LayOut(const EpochPlan& plan);
+  // What the current epoch leaves behind as another becomes current: its
+  // skipped samples counted, nothing of the next touched or skipped yet.
+  void LeaveEpoch();
   void Fill(Book& book,
             PlanLayout layout);  // every split pending but those with nothing to deliver
   void DropAhead();              // the epoch laid out ahead is gone, its holders freed
