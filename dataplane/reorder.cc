@@ -98,8 +98,9 @@ ReorderBuffer::Outcome ReorderBuffer::Offer(Batch batch, uint64_t source,
     return Outcome::kRejected;
   }
   // A split the rank has read (a copy from a worker that made it again, perhaps
-  // after one that cut it short was dropped): nothing to learn from it.
-  if (seq_ && batch.epoch == epoch_ && seq_->Passed(batch.split)) {
+  // after one that cut it short was dropped): nothing to learn from it. Nor
+  // from a source disowned (a batch that was on its way when it was).
+  if ((seq_ && batch.epoch == epoch_ && seq_->Passed(batch.split)) || disowned_.contains(source)) {
     ++dropped_;
     return Outcome::kDropped;
   }
@@ -221,8 +222,7 @@ ReorderBuffer::Outcome ReorderBuffer::OfferCopy(Entry& entry, Batch batch, uint6
     return Outcome::kDropped;
   }
   const uint64_t bytes = BatchBytes(batch);
-  auto holder = holders_.find(batch.split);
-  if (holders_epoch_ == batch.epoch && holder != holders_.end() && holder->second == source) {
+  if (HeldBy(batch.epoch, batch.split, source)) {
     // The holder's copy replaces a batch from a source that does not hold the split.
     ReleaseCopies(entry);
     Unhold(entry.source, entry.bytes);
@@ -278,13 +278,15 @@ std::set<uint64_t> ReorderBuffer::SetHolders(
     if (entry.verified || holder == holders.end() || holder->second == entry.source ||
         entry.view >= view) {
       // Verified; not held by anyone now (its holder was lost and the split went
-      // back to the queue: the next holder's copy is checked then); the holder's;
-      // or arrived after the view was asked for.
-      if (holder != holders.end() && holder->second == entry.source) Verify(entry);
+      // back to the queue: the next holder's copy is checked then); the holder's
+      // (unless disowned: a view asked before the coordinator dropped it); or
+      // arrived after the view was asked for.
+      if (HeldBy(epoch, std::get<1>(it->first), entry.source)) Verify(entry);
       ++it;
       continue;
     }
-    if (listed.contains(entry.source) && !revoked.contains({std::get<1>(it->first), entry.source}))
+    if (listed.contains(entry.source) && !disowned_.contains(entry.source) &&
+        !revoked.contains({std::get<1>(it->first), entry.source}))
       liars.insert(entry.source);
     auto copy = std::find_if(entry.copies.begin(), entry.copies.end(),
                              [&](const Copy& c) { return c.source == holder->second; });
@@ -315,9 +317,13 @@ void ReorderBuffer::Keep(const Key& key, Batch batch, uint64_t source) {
   Hold(source, bytes);
   Entry entry{std::move(batch), source, bytes, false, views_asked_, {}};
   auto [it, fresh] = buffer_.emplace(key, std::move(entry));
-  auto holder = holders_.find(std::get<1>(key));
-  if (holders_epoch_ == std::get<0>(key) && holder != holders_.end() && holder->second == source)
-    Verify(it->second);
+  if (HeldBy(std::get<0>(key), std::get<1>(key), source)) Verify(it->second);
+}
+
+bool ReorderBuffer::HeldBy(uint64_t epoch, uint64_t split, uint64_t source) const {
+  if (holders_epoch_ != epoch || disowned_.contains(source)) return false;
+  auto holder = holders_.find(split);
+  return holder != holders_.end() && holder->second == source;
 }
 
 void ReorderBuffer::Forget(std::map<Key, Entry>::iterator it) {
@@ -360,6 +366,12 @@ Status ReorderBuffer::SetBatchCount(uint64_t epoch, uint64_t split, uint64_t bat
 }
 
 void ReorderBuffer::Disown(uint64_t source) {
+  disowned_.insert(source);
+  for (auto& [key, entry] : buffer_) {
+    if (entry.source != source || !entry.verified) continue;
+    entry.verified = false;
+    Hold(source, entry.bytes);
+  }
   for (auto it = told_by_.begin(); it != told_by_.end();) {
     const auto [epoch, split] = it->first;
     if (it->second != source) {

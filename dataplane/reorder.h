@@ -67,10 +67,14 @@ class ReorderBuffer {
   Status SetBatchCount(uint64_t epoch, uint64_t split, uint64_t batch_count);
 
   // `source` was found to lie or to stall (the client reported it to the
-  // coordinator, which drops it): the batch counts it told (split_batches) of
-  // splits not passed yet are forgotten, so that the worker that makes the split
-  // next says the count. Its batches stay: a copy from another worker is
-  // dropped as usual, and what it made is not known to be wrong.
+  // coordinator, which drops it and gives its splits to others): the batch
+  // counts it told (split_batches) of splits not passed yet are forgotten, so
+  // that the worker that makes the split next says the count, and its buffered
+  // batches are no longer verified: its word is not taken again, so a view of the
+  // holders (SetHolders) or the next holder's copy decides each of them, and a
+  // split's next holder's count drops those past it. (A stalled worker can have
+  // sent a split's batches without end; kept verified, they would be read.)
+  // What it sends later is dropped.
   void Disown(uint64_t source);
 
   // The next batch of the sequence and the connection it came from, when buffered
@@ -165,6 +169,9 @@ class ReorderBuffer {
   // A copy of a buffered batch: kept aside while the buffered one is not verified.
   Outcome OfferCopy(Entry& entry, Batch batch, uint64_t source);
   void Verify(Entry& entry);
+  // The latest view of the holders names `source` as the holder of `split` of
+  // `epoch`, and `source` is not disowned.
+  bool HeldBy(uint64_t epoch, uint64_t split, uint64_t source) const;
   // Counts `bytes` of a batch from `source` in or out of kept_ and kept_from_
   // (Count), or of its unverified part held_ (Hold, Unhold).
   void Count(uint64_t source, uint64_t bytes, bool in);
@@ -196,6 +203,7 @@ class ReorderBuffer {
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, uint64_t> next_from_;
   std::map<uint64_t, uint64_t> holders_;  // split -> source, for holders_epoch_
   uint64_t holders_epoch_ = UINT64_MAX;
+  std::set<uint64_t> disowned_;  // Disown: never verified again
   uint64_t views_asked_ = 0;
   uint64_t batch_size_ = 0;
 };

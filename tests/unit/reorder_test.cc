@@ -165,6 +165,46 @@ TEST(ReorderTest, GivenASourceDisowned_ThenTheCountItToldGivesWayToTheNextWorker
   EXPECT_TRUE(buffer.done());
 }
 
+TEST(ReorderTest,
+     GivenAHolderDisownedAfterSendingASplitWithoutEnd_ThenTheNextHoldersCountEndsTheSplit) {
+  ReorderBuffer buffer;
+  ASSERT_TRUE(buffer.StartEpoch(EpochPlan{0, {{0, kUnknownCount}}}, 1, 0, 0).ok());
+  Hold(buffer, 0, {{0, 1}});
+  std::string why;
+  // Source 1 holds split 0 and sends batches 0 to 5, never the split's end.
+  for (uint64_t b = 0; b < 6; ++b) {
+    ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, b, {"s" + std::to_string(b)}), 1, std::nullopt, &why),
+              ReorderBuffer::Outcome::kBuffered)
+        << why;
+  }
+  ASSERT_TRUE(buffer.TakeNext().has_value());
+  // Reported (it stalled elsewhere): what it sent is its word only, not read...
+  buffer.Disown(1);
+  EXPECT_FALSE(buffer.TakeNext().has_value());
+  EXPECT_EQ(buffer.held_from(1).batches, 5u);
+  // ... even by a view asked before the coordinator dropped it ...
+  Hold(buffer, 0, {{0, 1}});
+  EXPECT_FALSE(buffer.TakeNext().has_value());
+  // ... and what it sends later is dropped.
+  EXPECT_EQ(buffer.Offer(MakeBatch(0, 0, 6, {"s6"}), 1, std::nullopt, &why),
+            ReorderBuffer::Outcome::kDropped);
+  // The split's next holder makes it from where the rank stands, before the
+  // client's view names it: its count (2) ends the split there, and its copy
+  // waits aside until the view ...
+  ASSERT_EQ(buffer.Offer(MakeBatch(0, 0, 1, {"s1"}), 2, 2, &why), ReorderBuffer::Outcome::kAside)
+      << why;
+  EXPECT_EQ(buffer.kept_from(1).batches, 1u);
+  EXPECT_FALSE(buffer.TakeNext().has_value());
+  // ... replaces source 1's batch.
+  Hold(buffer, 0, {{0, 2}});
+  auto next = buffer.TakeNext();
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->second, 2u);
+  EXPECT_EQ(next->first.keys, std::vector<std::string>{"s1"});
+  EXPECT_TRUE(buffer.done());
+  EXPECT_EQ(buffer.kept().batches, 0u);
+}
+
 TEST(ReorderTest, GivenASourceSkippingAhead_ThenItsBatchIsRejected) {
   ReorderBuffer buffer;
   ASSERT_TRUE(
