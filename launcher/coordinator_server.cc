@@ -119,6 +119,7 @@ void CoordinatorServer::EndWorkers() {
   MutexLock lock(mu_);
   workers_end_ = true;
   state_.EndRun();
+  cv_.notify_all();  // a GET_SPLIT held (offload only) answers "exit" now
 }
 
 void CoordinatorServer::Stop() {

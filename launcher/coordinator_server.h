@@ -42,6 +42,7 @@ namespace gm {
 inline constexpr std::string_view kOffloadOnlyPipeline =
     R"({"version": 1, "source": {"type": "range", "count": 1}, "stages": [],
         "batch": {"size": 1}})";
+// How long a GET_SPLIT of a run without a pipeline is held before "wait".
 inline constexpr double kOffloadOnlyRetryS = 1.0;
 // How soon a draining worker that still holds splits asks again (ASSIGN "drain").
 inline constexpr double kDrainRetryS = 0.1;
@@ -64,7 +65,8 @@ struct CoordinatorConfig {
   std::string base_dir;
   // A run without a pipeline (`goldminer run` with no --pipeline): the workers
   // host only the trainers' offloaded DataLoaders (OFFLOAD, virtual workers).
-  // No epoch is planned, GET_SPLIT is answered "wait" (every kOffloadOnlyRetryS),
+  // No epoch is planned, GET_SPLIT is answered "wait" after a hold of
+  // kOffloadOnlyRetryS (at once "exit" when the run ends meanwhile),
   // and a goldminer.Loader's SUBSCRIBE is refused with the reason.
   // pipeline_doc is then kOffloadOnlyPipeline, which workers load and never read.
   bool offload_only = false;
@@ -166,7 +168,8 @@ class CoordinatorServer {
 
   CoordinatorServer(CoordinatorConfig config, Pipeline pipeline, CoordinatorState state, int port);
   void TickLoop();
-  double Now() const { return (config_.clock != nullptr ? *config_.clock : SystemClock()).Now(); }
+  const Clock& clock() const { return config_.clock != nullptr ? *config_.clock : SystemClock(); }
+  double Now() const { return clock().Now(); }
   // One connection, on its own thread (ConnectionServer): the handshake, then
   // a worker's or a client's session.
   void Serve(const ConnectionServer::Connection& connection);
@@ -179,6 +182,7 @@ class CoordinatorServer {
   // do), BYE (`*done`), and Corrupt naming anything else as unexpected from `who`.
   static Status SessionFrame(const Frame& frame, std::string_view who, bool* done);
   Status HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame, bool* done);
+  Result<AssignMsg> AnswerGetSplit(WorkerId id, const Frame& frame, MutexLock& lock) REQUIRES(mu_);
   AssignMsg AssignReply(const Assignment& a) const REQUIRES(mu_);
   Status HandleClientFrame(Socket& socket, int rank, uint64_t session, const Frame& frame,
                            bool* done);

@@ -157,7 +157,6 @@ AssignMsg CoordinatorServer::AssignReply(const Assignment& a) const {
       break;
     case Assignment::Kind::kWait:
       reply.kind = AssignMsg::Kind::kWait;
-      if (config_.offload_only) reply.retry_s = kOffloadOnlyRetryS;  // nothing will come
       break;
     case Assignment::Kind::kDrain:
       reply.kind = AssignMsg::Kind::kDrain;
@@ -179,6 +178,35 @@ AssignMsg CoordinatorServer::AssignReply(const Assignment& a) const {
   return reply;
 }
 
+// The ASSIGN that answers worker `id`'s GET_SPLIT `frame`.
+Result<AssignMsg> CoordinatorServer::AnswerGetSplit(WorkerId id, const Frame& frame,
+                                                    MutexLock& lock) {
+  GM_ASSIGN_OR_RETURN(GetSplitMsg get, GetSplitMsg::Decode(frame.meta));
+  if (get.draining && !state_.Draining(id)) {  // said once, when it first asks so
+    GM_RETURN_IF_ERROR(state_.Drain(id));
+    LogInfo("coordinator: worker " + std::to_string(id) +
+            " drains: it takes no new split and leaves once what it made is acknowledged");
+  }
+  Assignment a{Assignment::Kind::kExit};
+  if (!workers_end_) {
+    PlanAheadIfWanted();
+    GM_ASSIGN_OR_RETURN(a, state_.RequestSplit(id));
+  }
+  // Without a pipeline no split ever comes: the answer is held until the run
+  // ends (then "exit" at once, not at the worker's next ask) or for
+  // kOffloadOnlyRetryS, and a "wait" after the hold asks again at once.
+  const bool held = config_.offload_only && a.kind == Assignment::Kind::kWait;
+  if (held) {
+    const double until = Now() + std::min(kOffloadOnlyRetryS, config_.liveness_timeout_s / 2);
+    WaitUntil(clock(), lock, cv_, until, [&]() REQUIRES(mu_) { return workers_end_ || stopping_; });
+    if (stopping_) return Status::Cancelled("coordinator stopping");
+    if (workers_end_) a = Assignment{Assignment::Kind::kExit};
+  }
+  AssignMsg reply = AssignReply(a);
+  if (held && reply.kind == AssignMsg::Kind::kWait) reply.retry_s = 0;
+  return reply;
+}
+
 Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const Frame& frame,
                                             bool* done) {
   MutexLock lock(mu_);
@@ -189,18 +217,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
   if (stages) worker_stages_[id] = std::move(*stages);
   switch (frame.type) {
     case MsgType::kGetSplit: {
-      GM_ASSIGN_OR_RETURN(GetSplitMsg get, GetSplitMsg::Decode(frame.meta));
-      if (get.draining && !state_.Draining(id)) {  // said once, when it first asks so
-        GM_RETURN_IF_ERROR(state_.Drain(id));
-        LogInfo("coordinator: worker " + std::to_string(id) +
-                " drains: it takes no new split and leaves once what it made is acknowledged");
-      }
-      Assignment a{Assignment::Kind::kExit};
-      if (!workers_end_) {
-        PlanAheadIfWanted();
-        GM_ASSIGN_OR_RETURN(a, state_.RequestSplit(id));
-      }
-      const AssignMsg reply = AssignReply(a);
+      GM_ASSIGN_OR_RETURN(AssignMsg reply, AnswerGetSplit(id, frame, lock));
       lock.Unlock();
       return SendFrame(socket, MsgType::kAssign, reply.Encode(), Deadline::After(kSendTimeoutS));
     }

@@ -2,6 +2,7 @@
 #include "launcher/coordinator_server.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <chrono>
 #include <optional>
@@ -23,8 +24,10 @@ class CoordinatorServerTest : public ::testing::Test {
 
   // A range source of 10 samples in splits of 4 (rounded to batches of 2): 3
   // splits, with `on_error` when given.
+  // `offload_only`: a run without a pipeline (CoordinatorConfig::offload_only).
   void Start(double client_idle_s, int world_size = 1, int epochs = 1,
-             const std::string& on_error = "", const Clock* clock = nullptr) {
+             const std::string& on_error = "", const Clock* clock = nullptr,
+             bool offload_only = false) {
     server_.reset();
     secret_ = *NewSecret();
     CoordinatorConfig c;
@@ -33,6 +36,8 @@ class CoordinatorServerTest : public ::testing::Test {
         R"({"version": 1, "source": {"type": "range", "count": 10}, "stages": [],
             "batch": {"size": 2}})");
     if (!on_error.empty()) c.pipeline_doc["on_error"] = on_error;
+    if (offload_only) c.pipeline_doc = nlohmann::json::parse(kOffloadOnlyPipeline);
+    c.offload_only = offload_only;
     c.pipeline_origin = "test.json";
     c.base_dir = "/";
     c.samples_per_split = 4;
@@ -573,6 +578,44 @@ TEST_F(CoordinatorServerTest, GivenTheRunIsOverForItsWorkers_ThenEveryGetSplitIs
   EXPECT_EQ(Ask(worker, MsgType::kGetSplit, nlohmann::json::object()).meta["kind"], "exit");
   EXPECT_EQ(Ask(worker, MsgType::kGetSplit, {{"draining", true}}).meta["kind"], "exit");
   EXPECT_EQ(server_->Summary().state.workers[0].splits_assigned, 0u) << "nothing handed out";
+}
+
+TEST_F(CoordinatorServerTest,
+       GivenARunWithoutAPipeline_WhenItEndsWhileAGetSplitIsHeld_ThenTheAnswerIsExitAtOnce) {
+  FakeClock clock;
+  ASSERT_NO_FATAL_FAILURE(Start(kClientIdleS, 1, 1, "", &clock, true));
+  Socket worker = RegisteredWorker("127.0.0.1:9");
+  ASSERT_TRUE(
+      SendFrame(worker, MsgType::kGetSplit, nlohmann::json::object(), Deadline::After(kWait)).ok());
+  // No split ever comes: the answer is held, and the clock does not move.
+  EXPECT_FALSE(RecvFrame(worker, FrameLimits{}, Deadline::After(0.2)).ok()) << "held";
+  server_->EndWorkers();
+  auto answer = RecvFrame(worker, FrameLimits{}, Deadline::After(kWait));
+  ASSERT_TRUE(answer.ok()) << answer.status().message();
+  ASSERT_EQ(answer->type, MsgType::kAssign);
+  EXPECT_EQ(answer->meta["kind"], "exit");
+}
+
+TEST_F(CoordinatorServerTest,
+       GivenARunWithoutAPipeline_WhenAGetSplitIsHeldForItsWhole_ThenWaitSaysAskAgainAtOnce) {
+  FakeClock clock;
+  ASSERT_NO_FATAL_FAILURE(Start(kClientIdleS, 1, 1, "", &clock, true));
+  Socket worker = RegisteredWorker("127.0.0.1:9");
+  ASSERT_TRUE(
+      SendFrame(worker, MsgType::kGetSplit, nlohmann::json::object(), Deadline::After(kWait)).ok());
+  // The clock moves a hold's length at a time until the answer comes (the first
+  // moves may come before the coordinator read the GET_SPLIT).
+  const auto readable = [&worker] {
+    pollfd p{worker.fd(), POLLIN, 0};
+    return ::poll(&p, 1, 50) == 1;
+  };
+  for (const Deadline deadline = Deadline::After(kWait); !readable() && !deadline.expired();)
+    clock.Advance(kOffloadOnlyRetryS);
+  auto answer = RecvFrame(worker, FrameLimits{}, Deadline::After(kWait));
+  ASSERT_TRUE(answer.ok()) << answer.status().message();
+  ASSERT_EQ(answer->type, MsgType::kAssign);
+  EXPECT_EQ(answer->meta["kind"], "wait");
+  EXPECT_EQ(answer->meta["retry_s"], 0.0);
 }
 
 TEST_F(CoordinatorServerTest,
