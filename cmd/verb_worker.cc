@@ -264,7 +264,8 @@ void AddCoordinatorFlags(CLI::App& sub, WorkerFlags& f) {
   sub.add_option("--warm-python", f.warm_python,
                  "With --coordinator: start the virtual-worker host of this Python "
                  "interpreter (it imports torch) at once rather than at the first "
-                 "offloaded DataLoader (`goldminer run` passes the trainer's)")
+                 "offloaded DataLoader (`goldminer run` without --pipeline passes the "
+                 "trainer's)")
       ->check(AtMostChars(4096));
   sub.add_option("--drain-grace", f.drain_grace_s,
                  "With --coordinator: on SIGTERM, take no new split, finish the one "

@@ -125,7 +125,14 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   o.on_rates = c.on_rates;
   o.autoscale = c.autoscale;
   o.should_stop = c.should_stop;
-  if (c.offload_dataloaders) o.warm_python = TrainerPython(c.spec.command);
+  // Without a pipeline the trainer's DataLoaders are the run's data: the workers
+  // start their Python host (torch imported) as the run starts. With one, a host
+  // starts when a DataLoader first asks: ahead, its torch import would take the
+  // CPU the pipeline's first batches need, and its memory, for nothing when the
+  // trainer offloads no DataLoader (bench/dataplane_bench.py: 0.54 of in-process
+  // with it on 2 cores, 1.05 without).
+  if (c.offload_dataloaders && c.spec.pipeline.empty())
+    o.warm_python = TrainerPython(c.spec.command);
   o.take_signal = c.take_signal;
   o.signal_reached_trainer = c.signal_reached_trainer;
   o.stop_cause = c.stop_cause;

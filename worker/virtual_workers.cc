@@ -160,6 +160,8 @@ class VirtualWorkers::Host {
     request.dup2 = {{theirs.get(), 3}};
     request.ignore_drain_signals = true;  // a drain's signal is the worker's, not its hosts'
     GM_ASSIGN_OR_RETURN(pid_t pid, SpawnProcess(request));
+    LogDebug("worker: the virtual DataLoader workers' Python host (" + python + ") is pid " +
+             std::to_string(pid));
     auto host = std::shared_ptr<Host>(new Host(std::move(mine), pid, python));
     host->reader_ = std::thread([h = host.get()] { h->ReadLoop(); });
     return host;

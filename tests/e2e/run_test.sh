@@ -106,6 +106,32 @@ else
 fi
 ok "with --bind 0.0.0.0, workers advertise a reachable $reachable ($advertised)"
 ok "--bind 0.0.0.0: 2 epochs delivered exactly once"
+# With a pipeline, no worker starts a Python host before a DataLoader asks for one
+# (its torch import would take the pipeline's CPU); without one, each does at once.
+if grep -q "virtual DataLoader workers' Python host" "$T/err"; then
+  cat "$T/err" >&2
+  fail "a run with a pipeline started a Python host that no DataLoader asked for"
+fi
+cat >"$T/await_hosts.py" <<'PY'
+import glob, sys, time
+# Ends once 2 virtual-worker hosts run (exit 0), or after 120 s (exit 1).
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline:
+    hosts = 0
+    for path in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            hosts += b"goldminer._vhost" in open(path, "rb").read()
+        except OSError:
+            pass
+    if hosts >= 2:
+        sys.exit(0)
+    time.sleep(0.1)
+sys.exit(1)
+PY
+expect_rc 0 "each worker of a run without a pipeline starts its Python host as the run starts" \
+  -- "$GM" run -v --backend local --workers 2 -- $PY "$T/await_hosts.py"
+grep -q "virtual DataLoader workers' Python host ($PY) is pid" "$T/err" ||
+  fail "the worker says which Python host it started (run -v)"
 
 run kill 2 1 GM_TEST_VERBOSE=1 GM_TEST_KILL_AFTER=3 || { cat "$T/err" >&2; fail "run with a worker killed"; }
 check kill 1 || fail "kill -9 of a worker mid-epoch"
