@@ -192,28 +192,15 @@ Result<int> RunWithCoordinator(const WorkerFlags& f) {
   Result<std::unique_ptr<WorkerService>> service = WorkerService::Start(options);
   Status st = service.ok() ? Status::Ok() : service.status();
   if (service.ok()) {
-    // Slurm may deliver one request's SIGTERM twice within milliseconds (slurmstepd
-    // signals the step's processes and their group: seen with `scancel
-    // --signal=TERM JOB.STEP` on Slurm 22.05); a SIGTERM within kSameSignalS of the
-    // first is that one again, not a second asking to stop at once.
-    signals.Watch(
-        [raw = service->get(), drain = f.drain_grace_s > 0, first_term = -1.0](int sig) mutable {
-          constexpr double kSameSignalS = 1;
-          if (sig == SIGUSR2 && drain) {  // goldminer run's drain of a Slurm step
-            raw->Drain();
-            return;
-          }
-          if (sig == SIGTERM && drain) {
-            const double now = MonotonicSeconds();
-            if (first_term < 0) first_term = now;
-            if (now - first_term < kSameSignalS) {
-              raw->Drain();  // the first; once draining, again changes nothing
-              return;
-            }
-          }
-          LogInfo("worker: stopping on signal " + std::to_string(sig));
-          raw->Stop();
-        });
+    signals.Watch([raw = service->get(),
+                   policy = WorkerSignals(f.drain_grace_s > 0, SystemClock())](int sig) mutable {
+      if (policy.On(sig) == WorkerSignals::Action::kDrain) {
+        raw->Drain();  // once draining, again changes nothing
+        return;
+      }
+      LogInfo("worker: stopping on signal " + std::to_string(sig));
+      raw->Stop();
+    });
     st = (*service)->Run();
   }
   if (st.code() == Code::kUnavailable) {

@@ -2,6 +2,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -29,6 +30,15 @@ namespace gm {
 bool HeartbeatDue(double now, double last_send, double last_beat, double period_s) {
   return now - last_send >= period_s || now - last_beat >= kReportEveryBeats * period_s;
 }
+WorkerSignals::Action WorkerSignals::On(int sig) {
+  if (!drain_) return Action::kStop;
+  if (sig == SIGUSR2) return Action::kDrain;
+  if (sig != SIGTERM) return Action::kStop;
+  const double now = clock_.Now();
+  if (!first_term_) first_term_ = now;
+  return now - *first_term_ < kSameSignalS ? Action::kDrain : Action::kStop;
+}
+
 namespace {
 
 // Hands each batch of one assignment to its rank's client connection, one batch
@@ -185,7 +195,7 @@ Status WorkerService::Register() {
 Status WorkerService::SendControl(MsgType type, const nlohmann::json& meta) {
   MutexLock lock(send_mu_);
   Status st = SendFrame(control_, type, meta, Deadline::After(liveness_timeout_s_));
-  if (st.ok()) last_send_.store(MonotonicSeconds());
+  if (st.ok()) last_send_.store(clock().Now());
   return st;
 }
 
@@ -243,7 +253,7 @@ void WorkerService::Drain() {
   MutexLock lock(mu_);
   if (draining_ || stop_) return;
   draining_ = true;
-  drain_deadline_ = MonotonicSeconds() + options_.drain_grace_s;
+  drain_deadline_ = clock().Now() + options_.drain_grace_s;
   // Detail (-v): whoever drained it says why (the run: the autoscaler's decision,
   // the pool's grant, the run's end; Slurm: the job's record).
   LogDebug("worker " + std::to_string(worker_id_) + ": draining: no new split; leaving once " +
@@ -366,9 +376,8 @@ void WorkerService::WaitRetry(double retry_s, bool said_draining) {
   // A drain the coordinator has not heard of is said at once (GET_SPLIT
   // draining): a worker with nothing in hand then leaves without sleeping out the
   // retry (a second, in a run without a pipeline, at the end of every run).
-  lock.WaitFor(cv_, retry_s, [&]() REQUIRES(mu_) {
-    return stop_ || !lost_.ok() || (draining_ && !said_draining);
-  });
+  WaitUntil(clock(), lock, cv_, clock().Now() + retry_s,
+            [&]() REQUIRES(mu_) { return stop_ || !lost_.ok() || (draining_ && !said_draining); });
 }
 
 void WorkerService::HeartbeatLoop() {
@@ -377,8 +386,10 @@ void WorkerService::HeartbeatLoop() {
   const double tick = heartbeat_s_ / 4;
   MutexLock lock(mu_);
   while (!heartbeat_done_) {
-    if (lock.WaitFor(cv_, tick, [&]() REQUIRES(mu_) { return heartbeat_done_; })) return;
-    if (draining_ && !stop_ && MonotonicSeconds() >= drain_deadline_) {
+    if (WaitUntil(clock(), lock, cv_, clock().Now() + tick,
+                  [&]() REQUIRES(mu_) { return heartbeat_done_; }))
+      return;
+    if (draining_ && !stop_ && clock().Now() >= drain_deadline_) {
       lock.Unlock();
       LogWarning("worker " + std::to_string(worker_id_) + ": the drain's grace (" +
                  Fixed(options_.drain_grace_s, 1) +
@@ -431,7 +442,7 @@ Status WorkerService::CheckControl() {
     }
     return Status::Ok();
   }
-  const double now = MonotonicSeconds();
+  const double now = clock().Now();
   if (!HeartbeatDue(now, last_send_.load(), last_beat_, heartbeat_s_)) return Status::Ok();
   last_beat_ = now;
   HeartbeatMsg beat;

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
 #include "dataplane/data_server.h"
@@ -50,6 +51,26 @@ namespace gm {
 // sends, so that its CPU and virtual workers reach the coordinator.
 inline constexpr double kReportEveryBeats = 5;
 bool HeartbeatDue(double now, double last_send, double last_beat, double period_s);
+
+// What `goldminer worker --coordinator` does on each signal it watches. With
+// drains on (--drain-grace above 0): the first SIGTERM and every SIGUSR2 (goldminer
+// run's drain of a Slurm step) drain the worker, and a SIGTERM within
+// kSameSignalS of the first is that one again (Slurm may deliver one request's
+// SIGTERM twice within milliseconds: slurmstepd signals the step's processes and
+// their group, seen with `scancel --signal=TERM JOB.STEP` on Slurm 22.05). Any
+// other signal, a later SIGTERM, or any signal with drains off stops it.
+class WorkerSignals {
+ public:
+  enum class Action { kDrain, kStop };
+  static constexpr double kSameSignalS = 1;
+  WorkerSignals(bool drain, const Clock& clock) : drain_(drain), clock_(clock) {}
+  Action On(int sig);
+
+ private:
+  const bool drain_;
+  const Clock& clock_;
+  std::optional<double> first_term_;  // on clock_
+};
 
 struct WorkerServiceOptions {
   std::string coordinator;             // "HOST:PORT" of the run's coordinator
@@ -71,6 +92,10 @@ struct WorkerServiceOptions {
   std::string warm_python;
   // How long a drain (Drain()) may take before the worker stops as Stop() does.
   double drain_grace_s = 10;
+  // The clock of the drain's grace, the heartbeat period and the waits between
+  // asks (a test's FakeClock); nullptr: SystemClock(). Socket deadlines stay on
+  // real time (core/clock.h).
+  const Clock* clock = nullptr;
 };
 
 class WorkerService {
@@ -128,6 +153,7 @@ class WorkerService {
   void HeartbeatLoop();
   Status CheckControl();
   Status Gone(const Status& why) const;
+  const Clock& clock() const { return options_.clock != nullptr ? *options_.clock : SystemClock(); }
 
   const WorkerServiceOptions options_;
   const std::string coordinator_;
@@ -147,14 +173,14 @@ class WorkerService {
   std::atomic<uint64_t> splits_done_{0};
 
   Mutex send_mu_;                     // one sender on control_ at a time
-  std::atomic<double> last_send_{0};  // MonotonicSeconds() of the last control frame sent
-  double last_beat_ = 0;  // MonotonicSeconds() of the last HEARTBEAT (CheckControl's thread)
+  std::atomic<double> last_send_{0};  // clock() of the last control frame sent
+  double last_beat_ = 0;              // clock() of the last HEARTBEAT (CheckControl's thread)
 
   Mutex mu_;
   std::condition_variable cv_;
   bool stop_ GUARDED_BY(mu_) = false;                     // Stop() was called
   bool draining_ GUARDED_BY(mu_) = false;                 // Drain() was called
-  double drain_deadline_ GUARDED_BY(mu_) = 0;             // MonotonicSeconds(): Stop() then
+  double drain_deadline_ GUARDED_BY(mu_) = 0;             // on clock(): Stop() then
   bool heartbeat_done_ GUARDED_BY(mu_) = false;           // the heartbeat thread must end
   Status lost_ GUARDED_BY(mu_);                           // why the coordinator is gone
   std::vector<StageStats> stage_totals_ GUARDED_BY(mu_);  // all splits made so far

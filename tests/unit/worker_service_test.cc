@@ -4,6 +4,7 @@
 #include "worker/worker_service.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <deque>
@@ -82,6 +83,16 @@ class FakeCoordinator {
     MutexLock lock(mu_);
     return lock.WaitFor(cv_, kWait, [&]() REQUIRES(mu_) { return busy_heartbeats_ >= n; });
   }
+  // HEARTBEATs received so far, busy or not.
+  int heartbeats() {
+    MutexLock lock(mu_);
+    return heartbeats_;
+  }
+  // Waits (up to kWait) for `n` HEARTBEATs in all; false if fewer came.
+  bool WaitHeartbeats(int n) {
+    MutexLock lock(mu_);
+    return lock.WaitFor(cv_, kWait, [&]() REQUIRES(mu_) { return heartbeats_ >= n; });
+  }
 
  private:
   void Serve() {
@@ -113,6 +124,10 @@ class FakeCoordinator {
       if (frame->type == MsgType::kBye) {
         bye_ = true;
         return;
+      }
+      if (frame->type == MsgType::kHeartbeat) {
+        ++heartbeats_;
+        cv_.notify_all();
       }
       const bool busy =
           frame->type == MsgType::kHeartbeat && frame->meta.value("making_split", false);
@@ -153,6 +168,7 @@ class FakeCoordinator {
   bool ended_ GUARDED_BY(mu_) = false;
   bool pushed_exit_ GUARDED_BY(mu_) = false;
   int busy_heartbeats_ GUARDED_BY(mu_) = 0;
+  int heartbeats_ GUARDED_BY(mu_) = 0;
 };
 
 nlohmann::json Assign(uint64_t split, uint64_t start = 0, int64_t end = -1) {
@@ -250,9 +266,11 @@ class WorkerServiceTest : public ::testing::Test {
   }
 
   std::unique_ptr<WorkerService> StartWorker(const FakeCoordinator& coordinator,
-                                             double drain_grace_s = 10) {
+                                             double drain_grace_s = 10,
+                                             const Clock* clock = nullptr) {
     WorkerServiceOptions options;
     options.drain_grace_s = drain_grace_s;
+    options.clock = clock;
     options.coordinator = coordinator.address();
     options.threads = 2;
     options.secret = Secret();
@@ -272,6 +290,14 @@ class WorkerServiceTest : public ::testing::Test {
     EXPECT_TRUE(stats.ok()) << stats.status().message();
     return sink.batches;
   }
+
+  // Stops `service` when the test ends, also when an assertion returns early: on a
+  // FakeClock that no longer moves, Run() would not end by itself, and the
+  // future that waits for it would wait for ever.
+  struct StopAtEnd {
+    WorkerService& service;
+    ~StopAtEnd() { service.Stop(); }
+  };
 
   // Waits (up to kWait) for Run() to return; stops the service if it does not.
   static Status Finish(std::future<Status>& run, WorkerService& service) {
@@ -689,17 +715,70 @@ TEST_F(WorkerServiceTest, GivenDrain_WhileWaitingToAskAgain_ThenItAsksAtOnceAndL
 
 TEST_F(WorkerServiceTest, GivenDrain_WhenTheGraceEndsFirst_ThenItStopsWithoutSplitDone) {
   FakeCoordinator coordinator(Registered(), {Assign(0)});
-  auto service = StartWorker(coordinator, 0.3);
+  FakeClock clock;
+  auto service = StartWorker(coordinator, 10, &clock);
   ASSERT_TRUE(service);
   auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  StopAtEnd stop_at_end{*service};
   auto client = ConnectClient(service->data_port(), Secret(), 0, 1);
   ASSERT_TRUE(client.ok()) << client.status().message();
   ASSERT_TRUE(NextBatch(*client).ok());
   service->Drain();  // and no more credit: the split cannot end in the grace
+  // The grace is on the worker's clock: while it stands still, the worker waits.
+  clock.Advance(9.9);
+  EXPECT_EQ(run.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "stopped before its grace ended";
+  clock.Advance(0.2);
   EXPECT_TRUE(Finish(run, *service).ok());
   ASSERT_TRUE(coordinator.WaitEnded());
   EXPECT_TRUE(coordinator.bye());
   EXPECT_TRUE(coordinator.split_dones().empty()) << "the split is made elsewhere";
+}
+
+TEST_F(WorkerServiceTest, GivenAnIdleWorker_ThenItsHeartbeatsFollowItsClock) {
+  // "Ask again in an hour": the worker is idle, and sends only heartbeats, every
+  // 0.05 s of its clock (the fixture's heartbeat_s).
+  const nlohmann::json later = {{"kind", "wait"}, {"retry_s", 3600}};
+  nlohmann::json registered = Registered();
+  registered["liveness_timeout_s"] = 3600;
+  FakeCoordinator coordinator(registered, {later, kExit});
+  FakeClock clock;
+  auto service = StartWorker(coordinator, 10, &clock);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  StopAtEnd stop_at_end{*service};
+  while (coordinator.get_splits().empty())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // While its clock stands still, none (on real time it would send one every 0.05 s).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(coordinator.heartbeats(), 0);
+  // As it moves, they come, at most one a period: three take at least two periods.
+  const double start = clock.Now();
+  const Deadline deadline = Deadline::After(kWait);
+  while (coordinator.heartbeats() < 3 && !deadline.expired()) {
+    clock.Advance(0.005);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_GE(coordinator.heartbeats(), 3);
+  EXPECT_GE(clock.Now() - start, 2 * 0.05);
+  service->Stop();
+  EXPECT_TRUE(Finish(run, *service).ok());
+}
+
+TEST(WorkerSignalsTest, GivenDrainsOn_ThenTheFirstTermAndItsTwinDrainAndALaterOneStops) {
+  FakeClock clock;
+  WorkerSignals on(true, clock);
+  using A = WorkerSignals::Action;
+  EXPECT_EQ(on.On(SIGUSR2), A::kDrain);
+  EXPECT_EQ(on.On(SIGTERM), A::kDrain);
+  clock.Advance(WorkerSignals::kSameSignalS / 2);
+  EXPECT_EQ(on.On(SIGTERM), A::kDrain) << "the same SIGTERM, delivered twice";
+  EXPECT_EQ(on.On(SIGUSR2), A::kDrain);
+  clock.Advance(WorkerSignals::kSameSignalS);
+  EXPECT_EQ(on.On(SIGTERM), A::kStop) << "a second SIGTERM stops";
+  EXPECT_EQ(on.On(SIGINT), A::kStop);
+  WorkerSignals off(false, clock);
+  for (int sig : {SIGTERM, SIGUSR2, SIGINT}) EXPECT_EQ(off.On(sig), A::kStop) << sig;
 }
 
 TEST_F(WorkerServiceTest, GivenDrain_WhenTheCoordinatorIsGone_ThenTheDrainEndsWell) {
