@@ -177,6 +177,16 @@ class CoordinatorServerTest : public ::testing::Test {
     return Ask(client, MsgType::kGetPlan, {{"epoch", 0}});
   }
 
+  // A coordinator of a run without a pipeline on `clock`, and `worker`
+  // registered with it, its GET_SPLIT sent.
+  void AskWithoutAPipeline(FakeClock& clock, Socket& worker) {
+    ASSERT_NO_FATAL_FAILURE(Start(kClientIdleS, 1, 1, "", &clock, true));
+    worker = RegisteredWorker("127.0.0.1:9");
+    ASSERT_TRUE(
+        SendFrame(worker, MsgType::kGetSplit, nlohmann::json::object(), Deadline::After(kWait))
+            .ok());
+  }
+
   // Waits (up to kWait) until the first worker registered is gone from the state.
   void WaitFirstWorkerGone() {
     const Deadline deadline = Deadline::After(kWait);
@@ -583,10 +593,8 @@ TEST_F(CoordinatorServerTest, GivenTheRunIsOverForItsWorkers_ThenEveryGetSplitIs
 TEST_F(CoordinatorServerTest,
        GivenARunWithoutAPipeline_WhenItEndsWhileAGetSplitIsHeld_ThenTheAnswerIsExitAtOnce) {
   FakeClock clock;
-  ASSERT_NO_FATAL_FAILURE(Start(kClientIdleS, 1, 1, "", &clock, true));
-  Socket worker = RegisteredWorker("127.0.0.1:9");
-  ASSERT_TRUE(
-      SendFrame(worker, MsgType::kGetSplit, nlohmann::json::object(), Deadline::After(kWait)).ok());
+  Socket worker;
+  ASSERT_NO_FATAL_FAILURE(AskWithoutAPipeline(clock, worker));
   // No split ever comes: the answer is held, and the clock does not move.
   EXPECT_FALSE(RecvFrame(worker, FrameLimits{}, Deadline::After(0.2)).ok()) << "held";
   server_->EndWorkers();
@@ -599,10 +607,8 @@ TEST_F(CoordinatorServerTest,
 TEST_F(CoordinatorServerTest,
        GivenARunWithoutAPipeline_WhenAGetSplitIsHeldForItsWhole_ThenWaitSaysAskAgainAtOnce) {
   FakeClock clock;
-  ASSERT_NO_FATAL_FAILURE(Start(kClientIdleS, 1, 1, "", &clock, true));
-  Socket worker = RegisteredWorker("127.0.0.1:9");
-  ASSERT_TRUE(
-      SendFrame(worker, MsgType::kGetSplit, nlohmann::json::object(), Deadline::After(kWait)).ok());
+  Socket worker;
+  ASSERT_NO_FATAL_FAILURE(AskWithoutAPipeline(clock, worker));
   // The clock moves a hold's length at a time until the answer comes (the first
   // moves may come before the coordinator read the GET_SPLIT).
   const auto readable = [&worker] {
