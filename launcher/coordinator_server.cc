@@ -179,15 +179,26 @@ std::string CoordinatorServer::PlaceVirtualWorker() {
   uint64_t best_load = 0;
   for (const auto& [id, addr] : data_addr_) {
     const VirtualLoad& load = virtual_load_[id];
-    const uint64_t n = load.reported + load.placed;
+    const uint64_t n = load.reported + load.placed.size();
     if (!best || n < best_load) {
       best = id;
       best_load = n;
     }
   }
   if (!best) return "";
-  ++virtual_load_[*best].placed;
+  virtual_load_[*best].placed.push_back(Now());
   return data_addr_.at(*best);
+}
+
+void CoordinatorServer::ReportVirtualLoad(WorkerId id, uint64_t open) {
+  VirtualLoad& load = virtual_load_[id];
+  for (uint64_t shown = open > load.reported ? open - load.reported : 0;
+       shown > 0 && !load.placed.empty(); --shown) {
+    load.placed.pop_front();
+  }
+  while (!load.placed.empty() && Now() - load.placed.front() > kPlacementShownS)
+    load.placed.pop_front();
+  load.reported = open;
 }
 
 std::vector<std::string> CoordinatorServer::LiveAddresses() const {

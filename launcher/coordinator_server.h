@@ -13,6 +13,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,9 @@ namespace gm {
 inline constexpr std::string_view kOffloadOnlyPipeline =
     R"({"version": 1, "source": {"type": "range", "count": 1}, "stages": [],
         "batch": {"size": 1}})";
+// How long a virtual worker placed on a data worker counts in its load before
+// one of its reports shows it open (CoordinatorServer::VirtualLoad).
+inline constexpr double kPlacementShownS = 30;
 // How long a GET_SPLIT of a run without a pipeline is held before "wait".
 inline constexpr double kOffloadOnlyRetryS = 1.0;
 // How soon a draining worker that still holds splits asks again (ASSIGN "drain").
@@ -266,10 +270,17 @@ class CoordinatorServer {
   std::map<WorkerId, double> worker_cpu_last_ GUARDED_BY(mu_);
   // Virtual DataLoader workers on each live worker: as it last reported them
   // (HEARTBEAT), and those placed there since (PlaceVirtualWorker).
+  // A data worker's virtual workers: what its last HEARTBEAT reported, and the
+  // placements since (Now() of each) that no report has shown open yet. A report
+  // that grows by k shows the k oldest open; a placement not shown within
+  // kPlacementShownS (its trainer never came) is forgotten. A report written
+  // before a placement and read after it (the worker's frames wait while its
+  // GET_SPLIT is held) cannot hide the placement.
   struct VirtualLoad {
     uint64_t reported = 0;
-    uint64_t placed = 0;
+    std::deque<double> placed;
   };
+  void ReportVirtualLoad(WorkerId id, uint64_t open) REQUIRES(mu_);
   std::map<WorkerId, VirtualLoad> virtual_load_ GUARDED_BY(mu_);
   double worker_cpu_s_ GUARDED_BY(mu_) = 0;
   std::map<int, std::string> rank_peers_ GUARDED_BY(mu_);  // subscribed ranks -> peer

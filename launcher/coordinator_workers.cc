@@ -262,7 +262,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
       const auto last = worker_cpu_last_.try_emplace(id, 0.0).first;
       worker_cpu_s_ += std::max(0.0, beat.cpu_s - last->second);
       last->second = std::max(last->second, beat.cpu_s);
-      virtual_load_[id] = VirtualLoad{beat.virtual_workers, 0};
+      ReportVirtualLoad(id, beat.virtual_workers);
       if (!workers_end_ || !beat.making_split || told_to_leave_.contains(id)) return Status::Ok();
       told_to_leave_.insert(id);
       lock.Unlock();

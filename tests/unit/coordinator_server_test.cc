@@ -936,6 +936,34 @@ TEST_F(CoordinatorServerTest, GivenWorkersReportingTheirCpu_ThenTheSummaryAddsWh
   EXPECT_DOUBLE_EQ(server_->Summary().worker_cpu_s, 7.5);
 }
 
+TEST_F(CoordinatorServerTest,
+       GivenAReportOlderThanAPlacement_ThenThePlacementCountsUntilShownOrForgotten) {
+  FakeClock clock;
+  ASSERT_NO_FATAL_FAILURE(Start(kClientIdleS, 1, 1, "", &clock));
+  Socket a = RegisteredWorker("127.0.0.1:9");
+  Socket b = RegisteredWorker("127.0.0.1:10");
+  auto client = Connect("client", secret_);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  ASSERT_EQ(Ask(*client, MsgType::kOffload, {{"rank", 0}}).type, MsgType::kOffloading);
+  const auto place = [&] {
+    Frame f = Ask(*client, MsgType::kGetWorkers, {{"place", true}});
+    return f.meta["workers"].empty() ? std::string() : f.meta["workers"][0].get<std::string>();
+  };
+  EXPECT_EQ(place(), "127.0.0.1:9");
+  // a's report was written before that placement's channel opened: it still counts.
+  ASSERT_NO_FATAL_FAILURE(Beat(a, {.virtual_workers = 0}));
+  EXPECT_EQ(place(), "127.0.0.1:10");
+  EXPECT_EQ(place(), "127.0.0.1:9");  // 1 each: the first registered
+  EXPECT_EQ(place(), "127.0.0.1:10");
+  // a shows both open: 2 each.
+  ASSERT_NO_FATAL_FAILURE(Beat(a, {.virtual_workers = 2}));
+  EXPECT_EQ(place(), "127.0.0.1:9");
+  // b's never opened (their trainer did not come): forgotten after kPlacementShownS.
+  clock.Advance(kPlacementShownS + 1);
+  ASSERT_NO_FATAL_FAILURE(Beat(b, {.virtual_workers = 0}));
+  EXPECT_EQ(place(), "127.0.0.1:10");
+}
+
 TEST_F(CoordinatorServerTest, GivenVirtualWorkersToPlace_ThenEachGoesToTheLeastLoadedWorker) {
   Socket a = RegisteredWorker("127.0.0.1:9");
   Socket b = RegisteredWorker("127.0.0.1:10");
