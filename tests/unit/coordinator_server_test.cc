@@ -177,6 +177,22 @@ class CoordinatorServerTest : public ::testing::Test {
     return Ask(client, MsgType::kGetPlan, {{"epoch", 0}});
   }
 
+  // A client of rank 0 that said OFFLOAD (invalid, with a failure, if it could not).
+  Socket OffloadingClient() {
+    auto client = Connect("client", secret_);
+    EXPECT_TRUE(client.ok()) << client.status().message();
+    if (!client.ok()) return Socket();
+    EXPECT_EQ(Ask(*client, MsgType::kOffload, {{"rank", 0}}).type, MsgType::kOffloading);
+    return std::move(*client);
+  }
+  // The data worker the coordinator names for `client`'s next virtual worker.
+  std::string Place(Socket& client) {
+    Frame f = Ask(client, MsgType::kGetWorkers, {{"place", true}});
+    EXPECT_EQ(f.type, MsgType::kWorkers);
+    EXPECT_EQ(f.meta["workers"].size(), 1u) << f.meta.dump();
+    return f.meta["workers"].empty() ? std::string() : f.meta["workers"][0].get<std::string>();
+  }
+
   // A coordinator of a run without a pipeline on `clock`, and `worker`
   // registered with it, its GET_SPLIT sent.
   void AskWithoutAPipeline(FakeClock& clock, Socket& worker) {
@@ -942,13 +958,9 @@ TEST_F(CoordinatorServerTest,
   ASSERT_NO_FATAL_FAILURE(Start(kClientIdleS, 1, 1, "", &clock));
   Socket a = RegisteredWorker("127.0.0.1:9");
   Socket b = RegisteredWorker("127.0.0.1:10");
-  auto client = Connect("client", secret_);
-  ASSERT_TRUE(client.ok()) << client.status().message();
-  ASSERT_EQ(Ask(*client, MsgType::kOffload, {{"rank", 0}}).type, MsgType::kOffloading);
-  const auto place = [&] {
-    Frame f = Ask(*client, MsgType::kGetWorkers, {{"place", true}});
-    return f.meta["workers"].empty() ? std::string() : f.meta["workers"][0].get<std::string>();
-  };
+  Socket client = OffloadingClient();
+  ASSERT_TRUE(client.valid());
+  const auto place = [&] { return Place(client); };
   EXPECT_EQ(place(), "127.0.0.1:9");
   // a's report was written before that placement's channel opened: it still counts.
   ASSERT_NO_FATAL_FAILURE(Beat(a, {.virtual_workers = 0}));
@@ -967,15 +979,9 @@ TEST_F(CoordinatorServerTest,
 TEST_F(CoordinatorServerTest, GivenVirtualWorkersToPlace_ThenEachGoesToTheLeastLoadedWorker) {
   Socket a = RegisteredWorker("127.0.0.1:9");
   Socket b = RegisteredWorker("127.0.0.1:10");
-  auto client = Connect("client", secret_);
-  ASSERT_TRUE(client.ok()) << client.status().message();
-  ASSERT_EQ(Ask(*client, MsgType::kOffload, {{"rank", 0}}).type, MsgType::kOffloading);
-  const auto place = [&] {
-    Frame f = Ask(*client, MsgType::kGetWorkers, {{"place", true}});
-    EXPECT_EQ(f.type, MsgType::kWorkers);
-    EXPECT_EQ(f.meta["workers"].size(), 1u) << f.meta.dump();
-    return f.meta["workers"].empty() ? std::string() : f.meta["workers"][0].get<std::string>();
-  };
+  Socket client = OffloadingClient();
+  ASSERT_TRUE(client.valid());
+  const auto place = [&] { return Place(client); };
   ASSERT_NO_FATAL_FAILURE(
       Beat(a, {.virtual_workers = 3}));  // a hosts 3 (another rank's, another DataLoader's)
   EXPECT_EQ(place(), "127.0.0.1:10");
@@ -985,7 +991,7 @@ TEST_F(CoordinatorServerTest, GivenVirtualWorkersToPlace_ThenEachGoesToTheLeastL
   ASSERT_NO_FATAL_FAILURE(Beat(b, {.virtual_workers = 0}));  // b's ended
   EXPECT_EQ(place(), "127.0.0.1:10");
   // Without {place}, every live worker, as before.
-  EXPECT_EQ(Ask(*client, MsgType::kGetWorkers, {}).meta["workers"].size(), 2u);
+  EXPECT_EQ(Ask(client, MsgType::kGetWorkers, {}).meta["workers"].size(), 2u);
   // A worker that left is placed on no more.
   b.Close();
   const Deadline deadline = Deadline::After(kWait);
