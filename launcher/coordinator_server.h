@@ -268,8 +268,6 @@ class CoordinatorServer {
   // children): the latest figure of each live worker, and the sum of what every
   // worker added since it registered.
   std::map<WorkerId, double> worker_cpu_last_ GUARDED_BY(mu_);
-  // Virtual DataLoader workers on each live worker: as it last reported them
-  // (HEARTBEAT), and those placed there since (PlaceVirtualWorker).
   // A data worker's virtual workers: what its last HEARTBEAT reported, and the
   // placements since (Now() of each) that no report has shown open yet. A report
   // that grows by k shows the k oldest open; a placement not shown within

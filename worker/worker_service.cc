@@ -30,6 +30,7 @@ namespace gm {
 bool HeartbeatDue(double now, double last_send, double last_beat, double period_s) {
   return now - last_send >= period_s || now - last_beat >= kReportEveryBeats * period_s;
 }
+
 WorkerSignals::Action WorkerSignals::On(int sig) {
   if (!drain_) return Action::kStop;
   if (sig == SIGUSR2) return Action::kDrain;
@@ -375,7 +376,7 @@ void WorkerService::WaitRetry(double retry_s, bool said_draining) {
   MutexLock lock(mu_);
   // A drain the coordinator has not heard of is said at once (GET_SPLIT
   // draining): a worker with nothing in hand then leaves without sleeping out the
-  // retry (a second, in a run without a pipeline, at the end of every run).
+  // retry.
   WaitUntil(clock(), lock, cv_, clock().Now() + retry_s,
             [&]() REQUIRES(mu_) { return stop_ || !lost_.ok() || (draining_ && !said_draining); });
 }

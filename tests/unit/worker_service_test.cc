@@ -691,8 +691,8 @@ TEST_F(WorkerServiceTest,
 }
 
 TEST_F(WorkerServiceTest, GivenDrain_WhileWaitingToAskAgain_ThenItAsksAtOnceAndLeaves) {
-  // "Ask again in an hour" (a run without a pipeline says a second): a drain that
-  // begins meanwhile is said at once, whenever it comes.
+  // "Ask again in an hour": a drain that begins meanwhile is said at once,
+  // whenever it comes.
   const nlohmann::json later = {{"kind", "wait"}, {"retry_s", 3600}};
   nlohmann::json registered = Registered();
   registered["liveness_timeout_s"] = 3600;  // (a retry is capped at it)
