@@ -87,8 +87,11 @@ def pipelines(work):
     return out
 
 
-def measure(gm, name, pipeline, work, rounds, seconds, step_s=0.0, target_factor=None):
+def measure(gm, name, pipeline, work, rounds, seconds, step_s=0.0, target_factor=None,
+            tcp=False):
     env = dict(os.environ)
+    if tcp:  # the trainer's client takes batches over TCP; plan prices them so
+        env["GOLDMINER_SAME_HOST"] = "off"
     env["PYTHONPATH"] = os.path.join(ROOT, "examples/exec_stage")  # clean_text for the exec stage
     prof = os.path.join(work, name + ".profile.json")
     trainer = [PY, TRAINER, "--step-s", str(step_s)]
@@ -128,24 +131,28 @@ def main():
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--work")
     ap.add_argument("--only", help="one case by name (small-u8, imagenet-f32, text-exec, "
-                    "small-u8+trainer-bound)")
+                    "imagenet-f32+tcp, small-u8+trainer-bound)")
     args = ap.parse_args()
     gm = os.path.join(os.path.abspath(args.build), "cmd", "goldminer")
     work = args.work or tempfile.mkdtemp(prefix="goldminer-plan-bench-")
     os.makedirs(work, exist_ok=True)
     corpora(work)
     paths = pipelines(work)
-    cases = [(name, path, 0.0, None) for name, path in paths.items()]
+    cases = [(name, path, 0.0, None, False) for name, path in paths.items()]
+    # The same ImageNet pipeline with its 602 kB samples sent over TCP, as to a
+    # trainer on another node: the plan adds the wire's cost per byte.
+    cases.append(("imagenet-f32+tcp", paths["imagenet-f32"], 0.0, None, True))
     # The trainer computes 50 ms per batch of 64: demand about 1280 samples/s, below
     # what the small pipeline's workers make; the plan is asked for 3x that.
-    cases.append(("small-u8+trainer-bound", paths["small-u8"], 0.05, 3))
+    cases.append(("small-u8+trainer-bound", paths["small-u8"], 0.05, 3, False))
     rows = []
-    for name, path, step_s, factor in cases:
+    for name, path, step_s, factor, tcp in cases:
         if args.only and args.only != name:
             continue
         trials = []
         for _ in range(args.trials):
-            trials.append(measure(gm, name, path, work, args.rounds, args.seconds, step_s, factor))
+            trials.append(measure(gm, name, path, work, args.rounds, args.seconds, step_s, factor,
+                                  tcp))
             print(json.dumps(trials[-1]), flush=True)
         ratios = [t["ratio"] for t in trials]
         row = dict(trials[len(trials) // 2])

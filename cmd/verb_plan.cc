@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/paths.h"
 #include "core/sqlite_run_store.h"
+#include "dataplane/shm.h"
 #include "launcher/process.h"
 #include "planner/cluster.h"
 #include "planner/divide.h"
@@ -169,6 +170,7 @@ Result<int> RunPlan(const PlanFlags& f) {
   o.max_workers = f.max_workers;
   o.cpus_per_worker = f.cpus_per_worker;
   o.nic_gbps = f.nic_gbps;
+  o.same_host = SameHostEnabled();  // as the trainer's client will find it
   o.trainer_cpus = f.trainer_cpus;
   o.partition = f.partition;
   o.gpu_partition = f.gpu_partition;

@@ -53,6 +53,7 @@ json ToJson(const CutPoint& c) {
 
 json ToJson(const PipelineRun& r) {
   return {{"threads", r.threads},
+          {"cpus", r.cpus},
           {"samples", r.samples},
           {"seconds", r.seconds},
           {"cpu_s", r.cpu_s},
@@ -102,6 +103,9 @@ json ToJson(const PipelineProfile& p) {
           {"samples_per_s_per_core", p.samples_per_s_per_core},
           {"peak_rss_bytes", p.peak_rss_bytes},
           {"instrumentation_overhead", p.instrumentation_overhead},
+          {"delivery",
+           {{"frame_cpu_s", p.delivery.frame_cpu_s},
+            {"tcp_cpu_s_per_byte", p.delivery.tcp_cpu_s_per_byte}}},
           {"stages", ArrayOf(p.stages)},
           {"cuts", ArrayOf(p.cuts)}};
 }
@@ -185,11 +189,23 @@ Status Convert(const JsonNode& n, CutPoint& out) {
 Status Convert(const JsonNode& n, PipelineRun& out) {
   Fields f(n);
   f.Required("threads", out.threads);
+  f.Optional("cpus", out.cpus);
   f.Required("samples", out.samples);
   f.Required("seconds", out.seconds);
   f.Optional("cpu_s", out.cpu_s);
   f.Required("samples_per_s", out.samples_per_s);
   f.Optional("samples_per_cpu_s", out.samples_per_cpu_s);
+  return f.status();
+}
+
+Status Convert(const JsonNode& n, DeliveryCost& out) {
+  Fields f(n);
+  f.Optional("frame_cpu_s", out.frame_cpu_s);
+  f.Check(out.frame_cpu_s >= 0 && std::isfinite(out.frame_cpu_s), "frame_cpu_s",
+          "seconds, 0 or more");
+  f.Optional("tcp_cpu_s_per_byte", out.tcp_cpu_s_per_byte);
+  f.Check(out.tcp_cpu_s_per_byte >= 0 && std::isfinite(out.tcp_cpu_s_per_byte),
+          "tcp_cpu_s_per_byte", "seconds per byte, 0 or more");
   return f.status();
 }
 
@@ -209,6 +225,7 @@ Status Convert(const JsonNode& n, PipelineProfile& out) {
   f.Required("samples_per_s_per_core", out.samples_per_s_per_core);
   f.Optional("peak_rss_bytes", out.peak_rss_bytes);
   f.Optional("instrumentation_overhead", out.instrumentation_overhead);
+  f.Optional("delivery", out.delivery);
   f.Required("stages", out.stages);
   f.Optional("cuts", out.cuts);
   return f.status();

@@ -68,8 +68,21 @@ struct PipelineRun {
   double cpu_s = 0;    // process CPU during the run
   double samples_per_s = 0;
   double samples_per_cpu_s = 0;  // samples / cpu_s
+  int cpus = 0;  // the CPUs the run was confined to (1: as a 1-CPU worker); 0: not recorded
 
   bool operator==(const PipelineRun&) const = default;  // field by field (tests, round trips)
+};
+
+// What a worker's CPU spends to hand a batch to a trainer, measured by the profile
+// on this host (profiler/delivery.h): every batch is one sealed frame; over TCP
+// its bytes are also copied into the socket (on the trainer's node they are
+// written in place into shared memory, and only the frame is sent). Zero: not
+// measured (a profile of an older goldminer, or a hand-written one).
+struct DeliveryCost {
+  double frame_cpu_s = 0;         // per batch: seal and send one frame
+  double tcp_cpu_s_per_byte = 0;  // per payload byte sent over TCP (loopback)
+
+  bool operator==(const DeliveryCost&) const = default;
 };
 
 struct PipelineProfile {
@@ -78,7 +91,7 @@ struct PipelineProfile {
   int batch_size = 0;
   uint64_t warmup_samples = 0;
   uint64_t samples = 0;                 // measured samples per run
-  std::vector<PipelineRun> runs;        // 1 thread first, then all cores
+  std::vector<PipelineRun> runs;        // 1 thread on 1 CPU first, then all cores
   double cpu_s_per_sample = 0;          // process CPU per sample with 1 stage thread
   double stage_cpu_s_per_sample = 0;    // sum over stages
   double reader_cpu_s_per_sample = 0;   // source reading thread
@@ -87,6 +100,7 @@ struct PipelineProfile {
   double samples_per_s_per_core = 0;    // samples per CPU-second with all cores
   uint64_t peak_rss_bytes = 0;          // the profiling process's peak resident set
   double instrumentation_overhead = 0;  // 1 - rate(timed) / rate(untimed), 1 thread
+  DeliveryCost delivery;                // a worker's CPU to send what it made
   std::vector<StageProfile> stages;
   std::vector<CutPoint> cuts;
 

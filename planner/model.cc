@@ -14,6 +14,8 @@ namespace gm::planner {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
+// The most a run on N CPUs may deliver against N times a 1-CPU run's rate.
+constexpr double kMaxEfficiency = 1.5;
 
 std::string Num(double v, int digits = 1) { return Fixed(v, digits); }
 std::string Rate(double v) { return SamplesPerS(v); }
@@ -41,6 +43,15 @@ struct NodeUse {
   int gpus = 0;   // GPUs the trainer uses on it
 };
 
+// A worker's CPU seconds per sample at a cut: making it, and sending it to the
+// trainer: on the trainer's node in shared memory (a frame per batch), elsewhere
+// over TCP (the frame and the bytes). See goldminer-plan(1), MODEL.
+struct WorkerCost {
+  double made = 0;
+  double on_trainer = 0;
+  double elsewhere = 0;
+};
+
 struct Placement {
   std::vector<PlanTrainerNode> trainer_nodes;  // with the CPUs kept for trainer and tail
   std::vector<PlanWorker> workers;
@@ -51,6 +62,7 @@ struct Placement {
   double cpus_needed = 0;
   double worker_cpu_s_per_sample = 0;
   double per_cpu = 0;
+  WorkerCost cost;
 };
 
 struct Setup {
@@ -95,7 +107,7 @@ double WorkerRate(const Setup& s, int cpus, double c_w) {
 struct PlaceTotals {
   double rate = 0;         // samples/s asked for
   double remaining = 0;    // samples/s not placed yet
-  double c_w = 0;          // worker CPU seconds per sample at the cut
+  WorkerCost c_w;          // worker CPU seconds per sample at the cut, made and sent
   double bytes = 0;        // bytes per sample on the wire at the cut
   double segments = 0;     // shared memory a worker on the trainer's node lends
   double ingress_cap = 0;  // bytes/s the trainer's NICs take in
@@ -109,7 +121,7 @@ int NextWorkerSize(const Setup& s, const NodeUse& n, bool on_trainer, const Plac
   if (!on_trainer) return n.free_cpus >= per_worker ? per_worker : 0;
   const int most = std::min(per_worker, n.free_cpus);
   int size = 1;
-  while (size < most && WorkerRate(s, size, t.c_w) < t.remaining) ++size;
+  while (size < most && WorkerRate(s, size, t.c_w.on_trainer) < t.remaining) ++size;
   return std::min(size, most);
 }
 
@@ -130,7 +142,7 @@ void PlaceWorkersOn(const Setup& s, NodeUse& n, bool on_trainer, const std::stri
       a.memory_blocked = true;
       return;
     }
-    double worker_rate = WorkerRate(s, size, t.c_w);
+    double worker_rate = WorkerRate(s, size, on_trainer ? t.c_w.on_trainer : t.c_w.elsewhere);
     if (!on_trainer && t.bytes > 0) {
       const double cap =
           std::min(n.nic_bytes_per_s - n.nic_used, t.ingress_cap - t.ingress_used) / t.bytes;
@@ -184,7 +196,7 @@ std::vector<NodeUse> KeepTrainerCpus(const Setup& s, const CutPoint& cut, double
   return trainer;
 }
 
-Attempt PlaceAt(const Setup& s, const CutPoint& cut, double rate, double c_w) {
+Attempt PlaceAt(const Setup& s, const CutPoint& cut, double rate, const WorkerCost& c_w) {
   Attempt a;
   std::vector<NodeUse> trainer = KeepTrainerCpus(s, cut, rate, a);
   PlaceTotals t;
@@ -267,12 +279,24 @@ void ExplainLimit(const Setup& s, const CutPoint& cut, const Attempt& at_goal, d
 
 // The plan for one cut: the target (or the trainer's demand, if lower) when it
 // fits, else the highest rate that fits, with the limit that stopped the target.
+WorkerCost CostAt(const Setup& s, const CutPoint& cut) {
+  const double local = std::max(0.0, cut.local_cpu_s_per_sample);
+  WorkerCost c;
+  c.made = std::max({s.rate.cpu_s_per_sample - local, cut.remote_cpu_s_per_sample, 1e-9});
+  const PipelineProfile& pipe = *s.profile->pipeline;
+  const double frame = pipe.delivery.frame_cpu_s / std::max(1, pipe.batch_size);
+  c.elsewhere =
+      c.made + frame + pipe.delivery.tcp_cpu_s_per_byte * std::max(0.0, cut.bytes_per_sample);
+  c.on_trainer = s.options->same_host ? c.made + frame : c.elsewhere;
+  return c;
+}
+
 Placement Evaluate(const Setup& s, const CutPoint& cut) {
   const PlanOptions& o = *s.options;
-  const double local = std::max(0.0, cut.local_cpu_s_per_sample);
-  const double c_w = std::max({s.rate.cpu_s_per_sample - local, cut.remote_cpu_s_per_sample, 1e-9});
-  // One CPU of a worker of --cpus-per-worker CPUs: what the CPU need is counted in.
-  const double per_cpu = s.rate.efficiency(o.cpus_per_worker) / c_w;
+  const WorkerCost c_w = CostAt(s, cut);
+  // One CPU of a worker of --cpus-per-worker CPUs on the trainer's node: what the
+  // CPU need is counted in.
+  const double per_cpu = s.rate.efficiency(o.cpus_per_worker) / c_w.on_trainer;
   const double T = s.target;
   const double goal = s.demand ? std::min(T, *s.demand) : T;
 
@@ -295,7 +319,8 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
   }
   Placement p = std::move(best.p);
   p.samples_per_s = best.delivered;
-  p.worker_cpu_s_per_sample = c_w;
+  p.worker_cpu_s_per_sample = c_w.on_trainer;
+  p.cost = c_w;
   p.per_cpu = per_cpu;
   p.cpus_needed = T / per_cpu;
 
@@ -366,7 +391,25 @@ Result<CpuRate> MeasuredCpuRate(const Profile& profile, const std::string& origi
     if (!all || run.threads > all->threads) all = &run;
   }
   auto clamp = [](double e) { return std::clamp(e, 1e-3, 1.0); };
-  if (all) {
+  if (one && one->threads == 1 && one->cpus == 1) {
+    // A 1-thread run confined to one CPU, as a 1-CPU worker is: what that CPU
+    // delivers prices a sample, whatever the process's threads and an exec stage's
+    // children spent. A run on more CPUs may do better per CPU (its reader and
+    // batcher no longer share the stage thread's CPU), up to kMaxEfficiency.
+    r.cpu_s_per_sample = 1 / one->samples_per_s;
+    r.efficiency_1 = 1;
+    r.threads_n = all->threads;
+    r.efficiency_n =
+        std::clamp(all->samples_per_s * r.cpu_s_per_sample / all->threads, 1e-3, kMaxEfficiency);
+    r.efficiency_source = "the 1-thread run on one CPU delivered " + Rate(one->samples_per_s) +
+                          ": " + Num(r.cpu_s_per_sample * 1e3, 3) +
+                          " ms of that CPU per sample (reader, stages, batcher and hand-off)";
+    if (all->threads > 1) {
+      r.efficiency_source += "; the " + std::to_string(all->threads) + "-thread run " +
+                             Rate(all->samples_per_s) + ", " + Num(100 * r.efficiency_n, 0) +
+                             "% of " + std::to_string(all->threads) + " such CPUs";
+    }
+  } else if (all) {
     r.threads_n = all->threads;
     r.efficiency_n = clamp(all->samples_per_s * r.cpu_s_per_sample / all->threads);
     r.efficiency_1 =
@@ -710,6 +753,31 @@ PlanRun RunOf(const Profile& profile, const PlanOptions& o, const Setup& s, cons
   return run;
 }
 
+// What sending a sample to the trainer costs a worker's CPU, as the plan counts it.
+std::string DeliveryNote(const Setup& s, const CutChoice& c) {
+  const PipelineProfile& pipe = *s.profile->pipeline;
+  const DeliveryCost& d = pipe.delivery;
+  if (d.frame_cpu_s <= 0 && d.tcp_cpu_s_per_byte <= 0) {
+    return "the profile has no delivery costs (a profile of an older goldminer): sending "
+           "batches to the trainer is not priced; profile again to price it";
+  }
+  const WorkerCost& w = c.placement.cost;
+  const double e = s.rate.efficiency(s.options->cpus_per_worker);
+  std::string note = "delivery, measured on the profile's host: one frame per batch of " +
+                     std::to_string(pipe.batch_size) + " costs " + Num(d.frame_cpu_s * 1e6, 0) +
+                     " us of the worker's CPU";
+  note += s.options->same_host
+              ? " (" + Num((w.on_trainer - w.made) * 1e3, 4) +
+                    " ms per sample on the trainer's node, where batches are written into "
+                    "shared memory)"
+              : " ($GOLDMINER_SAME_HOST is off: workers on the trainer's node send over TCP too)";
+  note += "; over TCP each MB costs " + Num(d.tcp_cpu_s_per_byte * kMiB * 1e3, 3) + " ms, " +
+          Num((w.elsewhere - w.made) * 1e3, 3) + " ms per sample of " +
+          Num(c.cut.bytes_per_sample / 1e3, 1) + " kB at this cut: a worker CPU elsewhere " +
+          "delivers " + Rate(e / w.elsewhere);
+  return note;
+}
+
 // The explanations a person reads with the plan: why, and what was assumed.
 std::vector<std::string> NotesOf(const Setup& s, const Plan& plan, const CutChoice& c) {
   const CutPoint& cut = c.cut;
@@ -723,6 +791,7 @@ std::vector<std::string> NotesOf(const Setup& s, const Plan& plan, const CutChoi
                   Num(c.placement.worker_cpu_s_per_sample * 1e3, 3) +
                   " ms worker CPU per sample at the cut after stage " +
                   std::to_string(cut.after_stage));
+  notes.push_back(DeliveryNote(s, c));
   if (s.memory_per_worker == 0) {
     notes.push_back("the profile has no peak RSS: memory was not checked");
   }

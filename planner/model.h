@@ -21,7 +21,10 @@ struct PlanOptions {
   int gpus = -1;  // -1: 1 when the cluster has GPUs, else 0 (trainer without a GPU)
   int max_workers = 64;
   int cpus_per_worker = 4;
-  double nic_gbps = 10;       // for nodes whose NIC speed the cluster does not say
+  double nic_gbps = 10;  // for nodes whose NIC speed the cluster does not say
+  // Workers on the trainer's node hand batches over in shared memory (false:
+  // $GOLDMINER_SAME_HOST is "off", and they send them over TCP as the others do).
+  bool same_host = true;
   int trainer_cpus = 1;       // kept for each trainer process on its node
   std::string partition;      // CPU nodes' partition; "": the default partition
   std::string gpu_partition;  // "": the partition with the most free GPUs
@@ -38,10 +41,13 @@ struct PlanOptions {
 // efficiency(k) is what a k-thread worker on k CPUs delivers against k CPUs at the
 // 1-thread CPU cost per sample: measured at 1 thread and at N threads (the run
 // with the most), interpolated linearly between them, the N-thread figure beyond.
+// The 1-thread cost is the CPU-seconds of one CPU per sample when the profile
+// confined its 1-thread run to one CPU (runs[].cpus 1; efficiency_1 is then 1),
+// else the process's CPU per sample (older profiles).
 struct CpuRate {
-  double cpu_s_per_sample = 0;  // pipeline.cpu_s_per_sample (1 stage thread)
+  double cpu_s_per_sample = 0;  // the 1-thread cost (above)
   double efficiency_1 = 0;      // 1 thread, 0..1
-  double efficiency_n = 0;      // `threads_n` threads, 0..1
+  double efficiency_n = 0;      // `threads_n` threads, 0..1.5
   int threads_n = 1;
   std::string efficiency_source;  // how it was measured, for the plan's notes
 

@@ -10,6 +10,7 @@
 
 #include "core/digest.h"
 #include "core/file_util.h"
+#include "profiler/delivery.h"
 #include "profiler/median.h"
 #include "worker/pipeline.h"
 
@@ -151,7 +152,7 @@ Status TimeOneThread(Pipeline& p, const PipelineProfileOptions& o, EngineOptions
                      DiscardSink& sink, const std::function<void(const std::string&)>& say,
                      OneThreadRounds& out) {
   for (int round = 0; round < std::max(1, o.rounds); ++round) {
-    say("pipeline: 1 thread, round " + std::to_string(round + 1) + "/" +
+    say("pipeline: 1 thread on 1 CPU, round " + std::to_string(round + 1) + "/" +
         std::to_string(std::max(1, o.rounds)) + " (timed, then untimed)");
     eo.time_stages = true;
     eo.spans = round == 0 ? o.spans : nullptr;
@@ -175,6 +176,58 @@ Status TimeOneThread(Pipeline& p, const PipelineProfileOptions& o, EngineOptions
   return Status::Ok();
 }
 
+// The warm-up, the 1-thread rounds and the delivery cost, on the calling thread's
+// CPUs (the caller confines it to one).
+Status TimeOnOneCpu(Pipeline& p, const PipelineProfileOptions& o, EngineOptions eo,
+                    DiscardSink& sink, const std::function<void(const std::string&)>& say,
+                    OneThreadRounds& out, DeliveryCost& delivery) {
+  if (o.warmup > 0) {
+    say("pipeline: warm-up, " + std::to_string(o.warmup) + " samples");
+    eo.limit = static_cast<int64_t>(o.warmup);
+    GM_RETURN_IF_ERROR(RunPipeline(p, eo, sink).status());
+  }
+  eo.limit = static_cast<int64_t>(o.samples);
+  GM_RETURN_IF_ERROR(TimeOneThread(p, o, eo, sink, say, out));
+  const std::vector<StageStats>& stages = out.total.stages;
+  const double n = out.total.samples ? static_cast<double>(out.total.samples) : 1.0;
+  const double sample_bytes = stages.empty() ? 0 : static_cast<double>(stages.back().bytes_out) / n;
+  say("pipeline: delivery, frames and batches over loopback TCP");
+  GM_ASSIGN_OR_RETURN(
+      delivery,
+      MeasureDelivery(static_cast<size_t>(sample_bytes * static_cast<double>(p.batch_size()))));
+  return Status::Ok();
+}
+
+// Confines the calling thread (and the threads and processes it starts) to its
+// last allowed CPU (`goldminer run` keeps the first ones for the trainer) while
+// it lives; the thread's CPUs before are restored after.
+class OnOneCpu {
+ public:
+  OnOneCpu() {
+    CPU_ZERO(&before_);
+    if (sched_getaffinity(0, sizeof before_, &before_) != 0) return;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    for (int cpu = CPU_SETSIZE - 1; cpu >= 0; --cpu) {
+      if (CPU_ISSET(cpu, &before_)) {
+        CPU_SET(cpu, &one);
+        break;
+      }
+    }
+    pinned_ = sched_setaffinity(0, sizeof one, &one) == 0;
+  }
+  ~OnOneCpu() {
+    if (pinned_) sched_setaffinity(0, sizeof before_, &before_);
+  }
+  bool pinned() const { return pinned_; }
+  OnOneCpu(const OnOneCpu&) = delete;
+  OnOneCpu& operator=(const OnOneCpu&) = delete;
+
+ private:
+  cpu_set_t before_;
+  bool pinned_ = false;
+};
+
 }  // namespace
 
 Result<PipelineProfile> ProfilePipeline(const PipelineProfileOptions& o) {
@@ -184,41 +237,57 @@ Result<PipelineProfile> ProfilePipeline(const PipelineProfileOptions& o) {
   po.threads = cores;
   po.with_device_stages = true;  // every stage is measured, the device tail on the CPU
   po.keep_device_cut = true;     // and the cut before a tail that could be on the device
-  GM_ASSIGN_OR_RETURN(Pipeline p, Pipeline::Load(o.path, po));
   GM_ASSIGN_OR_RETURN(std::string bytes, ReadFile(o.path));
   Sha256 sha;
   sha.Update(bytes);
   auto say = [&](const std::string& line) {
     if (o.progress) o.progress(line);
   };
-  if (const std::string notice = p.OrderNotice(); !notice.empty()) say(notice);
 
+  // With 1 stage thread on one CPU, as a 1-CPU worker of `goldminer run` is: the
+  // source's reader, the batcher and an exec stage's children (started from the
+  // stage thread) share that CPU. Its own Pipeline, so that the all-core run
+  // below does not inherit children confined to one CPU.
   DiscardSink sink;
   EngineOptions eo;
   eo.threads = 1;
+  OneThreadRounds rounds;
+  DeliveryCost delivery;
+  int64_t batch_size = 0;
+  bool on_one_cpu = false;
+  {
+    GM_ASSIGN_OR_RETURN(Pipeline p, Pipeline::Load(o.path, po));
+    batch_size = p.batch_size();
+    if (const std::string notice = p.OrderNotice(); !notice.empty()) say(notice);
+    OnOneCpu pin;
+    on_one_cpu = pin.pinned();
+    GM_RETURN_IF_ERROR(TimeOnOneCpu(p, o, eo, sink, say, rounds, delivery));
+  }
+  const RunStats& timed_total = rounds.total;
+  const std::vector<PipelineRun>& timed = rounds.timed;
+  const std::vector<double>& overheads = rounds.overheads;
+
+  GM_ASSIGN_OR_RETURN(Pipeline p, Pipeline::Load(o.path, po));
+  say("pipeline: " + std::to_string(cores) + " threads");
+  eo.threads = cores;
+  eo.time_stages = true;
   if (o.warmup > 0) {
-    say("pipeline: warm-up, " + std::to_string(o.warmup) + " samples");
     eo.limit = static_cast<int64_t>(o.warmup);
     GM_RETURN_IF_ERROR(RunPipeline(p, eo, sink).status());
   }
   eo.limit = static_cast<int64_t>(o.samples);
-  OneThreadRounds rounds;
-  GM_RETURN_IF_ERROR(TimeOneThread(p, o, eo, sink, say, rounds));
-  const RunStats& timed_total = rounds.total;
-  const std::vector<PipelineRun>& timed = rounds.timed;
-  const std::vector<double>& overheads = rounds.overheads;
-  say("pipeline: " + std::to_string(cores) + " threads");
-  eo.threads = cores;
-  eo.time_stages = true;
   GM_ASSIGN_OR_RETURN(RunStats all, RunPipeline(p, eo, sink));
 
   PipelineProfile prof;
   prof.path = o.path;
   prof.sha256 = sha.FinishHex();
-  prof.batch_size = static_cast<int>(p.batch_size());
+  prof.batch_size = static_cast<int>(batch_size);
   prof.warmup_samples = o.warmup;
   prof.samples = MedianRun(timed).samples;
   prof.runs = {MedianRun(timed), ToRun(all)};
+  prof.runs.front().cpus = on_one_cpu ? 1 : 0;
+  prof.runs.back().cpus = UsableCores();
+  prof.delivery = delivery;
   const double n = timed_total.samples ? static_cast<double>(timed_total.samples) : 1.0;
   prof.cpu_s_per_sample = timed_total.cpu_s / n;
   prof.reader_cpu_s_per_sample = timed_total.reader_cpu_s / n;

@@ -37,8 +37,13 @@ std::string PipelineText(const PipelineProfile& p) {
                 Ms(p.stage_cpu_s_per_sample).c_str(), Ms(p.queue_cpu_s_per_sample).c_str(),
                 Ms(p.reader_cpu_s_per_sample).c_str(), Ms(p.batcher_cpu_s_per_sample).c_str());
   for (const PipelineRun& r : p.runs) {
-    out += Format("  %d thread%s: %.0f samples/s, %.0f samples per CPU-second\n", r.threads,
-                  r.threads == 1 ? "" : "s", r.samples_per_s, r.samples_per_cpu_s);
+    const std::string on = r.cpus > 0 ? Format(" on %d CPU%s", r.cpus, r.cpus == 1 ? "" : "s") : "";
+    out += Format("  %d thread%s%s: %.0f samples/s, %.0f samples per CPU-second\n", r.threads,
+                  r.threads == 1 ? "" : "s", on.c_str(), r.samples_per_s, r.samples_per_cpu_s);
+  }
+  if (p.delivery.frame_cpu_s > 0 || p.delivery.tcp_cpu_s_per_byte > 0) {
+    out += Format("  delivery: %.1f us of a worker CPU per batch frame, %.3f ms per MB over TCP\n",
+                  p.delivery.frame_cpu_s * 1e6, p.delivery.tcp_cpu_s_per_byte * 1048576 * 1e3);
   }
   for (const CutPoint& c : p.cuts) {
     if (!c.allowed) continue;

@@ -8,6 +8,8 @@
 #include <set>
 #include <utility>
 
+#include "planner/model.h"
+
 namespace gm::sim {
 namespace {
 
@@ -513,7 +515,10 @@ Result<Family> FamilyFromProfile(const Profile& p, const std::string& name,
   }
   double cpu_per_sample = 0;
   if (p.pipeline && p.pipeline->cpu_s_per_sample > 0) {
-    cpu_per_sample = p.pipeline->cpu_s_per_sample;
+    // The plan's price of a sample (planner/model.h: a 1-CPU run's, where the
+    // profile has one), so that simulate and plan count the same CPUs.
+    Result<planner::CpuRate> rate = planner::MeasuredCpuRate(p, origin);
+    cpu_per_sample = rate.ok() ? rate->cpu_s_per_sample : p.pipeline->cpu_s_per_sample;
     if (!p.pipeline->stages.empty())
       f.bytes_per_sample = p.pipeline->stages.back().bytes_out_per_sample;
   } else if (p.trainer->dataloader && p.trainer->dataloader->cpu_s_per_sample > 0) {

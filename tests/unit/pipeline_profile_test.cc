@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/cpus.h"
 #include "tests/unit/test_util.h"
 
 namespace gm {
@@ -107,6 +108,45 @@ TEST_F(PipelineProfileTest, AnExpensiveResizeShowsUpAsTheExpensiveStage) {
   EXPECT_GT(big.stages[1].cpu_share, small.stages[1].cpu_share);
   // The decode stage costs the same whatever the resize does.
   EXPECT_LT(big.stages[0].cpu_s_per_sample, 3 * small.stages[0].cpu_s_per_sample);
+}
+
+TEST_F(PipelineProfileTest, TheOneThreadRunsAreOnOneCpuAsAOneCpuWorkerIs) {
+  // Given an exec stage whose children write down the CPUs they may use as they start
+  const std::string log = dir_.path() + "/cpus.log";
+  PipelineProfileOptions o;
+  o.path = dir_.Write("exec.json", R"({"version": 1,
+      "source": {"type": "files", "root": "corpus", "pattern": "*.jpg"},
+      "stages": [{"op": "exec", "processes": 1, "cmd": ["/bin/sh", "-c",
+                   "grep Cpus_allowed_list /proc/self/status >> )" +
+                                       log + R"(; exec cat"]},
+                 {"op": "decode_jpeg"}, {"op": "resize", "size": [16, 16]}],
+      "batch": {"size": 4}, "seed": 1, "on_error": "fail"})");
+  o.samples = 20;
+  o.warmup = 4;
+  o.rounds = 1;
+  Result<std::vector<int>> allowed = AllowedCpus();
+  ASSERT_TRUE(allowed.ok());
+  // When the pipeline is profiled
+  Result<PipelineProfile> p = ProfilePipeline(o);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  // Then the 1-thread runs' child ran on the last CPU alone, the all-core run's on all
+  const std::string expected = "Cpus_allowed_list:\t" + FormatCpuList({allowed->back()}) +
+                               "\nCpus_allowed_list:\t" + FormatCpuList(*allowed) + "\n";
+  EXPECT_EQ(testing::ReadAll(log), expected);
+  ASSERT_EQ(p->runs.size(), 2u);
+  EXPECT_EQ(p->runs[0].threads, 1);
+  EXPECT_EQ(p->runs[0].cpus, 1);
+  EXPECT_EQ(p->runs[1].cpus, static_cast<int>(allowed->size()));
+  // and the calling thread has its CPUs back
+  Result<std::vector<int>> after = AllowedCpus();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, *allowed);
+  // and sending batches was priced: a frame in microseconds, a TCP byte in
+  // nanoseconds or less (bounds far from any machine's figures: 1 s per frame, 1 s per MB)
+  EXPECT_GT(p->delivery.frame_cpu_s, 0);
+  EXPECT_LT(p->delivery.frame_cpu_s, 1);
+  EXPECT_GT(p->delivery.tcp_cpu_s_per_byte, 0);
+  EXPECT_LT(p->delivery.tcp_cpu_s_per_byte, 1e-6);
 }
 
 TEST(CutPoints, AStatefulStageForbidsCutsAfterIt) {

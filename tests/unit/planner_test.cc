@@ -126,6 +126,85 @@ TEST(PlannerTest, EfficiencyIsInterpolatedBetweenTheMeasuredRuns) {
   EXPECT_EQ(plan->workers[2].cpus, 1);
 }
 
+PlanOptions Fast(double nic_gbps = 100) {
+  PlanOptions o;
+  o.nic_gbps = nic_gbps;
+  return o;
+}
+
+TEST(PlannerTest, ARunOnOneCpuPricesASampleByThatCpusRate) {
+  // The 1-thread run confined to one CPU made 125/s: 8 ms of that CPU per sample,
+  // whatever the process's CPU figures say; its 4-thread run 320/s is 64% of 4 such
+  // CPUs.
+  Profile p = TestProfile(400);
+  p.pipeline->runs[0].samples_per_s = 125;
+  p.pipeline->runs[0].cpus = 1;
+  auto r = MeasuredCpuRate(p, "profile.json");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_DOUBLE_EQ(r->cpu_s_per_sample, 0.008);
+  EXPECT_DOUBLE_EQ(r->efficiency(1), 1.0);
+  EXPECT_DOUBLE_EQ(r->efficiency(4), 0.64);
+  EXPECT_NE(r->efficiency_source.find("the 1-thread run on one CPU delivered 125 samples/s"),
+            std::string::npos)
+      << r->efficiency_source;
+  // A run on more CPUs may deliver more per CPU (its reader and batcher no longer
+  // share one CPU with the stages), up to 1.5x.
+  p.pipeline->runs[1].samples_per_s = 4 * 125 * 1.2;
+  r = MeasuredCpuRate(p, "profile.json");
+  ASSERT_TRUE(r.ok());
+  EXPECT_NEAR(r->efficiency(4), 1.2, 1e-12);
+  p.pipeline->runs[1].samples_per_s = 4 * 125 * 3;
+  r = MeasuredCpuRate(p, "profile.json");
+  ASSERT_TRUE(r.ok());
+  EXPECT_DOUBLE_EQ(r->efficiency(4), 1.5);
+}
+
+// A frame costs 32 us (1 us per sample of a batch of 32); a byte over TCP 1 ns:
+// 0.1 ms per sample of 100 kB at the full cut, 0.101 ms with the frame.
+Profile WithDelivery(double demand) {
+  Profile p = TestProfile(demand);
+  p.pipeline->delivery.frame_cpu_s = 32e-6;
+  p.pipeline->delivery.tcp_cpu_s_per_byte = 1e-9;
+  return p;
+}
+
+TEST(PlannerTest, AWorkerOffTheTrainersNodePaysForTheWireAndOneOnItForTheFrame) {
+  // 5000/s is more than the cluster makes: gpu1's 7 spare CPUs, then 4-CPU workers
+  // on cpu1 and cpu2, each CPU at efficiency 0.8.
+  auto plan = MakePlan(WithDelivery(5000), TestCluster(), Fast());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->workers.size(), 10u);
+  EXPECT_TRUE(plan->workers[0].on_trainer_node);
+  EXPECT_NEAR(plan->workers[0].samples_per_s, 4 * 0.8 / (0.01 + 1e-6), 1e-9);
+  EXPECT_FALSE(plan->workers[2].on_trainer_node);
+  EXPECT_NEAR(plan->workers[2].samples_per_s, 4 * 0.8 / (0.01 + 1e-6 + 1e-4), 1e-9);
+  EXPECT_NEAR(plan->model.worker_cpu_s_per_sample, 0.01 + 1e-6, 1e-15);
+  const auto note = std::find_if(plan->notes.begin(), plan->notes.end(), [](const std::string& n) {
+    return n.starts_with("delivery, measured on the profile's host");
+  });
+  ASSERT_NE(note, plan->notes.end());
+  EXPECT_NE(note->find("one frame per batch of 32 costs 32 us"), std::string::npos) << *note;
+  EXPECT_NE(note->find("over TCP each MB costs 1.049 ms, 0.101 ms per sample of 100.0 kB"),
+            std::string::npos)
+      << *note;
+
+  // Without shared memory ($GOLDMINER_SAME_HOST off) the trainer's node pays the wire too.
+  PlanOptions tcp = Fast();
+  tcp.same_host = false;
+  plan = MakePlan(WithDelivery(5000), TestCluster(), tcp);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NEAR(plan->workers[0].samples_per_s, 4 * 0.8 / (0.01 + 1e-6 + 1e-4), 1e-9);
+}
+
+TEST(PlannerTest, AProfileWithoutDeliveryCostsSaysSendingIsNotPriced) {
+  auto plan = MakePlan(TestProfile(400), TestCluster(), {});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NEAR(plan->workers[0].samples_per_s, 320, 1e-9);
+  EXPECT_TRUE(std::any_of(plan->notes.begin(), plan->notes.end(), [](const std::string& n) {
+    return n.starts_with("the profile has no delivery costs");
+  }));
+}
+
 TEST(PlannerTest, TargetMetOnTheTrainersNodeSpareCpus) {
   // 400/s needs 5 CPUs: gpu1 has 8 - 1 (trainer) = 7 spare: a 4-CPU and a 1-CPU worker.
   auto plan = MakePlan(TestProfile(400), TestCluster(), {});
@@ -151,12 +230,6 @@ TEST(PlannerTest, TargetMetOnTheTrainersNodeSpareCpus) {
   EXPECT_EQ(plan->run.command, (std::vector<std::string>{"python3", "train.py"}));
   EXPECT_EQ(plan->cut.after_stage, 1);
   EXPECT_TRUE(plan->cut.runnable);
-}
-
-PlanOptions Fast(double nic_gbps = 100) {
-  PlanOptions o;
-  o.nic_gbps = nic_gbps;
-  return o;
 }
 
 TEST(PlannerTest, CpusBind) {

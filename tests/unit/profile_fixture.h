@@ -45,6 +45,7 @@ inline PipelineRun FullRun(int threads) {
   r.cpu_s = 2.9 + threads;
   r.samples_per_s = 630.1 * threads;
   r.samples_per_cpu_s = 410.7 + threads;
+  r.cpus = threads;
   return r;
 }
 
@@ -69,6 +70,8 @@ inline PipelineProfile FullPipeline() {
   p.warmup_samples = 256;
   p.samples = 2048;
   p.runs = {FullRun(1), FullRun(16)};
+  p.delivery.frame_cpu_s = 0.0000237;
+  p.delivery.tcp_cpu_s_per_byte = 0.000000000213;
   p.cpu_s_per_sample = 0.0071;
   p.stage_cpu_s_per_sample = 0.0065;
   p.reader_cpu_s_per_sample = 0.0004;
