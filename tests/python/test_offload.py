@@ -6,6 +6,7 @@ and transforms, Debian's python3-lmdb. Nothing here depends on speed. Run:
 /usr/bin/python3 -m unittest discover -s tests/python
 """
 
+import copy
 import io
 import json
 import os
@@ -684,20 +685,41 @@ except RuntimeError as e:
 '''
 
 
+# One folder for every class of programs below (the programs, and 12 photos in two
+# classes), so that a program and its arguments are the same in each class and
+# stock's output, computed once, serves them all (STOCK).
+_FOLDER = []
+
+
+def shared_folder():
+    if not _FOLDER:
+        tmp = tempfile.mkdtemp(prefix="goldminer-offload-test-")
+        images = os.path.join(tmp, "images")
+        photos = sorted(f for f in os.listdir(PHOTOS) if f.startswith("photo"))
+        for n, name in enumerate(photos * 2):  # 12 photos, two classes
+            d = os.path.join(images, "ab"[n % 2])
+            os.makedirs(d, exist_ok=True)
+            shutil.copy(os.path.join(PHOTOS, name), os.path.join(d, f"{n}.jpg"))
+        _FOLDER.extend([tmp, images])
+    return _FOLDER
+
+
+def tearDownModule():
+    if _FOLDER:
+        shutil.rmtree(_FOLDER[0], ignore_errors=True)
+
+
+# Stock's output of each program, by its source, arguments and environment: the
+# programs are deterministic (every test below says the served output equals it),
+# so each runs stock once for all the classes that serve it, not once per class
+# (each run imports torch: seconds of CPU the suite pays).
+STOCK = {}
+
+
 class OffloadTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="goldminer-offload-test-")
-        cls.images = os.path.join(cls.tmp, "images")
-        photos = sorted(f for f in os.listdir(PHOTOS) if f.startswith("photo"))
-        for n, name in enumerate(photos * 2):  # 12 photos, two classes
-            d = os.path.join(cls.images, "ab"[n % 2])
-            os.makedirs(d, exist_ok=True)
-            shutil.copy(os.path.join(PHOTOS, name), os.path.join(d, f"{n}.jpg"))
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.tmp, ignore_errors=True)
+        cls.tmp, cls.images = shared_folder()
 
     TRANSPORT = "local"
     RUN_FLAGS = ()  # more flags of `goldminer run` (transport "workers")
@@ -707,7 +729,15 @@ class OffloadTest(unittest.TestCase):
     # the program unchanged.
     PIPELINE = False
 
+    # Data workers of `goldminer run` (transport "workers"): one, as each starts a
+    # Python host that imports torch; two for the tests named in TWO_DATA_WORKERS,
+    # whose virtual workers spread over both or which count them.
+    TWO_DATA_WORKERS = ()
+
     def program(self, source, *args, offload):
+        key = (source, tuple(map(str, args)), tuple(sorted(self.ENV.items())))
+        if not offload and key in STOCK:
+            return copy.deepcopy(STOCK[key])
         path = os.path.join(self.tmp, "train.py")
         with open(path, "w") as f:
             f.write(source)
@@ -719,8 +749,9 @@ class OffloadTest(unittest.TestCase):
             # The DataLoader's work on a run's data workers: run's default --offload exact
             # sets the hook and the transport.
             pipeline = ["--pipeline", tiny_pipeline(self.tmp, self.images)] if self.PIPELINE else []
-            argv = [goldminer_binary(), "run", "--workers", "2", *pipeline, *self.RUN_FLAGS,
-                    "--"] + argv
+            workers = 2 if self._testMethodName in self.TWO_DATA_WORKERS else 1
+            argv = [goldminer_binary(), "run", "--workers", str(workers), *pipeline,
+                    *self.RUN_FLAGS, "--"] + argv
         elif offload:
             env["PYTHONPATH"] = HOOK_DIR
             env["GOLDMINER_OFFLOAD"] = self.TRANSPORT
@@ -729,7 +760,10 @@ class OffloadTest(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         lines = proc.stdout.strip().splitlines()
         self.assertTrue(lines, proc.stderr[-3000:])
-        return json.loads(lines[-1]), proc.stderr
+        out = json.loads(lines[-1]), proc.stderr
+        if not offload:
+            STOCK[key] = copy.deepcopy(out)
+        return out
 
     def same_as_stock(self, source, *args):
         stock, _ = self.program(source, *args, offload=False)
@@ -894,11 +928,17 @@ class OffloadTest(unittest.TestCase):
 
 
 class WorkersTransportTest(OffloadTest):
-    """The same programs under `goldminer run --workers 2` with $GOLDMINER_OFFLOAD=workers:
-    each virtual worker is a process under one of the run's data workers
-    (worker/virtual_workers.h), reached over the data plane."""
+    """The same programs under `goldminer run --workers 1` (2 where a test says so)
+    with $GOLDMINER_OFFLOAD=workers: each virtual worker is a process under one of
+    the run's data workers (worker/virtual_workers.h), reached over the data plane."""
 
     TRANSPORT = "workers"
+    TWO_DATA_WORKERS = (
+        "test_image_folder_with_random_transforms_is_bit_identical_with_two_workers",
+        "test_on_this_host_the_batches_come_in_shared_memory_and_over_tcp_without_it",
+        "test_after_a_kill_9_of_a_data_worker_the_batches_are_still_bit_identical",
+        "test_a_run_says_one_line_as_it_starts_and_one_as_it_ends_and_v_says_more",
+    )
 
     def test_the_automatic_cut_is_made_where_batches_cross_tcp_only(self):
         stock, _ = self.program(CUT, self.images, "normalize", offload=False)
