@@ -94,6 +94,9 @@ class ElasticTest(unittest.TestCase):
             f.write(source)
         env = {k: v for k, v in os.environ.items() if not k.startswith("GOLDMINER_")}
         env["PYTHONPATH"] = ""
+        # A crash of the program or a data worker's host (once, 139 under ctest -j2,
+        # not reproduced alone) prints its Python stack into the stderr a failure shows.
+        env["PYTHONFAULTHANDLER"] = "1"
         argv = [t.PYTHON, path, *map(str, args)]
         if run is not None:
             flags = ["--offload", mode] + (["--dataloader-workers", str(workers)] if workers else [])
