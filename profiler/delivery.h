@@ -16,7 +16,7 @@
 
 namespace gm {
 
-// `batch_bytes`: one batch's payload at the last stage (clamped to 64 KiB..8 MiB).
+// `batch_bytes`: one batch's payload at the last stage (clamped to 1 MiB..8 MiB).
 // Errors: a loopback socket cannot be opened, or a send or receive fails.
 Result<DeliveryCost> MeasureDelivery(size_t batch_bytes);
 
