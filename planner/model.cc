@@ -60,9 +60,8 @@ struct Placement {
   std::string limit = "none";
   std::string detail;
   double cpus_needed = 0;
-  double worker_cpu_s_per_sample = 0;
   double per_cpu = 0;
-  WorkerCost cost;
+  WorkerCost cost;  // cost.on_trainer is model.worker_cpu_s_per_sample
 };
 
 struct Setup {
@@ -277,8 +276,8 @@ void ExplainLimit(const Setup& s, const CutPoint& cut, const Attempt& at_goal, d
   p.detail += "; short by " + Rate(shortfall) + " (" + Num(100 * shortfall / T, 0) + "%)";
 }
 
-// The plan for one cut: the target (or the trainer's demand, if lower) when it
-// fits, else the highest rate that fits, with the limit that stopped the target.
+// What a worker spends per sample at `cut`: the pipeline's share, then delivery
+// (a frame per batch; over TCP also the cut's bytes).
 WorkerCost CostAt(const Setup& s, const CutPoint& cut) {
   const double local = std::max(0.0, cut.local_cpu_s_per_sample);
   WorkerCost c;
@@ -291,6 +290,8 @@ WorkerCost CostAt(const Setup& s, const CutPoint& cut) {
   return c;
 }
 
+// The plan for one cut: the target (or the trainer's demand, if lower) when it
+// fits, else the highest rate that fits, with the limit that stopped the target.
 Placement Evaluate(const Setup& s, const CutPoint& cut) {
   const PlanOptions& o = *s.options;
   const WorkerCost c_w = CostAt(s, cut);
@@ -319,7 +320,6 @@ Placement Evaluate(const Setup& s, const CutPoint& cut) {
   }
   Placement p = std::move(best.p);
   p.samples_per_s = best.delivered;
-  p.worker_cpu_s_per_sample = c_w.on_trainer;
   p.cost = c_w;
   p.per_cpu = per_cpu;
   p.cpus_needed = T / per_cpu;
@@ -707,7 +707,7 @@ PlanModel ModelOf(const Setup& s, const Placement& pl, const std::string& target
   m.gpus = gpus;
   m.cpu_s_per_sample = s.rate.cpu_s_per_sample;
   m.scaling_efficiency = s.rate.efficiency(o.cpus_per_worker);
-  m.worker_cpu_s_per_sample = pl.worker_cpu_s_per_sample;
+  m.worker_cpu_s_per_sample = pl.cost.on_trainer;
   m.samples_per_s_per_cpu = pl.per_cpu;
   m.cpus_needed = pl.cpus_needed;
   m.memory_per_worker_bytes = s.memory_per_worker;
@@ -788,7 +788,7 @@ std::vector<std::string> NotesOf(const Setup& s, const Plan& plan, const CutChoi
                   "measured 1-thread and all-core runs): " +
                   s.rate.efficiency_source);
   notes.push_back("one worker CPU delivers " + Rate(c.placement.per_cpu) + " = efficiency / " +
-                  Num(c.placement.worker_cpu_s_per_sample * 1e3, 3) +
+                  Num(c.placement.cost.on_trainer * 1e3, 3) +
                   " ms worker CPU per sample at the cut after stage " +
                   std::to_string(cut.after_stage));
   notes.push_back(DeliveryNote(s, c));
