@@ -495,4 +495,34 @@ Result<Socket> Listener::Accept(double timeout_s) {
   }
 }
 
+namespace {
+
+// A socket's address (getsockname when `local`, else getpeername) as bytes, for
+// comparing two ends; empty when the kernel says no.
+std::string EndOf(int fd, bool local) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  const int rc = local ? ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len)
+                       : ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (rc != 0) return "";
+  return std::string(reinterpret_cast<const char*>(&addr), len);
+}
+
+}  // namespace
+
+Result<Socket> Listener::AcceptFrom(const Socket& client, double timeout_s) {
+  const std::string want = EndOf(client.fd(), /*local=*/true);
+  if (want.empty()) return Status::IoError(address_ + ": getsockname of our own client failed");
+  Deadline deadline = Deadline::After(timeout_s);
+  for (int strangers = 0;; ++strangers) {
+    GM_ASSIGN_OR_RETURN(Socket socket, Accept(deadline.remaining_s()));
+    if (EndOf(socket.fd(), /*local=*/false) == want) return socket;
+    if (strangers == kMaxStrangers) {
+      return Status::Unavailable(address_ + ": " + std::to_string(kMaxStrangers + 1) +
+                                 " other connections came before our own (the last from " +
+                                 socket.peer() + ")");
+    }
+  }  // each other one is closed as it goes
+}
+
 }  // namespace gm

@@ -160,6 +160,12 @@ class Listener {
 
   // Waits up to `timeout_s` seconds for one connection. Unavailable on timeout.
   Result<Socket> Accept(double timeout_s);
+  // Accepts until the connection whose other end is `client` (a TCP socket of
+  // this process, connected to this listener) arrives, closing each other one
+  // that came first: another local process may connect to a loopback port before
+  // us. At most kMaxStrangers others; Unavailable on timeout.
+  Result<Socket> AcceptFrom(const Socket& client, double timeout_s);
+  static constexpr int kMaxStrangers = 64;
   // Closes the listening descriptor (and removes a Unix socket file).
   void Close();
 

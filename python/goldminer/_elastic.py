@@ -235,7 +235,13 @@ class Dispatcher:
         self._pump()
 
     def refresh(self):
-        """Lists the places and opens the processes each lacks."""
+        """Lists the places and opens the processes each lacks. Not once the
+        interpreter is ending: offload's exit hook ends every channel, and a
+        process opened after it would be a call into the native library still
+        under way while the interpreter tears down (a crash at exit)."""
+        from goldminer import offload
+        if offload.exiting:
+            return
         try:
             live = list(self.place.live())
         except Exception as e:  # noqa: BLE001 - said, and tried again
@@ -251,7 +257,7 @@ class Dispatcher:
                 held[p.place_name] = held.get(p.place_name, 0) + 1
             wanted = [w for w in live for _ in range((self.per_place or 0) - held.get(w, 0))]
         for where in wanted:
-            if self.stopping:
+            if self.stopping or offload.exiting:
                 return
             self._open(where)
         self._check_placed(time.monotonic())
@@ -289,10 +295,13 @@ class Dispatcher:
                            f"{NO_PLACE_S:.0f} s")
 
     def _refresh_loop(self):
+        from goldminer import offload
         while True:
             with self.cv:
                 self.cv.wait_for(lambda: self.stopping or self.wake, REFRESH_S)
-                if self.stopping:
+                # At exit the loop ends within REFRESH_S, inside the exit hook's
+                # wait for our threads.
+                if self.stopping or offload.exiting:
                     return
                 self.wake = False
             self.refresh()

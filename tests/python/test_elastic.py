@@ -229,5 +229,45 @@ class TaskSeedTest(unittest.TestCase):
         self.assertEqual(len(others), 4)
 
 
+class DispatcherAtExitTest(unittest.TestCase):
+    """Once offload's exit hook ran, an elastic dispatcher opens no process (one
+    opened then was a native call under way while the interpreter tore down: the
+    trainer's exit 139 after the autoscaler case), and its refresh loop ends, so
+    that the hook's wait for our threads sees it gone."""
+
+    def test_no_process_is_opened_and_the_refresh_loop_ends_once_exiting(self):
+        import threading
+        from goldminer import _elastic, offload
+
+        class Place:
+            def __init__(self):
+                self.opened = []
+
+            def live(self):
+                return ["127.0.0.1:9"]
+
+            def open_on(self, where, modules):
+                self.opened.append(where)
+                raise OSError("refused")
+
+        place, said = Place(), []
+        d = _elastic.Dispatcher({"base_seed": 1}, [], None, place, 2, said.append, str)
+        d.refresh()
+        self.assertEqual(place.opened, ["127.0.0.1:9"] * 2)  # 2 wanted on the one place
+        self.assertEqual(len(said), 1, said)  # the failure said once
+        self.assertFalse(offload.exiting)
+        offload.exiting = True
+        try:
+            d.refresh()
+            self.assertEqual(len(place.opened), 2, "nothing opened once exiting")
+            loop = threading.Thread(target=d._refresh_loop, daemon=True)
+            loop.start()
+            loop.join(30 * _elastic.REFRESH_S)
+            self.assertFalse(loop.is_alive(), "the refresh loop ended")
+            self.assertEqual(len(place.opened), 2)
+        finally:
+            offload.exiting = False
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -805,6 +805,77 @@ TEST_F(CoordinatorServerTest,
   EXPECT_TRUE(summary.failure.empty()) << summary.failure;
 }
 
+// The same window at world size 1, where no share between ranks fixes a split's
+// count: the plan leaves it open (-1) until its maker's SPLIT_DONE. The maker
+// sent the whole split and the trainer acknowledged it, then the maker died
+// before its SPLIT_DONE. The trainer waits on that count, so the split needs a
+// holder again: the next worker is given it from its end (nothing is made
+// twice), its SPLIT_DONE closes the count, and the epoch ends.
+TEST_F(CoordinatorServerTest,
+       GivenOnErrorSkipAndOneRank_WhenTheMakerDiesBeforeSplitDone_ThenTheNextWorkerClosesTheCount) {
+  Start(kClientIdleS, 1, 1, "skip");
+  std::optional<Socket> first;
+  std::vector<Socket> ranks;
+  ASSERT_NO_FATAL_FAILURE(WorkerAndRanksAtEpoch0(1, first, ranks));
+  Socket& rank = ranks[0];
+  // 10 samples in splits of 4, batches of 2: 2, 2 and 1 batches.
+  auto batches_of = [](uint64_t split) { return (std::min<uint64_t>(4, 10 - 4 * split) + 1) / 2; };
+  auto ack_whole = [&](uint64_t split) {
+    nlohmann::json batches = nlohmann::json::array(), samples = nlohmann::json::array();
+    for (uint64_t b = 0; b < batches_of(split); ++b) {
+      batches.push_back({split, b});
+      samples.push_back(2);  // every batch is whole
+    }
+    ASSERT_TRUE(SendFrame(rank, MsgType::kAck,
+                          {{"epoch", 0}, {"batches", batches}, {"samples", samples}},
+                          Deadline::After(kWait))
+                    .ok());
+    // A request after the ack: the coordinator has read it.
+    EXPECT_EQ(Ask(rank, MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
+  };
+  Frame a = Ask(*first, MsgType::kGetSplit, nlohmann::json::object());
+  ASSERT_EQ(a.meta["kind"], "assign") << a.meta.dump();
+  const uint64_t lost = a.meta["split"];
+  EXPECT_EQ(a.meta["end_batch"], -1) << "at world size 1 under skip, the count is the maker's";
+  ASSERT_NO_FATAL_FAILURE(ack_whole(lost));
+  first->Close();
+  Frame plan = Ask(rank, MsgType::kGetPlan, {{"epoch", 0}});
+  ASSERT_EQ(plan.type, MsgType::kPlan);
+  for (const auto& s : plan.meta["splits"]) {
+    if (s[0] == lost) {
+      EXPECT_EQ(s[1], -1) << "its count waits on a SPLIT_DONE: " << plan.meta;
+    }
+  }
+
+  Socket second = RegisteredWorker("127.0.0.1:9");
+  ASSERT_TRUE(second.valid());
+  bool retaken = false;
+  for (int i = 0; i < 10 && server_->Summary().epochs_done == 0; ++i) {
+    a = Ask(second, MsgType::kGetSplit, nlohmann::json::object());
+    ASSERT_EQ(a.meta["kind"], "assign") << "a split is still to finish: " << a.meta.dump();
+    const uint64_t split = a.meta["split"];
+    if (split == lost) {  // already with the trainer: nothing is left to make
+      retaken = true;
+      EXPECT_EQ(a.meta["start_batch"], batches_of(split)) << a.meta.dump();
+    } else {
+      EXPECT_EQ(a.meta["start_batch"], 0) << a.meta.dump();
+      ASSERT_NO_FATAL_FAILURE(ack_whole(split));
+    }
+    ASSERT_TRUE(
+        SendFrame(
+            second, MsgType::kSplitDone,
+            {{"epoch", 0}, {"split", split}, {"batch_count", batches_of(split)}, {"skipped", 0}},
+            Deadline::After(kWait))
+            .ok());
+    // A request after the SPLIT_DONE: the coordinator has read it.
+    EXPECT_EQ(Ask(rank, MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
+  }
+  EXPECT_TRUE(retaken) << "split " << lost << " was never given a holder again";
+  const CoordinatorSummary summary = server_->Summary();
+  EXPECT_EQ(summary.epochs_done, 1u) << "the epoch ended";
+  EXPECT_TRUE(summary.failure.empty()) << summary.failure;
+}
+
 // The trainer may acknowledge an epoch's last split before its maker's SPLIT_DONE
 // arrives: the next epoch has begun, and the maker's word still checks the split.
 TEST_F(CoordinatorServerTest,

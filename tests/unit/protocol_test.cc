@@ -340,6 +340,58 @@ TEST(ProtocolTest, GivenNoConnection_WhenAcceptDeadlinePasses_ThenUnavailable) {
   EXPECT_NE(socket.status().message().find("waiting for a connection"), std::string::npos);
 }
 
+// The attack: another local process connects to our loopback port before our
+// own client does (the profile's delivery measurement listens on one). Accept
+// would hand us the stranger; AcceptFrom closes it and waits for ours.
+TEST(ProtocolTest,
+     GivenAStrangerConnectedFirst_WhenAcceptingFromOurClient_ThenOursAndTheStrangerClosed) {
+  auto listener = Listener::ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  auto stranger = Socket::ConnectTcp("127.0.0.1", listener->port(), kWait);
+  ASSERT_TRUE(stranger.ok());
+  auto ours = Socket::ConnectTcp("127.0.0.1", listener->port(), kWait);
+  ASSERT_TRUE(ours.ok());
+  auto accepted = listener->AcceptFrom(*ours, kWait);
+  ASSERT_TRUE(accepted.ok()) << accepted.status().message();
+  const char byte = 'x';
+  const iovec iov{const_cast<char*>(&byte), 1};
+  ASSERT_TRUE(ours->SendAll({&iov, 1}, Deadline::After(kWait), "a byte").ok());
+  char got = 0;
+  ASSERT_TRUE(accepted->RecvExact(&got, 1, Deadline::After(kWait), "a byte").ok());
+  EXPECT_EQ(got, 'x') << "the accepted socket is our client's";
+  Status closed = stranger->RecvExact(&got, 1, Deadline::After(kWait), "a byte");
+  EXPECT_EQ(closed.code(), Code::kUnavailable) << "the stranger was closed: " << closed.message();
+}
+
+TEST(ProtocolTest, GivenOnlyStrangers_WhenAcceptingFromOurClient_ThenUnavailableAfterTheBound) {
+  auto listener = Listener::ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok());
+  std::vector<Socket> strangers;
+  for (int i = 0; i <= Listener::kMaxStrangers; ++i) {
+    auto s = Socket::ConnectTcp("127.0.0.1", listener->port(), kWait);
+    ASSERT_TRUE(s.ok());
+    strangers.push_back(std::move(*s));
+  }
+  auto elsewhere = Listener::ListenTcp("127.0.0.1", 0);  // ours went to another port
+  ASSERT_TRUE(elsewhere.ok());
+  auto ours = Socket::ConnectTcp("127.0.0.1", elsewhere->port(), kWait);
+  ASSERT_TRUE(ours.ok());
+  auto accepted = listener->AcceptFrom(*ours, kWait);
+  ASSERT_FALSE(accepted.ok());
+  EXPECT_EQ(accepted.status().code(), Code::kUnavailable);
+  EXPECT_NE(accepted.status().message().find("other connections came before our own"),
+            std::string::npos)
+      << accepted.status().message();
+  // Fewer strangers than the bound and ours never comes: the deadline ends it.
+  auto quiet = Listener::ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(quiet.ok());
+  auto one = Socket::ConnectTcp("127.0.0.1", quiet->port(), kWait);
+  ASSERT_TRUE(one.ok());
+  auto timed_out = quiet->AcceptFrom(*ours, 0.2);
+  ASSERT_FALSE(timed_out.ok());
+  EXPECT_NE(timed_out.status().message().find("waiting for a connection"), std::string::npos);
+}
+
 TEST(ProtocolTest, GivenNothingListening_WhenConnecting_ThenUnavailableNamingTheAddress) {
   int port = 0;
   {
