@@ -3,9 +3,14 @@
 # each for SECONDS (default 15) from its seed corpus, as many at once as there
 # are CPUs (each target is one process on one thread). Fails when a target
 # crashes, printing its log; the crashing input is kept.
-# Usage: fuzz.sh [SECONDS]
+# Usage: fuzz.sh [SECONDS]   build, then run each target
+#        fuzz.sh --build     build only (scripts/test.sh does it beside ctest)
+# RelWithDebInfo's -O2: at OSS-Fuzz's -O1 the build took 17% less CPU (456 s
+# against 550 s) but the targets ran a median 25% fewer inputs per second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build_only=false
+if [[ ${1:-} == --build ]]; then build_only=true; shift; fi
 seconds=${1:-15}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DGOLDMINER_FUZZ=ON >/dev/null
@@ -13,6 +18,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWit
 targets=()
 for source in tests/fuzz/fuzz_*.cc; do targets+=("$(basename "$source" .cc)"); done
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
+$build_only && exit 0
 fuzz_one() {  # fuzz_one TARGET SECONDS: runs it; on a crash prints its log and fails
   local target=$1 seconds=$2 name work seeds
   name=$(basename "$target")
