@@ -19,6 +19,7 @@ phase "format (clang-format)" bash scripts/format_check.sh
 # lowest priority (nice 19: the tests keep their CPU), in that idle time; their
 # output follows ctest's, and what they took past ctest's end is said.
 beside_log=$(mktemp)
+# shellcheck disable=SC2016
 setsid nice -n 19 bash -c 'set -e; start=$SECONDS
   bash scripts/clang_check.sh build
   echo "clang_check: $((SECONDS - start)) s"
