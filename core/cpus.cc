@@ -88,15 +88,33 @@ Status CheckCpusAllowed(const std::vector<int>& cpus, const std::string& what) {
   return Status::Ok();
 }
 
-Status PinToCpus(const std::vector<int>& cpus, const std::string& what) {
-  GM_RETURN_IF_ERROR(CheckCpusAllowed(cpus, what));
+namespace {
+
+// sched_setaffinity of the calling thread to `cpus` (each below CPU_SETSIZE).
+bool SetAffinity(const std::vector<int>& cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int c : cpus) CPU_SET(c, &set);
-  if (::sched_setaffinity(0, sizeof set, &set) != 0) {
+  return ::sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+}  // namespace
+
+Status PinToCpus(const std::vector<int>& cpus, const std::string& what) {
+  GM_RETURN_IF_ERROR(CheckCpusAllowed(cpus, what));
+  if (!SetAffinity(cpus)) {
     return Status::IoError(what + ": sched_setaffinity: " + std::strerror(errno));
   }
   return Status::Ok();
 }
+
+Result<std::unique_ptr<ScopedCpus>> ScopedCpus::Pin(const std::vector<int>& cpus,
+                                                    const std::string& what) {
+  GM_ASSIGN_OR_RETURN(std::vector<int> before, AllowedCpus());
+  GM_RETURN_IF_ERROR(PinToCpus(cpus, what));
+  return std::unique_ptr<ScopedCpus>(new ScopedCpus(std::move(before)));
+}
+
+ScopedCpus::~ScopedCpus() { (void)SetAffinity(before_); }
 
 }  // namespace gm

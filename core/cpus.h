@@ -1,7 +1,9 @@
 // CPU lists (as taskset and cpusets write them) and this process's CPU affinity.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -27,5 +29,22 @@ Status CheckCpusAllowed(const std::vector<int>& cpus, const std::string& what);
 // `cpus`. InvalidArgument naming the CPUs this process may not use, and the ones
 // it may, when some are outside its allowed set.
 Status PinToCpus(const std::vector<int>& cpus, const std::string& what);
+
+// Confines the calling thread (and the threads and processes it starts) to
+// `cpus` while it lives, and gives the thread back the CPUs it had before.
+class ScopedCpus {
+ public:
+  // InvalidArgument as PinToCpus when some of `cpus` are outside the allowed set
+  // (or none is given); IoError when the kernel says no.
+  static Result<std::unique_ptr<ScopedCpus>> Pin(const std::vector<int>& cpus,
+                                                 const std::string& what);
+  ~ScopedCpus();
+  ScopedCpus(const ScopedCpus&) = delete;
+  ScopedCpus& operator=(const ScopedCpus&) = delete;
+
+ private:
+  explicit ScopedCpus(std::vector<int> before) : before_(std::move(before)) {}
+  std::vector<int> before_;
+};
 
 }  // namespace gm

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -94,44 +93,14 @@ ProcessGroup::~ProcessGroup() {
   }  // the pidfds close with the map
 }
 
-namespace {
-
-// Sets the calling thread's CPU mask for the life of the object, and restores
-// it: a child spawned meanwhile inherits the mask.
-class ThreadCpus {
- public:
-  static Result<std::unique_ptr<ThreadCpus>> Set(const std::vector<int>& cpus,
-                                                 const std::string& what) {
-    GM_RETURN_IF_ERROR(CheckCpusAllowed(cpus, what));
-    auto t = std::unique_ptr<ThreadCpus>(new ThreadCpus);
-    CPU_ZERO(&t->saved_);
-    if (::sched_getaffinity(0, sizeof t->saved_, &t->saved_) != 0) {
-      return Status::IoError(what + ": sched_getaffinity: " + std::strerror(errno));
-    }
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int c : cpus) CPU_SET(c, &set);
-    if (::sched_setaffinity(0, sizeof set, &set) != 0) {
-      return Status::IoError(what + ": sched_setaffinity: " + std::strerror(errno));
-    }
-    return t;
-  }
-  ~ThreadCpus() { (void)::sched_setaffinity(0, sizeof saved_, &saved_); }
-
- private:
-  ThreadCpus() = default;
-  cpu_set_t saved_;
-};
-
-}  // namespace
-
 Result<pid_t> ProcessGroup::Spawn(const std::vector<std::string>& argv,
                                   const std::vector<std::string>& env, const std::vector<int>& cpus,
                                   bool own_group) {
   if (argv.empty()) return Status::InvalidArgument("no command to start");
-  std::unique_ptr<ThreadCpus> pinned;
+  // A child spawned while the thread is pinned inherits its CPUs.
+  std::unique_ptr<ScopedCpus> pinned;
   if (!cpus.empty()) {
-    GM_ASSIGN_OR_RETURN(pinned, ThreadCpus::Set(cpus, argv[0] + ": CPUs"));
+    GM_ASSIGN_OR_RETURN(pinned, ScopedCpus::Pin(cpus, argv[0] + ": CPUs"));
   }
   SpawnRequest request(argv, env);  // with our environment
   request.own_process_group = own_group;

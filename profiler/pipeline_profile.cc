@@ -1,6 +1,5 @@
 #include "profiler/pipeline_profile.h"
 
-#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <iterator>
 #include <string_view>
 
+#include "core/cpus.h"
 #include "core/digest.h"
 #include "core/file_util.h"
 #include "profiler/delivery.h"
@@ -102,10 +102,8 @@ uint64_t PeakRssBytes() {
 }  // namespace
 
 int UsableCores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
+  Result<std::vector<int>> allowed = AllowedCpus();
+  return allowed.ok() ? std::max(1, static_cast<int>(allowed->size())) : 1;
 }
 
 std::vector<CutPoint> CutPoints(const std::vector<StageProfile>& stages,
@@ -176,11 +174,23 @@ Status TimeOneThread(Pipeline& p, const PipelineProfileOptions& o, EngineOptions
   return Status::Ok();
 }
 
-// The warm-up, the 1-thread rounds and the delivery cost, on the calling thread's
-// CPUs (the caller confines it to one).
+// The calling thread's last allowed CPU (`goldminer run` keeps the first ones for
+// the trainer); empty when the kernel does not say.
+std::vector<int> LastAllowedCpu() {
+  Result<std::vector<int>> allowed = AllowedCpus();
+  if (!allowed.ok() || allowed->empty()) return {};
+  return {allowed->back()};
+}
+
+// The warm-up, the 1-thread rounds and the delivery cost, with the calling thread
+// (and what it starts) confined to its last CPU; `confined` false when the kernel
+// said no (the figures are then an unconfined thread's, and runs[].cpus says so).
 Status TimeOnOneCpu(Pipeline& p, const PipelineProfileOptions& o, EngineOptions eo,
                     DiscardSink& sink, const std::function<void(const std::string&)>& say,
-                    OneThreadRounds& out, DeliveryCost& delivery) {
+                    OneThreadRounds& out, DeliveryCost& delivery, bool& confined) {
+  const Result<std::unique_ptr<ScopedCpus>> pin =
+      ScopedCpus::Pin(LastAllowedCpu(), "pipeline: the 1-thread run");
+  confined = pin.ok();
   if (o.warmup > 0) {
     say("pipeline: warm-up, " + std::to_string(o.warmup) + " samples");
     eo.limit = static_cast<int64_t>(o.warmup);
@@ -197,36 +207,6 @@ Status TimeOnOneCpu(Pipeline& p, const PipelineProfileOptions& o, EngineOptions 
       MeasureDelivery(static_cast<size_t>(sample_bytes * static_cast<double>(p.batch_size()))));
   return Status::Ok();
 }
-
-// Confines the calling thread (and the threads and processes it starts) to its
-// last allowed CPU (`goldminer run` keeps the first ones for the trainer) while
-// it lives; the thread's CPUs before are restored after.
-class OnOneCpu {
- public:
-  OnOneCpu() {
-    CPU_ZERO(&before_);
-    if (sched_getaffinity(0, sizeof before_, &before_) != 0) return;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    for (int cpu = CPU_SETSIZE - 1; cpu >= 0; --cpu) {
-      if (CPU_ISSET(cpu, &before_)) {
-        CPU_SET(cpu, &one);
-        break;
-      }
-    }
-    pinned_ = sched_setaffinity(0, sizeof one, &one) == 0;
-  }
-  ~OnOneCpu() {
-    if (pinned_) sched_setaffinity(0, sizeof before_, &before_);
-  }
-  bool pinned() const { return pinned_; }
-  OnOneCpu(const OnOneCpu&) = delete;
-  OnOneCpu& operator=(const OnOneCpu&) = delete;
-
- private:
-  cpu_set_t before_;
-  bool pinned_ = false;
-};
 
 }  // namespace
 
@@ -259,9 +239,7 @@ Result<PipelineProfile> ProfilePipeline(const PipelineProfileOptions& o) {
     GM_ASSIGN_OR_RETURN(Pipeline p, Pipeline::Load(o.path, po));
     batch_size = p.batch_size();
     if (const std::string notice = p.OrderNotice(); !notice.empty()) say(notice);
-    OnOneCpu pin;
-    on_one_cpu = pin.pinned();
-    GM_RETURN_IF_ERROR(TimeOnOneCpu(p, o, eo, sink, say, rounds, delivery));
+    GM_RETURN_IF_ERROR(TimeOnOneCpu(p, o, eo, sink, say, rounds, delivery, on_one_cpu));
   }
   const RunStats& timed_total = rounds.total;
   const std::vector<PipelineRun>& timed = rounds.timed;

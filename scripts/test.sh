@@ -17,10 +17,14 @@ phase "format (clang-format)" bash scripts/format_check.sh
 # wait on daemons, sockets and sleeps for about a quarter of its time (vmstat:
 # 25% idle over a 1,029 s ctest on 2 cores). So they run beside ctest at the
 # lowest priority (nice 19: the tests keep their CPU), in that idle time; their
-# output follows ctest's, and what they took past ctest's end is said.
+# output follows ctest's, and what they took past ctest's end is said. setsid
+# makes them a process group to end on exit; where the kernel groups a session's
+# processes for the scheduler (sched_autogroup), the new session's group is set
+# to nice 19 too, or it would get half the CPUs whatever its processes' nice.
 beside_log=$(mktemp)
 # shellcheck disable=SC2016
 setsid nice -n 19 bash -c 'set -e; start=$SECONDS
+  [[ -w /proc/self/autogroup ]] && echo 19 >/proc/self/autogroup 2>/dev/null || true
   bash scripts/clang_check.sh build
   echo "clang_check: $((SECONDS - start)) s"
   bash scripts/fuzz.sh --build

@@ -90,6 +90,35 @@ std::string CpusOfProcFile(const std::string& path) {
   return "";
 }
 
+TEST(ScopedCpusTest, TheThreadRunsOnTheGivenCpusWhileItLivesAndGetsItsOwnBack) {
+  Result<std::vector<int>> allowed = AllowedCpus();
+  ASSERT_TRUE(allowed.ok());
+  {
+    auto pin = ScopedCpus::Pin({allowed->back()}, "test");
+    ASSERT_TRUE(pin.ok()) << pin.status().message();
+    Result<std::vector<int>> inside = AllowedCpus();
+    ASSERT_TRUE(inside.ok());
+    EXPECT_EQ(*inside, std::vector<int>{allowed->back()});
+  }
+  Result<std::vector<int>> after = AllowedCpus();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, *allowed);
+}
+
+TEST(ScopedCpusTest, CpusThisThreadMayNotUseOrNoneAreRefusedAndNothingChanges) {
+  Result<std::vector<int>> allowed = AllowedCpus();
+  ASSERT_TRUE(allowed.ok());
+  auto outside = ScopedCpus::Pin({CPU_SETSIZE - 1}, "the 1-thread run");
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(outside.status().message().find("the 1-thread run"), std::string::npos)
+      << outside.status().message();
+  EXPECT_FALSE(ScopedCpus::Pin({}, "none").ok());
+  Result<std::vector<int>> after = AllowedCpus();
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, *allowed);
+}
+
 TEST(SpawnTest, AChildStartsOnTheGivenCpusAndTheParentKeepsItsOwn) {
   Result<std::vector<int>> allowed = AllowedCpus();
   ASSERT_TRUE(allowed.ok());
