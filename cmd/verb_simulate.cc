@@ -91,6 +91,7 @@ struct SimulateFlags {
   uint64_t seed = 1;
   double trainer_cpus_per_gpu = 1;
   double nic_gbps = 25;
+  double node_cpus_per_gpu = 0;
   double min_gain = 0.02;
   double min_lifetime_s = 60;
   std::string out = "sim.json";
@@ -117,6 +118,7 @@ Result<int> RunSimulate(const SimulateFlags& f) {
   o.seed = f.seed;
   o.trainer_cpus_per_gpu = f.trainer_cpus_per_gpu;
   o.nic_gbps = f.nic_gbps;
+  o.node_cpus_per_gpu = f.node_cpus_per_gpu;
   o.pool.min_gain = f.min_gain;
   o.pool.min_lifetime_s = f.min_lifetime_s;
   if (!f.curves.empty() && !f.profiles.empty()) {
@@ -220,6 +222,11 @@ Verb SimulateVerb() {
                        "Each node's NIC: what workers off a task's node can send it")
             ->capture_default_str()
             ->check(CLI::Range(0.001, 1e6));
+        sub.add_option("--node-cpus-per-gpu", f->node_cpus_per_gpu,
+                       "What if GPU nodes were short of CPUs: each GPU node gets this many CPUs "
+                       "per GPU, and a GPU task asks at most that many (0: as the node list says)")
+            ->capture_default_str()
+            ->check(CLI::Range(0.0, 1024.0));
         sub.add_option("--min-gain", f->min_gain,
                        "cluster: a new division of the pool is applied only when it is worth "
                        "this fraction more than the current one")

@@ -11,7 +11,9 @@ Status CheckJob(const PoolJob& j) {
   if (!(j.weight > 0) || !std::isfinite(j.weight)) {
     return Status::InvalidArgument("pool job " + j.id + ": its weight (GPUs) must be positive");
   }
-  if (j.held < 0) return Status::InvalidArgument("pool job " + j.id + ": a negative holding");
+  if (j.held < 0 || j.baseline < 0) {
+    return Status::InvalidArgument("pool job " + j.id + ": a negative holding or baseline");
+  }
   double last = INFINITY;
   for (const PoolSegment& s : j.curve) {
     if (s.cpus < 0 || !(s.slope >= 0) || !std::isfinite(s.slope)) {
@@ -27,29 +29,35 @@ Status CheckJob(const PoolJob& j) {
   return Status::Ok();
 }
 
-// A piece of a curve not yet given: `cpus` CPUs of `job` at weighted slope `gain`.
+// A piece of a curve not yet given: `cpus` CPUs of `job` at weighted slope
+// `gain`, within the job's baseline or beyond it.
 struct Piece {
   size_t job = 0;
   int cpus = 0;
   double gain = 0;
+  bool beyond = false;
 };
 
-// The pieces of every curve beyond `floor[j]` CPUs, steepest first (ties: the
-// job given first, then its own order).
+// The pieces of every curve beyond `floor[j]` CPUs: those within a baseline
+// first, then the rest, each steepest first (ties: the job given first, then its
+// own order).
 std::vector<Piece> PiecesBeyond(const std::vector<PoolJob>& jobs, const std::vector<int>& floor) {
   std::vector<Piece> pieces;
   for (size_t j = 0; j < jobs.size(); ++j) {
-    int skip = floor[j];
+    int at = 0;  // CPUs of the curve before this piece
     for (const PoolSegment& s : jobs[j].curve) {
-      const int past = std::min(skip, s.cpus);
-      skip -= past;
-      if (s.cpus - past > 0 && s.slope > 0) {
-        pieces.push_back({j, s.cpus - past, jobs[j].weight * s.slope});
-      }
+      // The segment's CPUs past the floor, cut where the baseline ends.
+      const int from = std::max(at, floor[j]), to = at + s.cpus;
+      const int cut = std::clamp(jobs[j].baseline, from, std::max(from, to));
+      const double gain = jobs[j].weight * s.slope;
+      if (s.slope > 0 && cut > from) pieces.push_back({j, cut - from, gain, false});
+      if (s.slope > 0 && to > cut) pieces.push_back({j, to - cut, gain, true});
+      at = to;
     }
   }
-  std::stable_sort(pieces.begin(), pieces.end(),
-                   [](const Piece& a, const Piece& b) { return a.gain > b.gain; });
+  std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) {
+    return a.beyond != b.beyond ? !a.beyond : a.gain > b.gain;
+  });
   return pieces;
 }
 
@@ -104,7 +112,14 @@ Result<PoolDivision> DividePool(const std::vector<PoolJob>& jobs, int spare_cpus
   int holding = 0;
   for (size_t j = 0; j < jobs.size(); ++j) holding += held[j] = jobs[j].held;
   const double kept = ValueOf(jobs, held);
-  if (holding <= spare_cpus && kept >= d.value * (1 - o.min_gain)) {
+  // Nor when one job would gain more than min_gain of its own speed: by the whole
+  // division's value alone, one job among many could wait for CPUs for days.
+  bool one_would_gain = false;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    one_would_gain |=
+        PoolValue(jobs[j], best[j]) - PoolValue(jobs[j], held[j]) > o.min_gain * jobs[j].weight;
+  }
+  if (holding <= spare_cpus && !one_would_gain && kept >= d.value * (1 - o.min_gain)) {
     d.cpus = held;
     d.value = kept;
     return d;

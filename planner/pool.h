@@ -36,7 +36,11 @@ struct PoolJob {
   double weight = 1;               // the job's GPUs, > 0
   std::vector<PoolSegment> curve;  // slopes >= 0, falling
   int held = 0;                    // CPUs its workers hold now, >= 0
-  double held_since_s = -1e300;    // when its holding last grew (the caller's clock)
+  // The first CPUs of its curve, given before any job's CPUs beyond its own
+  // baseline, steepest first among baselines: what the job would hold as submitted,
+  // so that sharing never leaves it slower than that while the pool has them.
+  int baseline = 0;              // >= 0
+  double held_since_s = -1e300;  // when its holding last grew (the caller's clock)
 };
 
 struct PoolOptions {

@@ -122,7 +122,8 @@ class Replay {
   double Feeding(const Task& t) const;
   double SpeedOf(const Task& t) const;
   int NicCapCpus(const Task& t) const;
-  bool Fits(const Node& n, const Need& need) const;
+  bool Fits(const Node& n, const Need& need, bool preempting) const;
+  int NodeFor(const Need& need) const;
   bool Place(Task& t, size_t index);
   void Take(std::vector<std::pair<int, int>>& at, int node, int cpus, bool soft);
   int Acquire(std::vector<std::pair<int, int>>& at, int own, int cpus, bool soft);
@@ -195,9 +196,9 @@ double Replay::SpeedOf(const Task& t) const {
   return std::min(1.0, Feeding(t) / (t.family->cpus_per_gpu * t.Gpus()));
 }
 
-bool Replay::Fits(const Node& n, const Need& need) const {
-  // Under cluster a task takes CPUs back from workers: they do not count.
-  const int free = n.cpus - n.hard - (policy_ == "cluster" ? 0 : n.soft);
+bool Replay::Fits(const Node& n, const Need& need, bool preempting) const {
+  // Under cluster a task may take CPUs back from workers: then they do not count.
+  const int free = n.cpus - n.hard - (preempting ? 0 : n.soft);
   return n.gpu_milli - n.gpu_used >= need.gpu_milli && n.mem - n.mem_used >= need.mem &&
          free >= need.own;
 }
@@ -245,28 +246,37 @@ void Replay::Release(std::vector<std::pair<int, int>>& at, int cpus, bool soft) 
   }
 }
 
+// First fit. Under cluster, as Slurm's preemption does, a node where the task
+// takes no worker's CPU first, and only then one where it takes some back.
+int Replay::NodeFor(const Need& need) const {
+  for (bool preempting : {false, true}) {
+    if (preempting && policy_ != "cluster") break;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (Fits(nodes_[i], need, preempting)) return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
 bool Replay::Place(Task& t, size_t index) {
-  int total_free = 0;
+  const int node = NodeFor(t.need);
+  if (node < 0) return false;
   if (t.need.remote > 0) {
+    int total_free = 0;
     for (const Node& n : nodes_) total_free += n.Free();
+    if (total_free - t.need.own < t.need.remote) return false;
   }
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    Node& n = nodes_[i];
-    if (!Fits(n, t.need)) continue;
-    if (t.need.remote > 0 && total_free - t.need.own < t.need.remote) return false;
-    const int node = static_cast<int>(i);
-    t.node = node;
-    n.gpu_used += t.need.gpu_milli;
-    n.mem_used += t.need.mem;
-    n.hard += t.need.own;
-    Touch(node);
-    if (n.Free() < 0) Preempt(node);
-    if (t.need.remote > 0) Acquire(t.remote, node, t.need.remote, false);
-    t.start = now_;
-    running_.push_back(index);
-    return true;
-  }
-  return false;
+  Node& n = nodes_[node];
+  t.node = node;
+  n.gpu_used += t.need.gpu_milli;
+  n.mem_used += t.need.mem;
+  n.hard += t.need.own;
+  Touch(node);
+  if (n.Free() < 0) Preempt(node);
+  if (t.need.remote > 0) Acquire(t.remote, node, t.need.remote, false);
+  t.start = now_;
+  running_.push_back(index);
+  return true;
 }
 
 // A task admitted on `node` takes back the workers' CPUs it needs there.
@@ -331,6 +341,9 @@ Status Replay::Divide() {
     const int whole = std::min(static_cast<int>(want), NicCapCpus(t));
     j.curve.push_back({whole, 1 / kappa_g});
     if (want > whole && whole < NicCapCpus(t)) j.curve.push_back({1, (want - whole) / kappa_g});
+    // What it asked for itself comes first: sharing never leaves it slower than as
+    // submitted while the pool has the CPUs.
+    j.baseline = std::max(0, t.src->cpus - t.need.own);
     j.held = t.soft_cpus;
     j.held_since_s = t.soft_since;
     jobs.push_back(std::move(j));
@@ -556,6 +569,9 @@ Status CheckOptions(const SimOptions& o) {
   if (!(o.trainer_cpus_per_gpu >= 0) || !(o.nic_gbps > 0)) {
     return Status::InvalidArgument("trainer CPUs per GPU must be >= 0 and the NIC speed > 0");
   }
+  if (!(o.node_cpus_per_gpu >= 0) || !(o.node_cpus_per_gpu <= 1024)) {
+    return Status::InvalidArgument("--node-cpus-per-gpu must be 0 (as listed) to 1024");
+  }
   double shares = 0;
   for (const Family& f : o.families) {
     if (!(f.cpus_per_gpu > 0) || !(f.samples_per_s_per_gpu > 0) || !(f.bytes_per_sample >= 0) ||
@@ -647,7 +663,14 @@ std::vector<std::string> Assumptions(const SimOptions& o) {
           std::to_string(o.nic_gbps) +
           " Gb/s) carries at its family's samples/s and bytes per sample",
       "tasks start in submit order, each that fits (first fit over the nodes) at once; one that "
-      "does not waits without blocking those behind it"};
+      "does not waits without blocking those behind it; under cluster, a node where it takes no "
+      "worker's CPU first, as Slurm tries before it preempts"};
+  if (o.node_cpus_per_gpu > 0) {
+    a.push_back("what if GPU nodes were short of CPUs: each GPU node has " +
+                std::to_string(o.node_cpus_per_gpu) +
+                " CPUs per GPU, and a GPU task asks at most that many per GPU (its work is still "
+                "that of the CPUs it asked in the trace)");
+  }
   for (const Family& f : o.families) {
     a[1] +=
         " " + f.name + " (" + std::to_string(f.cpus_per_gpu) + ", " + std::to_string(f.share) + ")";
@@ -666,11 +689,26 @@ Result<SimResult> Simulate(const Trace& trace, const std::vector<SimNode>& all_n
   r.never_scheduled = trace.never_scheduled;
   r.options = o;
   r.assumptions = Assumptions(o);
-  const std::vector<SimNode> nodes = DrawNodes(all_nodes, o);
+  std::vector<SimNode> nodes = DrawNodes(all_nodes, o);
+  // The what-if's shape: GPU nodes' CPUs, and what GPU tasks ask (the replays
+  // point into `asked`, which outlives them).
+  std::vector<SimTask> asked = trace.tasks;
+  if (o.node_cpus_per_gpu > 0) {
+    for (SimNode& n : nodes) {
+      if (n.gpus > 0)
+        n.cpus = std::max(1, static_cast<int>(std::lround(o.node_cpus_per_gpu * n.gpus)));
+    }
+    for (SimTask& s : asked) {
+      const int most =
+          static_cast<int>(std::ceil(o.node_cpus_per_gpu * s.gpu_milli / 1000.0 - 1e-9));
+      if (s.gpu_milli > 0) s.cpus = std::clamp(most, 1, std::max(1, s.cpus));
+    }
+  }
   r.nodes = nodes.size();
   for (const SimNode& n : nodes) r.gpus += n.gpus, r.cpus += n.cpus;
   std::vector<Task> tasks;
-  for (const SimTask& s : trace.tasks) {
+  for (size_t i = 0; i < asked.size(); ++i) {
+    const SimTask& s = asked[i];
     if (std::none_of(nodes.begin(), nodes.end(),
                      [&](const SimNode& n) { return FitsEmpty(s, n); })) {
       if (o.gpus > 0) {
@@ -689,7 +727,8 @@ Result<SimResult> Simulate(const Trace& trace, const std::vector<SimNode>& all_n
     GM_RETURN_IF_ERROR(error.WithContext(trace.origin));
     t.submit = s.submit_s / o.load;
     const double g = s.gpu_milli / 1000.0;
-    const double speed = t.family ? std::min(1.0, s.cpus / (t.family->cpus_per_gpu * g)) : 1;
+    const int trace_cpus = trace.tasks[i].cpus;  // its work: what it did with those
+    const double speed = t.family ? std::min(1.0, trace_cpus / (t.family->cpus_per_gpu * g)) : 1;
     t.work = s.duration_s * speed;
     tasks.push_back(std::move(t));
   }
@@ -791,6 +830,7 @@ nlohmann::json SimToJson(const SimResult& r) {
             {"seed", r.options.seed},
             {"trainer_cpus_per_gpu", r.options.trainer_cpus_per_gpu},
             {"nic_gbps", r.options.nic_gbps},
+            {"node_cpus_per_gpu", r.options.node_cpus_per_gpu},
             {"pool_min_gain", r.options.pool.min_gain},
             {"pool_min_lifetime_s", r.options.pool.min_lifetime_s},
             {"families", families}}},

@@ -70,6 +70,10 @@ struct SimOptions {
   uint64_t seed = 1;
   double trainer_cpus_per_gpu = 1;  // what a trainer keeps under job and cluster
   double nic_gbps = 25;             // each node's, for workers off a task's node
+  // What if GPU nodes were short of CPUs: each GPU node's CPUs set to this x its
+  // GPUs, and a GPU task asks at most this x its GPUs (at least 1), its work still
+  // that of the CPUs it asked in the trace. 0: the node list's CPUs.
+  double node_cpus_per_gpu = 0;
   planner::PoolOptions pool;
   std::vector<Family> families = DefaultFamilies();
   size_t series_points = 100;  // samples of queue and utilization over time

@@ -31,10 +31,12 @@ TEST(DividePoolTest, GivenSpareCpusThenTheSteepestGainsAreFilledFirst) {
 
 TEST(DividePoolTest, GivenHoldingsWithinMinGainThenTheyAreKept) {
   PoolOptions o;
-  o.min_gain = 0.10;
+  o.min_gain = 0.15;
   o.min_lifetime_s = 0;
   // Best: text 4 (value 2) + vision 6 (0.75) = 2.75. Held: text 3 (1.5) + vision 7
-  // (0.875) = 2.375, 14% less: changed. Held text 4, vision 5: 2.625, 4.5% less: kept.
+  // (0.875) = 2.375, 14% less, but text would go 0.25 of its speed faster (more
+  // than 0.15): changed. Held text 4, vision 5: 2.625, 4.5% less, and vision would
+  // gain 0.125 of its speed: kept.
   auto moved = DividePool({Linear("vision", 1, 8, 8, 7), Linear("text", 2, 2, 4, 3)}, 10, 0, o);
   ASSERT_TRUE(moved.ok());
   EXPECT_TRUE(moved->changed);
@@ -62,6 +64,46 @@ TEST(DividePoolTest, GivenWorkersYoungerThanTheMinLifetimeThenTheyAreNotTakenBac
   auto admitted = DividePool({vision, text}, 6, 130, o);
   ASSERT_TRUE(admitted.ok());
   EXPECT_EQ(admitted->cpus, (std::vector<int>{2, 4}));
+}
+
+TEST(DividePoolTest, GivenOneJobFarBelowItsShareThenItIsServedThoughTheWholeGainsLittle) {
+  // 20 saturated jobs and one with 1 of the 8 CPUs its best share gives it: the
+  // division gains 7/8 of one GPU's speed of 20.9, under 5% of its value, but that
+  // job would run 7/8 faster: changed.
+  PoolOptions o;
+  o.min_gain = 0.05;
+  o.min_lifetime_s = 0;
+  std::vector<PoolJob> jobs;
+  for (int i = 0; i < 20; ++i) jobs.push_back(Linear("s" + std::to_string(i), 1, 4, 4, 4));
+  jobs.push_back(Linear("starved", 1, 8, 8, 1));
+  auto d = DividePool(jobs, 88, 0, o);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_TRUE(d->changed);
+  EXPECT_EQ(d->cpus.back(), 8);
+}
+
+TEST(DividePoolTest, GivenBaselinesThenEachJobGetsItsOwnFirstAndTheRestGoesByGain) {
+  // By gain alone text (1/2 a CPU) would take its 4 of 8 first and vision get 4.
+  // With vision's baseline of 6 (what it would hold as submitted), vision gets its
+  // 6 first; text the 2 left, then nothing more is spare.
+  PoolJob vision = Linear("vision", 1, 8, 8);
+  vision.baseline = 6;
+  const PoolJob text = Linear("text", 2, 2, 4);
+  auto d = DividePool({vision, text}, 8, 0, {});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->cpus, (std::vector<int>{6, 2}));
+  // Spare beyond the baselines goes by gain: text's 4, then vision's last 2.
+  auto more = DividePool({vision, text}, 12, 0, {});
+  ASSERT_TRUE(more.ok());
+  EXPECT_EQ(more->cpus, (std::vector<int>{8, 4}));
+  // A baseline beyond the curve asks for nothing more than the curve.
+  vision.baseline = 100;
+  auto whole = DividePool({vision, text}, 20, 0, {});
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->cpus, (std::vector<int>{8, 4}));
+  vision.baseline = -1;
+  EXPECT_NE(DividePool({vision}, 4, 0, {}).status().message().find("pool job vision"),
+            std::string::npos);
 }
 
 TEST(DividePoolTest, GivenBadJobsThenTheErrorNamesTheJob) {

@@ -152,6 +152,44 @@ TEST(SimulatorTest, GivenAJobShortOfCpusThenStaticQueuesItAndClusterPreemptsAWor
   EXPECT_EQ(c.worker_cpus_started, 6u);  // A's 3, then B's 3 once A ended
 }
 
+TEST(SimulatorTest, GivenANodeWhoseCpusWorkersHoldThenClusterAdmitsWhereItTakesNoWorker) {
+  // n0: 4 CPUs, 2 GPUs; n1: 4 CPUs, 1 GPU. A (1 GPU) at t = 0 goes to n0 and its
+  // 3 workers fill n0. B (1 GPU) at t = 10 would fit n0 by taking a worker back,
+  // but n1 takes it with no preemption, as Slurm tries first: nothing preempted,
+  // both at full speed (4 CPUs each).
+  const Trace t = TraceOf("submit_s,duration_s,gpus,cpus\n0,100,1,4\n10,100,1,4\n");
+  const auto nodes = NodesOf("name,cpus,memory_mib,gpus\nn0,4,1000,2\nn1,4,1000,1\n");
+  SimOptions o = Options();
+  o.policies = {"cluster"};
+  auto r = Simulate(t, nodes, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const PolicyResult& c = Of(*r, "cluster");
+  EXPECT_EQ(c.worker_cpus_preempted, 0u);
+  EXPECT_EQ(c.worker_cpus_started, 6u);
+  EXPECT_DOUBLE_EQ(c.jct_mean_s, 100);
+}
+
+TEST(SimulatorTest, GivenNodeCpusPerGpuThenGpuNodesAndAsksShrinkAndTheWorkStays) {
+  // The what-if: 2 CPUs per GPU. n0 (4 GPUs) has 8 CPUs instead of 48; the CPU
+  // node keeps its 16. A task asking 1 GPU and 12 CPUs (speed 1 at kappa 4: work
+  // 100) asks 2: static runs it at 2/4, JCT 200; cluster feeds it 1 + 3, JCT 100.
+  const Trace t = TraceOf("submit_s,duration_s,gpus,cpus\n0,100,1,12\n");
+  const auto nodes = NodesOf("name,cpus,memory_mib,gpus\nn0,48,1000,4\nc0,16,1000,0\n");
+  SimOptions o = Options();
+  o.policies = {"static", "cluster"};
+  o.node_cpus_per_gpu = 2;
+  auto r = Simulate(t, nodes, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->cpus, 8 + 16);
+  EXPECT_DOUBLE_EQ(Of(*r, "static").jct_mean_s, 200);
+  EXPECT_DOUBLE_EQ(Of(*r, "cluster").jct_mean_s, 100);
+  EXPECT_EQ(SimToJson(*r)["options"]["node_cpus_per_gpu"], 2.0);
+  o.node_cpus_per_gpu = -1;
+  auto bad = Simulate(t, nodes, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--node-cpus-per-gpu"), std::string::npos);
+}
+
 TEST(SimulatorTest, GivenRandomTracesThenNoNodeIsEverOverfullAndEveryTaskEndsOnce) {
   std::mt19937_64 rng(7);
   for (int round = 0; round < 30; ++round) {
