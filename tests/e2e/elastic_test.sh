@@ -76,7 +76,14 @@ for p in $(pgrep -f "srun --partition=scavenger"); do
   [[ $key =~ ^[0-9a-f]{64}$ ]] && break
 done
 [[ $key =~ ^[0-9a-f]{64}$ ]] || fail "no srun of a worker job hands a key in its environment"
-! grep -qF "$key" "/proc/$pid/environ" || fail "the worker (pid $pid) kept its key in its environ"
+# The worker scrubs it as it starts, right after reading it: a process found the
+# moment it was exec'd may not have yet, so wait (bounded) for it to be gone.
+for _ in $(seq 1 100); do
+  grep -qF "$key" "/proc/$pid/environ" 2>/dev/null || break
+  sleep 0.1
+done
+! grep -qF "$key" "/proc/$pid/environ" 2>/dev/null ||
+  fail "the worker (pid $pid) kept its key in its environ 10 s after it started"
 ! tr '\0' '\n' <"/proc/$pid/environ" | grep -qE '^GOLDMINER_SECRET(_FILE)?=.' ||
   fail "the worker (pid $pid) still names a key or a key file in its environ"
 ! ps -eo args | grep -qF -f <(printf "%s\n" "$key") || fail "the worker key is on a command line"
