@@ -61,12 +61,6 @@ std::vector<Piece> PiecesBeyond(const std::vector<PoolJob>& jobs, const std::vec
   return pieces;
 }
 
-double ValueOf(const std::vector<PoolJob>& jobs, const std::vector<int>& cpus) {
-  double v = 0;
-  for (size_t j = 0; j < jobs.size(); ++j) v += PoolValue(jobs[j], cpus[j]);
-  return v;
-}
-
 }  // namespace
 
 double PoolValue(const PoolJob& job, int cpus) {
@@ -106,18 +100,21 @@ Result<PoolDivision> DividePool(const std::vector<PoolJob>& jobs, int spare_cpus
     best[p.job] += n;
     left -= n;
   }
+  // The best division's value and the holdings' value, job by job: the holdings
+  // stay when they fit, are worth within min_gain of the best, and no job would
+  // gain more than min_gain of its own speed (by the whole's value alone, one job
+  // among many could wait for CPUs for days).
   PoolDivision d;
-  d.value = ValueOf(jobs, best);
   std::vector<int> held(jobs.size());
   int holding = 0;
-  for (size_t j = 0; j < jobs.size(); ++j) holding += held[j] = jobs[j].held;
-  const double kept = ValueOf(jobs, held);
-  // Nor when one job would gain more than min_gain of its own speed: by the whole
-  // division's value alone, one job among many could wait for CPUs for days.
+  double kept = 0;
   bool one_would_gain = false;
   for (size_t j = 0; j < jobs.size(); ++j) {
-    one_would_gain |=
-        PoolValue(jobs[j], best[j]) - PoolValue(jobs[j], held[j]) > o.min_gain * jobs[j].weight;
+    holding += held[j] = jobs[j].held;
+    const double b = PoolValue(jobs[j], best[j]), h = PoolValue(jobs[j], held[j]);
+    d.value += b;
+    kept += h;
+    one_would_gain |= b - h > o.min_gain * jobs[j].weight;
   }
   if (holding <= spare_cpus && !one_would_gain && kept >= d.value * (1 - o.min_gain)) {
     d.cpus = held;

@@ -142,6 +142,22 @@ class CoordinatorServerTest : public ::testing::Test {
             .ok());
   }
 
+  // `rank` acknowledges batches 0..batches-1 of epoch 0's `split`, 2 samples each
+  // (every batch whole); returns once the coordinator has read the ack (it answers
+  // the GET_PLAN that follows only then).
+  void AckWhole(Socket& rank, uint64_t split, uint64_t batches) {
+    nlohmann::json acked = nlohmann::json::array(), samples = nlohmann::json::array();
+    for (uint64_t b = 0; b < batches; ++b) {
+      acked.push_back({split, b});
+      samples.push_back(2);
+    }
+    ASSERT_TRUE(SendFrame(rank, MsgType::kAck,
+                          {{"epoch", 0}, {"batches", acked}, {"samples", samples}},
+                          Deadline::After(kWait))
+                    .ok());
+    EXPECT_EQ(Ask(rank, MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
+  }
+
   // A worker takes a 4-sample split (2 batches of 2) and says it made it whole
   // (before the acks, or after them with `done_last`); the trainer acknowledges
   // both batches with `samples` each. Waits until the worker has made `made`
@@ -786,19 +802,8 @@ TEST_F(CoordinatorServerTest,
   Frame a = Ask(*worker, MsgType::kGetSplit, nlohmann::json::object());
   ASSERT_EQ(a.meta["kind"], "assign") << a.meta.dump();
   const uint64_t split = a.meta["split"], end = a.meta["end_batch"];
-  const int rank = a.meta["rank"];
-  nlohmann::json batches = nlohmann::json::array(), samples = nlohmann::json::array();
-  for (uint64_t b = 0; b < end; ++b) {
-    batches.push_back({split, b});
-    samples.push_back(2);
-  }
-  ASSERT_TRUE(SendFrame(ranks[static_cast<size_t>(rank)], MsgType::kAck,
-                        {{"epoch", 0}, {"batches", batches}, {"samples", samples}},
-                        Deadline::After(kWait))
-                  .ok());
-  // A request after the ack: the coordinator has read it.
-  EXPECT_EQ(Ask(ranks[static_cast<size_t>(rank)], MsgType::kGetPlan, {{"epoch", 0}}).type,
-            MsgType::kPlan);
+  const size_t rank = a.meta["rank"];
+  ASSERT_NO_FATAL_FAILURE(AckWhole(ranks[rank], split, end));
   worker->Close();
   const CoordinatorSummary summary = server_->Summary();
   EXPECT_EQ(summary.splits_unchecked, 1u);
@@ -820,24 +825,11 @@ TEST_F(CoordinatorServerTest,
   Socket& rank = ranks[0];
   // 10 samples in splits of 4, batches of 2: 2, 2 and 1 batches.
   auto batches_of = [](uint64_t split) { return (std::min<uint64_t>(4, 10 - 4 * split) + 1) / 2; };
-  auto ack_whole = [&](uint64_t split) {
-    nlohmann::json batches = nlohmann::json::array(), samples = nlohmann::json::array();
-    for (uint64_t b = 0; b < batches_of(split); ++b) {
-      batches.push_back({split, b});
-      samples.push_back(2);  // every batch is whole
-    }
-    ASSERT_TRUE(SendFrame(rank, MsgType::kAck,
-                          {{"epoch", 0}, {"batches", batches}, {"samples", samples}},
-                          Deadline::After(kWait))
-                    .ok());
-    // A request after the ack: the coordinator has read it.
-    EXPECT_EQ(Ask(rank, MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
-  };
   Frame a = Ask(*first, MsgType::kGetSplit, nlohmann::json::object());
   ASSERT_EQ(a.meta["kind"], "assign") << a.meta.dump();
   const uint64_t lost = a.meta["split"];
   EXPECT_EQ(a.meta["end_batch"], -1) << "at world size 1 under skip, the count is the maker's";
-  ASSERT_NO_FATAL_FAILURE(ack_whole(lost));
+  ASSERT_NO_FATAL_FAILURE(AckWhole(rank, lost, batches_of(lost)));
   first->Close();
   Frame plan = Ask(rank, MsgType::kGetPlan, {{"epoch", 0}});
   ASSERT_EQ(plan.type, MsgType::kPlan);
@@ -859,7 +851,7 @@ TEST_F(CoordinatorServerTest,
       EXPECT_EQ(a.meta["start_batch"], batches_of(split)) << a.meta.dump();
     } else {
       EXPECT_EQ(a.meta["start_batch"], 0) << a.meta.dump();
-      ASSERT_NO_FATAL_FAILURE(ack_whole(split));
+      ASSERT_NO_FATAL_FAILURE(AckWhole(rank, split, batches_of(split)));
     }
     ASSERT_TRUE(
         SendFrame(
@@ -891,16 +883,7 @@ TEST_F(CoordinatorServerTest,
     const uint64_t split = a.meta["split"], end = a.meta["end_batch"];
     const size_t rank = a.meta["rank"];
     made.push_back(split);
-    nlohmann::json batches = nlohmann::json::array(), samples = nlohmann::json::array();
-    for (uint64_t b = 0; b < end; ++b) {
-      batches.push_back({split, b});
-      samples.push_back(2);
-    }
-    ASSERT_TRUE(SendFrame(ranks[rank], MsgType::kAck,
-                          {{"epoch", 0}, {"batches", batches}, {"samples", samples}},
-                          Deadline::After(kWait))
-                    .ok());
-    EXPECT_EQ(Ask(ranks[rank], MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);
+    ASSERT_NO_FATAL_FAILURE(AckWhole(ranks[rank], split, end));
   }
   ASSERT_EQ(server_->Summary().epochs_done, 1u) << "the acks ended epoch 0";
   EXPECT_EQ(server_->Summary().splits_unchecked, made.size());
