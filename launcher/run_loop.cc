@@ -226,7 +226,7 @@ Status RunLoop::StartWorker(int slot) {
     if (elastic_refused_) {
       return Status::Unavailable("Slurm refused this run's worker jobs: none is submitted");
     }
-    if (edges_.pool && ElasticRunning() >= pool_grant_) {
+    if (edges_.pool && ElasticHeld() >= pool_grant_) {
       return Status::Unavailable("the allocation's CPUs are used, and the pool grants " +
                                  std::to_string(pool_grant_) + " elastic worker(s)");
     }
@@ -508,6 +508,13 @@ int RunLoop::ElasticRunning() const {
   return n;
 }
 
+// Elastic workers draining too: until one exits, its job holds the CPUs the pool lent.
+int RunLoop::ElasticHeld() const {
+  int n = 0;
+  for (const auto& [pid, w] : workers_) n += w.elastic ? 1 : 0;
+  return n;
+}
+
 // The run's figures for the pool (the delivered rate at each worker count it ran
 // at, its trainers' demand) every pool period; the pool's grant bounds its elastic
 // workers, and one held beyond a lower grant is drained (the pool gives its CPUs
@@ -612,7 +619,10 @@ int RunLoop::WorkerLimit() const {
   if (elastic_refused_ || edges_.clock->Now() < elastic_hold_until_) {
     return o_.elastic_from + ElasticRunning();
   }
-  if (edges_.pool) return o_.elastic_from + pool_grant_;
+  // A draining elastic worker is not counted as running but still holds its grant.
+  if (edges_.pool) {
+    return o_.elastic_from + std::max(0, pool_grant_ - (ElasticHeld() - ElasticRunning()));
+  }
   return kNone;
 }
 

@@ -179,7 +179,8 @@ class RunLoop {
   void ReportToPool(const RunRates& rates);
   std::optional<pid_t> NextToDrain(bool elastic_only) const;
   void Drain(pid_t pid);
-  int ElasticRunning() const;
+  int ElasticRunning() const;  // elastic workers not draining
+  int ElasticHeld() const;     // every elastic worker, draining ones too
   int WorkerLimit() const;
   Status OnReplaced(const ProcessReplaced& r);
   Status OnWorkerEnded(const ProcessEnded& e);

@@ -6,11 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 timings=()
 phase() {  # phase NAME COMMAND...: runs it, and notes its seconds
-  local name=$1 start=$SECONDS
+  local name=$1 start=$SECONDS status=0
   shift
   echo "== $name"
-  "$@"
+  "$@" || status=$?
   timings+=("$name $((SECONDS - start)) s")
+  return "$status"
 }
 phase "format (clang-format)" bash scripts/format_check.sh
 # The clang check and the fuzz targets' build need only CPU, while ctest's tests
@@ -31,7 +32,25 @@ setsid nice -n 19 bash -c 'set -e; start=$SECONDS
   echo "fuzz build: $((SECONDS - start)) s in all"' >"$beside_log" 2>&1 &
 beside=$!
 trap 'kill -- -"$beside" 2>/dev/null || true; rm -f "$beside_log"' EXIT
-phase "ctest (unit, end-to-end, python)" ctest --test-dir build --output-on-failure -j "$(nproc)"
+# failed_tails: the last lines of each failed test's output, again at the end:
+# where a log keeps only its tail (CI's), the reason a test failed is then in it.
+failed_tails() {
+  awk '/^[0-9]+\/[0-9]+ Testing: / {name = $3; n = 0; out = 0; next}
+       /^<end of output>$/ {out = 0; next}
+       out {lines[n++] = $0; next}
+       /^Output:$/ {out = 1; getline; next}
+       /^Test Failed|^Test Not Run/ {
+         print "== the end of " name "'"'"'s output (" n " lines):"
+         for (i = (n > 60 ? n - 60 : 0); i < n; i++) print lines[i]
+       }' build/Testing/Temporary/LastTest.log 2>/dev/null || true
+}
+ctest_status=0
+phase "ctest (unit, end-to-end, python)" ctest --test-dir build --output-on-failure -j "$(nproc)" ||
+  ctest_status=$?
+if [[ $ctest_status -ne 0 ]]; then
+  failed_tails
+  exit "$ctest_status"
+fi
 echo "== clang -Wthread-safety, then the fuzz targets' build (begun beside ctest)"
 waited=$SECONDS
 beside_status=0

@@ -44,6 +44,18 @@ job=${job%%;*}
 
 # worker_jobs: "JOBID STATE NODE" of this run's worker jobs (named after the run's job).
 worker_jobs() { squeue -h -o "%i %T %N %j" 2>/dev/null | awk -v p="goldminer-worker.$job." 'index($4, p) == 1 {print $1, $2, $3}'; }
+# held_jobs: those that hold or wait for CPUs (a COMPLETING job has ended: Slurm
+# is cleaning up after it, for as long as its epilog takes on a loaded machine).
+held_jobs() { worker_jobs | awk '$2 != "COMPLETING"'; }
+# none_left WHAT: no worker job of the run is left; once the run ended them, Slurm
+# may list a job as COMPLETING a while, so this waits up to 15 s for the list to empty.
+none_left() {
+  for _ in $(seq 1 75); do
+    [[ -z $(worker_jobs) ]] && return 0
+    sleep 0.2
+  done
+  fail "worker jobs left $1: $(worker_jobs)"
+}
 running=""
 for _ in $(seq 1 600); do
   running=$(worker_jobs | awk '$2 == "RUNNING"')
@@ -120,8 +132,7 @@ for e, keys in enumerate(epochs):
 PY
 ok "every sample of every epoch arrived exactly once, across the preemption"
 expect_in "$T/elastic.out" " 0 splits reassigned" "the preempted workers drained: no split made twice"
-sleep 1
-[[ -z $(worker_jobs) ]] || fail "worker jobs left after the run: $(worker_jobs)"
+none_left "after the run"
 ok "no worker job of the run is left"
 # Slurm says it cancelled the steps of the worker jobs it preempted on cpu2: the
 # event this test provokes, in Slurm's words; nothing else may warn.
@@ -156,17 +167,17 @@ job=${job%%;*}
 granted=""
 most=0
 for _ in $(seq 1 600); do
-  n=$(worker_jobs | wc -l)
+  n=$(held_jobs | wc -l)
   ((n > most)) && most=$n
   granted=$("$GM" -q pool --status "$pool" --key-file "$T/pool.key" 2>/dev/null | awk '$1 == "pooled" {print $3}')
-  [[ $granted == 1 ]] && [[ $(worker_jobs | awk '$2 == "RUNNING"' | wc -l) -ge 1 ]] && break
+  [[ $granted == 1 ]] && [[ $(held_jobs | awk '$2 == "RUNNING"' | wc -l) -ge 1 ]] && break
   scontrol show job "$job" -o 2>/dev/null | grep -qE "JobState=(COMPLETED|FAILED|CANCELLED)" && break
   sleep 0.2
 done
 [[ $granted == 1 ]] || { cat "$T/pooled.out" "$T/pool.err" >&2; fail "the pool granted '$granted', not 1"; }
 ok "the run reported to the pool, which granted it its 1 CPU: one elastic worker"
 for _ in $(seq 1 25); do  # a few scale periods more: the autoscaler still asks, the grant holds
-  n=$(worker_jobs | wc -l); ((n > most)) && most=$n
+  n=$(held_jobs | wc -l); ((n > most)) && most=$n
   sleep 0.2
 done
 ((most <= 1)) || fail "$most worker jobs at once with a grant of 1"
@@ -181,8 +192,7 @@ slurm_job_completes "$job" "$T/pooled.out" || fail "the pooled run's job did not
 exactly_once "$T/pooled.json" 400 || fail "samples lost or repeated in the pooled run"
 ok "the pool killed with -9 mid-run cost the run nothing: it COMPLETED, every sample once"
 expect_in "$T/pooled.out" "did not answer" "the run said the pool went away, and went on"
-sleep 1
-[[ -z $(worker_jobs) ]] || fail "worker jobs left after the pooled run: $(worker_jobs)"
+none_left "after the pooled run"
 ok "no worker job of the pooled run is left"
 quiet_output "$T/pooled.out" "the pooled run's job" "pool .*(did not answer|went away)"
 grants=$(sqlite3 "$DB" "SELECT count(*) FROM pool_grants WHERE run_id = 'pooled' AND extra_workers = 1 AND cpus = 1 AND reason LIKE 'divided anew: %' AND json_extract(report, '\$.run_id') = 'pooled'")

@@ -603,6 +603,56 @@ TEST(RunLoopTest, GivenAPoolThenElasticWorkersFollowItsGrantAndItsSilenceCostsNo
       << ::testing::PrintToString(scale);
 }
 
+// A draining elastic worker still holds the CPUs the pool lent until it exits: a
+// grant that falls and rises again before then starts no second one beside it.
+TEST(RunLoopTest, GivenAnElasticWorkerStillDrainingThenTheGrantCountsItUntilItExits) {
+  World w;
+  w.end_s = 200;
+  w.launcher.obey_term = false;  // a drain takes as long as the test says
+  w.tweak = [](RunLoopOptions& o) {
+    o.elastic_from = 1;
+    o.elastic_cpus = 2;
+    o.pool_period_s = 5;
+    o.pool_run_id = "run-9";
+    o.drain_grace_s = 60;  // no SIGKILL before the test ends it
+  };
+  w.pool_grant = [](double t) { return t >= 60 && t < 70 ? 0 : 1; };
+  int most = 0;
+  double drained_end = -1;
+  w.at = [&](World& world, double t) {
+    int elastic = 0;
+    for (const auto& [pid, r] : world.launcher.running()) elastic += r.elastic ? 1 : 0;
+    most = std::max(most, elastic);
+    // The drained worker exits at 100, long after the grant rose again (70).
+    if (t >= 100 && drained_end < 0) {
+      for (const auto& [pid, sig] : world.launcher.signals) {
+        if (sig == SIGTERM && world.launcher.running().count(pid)) {
+          world.launcher.End(pid, 0);
+          drained_end = t;
+          break;
+        }
+      }
+    }
+  };
+  const std::vector<std::string> scale = w.Run(1, Options(1, 4));
+  ASSERT_GE(drained_end, 0) << "the grant's fall drained the elastic worker";
+  EXPECT_EQ(most, 1) << "never two elastic workers on a grant of one";
+  const std::vector<LaunchRequest> requests = w.WorkerRequests();
+  EXPECT_EQ(std::count_if(requests.begin(), requests.end(),
+                          [](const LaunchRequest& r) { return r.elastic; }),
+            2)
+      << "the second started once the first had exited";
+  std::vector<double> elastic_starts;
+  for (size_t i = 0; i < w.launcher.started.size(); ++i) {
+    if (w.launcher.started[i].second.elastic) elastic_starts.push_back(w.launcher.started_at[i]);
+  }
+  ASSERT_EQ(elastic_starts.size(), 2u);
+  EXPECT_GE(elastic_starts[1], drained_end);
+  EXPECT_EQ(Additions(scale), static_cast<long>(requests.size()) - 1)
+      << "the autoscaler proposed nothing that could not start: "
+      << ::testing::PrintToString(scale);
+}
+
 TEST(RunLoopTest, GivenAGrantWithdrawnBeforeItsJobsStartedThenTheirDrainIsNoWorkerThatNeverRan) {
   World w;
   w.elastic_pending = true;  // the granted jobs wait in the partition's queue
