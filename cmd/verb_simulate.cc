@@ -94,7 +94,10 @@ struct SimulateFlags {
   double node_cpus_per_gpu = 0;
   double min_gain = 0.02;
   double min_lifetime_s = 60;
+  double task_start_s = 0;
+  double worker_delay_s = 0;
   std::string out = "sim.json";
+  std::string tasks;  // a CSV of every GPU task's times; empty: none
   bool json = false;
   std::string curves;    // a JSON file of curve families; empty: the defaults
   std::string profiles;  // a folder of profile.json files, one family each
@@ -121,6 +124,8 @@ Result<int> RunSimulate(const SimulateFlags& f) {
   o.node_cpus_per_gpu = f.node_cpus_per_gpu;
   o.pool.min_gain = f.min_gain;
   o.pool.min_lifetime_s = f.min_lifetime_s;
+  o.task_start_s = f.task_start_s;
+  o.worker_delay_s = f.worker_delay_s;
   if (!f.curves.empty() && !f.profiles.empty()) {
     return Status::InvalidArgument(
         "--curves and --profiles both give the curve families: give one of them");
@@ -132,6 +137,7 @@ Result<int> RunSimulate(const SimulateFlags& f) {
     GM_ASSIGN_OR_RETURN(o.families, LoadProfiles(f.profiles));
   }
   GM_RETURN_IF_ERROR(CheckWritable(f.out, "-o"));
+  if (!f.tasks.empty()) GM_RETURN_IF_ERROR(CheckWritable(f.tasks, "--tasks"));
   if (!f.db.empty()) GM_RETURN_IF_ERROR(CheckWritable(f.db, "--db"));
   GM_ASSIGN_OR_RETURN(std::string trace_text, ReadFile(f.trace));
   GM_ASSIGN_OR_RETURN(sim::Trace trace, sim::ParseTrace(trace_text, f.trace));
@@ -153,6 +159,10 @@ Result<int> RunSimulate(const SimulateFlags& f) {
   const nlohmann::json doc = sim::SimToJson(result);
   GM_RETURN_IF_ERROR(WriteFileAtomic(f.out, JsonText(doc, 2)));
   LogInfo("simulate: wrote " + f.out);
+  if (!f.tasks.empty()) {
+    GM_RETURN_IF_ERROR(WriteFileAtomic(f.tasks, sim::TasksCsv(result)));
+    LogInfo("simulate: wrote " + f.tasks);
+  }
   if (!f.db.empty()) {
     GM_ASSIGN_OR_RETURN(std::unique_ptr<SqliteRunStore> store, SqliteRunStore::Open(f.db));
     SimulationRecord r;
@@ -215,7 +225,8 @@ Verb SimulateVerb() {
                        "Seed of the node draw, the task sample and the curve families' mix")
             ->capture_default_str();
         sub.add_option("--trainer-cpus-per-gpu", f->trainer_cpus_per_gpu,
-                       "CPUs a task keeps for its trainer under job and cluster (at least 1)")
+                       "CPUs a task keeps for its trainer under job and cluster (at least 1; "
+                       "0: trainers hold none, the trace's CPUs are its data workers' only)")
             ->capture_default_str()
             ->check(CLI::Range(0.0, 1024.0));
         sub.add_option("--nic-gbps", f->nic_gbps,
@@ -237,6 +248,17 @@ Verb SimulateVerb() {
                        "admitted takes it back")
             ->capture_default_str()
             ->check(CLI::Range(0.0, 1e9));
+        sub.add_option("--task-start", f->task_start_s,
+                       "Seconds a GPU task makes no progress after it starts (its processes' "
+                       "start), under every policy")
+            ->capture_default_str()
+            ->check(CLI::Range(0.0, 1e9));
+        sub.add_option("--worker-delay", f->worker_delay_s,
+                       "cluster: seconds before worker CPUs granted to a running task beyond "
+                       "its baseline feed it (a worker job's start and the run's autoscaler's "
+                       "decision; about 3 of its --scale-period)")
+            ->capture_default_str()
+            ->check(CLI::Range(0.0, 1e9));
         sub.add_option("--db", f->db,
                        "Also record the simulation in this runs.db (created if missing); "
                        "goldminer report --db FILE --sim ID shows it");
@@ -251,6 +273,9 @@ Verb SimulateVerb() {
                        "share}]} (a trace's class names one; share: of the tasks without one)")
             ->check(CLI::ExistingFile);
         sub.add_option("-o,--output", f->out, "Where to write sim.json")->capture_default_str();
+        sub.add_option("--tasks", f->tasks,
+                       "Also write every GPU task's times under every policy to this CSV "
+                       "(policy, line, family, submit_s, start_s, end_s, jct_s)");
         sub.add_flag("--json", f->json, "Print sim.json on stdout instead of the comparison");
         return [f]() { return RunSimulate(*f); };
       }};

@@ -81,12 +81,23 @@ Result<PoolDivision> DividePool(const std::vector<PoolJob>& jobs, int spare_cpus
     return Status::InvalidArgument("pool: min_gain and min_lifetime_s must be >= 0");
   }
   for (const PoolJob& j : jobs) GM_RETURN_IF_ERROR(CheckJob(j));
-  // Workers that started a moment ago stay, when they fit.
+  // Workers that started a moment ago stay, when they fit; those beyond their
+  // job's baseline only when every job's baseline fits beside them.
   std::vector<int> floor(jobs.size(), 0);
-  int floors = 0;
+  int floors = 0, unmet = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
     if (now_s - jobs[j].held_since_s < o.min_lifetime_s) floor[j] = jobs[j].held;
     floors += floor[j];
+    int curve = 0;
+    for (const PoolSegment& s : jobs[j].curve) curve += s.slope > 0 ? s.cpus : 0;
+    unmet += std::max(0, std::min(jobs[j].baseline, curve) - floor[j]);
+  }
+  if (floors + unmet > spare_cpus) {
+    floors = 0;
+    for (size_t j = 0; j < jobs.size(); ++j) {
+      floor[j] = std::min(floor[j], jobs[j].baseline);
+      floors += floor[j];
+    }
   }
   if (floors > spare_cpus) {  // not all fit: a job is being admitted (the caller preempts)
     std::fill(floor.begin(), floor.end(), 0);

@@ -12,8 +12,9 @@
 //
 // Hysteresis, so that workers are not started and stopped for nothing:
 //   - a job's holding that grew less than `min_lifetime_s` ago is not shrunk
-//     (its workers have just started); taking CPUs back to admit a new job is
-//     the caller's preemption, outside this function;
+//     (its workers have just started), except what lies beyond its own baseline
+//     when every job's baseline does not fit beside it; taking CPUs back to admit
+//     a new job is the caller's preemption, outside this function;
 //   - the current holdings are kept when they fit and the best division is
 //     worth less than `min_gain` more (a fraction of its own value).
 #pragma once

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <queue>
@@ -61,8 +62,28 @@ struct Task {
   std::vector<std::pair<int, int>> soft;    // (node, CPUs): cluster's workers
   int soft_cpus = 0;
   double soft_since = -kInf;
+  // Worker CPUs granted that do not feed it yet (--worker-delay): (when they
+  // will, how many), the newest last.
+  std::vector<std::pair<double, int>> pending;
   uint64_t version = 0;
   double Gpus() const { return src->gpu_milli / 1000.0; }
+  int Pending() const {
+    int n = 0;
+    for (const auto& [at, cpus] : pending) n += cpus;
+    return n;
+  }
+  // Takes up to `cpus` from what does not feed it yet, the newest first (they are
+  // the ones given back first); returns how many.
+  int DropPending(int cpus) {
+    int dropped = 0;
+    while (cpus > dropped && !pending.empty()) {
+      const int n = std::min(cpus - dropped, pending.back().second);
+      pending.back().second -= n;
+      dropped += n;
+      if (pending.back().second == 0) pending.pop_back();
+    }
+    return dropped;
+  }
 };
 
 struct Completion {
@@ -114,8 +135,10 @@ class Replay {
 
  private:
   Need NeedOf(const Task& t) const;
-  // A trainer's CPUs: trainer_cpus_per_gpu a GPU, at least 1, at most what the task asked.
+  // A trainer's CPUs: trainer_cpus_per_gpu a GPU, at least 1, at most what the task
+  // asked; none when that is 0 (the trace's CPUs are its data workers' only).
   int Trainer(const Task& t) const {
+    if (!(o_.trainer_cpus_per_gpu > 0)) return 0;
     const int want = static_cast<int>(std::ceil(o_.trainer_cpus_per_gpu * t.Gpus() - 1e-9));
     return std::clamp(want, 1, t.src->cpus);
   }
@@ -133,6 +156,8 @@ class Replay {
   void Schedule();
   Status Divide();
   void Advance(double t);
+  double NextReady() const;
+  void Ready();
   void Respeed();
   Status Check() const;
   PolicyResult Figures() const;
@@ -187,12 +212,19 @@ double Replay::Feeding(const Task& t) const {
   if (policy_ == "static") return t.src->cpus;
   double local = t.need.own, remote = 0;
   for (const auto& [node, cpus] : t.remote) (node == t.node ? local : remote) += cpus;
-  for (const auto& [node, cpus] : t.soft) (node == t.node ? local : remote) += cpus;
+  double soft_local = 0, soft_remote = 0;
+  for (const auto& [node, cpus] : t.soft) (node == t.node ? soft_local : soft_remote) += cpus;
+  // Those not feeding it yet: off its node first (the pool gives its own node's first).
+  const double pending = t.Pending();
+  const double off = std::min(pending, soft_remote);
+  local += soft_local - (pending - off);
+  remote += soft_remote - off;
   return local + std::min(remote, static_cast<double>(NicCapCpus(t)));
 }
 
 double Replay::SpeedOf(const Task& t) const {
   if (!t.family) return 1;
+  if (now_ < t.start + o_.task_start_s) return 0;  // its processes are starting
   return std::min(1.0, Feeding(t) / (t.family->cpus_per_gpu * t.Gpus()));
 }
 
@@ -290,6 +322,7 @@ void Replay::Preempt(int node) {
       const int n = std::min(over, it->second);
       it->second -= n;
       t.soft_cpus -= n;
+      t.DropPending(n);
       nodes_[node].soft -= n;
       over -= n;
       preempted_ += static_cast<uint64_t>(n);
@@ -310,6 +343,7 @@ void Replay::Finish(Task& t) {
   Release(t.remote, 1 << 30, false);
   Release(t.soft, 1 << 30, true);
   t.soft_cpus = 0;
+  t.pending.clear();
   std::erase(running_, static_cast<size_t>(&t - tasks_.data()));
 }
 
@@ -355,13 +389,22 @@ Status Replay::Divide() {
   if (!d.changed) return Status::Ok();
   for (size_t k = 0; k < who.size(); ++k) {  // what shrinks first, then what grows
     Task& t = tasks_[who[k]];
-    if (d.cpus[k] < t.soft_cpus) Release(t.soft, t.soft_cpus - d.cpus[k], true);
-    if (d.cpus[k] < t.soft_cpus) t.soft_cpus = d.cpus[k];
+    if (d.cpus[k] >= t.soft_cpus) continue;
+    Release(t.soft, t.soft_cpus - d.cpus[k], true);
+    t.DropPending(t.soft_cpus - d.cpus[k]);
+    t.soft_cpus = d.cpus[k];
   }
   for (size_t k = 0; k < who.size(); ++k) {
     Task& t = tasks_[who[k]];
     if (d.cpus[k] <= t.soft_cpus) continue;
     const int got = Acquire(t.soft, t.node, d.cpus[k] - t.soft_cpus, true);
+    // Its baseline feeds it at once (its own workers start with it); what is
+    // granted beyond, --worker-delay later (a worker job starts, registers, and
+    // the run's autoscaler decides to use it).
+    const int at_once = std::clamp(jobs[k].baseline - t.soft_cpus, 0, got);
+    if (o_.worker_delay_s > 0 && got > at_once) {
+      t.pending.emplace_back(now_ + o_.worker_delay_s, got - at_once);
+    }
     t.soft_cpus += got;
     t.soft_since = now_;
     started_ += static_cast<uint64_t>(got);
@@ -378,6 +421,26 @@ void Replay::Advance(double t) {
     for (size_t i : running_) tasks_[i].progress += tasks_[i].speed * dt;
   }
   now_ = t;
+}
+
+// The next time a running task's speed changes by itself: its start-up ends, or
+// worker CPUs granted to it begin to feed it.
+double Replay::NextReady() const {
+  double next = kInf;
+  for (size_t i : running_) {
+    const Task& t = tasks_[i];
+    if (t.family && t.start + o_.task_start_s > now_)
+      next = std::min(next, t.start + o_.task_start_s);
+    for (const auto& [at, cpus] : t.pending) next = std::min(next, at);
+  }
+  return next;
+}
+
+// Worker CPUs whose delay is over now feed their task.
+void Replay::Ready() {
+  for (size_t i : running_) {
+    std::erase_if(tasks_[i].pending, [this](const auto& p) { return p.first <= now_; });
+  }
 }
 
 // New speeds after a change; a task whose speed changed gets a new end.
@@ -422,8 +485,16 @@ Result<PolicyResult> Replay::Run() {
     while (!ends_.empty() && ends_.top().version != tasks_[ends_.top().task].version) ends_.pop();
     const double arrival = next < order.size() ? tasks_[order[next]].submit : kInf;
     const double end = ends_.empty() ? kInf : ends_.top().t;
-    if (arrival == kInf && end == kInf) break;
-    Advance(std::min(arrival, end));
+    const double ready = NextReady();
+    if (arrival == kInf && end == kInf && ready == kInf) break;
+    Advance(std::min({arrival, end, ready}));
+    if (ready < end && ready < arrival) {  // speeds change, nothing else
+      ++events_;
+      Ready();
+      Respeed();
+      GM_RETURN_IF_ERROR(Check());
+      continue;
+    }
     if (end <= arrival) {
       const size_t i = ends_.top().task;
       ends_.pop();
@@ -467,6 +538,7 @@ PolicyResult Replay::Figures() const {
       continue;
     }
     ++r.gpu_tasks;
+    r.tasks.push_back({t.src->line, t.family->name, t.submit, t.start, t.finish});
     jct.push_back(t.finish - t.submit);
     queue.push_back(t.start - t.submit);
     held += t.Gpus() * (t.finish - t.start);
@@ -569,6 +641,10 @@ Status CheckOptions(const SimOptions& o) {
   if (!(o.trainer_cpus_per_gpu >= 0) || !(o.nic_gbps > 0)) {
     return Status::InvalidArgument("trainer CPUs per GPU must be >= 0 and the NIC speed > 0");
   }
+  if (!(o.task_start_s >= 0) || !(o.worker_delay_s >= 0) || !std::isfinite(o.task_start_s) ||
+      !std::isfinite(o.worker_delay_s)) {
+    return Status::InvalidArgument("--task-start and --worker-delay must be 0 or more seconds");
+  }
   if (!(o.node_cpus_per_gpu >= 0) || !(o.node_cpus_per_gpu <= 1024)) {
     return Status::InvalidArgument("--node-cpus-per-gpu must be 0 (as listed) to 1024");
   }
@@ -665,6 +741,19 @@ std::vector<std::string> Assumptions(const SimOptions& o) {
       "tasks start in submit order, each that fits (first fit over the nodes) at once; one that "
       "does not waits without blocking those behind it; under cluster, a node where it takes no "
       "worker's CPU first, as Slurm tries before it preempts"};
+  if (o.task_start_s > 0) {
+    a.push_back("a GPU task makes no progress in its first " + std::to_string(o.task_start_s) +
+                " s (its processes start), under every policy");
+  }
+  if (o.worker_delay_s > 0) {
+    a.push_back("cluster: worker CPUs granted to a task beyond its baseline feed it " +
+                std::to_string(o.worker_delay_s) +
+                " s after the grant (a worker job starts, registers, and the run's autoscaler "
+                "decides to use it)");
+  }
+  if (!(o.trainer_cpus_per_gpu > 0)) {
+    a.push_back("trainers hold no CPU: the trace's CPUs are its data workers' only");
+  }
   if (o.node_cpus_per_gpu > 0) {
     a.push_back("what if GPU nodes were short of CPUs: each GPU node has " +
                 std::to_string(o.node_cpus_per_gpu) +
@@ -729,7 +818,9 @@ Result<SimResult> Simulate(const Trace& trace, const std::vector<SimNode>& all_n
     const double g = s.gpu_milli / 1000.0;
     const int trace_cpus = trace.tasks[i].cpus;  // its work: what it did with those
     const double speed = t.family ? std::min(1.0, trace_cpus / (t.family->cpus_per_gpu * g)) : 1;
-    t.work = s.duration_s * speed;
+    // A task given by its samples: their time at its family's rate, at full speed.
+    t.work = s.samples > 0 && t.family ? s.samples / (t.family->samples_per_s_per_gpu * g)
+                                       : s.duration_s * speed;
     tasks.push_back(std::move(t));
   }
   r.tasks = tasks.size();
@@ -833,10 +924,27 @@ nlohmann::json SimToJson(const SimResult& r) {
             {"node_cpus_per_gpu", r.options.node_cpus_per_gpu},
             {"pool_min_gain", r.options.pool.min_gain},
             {"pool_min_lifetime_s", r.options.pool.min_lifetime_s},
+            {"task_start_s", r.options.task_start_s},
+            {"worker_delay_s", r.options.worker_delay_s},
             {"families", families}}},
           {"assumptions", r.assumptions},
           {"policies", policies},
           {"ratios", ratios}};
+}
+
+std::string TasksCsv(const SimResult& result) {
+  std::string out = "policy,line,family,submit_s,start_s,end_s,jct_s\n";
+  char row[160];
+  for (const PolicyResult& p : result.policies) {
+    for (const TaskTimes& t : p.tasks) {
+      std::snprintf(row, sizeof(row), ",%zu,", t.line);
+      out += p.policy + row + t.family;
+      std::snprintf(row, sizeof(row), ",%.3f,%.3f,%.3f,%.3f\n", t.submit_s, t.start_s, t.end_s,
+                    t.end_s - t.submit_s);
+      out += row;
+    }
+  }
+  return out;
 }
 
 }  // namespace gm::sim

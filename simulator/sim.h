@@ -68,12 +68,19 @@ struct SimOptions {
                     // whole trace on a smaller cluster
   double load = 1;  // arrival times are divided by this (> 0)
   uint64_t seed = 1;
-  double trainer_cpus_per_gpu = 1;  // what a trainer keeps under job and cluster
+  double trainer_cpus_per_gpu = 1;  // what a trainer keeps under job and cluster (0: none)
   double nic_gbps = 25;             // each node's, for workers off a task's node
   // What if GPU nodes were short of CPUs: each GPU node's CPUs set to this x its
   // GPUs, and a GPU task asks at most this x its GPUs (at least 1), its work still
   // that of the CPUs it asked in the trace. 0: the node list's CPUs.
   double node_cpus_per_gpu = 0;
+  // Seconds a GPU task makes no progress after it starts (its processes' start),
+  // under every policy; 0: none.
+  double task_start_s = 0;
+  // cluster: seconds before worker CPUs granted to a running task beyond its
+  // baseline feed it (a worker job's start, its registration, and the run's
+  // autoscaler's decision to use it); 0: at once.
+  double worker_delay_s = 0;
   planner::PoolOptions pool;
   std::vector<Family> families = DefaultFamilies();
   size_t series_points = 100;  // samples of queue and utilization over time
@@ -86,6 +93,15 @@ struct SimPoint {
   double gpu_allocated = 0;  // fraction of the GPUs held
   double gpu_effective = 0;  // held x speed
   bool operator==(const SimPoint&) const = default;
+};
+
+// One GPU task's replay under a policy (its line in the trace; times in seconds
+// from the trace's clock, after --load).
+struct TaskTimes {
+  size_t line = 0;
+  std::string family;
+  double submit_s = 0, start_s = 0, end_s = 0;
+  bool operator==(const TaskTimes&) const = default;
 };
 
 struct PolicyResult {
@@ -106,6 +122,7 @@ struct PolicyResult {
   uint64_t worker_cpus_preempted = 0;  // cluster: taken back to admit a task
   uint64_t events = 0;
   std::vector<SimPoint> series;
+  std::vector<TaskTimes> tasks;  // GPU tasks, in the trace's order (not in sim.json)
   bool operator==(const PolicyResult&) const = default;
 };
 
@@ -140,5 +157,9 @@ Result<SimResult> Simulate(const Trace& trace, const std::vector<SimNode>& nodes
 
 // sim.json (versioned; goldminer-simulate(1), OUTPUT).
 nlohmann::json SimToJson(const SimResult& result);
+
+// Every GPU task under every policy, a CSV (simulate --tasks): policy, line,
+// family, submit_s, start_s, end_s, jct_s.
+std::string TasksCsv(const SimResult& result);
 
 }  // namespace gm::sim

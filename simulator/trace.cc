@@ -139,13 +139,22 @@ Result<Trace> ReadGeneric(const Csv& csv, const std::string& origin) {
     task.line = line;
     task.name = "task-" + std::to_string(line);
     task.submit_s = r.Number("submit_s");
-    task.duration_s = r.Number("duration_s");
+    task.samples = r.Number("samples", 0.0);
+    // A task's size: how long it ran, or how many samples it reads (then its
+    // family's rate gives its work, and duration_s is left empty).
+    task.duration_s = r.Number("duration_s", task.samples > 0 ? std::optional(0.0) : std::nullopt);
     task.gpu_milli = Milli(r.Number("gpus") * 1000);
     task.cpus = std::max(1, static_cast<int>(std::ceil(r.Number("cpus") - 1e-9)));
     task.memory_mib = static_cast<uint64_t>(r.Number("memory_mib", 0.0));
     task.job_class = std::string(r.Text("class"));
     GM_RETURN_IF_ERROR(r.status());
-    if (!(task.duration_s > 0)) r.Fail("duration_s must be positive");
+    if (task.samples > 0 && !r.Text("duration_s").empty()) {
+      r.Fail("both duration_s and samples: give one (samples: leave duration_s empty)");
+    } else if (task.samples > 0 && (task.gpu_milli == 0 || task.job_class.empty())) {
+      r.Fail("samples needs a GPU task with a class (a family's rate gives its work)");
+    } else if (task.samples <= 0 && !(task.duration_s > 0)) {
+      r.Fail("duration_s must be positive");
+    }
     GM_RETURN_IF_ERROR(r.status());
     t.tasks.push_back(std::move(task));
   }

@@ -9,7 +9,9 @@
 //     creation_time and ran deletion_time - scheduled_time. Its GPUs: num_gpu x
 //     gpu_milli / 1000 (a pod sharing a GPU holds a fraction of one).
 //   - a generic trace: submit_s, duration_s, gpus (may be fractional), cpus, and
-//     optionally memory_mib, class (a curve family, see simulator/sim.h).
+//     optionally memory_mib, class (a curve family, see simulator/sim.h) and
+//     samples (the samples a task reads, in place of its duration_s: its family's
+//     samples/s per GPU at full speed gives its work).
 //   - a Slurm cluster's own history: the jobcomp/filetxt file (JobCompType=
 //     jobcomp/filetxt: "JobId=... SubmitTime=... StartTime=... EndTime=...
 //     ProcCnt=... NodeCnt=... Tres=cpu=..,mem=..,gres/gpu=.. ..." a line), or
@@ -44,7 +46,8 @@ struct SimNode {
 struct SimTask {
   std::string name;
   double submit_s = 0;
-  double duration_s = 0;    // as the trace ran it, > 0
+  double duration_s = 0;    // as the trace ran it, > 0 (0 when samples is given)
+  double samples = 0;       // generic trace: samples it reads (> 0: its work, from its class)
   int cpus = 1;             // asked, >= 1 (a trace's 0 reads as 1)
   uint64_t memory_mib = 0;  // asked
   int gpu_milli = 0;        // thousandths of GPUs asked: 0 for a CPU-only task

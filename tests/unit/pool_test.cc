@@ -66,6 +66,28 @@ TEST(DividePoolTest, GivenWorkersYoungerThanTheMinLifetimeThenTheyAreNotTakenBac
   EXPECT_EQ(admitted->cpus, (std::vector<int>{2, 4}));
 }
 
+TEST(DividePoolTest, GivenYoungWorkersBeyondABaselineThenAJobArrivingGetsItsBaselineFirst) {
+  // vision took all 8 spare CPUs a moment ago, 2 of them its baseline; text arrives
+  // with a baseline of 2. Young workers beyond vision's baseline yield to it: text
+  // runs as fast as it would alone, and vision keeps the rest.
+  PoolOptions o;
+  o.min_gain = 0;
+  o.min_lifetime_s = 60;
+  PoolJob vision = Linear("vision", 1, 8, 8, 8);
+  vision.baseline = 2;
+  vision.held_since_s = 100;
+  PoolJob text = Linear("text", 1, 2, 2);
+  text.baseline = 2;
+  auto d = DividePool({vision, text}, 8, 110, o);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->cpus, (std::vector<int>{6, 2}));
+  // Without a baseline, text waits for vision's young workers to come of age.
+  text.baseline = 0;
+  auto waits = DividePool({vision, text}, 8, 110, o);
+  ASSERT_TRUE(waits.ok());
+  EXPECT_EQ(waits->cpus, (std::vector<int>{8, 0}));
+}
+
 TEST(DividePoolTest, GivenOneJobFarBelowItsShareThenItIsServedThoughTheWholeGainsLittle) {
   // 20 saturated jobs and one with 1 of the 8 CPUs its best share gives it: the
   // division gains 7/8 of one GPU's speed of 20.9, under 5% of its value, but that
