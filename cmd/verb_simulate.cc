@@ -188,6 +188,46 @@ Result<int> RunSimulate(const SimulateFlags& f) {
   return kExitOk;
 }
 
+// The model's flags: the trainers', the network's, the what-if's, the pool's
+// hysteresis, and the start-up and worker delays.
+void AddModelFlags(CLI::App& sub, SimulateFlags& f) {
+  sub.add_option("--trainer-cpus-per-gpu", f.trainer_cpus_per_gpu,
+                 "CPUs a task keeps for its trainer under job and cluster (at least 1; "
+                 "0: trainers hold none, the trace's CPUs are its data workers' only)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1024.0));
+  sub.add_option("--nic-gbps", f.nic_gbps,
+                 "Each node's NIC: what workers off a task's node can send it")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1e6));
+  sub.add_option("--node-cpus-per-gpu", f.node_cpus_per_gpu,
+                 "What if GPU nodes were short of CPUs: each GPU node gets this many CPUs "
+                 "per GPU, and a GPU task asks at most that many (0: as the node list says)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1024.0));
+  sub.add_option("--min-gain", f.min_gain,
+                 "cluster: a new division of the pool is applied only when it is worth "
+                 "this fraction more than the current one")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  sub.add_option("--min-worker-lifetime", f.min_lifetime_s,
+                 "cluster: seconds a worker CPU is kept at least, unless a task being "
+                 "admitted takes it back")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  sub.add_option("--task-start", f.task_start_s,
+                 "Seconds a GPU task makes no progress after it starts (its processes' "
+                 "start), under every policy")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  sub.add_option("--worker-delay", f.worker_delay_s,
+                 "cluster: seconds before worker CPUs granted to a running task beyond "
+                 "its baseline feed it (a worker job's start and the run's autoscaler's "
+                 "first decision, three of its --scale-period after its first data)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+}
+
 }  // namespace
 
 Verb SimulateVerb() {
@@ -197,8 +237,9 @@ Verb SimulateVerb() {
       [](CLI::App& sub) {
         auto f = std::make_shared<SimulateFlags>();
         sub.add_option("--trace", f->trace,
-                       "The tasks: Alibaba's v2023 pod list, or a CSV of submit_s, duration_s, "
-                       "gpus, cpus[, memory_mib, class] (see goldminer-simulate(1))")
+                       "The tasks: Alibaba's v2023 pod list, a Slurm history, or a CSV of "
+                       "submit_s, duration_s, gpus, cpus[, memory_mib, class, samples] (see "
+                       "goldminer-simulate(1))")
             ->required()
             ->check(CLI::ExistingFile);
         sub.add_option("--nodes", f->nodes,
@@ -224,41 +265,7 @@ Verb SimulateVerb() {
         sub.add_option("--seed", f->seed,
                        "Seed of the node draw, the task sample and the curve families' mix")
             ->capture_default_str();
-        sub.add_option("--trainer-cpus-per-gpu", f->trainer_cpus_per_gpu,
-                       "CPUs a task keeps for its trainer under job and cluster (at least 1; "
-                       "0: trainers hold none, the trace's CPUs are its data workers' only)")
-            ->capture_default_str()
-            ->check(CLI::Range(0.0, 1024.0));
-        sub.add_option("--nic-gbps", f->nic_gbps,
-                       "Each node's NIC: what workers off a task's node can send it")
-            ->capture_default_str()
-            ->check(CLI::Range(0.001, 1e6));
-        sub.add_option("--node-cpus-per-gpu", f->node_cpus_per_gpu,
-                       "What if GPU nodes were short of CPUs: each GPU node gets this many CPUs "
-                       "per GPU, and a GPU task asks at most that many (0: as the node list says)")
-            ->capture_default_str()
-            ->check(CLI::Range(0.0, 1024.0));
-        sub.add_option("--min-gain", f->min_gain,
-                       "cluster: a new division of the pool is applied only when it is worth "
-                       "this fraction more than the current one")
-            ->capture_default_str()
-            ->check(CLI::Range(0.0, 1.0));
-        sub.add_option("--min-worker-lifetime", f->min_lifetime_s,
-                       "cluster: seconds a worker CPU is kept at least, unless a task being "
-                       "admitted takes it back")
-            ->capture_default_str()
-            ->check(CLI::Range(0.0, 1e9));
-        sub.add_option("--task-start", f->task_start_s,
-                       "Seconds a GPU task makes no progress after it starts (its processes' "
-                       "start), under every policy")
-            ->capture_default_str()
-            ->check(CLI::Range(0.0, 1e9));
-        sub.add_option("--worker-delay", f->worker_delay_s,
-                       "cluster: seconds before worker CPUs granted to a running task beyond "
-                       "its baseline feed it (a worker job's start and the run's autoscaler's "
-                       "decision; about 3 of its --scale-period)")
-            ->capture_default_str()
-            ->check(CLI::Range(0.0, 1e9));
+        AddModelFlags(sub, *f);
         sub.add_option("--db", f->db,
                        "Also record the simulation in this runs.db (created if missing); "
                        "goldminer report --db FILE --sim ID shows it");
