@@ -38,7 +38,7 @@ Status CoordinatorServer::AgreeToSkip(int rank, uint64_t epoch, MutexLock& lock)
                                    ": every rank must resume from the same checkpoint");
   }
   for (const auto& [other, read] : plan_read_) {
-    if (other != rank && read == state_.epoch() && skip_refused_.empty())
+    if (other != rank && read == state().epoch() && skip_refused_.empty())
       skip_refused_ = "rank " + std::to_string(other) + " reads epoch " + std::to_string(read);
   }
   skip_ranks_.insert(rank);
@@ -46,12 +46,12 @@ Status CoordinatorServer::AgreeToSkip(int rank, uint64_t epoch, MutexLock& lock)
   const auto world = static_cast<size_t>(config_.world_size);
   lock.WaitFor(cv_, kSkipAgreementS, [&]() REQUIRES(mu_) {
     return stopping_ || !skip_refused_.empty() || skip_ranks_.size() >= world ||
-           state_.epoch() >= epoch || state_.EpochTouched();
+           state().epoch() >= epoch || state().EpochTouched();
   });
-  if (state_.epoch() >= epoch) return Status::Ok();  // another rank moved the run
+  if (state().epoch() >= epoch) return Status::Ok();  // another rank moved the run
   std::string why = skip_refused_;
-  if (why.empty() && state_.EpochTouched())
-    why = "epoch " + std::to_string(state_.epoch()) + " is being read";
+  if (why.empty() && state().EpochTouched())
+    why = "epoch " + std::to_string(state().epoch()) + " is being read";
   if (why.empty() && skip_ranks_.size() < world) {
     why = std::to_string(world - skip_ranks_.size()) + " other rank(s) did not resume it within " +
           std::to_string(static_cast<int>(kSkipAgreementS)) + " s";
@@ -73,34 +73,34 @@ Status CoordinatorServer::ResumeRank(int rank, const ResumeMsg& resume, MutexLoc
         "the trainer resumes epoch " + std::to_string(epoch) + ", but this run serves epochs 0.." +
         std::to_string(config_.epochs - 1) + " (--epochs " + std::to_string(config_.epochs) + ")");
   }
-  if (epoch > state_.epoch()) {
+  if (epoch > state().epoch()) {
     // A new run continuing an earlier one's checkpoint: the earlier epochs were
     // delivered by that run. Only before this run delivered anything of its epoch.
-    if (state_.EpochTouched()) {
+    if (state().EpochTouched()) {
       return Status::InvalidArgument(
           "rank " + std::to_string(rank) + " resumes epoch " + std::to_string(epoch) +
-          ", but this run is delivering epoch " + std::to_string(state_.epoch()) +
+          ", but this run is delivering epoch " + std::to_string(state().epoch()) +
           " to other ranks: every rank must resume from the same checkpoint");
     }
     GM_RETURN_IF_ERROR(AgreeToSkip(rank, epoch, lock));
-    if (state_.epoch() < epoch) {
-      if (state_.EpochTouched()) {
+    if (state().epoch() < epoch) {
+      if (state().EpochTouched()) {
         return Status::InvalidArgument("rank " + std::to_string(rank) + " resumes epoch " +
                                        std::to_string(epoch) + ", but epoch " +
-                                       std::to_string(state_.epoch()) +
+                                       std::to_string(state().epoch()) +
                                        " was read meanwhile: every rank must resume from the "
                                        "same checkpoint");
       }
       GM_ASSIGN_OR_RETURN(EpochPlan plan, PlanFor(epoch));
-      GM_RETURN_IF_ERROR(state_.SkipToEpoch(plan));
+      GM_RETURN_IF_ERROR(coord_.SkipToEpoch(plan));
       epochs_done_ = epoch;
       LogInfo("run: every rank resumes at epoch " + std::to_string(epoch) +
               " (epochs before it were delivered by an earlier run)");
       cv_.notify_all();
     }
   }
-  Status st = resume.at ? state_.ResumeAt(rank, epoch, resume.position, *resume.at)
-                        : state_.Resume(rank, epoch, resume.position);
+  Status st = resume.at ? coord_.ResumeAt(rank, epoch, resume.position, *resume.at)
+                        : coord_.Resume(rank, epoch, resume.position);
   if (!st.ok() && !resume.at && st.message().find("is not known") != std::string::npos) {
     return Status::InvalidArgument(
         st.message() +
@@ -290,12 +290,12 @@ nlohmann::json CoordinatorServer::AnswerGetPlan(int rank, uint64_t session, uint
   }
   // A later epoch starts when every rank has finished this one.
   lock.WaitFor(cv_, kPlanWaitS,
-               [&]() REQUIRES(mu_) { return stopping_ || finished_ || state_.epoch() >= epoch; });
-  if (state_.epoch() < epoch) {
+               [&]() REQUIRES(mu_) { return stopping_ || finished_ || state().epoch() >= epoch; });
+  if (state().epoch() < epoch) {
     answer.kind = PlanMsg::Kind::kWait;
     return answer.Encode();
   }
-  if (state_.epoch() > epoch) {
+  if (state().epoch() > epoch) {
     answer.kind = PlanMsg::Kind::kDone;
     return answer.Encode();
   }
@@ -308,20 +308,20 @@ nlohmann::json CoordinatorServer::AnswerGetPlan(int rank, uint64_t session, uint
 std::optional<std::pair<uint64_t, SequenceKey>> CoordinatorServer::TakeOverRank(int rank,
                                                                                 uint64_t session) {
   auto last = epoch_session_.find(rank);
-  if (last == epoch_session_.end() || last->second.first != state_.epoch() ||
+  if (last == epoch_session_.end() || last->second.first != state().epoch() ||
       last->second.second == session) {
     return std::nullopt;
   }
-  const auto [position, at] = state_.RankCursor(rank);
-  Status st = state_.ResumeAt(rank, state_.epoch(), position, at);
+  const auto [position, at] = state().RankCursor(rank);
+  Status st = coord_.ResumeAt(rank, state().epoch(), position, at);
   const std::string who =
       "coordinator: rank " + std::to_string(rank) + " session " + std::to_string(session);
   if (!st.ok()) {
     LogWarning(who + " could not continue where session " + std::to_string(last->second.second) +
-               " left epoch " + std::to_string(state_.epoch()) + ": " + st.message());
+               " left epoch " + std::to_string(state().epoch()) + ": " + st.message());
     return std::nullopt;
   }
-  LogInfo(who + " continues epoch " + std::to_string(state_.epoch()) + " at batch " +
+  LogInfo(who + " continues epoch " + std::to_string(state().epoch()) + " at batch " +
           std::to_string(position) + ", where session " + std::to_string(last->second.second) +
           " left it (a trainer restarted without its state); what that session was sent and "
           "did not acknowledge is made again");
@@ -336,13 +336,13 @@ nlohmann::json CoordinatorServer::AnswerGetWorkers(int rank) const {
     index[id] = workers.workers.size();
     workers.workers.push_back(addr);
   }
-  workers.epoch = state_.epoch();
+  workers.epoch = state().epoch();
   workers.holders_known = true;
-  for (const auto& [split, holder] : state_.Holders(rank)) {
+  for (const auto& [split, holder] : state().Holders(rank)) {
     if (auto it = index.find(holder); it != index.end())
       workers.holders.emplace_back(split, it->second);
   }
-  for (const auto& [split, worker] : state_.Revoked(rank)) {
+  for (const auto& [split, worker] : state().Revoked(rank)) {
     if (auto it = index.find(worker);
         it != index.end() && workers.revoked.size() < WorkersMsg::kMaxRevoked)
       workers.revoked.emplace_back(split, it->second);
@@ -396,7 +396,7 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, uint64_t s
       for (size_t i = 0; i < ack.batches.size(); ++i) {
         const auto [split, split_batch] = ack.batches[i];
         auto outcome =
-            state_.Ack(rank, ack.epoch, split, split_batch,
+            coord_.Ack(rank, ack.epoch, split, split_batch,
                        ack.samples.empty() ? std::nullopt : std::optional(ack.samples[i]));
         if (!outcome.ok())
           return outcome.status().WithContext("ACK from rank " + std::to_string(rank));

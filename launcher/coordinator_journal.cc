@@ -149,6 +149,7 @@ Result<JournaledCoordinator> JournaledCoordinator::Replay(const CoordinatorOptio
 }
 
 Status JournaledCoordinator::Write(std::string_view op, nlohmann::json entry) {
+  if (!sink_) return Status::Ok();  // journaling off: nothing is built
   entry["seq"] = seq_ + 1;
   entry["op"] = op;
   const std::string json = entry.dump();

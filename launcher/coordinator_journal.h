@@ -38,9 +38,11 @@
 
 namespace gm {
 
-// Where journal lines go (a file, or memory in tests). An error stops the call
-// that wrote it: its change is then in the state but not in the journal, so the
-// caller must not answer the peer (and should stop: the journal is behind).
+// Where journal lines go (a file, or memory in tests); an empty one: nowhere,
+// and no line is even built (a coordinator without a journal pays nothing). An
+// error stops the call that wrote it: its change is then in the state but not in
+// the journal, so the caller must not answer the peer (and should stop: the
+// journal is behind).
 using JournalSink = std::function<Status(std::string_view line)>;
 
 class JournaledCoordinator {

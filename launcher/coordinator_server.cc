@@ -32,16 +32,24 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   co.world_size = config.world_size;
   co.max_inflight_per_worker = 1;
   co.liveness_timeout_s = config.liveness_timeout_s;
-  GM_ASSIGN_OR_RETURN(CoordinatorState state, CoordinatorState::Create(co));
+  std::unique_ptr<JournalFile> journal_file;
+  JournalSink sink;  // none: nothing journaled
+  if (!config.journal_path.empty()) {
+    GM_ASSIGN_OR_RETURN(JournalFile file, JournalFile::Open(config.journal_path));
+    journal_file = std::make_unique<JournalFile>(std::move(file));
+    sink = [f = journal_file.get()](std::string_view line) { return f->Append(line); };
+  }
+  GM_ASSIGN_OR_RETURN(JournaledCoordinator coord,
+                      JournaledCoordinator::Create(co, std::move(sink)));
   GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenTcp(config.host, config.port));
-  std::unique_ptr<CoordinatorServer> server(
-      new CoordinatorServer(config, std::move(pipeline), std::move(state), listener.port()));
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(
+      config, std::move(pipeline), std::move(journal_file), std::move(coord), listener.port()));
   GM_ASSIGN_OR_RETURN(OffloadIssuer issuer, OffloadIssuer::Create());
   server->offload_issuer_ = std::move(issuer);
   if (!config.offload_only) {  // a run without a pipeline plans no epoch
     MutexLock lock(server->mu_);
     GM_ASSIGN_OR_RETURN(EpochPlan plan, server->PlanFor(0));
-    GM_RETURN_IF_ERROR(server->state_.StartEpoch(plan).WithContext("epoch 0"));
+    GM_RETURN_IF_ERROR(server->coord_.StartEpoch(plan).WithContext("epoch 0"));
   }
   ConnectionServer::Options options;
   options.name = "coordinator";
@@ -67,12 +75,14 @@ static std::string OrderDigest(const CoordinatorConfig& config) {
 }
 
 CoordinatorServer::CoordinatorServer(CoordinatorConfig config, Pipeline pipeline,
-                                     CoordinatorState state, int port)
+                                     std::unique_ptr<JournalFile> journal_file,
+                                     JournaledCoordinator coord, int port)
     : config_(std::move(config)),
       pipeline_(std::move(pipeline)),
       order_(OrderDigest(config_)),
       port_(port),
-      state_(std::move(state)) {}
+      journal_file_(std::move(journal_file)),
+      coord_(std::move(coord)) {}
 
 CoordinatorServer::~CoordinatorServer() { Stop(); }
 
@@ -91,7 +101,7 @@ bool CoordinatorServer::WaitFinished(double timeout_s) {
 CoordinatorSummary CoordinatorServer::Summary() const {
   MutexLock lock(mu_);
   CoordinatorSummary s;
-  s.state = state_.Stats();
+  s.state = state().Stats();
   s.epochs_done = epochs_done_;
   s.workers_registered = workers_registered_;
   s.workers_faulted = workers_faulted_;
@@ -118,7 +128,8 @@ CoordinatorSummary CoordinatorServer::Summary() const {
 void CoordinatorServer::EndWorkers() {
   MutexLock lock(mu_);
   workers_end_ = true;
-  state_.EndRun();
+  Status st = coord_.EndRun();
+  if (!st.ok()) LogError("coordinator: " + st.message());
   cv_.notify_all();  // a GET_SPLIT held (offload only) answers "exit" now
 }
 
@@ -168,7 +179,7 @@ nlohmann::json CoordinatorServer::PlanMessage(
     plan.at = place->second;
   }
   for (const auto& slot_split : EpochSplitOrder(pipeline_, epoch)) {
-    plan.splits.emplace_back(slot_split, CountOrMinusOne(state_.BatchCount(slot_split)));
+    plan.splits.emplace_back(slot_split, CountOrMinusOne(state().BatchCount(slot_split)));
   }
   plan.workers = LiveAddresses();
   return plan.Encode();
@@ -209,16 +220,16 @@ std::vector<std::string> CoordinatorServer::LiveAddresses() const {
 }
 
 void CoordinatorServer::AdvanceEpochIfDone() {
-  while (!finished_ && state_.EpochDone()) {
+  while (!finished_ && state().EpochDone()) {
     ++epochs_done_;
     if (config_.epochs > 0 && epochs_done_ >= static_cast<uint64_t>(config_.epochs)) {
       finished_ = true;
       if (!failure_.empty()) LogError("run: every epoch ended, but samples were lost: " + failure_);
     } else {
-      auto plan = PlanFor(state_.epoch() + 1);
-      Status st = plan.ok() ? state_.StartEpoch(*plan) : plan.status();
+      auto plan = PlanFor(state().epoch() + 1);
+      Status st = plan.ok() ? coord_.StartEpoch(*plan) : plan.status();
       if (!st.ok()) {
-        LogError("coordinator: cannot start epoch " + std::to_string(state_.epoch() + 1) + ": " +
+        LogError("coordinator: cannot start epoch " + std::to_string(state().epoch() + 1) + ": " +
                  st.message());
         finished_ = true;
       }
@@ -228,12 +239,12 @@ void CoordinatorServer::AdvanceEpochIfDone() {
 }
 
 void CoordinatorServer::PlanAheadIfWanted() {
-  if (!config_.epochs_in_flight || finished_ || !state_.WantsAhead()) return;
-  const uint64_t next = state_.epoch() + 1;
+  if (!config_.epochs_in_flight || finished_ || !state().WantsAhead()) return;
+  const uint64_t next = state().epoch() + 1;
   if (config_.epochs > 0 && next >= static_cast<uint64_t>(config_.epochs)) return;
   // A plan that cannot be made is said when the epoch is due (AdvanceEpochIfDone).
   auto plan = PlanFor(next);
-  if (!plan.ok() || !state_.PlanAhead(*plan).ok()) return;
+  if (!plan.ok() || !coord_.PlanAhead(*plan).ok()) return;
   LogDebug("coordinator: epoch " + std::to_string(next) + "'s splits are handed out ahead");
 }
 
@@ -243,7 +254,7 @@ void CoordinatorServer::SayEnd() {
       epochs_done_ < static_cast<uint64_t>(config_.epochs))
     return;
   said_end_ = true;
-  const uint64_t skipped = state_.Stats().samples_skipped;
+  const uint64_t skipped = state().Stats().samples_skipped;
   if (!unchecked_.empty()) {
     const auto [e, s] = unchecked_.begin()->first;
     LogWarning("run: every epoch ended, but " + std::to_string(unchecked_.size()) +
@@ -276,7 +287,9 @@ Status CoordinatorServer::SessionFrame(const Frame& frame, std::string_view who,
 void CoordinatorServer::TickLoop() {
   MutexLock lock(mu_);
   while (!lock.WaitFor(cv_, kTickS, [&]() REQUIRES(mu_) { return stopping_; })) {
-    for (WorkerId lost : state_.Tick(Now())) {
+    Result<std::vector<WorkerId>> lost_now = coord_.Tick(Now());
+    if (!lost_now.ok()) LogError("coordinator: " + lost_now.status().message());
+    for (WorkerId lost : lost_now.ok() ? *lost_now : std::vector<WorkerId>()) {
       LogWarning("coordinator: worker " + std::to_string(lost) + " (" + data_addr_[lost] +
                  ") silent for " + std::to_string(config_.liveness_timeout_s) +
                  " s: declared lost, its splits go to others");

@@ -34,6 +34,7 @@
 #include "dataplane/offload_proof.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
+#include "launcher/coordinator_journal.h"
 #include "launcher/coordinator_state.h"
 #include "worker/pipeline.h"
 
@@ -88,6 +89,10 @@ struct CoordinatorConfig {
   // every kClientHeartbeatS while the trainer computes).
   double client_idle_s = kClientIdleS;
   std::string run_id;
+  // Where the coordinator journals every change of its state, a line each
+  // (launcher/coordinator_journal.h), for a coordinator started again to replay;
+  // empty: none. A line that cannot be written fails the call that made it.
+  std::string journal_path;
   // What the workers' liveness (heartbeats, Tick) is measured on; nullptr: the
   // system's. A test hands a FakeClock and moves it instead of waiting.
   const Clock* clock = nullptr;
@@ -170,7 +175,9 @@ class CoordinatorServer {
     return count == kUnknownCount ? -1 : static_cast<int64_t>(count);
   }
 
-  CoordinatorServer(CoordinatorConfig config, Pipeline pipeline, CoordinatorState state, int port);
+  CoordinatorServer(CoordinatorConfig config, Pipeline pipeline,
+                    std::unique_ptr<JournalFile> journal_file, JournaledCoordinator coord,
+                    int port);
   void TickLoop();
   const Clock& clock() const { return config_.clock != nullptr ? *config_.clock : SystemClock(); }
   double Now() const { return clock().Now(); }
@@ -255,7 +262,11 @@ class CoordinatorServer {
 
   mutable Mutex mu_;
   std::condition_variable cv_;  // epoch changes, finish, stop
-  CoordinatorState state_ GUARDED_BY(mu_);
+  // The run's state (read through state()), every change journaled when
+  // config_.journal_path is set; the file the journal's lines go to.
+  const std::unique_ptr<JournalFile> journal_file_;
+  JournaledCoordinator coord_ GUARDED_BY(mu_);
+  const CoordinatorState& state() const REQUIRES(mu_) { return coord_.state(); }
   std::map<WorkerId, std::string> data_addr_ GUARDED_BY(mu_);  // live workers
   std::set<WorkerId> producing_ GUARDED_BY(mu_);               // live workers that finished a split
   std::set<WorkerId> told_to_leave_ GUARDED_BY(mu_);  // sent "exit" unasked (HandleWorkerFrame)

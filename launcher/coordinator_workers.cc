@@ -41,10 +41,10 @@ Status CoordinatorServer::CheckSplitSize(const SplitDoneMsg& done) const {
 
 void CoordinatorServer::CheckDelivered(uint64_t epoch, uint64_t split) {
   const auto& splits = pipeline_.splits();
-  if (epoch != state_.epoch() || split >= splits.size() || splits[split].count == 0 ||
+  if (epoch != state().epoch() || split >= splits.size() || splits[split].count == 0 ||
       !failure_.empty())
     return;
-  const std::optional<CoordinatorState::Delivery> got = state_.Delivered(split);
+  const std::optional<CoordinatorState::Delivery> got = state().Delivered(split);
   if (!got) return;
   // Under on_error "skip" the count is the maker's word: checked once it is told.
   // Until then (a maker that left before its SPLIT_DONE never tells) the run
@@ -60,7 +60,7 @@ void CoordinatorServer::CheckDelivered(uint64_t epoch, uint64_t split) {
 
 void CoordinatorServer::CheckLateSplitDone(WorkerId id, const SplitDoneMsg& done) {
   auto it = unchecked_.find({done.epoch, done.split});
-  if (done.epoch >= state_.epoch() || it == unchecked_.end() || it->second.maker != id ||
+  if (done.epoch >= state().epoch() || it == unchecked_.end() || it->second.maker != id ||
       !failure_.empty())
     return;
   const CoordinatorState::Delivery got = it->second;
@@ -96,7 +96,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   WorkerId id;
   {
     MutexLock lock(mu_);
-    id = state_.RegisterWorker(Now());
+    GM_ASSIGN_OR_RETURN(id, coord_.RegisterWorker(Now()));
     data_addr_[id] = registration.data_addr;
     worker_fd_[id] = socket.fd();
     ++workers_registered_;
@@ -133,7 +133,11 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
     st = frame.ok() ? HandleWorkerFrame(socket, id, *frame, &done) : frame.status();
   }
   MutexLock lock(mu_);
-  (void)state_.WorkerExited(id);  // its unfinished splits go back to the queue
+  // Its unfinished splits go back to the queue (a journal that cannot be written
+  // is said: the state is then ahead of it).
+  if (Status exited = coord_.WorkerExited(id); !exited.ok() && exited.code() == Code::kIoError) {
+    LogError("coordinator: " + exited.message());
+  }
   data_addr_.erase(id);
   producing_.erase(id);
   worker_cpu_last_.erase(id);
@@ -182,15 +186,15 @@ AssignMsg CoordinatorServer::AssignReply(const Assignment& a) const {
 Result<AssignMsg> CoordinatorServer::AnswerGetSplit(WorkerId id, const Frame& frame,
                                                     MutexLock& lock) {
   GM_ASSIGN_OR_RETURN(GetSplitMsg get, GetSplitMsg::Decode(frame.meta));
-  if (get.draining && !state_.Draining(id)) {  // said once, when it first asks so
-    GM_RETURN_IF_ERROR(state_.Drain(id));
+  if (get.draining && !state().Draining(id)) {  // said once, when it first asks so
+    GM_RETURN_IF_ERROR(coord_.Drain(id));
     LogInfo("coordinator: worker " + std::to_string(id) +
             " drains: it takes no new split and leaves once what it made is acknowledged");
   }
   Assignment a{Assignment::Kind::kExit};
   if (!workers_end_) {
     PlanAheadIfWanted();
-    GM_ASSIGN_OR_RETURN(a, state_.RequestSplit(id));
+    GM_ASSIGN_OR_RETURN(a, coord_.RequestSplit(id));
   }
   // Without a pipeline no split ever comes: the answer is held until the run
   // ends (then "exit" at once, not at the worker's next ask) or for
@@ -211,7 +215,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
                                             bool* done) {
   MutexLock lock(mu_);
   if (stopping_) return Status::Cancelled("coordinator stopping");
-  GM_RETURN_IF_ERROR(state_.Heartbeat(id, Now()));
+  GM_RETURN_IF_ERROR(coord_.Heartbeat(id, Now()));
   GM_ASSIGN_OR_RETURN(std::optional<std::vector<StageStats>> stages,
                       DecodeStagesReport(frame.meta, std::string(MsgTypeName(frame.type)).c_str()));
   if (stages) worker_stages_[id] = std::move(*stages);
@@ -227,8 +231,8 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
         // A worker that lies about what it made is dropped (its splits go to
         // others). Where the plan left the count open, the trainer may have read
         // the split short already: the run cannot deliver every sample.
-        if (done_msg.epoch == state_.epoch() && state_.MakesSplit(id, done_msg.split) &&
-            state_.PlannedCount(done_msg.split) == kUnknownCount && failure_.empty()) {
+        if (done_msg.epoch == state().epoch() && state().MakesSplit(id, done_msg.split) &&
+            state().PlannedCount(done_msg.split) == kUnknownCount && failure_.empty()) {
           failure_ = "worker " + std::to_string(id) + " says " + size.message() +
                      ": the trainer may have read the split short, so the run stops";
           LogError("coordinator: " + failure_);
@@ -236,7 +240,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
         }
         return size;
       }
-      Status st = state_.SplitDone(id, done_msg.epoch, done_msg.split, done_msg.batch_count,
+      Status st = coord_.SplitDone(id, done_msg.epoch, done_msg.split, done_msg.batch_count,
                                    done_msg.skipped);
       if (st.ok()) {
         producing_.insert(id);

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/file_util.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
 #include "dataplane/protocol.h"
@@ -45,6 +46,7 @@ class CoordinatorServerTest : public ::testing::Test {
     c.world_size = world_size;
     c.client_idle_s = client_idle_s;
     c.clock = clock;
+    c.journal_path = journal_path_;
     auto server = CoordinatorServer::Start(c);
     ASSERT_TRUE(server.ok()) << server.status().message();
     server_ = std::move(*server);
@@ -227,6 +229,7 @@ class CoordinatorServerTest : public ::testing::Test {
   }
 
   std::string secret_;
+  std::string journal_path_;  // CoordinatorConfig::journal_path of the next Start
   std::unique_ptr<CoordinatorServer> server_;
   int port_ = 0;
 };
@@ -529,6 +532,69 @@ TEST_F(CoordinatorServerTest, GivenAWorkerSilentOnTheCoordinatorsClock_ThenItIsL
   EXPECT_EQ(server_->Summary().workers_live, 0u);
   Socket w2 = RegisteredWorker("127.0.0.1:2");
   EXPECT_EQ(TakeSplit(w2), held);
+}
+
+// A coordinator given a journal writes every change of its state there: a worker
+// that vanished holding a split, another that made the epoch, the trainer's
+// acknowledgements. The journal replays into the state the server ended with.
+TEST_F(CoordinatorServerTest, GivenAJournal_ThenItReplaysIntoTheStateTheServerEndedWith) {
+  Result<TempDir> dir = TempDir::Make("gm-coordinator-journal-");
+  ASSERT_TRUE(dir.ok());
+  journal_path_ = dir->path() + "/coordinator.journal";
+  Start(kClientIdleS);
+  {
+    auto gone = Connect("worker", secret_);
+    ASSERT_TRUE(gone.ok());
+    ASSERT_EQ(Ask(*gone, MsgType::kRegister, {{"data_addr", "127.0.0.1:1"}}).type,
+              MsgType::kRegistered);
+    ASSERT_EQ(Ask(*gone, MsgType::kGetSplit, nlohmann::json::object()).meta["kind"], "assign");
+  }  // its connection closes: its split goes back
+  Deadline deadline = Deadline::After(kWait);
+  while (server_->Summary().state.reassignments == 0 && !deadline.expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Socket worker, client;
+  Frame plan;
+  ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+  for (int made = 0; made < 3 && !deadline.expired();) {
+    Frame a = Ask(worker, MsgType::kGetSplit, nlohmann::json::object());
+    if (a.meta["kind"] != "assign") continue;
+    const uint64_t split = a.meta["split"];
+    const uint64_t count = split == 2 ? 1 : 2;
+    ASSERT_TRUE(SendFrame(worker, MsgType::kSplitDone,
+                          {{"epoch", 0}, {"split", split}, {"batch_count", count}},
+                          Deadline::After(kWait))
+                    .ok());
+    nlohmann::json batches = nlohmann::json::array();
+    for (uint64_t b = 0; b < count; ++b) batches.push_back({split, b});
+    ASSERT_TRUE(SendFrame(client, MsgType::kAck, {{"epoch", 0}, {"batches", batches}},
+                          Deadline::After(kWait))
+                    .ok());
+    ++made;
+  }
+  ASSERT_TRUE(server_->WaitFinished(kWait));
+  const CoordinatorStats ended = server_->Summary().state;
+  Result<std::string> journal = ReadFile(journal_path_);
+  ASSERT_TRUE(journal.ok());
+  // The server's own options: one rank, one split in flight a worker.
+  auto replayed = JournaledCoordinator::Replay({1, 1, 10.0}, *journal, journal_path_, 0, nullptr);
+  ASSERT_TRUE(replayed.ok()) << replayed.status().message();
+  const CoordinatorStats r = replayed->state().Stats();
+  EXPECT_EQ(r.epoch, ended.epoch);
+  EXPECT_EQ(r.epoch_done, ended.epoch_done);
+  EXPECT_TRUE(r.epoch_done);
+  EXPECT_EQ(r.acks, 5u);
+  EXPECT_EQ(r.acks, ended.acks);
+  EXPECT_EQ(r.reassignments, 1u);
+  EXPECT_EQ(r.rank_positions, ended.rank_positions);
+  ASSERT_EQ(r.workers.size(), 2u);
+  ASSERT_EQ(ended.workers.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(r.workers[i].status, ended.workers[i].status) << i;
+    EXPECT_EQ(r.workers[i].splits_assigned, ended.workers[i].splits_assigned) << i;
+    EXPECT_EQ(r.workers[i].batches, ended.workers[i].batches) << i;
+  }
+  EXPECT_EQ(r.workers[0].status, WorkerStatus::kGone);
 }
 
 TEST_F(CoordinatorServerTest, GivenAWorkerThatVanishesThenItsSplitGoesToTheNext) {
