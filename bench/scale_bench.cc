@@ -15,10 +15,15 @@
 // (2) The pool's division (planner/pool_state.h, what `goldminer pool` runs on
 // every report): for 1 to 4,096 runs, each with measured rates at three worker
 // counts, the time to divide (median of 5) and the memory each run adds.
+// --journal DIR: the coordinator journals every change of its state into DIR
+// (CoordinatorConfig::journal_path, one file each), and each row says the
+// journal's bytes per split: the journal's cost, beside a run without it.
 // Usage: scale_bench [--workers 16,64,256,1024] [--ranks 1,64] [--splits-per-worker 4]
 //                    [--min-splits 2000] [--rate 10000] [--runs 1,16,256,1024,4096]
+//                    [--journal DIR]
 #include <malloc.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -98,6 +103,12 @@ struct Child {
   int stop_fd = -1;
 };
 
+std::string g_journal_dir;  // --journal; empty: no journal
+
+std::string JournalOf(pid_t coordinator) {
+  return g_journal_dir + "/coordinator-" + std::to_string(coordinator) + ".journal";
+}
+
 gm::Result<Child> StartCoordinator(const std::string& secret, int world_size, uint64_t splits) {
   int address[2], stop[2];
   if (::pipe(address) != 0 || ::pipe(stop) != 0) return gm::Status::Internal("pipe failed");
@@ -118,6 +129,7 @@ gm::Result<Child> StartCoordinator(const std::string& secret, int world_size, ui
     c.world_size = world_size;
     c.epochs = 1;
     c.liveness_timeout_s = 60;
+    if (!g_journal_dir.empty()) c.journal_path = JournalOf(::getpid());
     auto server = gm::CoordinatorServer::Start(c);
     int port = 0;
     if (server.ok()) {
@@ -177,6 +189,7 @@ struct Figures {
   double waits_per_split = 0;
   double rss_mb = 0, kb_per_connection = 0;
   int threads = 0;
+  double journal_bytes_per_split = 0;  // --journal
   std::string error;
 };
 
@@ -342,6 +355,13 @@ Figures Measure(int workers, int ranks, uint64_t splits, double rate_per_min) {
   r.splits_per_s = static_cast<double>(acked) / run_s;
   r.waits_per_split = static_cast<double>(waits) / std::max<double>(1, acked);
   r.cpu_ms_per_1000 = (end.cpu_s - start.cpu_s) * 1e3 / std::max<double>(1, acked) * 1000;
+  if (!g_journal_dir.empty()) {
+    struct stat st {};
+    if (::stat(JournalOf(child->pid).c_str(), &st) == 0) {
+      r.journal_bytes_per_split = static_cast<double>(st.st_size) / std::max<double>(1, acked);
+    }
+    ::unlink(JournalOf(child->pid).c_str());
+  }
   return r;
 }
 
@@ -397,10 +417,15 @@ int main(int argc, char** argv) {
   const int per_worker = IntArg(argc, argv, "--splits-per-worker", 4);
   const int min_splits = IntArg(argc, argv, "--min-splits", 2000);
   const double rate = IntArg(argc, argv, "--rate", 10000);
-  std::printf("scale_bench: paced at %.0f splits/min; one batch a split\n", rate);
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--journal") == 0) g_journal_dir = argv[i + 1];
+  }
+  std::printf("scale_bench: paced at %.0f splits/min; one batch a split%s\n", rate,
+              g_journal_dir.empty() ? "" : "; the coordinator journals (--journal)");
   std::printf("%7s %5s %6s %9s %8s %8s %8s %11s %9s %8s %7s %8s %10s\n", "workers", "ranks",
               "splits", "hshake/s", "p50 ms", "p99 ms", "max ms", "CPU ms/1k", "core@rate",
               "RSS MB", "threads", "KB/conn", "waits/split");
+  if (!g_journal_dir.empty()) std::printf("  (then: journal bytes/split)\n");
   int failures = 0;
   for (int ranks : rank_counts) {
     for (int workers : worker_counts) {
@@ -413,11 +438,13 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
         continue;
       }
-      std::printf("%7d %5d %6llu %9.0f %8.2f %8.2f %8.2f %11.1f %9.3f %8.1f %7d %8.1f %10.2f\n",
+      std::printf("%7d %5d %6llu %9.0f %8.2f %8.2f %8.2f %11.1f %9.3f %8.1f %7d %8.1f %10.2f",
                   workers, ranks, static_cast<unsigned long long>(r.splits), r.handshakes_per_s,
                   r.p50_ms, r.p99_ms, r.max_ms, r.cpu_ms_per_1000,
                   r.cpu_ms_per_1000 / 1e6 * rate / 60, r.rss_mb, r.threads, r.kb_per_connection,
                   r.waits_per_split);
+      if (!g_journal_dir.empty()) std::printf(" %8.0f", r.journal_bytes_per_split);
+      std::printf("\n");
       std::fflush(stdout);
     }
   }

@@ -259,7 +259,10 @@ Status JournaledCoordinator::Drain(WorkerId worker) {
 }
 
 Status JournaledCoordinator::WorkerExited(WorkerId worker) {
+  // Already gone (declared lost, or its exit said): nothing changes.
+  const bool gone = state_.ShouldExit(worker) && !state_.Draining(worker);
   GM_RETURN_IF_ERROR(state_.WorkerExited(worker));
+  if (gone) return Status::Ok();
   return Write("exited", {{"worker", worker}});
 }
 
@@ -270,6 +273,9 @@ Status JournaledCoordinator::EndRun() {
 
 Result<Assignment> JournaledCoordinator::RequestSplit(WorkerId worker) {
   GM_ASSIGN_OR_RETURN(Assignment a, state_.RequestSplit(worker));
+  // Only an assignment changes the state: "wait", "drain", "exit" and
+  // "epoch_done" (most answers, where workers outnumber splits) are not written.
+  if (a.kind != Assignment::Kind::kAssign) return a;
   GM_RETURN_IF_ERROR(Write("request", {{"worker", worker}, {"answer", AnswerJson(a)}}));
   return a;
 }

@@ -12,9 +12,11 @@
 //   - every mutator that succeeded, with its arguments (start_epoch, plan_ahead,
 //     skip_to: the plan; register, drain, exited, end_run, split_done, ack,
 //     resume, resume_at); a call that failed changed nothing and is not written;
-//   - request: RequestSplit's answer too, which the replay must give again (the
+//   - request: a RequestSplit answered with an assignment (the other answers
+//     change nothing), with its answer, which the replay must give again (the
 //     state machine is deterministic: a different answer means the journal is
 //     not this coordinator's, and the replay fails saying so);
+//   - exited: for a worker not gone already;
 //   - Tick's outcome, not its input: a worker it declared lost is an "exited"
 //     line (both give the worker's splits back the same way). Heartbeats are not
 //     written: after a replay every live worker was last heard at the replay's

@@ -325,6 +325,16 @@ TEST(CoordinatorJournalTest, GivenAWorkerDeclaredLostThenTheJournalSaysItExited)
   EXPECT_EQ(Describe(replayed->state()), Describe(c->state()));
   EXPECT_TRUE(replayed->state().ShouldExit(silent));
   EXPECT_EQ(replayed->state().Stats().pending_splits, 2u) << "the lost worker's split went back";
+  // What changes nothing is not written: the exit of a worker already lost, and
+  // a request answered "wait" (the in-flight limit of 2 reached).
+  const size_t before = text.size();
+  ASSERT_TRUE(c->WorkerExited(silent).ok());
+  EXPECT_EQ(text.size(), before);
+  ASSERT_EQ(c->RequestSplit(heard)->kind, Kind::kAssign);
+  ASSERT_EQ(c->RequestSplit(heard)->kind, Kind::kAssign);
+  const size_t assigned = text.size();
+  ASSERT_EQ(c->RequestSplit(heard)->kind, Kind::kWait);
+  EXPECT_EQ(text.size(), assigned);
   // The worker still live counts as heard at the replay (100): lost 10 s after.
   auto again = JournaledCoordinator::Replay({1, 2, 10.0}, text, "j", 100,
                                             [](std::string_view) { return Status::Ok(); });
