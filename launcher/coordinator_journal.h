@@ -112,7 +112,6 @@ class JournalFile {
   ~JournalFile();
   Status Append(std::string_view line);
   Status Sync();
-  const std::string& path() const { return path_; }
 
  private:
   JournalFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}

@@ -73,16 +73,14 @@ struct Task {
     return n;
   }
   // Takes up to `cpus` from what does not feed it yet, the newest first (they are
-  // the ones given back first); returns how many.
-  int DropPending(int cpus) {
-    int dropped = 0;
-    while (cpus > dropped && !pending.empty()) {
-      const int n = std::min(cpus - dropped, pending.back().second);
+  // the ones given back first).
+  void DropPending(int cpus) {
+    while (cpus > 0 && !pending.empty()) {
+      const int n = std::min(cpus, pending.back().second);
       pending.back().second -= n;
-      dropped += n;
+      cpus -= n;
       if (pending.back().second == 0) pending.pop_back();
     }
-    return dropped;
   }
 };
 
@@ -426,6 +424,7 @@ void Replay::Advance(double t) {
 // The next time a running task's speed changes by itself: its start-up ends, or
 // worker CPUs granted to it begin to feed it.
 double Replay::NextReady() const {
+  if (!(o_.task_start_s > 0) && !(o_.worker_delay_s > 0)) return kInf;  // nothing waits
   double next = kInf;
   for (size_t i : running_) {
     const Task& t = tasks_[i];
