@@ -116,6 +116,17 @@ nlohmann::json RegisterMsg::Encode() const {
   if (!step.empty()) out["step"] = step;
   if (pid > 0) out["pid"] = pid;
   if (threads > 0) out["threads"] = threads;
+  if (worker_id > 0) {
+    out["worker_id"] = worker_id;
+    nlohmann::json list = nlohmann::json::array();
+    for (const SplitDoneMsg& m : made) {
+      list.push_back({{"epoch", m.epoch},
+                      {"split", m.split},
+                      {"batch_count", m.batch_count},
+                      {"skipped", m.skipped}});
+    }
+    out["made"] = std::move(list);
+  }
   return out;
 }
 
@@ -141,6 +152,23 @@ Result<RegisterMsg> RegisterMsg::Decode(const nlohmann::json& meta) {
       GM_ASSIGN_OR_RETURN(*field, m.StringOr(key, ""));
       if (field->size() > 256 || (!field->empty() && !Printable(*field))) {
         return (*m.Get(key)).Expected("printable ASCII, at most 256 bytes");
+      }
+    }
+    if (m.has("worker_id")) {  // registering again, at a restarted coordinator
+      GM_ASSIGN_OR_RETURN(int64_t id, Int(m, "worker_id", 1, int64_t{1} << 62));
+      r.worker_id = static_cast<uint64_t>(id);
+      if (m.has("made")) {
+        GM_ASSIGN_OR_RETURN(JsonNode made, m.Get("made"));
+        GM_ASSIGN_OR_RETURN(std::vector<JsonNode> items, made.Elements());
+        if (items.size() > kMaxRegisterMade) {
+          return made.Expected("at most " + std::to_string(kMaxRegisterMade) + " splits");
+        }
+        for (const JsonNode& item : items) {
+          if (!item.is_object()) return item.Expected("{epoch, split, batch_count, skipped}");
+          GM_ASSIGN_OR_RETURN(SplitDoneMsg done, SplitDoneMsg::Decode(item.json()));
+          done.stages.reset();
+          r.made.push_back(std::move(done));
+        }
       }
     }
     return r;
@@ -270,6 +298,7 @@ nlohmann::json SubscribeMsg::Encode() const {
   nlohmann::json j = {{"rank", rank}};
   if (world_size >= 0) j["world_size"] = world_size;
   if (shm) j["shm"] = true;
+  if (session > 0) j["session"] = session;
   return j;
 }
 
@@ -282,6 +311,10 @@ Result<SubscribeMsg> SubscribeMsg::Decode(const nlohmann::json& meta, bool need_
       GM_ASSIGN_OR_RETURN(r.world_size, Int(m, "world_size", 1, 65536));
     }
     GM_ASSIGN_OR_RETURN(r.shm, m.BoolOr("shm", false));
+    if (m.has("session")) {
+      GM_ASSIGN_OR_RETURN(int64_t session, Int(m, "session", 1, int64_t{1} << 62));
+      r.session = static_cast<uint64_t>(session);
+    }
     return r;
   }());
 }
@@ -496,6 +529,7 @@ nlohmann::json RegisteredMsg::Encode() const {
                       {"heartbeat_s", heartbeat_s},
                       {"liveness_timeout_s", liveness_timeout_s}};
   if (!offload_key.empty()) j["offload_key"] = offload_key;
+  j["reconnect_s"] = reconnect_s;
   return j;
 }
 
@@ -515,6 +549,7 @@ Result<RegisteredMsg> RegisteredMsg::Decode(const nlohmann::json& meta) {
     }
     GM_ASSIGN_OR_RETURN(r.heartbeat_s, Seconds(m, "heartbeat_s", 1.0, 3600, false));
     GM_ASSIGN_OR_RETURN(r.liveness_timeout_s, Seconds(m, "liveness_timeout_s", 10, 86400, false));
+    GM_ASSIGN_OR_RETURN(r.reconnect_s, Seconds(m, "reconnect_s", 30, 86400, false));
     GM_ASSIGN_OR_RETURN(r.offload_key, HexField(m, "offload_key", kOffloadKeyHexChars, true));
     return r;
   }());

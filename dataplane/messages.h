@@ -171,17 +171,38 @@ inline constexpr uint64_t kMaxCreditReleases =
     16;  // = kMaxSegments (dataplane/shm.h)       // entries of SUBSCRIBED device_stages // batches
          // one CREDIT may grant
 
+// W->C SPLIT_DONE {epoch, split, batch_count, skipped, stages}.
+struct SplitDoneMsg {
+  uint64_t epoch = 0;
+  uint64_t split = 0;
+  uint64_t batch_count = 0;  // at most kMaxSplitBatches
+  // Samples of the split the worker skipped (on_error: skip), at most
+  // kMaxSplitSamples; optional, 0 when absent. The coordinator checks batch_count
+  // against the split's size less these when the size is known.
+  uint64_t skipped = 0;
+  std::optional<std::vector<StageStats>> stages;  // the worker's stage totals (StagesReport)
+  nlohmann::json Encode() const;
+  static Result<SplitDoneMsg> Decode(const nlohmann::json& meta);
+};
+
 // W->C REGISTER {data_addr, ...}.
 // Optional, for the run's record: host (the worker's node), tag (what its launcher
 // named it: GOLDMINER_WORKER_TAG), step (its Slurm step, "JOB.STEP"); each printable,
 // at most 256 bytes.
+// A worker that lost its coordinator and reaches a restarted one registers
+// again with its old id (worker_id) and the SPLIT_DONEs it sent last (made: the
+// last kMaxRegisterMade, as SPLIT_DONE's fields without stages), which the
+// coordinator may not have read before it died; it holds no split then.
+inline constexpr size_t kMaxRegisterMade = 8;
 struct RegisterMsg {
   std::string data_addr;  // "HOST:PORT", printable, at most kMaxAddressBytes, port 1..65535
   std::string host;
   std::string tag;
   std::string step;
-  int64_t pid = 0;      // optional: 1 .. 2^22 (0: not sent)
-  int64_t threads = 0;  // optional: 1 .. 4096 (0: not sent)
+  int64_t pid = 0;                      // optional: 1 .. 2^22 (0: not sent)
+  int64_t threads = 0;                  // optional: 1 .. 4096 (0: not sent)
+  uint64_t worker_id = 0;               // optional: 1 .. 2^62 (0: a new worker)
+  std::vector<SplitDoneMsg> made = {};  // optional, with worker_id only
   nlohmann::json Encode() const;
   static Result<RegisterMsg> Decode(const nlohmann::json& meta);
 };
@@ -206,20 +227,6 @@ struct HeartbeatMsg {
   static Result<HeartbeatMsg> Decode(const nlohmann::json& meta);
 };
 
-// W->C SPLIT_DONE {epoch, split, batch_count, skipped, stages}.
-struct SplitDoneMsg {
-  uint64_t epoch = 0;
-  uint64_t split = 0;
-  uint64_t batch_count = 0;  // at most kMaxSplitBatches
-  // Samples of the split the worker skipped (on_error: skip), at most
-  // kMaxSplitSamples; optional, 0 when absent. The coordinator checks batch_count
-  // against the split's size less these when the size is known.
-  uint64_t skipped = 0;
-  std::optional<std::vector<StageStats>> stages;  // the worker's stage totals (StagesReport)
-  nlohmann::json Encode() const;
-  static Result<SplitDoneMsg> Decode(const nlohmann::json& meta);
-};
-
 // The optional "stages" report of HEARTBEAT and SPLIT_DONE: the worker's totals
 // per stage since it started, in pipeline order, at most kMaxReportedStages
 // entries {name, count, cpu_s, wall_s, bytes_in, bytes_out}: name printable ASCII
@@ -239,6 +246,10 @@ struct SubscribeMsg {
   int64_t rank = 0;         // 0 .. 65535
   int64_t world_size = -1;  // 1 .. 65536, or -1 when not sent
   bool shm = false;         // K->W: send batch data in segments (dataplane/shm.h)
+  // K->C, optional: the session this client had at a coordinator that went away
+  // (0: none). A restarted coordinator gives the same session back when it is the
+  // rank's newest (the client goes on where it was); else a new one.
+  uint64_t session = 0;
   nlohmann::json Encode() const;
   static Result<SubscribeMsg> Decode(const nlohmann::json& meta, bool need_world_size);
 };
@@ -311,6 +322,9 @@ struct RegisteredMsg {
   int64_t samples_per_split = 256;  // 1 .. 2^24
   double heartbeat_s = 1.0;         // (0, 3600]
   double liveness_timeout_s = 10;   // (0, 86400]
+  // How long a worker that lost its coordinator tries to reach it again (a
+  // restarted one replays its journal) before it exits; optional, (0, 86400].
+  double reconnect_s = 30;
   // The coordinator's public key for offload proofs (dataplane/offload_proof.h), 64
   // hex; optional: without it the worker opens no virtual DataLoader worker.
   std::string offload_key;

@@ -158,8 +158,19 @@ Status CoordinatorServer::ServeClient(Socket& socket) {
       SendError(socket, why, Deadline::After(1));
       return Status::InvalidArgument(why);
     }
-    session = ++sessions_;
-    rank_session_[rank] = session;
+    const auto newest = rank_session_.find(rank);
+    if (subscription.session != 0 && newest != rank_session_.end() &&
+        newest->second == subscription.session) {
+      // The rank's client, back at a coordinator that restarted (or after its
+      // connection broke): it goes on in its session, its tickets still good.
+      session = subscription.session;
+      LogInfo("coordinator: rank " + std::to_string(rank) + " is back in session " +
+              std::to_string(session));
+    } else {
+      session = ++sessions_;
+      rank_session_[rank] = session;
+      Note({{"rank", rank}, {"session", session}});
+    }
   }
   Status st = ServeSubscribedClient(socket, rank, session);
   MutexLock lock(mu_);
@@ -234,6 +245,7 @@ Status CoordinatorServer::ServeOffloadClient(Socket& socket, const Frame& first)
   {
     MutexLock lock(mu_);
     answer.channel = ++offload_channels_;
+    Note({{"channel", answer.channel}});
     answer.workers = LiveAddresses();
   }
   answer.ticket =
@@ -301,7 +313,10 @@ nlohmann::json CoordinatorServer::AnswerGetPlan(int rank, uint64_t session, uint
   }
   plan_read_[rank] = epoch;
   const auto place = TakeOverRank(rank, session);
-  epoch_session_[rank] = {epoch, session};
+  if (epoch_session_[rank] != std::pair{epoch, session}) {
+    epoch_session_[rank] = {epoch, session};
+    Note({{"rank", rank}, {"session", session}, {"read", epoch}, {"plan", true}});
+  }
   return PlanMessage(epoch, place);
 }
 
@@ -414,6 +429,7 @@ Status CoordinatorServer::HandleClientFrame(Socket& socket, int rank, uint64_t s
         return st;
       }
       epoch_session_[rank] = {resume.epoch, session};
+      Note({{"rank", rank}, {"session", session}, {"read", resume.epoch}});
       reply = PlanMessage(resume.epoch);
       break;
     }

@@ -100,9 +100,10 @@ Result<JournaledCoordinator> JournaledCoordinator::Create(const CoordinatorOptio
 Result<JournaledCoordinator> JournaledCoordinator::Replay(const CoordinatorOptions& options,
                                                           std::string_view journal,
                                                           const std::string& origin, double now_s,
-                                                          JournalSink sink) {
+                                                          JournalSink sink, NoteHandler on_note) {
   GM_ASSIGN_OR_RETURN(CoordinatorState state, CoordinatorState::Create(options));
   JournaledCoordinator c(std::move(state), std::move(sink));
+  c.on_note_ = std::move(on_note);
   size_t line = 0;
   while (!journal.empty()) {
     ++line;
@@ -140,6 +141,7 @@ Result<JournaledCoordinator> JournaledCoordinator::Replay(const CoordinatorOptio
     }
     c.seq_ = *seq;
   }
+  c.on_note_ = nullptr;
   // Every worker not gone was last heard now: one that does not come back is
   // declared lost a liveness timeout later.
   for (const WorkerStats& w : c.state_.Stats().workers) {
@@ -171,6 +173,11 @@ Status JournaledCoordinator::Apply(const nlohmann::json& e) {
   if (op == "end_run") {
     state_.EndRun();
     return Status::Ok();
+  }
+  if (op == "note") {
+    auto what = e.find("note");
+    if (what == e.end() || !what->is_object()) return Status::InvalidArgument("no \"note\"");
+    return on_note_ ? on_note_(*what) : Status::Ok();
   }
   if (op == "ack" || op == "resume" || op == "resume_at") {
     GM_ASSIGN_OR_RETURN(int rank, RankOf(e));
@@ -266,6 +273,10 @@ Status JournaledCoordinator::WorkerExited(WorkerId worker) {
   return Write("exited", {{"worker", worker}});
 }
 
+Status JournaledCoordinator::Note(nlohmann::json note) {
+  return Write("note", {{"note", std::move(note)}});
+}
+
 Status JournaledCoordinator::EndRun() {
   state_.EndRun();
   return Write("end_run", nlohmann::json::object());
@@ -294,6 +305,9 @@ Result<AckOutcome> JournaledCoordinator::Ack(int rank, uint64_t epoch, uint64_t 
                                              uint64_t split_batch,
                                              std::optional<uint64_t> samples) {
   GM_ASSIGN_OR_RETURN(AckOutcome outcome, state_.Ack(rank, epoch, split, split_batch, samples));
+  // A repeat changes nothing but a counter; not written, so that a peer that
+  // sends the same acknowledgement again and again cannot grow the journal.
+  if (outcome == AckOutcome::kDuplicate) return outcome;
   nlohmann::json e = {{"rank", rank}, {"epoch", epoch}, {"split", split}, {"batch", split_batch}};
   if (samples) e["samples"] = *samples;
   GM_RETURN_IF_ERROR(Write("ack", std::move(e)));

@@ -17,6 +17,9 @@
 //     state machine is deterministic: a different answer means the journal is
 //     not this coordinator's, and the replay fails saying so);
 //   - exited: for a worker not gone already;
+//   - ack: a first acknowledgement only (a repeat changes nothing but a counter);
+//   - note: the caller's own bookkeeping that a restarted coordinator needs (the
+//     server's sessions and channels), an object handed back to it on replay;
 //   - Tick's outcome, not its input: a worker it declared lost is an "exited"
 //     line (both give the worker's splits back the same way). Heartbeats are not
 //     written: after a replay every live worker was last heard at the replay's
@@ -46,6 +49,8 @@ namespace gm {
 // the journal, so the caller must not answer the peer (and should stop: the
 // journal is behind).
 using JournalSink = std::function<Status(std::string_view line)>;
+// Takes a replayed note (JournaledCoordinator::Note); an error fails the replay.
+using NoteHandler = std::function<Status(const nlohmann::json& note)>;
 
 class JournaledCoordinator {
  public:
@@ -53,12 +58,13 @@ class JournaledCoordinator {
   static Result<JournaledCoordinator> Create(const CoordinatorOptions& options, JournalSink sink);
   // A coordinator started again: the state `journal` (the text of the file
   // `origin`) replays into, every live worker last heard at `now_s`; later calls
-  // go to `sink`, numbered on from the journal's last line. InvalidArgument
-  // naming origin:line when the journal is cut short, corrupted, or does not
-  // replay as it ran.
+  // go to `sink`, numbered on from the journal's last line. Each note goes to
+  // `on_note` (none: skipped) in its place. InvalidArgument naming origin:line
+  // when the journal is cut short, corrupted, or does not replay as it ran.
   static Result<JournaledCoordinator> Replay(const CoordinatorOptions& options,
                                              std::string_view journal, const std::string& origin,
-                                             double now_s, JournalSink sink);
+                                             double now_s, JournalSink sink,
+                                             NoteHandler on_note = nullptr);
 
   const CoordinatorState& state() const { return state_; }
   uint64_t lines() const { return seq_; }  // written and replayed
@@ -80,6 +86,13 @@ class JournaledCoordinator {
                          std::optional<uint64_t> samples = std::nullopt);
   Status Resume(int rank, uint64_t epoch, uint64_t position);
   Status ResumeAt(int rank, uint64_t epoch, uint64_t position, SequenceKey at);
+  // Writes the caller's `note` (an object) as a line of its own; the state is
+  // untouched.
+  Status Note(nlohmann::json note);
+  // Nothing more is written (the calls still change the state): a coordinator
+  // that stops leaves the journal as a crash would, so that one started again
+  // from it waits for the workers that were live to come back.
+  void Detach() { sink_ = nullptr; }
 
  private:
   JournaledCoordinator(CoordinatorState state, JournalSink sink)
@@ -91,6 +104,7 @@ class JournaledCoordinator {
 
   CoordinatorState state_;
   JournalSink sink_;
+  NoteHandler on_note_;  // during Replay only
   uint64_t seq_ = 0;
 };
 

@@ -1,12 +1,16 @@
 #include "launcher/coordinator_server.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <optional>
 
 #include "core/clock.h"
 #include "core/digest.h"
+#include "core/file_util.h"
 #include "core/host.h"
+#include "core/json.h"
 #include "core/log.h"
+#include "core/text_format.h"
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
@@ -39,14 +43,45 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     journal_file = std::make_unique<JournalFile>(std::move(file));
     sink = [f = journal_file.get()](std::string_view line) { return f->Append(line); };
   }
-  GM_ASSIGN_OR_RETURN(JournaledCoordinator coord,
-                      JournaledCoordinator::Create(co, std::move(sink)));
+  // A journal with lines in it: this coordinator goes on where its writer stopped.
+  std::string journal;
+  if (!config.journal_path.empty() && std::filesystem::exists(config.journal_path)) {
+    GM_ASSIGN_OR_RETURN(journal, ReadFile(config.journal_path));
+  }
+  std::vector<nlohmann::json> notes;
+  GM_ASSIGN_OR_RETURN(
+      JournaledCoordinator coord,
+      journal.empty()
+          ? JournaledCoordinator::Create(co, std::move(sink))
+          : JournaledCoordinator::Replay(co, journal, config.journal_path,
+                                         config.clock ? config.clock->Now() : SystemClock().Now(),
+                                         std::move(sink), [&notes](const nlohmann::json& note) {
+                                           notes.push_back(note);
+                                           return Status::Ok();
+                                         }));
   GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenTcp(config.host, config.port));
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(
       config, std::move(pipeline), std::move(journal_file), std::move(coord), listener.port()));
   GM_ASSIGN_OR_RETURN(OffloadIssuer issuer, OffloadIssuer::Create());
   server->offload_issuer_ = std::move(issuer);
-  if (!config.offload_only) {  // a run without a pipeline plans no epoch
+  if (!journal.empty()) {
+    MutexLock lock(server->mu_);
+    for (const nlohmann::json& note : notes) {
+      GM_RETURN_IF_ERROR(server->RestoreNote(note).WithContext(
+          config.journal_path + ": a note that does not fit this run"));
+    }
+    const CoordinatorStats stats = server->state().Stats();
+    server->workers_registered_ = stats.workers.size();
+    server->epochs_done_ = stats.epoch;
+    server->AdvanceEpochIfDone();
+    const auto live =
+        std::count_if(stats.workers.begin(), stats.workers.end(),
+                      [](const WorkerStats& w) { return w.status != WorkerStatus::kGone; });
+    LogInfo("coordinator: started again from its journal " + config.journal_path + " (" +
+            std::to_string(server->coord_.lines()) + " lines): epoch " +
+            std::to_string(stats.epoch) + ", " + std::to_string(live) +
+            " worker(s) to come back within " + Fixed(config.liveness_timeout_s, 0) + " s");
+  } else if (!config.offload_only) {  // a run without a pipeline plans no epoch
     MutexLock lock(server->mu_);
     GM_ASSIGN_OR_RETURN(EpochPlan plan, server->PlanFor(0));
     GM_RETURN_IF_ERROR(server->coord_.StartEpoch(plan).WithContext("epoch 0"));
@@ -136,6 +171,9 @@ void CoordinatorServer::EndWorkers() {
 void CoordinatorServer::Stop() {
   {
     MutexLock lock(mu_);
+    // The sessions that end now are not the workers' exits: a coordinator started
+    // again from the journal waits for them.
+    coord_.Detach();
     stopping_ = true;  // sessions end; what the lobby hands on now is refused
     cv_.notify_all();
   }
@@ -246,6 +284,38 @@ void CoordinatorServer::PlanAheadIfWanted() {
   auto plan = PlanFor(next);
   if (!plan.ok() || !coord_.PlanAhead(*plan).ok()) return;
   LogDebug("coordinator: epoch " + std::to_string(next) + "'s splits are handed out ahead");
+}
+
+Status CoordinatorServer::RestoreNote(const nlohmann::json& note) {
+  const JsonNode n(note, "note");
+  GM_ASSIGN_OR_RETURN(int64_t rank, n.IntOr("rank", -1));
+  if (note.contains("channel")) {
+    GM_ASSIGN_OR_RETURN(int64_t channel, n.Int("channel"));
+    offload_channels_ =
+        std::max(offload_channels_, static_cast<uint64_t>(std::max<int64_t>(channel, 0)));
+    return Status::Ok();
+  }
+  if (rank < 0 || rank >= config_.world_size)
+    return Status::InvalidArgument("rank " + std::to_string(rank));
+  GM_ASSIGN_OR_RETURN(int64_t session, n.Int("session"));
+  if (session < 1) return Status::InvalidArgument("session " + std::to_string(session));
+  const int r = static_cast<int>(rank);
+  const auto s = static_cast<uint64_t>(session);
+  if (note.contains("read")) {
+    GM_ASSIGN_OR_RETURN(int64_t epoch, n.Int("read"));
+    if (epoch < 0) return Status::InvalidArgument("epoch " + std::to_string(epoch));
+    epoch_session_[r] = {static_cast<uint64_t>(epoch), s};
+    GM_ASSIGN_OR_RETURN(bool plan, n.BoolOr("plan", false));
+    if (plan) plan_read_[r] = static_cast<uint64_t>(epoch);
+    return Status::Ok();
+  }
+  sessions_ = std::max(sessions_, s);
+  rank_session_[r] = s;
+  return Status::Ok();
+}
+
+void CoordinatorServer::Note(nlohmann::json note) {
+  if (Status st = coord_.Note(std::move(note)); !st.ok()) LogError("coordinator: " + st.message());
 }
 
 void CoordinatorServer::SayEnd() {

@@ -92,7 +92,14 @@ struct CoordinatorConfig {
   // Where the coordinator journals every change of its state, a line each
   // (launcher/coordinator_journal.h), for a coordinator started again to replay;
   // empty: none. A line that cannot be written fails the call that made it.
+  // A file that holds lines already is replayed first: the coordinator goes on
+  // from where the one that wrote it stopped (give it the same port), its workers
+  // and trainers coming back with their ids and sessions (dataplane/messages.h).
+  // A journal cut short or corrupted fails Start, naming the file and line.
   std::string journal_path;
+  // How long a worker that lost this coordinator tries to reach it again before
+  // it exits (REGISTERED reconnect_s).
+  double worker_reconnect_s = 30;
   // What the workers' liveness (heartbeats, Tick) is measured on; nullptr: the
   // system's. A test hands a FakeClock and moves it instead of waiting.
   const Clock* clock = nullptr;
@@ -185,6 +192,18 @@ class CoordinatorServer {
   // a worker's or a client's session.
   void Serve(const ConnectionServer::Connection& connection);
   Status ServeWorker(Socket& socket);
+  // The id a REGISTER is served as: its old one when it registers again at a
+  // restarted coordinator that still counts it live (and takes the SPLIT_DONEs it
+  // repeats), else a new one.
+  Result<WorkerId> AdmitWorker(const RegisterMsg& registration) REQUIRES(mu_);
+  // A worker's SPLIT_DONE (its size checked; one that contradicts the split's
+  // size drops the worker).
+  Status TakeSplitDone(WorkerId id, const SplitDoneMsg& done) REQUIRES(mu_);
+  // Restores what the journal's notes say (Start, after a replay).
+  Status RestoreNote(const nlohmann::json& note) REQUIRES(mu_);
+  // Writes a note of the server's own bookkeeping to the journal (an error is
+  // said, not returned: the state is not behind it).
+  void Note(nlohmann::json note) REQUIRES(mu_);
   Status ServeClient(Socket& socket);
   Status ServeSubscribedClient(Socket& socket, int rank,
                                uint64_t session);                 // after SUBSCRIBE was accepted

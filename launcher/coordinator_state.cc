@@ -630,6 +630,20 @@ bool CoordinatorState::MakesSplit(WorkerId worker, uint64_t split_id) const {
   return split.phase == Phase::kAssigned && split.holder == worker && !split.produced;
 }
 
+std::vector<std::pair<uint64_t, uint64_t>> CoordinatorState::Making(WorkerId worker) const {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  auto it = workers_.find(worker);
+  if (it == workers_.end()) return out;
+  for (const auto& [epoch, position] : it->second.held) {
+    const Book& book = epoch == cur_.epoch || !ahead_ ? cur_ : *ahead_;
+    if (book.epoch != epoch || !book.layout || position >= book.splits.size()) continue;
+    const SplitProgress& split = book.splits[position];
+    if (split.phase == Phase::kAssigned && split.holder == worker && !split.produced)
+      out.emplace_back(epoch, book.layout->slots[position].split);
+  }
+  return out;
+}
+
 uint64_t CoordinatorState::PlannedCount(uint64_t split_id) const {
   const std::optional<size_t> p = PositionOf(split_id);
   return p ? cur_.layout->slots[*p].batch_count : kUnknownCount;

@@ -251,6 +251,10 @@ class CoordinatorState {
   // True when `worker` holds `split` of the current epoch and has not said it is
   // done: its SplitDone would set the split's count.
   bool MakesSplit(WorkerId worker, uint64_t split) const;
+  // Every (epoch, split) the worker holds and has not said it finished (SplitDone),
+  // of the current epoch and the one laid out ahead, in that order: what a worker
+  // registering again at a restarted coordinator must still be making.
+  std::vector<std::pair<uint64_t, uint64_t>> Making(WorkerId worker) const;
   // The split's batch count as the current epoch's plan gave it (kUnknownCount
   // when it left it open, or for a split not in the plan).
   uint64_t PlannedCount(uint64_t split) const;

@@ -96,10 +96,9 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   WorkerId id;
   {
     MutexLock lock(mu_);
-    GM_ASSIGN_OR_RETURN(id, coord_.RegisterWorker(Now()));
+    GM_ASSIGN_OR_RETURN(id, AdmitWorker(registration));
     data_addr_[id] = registration.data_addr;
     worker_fd_[id] = socket.fd();
-    ++workers_registered_;
     // Bounded: a peer that registers again and again holds at most kMaxPlaces.
     constexpr size_t kMaxPlaces = 4096;
     if (!registration.tag.empty() && !places_.contains(registration.tag)) {
@@ -123,6 +122,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   registered.samples_per_split = static_cast<int64_t>(config_.samples_per_split);
   registered.heartbeat_s = config_.heartbeat_s;
   registered.liveness_timeout_s = config_.liveness_timeout_s;
+  registered.reconnect_s = config_.worker_reconnect_s;
   registered.offload_key = offload_issuer_->public_key();
   Status st =
       SendFrame(socket, MsgType::kRegistered, registered.Encode(), Deadline::After(kSendTimeoutS));
@@ -150,6 +150,64 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
                "); its unfinished splits go to others");
   }
   return Status::Ok();
+}
+
+Status CoordinatorServer::TakeSplitDone(WorkerId id, const SplitDoneMsg& done) {
+  if (Status size = CheckSplitSize(done); !size.ok()) {
+    // A worker that lies about what it made is dropped (its splits go to
+    // others). Where the plan left the count open, the trainer may have read
+    // the split short already: the run cannot deliver every sample.
+    if (done.epoch == state().epoch() && state().MakesSplit(id, done.split) &&
+        state().PlannedCount(done.split) == kUnknownCount && failure_.empty()) {
+      failure_ = "worker " + std::to_string(id) + " says " + size.message() +
+                 ": the trainer may have read the split short, so the run stops";
+      LogError("coordinator: " + failure_);
+      cv_.notify_all();
+    }
+    return size;
+  }
+  Status st = coord_.SplitDone(id, done.epoch, done.split, done.batch_count, done.skipped);
+  if (st.ok()) {
+    producing_.insert(id);
+    CheckDelivered(done.epoch, done.split);
+    CheckLateSplitDone(id, done);
+  }
+  if (uint64_t held = 0; !st.ok() && worker_warnings_.Allow(&held)) {
+    LogWarning("coordinator: worker " + std::to_string(id) + ": " + st.message() + " (" +
+               std::to_string(held) + " such warnings held back)");
+  }
+  AdvanceEpochIfDone();
+  return Status::Ok();
+}
+
+Result<WorkerId> CoordinatorServer::AdmitWorker(const RegisterMsg& registration) {
+  const WorkerId old = registration.worker_id;
+  // Back with its old id: the state still counts it live (not declared lost), and
+  // no connection of it is served. Its last SPLIT_DONEs, which the coordinator may
+  // not have read before it died, are taken again where it still holds the split.
+  if (old != 0 && !worker_fd_.contains(old) && coord_.Heartbeat(old, Now()).ok()) {
+    for (const SplitDoneMsg& done : registration.made) {
+      const auto making = state().Making(old);
+      if (std::find(making.begin(), making.end(), std::pair{done.epoch, done.split}) ==
+          making.end())
+        continue;
+      if (Status st = TakeSplitDone(old, done); !st.ok()) return st;
+    }
+    if (state().Making(old).empty()) {
+      LogInfo("coordinator: worker " + std::to_string(old) + " (" + registration.data_addr +
+              ") is back");
+      return old;
+    }
+    // It holds nothing (it registers between splits), yet the state says it makes
+    // a split: one handed to it as the coordinator died, which never reached it.
+    // Its splits go to others, and it goes on as a new worker.
+    LogInfo("coordinator: worker " + std::to_string(old) + " (" + registration.data_addr +
+            ") is back without the split it was handed last; it registers anew");
+    GM_RETURN_IF_ERROR(coord_.WorkerExited(old));
+  }
+  GM_ASSIGN_OR_RETURN(WorkerId id, coord_.RegisterWorker(Now()));
+  ++workers_registered_;
+  return id;
 }
 
 // The ASSIGN that answers a GET_SPLIT with `a`.
@@ -227,32 +285,7 @@ Status CoordinatorServer::HandleWorkerFrame(Socket& socket, WorkerId id, const F
     }
     case MsgType::kSplitDone: {
       GM_ASSIGN_OR_RETURN(SplitDoneMsg done_msg, SplitDoneMsg::Decode(frame.meta));
-      if (Status size = CheckSplitSize(done_msg); !size.ok()) {
-        // A worker that lies about what it made is dropped (its splits go to
-        // others). Where the plan left the count open, the trainer may have read
-        // the split short already: the run cannot deliver every sample.
-        if (done_msg.epoch == state().epoch() && state().MakesSplit(id, done_msg.split) &&
-            state().PlannedCount(done_msg.split) == kUnknownCount && failure_.empty()) {
-          failure_ = "worker " + std::to_string(id) + " says " + size.message() +
-                     ": the trainer may have read the split short, so the run stops";
-          LogError("coordinator: " + failure_);
-          cv_.notify_all();
-        }
-        return size;
-      }
-      Status st = coord_.SplitDone(id, done_msg.epoch, done_msg.split, done_msg.batch_count,
-                                   done_msg.skipped);
-      if (st.ok()) {
-        producing_.insert(id);
-        CheckDelivered(done_msg.epoch, done_msg.split);
-        CheckLateSplitDone(id, done_msg);
-      }
-      if (uint64_t held = 0; !st.ok() && worker_warnings_.Allow(&held)) {
-        LogWarning("coordinator: worker " + std::to_string(id) + ": " + st.message() + " (" +
-                   std::to_string(held) + " such warnings held back)");
-      }
-      AdvanceEpochIfDone();
-      return Status::Ok();
+      return TakeSplitDone(id, done_msg);
     }
     case MsgType::kHeartbeat: {
       // After the run's end, a worker inside a split asks nothing until the split

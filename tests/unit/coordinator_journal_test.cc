@@ -31,14 +31,14 @@ EpochPlan Plan(uint64_t epoch, int splits, std::mt19937_64& rng) {
   return plan;
 }
 
-// What a state says of itself, to compare a replayed state with the live one.
+// What a state says of itself, to compare a replayed state with the live one
+// (duplicate acknowledgements, counted but not journaled, left out).
 std::string Describe(const CoordinatorState& s) {
   const CoordinatorStats st = s.Stats();
   std::string out = "epoch " + std::to_string(st.epoch) + (st.epoch_done ? " done" : "") +
                     " pending " + std::to_string(st.pending_splits) + " incomplete " +
                     std::to_string(st.incomplete_splits) + " acks " + std::to_string(st.acks) +
-                    "/" + std::to_string(st.duplicate_acks) + " reassigned " +
-                    std::to_string(st.reassignments) + " ahead " +
+                    " reassigned " + std::to_string(st.reassignments) + " ahead " +
                     std::to_string(s.ahead_epoch().value_or(0)) + "; ranks";
   for (uint64_t p : st.rank_positions) out += " " + std::to_string(p);
   out += "; workers";

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <optional>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -30,7 +31,7 @@ class CoordinatorServerTest : public ::testing::Test {
              const std::string& on_error = "", const Clock* clock = nullptr,
              bool offload_only = false) {
     server_.reset();
-    secret_ = *NewSecret();
+    if (!restart_) secret_ = *NewSecret();
     CoordinatorConfig c;
     c.secret = secret_;
     c.pipeline_doc = nlohmann::json::parse(
@@ -47,6 +48,7 @@ class CoordinatorServerTest : public ::testing::Test {
     c.client_idle_s = client_idle_s;
     c.clock = clock;
     c.journal_path = journal_path_;
+    if (restart_) c.port = port_;
     auto server = CoordinatorServer::Start(c);
     ASSERT_TRUE(server.ok()) << server.status().message();
     server_ = std::move(*server);
@@ -230,6 +232,8 @@ class CoordinatorServerTest : public ::testing::Test {
 
   std::string secret_;
   std::string journal_path_;  // CoordinatorConfig::journal_path of the next Start
+  // The next Start is the same run's coordinator started again: its secret, its port.
+  bool restart_ = false;
   std::unique_ptr<CoordinatorServer> server_;
   int port_ = 0;
 };
@@ -595,6 +599,159 @@ TEST_F(CoordinatorServerTest, GivenAJournal_ThenItReplaysIntoTheStateTheServerEn
     EXPECT_EQ(r.workers[i].batches, ended.workers[i].batches) << i;
   }
   EXPECT_EQ(r.workers[0].status, WorkerStatus::kGone);
+}
+
+// Splits of epoch 0 by id: 0 and 1 make 2 batches, 2 makes 1.
+uint64_t Batches(uint64_t split) { return split == 2 ? 1 : 2; }
+
+TEST_F(CoordinatorServerTest,
+       GivenACoordinatorStartedAgainFromItsJournal_ThenItsWorkerAndTrainerGoOnExactlyOnce) {
+  Result<TempDir> dir = TempDir::Make("gm-coordinator-restart-");
+  ASSERT_TRUE(dir.ok());
+  journal_path_ = dir->path() + "/coordinator.journal";
+  Start(kClientIdleS);
+  Socket worker, client;
+  Frame plan;
+  ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+  const uint64_t first = TakeSplit(worker);
+  ASSERT_NE(first, UINT64_MAX);
+  // Made whole; the trainer acknowledged its first batch only.
+  ASSERT_TRUE(SendFrame(worker, MsgType::kSplitDone,
+                        {{"epoch", 0}, {"split", first}, {"batch_count", Batches(first)}},
+                        Deadline::After(kWait))
+                  .ok());
+  ASSERT_TRUE(SendFrame(client, MsgType::kAck,
+                        {{"epoch", 0}, {"batches", {{first, 0}}}, {"samples", {2}}},
+                        Deadline::After(kWait))
+                  .ok());
+  EXPECT_EQ(Ask(client, MsgType::kGetPlan, {{"epoch", 0}}).type, MsgType::kPlan);  // read
+  const uint64_t session = 1;
+
+  // The coordinator goes away; one is started again on its port from its journal.
+  restart_ = true;
+  Start(kClientIdleS);
+  EXPECT_FALSE(server_->WaitFinished(0));
+  auto back = Connect("worker", secret_);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  RegisterMsg again{"127.0.0.1:9", "", "", ""};
+  again.worker_id = 1;
+  again.made.push_back(SplitDoneMsg{0, first, Batches(first), 0, std::nullopt});
+  Frame reg = Ask(*back, MsgType::kRegister, again.Encode());
+  ASSERT_EQ(reg.type, MsgType::kRegistered) << reg.meta.dump();
+  EXPECT_EQ(reg.meta["worker_id"], 1) << "the worker goes on under its id";
+  auto trainer = Connect("client", secret_);
+  ASSERT_TRUE(trainer.ok());
+  Frame sub =
+      Ask(*trainer, MsgType::kSubscribe, {{"rank", 0}, {"world_size", 1}, {"session", session}});
+  ASSERT_EQ(sub.type, MsgType::kSubscribed) << sub.meta.dump();
+  EXPECT_EQ(sub.meta["session"], session) << "the trainer goes on in its session";
+
+  // The rest: the first split's second batch, then every other split once.
+  nlohmann::json acks = {{first, 0}, {first, 1}};  // the first again: a repeat, harmless
+  ASSERT_TRUE(SendFrame(*trainer, MsgType::kAck,
+                        {{"epoch", 0}, {"batches", acks}, {"samples", {2, 2}}},
+                        Deadline::After(kWait))
+                  .ok());
+  std::set<uint64_t> made = {first};
+  for (int i = 0; i < 2; ++i) {
+    const uint64_t split = TakeSplit(*back);
+    ASSERT_NE(split, UINT64_MAX);
+    EXPECT_TRUE(made.insert(split).second) << "split " << split << " handed out twice";
+    ASSERT_TRUE(SendFrame(*back, MsgType::kSplitDone,
+                          {{"epoch", 0}, {"split", split}, {"batch_count", Batches(split)}},
+                          Deadline::After(kWait))
+                    .ok());
+    nlohmann::json batches = nlohmann::json::array(), samples = nlohmann::json::array();
+    for (uint64_t b = 0; b < Batches(split); ++b) {
+      batches.push_back({split, b});
+      samples.push_back(2);
+    }
+    ASSERT_TRUE(SendFrame(*trainer, MsgType::kAck,
+                          {{"epoch", 0}, {"batches", batches}, {"samples", samples}},
+                          Deadline::After(kWait))
+                    .ok());
+  }
+  ASSERT_TRUE(server_->WaitFinished(kWait));
+  const CoordinatorSummary summary = server_->Summary();
+  EXPECT_EQ(summary.state.acks, 5u);
+  EXPECT_EQ(summary.state.reassignments, 0u) << "nothing was made twice";
+  EXPECT_EQ(summary.failure, "");
+  ASSERT_EQ(summary.state.workers.size(), 1u);
+  EXPECT_EQ(summary.state.workers[0].splits_done, 3u);
+
+  // A third start replays the whole run, the repeated acknowledgement not written.
+  Result<std::string> journal = ReadFile(journal_path_);
+  ASSERT_TRUE(journal.ok());
+  auto replayed = JournaledCoordinator::Replay({1, 1, 10.0}, *journal, journal_path_, 0, nullptr);
+  ASSERT_TRUE(replayed.ok()) << replayed.status().message();
+  EXPECT_TRUE(replayed->state().Stats().epoch_done);
+  EXPECT_EQ(replayed->state().Stats().duplicate_acks, 0u);
+  EXPECT_EQ(server_->Summary().state.duplicate_acks, 1u);
+}
+
+TEST_F(
+    CoordinatorServerTest,
+    GivenAnAssignmentThatNeverReachedItsWorker_ThenTheWorkerComesBackAsANewOneAndTheSplitGoesOn) {
+  Result<TempDir> dir = TempDir::Make("gm-coordinator-restart-");
+  ASSERT_TRUE(dir.ok());
+  journal_path_ = dir->path() + "/coordinator.journal";
+  Start(kClientIdleS);
+  Socket worker, client;
+  Frame plan;
+  ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+  const uint64_t lost = TakeSplit(worker);  // journaled; say it never arrived
+  ASSERT_NE(lost, UINT64_MAX);
+  restart_ = true;
+  Start(kClientIdleS);
+  auto back = Connect("worker", secret_);
+  ASSERT_TRUE(back.ok());
+  RegisterMsg again{"127.0.0.1:9", "", "", ""};
+  again.worker_id = 1;
+  Frame reg = Ask(*back, MsgType::kRegister, again.Encode());
+  ASSERT_EQ(reg.type, MsgType::kRegistered);
+  EXPECT_EQ(reg.meta["worker_id"], 2) << "a worker that lost its split is a new one";
+  Frame a = Ask(*back, MsgType::kGetSplit, nlohmann::json::object());
+  EXPECT_EQ(a.meta["kind"], "assign");
+  EXPECT_EQ(a.meta["split"], lost) << "the split it never got is handed out again";
+  EXPECT_EQ(a.meta["start_batch"], 0);
+  // A trainer of another session, or none, gets a session above every earlier one.
+  auto other = Connect("client", secret_);
+  ASSERT_TRUE(other.ok());
+  Frame sub = Ask(*other, MsgType::kSubscribe, {{"rank", 0}, {"world_size", 1}, {"session", 7}});
+  ASSERT_EQ(sub.type, MsgType::kSubscribed);
+  EXPECT_EQ(sub.meta["session"], 2);
+}
+
+TEST_F(CoordinatorServerTest, GivenAJournalCorrupted_ThenTheCoordinatorDoesNotStartAndSaysWhere) {
+  Result<TempDir> dir = TempDir::Make("gm-coordinator-restart-");
+  ASSERT_TRUE(dir.ok());
+  journal_path_ = dir->path() + "/coordinator.journal";
+  Start(kClientIdleS);
+  Socket worker, client;
+  Frame plan;
+  ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+  ASSERT_NE(TakeSplit(worker), UINT64_MAX);
+  server_.reset();
+  Result<std::string> text = ReadFile(journal_path_);
+  ASSERT_TRUE(text.ok());
+  std::string bad = *text;
+  bad[bad.find("\"request\"") + 2] = 'X';
+  ASSERT_TRUE(WriteFileAtomic(journal_path_, bad).ok());
+  CoordinatorConfig c;
+  c.secret = secret_;
+  c.pipeline_doc = nlohmann::json::parse(
+      R"({"version": 1, "source": {"type": "range", "count": 10}, "stages": [],
+          "batch": {"size": 2}})");
+  c.pipeline_origin = "test.json";
+  c.base_dir = "/";
+  c.samples_per_split = 4;
+  c.journal_path = journal_path_;
+  auto again = CoordinatorServer::Start(c);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find(journal_path_ + ":"), std::string::npos)
+      << again.status().message();
+  EXPECT_NE(again.status().message().find("corrupted"), std::string::npos)
+      << again.status().message();
 }
 
 TEST_F(CoordinatorServerTest, GivenAWorkerThatVanishesThenItsSplitGoesToTheNext) {

@@ -196,6 +196,34 @@ TEST(MessagesTest, GivenEncodedMessagesWhenDecodedThenTheyRoundTrip) {
       Code::kCorrupt);
   EXPECT_EQ(RegisterMsg::Decode({{"data_addr", "a:1"}, {"host", "a\nb"}}).status().code(),
             Code::kCorrupt);
+  // Registering again at a restarted coordinator: the old id and the last
+  // SPLIT_DONEs, bounded.
+  RegisterMsg again{"10.0.0.1:4000", "", "", ""};
+  again.worker_id = 7;
+  again.made.push_back(SplitDoneMsg{2, 5, 3, 1, std::nullopt});
+  auto back = RegisterMsg::Decode(again.Encode());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->worker_id, 7u);
+  ASSERT_EQ(back->made.size(), 1u);
+  EXPECT_EQ(back->made[0].epoch, 2u);
+  EXPECT_EQ(back->made[0].split, 5u);
+  EXPECT_EQ(back->made[0].batch_count, 3u);
+  EXPECT_EQ(back->made[0].skipped, 1u);
+  for (size_t i = 0; i < kMaxRegisterMade; ++i) again.made.push_back(again.made[0]);
+  EXPECT_EQ(RegisterMsg::Decode(again.Encode()).status().code(), Code::kCorrupt);
+  EXPECT_EQ(RegisterMsg::Decode({{"data_addr", "a:1"}, {"worker_id", 0}}).status().code(),
+            Code::kCorrupt);
+  EXPECT_EQ(RegisterMsg::Decode({{"data_addr", "a:1"}, {"worker_id", 1}, {"made", {1, 2}}})
+                .status()
+                .code(),
+            Code::kCorrupt);
+  SubscribeMsg resubscribe;
+  resubscribe.world_size = 1;
+  resubscribe.session = 9;
+  EXPECT_EQ(SubscribeMsg::Decode(resubscribe.Encode(), true)->session, 9u);
+  EXPECT_EQ(
+      SubscribeMsg::Decode({{"rank", 0}, {"world_size", 1}, {"session", -2}}, true).status().code(),
+      Code::kCorrupt);
   EXPECT_EQ(RegisterMsg::Decode({{"data_addr", "a:1"}, {"step", 12}}).status().code(),
             Code::kCorrupt);
 }
