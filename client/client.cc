@@ -89,10 +89,79 @@ void Client::Impl::HeartbeatLoop() {
 }
 
 Result<Frame> Client::Impl::Request(MsgType type, const nlohmann::json& meta, MsgType answer) {
+  bool transport_failed = false;
+  Result<Frame> frame = RequestOnce(type, meta, answer, &transport_failed);
+  if (frame.ok() || !transport_failed || session == 0 || options.reconnect_s <= 0) return frame;
+  GM_RETURN_IF_ERROR(Reconnect(frame.status()));
+  return RequestOnce(type, meta, answer, &transport_failed);
+}
+
+Status Client::Impl::Reconnect(const Status& why) {
+  LogInfo("client: rank " + std::to_string(options.rank) + ": " + why.message() +
+          "; dialling it again for " + std::to_string(std::lround(options.reconnect_s)) + " s");
+  const Deadline deadline = Deadline::After(options.reconnect_s);
+  Status last = why;
+  while (!deadline.expired()) {
+    auto socket = Dial(options.coordinator, options.secret, kClientRole,
+                       std::min(options.connect_timeout_s, std::max(0.1, deadline.remaining_s())),
+                       "coordinator");
+    if (socket.ok()) {
+      {
+        MutexLock lock(send_mu);
+        coordinator = std::move(*socket);
+        last_send = clock->Now();
+      }
+      SubscribeMsg again{options.rank, options.world_size};
+      again.session = session;
+      bool transport_failed = false;
+      Result<Frame> answer =
+          RequestOnce(MsgType::kSubscribe, again.Encode(), MsgType::kSubscribed, &transport_failed);
+      if (answer.ok()) {
+        Result<SubscribedMsg> subscribed = SubscribedMsg::Decode(answer->meta);
+        if (!subscribed.ok()) return subscribed.status().WithContext(coordinator_name);
+        if (subscribed->session != session) {
+          return Status::Unavailable(
+              coordinator_name + " came back without this trainer's session " +
+              std::to_string(session) + " (it gave session " + std::to_string(subscribed->session) +
+              "): it is not the run's coordinator started again from its journal");
+        }
+        // What the old coordinator may not have read; a repeat is harmless.
+        for (const auto& [epoch, msg] : acked) {
+          for (size_t at = 0; at < msg.batches.size(); at += kMaxAckBatches) {
+            const size_t end = std::min(msg.batches.size(), at + kMaxAckBatches);
+            AckMsg part{epoch,
+                        {msg.batches.begin() + static_cast<std::ptrdiff_t>(at),
+                         msg.batches.begin() + static_cast<std::ptrdiff_t>(end)},
+                        {msg.samples.begin() + static_cast<std::ptrdiff_t>(at),
+                         msg.samples.begin() + static_cast<std::ptrdiff_t>(end)}};
+            GM_RETURN_IF_ERROR(SendToCoordinator(MsgType::kAck, part.Encode(),
+                                                 Deadline::After(options.timeout_s)));
+          }
+        }
+        LogInfo("client: rank " + std::to_string(options.rank) + ": back at " + coordinator_name +
+                " in session " + std::to_string(session));
+        return Status::Ok();
+      }
+      if (!transport_failed) return answer.status();  // refused: said why
+      last = answer.status();
+    } else {
+      last = socket.status();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return Status::Unavailable(coordinator_name + " did not come back within " +
+                             std::to_string(std::lround(options.reconnect_s)) +
+                             " s: " + last.message());
+}
+
+Result<Frame> Client::Impl::RequestOnce(MsgType type, const nlohmann::json& meta, MsgType answer,
+                                        bool* transport_failed) {
   Deadline deadline = Deadline::After(options.timeout_s);
   Status sent = SendToCoordinator(type, meta, deadline);
+  *transport_failed = !sent.ok();
   if (!sent.ok()) return Status::Unavailable(coordinator_name + ": " + sent.message());
   auto frame = RecvFrame(coordinator, kControlLimits, deadline);
+  *transport_failed = !frame.ok();
   if (!frame.ok()) return Status::Unavailable(coordinator_name + ": " + frame.status().message());
   if (frame->type == MsgType::kError) {
     return Status::Unavailable(coordinator_name + " refused " + std::string(MsgTypeName(type)) +
@@ -160,9 +229,18 @@ Status Client::Impl::FlushAcks() {
   AckMsg ack{ack_epoch, std::move(acks), std::move(ack_samples)};
   acks.clear();
   ack_samples.clear();
+  if (options.reconnect_s > 0) {  // kept for a coordinator reached again
+    AckMsg& kept = acked[ack.epoch];
+    kept.epoch = ack.epoch;
+    kept.batches.insert(kept.batches.end(), ack.batches.begin(), ack.batches.end());
+    kept.samples.insert(kept.samples.end(), ack.samples.begin(), ack.samples.end());
+    while (acked.size() > 2) acked.erase(acked.begin());
+  }
   Status sent = SendToCoordinator(MsgType::kAck, ack.Encode(), Deadline::After(options.timeout_s));
-  if (!sent.ok()) return Status::Unavailable(coordinator_name + ": " + sent.message());
-  return Status::Ok();
+  if (sent.ok()) return Status::Ok();
+  const Status why = Status::Unavailable(coordinator_name + ": " + sent.message());
+  if (options.reconnect_s <= 0) return why;
+  return Reconnect(why);  // which says these again
 }
 
 // The plan of `epoch`. The coordinator answers "wait" while other ranks finish the
@@ -464,6 +542,9 @@ Status Client::Resume(const ResumeState& state) {
     return Status::Corrupt(impl_->coordinator_name + " answered RESUME of epoch " +
                            std::to_string(state.epoch) + " without the epoch's plan");
   }
+  // The coordinator forgot what this rank acknowledged past the position: none of
+  // it is said again.
+  impl_->acked.clear();
   return impl_->LoadPlan(*plan, state.epoch, state.position, state.at);
 }
 

@@ -140,6 +140,9 @@ struct Client::Impl {
   std::vector<std::pair<uint64_t, uint64_t>> acks;  // (split, split_batch) not sent yet
   std::vector<uint64_t> ack_samples;                // each one's sample count
   uint64_t ack_epoch = 0;
+  // What was acknowledged of the last two epochs, by epoch (batches and samples as
+  // in ACK), said again to a coordinator reached again (Reconnect).
+  std::map<uint64_t, AckMsg> acked;
   Status deferred;  // a failure after a batch was taken, reported by the next call
   // Set when $GOLDMINER_PROFILE_DIR is: one "S" line per batch Next() returns.
   std::unique_ptr<StepLogWriter> step_log;
@@ -147,7 +150,15 @@ struct Client::Impl {
   ~Impl();
   Status SendToCoordinator(MsgType type, const nlohmann::json& meta, Deadline deadline);
   void HeartbeatLoop();
+  // Sends `type` and waits for `answer`; a coordinator that went away is reached
+  // again (Reconnect) and asked once more.
   Result<Frame> Request(MsgType type, const nlohmann::json& meta, MsgType answer);
+  Result<Frame> RequestOnce(MsgType type, const nlohmann::json& meta, MsgType answer,
+                            bool* transport_failed);
+  // Dials the coordinator again for options.reconnect_s after `why`, subscribes in
+  // this client's session and says again what `acked` holds. Unavailable when no
+  // coordinator answers in time, or one answers without the session (a new run).
+  Status Reconnect(const Status& why);
   Result<PlanMsg> GetPlan(uint64_t epoch);
   Status FlushAcks();
   void FlushCredits();

@@ -10,10 +10,13 @@
 //    coordinator answers only GET_SPLIT, and once the run is over a HEARTBEAT
 //    that says making_split (see HeartbeatMsg); any frame from the worker counts
 //    as a heartbeat.
-//      W->C REGISTER    {data_addr: "HOST:PORT", host, pid, threads}
+//      W->C REGISTER    {data_addr: "HOST:PORT", host, pid, threads[, worker_id,
+//                        made]}  (worker_id, made: registering again at a
+//                        coordinator started again; see RegisterMsg)
 //      C->W REGISTERED  {worker_id, pipeline: <pipeline.json document>,
 //                        pipeline_origin: "PATH", base_dir: "DIR",
-//                        samples_per_split, heartbeat_s, liveness_timeout_s}
+//                        samples_per_split, heartbeat_s, liveness_timeout_s,
+//                        reconnect_s}
 //      W->C GET_SPLIT   {draining}  draining: optional, true once the worker was
 //                       told to drain (SIGTERM): it takes no new split and leaves
 //                       once what it made is acknowledged (the answer is then
@@ -30,11 +33,15 @@
 //                       with making_split true after the run's end: the split's
 //                       trainer is gone, so the worker stops it and says BYE
 //      W->C BYE         {}  (clean exit after "exit")
-//    A worker whose coordinator connection fails exits (status 3) within the
-//    liveness timeout; its splits are re-made elsewhere.
+//    A worker whose coordinator connection fails finishes the split in hand and
+//    dials the coordinator again for reconnect_s (a coordinator started again
+//    from its journal takes it back); when none answers it exits (status 3) and
+//    its splits are re-made elsewhere. A draining one exits at once.
 //
 // 2. client (one per trainer rank) -> coordinator (control). Request/response.
-//      K->C SUBSCRIBE   {rank, world_size}
+//      K->C SUBSCRIBE   {rank, world_size[, session]}  (session: the one the
+//                       client had at a coordinator it lost; given back when it
+//                       is still the rank's newest)
 //      C->K SUBSCRIBED  {run_id, batch_size, world_size, epochs, session, ticket,
 //                       order, seed, device_stages}
 //                       session: this rank's session number (each SUBSCRIBE gets

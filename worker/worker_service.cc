@@ -42,6 +42,8 @@ WorkerSignals::Action WorkerSignals::On(int sig) {
 
 namespace {
 
+constexpr double kReconnectPauseS = 0.5;  // between tries to reach a lost coordinator
+
 // Hands each batch of one assignment to its rank's client connection, one batch
 // late: the split's last batch carries split_batches (dataplane/messages.h), and only
 // the end of the split tells which batch was the last.
@@ -70,6 +72,27 @@ class RankSink : public BatchSink {
   SplitStream stream_;
 };
 
+// Connects to the coordinator and runs the handshake as a worker, within
+// `timeout_s`. Dialled again when the coordinator drops the connection during the
+// handshake (its lobby is full during a flood): dataplane/auth.h.
+Result<Socket> DialCoordinator(const WorkerServiceOptions& options, double timeout_s) {
+  GM_ASSIGN_OR_RETURN(auto coordinator, ParseHostPort(options.coordinator, "--coordinator"));
+  const Deadline deadline = Deadline::After(timeout_s);
+  std::string role;
+  Result<Socket> control = DialHandshake(
+      [&] {
+        return Socket::ConnectTcp(coordinator.host, coordinator.port, deadline.remaining_s());
+      },
+      options.secret, "worker", deadline, &role);
+  if (!control.ok()) return control.status().WithContext("coordinator " + options.coordinator);
+  if (role != "coordinator") {
+    return Status::InvalidArgument("coordinator " + options.coordinator + " answered as \"" +
+                                   PeerText(role) +
+                                   "\", not as a coordinator: check --coordinator");
+  }
+  return control;
+}
+
 }  // namespace
 
 WorkerService::WorkerService(const WorkerServiceOptions& options, std::unique_ptr<DataServer> data,
@@ -95,28 +118,14 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
     return Status::InvalidArgument("worker: no run secret (set " + std::string(kSecretFileEnv) +
                                    " or " + std::string(kSecretEnv) + ")");
   }
-  GM_ASSIGN_OR_RETURN(auto coordinator, ParseHostPort(options.coordinator, "--coordinator"));
+  GM_RETURN_IF_ERROR(ParseHostPort(options.coordinator, "--coordinator").status());
   GM_ASSIGN_OR_RETURN(auto listen, ParseHostPort(options.listen, "--listen"));
   Result<std::unique_ptr<DataServer>> data =
       DataServer::Start(listen.host, listen.port, options.secret);
   if (!data.ok()) return Status::IoError("--listen: " + data.status().message());
-  // Dialled again when the coordinator drops the connection during the handshake
-  // (its lobby is full during a flood): dataplane/auth.h.
-  const Deadline deadline = Deadline::After(options.connect_timeout_s);
-  std::string role;
-  Result<Socket> control = DialHandshake(
-      [&] {
-        return Socket::ConnectTcp(coordinator.host, coordinator.port, deadline.remaining_s());
-      },
-      options.secret, "worker", deadline, &role);
-  if (!control.ok()) return control.status().WithContext("coordinator " + options.coordinator);
-  if (role != "coordinator") {
-    return Status::InvalidArgument("coordinator " + options.coordinator + " answered as \"" +
-                                   PeerText(role) +
-                                   "\", not as a coordinator: check --coordinator");
-  }
+  GM_ASSIGN_OR_RETURN(Socket control, DialCoordinator(options, options.connect_timeout_s));
   std::unique_ptr<WorkerService> service(
-      new WorkerService(options, std::move(*data), std::move(*control)));
+      new WorkerService(options, std::move(*data), std::move(control)));
   std::string host = options.advertise_host;
   if (host.empty()) {
     const bool wildcard = IsWildcardHost(listen.host) || listen.host.empty();
@@ -152,8 +161,12 @@ Result<std::unique_ptr<WorkerService>> WorkerService::Start(const WorkerServiceO
   return service;
 }
 
-Status WorkerService::Register() {
+Status WorkerService::Register(bool again) {
   RegisterMsg msg;
+  if (again) {
+    msg.worker_id = worker_id_;
+    msg.made.assign(recent_done_.begin(), recent_done_.end());
+  }
   msg.data_addr = data_addr_;
   // For the run's record: where this worker runs, and the name its launcher gave it.
   msg.host = HostName();
@@ -170,7 +183,14 @@ Status WorkerService::Register() {
   worker_id_ = registered->worker_id;
   heartbeat_s_ = registered->heartbeat_s;
   liveness_timeout_s_ = registered->liveness_timeout_s;
+  reconnect_s_ = registered->reconnect_s;
   if (virtual_workers_) virtual_workers_->SetIssuer(registered->offload_key);
+  // Data the coordinator leaves unacknowledged this long fails the connection, so
+  // a coordinator whose host vanished is noticed within the liveness timeout.
+  const unsigned int user_timeout_ms = static_cast<unsigned int>(liveness_timeout_s_ * 1000);
+  (void)::setsockopt(control_.fd(), IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+                     sizeof user_timeout_ms);
+  if (again) return Status::Ok();  // the pipeline is the run's: built already
   PipelineOptions popts;
   popts.threads = options_.threads;
   popts.samples_per_split = static_cast<size_t>(registered->samples_per_split);
@@ -183,11 +203,6 @@ Status WorkerService::Register() {
     return pipeline.status();
   }
   pipeline_.emplace(std::move(*pipeline));
-  // Data the coordinator leaves unacknowledged this long fails the connection, so
-  // a coordinator whose host vanished is noticed within the liveness timeout.
-  const unsigned int user_timeout_ms = static_cast<unsigned int>(liveness_timeout_s_ * 1000);
-  (void)::setsockopt(control_.fd(), IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
-                     sizeof user_timeout_ms);
   LogDebug("worker " + std::to_string(worker_id_) + ": registered with " + coordinator_ +
            "; data port " + data_addr_);
   return Status::Ok();
@@ -202,7 +217,10 @@ Status WorkerService::SendControl(MsgType type, const nlohmann::json& meta) {
 
 Result<Frame> WorkerService::RecvControl(MsgType expected, Deadline deadline) {
   Result<Frame> frame = RecvFrame(control_, kControlLimits, deadline);
-  if (!frame.ok()) return Gone(frame.status());
+  if (!frame.ok()) {
+    MarkLost(frame.status());
+    return Gone(frame.status());
+  }
   if (frame->type == MsgType::kError) {
     return Status::Unavailable("coordinator " + coordinator_ + " refused this worker: " +
                                PeerText(ErrorMsg::Decode(frame->meta).message));
@@ -213,6 +231,58 @@ Result<Frame> WorkerService::RecvControl(MsgType expected, Deadline deadline) {
                            std::string(MsgTypeName(expected)) + " was expected");
   }
   return frame;
+}
+
+void WorkerService::MarkLost(const Status& why) {
+  MutexLock lock(mu_);
+  if (!lost_.ok()) return;
+  lost_ = why;
+  lost_at_ = clock().Now();
+  cv_.notify_all();
+}
+
+Status WorkerService::Reconnect(const Status& why) {
+  const std::string who = "worker " + std::to_string(worker_id_);
+  LogInfo(who + ": the coordinator " + coordinator_ + " is gone (" + why.message() +
+          "); trying to reach it again for " + Fixed(reconnect_s_, 0) + " s");
+  Status last = why;
+  for (;;) {
+    {
+      MutexLock lock(mu_);
+      if (stop_) return Status::Ok();
+      if (given_up_ || clock().Now() - lost_at_ >= reconnect_s_) {
+        given_up_ = true;
+        return Gone(last);
+      }
+    }
+    Result<Socket> dialled = DialCoordinator(options_, std::min(options_.connect_timeout_s, 2.0));
+    Status st = dialled.status();
+    if (dialled.ok()) {
+      {
+        MutexLock send(send_mu_);
+        control_ = std::move(*dialled);
+      }
+      const uint64_t old = worker_id_;
+      st = Register(true);
+      if (st.ok()) {
+        recent_done_.clear();
+        {
+          MutexLock lock(mu_);
+          lost_ = Status::Ok();  // what fails from here on is a new loss
+        }
+        LogInfo(who + ": back at the coordinator " + coordinator_ +
+                (worker_id_ == old ? std::string()
+                                   : " as worker " + std::to_string(worker_id_) +
+                                         " (the split it was handed last never reached it)"));
+        return Status::Ok();
+      }
+      if (st.code() != Code::kUnavailable) return st;  // a broken answer
+    }
+    last = st;
+    MutexLock lock(mu_);
+    WaitUntil(clock(), lock, cv_, clock().Now() + kReconnectPauseS,
+              [&]() REQUIRES(mu_) { return stop_; });
+  }
 }
 
 Status WorkerService::Gone(const Status& why) const {
@@ -281,17 +351,33 @@ Status WorkerService::Bye() {
 Status WorkerService::Serve() {
   for (;;) {
     GetSplitMsg get;
+    Status lost;
     {
       MutexLock lock(mu_);
-      if (!lost_.ok()) return Gone(lost_);
-      if (stop_) break;
+      lost = lost_;
+      if (lost.ok() && stop_) break;
       get.draining = draining_;
     }
-    Status sent = SendControl(MsgType::kGetSplit, get.Encode());
-    if (!sent.ok()) return Gone(sent);
-    GM_ASSIGN_OR_RETURN(Frame assign,
-                        RecvControl(MsgType::kAssign, Deadline::After(liveness_timeout_s_)));
-    Result<AssignMsg> a = AssignMsg::Decode(assign.meta);
+    if (!lost.ok()) {
+      // A draining worker leaves: what it made and the trainer did not take is
+      // made elsewhere, as after any lost worker.
+      if (get.draining) return Gone(lost);
+      GM_RETURN_IF_ERROR(Reconnect(lost));
+      MutexLock lock(mu_);
+      if (stop_ && !lost_.ok()) return Status::Ok();  // stopped meanwhile: nobody to say BYE to
+      continue;
+    }
+    if (Status sent = SendControl(MsgType::kGetSplit, get.Encode()); !sent.ok()) {
+      MarkLost(sent);
+      continue;
+    }
+    Result<Frame> assign = RecvControl(MsgType::kAssign, Deadline::After(liveness_timeout_s_));
+    if (!assign.ok()) {
+      MutexLock lock(mu_);
+      if (!lost_.ok()) continue;  // the connection failed: reach the coordinator again
+      return assign.status();
+    }
+    Result<AssignMsg> a = AssignMsg::Decode(assign->meta);
     if (!a.ok()) return a.status().WithContext("coordinator " + coordinator_);
     if (a->kind == AssignMsg::Kind::kAssign) {
       GM_RETURN_IF_ERROR(RunAssignment(*a));
@@ -346,7 +432,7 @@ Status WorkerService::RunAssignment(const AssignMsg& assign) {
     WaitRetry(kResourceRetryS, true);
     {
       MutexLock lock(mu_);
-      if (stop_ || !lost_.ok()) break;
+      if (stop_ || given_up_) break;
     }
     stats = RunSplit(*pipeline_, engine, task, sink);
   }
@@ -354,7 +440,7 @@ Status WorkerService::RunAssignment(const AssignMsg& assign) {
   if (stats.ok()) AddStageTotals(stats->stages);
   if (!stats.ok()) {
     MutexLock lock(mu_);
-    if (!lost_.ok()) return Gone(lost_);
+    if (given_up_) return Gone(lost_);
     if (stop_) return Status::Ok();                 // Serve() says BYE; the split is made elsewhere
     if (stats.status().code() == Code::kAborted) {  // the coordinator has it made again
       LogInfo("worker " + std::to_string(worker_id_) + ": " + what + ": " +
@@ -364,11 +450,19 @@ Status WorkerService::RunAssignment(const AssignMsg& assign) {
     return stats.status().WithContext(what);
   }
   splits_done_.fetch_add(1);
-  Status st = SendControl(
-      MsgType::kSplitDone,
-      SplitDoneMsg{task.epoch, task.split, stats->split_batches, stats->skipped, StageTotals()}
-          .Encode());
-  return st.ok() ? Status::Ok() : Gone(st);
+  const SplitDoneMsg done{task.epoch, task.split, stats->split_batches, stats->skipped,
+                          StageTotals()};
+  // Kept to say again at a coordinator started again (the old one may have died
+  // before reading it); a send that fails is said there too.
+  recent_done_.push_back(
+      SplitDoneMsg{done.epoch, done.split, done.batch_count, done.skipped, std::nullopt});
+  if (recent_done_.size() > kMaxRegisterMade) recent_done_.pop_front();
+  {
+    MutexLock lock(mu_);
+    if (!lost_.ok()) return Status::Ok();
+  }
+  if (Status st = SendControl(MsgType::kSplitDone, done.Encode()); !st.ok()) MarkLost(st);
+  return Status::Ok();
 }
 
 void WorkerService::WaitRetry(double retry_s, bool said_draining) {
@@ -400,16 +494,23 @@ void WorkerService::HeartbeatLoop() {
       lock.Lock();
       continue;
     }
+    if (!lost_.ok()) {
+      // Run's thread reaches the coordinator again; past reconnect_s the split in
+      // hand is abandoned (its trainer may be gone too) and the worker exits.
+      if (!given_up_ && clock().Now() - lost_at_ >= reconnect_s_) {
+        given_up_ = true;
+        const Status why = lost_;
+        cv_.notify_all();
+        lock.Unlock();
+        data_->Interrupt(Gone(why));
+        lock.Lock();
+      }
+      continue;
+    }
     lock.Unlock();
     Status st = CheckControl();
+    if (!st.ok()) MarkLost(st);
     lock.Lock();
-    if (!st.ok()) {
-      lost_ = st;
-      cv_.notify_all();
-      lock.Unlock();
-      data_->Interrupt(Gone(st));
-      return;
-    }
   }
 }
 
@@ -422,10 +523,16 @@ Status WorkerService::CheckControl() {
   };
   const std::optional<uint64_t> before = in_split();
   char byte = 0;
-  const ssize_t n = ::recv(control_.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  ssize_t n = 0;
+  int error = 0;
+  {
+    MutexLock send(send_mu_);  // Reconnect replaces control_ holding it
+    n = ::recv(control_.fd(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    error = errno;
+  }
   if (n == 0) return Status::Unavailable("it closed the connection");
-  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-    return Status::Unavailable(std::strerror(errno));
+  if (n < 0 && error != EAGAIN && error != EWOULDBLOCK && error != EINTR) {
+    return Status::Unavailable(std::strerror(error));
   }
   if (n > 0 && before && in_split() == before) {
     // A frame the worker did not ask for, in the same split: the coordinator's

@@ -10,9 +10,14 @@
 // While Run() runs, a heartbeat thread sends HEARTBEAT whenever the worker has
 // sent the coordinator nothing for heartbeat_s, and watches the control
 // connection: a coordinator that closes it, resets it or leaves data unacknowledged
-// for liveness_timeout_s (TCP_USER_TIMEOUT) is gone, and Run() returns
-// Unavailable naming it. A worker holds at most one split at a time and never
-// keeps one across GET_SPLIT calls.
+// for liveness_timeout_s (TCP_USER_TIMEOUT) is gone. The worker then finishes the
+// split in hand (its batches go to the trainer meanwhile) and tries to reach the
+// coordinator again for REGISTERED's reconnect_s: a coordinator started again
+// from its journal (launcher/coordinator_journal.h) takes it back under its id,
+// with the SPLIT_DONEs it sent last, which the old one may not have read. When
+// none answers in time, Run() returns Unavailable naming it (the split in hand
+// is abandoned). A worker holds at most one split at a time and never keeps one
+// across GET_SPLIT calls.
 //
 // Thread-safety: Run() is called once, from one thread. Stop() and the accessors
 // are safe from any thread (not from a signal handler: call Stop() from a thread
@@ -22,6 +27,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -140,7 +146,14 @@ class WorkerService {
  private:
   WorkerService(const WorkerServiceOptions& options, std::unique_ptr<DataServer> data,
                 Socket control);
-  Status Register();
+  // REGISTER and REGISTERED on control_; `again`: at a coordinator that was
+  // lost, with the old id and the last SPLIT_DONEs (the pipeline is kept).
+  Status Register(bool again = false);
+  // The coordinator is gone (`why`): dials it again until it answers, registers
+  // again and goes on; Unavailable naming it when reconnect_s passes first.
+  Status Reconnect(const Status& why);
+  // Marks the coordinator lost (the first `why` is kept), from either thread.
+  void MarkLost(const Status& why);
   Status SendControl(MsgType type, const nlohmann::json& meta);
   Result<Frame> RecvControl(MsgType expected, Deadline deadline);
   Status Bye();
@@ -159,7 +172,9 @@ class WorkerService {
   const std::string coordinator_;
   std::unique_ptr<DataServer> data_;
   std::unique_ptr<VirtualWorkers> virtual_workers_;  // used by data_'s threads: outlives them
-  Socket control_;                                   // Run's thread receives; sends hold send_mu_
+  // Run's thread receives, and replaces it (Reconnect) holding send_mu_; sends and
+  // the heartbeat thread's look at it hold send_mu_.
+  Socket control_;
   std::string data_addr_;
   void SetMaking(bool making);
   // Per-stage costs of every split made so far, for HEARTBEAT and SPLIT_DONE.
@@ -170,6 +185,10 @@ class WorkerService {
   uint64_t worker_id_ = 0;
   double heartbeat_s_ = 1;
   double liveness_timeout_s_ = 10;
+  double reconnect_s_ = 30;  // REGISTERED reconnect_s
+  // The last SPLIT_DONEs sent (at most kMaxRegisterMade), said again at a
+  // coordinator that restarted. Run's thread only.
+  std::deque<SplitDoneMsg> recent_done_;
   std::atomic<uint64_t> splits_done_{0};
 
   Mutex send_mu_;                     // one sender on control_ at a time
@@ -183,6 +202,8 @@ class WorkerService {
   double drain_deadline_ GUARDED_BY(mu_) = 0;             // on clock(): Stop() then
   bool heartbeat_done_ GUARDED_BY(mu_) = false;           // the heartbeat thread must end
   Status lost_ GUARDED_BY(mu_);                           // why the coordinator is gone
+  double lost_at_ GUARDED_BY(mu_) = 0;                    // clock() when it was found gone
+  bool given_up_ GUARDED_BY(mu_) = false;                 // reconnect_s passed: the worker exits
   std::vector<StageStats> stage_totals_ GUARDED_BY(mu_);  // all splits made so far
   bool making_split_ GUARDED_BY(mu_) = false;             // a split is being made
   uint64_t splits_begun_ GUARDED_BY(mu_) = 0;             // SetMaking(true) calls

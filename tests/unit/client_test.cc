@@ -159,6 +159,10 @@ class FakeCoordinator {
       if (!frame.ok()) return;
       MutexLock lock(mu_);
       nlohmann::json workers = workers_;
+      // With close_after_plan it does not come back: a client dialling again is
+      // closed on.
+      if (frame->type == MsgType::kSubscribe && close_after_plan && frame->meta.contains("session"))
+        return s.Close();
       if (frame->type == MsgType::kSubscribe) {
         (void)SendFrame(s, MsgType::kSubscribed,
                         {{"run_id", "test"},
@@ -759,7 +763,9 @@ TEST_F(ClientTest, GivenTheCoordinatorClosesWhileWaitingThenNextIsUnavailableNam
   FakeCoordinator coordinator(secret_);
   coordinator.close_after_plan = true;
   coordinator.SetPlan(Plan(false), {idle.address()});
-  auto client = Client::Connect(Options(coordinator.address()));
+  ClientOptions options = Options(coordinator.address());
+  options.reconnect_s = 0.3;  // dialled again that long, in vain
+  auto client = Client::Connect(options);
   ASSERT_TRUE(client.ok()) << client.status().message();
   auto next = (*client)->Next();
   ASSERT_FALSE(next.ok());

@@ -39,10 +39,13 @@ class FakeCoordinator {
  public:
   // With `exit_on_busy_heartbeat`, the first HEARTBEAT that says making_split is
   // answered "exit", unasked, as a coordinator does after the run's end.
+  // `connections`: how many connections it serves, one after the other (a
+  // coordinator started again), the script going on across them.
   FakeCoordinator(nlohmann::json registered, std::vector<nlohmann::json> script,
-                  bool exit_on_busy_heartbeat = false)
+                  bool exit_on_busy_heartbeat = false, int connections = 1)
       : registered_(std::move(registered)),
         exit_on_busy_heartbeat_(exit_on_busy_heartbeat),
+        connections_(connections),
         script_(script.begin(), script.end()) {
     auto listener = Listener::ListenTcp("127.0.0.1", 0);
     EXPECT_TRUE(listener.ok()) << listener.status().message();
@@ -70,6 +73,10 @@ class FakeCoordinator {
     MutexLock lock(mu_);
     return register_;
   }
+  std::vector<nlohmann::json> registers() {  // every REGISTER, in order
+    MutexLock lock(mu_);
+    return registers_;
+  }
   std::vector<nlohmann::json> get_splits() {
     MutexLock lock(mu_);
     return get_splits_;
@@ -96,7 +103,7 @@ class FakeCoordinator {
 
  private:
   void Serve() {
-    Converse();
+    for (int i = 0; i < connections_; ++i) Converse();
     MutexLock lock(mu_);
     ended_ = true;
     cv_.notify_all();
@@ -114,6 +121,7 @@ class FakeCoordinator {
     {
       MutexLock lock(mu_);
       register_ = reg->meta;
+      registers_.push_back(reg->meta);
     }
     ASSERT_TRUE(SendFrame(*socket, MsgType::kRegistered, registered_, Deadline::After(kWait)).ok());
     for (;;) {
@@ -156,6 +164,7 @@ class FakeCoordinator {
 
   const nlohmann::json registered_;
   const bool exit_on_busy_heartbeat_;
+  const int connections_;
   Listener listener_;
   std::thread thread_;
   Mutex mu_;
@@ -164,6 +173,7 @@ class FakeCoordinator {
   std::vector<nlohmann::json> split_dones_ GUARDED_BY(mu_);
   std::vector<nlohmann::json> get_splits_ GUARDED_BY(mu_);
   nlohmann::json register_ GUARDED_BY(mu_);
+  std::vector<nlohmann::json> registers_ GUARDED_BY(mu_);
   bool bye_ GUARDED_BY(mu_) = false;
   bool ended_ GUARDED_BY(mu_) = false;
   bool pushed_exit_ GUARDED_BY(mu_) = false;
@@ -585,7 +595,9 @@ TEST_F(WorkerServiceTest,
        GivenCoordinatorClosesWhileWorkerWaitsForClient_ThenRunReturnsUnavailable) {
   nlohmann::json assign = Assign(0);
   assign["close_after"] = true;
-  FakeCoordinator coordinator(Registered(), {assign});
+  nlohmann::json registered = Registered();
+  registered["reconnect_s"] = 0.5;  // no coordinator comes back: it gives up then
+  FakeCoordinator coordinator(registered, {assign});
   auto service = StartWorker(coordinator);
   ASSERT_TRUE(service);
   auto run = std::async(std::launch::async, [&] { return service->Run(); });
@@ -594,6 +606,39 @@ TEST_F(WorkerServiceTest,
   EXPECT_NE(st.message().find("coordinator " + coordinator.address()), std::string::npos)
       << st.message();
   EXPECT_TRUE(coordinator.split_dones().empty());
+}
+
+TEST_F(WorkerServiceTest,
+       GivenTheCoordinatorGoneMidSplit_WhenItAnswersAgain_ThenTheSplitEndsAndItRegistersWithItsId) {
+  nlohmann::json assign = Assign(0);
+  assign["close_after"] = true;  // the coordinator dies after handing the split out
+  FakeCoordinator coordinator(Registered(), {assign, kExit}, false, /*connections=*/2);
+  auto service = StartWorker(coordinator);
+  ASSERT_TRUE(service);
+  auto run = std::async(std::launch::async, [&] { return service->Run(); });
+  // The trainer takes the split whole meanwhile.
+  auto client = ConnectClient(service->data_port(), Secret(), 0, 8);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  const std::vector<Batch> want = Reference(0);
+  ASSERT_EQ(want.size(), 2u);
+  for (const Batch& w : want) {
+    auto got = NextBatch(*client);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ExpectSameBatch(*got, w);
+  }
+  EXPECT_TRUE(Finish(run, *service).ok());
+  ASSERT_TRUE(coordinator.WaitEnded());
+  const std::vector<nlohmann::json> registers = coordinator.registers();
+  ASSERT_EQ(registers.size(), 2u);
+  EXPECT_FALSE(registers[0].contains("worker_id"));
+  auto again = RegisterMsg::Decode(registers[1]);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->worker_id, 1u) << "it comes back under its id";
+  ASSERT_EQ(again->made.size(), 1u) << registers[1].dump();
+  EXPECT_EQ(again->made[0].split, 0u);
+  EXPECT_EQ(again->made[0].batch_count, 2u) << "its SPLIT_DONE, said again";
+  EXPECT_TRUE(coordinator.bye());
+  EXPECT_EQ(service->splits_done(), 1u);
 }
 
 TEST_F(WorkerServiceTest, GivenExit_WhenAsked_ThenWorkerSaysByeAndReturnsOk) {

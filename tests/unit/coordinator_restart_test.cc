@@ -1,0 +1,110 @@
+// A coordinator that dies costs the run no progress: the real coordinator, data
+// worker and trainer client over real sockets; the coordinator is stopped
+// mid-epoch (it writes nothing more, as a crash) and started again on its port
+// from its journal; the worker and the trainer come back in their id and session,
+// and every batch of the epoch reaches the trainer exactly once.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "client/client.h"
+#include "core/file_util.h"
+#include "dataplane/auth.h"
+#include "launcher/coordinator_server.h"
+#include "worker/worker_service.h"
+
+namespace gm {
+namespace {
+
+constexpr double kWait = 30;
+
+// 40 samples in splits of 4, batches of 2: 10 splits of 2 batches.
+CoordinatorConfig Config(const std::string& secret, const std::string& journal, int port) {
+  CoordinatorConfig c;
+  c.secret = secret;
+  c.pipeline_doc = nlohmann::json::parse(
+      R"({"version": 1, "source": {"type": "range", "count": 40}, "stages": [],
+          "batch": {"size": 2}})");
+  c.pipeline_origin = "test.json";
+  c.base_dir = "/";
+  c.samples_per_split = 4;
+  c.epochs = 1;
+  c.port = port;
+  c.journal_path = journal;
+  c.heartbeat_s = 0.1;
+  return c;
+}
+
+TEST(CoordinatorRestartTest,
+     GivenTheCoordinatorStoppedMidEpochAndStartedAgain_ThenEveryBatchArrivesOnceAndTheRunEnds) {
+  Result<TempDir> dir = TempDir::Make("gm-restart-");
+  ASSERT_TRUE(dir.ok());
+  const std::string journal = dir->path() + "/coordinator.journal";
+  const std::string secret = *NewSecret();
+  auto first = CoordinatorServer::Start(Config(secret, journal, 0));
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  std::unique_ptr<CoordinatorServer> server = std::move(*first);
+  const std::string address = server->address();
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+
+  WorkerServiceOptions wo;
+  wo.coordinator = address;
+  wo.secret = RoleKey(secret, kWorkerRole);
+  wo.max_virtual_workers = 0;
+  auto worker = WorkerService::Start(wo);
+  ASSERT_TRUE(worker.ok()) << worker.status().message();
+  auto worker_run = std::async(std::launch::async, [&] { return (*worker)->Run(); });
+
+  ClientOptions co;
+  co.coordinator = address;
+  co.secret = RoleKey(secret, kClientRole);
+  co.rank = 0;
+  co.world_size = 1;
+  co.timeout_s = kWait;
+  co.reconnect_s = kWait;
+  auto client = Client::Connect(co);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+
+  std::multiset<std::pair<uint64_t, uint64_t>> got;
+  const auto take = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      Result<std::optional<Batch>> next = (*client)->Next();
+      ASSERT_TRUE(next.ok()) << next.status().message();
+      if (!next->has_value()) return;
+      got.emplace((*next)->split, (*next)->split_batch);
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(take(7));
+  ASSERT_EQ(got.size(), 7u);
+
+  // The coordinator goes away mid-epoch; one is started again on its port.
+  server.reset();
+  auto again = CoordinatorServer::Start(Config(secret, journal, port));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  server = std::move(*again);
+
+  ASSERT_NO_FATAL_FAILURE(take(100));
+  std::multiset<std::pair<uint64_t, uint64_t>> want;
+  for (uint64_t split = 0; split < 10; ++split) {
+    want.emplace(split, 0);
+    want.emplace(split, 1);
+  }
+  EXPECT_EQ(got, want) << "every batch of the epoch once";
+  ASSERT_TRUE(server->WaitFinished(kWait)) << "the run ends at the coordinator started again";
+  const CoordinatorSummary summary = server->Summary();
+  EXPECT_EQ(summary.failure, "");
+  EXPECT_EQ(summary.state.acks, 20u);
+  EXPECT_EQ(summary.workers_live, 1u) << "the worker came back";
+  ASSERT_EQ(summary.state.workers.size(), 1u) << "under its id";
+  client->reset();
+  server->EndWorkers();
+  ASSERT_EQ(worker_run.wait_for(std::chrono::duration<double>(kWait)), std::future_status::ready);
+  EXPECT_TRUE(worker_run.get().ok());
+}
+
+}  // namespace
+}  // namespace gm
