@@ -487,6 +487,8 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& given) {
         impl->coordinator_name + " runs with world size " + std::to_string(world));
   }
   impl->session = subscribed->session;
+  // The coordinator says how long it may take to come back; the trainer may say less.
+  impl->options.reconnect_s = std::min(impl->options.reconnect_s, subscribed->reconnect_s);
   impl->ticket = subscribed->ticket;
   impl->order = subscribed->order;
   impl->device_stages = subscribed->device_stages.dump();

@@ -47,10 +47,12 @@ struct ClientOptions {
   double timeout_s = kDefaultClientTimeoutS;  // seconds without progress before an error
   double connect_timeout_s = 5.0;             // per connection attempt, handshake included
   // A coordinator that goes away (a closed or failed connection) is dialled again
-  // for this long: one started again from its journal takes the client back in
-  // its session, and the client says again what it acknowledged of the last two
-  // epochs (the old one may have died before reading it). Batches keep coming
-  // from the workers meanwhile. 0: the first failure is an error.
+  // for this long, or for the coordinator's SUBSCRIBED reconnect_s when that is
+  // less (`goldminer run`: 15 s): one started again from its journal takes the
+  // client back in its session, and the client says again what it acknowledged
+  // of the last two epochs (the old one may have died before reading it).
+  // Batches keep coming from the workers meanwhile. 0: the first failure is an
+  // error.
   double reconnect_s = 60;
   // HEARTBEAT to the coordinator after this long without a frame (it closes client
   // connections silent for kClientIdleS); tests shorten it.

@@ -28,8 +28,9 @@ Status CheckWritable(const std::string& path, const char* flag) {
 }
 
 const std::vector<Verb>& Verbs() {
-  static const std::vector<Verb> verbs = {ProfileVerb(), PlanVerb(),     RunVerb(), ReportVerb(),
-                                          WorkerVerb(),  SimulateVerb(), PoolVerb()};
+  static const std::vector<Verb> verbs = {ProfileVerb(), PlanVerb(),       RunVerb(),
+                                          ReportVerb(),  WorkerVerb(),     SimulateVerb(),
+                                          PoolVerb(),    CoordinatorVerb()};
   return verbs;
 }
 

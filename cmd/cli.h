@@ -46,6 +46,7 @@ Verb ReportVerb();
 Verb WorkerVerb();
 Verb SimulateVerb();
 Verb PoolVerb();
+Verb CoordinatorVerb();  // goldminer run's own, hidden
 
 int Main(int argc, char** argv);
 

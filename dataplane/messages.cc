@@ -479,7 +479,8 @@ nlohmann::json SubscribedMsg::Encode() const {
           {"ticket", ticket},
           {"order", order},
           {"seed", seed},
-          {"device_stages", device_stages}};
+          {"device_stages", device_stages},
+          {"reconnect_s", reconnect_s}};
 }
 
 Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
@@ -516,6 +517,7 @@ Result<SubscribedMsg> SubscribedMsg::Decode(const nlohmann::json& meta) {
       }
       r.device_stages = j;
     }
+    GM_ASSIGN_OR_RETURN(r.reconnect_s, Seconds(m, "reconnect_s", 0, 86400, true));
     return r;
   }());
 }
@@ -549,7 +551,7 @@ Result<RegisteredMsg> RegisteredMsg::Decode(const nlohmann::json& meta) {
     }
     GM_ASSIGN_OR_RETURN(r.heartbeat_s, Seconds(m, "heartbeat_s", 1.0, 3600, false));
     GM_ASSIGN_OR_RETURN(r.liveness_timeout_s, Seconds(m, "liveness_timeout_s", 10, 86400, false));
-    GM_ASSIGN_OR_RETURN(r.reconnect_s, Seconds(m, "reconnect_s", 30, 86400, false));
+    GM_ASSIGN_OR_RETURN(r.reconnect_s, Seconds(m, "reconnect_s", 15, 86400, false));
     GM_ASSIGN_OR_RETURN(r.offload_key, HexField(m, "offload_key", kOffloadKeyHexChars, true));
     return r;
   }());

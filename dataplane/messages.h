@@ -43,7 +43,7 @@
 //                       client had at a coordinator it lost; given back when it
 //                       is still the rank's newest)
 //      C->K SUBSCRIBED  {run_id, batch_size, world_size, epochs, session, ticket,
-//                       order, seed, device_stages}
+//                       order, seed, device_stages, reconnect_s}
 //                       session: this rank's session number (each SUBSCRIBE gets
 //                       a higher one); ticket: the key for the data ports
 //                       (dataplane/auth.h)
@@ -315,6 +315,9 @@ struct SubscribedMsg {
   // The pipeline's stages "on": "device" (worker/pipeline.h), which the trainer's
   // client applies to each batch: at most kMaxDeviceStages objects with an "op".
   nlohmann::json device_stages = nlohmann::json::array();
+  // How long a client that lost the coordinator dials it again (at most its own
+  // ClientOptions::reconnect_s); optional, 0 .. 86400, 0 when absent: not at all.
+  double reconnect_s = 0;
   nlohmann::json Encode() const;
   static Result<SubscribedMsg> Decode(const nlohmann::json& meta);
 };
@@ -331,7 +334,7 @@ struct RegisteredMsg {
   double liveness_timeout_s = 10;   // (0, 86400]
   // How long a worker that lost its coordinator tries to reach it again (a
   // restarted one replays its journal) before it exits; optional, (0, 86400].
-  double reconnect_s = 30;
+  double reconnect_s = 15;
   // The coordinator's public key for offload proofs (dataplane/offload_proof.h), 64
   // hex; optional: without it the worker opens no virtual DataLoader worker.
   std::string offload_key;

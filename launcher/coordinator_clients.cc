@@ -190,6 +190,7 @@ Status CoordinatorServer::ServeSubscribedClient(Socket& socket, int rank, uint64
   subscribed.order = order_;
   subscribed.seed = pipeline_.seed();
   subscribed.device_stages = pipeline_.device_stages();
+  subscribed.reconnect_s = config_.reconnect_s;
   GM_RETURN_IF_ERROR(
       SendFrame(socket, MsgType::kSubscribed, subscribed.Encode(), Deadline::After(kSendTimeoutS)));
   bool done = false;

@@ -97,9 +97,10 @@ struct CoordinatorConfig {
   // and trainers coming back with their ids and sessions (dataplane/messages.h).
   // A journal cut short or corrupted fails Start, naming the file and line.
   std::string journal_path;
-  // How long a worker that lost this coordinator tries to reach it again before
-  // it exits (REGISTERED reconnect_s).
-  double worker_reconnect_s = 30;
+  // How long a worker or a trainer's client that lost this coordinator dials it
+  // again before it gives up (REGISTERED and SUBSCRIBED reconnect_s): long
+  // enough for `goldminer run` to start it again from its journal.
+  double reconnect_s = 15;
   // What the workers' liveness (heartbeats, Tick) is measured on; nullptr: the
   // system's. A test hands a FakeClock and moves it instead of waiting.
   const Clock* clock = nullptr;

@@ -122,7 +122,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   registered.samples_per_split = static_cast<int64_t>(config_.samples_per_split);
   registered.heartbeat_s = config_.heartbeat_s;
   registered.liveness_timeout_s = config_.liveness_timeout_s;
-  registered.reconnect_s = config_.worker_reconnect_s;
+  registered.reconnect_s = config_.reconnect_s;
   registered.offload_key = offload_issuer_->public_key();
   Status st =
       SendFrame(socket, MsgType::kRegistered, registered.Encode(), Deadline::After(kSendTimeoutS));

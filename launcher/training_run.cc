@@ -24,6 +24,7 @@
 #include "core/spawn.h"
 #include "core/step_log.h"
 #include "dataplane/auth.h"
+#include "launcher/coordinator_process.h"
 #include "launcher/process_launcher.h"
 #include "launcher/run_loop.h"
 #include "launcher/run_recorder.h"
@@ -78,7 +79,7 @@ Result<std::vector<std::string>> TrainerEnv(const RunConfig& c, const std::strin
 // The run loop on the real edges: the coordinator, the trainers' step logs, /proc
 // and the configured clock and launcher. Everything it started is stopped when it
 // returns, whatever happened.
-Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordinator,
+Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorProcess& coordinator,
                                    const std::string& run_id, const std::string& run_dir,
                                    const std::string& steps_dir, RunRecorder& recorder) {
   std::unique_ptr<ProcessLauncher> own_launcher;
@@ -124,7 +125,10 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorServer& coordi
   o.sample_interval_s = c.sample_interval_s;
   o.on_rates = c.on_rates;
   o.autoscale = c.autoscale;
-  o.should_stop = c.should_stop;
+  // A coordinator that cannot be started again stops the run (RunTraining says why).
+  o.should_stop = [&c, &coordinator] {
+    return (c.should_stop && c.should_stop()) || !coordinator.failure().empty();
+  };
   // Without a pipeline the trainer's DataLoaders are the run's data: the workers
   // start their Python host (torch imported) as the run starts. With one, a host
   // starts when a DataLoader first asks: ahead, its torch import would take the
@@ -241,9 +245,18 @@ Result<RunResult> RunTraining(const RunConfig& c) {
   GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/client.key", RoleKey(secret, kClientRole)));
   const std::string run_id = !c.run_name.empty() ? c.run_name : NewRunId();
 
-  GM_ASSIGN_OR_RETURN(
-      std::unique_ptr<CoordinatorServer> coordinator,
-      CoordinatorServer::Start(CoordinatorConfigOf(c, secret, doc, origin, run_id)));
+  // The coordinator runs in a process of its own, journaling into the run's
+  // directory: one that dies is started again from the journal on its address
+  // (launcher/coordinator_process.h).
+  CoordinatorConfig cc = CoordinatorConfigOf(c, secret, doc, origin, run_id);
+  cc.journal_path = dir.path() + "/coordinator.journal";
+  CoordinatorProcess::Options co;
+  co.exe = c.worker_exe.empty() ? ExecutablePath() : c.worker_exe;
+  co.config_path = dir.path() + "/coordinator.json";
+  if (GetLogLevel() == LogLevel::kDebug) co.log_flags = {"-v"};
+  if (GetLogLevel() >= LogLevel::kError) co.log_flags = {"-q"};
+  GM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorProcess> coordinator,
+                      CoordinatorProcess::Start(std::move(cc), co));
   // What the run does, in one line (-v: its detail as it goes).
   LogInfo("run " + run_id + ": coordinator at " + coordinator->address() + ", " +
           std::to_string(c.spec.workers) + " workers, " + std::to_string(c.spec.world_size) +
@@ -256,7 +269,7 @@ Result<RunResult> RunTraining(const RunConfig& c) {
                ? "; --offload native: a DataLoader goldminer recognises is made by its "
                  "engine, its random crops and flips drawn by goldminer (not stock's batches)"
                : ""));
-  if (const std::string notice = coordinator->pipeline().OrderNotice();
+  if (const std::string& notice = coordinator->order_notice();
       c.order_notice && !notice.empty() && !offload_only) {
     LogInfo("run: " + notice);
   }
@@ -283,15 +296,21 @@ Result<RunResult> RunTraining(const RunConfig& c) {
   }
   Result<RunLoopOutcome> outcome =
       RunWithLoop(c, *coordinator, run_id, dir.path(), steps_dir, recorder);
-  coordinator->Stop();
-  coordinator->SayEnd();
+  const CoordinatorSummary summary = coordinator->Finish();
+  if (coordinator->restarts() > 0) {
+    recorder.Event("run", "the coordinator died and was started again from its journal " +
+                              std::to_string(coordinator->restarts()) + " time(s)");
+  }
+  if (const std::string failed = coordinator->failure(); !failed.empty() && outcome.ok()) {
+    outcome = Status::Unavailable(failed);
+  }
   if (!outcome.ok()) {
     recorder.Event("run", "run failed: " + outcome.status().message());
     recorder.End("failed", 1);
     return outcome.status();
   }
   RunResult result = ResultOf(*outcome, run_id);
-  result.summary = coordinator->Summary();
+  result.summary = summary;
   if (!result.summary.failure.empty() && result.status == "succeeded") {
     // The trainer ended well, but what it read was not every sample: the run failed.
     LogError("run: the trainer exited 0, but samples were lost: " + result.summary.failure);

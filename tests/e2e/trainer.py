@@ -31,6 +31,11 @@ counted over the whole run):
   GM_TEST_KILL_RUN_AFTER=N  kill -9 `goldminer run` itself (the coordinator): the
                           loader must raise a clear error, and the workers must
                           exit; OUT then holds {"error", "workers_alive"}
+  GM_TEST_KILL_COORDINATOR_AFTER=N[,N...]  kill -9 the run's coordinator process
+                          (`goldminer coordinator`, run's child) after each N; run
+                          starts it again from its journal
+  GM_TEST_CORRUPT_JOURNAL=1  with the first of those: change one byte of the
+                          coordinator's journal (GOLDMINER_RUN_DIR) first
 usage: trainer.py OUT EPOCHS   ("{rank}" in OUT and GM_TEST_STATE is replaced by the rank)
 OUT also holds "batches": per epoch, the sha256 (16 hex) of each batch's data and labels.
 A failure of the loader is written to OUT as {"error": message}, exit status 3.
@@ -81,6 +86,9 @@ def act(n, spawned):
         os.kill(os.getpid(), signal.SIGKILL)
     if env.get("GM_TEST_KILL_AFTER") == str(n):
         os.kill(workers()[0], signal.SIGKILL)
+    kills = env.get("GM_TEST_KILL_COORDINATOR_AFTER", "").split(",")
+    if str(n) in kills:
+        kill_coordinator(kills.index(str(n)) == 0)
     if env.get("GM_TEST_NOFILE_AFTER") == str(n):
         threading.Thread(target=starve_descriptors, args=(float(env.get("GM_TEST_NOFILE_S", "3")),)).start()
     if env.get("GM_TEST_TERM_AFTER") == str(n):
@@ -101,6 +109,37 @@ def act(n, spawned):
             if time.monotonic() > deadline or spawned[-1].poll() is not None:
                 sys.exit("the added worker did not register: " + open(log.name).read())
             time.sleep(0.02)
+
+
+def coordinator_pid():
+    """The run's coordinator process: the child of `goldminer run` (this trainer's
+    parent) that runs `goldminer coordinator`; waits for one started again."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+                cmd = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid == os.getppid() and b"coordinator" in cmd and b"--config" in cmd:
+                return int(entry)
+        time.sleep(0.05)
+    sys.exit("no coordinator process under goldminer run")
+
+
+def kill_coordinator(first):
+    if first and os.environ.get("GM_TEST_CORRUPT_JOURNAL") == "1":
+        path = os.path.join(os.environ["GOLDMINER_RUN_DIR"], "coordinator.journal")
+        with open(path, "r+b") as f:
+            data = f.read()
+            at = data.index(b'"op"') + 2  # inside a line's JSON: its hash no longer matches
+            f.seek(at)
+            f.write(b"X")
+    os.kill(coordinator_pid(), signal.SIGKILL)
 
 
 def alive(pid):

@@ -1,0 +1,406 @@
+#include "launcher/coordinator_process.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "core/clock.h"
+#include "core/file_util.h"
+#include "core/json.h"
+#include "core/log.h"
+#include "core/spawn.h"
+#include "dataplane/auth.h"
+#include "dataplane/messages.h"
+
+namespace gm {
+namespace {
+
+constexpr double kStartS = 60;   // a child's first line (a large journal replays first)
+constexpr double kAnswerS = 30;  // its answer to one op
+constexpr size_t kMaxLineBytes = 64 << 20;
+
+// Writes `j` and a newline to `fd`.
+Status WriteLine(int fd, const nlohmann::json& j) {
+  const std::string text = j.dump() + "\n";
+  std::string_view left = text;
+  while (!left.empty()) {
+    const ssize_t n = ::write(fd, left.data(), left.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::Unavailable(std::string("write: ") + std::strerror(errno));
+    left.remove_prefix(static_cast<size_t>(n));
+  }
+  return Status::Ok();
+}
+
+// One line from `fd` (`pending`: what was read past the last one), parsed;
+// Unavailable on end of input or when `timeout_s` passes.
+Result<nlohmann::json> ReadLine(int fd, std::string& pending, double timeout_s) {
+  const Deadline deadline = Deadline::After(timeout_s);
+  for (;;) {
+    if (const size_t end = pending.find('\n'); end != std::string::npos) {
+      const std::string line = pending.substr(0, end);
+      pending.erase(0, end + 1);
+      return ParseJson(line, "the coordinator process");
+    }
+    if (pending.size() > kMaxLineBytes) return Status::Corrupt("a line past 64 MiB");
+    pollfd p{fd, POLLIN, 0};
+    const int ms = static_cast<int>(std::max(0.0, deadline.remaining_s()) * 1000);
+    const int ready = ::poll(&p, 1, ms);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0)
+      return Status::Unavailable("no answer within " + std::to_string(static_cast<int>(timeout_s)) +
+                                 " s");
+    char buf[65536];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return Status::Unavailable("it closed its output");
+    pending.append(buf, static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
+nlohmann::json SummaryJson(const CoordinatorSummary& s) {
+  nlohmann::json workers = nlohmann::json::array();
+  for (const WorkerStats& w : s.state.workers) {
+    workers.push_back({w.id, static_cast<int>(w.status), w.splits_assigned, w.splits_done,
+                       w.splits_completed, w.batches, w.reassigned});
+  }
+  nlohmann::json stages = nlohmann::json::object();
+  for (const auto& [id, list] : s.worker_stages)
+    stages[std::to_string(id)] = EncodeStagesReport(list);
+  nlohmann::json places = nlohmann::json::object();
+  for (const auto& [tag, place] : s.places) places[tag] = {place.host, place.step};
+  const CoordinatorStats& st = s.state;
+  return {{"state",
+           {{"epoch", st.epoch},
+            {"epoch_done", st.epoch_done},
+            {"pending_splits", st.pending_splits},
+            {"incomplete_splits", st.incomplete_splits},
+            {"acks", st.acks},
+            {"duplicate_acks", st.duplicate_acks},
+            {"reassignments", st.reassignments},
+            {"stale_split_done", st.stale_split_done},
+            {"samples_skipped", st.samples_skipped},
+            {"rank_positions", st.rank_positions},
+            {"workers", workers}}},
+          {"epochs_done", s.epochs_done},
+          {"workers_registered", s.workers_registered},
+          {"connections_refused", s.connections_refused},
+          {"connections_dropped", s.connections_dropped},
+          {"workers_faulted", s.workers_faulted},
+          {"worker_cpu_s", s.worker_cpu_s},
+          {"connections_open", s.connections_open},
+          {"workers_live", s.workers_live},
+          {"workers_producing", s.workers_producing},
+          {"failure", s.failure},
+          {"splits_unchecked", s.splits_unchecked},
+          {"offload_notes", s.offload_notes},
+          {"offload_notes_dropped", s.offload_notes_dropped},
+          {"dataloaders_served", s.dataloaders_served},
+          {"dataloaders_native", s.dataloaders_native},
+          {"dataloaders_stock", s.dataloaders_stock},
+          {"dataloaders_in_process", s.dataloaders_in_process},
+          {"offload_only", s.offload_only},
+          {"worker_stages", stages},
+          {"places", places}};
+}
+
+Result<CoordinatorSummary> SummaryFromJson(const nlohmann::json& j) {
+  // Written by SummaryJson of this binary: a mismatch is an error, not a peer's.
+  try {
+    CoordinatorSummary s;
+    const nlohmann::json& st = j.at("state");
+    s.state.epoch = st.at("epoch").get<uint64_t>();
+    s.state.epoch_done = st.at("epoch_done").get<bool>();
+    s.state.pending_splits = st.at("pending_splits").get<uint64_t>();
+    s.state.incomplete_splits = st.at("incomplete_splits").get<uint64_t>();
+    s.state.acks = st.at("acks").get<uint64_t>();
+    s.state.duplicate_acks = st.at("duplicate_acks").get<uint64_t>();
+    s.state.reassignments = st.at("reassignments").get<uint64_t>();
+    s.state.stale_split_done = st.at("stale_split_done").get<uint64_t>();
+    s.state.samples_skipped = st.at("samples_skipped").get<uint64_t>();
+    s.state.rank_positions = st.at("rank_positions").get<std::vector<uint64_t>>();
+    for (const nlohmann::json& w : st.at("workers")) {
+      WorkerStats ws;
+      ws.id = w.at(0).get<uint64_t>();
+      ws.status = static_cast<WorkerStatus>(w.at(1).get<int>());
+      ws.splits_assigned = w.at(2).get<uint64_t>();
+      ws.splits_done = w.at(3).get<uint64_t>();
+      ws.splits_completed = w.at(4).get<uint64_t>();
+      ws.batches = w.at(5).get<uint64_t>();
+      ws.reassigned = w.at(6).get<uint64_t>();
+      s.state.workers.push_back(ws);
+    }
+    s.epochs_done = j.at("epochs_done").get<uint64_t>();
+    s.workers_registered = j.at("workers_registered").get<uint64_t>();
+    s.connections_refused = j.at("connections_refused").get<uint64_t>();
+    s.connections_dropped = j.at("connections_dropped").get<uint64_t>();
+    s.workers_faulted = j.at("workers_faulted").get<uint64_t>();
+    s.worker_cpu_s = j.at("worker_cpu_s").get<double>();
+    s.connections_open = j.at("connections_open").get<size_t>();
+    s.workers_live = j.at("workers_live").get<size_t>();
+    s.workers_producing = j.at("workers_producing").get<size_t>();
+    s.failure = j.at("failure").get<std::string>();
+    s.splits_unchecked = j.at("splits_unchecked").get<size_t>();
+    s.offload_notes = j.at("offload_notes").get<std::vector<std::string>>();
+    s.offload_notes_dropped = j.at("offload_notes_dropped").get<uint64_t>();
+    s.dataloaders_served = j.at("dataloaders_served").get<uint64_t>();
+    s.dataloaders_native = j.at("dataloaders_native").get<uint64_t>();
+    s.dataloaders_stock = j.at("dataloaders_stock").get<uint64_t>();
+    s.dataloaders_in_process = j.at("dataloaders_in_process").get<uint64_t>();
+    s.offload_only = j.at("offload_only").get<bool>();
+    for (const auto& [id, list] : j.at("worker_stages").items()) {
+      GM_ASSIGN_OR_RETURN(std::optional<std::vector<StageStats>> stages,
+                          DecodeStagesReport({{"stages", list}}, "summary"));
+      if (stages) s.worker_stages[std::stoull(id)] = std::move(*stages);
+    }
+    for (const auto& [tag, place] : j.at("places").items()) {
+      s.places[tag] = {place.at(0).get<std::string>(), place.at(1).get<std::string>()};
+    }
+    return s;
+  } catch (const std::exception& e) {
+    return Status::Corrupt(std::string("the coordinator process's summary: ") + e.what());
+  }
+}
+
+nlohmann::json ConfigJson(const CoordinatorConfig& c) {
+  return {{"host", c.host},
+          {"advertise_host", c.advertise_host},
+          {"port", c.port},
+          {"pipeline_doc", c.pipeline_doc},
+          {"pipeline_origin", c.pipeline_origin},
+          {"base_dir", c.base_dir},
+          {"offload_only", c.offload_only},
+          {"samples_per_split", c.samples_per_split},
+          {"world_size", c.world_size},
+          {"epochs", c.epochs},
+          {"epochs_in_flight", c.epochs_in_flight},
+          {"heartbeat_s", c.heartbeat_s},
+          {"liveness_timeout_s", c.liveness_timeout_s},
+          {"client_idle_s", c.client_idle_s},
+          {"run_id", c.run_id},
+          {"journal_path", c.journal_path},
+          {"reconnect_s", c.reconnect_s}};
+}
+
+Result<CoordinatorConfig> ConfigFromJson(const nlohmann::json& j) {
+  try {
+    CoordinatorConfig c;
+    c.host = j.at("host").get<std::string>();
+    c.advertise_host = j.at("advertise_host").get<std::string>();
+    c.port = j.at("port").get<int>();
+    c.pipeline_doc = j.at("pipeline_doc");
+    c.pipeline_origin = j.at("pipeline_origin").get<std::string>();
+    c.base_dir = j.at("base_dir").get<std::string>();
+    c.offload_only = j.at("offload_only").get<bool>();
+    c.samples_per_split = j.at("samples_per_split").get<size_t>();
+    c.world_size = j.at("world_size").get<int>();
+    c.epochs = j.at("epochs").get<int>();
+    c.epochs_in_flight = j.at("epochs_in_flight").get<bool>();
+    c.heartbeat_s = j.at("heartbeat_s").get<double>();
+    c.liveness_timeout_s = j.at("liveness_timeout_s").get<double>();
+    c.client_idle_s = j.at("client_idle_s").get<double>();
+    c.run_id = j.at("run_id").get<std::string>();
+    c.journal_path = j.at("journal_path").get<std::string>();
+    c.reconnect_s = j.at("reconnect_s").get<double>();
+    return c;
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("coordinator config: ") + e.what());
+  }
+}
+
+int ServeCoordinatorProcess(const CoordinatorConfig& config, int in_fd, int out_fd) {
+  ::signal(SIGPIPE, SIG_IGN);  // run gone: its pipe's write fails instead
+  Result<std::unique_ptr<CoordinatorServer>> started = CoordinatorServer::Start(config);
+  if (!started.ok()) {
+    (void)WriteLine(out_fd, {{"error", started.status().message()}});
+    return 1;
+  }
+  std::unique_ptr<CoordinatorServer> server = std::move(*started);
+  const std::string address = server->address();
+  if (!WriteLine(out_fd, {{"address", address},
+                          {"port", std::stoi(address.substr(address.rfind(':') + 1))},
+                          {"order_notice", server->pipeline().OrderNotice()}})
+           .ok()) {
+    return 0;  // run is gone
+  }
+  std::string pending;
+  for (;;) {
+    Result<nlohmann::json> request = ReadLine(in_fd, pending, 1e9);
+    if (!request.ok()) break;  // run is gone: stop
+    const std::string op = request->value("op", "");
+    if (op == "summary") {
+      if (!WriteLine(out_fd, SummaryJson(server->Summary())).ok()) break;
+    } else if (op == "end_workers") {
+      server->EndWorkers();
+      if (!WriteLine(out_fd, {{"ok", true}}).ok()) break;
+    } else if (op == "stop") {
+      server->Stop();
+      server->SayEnd();
+      (void)WriteLine(out_fd, SummaryJson(server->Summary()));
+      return 0;
+    } else {
+      LogError("coordinator: run asked \"" + op + "\", which is not an op");
+      break;
+    }
+  }
+  server->Stop();
+  return 0;
+}
+
+Result<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Start(CoordinatorConfig config,
+                                                                      Options options) {
+  // A child that died makes the next write to its pipe fail with EPIPE, not kill
+  // run with SIGPIPE (the processes run starts get the default back: core/spawn.h).
+  ::signal(SIGPIPE, SIG_IGN);
+  std::unique_ptr<CoordinatorProcess> p(
+      new CoordinatorProcess(std::move(config), std::move(options)));
+  MutexLock lock(p->mu_);
+  GM_RETURN_IF_ERROR(p->Spawn());
+  return p;
+}
+
+CoordinatorProcess::~CoordinatorProcess() {
+  MutexLock lock(mu_);
+  if (pid_ > 0) (void)Reap();
+}
+
+Status CoordinatorProcess::Spawn() {
+  // The secret goes in a key file of its own (0600); the rest beside it.
+  const std::string key_path = options_.config_path + ".key";
+  GM_RETURN_IF_ERROR(WriteSecretFile(key_path, config_.secret));
+  nlohmann::json doc = ConfigJson(config_);
+  doc["secret_file"] = key_path;
+  GM_RETURN_IF_ERROR(WriteFileAtomic(options_.config_path, doc.dump()));
+  GM_ASSIGN_OR_RETURN(Pipe in, MakePipe());
+  GM_ASSIGN_OR_RETURN(Pipe out, MakePipe());
+  std::vector<std::string> argv = {options_.exe};
+  argv.insert(argv.end(), options_.log_flags.begin(), options_.log_flags.end());
+  argv.insert(argv.end(), {"coordinator", "--config", options_.config_path});
+  SpawnRequest request(std::move(argv));
+  request.dup2 = {{in.read.get(), 0}, {out.write.get(), 1}};
+  // Run stops it; a terminal's Ctrl-C and a Slurm step's drain signal are run's.
+  request.own_process_group = true;
+  request.ignore_drain_signals = true;
+  GM_ASSIGN_OR_RETURN(pid_, SpawnProcess(request));
+  to_child_ = std::move(in.write);
+  from_child_ = std::move(out.read);
+  pending_.clear();
+  Result<nlohmann::json> hello = ReadLine(from_child_.get(), pending_, kStartS);
+  if (!hello.ok()) {
+    const std::string how = Reap();
+    return Status::Unavailable("the coordinator process " + how + " before it listened (" +
+                               hello.status().message() + ")");
+  }
+  if (hello->contains("error")) {
+    (void)Reap();
+    return Status::InvalidArgument(hello->value("error", ""));
+  }
+  address_ = hello->value("address", "");
+  order_notice_ = hello->value("order_notice", "");
+  config_.port = hello->value("port", 0);  // the one it starts again on
+  return Status::Ok();
+}
+
+std::string CoordinatorProcess::Reap() {
+  if (pid_ <= 0) return "was not running";
+  to_child_.Reset();
+  int status = 0;
+  // A child told to stop, or whose input closed, exits by itself; else SIGKILL.
+  for (int i = 0; i < 50; ++i) {
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      return DescribeExit(status);
+    }
+    if (r < 0) {
+      pid_ = -1;
+      return "could not be waited for";
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid_, SIGKILL);
+  (void)::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return "did not exit (killed)";
+}
+
+Result<nlohmann::json> CoordinatorProcess::AskOnce(const std::string& op) {
+  if (pid_ <= 0) return Status::Unavailable("not running");
+  GM_RETURN_IF_ERROR(WriteLine(to_child_.get(), {{"op", op}}));
+  return ReadLine(from_child_.get(), pending_, kAnswerS);
+}
+
+Result<nlohmann::json> CoordinatorProcess::Ask(const std::string& op) {
+  if (!failure_.empty()) return Status::Unavailable(failure_);
+  Result<nlohmann::json> answer = AskOnce(op);
+  if (answer.ok() || finished_) return answer;
+  const pid_t old = pid_;
+  const std::string how = Reap();
+  if (restarts_ >= options_.max_restarts) {
+    failure_ = "the coordinator (pid " + std::to_string(old) + ") " + how + ", its death number " +
+               std::to_string(restarts_ + 1) + " in this run: not started again (at most " +
+               std::to_string(options_.max_restarts) + " restarts)";
+    return Status::Unavailable(failure_);
+  }
+  ++restarts_;
+  LogWarning("run: the coordinator (pid " + std::to_string(old) + ") " + how +
+             "; starting it again on " + address_ + " from its journal");
+  if (Status st = Spawn(); !st.ok()) {
+    // Said once, as the run's error: the run stops (RunTraining).
+    failure_ = "the coordinator (pid " + std::to_string(old) + ") " + how +
+               " and could not be started again: " + st.message();
+    return Status::Unavailable(failure_);
+  }
+  LogInfo("run: the coordinator is back (pid " + std::to_string(pid_) + ")");
+  return AskOnce(op);
+}
+
+CoordinatorSummary CoordinatorProcess::Summary() {
+  MutexLock lock(mu_);
+  if (finished_) return last_;
+  Result<nlohmann::json> answer = Ask("summary");
+  if (!answer.ok()) return last_;
+  Result<CoordinatorSummary> s = SummaryFromJson(*answer);
+  if (!s.ok()) {
+    LogError("run: " + s.status().message());
+    return last_;
+  }
+  last_ = std::move(*s);
+  return last_;
+}
+
+void CoordinatorProcess::EndWorkers() {
+  MutexLock lock(mu_);
+  if (!finished_) (void)Ask("end_workers");
+}
+
+CoordinatorSummary CoordinatorProcess::Finish() {
+  MutexLock lock(mu_);
+  if (finished_) return last_;
+  Result<nlohmann::json> answer = Ask("stop");
+  finished_ = true;
+  if (answer.ok()) {
+    if (Result<CoordinatorSummary> s = SummaryFromJson(*answer); s.ok()) last_ = std::move(*s);
+  }
+  (void)Reap();
+  return last_;
+}
+
+std::string CoordinatorProcess::failure() const {
+  MutexLock lock(mu_);
+  return failure_;
+}
+
+int CoordinatorProcess::restarts() const {
+  MutexLock lock(mu_);
+  return restarts_;
+}
+
+}  // namespace gm
