@@ -3,9 +3,13 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <thread>
 #include <utility>
 
 #include "client/client_impl.h"  // Dial
+#include "core/clock.h"
 #include "core/log.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
@@ -35,6 +39,28 @@ Result<Frame> Exchange(Socket& socket, MsgType type, const nlohmann::json& meta,
   return frame;
 }
 
+// Dials the coordinator and asks OFFLOAD (`channel`: the one to have back, 0 for a
+// new one): the connection and the answer. InvalidArgument when it refuses.
+Result<std::pair<Socket, OffloadingMsg>> AskOffload(const ClientOptions& options, uint64_t channel,
+                                                    const std::string& who,
+                                                    double connect_timeout_s) {
+  Result<Socket> socket =
+      Dial(options.coordinator, options.secret, kClientRole, connect_timeout_s, "coordinator");
+  if (!socket.ok()) return socket.status().WithContext(who);
+  OffloadMsg ask{options.rank};
+  ask.channel = channel;
+  GM_ASSIGN_OR_RETURN(Frame answer,
+                      Exchange(*socket, MsgType::kOffload, ask.Encode(), MsgType::kOffloading,
+                               Deadline::After(options.timeout_s), who));
+  if (answer.type == MsgType::kError) {
+    return Status::InvalidArgument(
+        who + " refused the offload: " + PeerText(ErrorMsg::Decode(answer.meta).message));
+  }
+  Result<OffloadingMsg> offloading = OffloadingMsg::Decode(answer.meta);
+  if (!offloading.ok()) return offloading.status().WithContext(who);
+  return std::pair{std::move(*socket), std::move(*offloading)};
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Offload>> Offload::Open(const ClientOptions& given) {
@@ -42,27 +68,19 @@ Result<std::unique_ptr<Offload>> Offload::Open(const ClientOptions& given) {
   if (options.world_size < 0 && options.rank >= 0) options.world_size = options.rank + 1;
   GM_ASSIGN_OR_RETURN(options, ResolveClientOptions(options));
   std::unique_ptr<Offload> offload(new Offload());
-  offload->options_ = options;
   offload->coordinator_name_ = "coordinator " + options.coordinator;
-  Result<Socket> socket = Dial(options.coordinator, options.secret, kClientRole,
-                               options.connect_timeout_s, "coordinator");
-  if (!socket.ok()) return socket.status().WithContext(offload->coordinator_name_);
   GM_ASSIGN_OR_RETURN(
-      Frame answer,
-      Exchange(*socket, MsgType::kOffload, OffloadMsg{options.rank}.Encode(), MsgType::kOffloading,
-               Deadline::After(options.timeout_s), offload->coordinator_name_));
-  if (answer.type == MsgType::kError) {
-    return Status::InvalidArgument(offload->coordinator_name_ + " refused the offload: " +
-                                   PeerText(ErrorMsg::Decode(answer.meta).message));
-  }
-  Result<OffloadingMsg> offloading = OffloadingMsg::Decode(answer.meta);
-  if (!offloading.ok()) return offloading.status().WithContext(offload->coordinator_name_);
-  offload->channel_ = offloading->channel;
-  offload->ticket_ = offloading->ticket;
-  offload->proof_ = offloading->proof;
+      auto opened, AskOffload(options, 0, offload->coordinator_name_, options.connect_timeout_s));
+  auto& [socket, offloading] = opened;
+  // The coordinator says how long it may take to come back; the trainer may say less.
+  options.reconnect_s = std::min(options.reconnect_s, offloading.reconnect_s);
+  offload->options_ = options;
+  offload->channel_ = offloading.channel;
+  offload->ticket_ = offloading.ticket;
+  offload->proof_ = offloading.proof;
   {
     MutexLock lock(offload->mu_);
-    offload->coordinator_ = std::move(*socket);
+    offload->coordinator_ = std::move(socket);
   }
   Offload* raw = offload.get();
   offload->heartbeat_ = std::thread([raw] { raw->HeartbeatLoop(); });
@@ -91,11 +109,51 @@ void Offload::HeartbeatLoop() {
 Result<std::vector<std::string>> Offload::Workers() { return AskWorkers(false); }
 
 Result<std::string> Offload::Place() {
-  GM_ASSIGN_OR_RETURN(std::vector<std::string> one, AskWorkers(true));
-  if (one.size() != 1) {
-    return Status::Unavailable("the run has no data worker up to host virtual DataLoader workers");
+  for (;;) {
+    GM_ASSIGN_OR_RETURN(std::vector<std::string> one, AskWorkers(true));
+    if (one.size() == 1) return one[0];
+    // A coordinator started again lists the data workers as they come back to it.
+    bool coming_back = false;
+    {
+      MutexLock lock(mu_);
+      coming_back = reconnected_ && MonotonicSeconds() - reconnected_at_ < options_.reconnect_s;
+    }
+    if (!coming_back) {
+      return Status::Unavailable(
+          "the run has no data worker up to host virtual DataLoader workers");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return one[0];
+}
+
+Status Offload::Reconnect(const Status& why) {
+  LogInfo("client: rank " + std::to_string(options_.rank) + " offload channel " +
+          std::to_string(channel_) + ": " + why.message() + "; dialling it again for " +
+          std::to_string(std::lround(options_.reconnect_s)) + " s");
+  const Deadline deadline = Deadline::After(options_.reconnect_s);
+  Status last = why;
+  while (!deadline.expired()) {
+    auto opened =
+        AskOffload(options_, channel_, coordinator_name_,
+                   std::min(options_.connect_timeout_s, std::max(0.1, deadline.remaining_s())));
+    if (opened.ok()) {
+      if (opened->second.channel != channel_) {
+        return Status::Unavailable(coordinator_name_ + " came back without offload channel " +
+                                   std::to_string(channel_) +
+                                   ": it is not the run's coordinator started again");
+      }
+      coordinator_ = std::move(opened->first);
+      reconnected_ = true;
+      reconnected_at_ = MonotonicSeconds();
+      return Status::Ok();
+    }
+    if (opened.status().code() == Code::kInvalidArgument) return opened.status();  // refused
+    last = opened.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return Status::Unavailable(coordinator_name_ + " did not come back within " +
+                             std::to_string(std::lround(options_.reconnect_s)) +
+                             " s: " + last.message());
 }
 
 Result<std::vector<std::string>> Offload::AskWorkers(bool place) {
@@ -103,6 +161,12 @@ Result<std::vector<std::string>> Offload::AskWorkers(bool place) {
   const nlohmann::json ask = place ? nlohmann::json{{"place", true}} : nlohmann::json::object();
   Result<Frame> answer = Exchange(coordinator_, MsgType::kGetWorkers, ask, MsgType::kWorkers,
                                   Deadline::After(options_.timeout_s), coordinator_name_);
+  if (!answer.ok() && answer.status().code() != Code::kCorrupt && options_.reconnect_s > 0) {
+    // The coordinator went away: one started again takes the channel back.
+    GM_RETURN_IF_ERROR(Reconnect(answer.status()));
+    answer = Exchange(coordinator_, MsgType::kGetWorkers, ask, MsgType::kWorkers,
+                      Deadline::After(options_.timeout_s), coordinator_name_);
+  }
   if (!answer.ok()) {  // the coordinator is gone, unless it broke the protocol
     return answer.status().code() == Code::kCorrupt
                ? answer.status()
@@ -123,8 +187,11 @@ Status Offload::Note(const OffloadNoteMsg& note) {
   MutexLock lock(mu_);
   Status sent =
       SendFrame(coordinator_, MsgType::kOffloadNote, meta, Deadline::After(options_.timeout_s));
-  if (!sent.ok()) return Status::Unavailable(coordinator_name_ + ": " + sent.message());
-  return Status::Ok();
+  if (sent.ok()) return Status::Ok();
+  const Status why = Status::Unavailable(coordinator_name_ + ": " + sent.message());
+  if (options_.reconnect_s <= 0) return why;
+  GM_RETURN_IF_ERROR(Reconnect(why));
+  return SendFrame(coordinator_, MsgType::kOffloadNote, meta, Deadline::After(options_.timeout_s));
 }
 
 Result<std::unique_ptr<VirtualChannel>> Offload::OpenChannel(

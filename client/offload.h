@@ -63,6 +63,9 @@ class Offload {
   Offload() = default;
   void HeartbeatLoop();
   Result<std::vector<std::string>> AskWorkers(bool place);
+  // The coordinator went away (`why`): dials it again for options_.reconnect_s and
+  // asks for this channel back. Unavailable when none comes back with it.
+  Status Reconnect(const Status& why) REQUIRES(mu_);
 
   ClientOptions options_;
   std::string coordinator_name_;
@@ -71,6 +74,8 @@ class Offload {
   std::string proof_;  // the channel's proof for OFFLOAD_OPEN (dataplane/offload_proof.h)
   Mutex mu_;           // one request or heartbeat on the coordinator socket at a time
   Socket coordinator_ GUARDED_BY(mu_);
+  bool reconnected_ GUARDED_BY(mu_) = false;   // Reconnect succeeded, last at:
+  double reconnected_at_ GUARDED_BY(mu_) = 0;  // MonotonicSeconds()
   std::condition_variable cv_;
   bool stop_ GUARDED_BY(mu_) = false;
   std::thread heartbeat_;

@@ -158,10 +158,10 @@ Result<RegisterMsg> RegisterMsg::Decode(const nlohmann::json& meta) {
       GM_ASSIGN_OR_RETURN(int64_t id, Int(m, "worker_id", 1, int64_t{1} << 62));
       r.worker_id = static_cast<uint64_t>(id);
       if (m.has("made")) {
-        GM_ASSIGN_OR_RETURN(JsonNode made, m.Get("made"));
-        GM_ASSIGN_OR_RETURN(std::vector<JsonNode> items, made.Elements());
+        GM_ASSIGN_OR_RETURN(JsonNode list, m.Get("made"));
+        GM_ASSIGN_OR_RETURN(std::vector<JsonNode> items, list.Elements());
         if (items.size() > kMaxRegisterMade) {
-          return made.Expected("at most " + std::to_string(kMaxRegisterMade) + " splits");
+          return list.Expected("at most " + std::to_string(kMaxRegisterMade) + " splits");
         }
         for (const JsonNode& item : items) {
           if (!item.is_object()) return item.Expected("{epoch, split, batch_count, skipped}");
@@ -312,8 +312,8 @@ Result<SubscribeMsg> SubscribeMsg::Decode(const nlohmann::json& meta, bool need_
     }
     GM_ASSIGN_OR_RETURN(r.shm, m.BoolOr("shm", false));
     if (m.has("session")) {
-      GM_ASSIGN_OR_RETURN(int64_t session, Int(m, "session", 1, int64_t{1} << 62));
-      r.session = static_cast<uint64_t>(session);
+      GM_ASSIGN_OR_RETURN(int64_t number, Int(m, "session", 1, int64_t{1} << 62));
+      r.session = static_cast<uint64_t>(number);
     }
     return r;
   }());
@@ -988,23 +988,28 @@ Result<OffloadNoteMsg> OffloadNoteMsg::Decode(const nlohmann::json& meta) {
   }());
 }
 
-nlohmann::json OffloadMsg::Encode() const { return {{"rank", rank}}; }
+nlohmann::json OffloadMsg::Encode() const {
+  nlohmann::json j = {{"rank", rank}};
+  if (channel > 0) j["channel"] = channel;
+  return j;
+}
 
 Result<OffloadMsg> OffloadMsg::Decode(const nlohmann::json& meta) {
   return AsCorrupt([&]() -> Result<OffloadMsg> {
     const JsonNode m(meta, "OFFLOAD");
     OffloadMsg r;
     GM_ASSIGN_OR_RETURN(r.rank, Int(m, "rank", 0, 65535));
+    if (m.has("channel")) {
+      GM_ASSIGN_OR_RETURN(int64_t number, Int(m, "channel", 1, int64_t{1} << 62));
+      r.channel = static_cast<uint64_t>(number);
+    }
     return r;
   }());
 }
 
 nlohmann::json OffloadingMsg::Encode() const {
-  return {{"run_id", run_id},
-          {"channel", channel},
-          {"ticket", ticket},
-          {"proof", proof},
-          {"workers", workers}};
+  return {{"run_id", run_id}, {"channel", channel}, {"ticket", ticket},
+          {"proof", proof},   {"workers", workers}, {"reconnect_s", reconnect_s}};
 }
 
 Result<OffloadingMsg> OffloadingMsg::Decode(const nlohmann::json& meta) {
@@ -1020,6 +1025,7 @@ Result<OffloadingMsg> OffloadingMsg::Decode(const nlohmann::json& meta) {
     }
     GM_ASSIGN_OR_RETURN(r.proof, HexField(m, "proof", kOffloadProofHexChars, false));
     GM_ASSIGN_OR_RETURN(r.workers, Addresses(m));
+    GM_ASSIGN_OR_RETURN(r.reconnect_s, Seconds(m, "reconnect_s", 0, 86400, true));
     return r;
   }());
 }

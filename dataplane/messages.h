@@ -102,8 +102,10 @@
 //
 // 4. client -> coordinator (offload control): the trainer's DataLoader offload
 //    (python/goldminer/offload.py), beside or instead of connection 2.
-//      K->C OFFLOAD     {rank}
-//      C->K OFFLOADING  {run_id, channel, ticket, workers: ["HOST:PORT", ...]}
+//      K->C OFFLOAD     {rank[, channel]}  (channel: the one the client had at a
+//                       coordinator it lost, given back by one started again)
+//      C->K OFFLOADING  {run_id, channel, ticket, workers: ["HOST:PORT", ...],
+//                       reconnect_s}
 //                       channel: this offload session's number (each OFFLOAD
 //                       gets a higher one); ticket: its key at data ports as
 //                       role "offload:RANK:CHANNEL" (dataplane/auth.h)
@@ -425,6 +427,10 @@ inline constexpr size_t kMaxPythonPathBytes = 4096;
 // K->C OFFLOAD {rank}.
 struct OffloadMsg {
   int64_t rank = 0;  // 0 .. 65535
+  // Optional: the channel this client had at a coordinator it lost (0: none);
+  // one started again gives it back when it issued it (its proofs and tickets
+  // stay good), else a new one.
+  uint64_t channel = 0;
   nlohmann::json Encode() const;
   static Result<OffloadMsg> Decode(const nlohmann::json& meta);
 };
@@ -458,6 +464,7 @@ struct OffloadingMsg {
   std::string ticket;    // 64 hex
   std::string proof;     // 128 hex: the channel's proof (dataplane/offload_proof.h)
   std::vector<std::string> workers;
+  double reconnect_s = 0;  // optional, as SUBSCRIBED's (0 when absent)
   nlohmann::json Encode() const;
   static Result<OffloadingMsg> Decode(const nlohmann::json& meta);
 };

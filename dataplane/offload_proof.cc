@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/digest.h"
+#include "dataplane/auth.h"
 
 namespace gm {
 namespace {
@@ -54,6 +55,23 @@ struct OffloadIssuer::Key {
 Result<OffloadIssuer> OffloadIssuer::Create() {
   Pkey pkey(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"));
   if (!pkey) return Status::Internal("OpenSSL could not make an Ed25519 key pair");
+  std::array<unsigned char, kPublicKeyBytes> pub{};
+  size_t size = pub.size();
+  if (EVP_PKEY_get_raw_public_key(pkey.get(), pub.data(), &size) != 1 || size != pub.size()) {
+    return Status::Internal("OpenSSL could not give the Ed25519 public key");
+  }
+  auto key = std::make_shared<Key>();
+  key->pkey = std::move(pkey);
+  return OffloadIssuer(std::move(key), ToHex(pub.data(), pub.size()));
+}
+
+Result<OffloadIssuer> OffloadIssuer::FromSecret(std::string_view run_secret) {
+  GM_RETURN_IF_ERROR(CheckSecret(run_secret, "the run's secret"));
+  const std::optional<std::vector<unsigned char>> seed =
+      FromHex(HmacSha256Hex(run_secret, "goldminer-offload-issuer-v1"), 32);
+  if (!seed) return Status::Internal("the offload issuer's seed is not 32 bytes");
+  Pkey pkey(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr, seed->data(), seed->size()));
+  if (!pkey) return Status::Internal("OpenSSL could not make the run's Ed25519 key pair");
   std::array<unsigned char, kPublicKeyBytes> pub{};
   size_t size = pub.size();
   if (EVP_PKEY_get_raw_public_key(pkey.get(), pub.data(), &size) != 1 || size != pub.size()) {

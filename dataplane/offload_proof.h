@@ -4,7 +4,8 @@
 // holder of that key could mint one for a channel the coordinator never issued,
 // and a virtual DataLoader worker runs the code its trainer ships. A data port
 // therefore opens one only with a proof that only the coordinator can make: an
-// Ed25519 signature, by a key pair the coordinator makes for the run and keeps, of
+// Ed25519 signature, by the run's key pair (derived from the run's secret, which
+// only the coordinator holds: FromSecret), of
 //
 //   "goldminer-offload-proof-v1|RANK|CHANNEL"
 //
@@ -34,6 +35,12 @@ class OffloadIssuer {
  public:
   // A fresh key pair. Internal when the system's generator or OpenSSL fails.
   static Result<OffloadIssuer> Create();
+  // The run's key pair, derived from its secret (HMAC-SHA256 of it as the Ed25519
+  // seed): a coordinator started again from its journal issues the same proofs,
+  // so the channels issued before it died stay good. Only a holder of the secret
+  // can derive it (the worker and client keys are HMACs of it too, of other
+  // labels). InvalidArgument for a secret that is not one (dataplane/auth.h).
+  static Result<OffloadIssuer> FromSecret(std::string_view run_secret);
 
   // The public key, 64 hex characters.
   const std::string& public_key() const { return public_key_; }

@@ -215,11 +215,21 @@ void CoordinatorServer::NoteOffload(int64_t rank, const OffloadNoteMsg& note) {
                         " KiB of dataset, collate_fn and worker_init_fn shipped)"
       : note.in_process ? who + " runs in the trainer's process: " + PeerText(note.why)
                         : who + " runs on stock local workers: " + PeerText(note.why);
+  const std::string kind = note.served       ? (note.mode == "native" ? "native" : "served")
+                           : note.in_process ? "in_process"
+                                             : "stock";
   MutexLock lock(mu_);
-  ++(note.served       ? dataloaders_served_
-     : note.in_process ? dataloaders_in_process_
-                       : dataloaders_stock_);
-  if (note.served && note.mode == "native") ++dataloaders_native_;
+  // Journaled while kept (at most kMaxOffloadNotes, so a peer cannot grow the
+  // journal): a coordinator started again says the same of the run's DataLoaders.
+  if (offload_notes_.size() < kMaxOffloadNotes) Note({{"offload", line}, {"kind", kind}});
+  CountOffload(kind, line);
+}
+
+void CoordinatorServer::CountOffload(const std::string& kind, const std::string& line) {
+  ++(kind == "served" || kind == "native" ? dataloaders_served_
+     : kind == "in_process"               ? dataloaders_in_process_
+                                          : dataloaders_stock_);
+  if (kind == "native") ++dataloaders_native_;
   if (offload_notes_.size() < kMaxOffloadNotes) {
     offload_notes_.push_back(line);
   } else {
@@ -245,10 +255,19 @@ Status CoordinatorServer::ServeOffloadClient(Socket& socket, const Frame& first)
   answer.run_id = config_.run_id;
   {
     MutexLock lock(mu_);
-    answer.channel = ++offload_channels_;
-    Note({{"channel", answer.channel}});
+    if (offload.channel != 0 && offload.channel <= offload_channels_) {
+      // Back at a coordinator started again (or after its connection broke): the
+      // same channel, whose virtual workers go on; its proof is the same.
+      answer.channel = offload.channel;
+      LogInfo("coordinator: rank " + std::to_string(offload.rank) + " offload channel " +
+              std::to_string(answer.channel) + " is back");
+    } else {
+      answer.channel = ++offload_channels_;
+      Note({{"channel", answer.channel}});
+    }
     answer.workers = LiveAddresses();
   }
+  answer.reconnect_s = config_.reconnect_s;
   answer.ticket =
       OffloadTicketKey(RoleKey(config_.secret, kWorkerRole), offload.rank, answer.channel);
   GM_ASSIGN_OR_RETURN(answer.proof, offload_issuer_->Proof(offload.rank, answer.channel));

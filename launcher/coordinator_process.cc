@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "core/clock.h"
-#include "core/file_util.h"
 #include "core/json.h"
 #include "core/log.h"
 #include "core/spawn.h"
@@ -215,9 +214,22 @@ Result<CoordinatorConfig> ConfigFromJson(const nlohmann::json& j) {
   }
 }
 
-int ServeCoordinatorProcess(const CoordinatorConfig& config, int in_fd, int out_fd) {
+int ServeCoordinatorProcess(int in_fd, int out_fd) {
   ::signal(SIGPIPE, SIG_IGN);  // run gone: its pipe's write fails instead
-  Result<std::unique_ptr<CoordinatorServer>> started = CoordinatorServer::Start(config);
+  std::string pending;
+  Result<nlohmann::json> line = ReadLine(in_fd, pending, kStartS);
+  Result<CoordinatorConfig> config =
+      line.ok() ? ConfigFromJson(*line) : Result<CoordinatorConfig>(line.status());
+  if (config.ok()) {
+    config->secret = line->value("secret", "");
+    if (Status st = CheckSecret(config->secret, "the coordinator's config"); !st.ok()) config = st;
+  }
+  if (!config.ok()) {
+    LogError("coordinator: no config from goldminer run (it is run's own verb): " +
+             config.status().message());
+    return 1;
+  }
+  Result<std::unique_ptr<CoordinatorServer>> started = CoordinatorServer::Start(*config);
   if (!started.ok()) {
     (void)WriteLine(out_fd, {{"error", started.status().message()}});
     return 1;
@@ -230,7 +242,6 @@ int ServeCoordinatorProcess(const CoordinatorConfig& config, int in_fd, int out_
            .ok()) {
     return 0;  // run is gone
   }
-  std::string pending;
   for (;;) {
     Result<nlohmann::json> request = ReadLine(in_fd, pending, 1e9);
     if (!request.ok()) break;  // run is gone: stop
@@ -272,17 +283,11 @@ CoordinatorProcess::~CoordinatorProcess() {
 }
 
 Status CoordinatorProcess::Spawn() {
-  // The secret goes in a key file of its own (0600); the rest beside it.
-  const std::string key_path = options_.config_path + ".key";
-  GM_RETURN_IF_ERROR(WriteSecretFile(key_path, config_.secret));
-  nlohmann::json doc = ConfigJson(config_);
-  doc["secret_file"] = key_path;
-  GM_RETURN_IF_ERROR(WriteFileAtomic(options_.config_path, doc.dump()));
   GM_ASSIGN_OR_RETURN(Pipe in, MakePipe());
   GM_ASSIGN_OR_RETURN(Pipe out, MakePipe());
   std::vector<std::string> argv = {options_.exe};
   argv.insert(argv.end(), options_.log_flags.begin(), options_.log_flags.end());
-  argv.insert(argv.end(), {"coordinator", "--config", options_.config_path});
+  argv.emplace_back("coordinator");
   SpawnRequest request(std::move(argv));
   request.dup2 = {{in.read.get(), 0}, {out.write.get(), 1}};
   // Run stops it; a terminal's Ctrl-C and a Slurm step's drain signal are run's.
@@ -292,6 +297,13 @@ Status CoordinatorProcess::Spawn() {
   to_child_ = std::move(in.write);
   from_child_ = std::move(out.read);
   pending_.clear();
+  // Its config first, the secret with it: over the pipe, never in a file or argv.
+  nlohmann::json config = ConfigJson(config_);
+  config["secret"] = config_.secret;
+  if (Status st = WriteLine(to_child_.get(), config); !st.ok()) {
+    const std::string how = Reap();
+    return Status::Unavailable("the coordinator process " + how + " before it read its config");
+  }
   Result<nlohmann::json> hello = ReadLine(from_child_.get(), pending_, kStartS);
   if (!hello.ok()) {
     const std::string how = Reap();

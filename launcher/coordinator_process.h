@@ -6,8 +6,10 @@
 // their ids and sessions (dataplane/messages.h) and nothing acknowledged is made
 // again.
 //
-// The two processes speak JSON lines over the child's stdin and stdout: the child
-// says {"address", "order_notice"} once listening (or {"error"}), then answers
+// The two processes speak JSON lines over the child's stdin and stdout: run sends
+// the config first (ConfigJson with the run's secret: over the pipe, never in a
+// file or the command line), the child says {"address", "port", "order_notice"}
+// once listening (or {"error"}), then answers
 // each {"op": "summary" | "end_workers" | "stop"} with one line (the summary, or
 // {"ok": true}); "stop" ends it (the run's end is said first) and end of input
 // stops it too (run is gone). Its log goes to the stderr it shares with run.
@@ -31,28 +33,26 @@
 namespace gm {
 
 // CoordinatorSummary and CoordinatorConfig as JSON, and back (the child's answers,
-// its config file). The config holds the run's secret: its file is 0600 in the
-// run's private directory.
+// its config). The config's JSON leaves the secret and the clock out.
 nlohmann::json SummaryJson(const CoordinatorSummary& summary);
 Result<CoordinatorSummary> SummaryFromJson(const nlohmann::json& j);
 nlohmann::json ConfigJson(const CoordinatorConfig& config);
 Result<CoordinatorConfig> ConfigFromJson(const nlohmann::json& j);
 
-// The child's side: serves `config` and answers run on `in_fd` / `out_fd` until
-// "stop" or end of input. The process's exit status: 0, or 1 when the coordinator
-// could not start (said on out_fd and in the log).
-int ServeCoordinatorProcess(const CoordinatorConfig& config, int in_fd, int out_fd);
+// The child's side: reads its config from `in_fd`, serves it and answers run on
+// `in_fd` / `out_fd` until "stop" or end of input. The process's exit status: 0,
+// or 1 when the coordinator could not start (said on out_fd and in the log).
+int ServeCoordinatorProcess(int in_fd, int out_fd);
 
 class CoordinatorProcess {
  public:
   struct Options {
-    std::string exe;          // the goldminer binary
-    std::string config_path;  // where the config is written (0600), in the run's directory
+    std::string exe;                     // the goldminer binary
     std::vector<std::string> log_flags;  // "-v" or "-q", as run was given
     // Deaths it is started again after; one more fails the run.
     int max_restarts = 5;
   };
-  // Writes the config, starts the child and waits until it listens. The error of
+  // Starts the child, gives it its config and waits until it listens. The error of
   // a child that cannot start (a pipeline it cannot load, a port in use).
   static Result<std::unique_ptr<CoordinatorProcess>> Start(CoordinatorConfig config,
                                                            Options options);

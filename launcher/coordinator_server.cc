@@ -62,7 +62,8 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   GM_ASSIGN_OR_RETURN(Listener listener, Listener::ListenTcp(config.host, config.port));
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(
       config, std::move(pipeline), std::move(journal_file), std::move(coord), listener.port()));
-  GM_ASSIGN_OR_RETURN(OffloadIssuer issuer, OffloadIssuer::Create());
+  // From the secret: a coordinator started again issues the same proofs.
+  GM_ASSIGN_OR_RETURN(OffloadIssuer issuer, OffloadIssuer::FromSecret(config.secret));
   server->offload_issuer_ = std::move(issuer);
   if (!journal.empty()) {
     MutexLock lock(server->mu_);
@@ -73,6 +74,7 @@ Result<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const CoordinatorStats stats = server->state().Stats();
     server->workers_registered_ = stats.workers.size();
     server->epochs_done_ = stats.epoch;
+    server->workers_end_ = server->state().ended();  // the run was ending: "exit" to all
     server->AdvanceEpochIfDone();
     const auto live =
         std::count_if(stats.workers.begin(), stats.workers.end(),
@@ -288,6 +290,14 @@ void CoordinatorServer::PlanAheadIfWanted() {
 
 Status CoordinatorServer::RestoreNote(const nlohmann::json& note) {
   const JsonNode n(note, "note");
+  if (note.contains("offload")) {
+    GM_ASSIGN_OR_RETURN(std::string line, n.String("offload"));
+    GM_ASSIGN_OR_RETURN(std::string kind, n.String("kind"));
+    if (kind != "served" && kind != "native" && kind != "in_process" && kind != "stock")
+      return Status::InvalidArgument("a DataLoader of kind \"" + kind + "\"");
+    CountOffload(kind, line);
+    return Status::Ok();
+  }
   GM_ASSIGN_OR_RETURN(int64_t rank, n.IntOr("rank", -1));
   if (note.contains("channel")) {
     GM_ASSIGN_OR_RETURN(int64_t channel, n.Int("channel"));

@@ -61,8 +61,10 @@ struct CoordinatorConfig {
   // Host in the address given to workers and trainers; empty: `host`, or this
   // machine's name when `host` is a wildcard (0.0.0.0, ::).
   std::string advertise_host;
-  int port = 0;        // 0: any free port
-  std::string secret;  // the run's secret (hex); never leaves this process
+  int port = 0;  // 0: any free port
+  // The run's secret (hex); never leaves the coordinator's process (goldminer
+  // run hands it to that process over a pipe: launcher/coordinator_process.h).
+  std::string secret;
   // The pipeline as workers receive it: the document, where it came from, and
   // the directory its relative paths resolve against (shared by all nodes).
   nlohmann::json pipeline_doc;
@@ -271,6 +273,9 @@ class CoordinatorServer {
   // out and the run serves a next one (CoordinatorConfig::epochs_in_flight).
   void PlanAheadIfWanted() REQUIRES(mu_);
   void NoteOffload(int64_t rank, const OffloadNoteMsg& note);
+  // Counts one DataLoader of `kind` (served, native, in_process, stock) and keeps
+  // its `line` (NoteOffload; RestoreNote).
+  void CountOffload(const std::string& kind, const std::string& line) REQUIRES(mu_);
 
   const CoordinatorConfig config_;
   // Signs the offload channels it issues (dataplane/offload_proof.h). Set by

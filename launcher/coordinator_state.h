@@ -162,6 +162,7 @@ class CoordinatorState {
   // The run is over for its workers (they are being stopped): splits given back
   // from now on are not counted as reassignments, since none is made again.
   void EndRun();
+  bool ended() const { return ended_; }  // EndRun() was called
   // True when the worker should exit now (draining and holding nothing, or gone).
   bool ShouldExit(WorkerId worker) const;
   // True when the worker was told to drain (and is not gone).

@@ -222,6 +222,35 @@ Result<std::pair<nlohmann::json, std::string>> PipelineOf(const RunConfig& c) {
   return std::pair{std::move(doc), std::move(origin)};
 }
 
+// The coordinator, in a process of its own journaling into the run's directory
+// `dir`: one that dies is started again from the journal on its address
+// (launcher/coordinator_process.h).
+Result<std::unique_ptr<CoordinatorProcess>> StartCoordinator(CoordinatorConfig cc,
+                                                             const RunConfig& c,
+                                                             const std::string& dir) {
+  cc.journal_path = dir + "/coordinator.journal";
+  CoordinatorProcess::Options co;
+  co.exe = c.worker_exe.empty() ? ExecutablePath() : c.worker_exe;
+  if (GetLogLevel() == LogLevel::kDebug) co.log_flags = {"-v"};
+  if (GetLogLevel() >= LogLevel::kError) co.log_flags = {"-q"};
+  return CoordinatorProcess::Start(std::move(cc), co);
+}
+
+// What the run does, in one line.
+std::string RunLine(const RunConfig& c, const std::string& run_id, const std::string& address) {
+  const bool offload_only = c.spec.pipeline.empty();
+  const bool native = std::find(c.trainer_env.begin(), c.trainer_env.end(),
+                                "GOLDMINER_OFFLOAD_MODE=native") != c.trainer_env.end();
+  return "run " + run_id + ": coordinator at " + address + ", " + std::to_string(c.spec.workers) +
+         " workers, " + std::to_string(c.spec.world_size) + " trainer rank(s)" +
+         (offload_only ? "; no --pipeline: the workers serve only the trainer's torch "
+                         "DataLoaders, each worker process of theirs a virtual worker on them"
+                       : "") +
+         (native ? "; --offload native: a DataLoader goldminer recognises is made by its "
+                   "engine, its random crops and flips drawn by goldminer (not stock's batches)"
+                 : "");
+}
+
 }  // namespace
 
 std::string NewRunId() {
@@ -239,36 +268,17 @@ Result<RunResult> RunTraining(const RunConfig& c) {
   const auto& [doc, origin] = pipeline;
   GM_ASSIGN_OR_RETURN(TempDir dir, TempDir::Make("goldminer-run-"));
   GM_ASSIGN_OR_RETURN(std::string secret, NewSecret());
-  // The secret stays in this process (the coordinator); workers and trainers get
-  // their role's key only (dataplane/auth.h).
+  // The secret stays in this process and the coordinator's (given over a pipe);
+  // workers and trainers get their role's key only (dataplane/auth.h).
   GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/worker.key", RoleKey(secret, kWorkerRole)));
   GM_RETURN_IF_ERROR(WriteSecretFile(dir.path() + "/client.key", RoleKey(secret, kClientRole)));
   const std::string run_id = !c.run_name.empty() ? c.run_name : NewRunId();
 
-  // The coordinator runs in a process of its own, journaling into the run's
-  // directory: one that dies is started again from the journal on its address
-  // (launcher/coordinator_process.h).
-  CoordinatorConfig cc = CoordinatorConfigOf(c, secret, doc, origin, run_id);
-  cc.journal_path = dir.path() + "/coordinator.journal";
-  CoordinatorProcess::Options co;
-  co.exe = c.worker_exe.empty() ? ExecutablePath() : c.worker_exe;
-  co.config_path = dir.path() + "/coordinator.json";
-  if (GetLogLevel() == LogLevel::kDebug) co.log_flags = {"-v"};
-  if (GetLogLevel() >= LogLevel::kError) co.log_flags = {"-q"};
-  GM_ASSIGN_OR_RETURN(std::unique_ptr<CoordinatorProcess> coordinator,
-                      CoordinatorProcess::Start(std::move(cc), co));
+  GM_ASSIGN_OR_RETURN(
+      std::unique_ptr<CoordinatorProcess> coordinator,
+      StartCoordinator(CoordinatorConfigOf(c, secret, doc, origin, run_id), c, dir.path()));
   // What the run does, in one line (-v: its detail as it goes).
-  LogInfo("run " + run_id + ": coordinator at " + coordinator->address() + ", " +
-          std::to_string(c.spec.workers) + " workers, " + std::to_string(c.spec.world_size) +
-          " trainer rank(s)" +
-          (offload_only ? "; no --pipeline: the workers serve only the trainer's torch "
-                          "DataLoaders, each worker process of theirs a virtual worker on them"
-                        : "") +
-          (std::find(c.trainer_env.begin(), c.trainer_env.end(), "GOLDMINER_OFFLOAD_MODE=native") !=
-                   c.trainer_env.end()
-               ? "; --offload native: a DataLoader goldminer recognises is made by its "
-                 "engine, its random crops and flips drawn by goldminer (not stock's batches)"
-               : ""));
+  LogInfo(RunLine(c, run_id, coordinator->address()));
   if (const std::string& notice = coordinator->order_notice();
       c.order_notice && !notice.empty() && !offload_only) {
     LogInfo("run: " + notice);

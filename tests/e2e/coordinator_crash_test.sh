@@ -7,7 +7,7 @@
 # suite's Slurm cluster as a GPU job with --mem, its workers job steps.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/slurm_cluster.sh"
-trap 'slurm_cluster_stop; [[ -n ${KEEP:-} ]] && cp -r "$T" /tmp/crash-keep; rm -rf "$T"' EXIT
+trap 'slurm_cluster_stop; rm -rf "$T"' EXIT
 
 sleepy_pipeline "$T/pipeline.json" 1200 0.001
 DB=$T/runs.db
@@ -43,7 +43,63 @@ fi
 expect_in "$T/corrupt.err" "coordinator.journal:1: corrupted" \
   "the run fails naming the journal's corrupted line"
 
-# 3. Slurm: a GPU job with --mem; its workers are job steps; the coordinator is
+# 3. An unchanged PyTorch program whose DataLoader runs on the data workers
+#    (offloaded): the coordinator is killed between its epochs; the program's
+#    channel comes back, its next epochs' virtual workers are placed, and its
+#    batches are those it makes without goldminer, bit for bit.
+cat >"$T/loader.py" <<'PY'
+import hashlib, json, os, signal, sys, time
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Items(Dataset):
+    def __len__(self):
+        return 48
+    def __getitem__(self, i):
+        return torch.rand(2) + i, i
+
+def kill_coordinator():  # test scaffolding: the coordinator is run's child
+    for entry in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+            cmd = open(f"/proc/{entry}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == os.getppid() and b"coordinator" in cmd[1:]:
+            os.kill(int(entry), signal.SIGKILL)
+            return
+    sys.exit("no coordinator process")
+
+generator = torch.Generator()
+generator.manual_seed(3)
+loader = DataLoader(Items(), batch_size=4, shuffle=True, num_workers=2, generator=generator)
+digests = []
+for epoch in range(3):
+    for x, i in loader:
+        digests.append(hashlib.sha256(x.numpy().tobytes() + i.numpy().tobytes()).hexdigest())
+    if epoch < 2 and os.environ.get("GM_TEST_KILL") == "1":
+        kill_coordinator()
+json.dump({"digests": digests}, open(sys.argv[1], "w"))
+PY
+PYTHONPATH= $PY "$T/loader.py" "$T/loader.stock.json" || fail "the program fails stock"
+GM_TEST_KILL=1 run_trainer offload "an unchanged program whose coordinator was killed" -- \
+  --backend local --workers 2 --no-db -- $PY "$T/loader.py" "$T/loader.served.json"
+cmp -s <($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["digests"])' "$T/loader.stock.json") \
+  <($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["digests"])' "$T/loader.served.json") ||
+  { cat "$T/offload.err" >&2; fail "the offloaded DataLoader's batches differ from stock's"; }
+[[ $(grep -cE "starting it again on .* from its journal" "$T/offload.err") == 2 ]] ||
+  { cat "$T/offload.err" >&2; fail "the coordinator was not started again twice"; }
+grep -q "offload channel [0-9]* is back" "$T/offload.err" ||
+  { cat "$T/offload.err" >&2; fail "the program's offload channel did not come back"; }
+ok "an unchanged PyTorch program's offloaded DataLoader: the coordinator killed twice, batches as stock's"
+# What the program's DataLoaders did is said as before (the notes are journaled).
+grep -qE "succeeded: .* [1-9][0-9]* DataLoader\(s\) on virtual workers" "$T/offload.err" ||
+  { cat "$T/offload.err" >&2; fail "the run's end does not count the DataLoaders served"; }
+ok "the run's end counts the DataLoaders served before the deaths"
+quiet_output "$T/offload.err" "the offloaded program whose coordinator was killed" \
+  "the coordinator \(pid [0-9]+\) was killed by signal 9"
+
+# 4. Slurm: a GPU job with --mem; its workers are job steps; the coordinator is
 #    killed mid-epoch and comes back; every sample once.
 slurm_cluster_start "$T/cluster" >/dev/null || fail "the Slurm cluster did not start"
 cat >"$T/slurm.sbatch" <<SCRIPT

@@ -125,7 +125,7 @@ def coordinator_pid():
             except OSError:
                 continue
             ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            if ppid == os.getppid() and b"coordinator" in cmd and b"--config" in cmd:
+            if ppid == os.getppid() and b"coordinator" in cmd[1:]:
                 return int(entry)
         time.sleep(0.05)
     sys.exit("no coordinator process under goldminer run")

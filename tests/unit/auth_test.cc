@@ -592,5 +592,25 @@ TEST(OffloadProofTest, GivenTheIssuersProofThenItHoldsForItsRankAndChannelOnly) 
   EXPECT_FALSE(CheckOffloadProof(std::string(64, 'z'), 2, 9, *proof).ok());
 }
 
+TEST(OffloadProofTest, GivenTheRunsSecret_ThenACoordinatorStartedAgainIssuesTheSameProofs) {
+  const std::string secret = *NewSecret();
+  auto first = OffloadIssuer::FromSecret(secret);
+  auto again = OffloadIssuer::FromSecret(secret);
+  ASSERT_TRUE(first.ok() && again.ok()) << first.status().message();
+  EXPECT_EQ(first->public_key(), again->public_key());
+  auto proof = first->Proof(0, 4);
+  ASSERT_TRUE(proof.ok());
+  EXPECT_TRUE(CheckOffloadProof(again->public_key(), 0, 4, *proof).ok());
+  // Another run's secret: another key. The worker key derived from the secret
+  // does not give it.
+  auto other = OffloadIssuer::FromSecret(*NewSecret());
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(other->public_key(), first->public_key());
+  auto from_worker_key = OffloadIssuer::FromSecret(RoleKey(secret, kWorkerRole));
+  ASSERT_TRUE(from_worker_key.ok());
+  EXPECT_NE(from_worker_key->public_key(), first->public_key());
+  EXPECT_EQ(OffloadIssuer::FromSecret("short").status().code(), Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace gm
