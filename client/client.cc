@@ -147,7 +147,7 @@ Status Client::Impl::Reconnect(const Status& why) {
     } else {
       last = socket.status();
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return Status::Unavailable(coordinator_name + " did not come back within " +
                              std::to_string(std::lround(options.reconnect_s)) +

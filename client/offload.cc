@@ -149,7 +149,7 @@ Status Offload::Reconnect(const Status& why) {
     }
     if (opened.status().code() == Code::kInvalidArgument) return opened.status();  // refused
     last = opened.status();
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return Status::Unavailable(coordinator_name_ + " did not come back within " +
                              std::to_string(std::lround(options_.reconnect_s)) +

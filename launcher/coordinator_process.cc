@@ -294,6 +294,7 @@ Status CoordinatorProcess::Spawn() {
   request.own_process_group = true;
   request.ignore_drain_signals = true;
   GM_ASSIGN_OR_RETURN(pid_, SpawnProcess(request));
+  last_pid_ = pid_;
   to_child_ = std::move(in.write);
   from_child_ = std::move(out.read);
   pending_.clear();
@@ -353,8 +354,22 @@ Result<nlohmann::json> CoordinatorProcess::Ask(const std::string& op) {
   if (!failure_.empty()) return Status::Unavailable(failure_);
   Result<nlohmann::json> answer = AskOnce(op);
   if (answer.ok() || finished_) return answer;
-  const pid_t old = pid_;
-  const std::string how = Reap();
+  GM_RETURN_IF_ERROR(Restart(Reap()));
+  return AskOnce(op);
+}
+
+bool CoordinatorProcess::Watch() {
+  MutexLock lock(mu_);
+  if (finished_ || !failure_.empty() || pid_ <= 0) return failure_.empty();
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) != pid_) return true;  // still serving
+  pid_ = -1;
+  (void)Restart(DescribeExit(status));
+  return failure_.empty();
+}
+
+Status CoordinatorProcess::Restart(const std::string& how) {
+  const pid_t old = last_pid_;
   if (restarts_ >= options_.max_restarts) {
     failure_ = "the coordinator (pid " + std::to_string(old) + ") " + how + ", its death number " +
                std::to_string(restarts_ + 1) + " in this run: not started again (at most " +
@@ -371,7 +386,7 @@ Result<nlohmann::json> CoordinatorProcess::Ask(const std::string& op) {
     return Status::Unavailable(failure_);
   }
   LogInfo("run: the coordinator is back (pid " + std::to_string(pid_) + ")");
-  return AskOnce(op);
+  return Status::Ok();
 }
 
 CoordinatorSummary CoordinatorProcess::Summary() {

@@ -68,6 +68,10 @@ class CoordinatorProcess {
   void EndWorkers();
   // Stops it (it says how the run's epochs ended first) and returns its last view.
   CoordinatorSummary Finish();
+  // Starts the child again at once when it has died (run calls it every 0.2 s, so
+  // that a death is not noticed only at the next summary); false once failure()
+  // is set.
+  bool Watch();
   // Why it could not be started again (a journal cut short or corrupted, too many
   // deaths): the run must stop. Empty while it serves.
   std::string failure() const;
@@ -83,13 +87,17 @@ class CoordinatorProcess {
   Result<nlohmann::json> AskOnce(const std::string& op) REQUIRES(mu_);
   // Ends the child (SIGKILL when it has not exited) and says how it ended.
   std::string Reap() REQUIRES(mu_);
+  // The child ended (`how`): starts it again, unless it died too often or cannot
+  // start (failure_ then says why, and that is returned).
+  Status Restart(const std::string& how) REQUIRES(mu_);
 
   CoordinatorConfig config_;  // its port fixed once the first child listens
   const Options options_;
   std::string address_;
   std::string order_notice_;
   mutable Mutex mu_;
-  pid_t pid_ GUARDED_BY(mu_) = -1;
+  pid_t pid_ GUARDED_BY(mu_) = -1;       // the child running (-1: none)
+  pid_t last_pid_ GUARDED_BY(mu_) = -1;  // the last one started
   UniqueFd to_child_ GUARDED_BY(mu_);
   UniqueFd from_child_ GUARDED_BY(mu_);
   std::string pending_ GUARDED_BY(mu_);  // read past the last line

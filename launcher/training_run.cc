@@ -127,7 +127,7 @@ Result<RunLoopOutcome> RunWithLoop(const RunConfig& c, CoordinatorProcess& coord
   o.autoscale = c.autoscale;
   // A coordinator that cannot be started again stops the run (RunTraining says why).
   o.should_stop = [&c, &coordinator] {
-    return (c.should_stop && c.should_stop()) || !coordinator.failure().empty();
+    return (c.should_stop && c.should_stop()) || !coordinator.Watch();
   };
   // Without a pipeline the trainer's DataLoaders are the run's data: the workers
   // start their Python host (torch imported) as the run starts. With one, a host

@@ -42,7 +42,7 @@ WorkerSignals::Action WorkerSignals::On(int sig) {
 
 namespace {
 
-constexpr double kReconnectPauseS = 0.5;  // between tries to reach a lost coordinator
+constexpr double kReconnectPauseS = 0.1;  // between tries to reach a lost coordinator
 
 // Hands each batch of one assignment to its rank's client connection, one batch
 // late: the split's last batch carries split_batches (dataplane/messages.h), and only

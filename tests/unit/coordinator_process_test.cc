@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "core/file_util.h"
 #include "dataplane/auth.h"
@@ -116,8 +117,14 @@ TEST(CoordinatorProcessTest, GivenTheChildKilled_ThenItIsStartedAgainOnItsAddres
   const pid_t first = CoordinatorChild();
   ASSERT_GT(first, 0);
   ASSERT_EQ(::kill(first, SIGKILL), 0);
-  const CoordinatorSummary after = (*p)->Summary();  // finds it dead: started again
+  // Watch (run calls it every 0.2 s) finds it dead and starts it again.
+  const Deadline deadline = Deadline::After(10);
+  while ((*p)->restarts() == 0 && !deadline.expired()) {
+    EXPECT_TRUE((*p)->Watch());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_EQ((*p)->restarts(), 1);
+  const CoordinatorSummary after = (*p)->Summary();
   EXPECT_EQ((*p)->address(), address) << "on the same address";
   EXPECT_EQ(after.workers_registered, 1u) << "the journal's worker";
   EXPECT_EQ(after.workers_live, 0u) << "not back yet";
@@ -126,7 +133,8 @@ TEST(CoordinatorProcessTest, GivenTheChildKilled_ThenItIsStartedAgainOnItsAddres
   ASSERT_GT(second, 0);
   EXPECT_NE(second, first);
 
-  // One death more than allowed fails it, saying so; Summary keeps the last view.
+  // One death more than allowed fails it, saying so (found by Summary this time);
+  // Summary keeps the last view.
   ASSERT_EQ(::kill(second, SIGKILL), 0);
   EXPECT_EQ((*p)->Summary().workers_registered, 1u);
   EXPECT_NE((*p)->failure().find("not started again"), std::string::npos) << (*p)->failure();
