@@ -31,6 +31,9 @@ namespace gm {
 namespace {
 
 constexpr size_t kAckBatch = 16;  // acks sent together
+// Acknowledgements kept per epoch to say again to a coordinator reached again
+// (Impl::acked): far more than a socket buffer holds unread, 4 MB at most.
+constexpr size_t kMaxKeptAcks = 1 << 17;
 
 // The message of a peer's ERROR, escaped and cut for quoting.
 std::string ErrorText(const nlohmann::json& meta) {
@@ -235,6 +238,14 @@ Status Client::Impl::FlushAcks() {
     kept.batches.insert(kept.batches.end(), ack.batches.begin(), ack.batches.end());
     kept.samples.insert(kept.samples.end(), ack.samples.begin(), ack.samples.end());
     while (acked.size() > 2) acked.erase(acked.begin());
+    // Bounded: a coordinator that dies loses what it had not read, a socket
+    // buffer's worth; the older half goes when an epoch's list passes the bound.
+    if (kept.batches.size() > kMaxKeptAcks) {
+      const auto half = static_cast<std::ptrdiff_t>(kMaxKeptAcks / 2);
+      kept.batches.erase(kept.batches.begin(), kept.batches.begin() + half);
+      if (kept.samples.size() > static_cast<size_t>(half))
+        kept.samples.erase(kept.samples.begin(), kept.samples.begin() + half);
+    }
   }
   Status sent = SendToCoordinator(MsgType::kAck, ack.Encode(), Deadline::After(options.timeout_s));
   if (sent.ok()) return Status::Ok();
