@@ -65,6 +65,20 @@ TEST(CoordinatorProcessTest, GivenAConfigThenItsJsonReadsBackWithoutTheSecret) {
   EXPECT_FALSE(ConfigFromJson({{"port", "x"}}).ok());
 }
 
+// A run of a range source of 10 samples, journaling to `journal`.
+CoordinatorConfig RangeConfig(const std::string& journal) {
+  CoordinatorConfig c;
+  c.secret = *NewSecret();
+  c.pipeline_doc = nlohmann::json::parse(
+      R"({"version": 1, "source": {"type": "range", "count": 10}, "stages": [],
+          "batch": {"size": 2}})");
+  c.pipeline_origin = "test.json";
+  c.base_dir = "/";
+  c.samples_per_split = 4;
+  c.journal_path = journal;
+  return c;
+}
+
 // The pid of `goldminer coordinator` under this process.
 pid_t CoordinatorChild() {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
@@ -86,15 +100,7 @@ pid_t CoordinatorChild() {
 TEST(CoordinatorProcessTest, GivenTheChildKilled_ThenItIsStartedAgainOnItsAddressFromItsJournal) {
   Result<TempDir> dir = TempDir::Make("gm-coordinator-process-");
   ASSERT_TRUE(dir.ok());
-  CoordinatorConfig c;
-  c.secret = *NewSecret();
-  c.pipeline_doc = nlohmann::json::parse(
-      R"({"version": 1, "source": {"type": "range", "count": 10}, "stages": [],
-          "batch": {"size": 2}})");
-  c.pipeline_origin = "test.json";
-  c.base_dir = "/";
-  c.samples_per_split = 4;
-  c.journal_path = dir->path() + "/coordinator.journal";
+  CoordinatorConfig c = RangeConfig(dir->path() + "/coordinator.journal");
   CoordinatorProcess::Options o;
   o.exe = GOLDMINER_BINARY;
   o.max_restarts = 1;
@@ -149,15 +155,7 @@ TEST_P(JournalDamageTest, GivenAJournalDamagedWhenItDies_ThenTheFailureNamesTheL
   const bool cut_short = GetParam();
   Result<TempDir> dir = TempDir::Make("gm-coordinator-process-");
   ASSERT_TRUE(dir.ok());
-  CoordinatorConfig c;
-  c.secret = *NewSecret();
-  c.pipeline_doc = nlohmann::json::parse(
-      R"({"version": 1, "source": {"type": "range", "count": 10}, "stages": [],
-          "batch": {"size": 2}})");
-  c.pipeline_origin = "test.json";
-  c.base_dir = "/";
-  c.samples_per_split = 4;
-  c.journal_path = dir->path() + "/coordinator.journal";
+  CoordinatorConfig c = RangeConfig(dir->path() + "/coordinator.journal");
   CoordinatorProcess::Options o;
   o.exe = GOLDMINER_BINARY;
   auto p = CoordinatorProcess::Start(c, o);

@@ -224,6 +224,18 @@ class CoordinatorServerTest : public ::testing::Test {
   }
 
   // Waits (up to kWait) until the first worker registered is gone from the state.
+  // A coordinator journaling into a directory of the test's, with a registered
+  // worker and a client subscribed as rank 0 that read epoch 0's plan.
+  void StartJournaled(Socket& worker, Socket& client) {
+    Result<TempDir> dir = TempDir::Make("gm-coordinator-restart-");
+    ASSERT_TRUE(dir.ok());
+    journal_dir_.emplace(std::move(*dir));
+    journal_path_ = journal_dir_->path() + "/coordinator.journal";
+    Start(kClientIdleS);
+    Frame plan;
+    ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+  }
+
   void WaitFirstWorkerGone() {
     const Deadline deadline = Deadline::After(kWait);
     while (server_->Summary().state.workers[0].status != WorkerStatus::kGone && !deadline.expired())
@@ -231,7 +243,8 @@ class CoordinatorServerTest : public ::testing::Test {
   }
 
   std::string secret_;
-  std::string journal_path_;  // CoordinatorConfig::journal_path of the next Start
+  std::string journal_path_;            // CoordinatorConfig::journal_path of the next Start
+  std::optional<TempDir> journal_dir_;  // StartJournaled's
   // The next Start is the same run's coordinator started again: its secret, its port.
   bool restart_ = false;
   std::unique_ptr<CoordinatorServer> server_;
@@ -606,13 +619,8 @@ uint64_t Batches(uint64_t split) { return split == 2 ? 1 : 2; }
 
 TEST_F(CoordinatorServerTest,
        GivenACoordinatorStartedAgainFromItsJournal_ThenItsWorkerAndTrainerGoOnExactlyOnce) {
-  Result<TempDir> dir = TempDir::Make("gm-coordinator-restart-");
-  ASSERT_TRUE(dir.ok());
-  journal_path_ = dir->path() + "/coordinator.journal";
-  Start(kClientIdleS);
   Socket worker, client;
-  Frame plan;
-  ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+  ASSERT_NO_FATAL_FAILURE(StartJournaled(worker, client));
   const uint64_t first = TakeSplit(worker);
   ASSERT_NE(first, UINT64_MAX);
   // Made whole; the trainer acknowledged its first batch only.
@@ -692,13 +700,8 @@ TEST_F(CoordinatorServerTest,
 TEST_F(
     CoordinatorServerTest,
     GivenAnAssignmentThatNeverReachedItsWorker_ThenTheWorkerComesBackAsANewOneAndTheSplitGoesOn) {
-  Result<TempDir> dir = TempDir::Make("gm-coordinator-restart-");
-  ASSERT_TRUE(dir.ok());
-  journal_path_ = dir->path() + "/coordinator.journal";
-  Start(kClientIdleS);
   Socket worker, client;
-  Frame plan;
-  ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+  ASSERT_NO_FATAL_FAILURE(StartJournaled(worker, client));
   const uint64_t lost = TakeSplit(worker);  // journaled; say it never arrived
   ASSERT_NE(lost, UINT64_MAX);
   restart_ = true;
@@ -723,13 +726,8 @@ TEST_F(
 }
 
 TEST_F(CoordinatorServerTest, GivenAJournalCorrupted_ThenTheCoordinatorDoesNotStartAndSaysWhere) {
-  Result<TempDir> dir = TempDir::Make("gm-coordinator-restart-");
-  ASSERT_TRUE(dir.ok());
-  journal_path_ = dir->path() + "/coordinator.journal";
-  Start(kClientIdleS);
   Socket worker, client;
-  Frame plan;
-  ASSERT_NO_FATAL_FAILURE(WorkerAndClient(worker, client, plan));
+  ASSERT_NO_FATAL_FAILURE(StartJournaled(worker, client));
   ASSERT_NE(TakeSplit(worker), UINT64_MAX);
   server_.reset();
   Result<std::string> text = ReadFile(journal_path_);
