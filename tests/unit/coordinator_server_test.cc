@@ -725,6 +725,38 @@ TEST_F(
   EXPECT_EQ(sub.meta["session"], 2);
 }
 
+// A peer with the worker or client key claims what another holds: a live worker's
+// id, a subscribed rank's session, a channel never issued. None is given.
+TEST_F(CoordinatorServerTest, GivenClaimsOfALiveWorkersIdOrAChannelNeverIssued_ThenNoneIsGiven) {
+  Socket worker, client;
+  ASSERT_NO_FATAL_FAILURE(StartJournaled(worker, client));
+  auto claimer = Connect("worker", secret_);
+  ASSERT_TRUE(claimer.ok());
+  RegisterMsg claim{"127.0.0.1:8", "", "", ""};
+  claim.worker_id = 1;  // live: its connection is served
+  claim.made.push_back(SplitDoneMsg{0, 0, 2, 0, std::nullopt});
+  Frame reg = Ask(*claimer, MsgType::kRegister, claim.Encode());
+  ASSERT_EQ(reg.type, MsgType::kRegistered);
+  EXPECT_EQ(reg.meta["worker_id"], 2) << "a new id, not the live worker's";
+  claim.worker_id = 99;  // never registered
+  auto other = Connect("worker", secret_);
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(Ask(*other, MsgType::kRegister, claim.Encode()).meta["worker_id"], 3);
+  EXPECT_EQ(server_->Summary().state.workers.at(0).splits_done, 0u)
+      << "no SPLIT_DONE taken for the live worker";
+  // The rank's live session: refused while its connection is served.
+  auto second = Connect("client", secret_);
+  ASSERT_TRUE(second.ok());
+  Frame sub = Ask(*second, MsgType::kSubscribe, {{"rank", 0}, {"world_size", 1}, {"session", 1}});
+  EXPECT_EQ(sub.type, MsgType::kError) << sub.meta.dump();
+  // A channel never issued: a new one.
+  auto offload = Connect("client", secret_);
+  ASSERT_TRUE(offload.ok());
+  Frame off = Ask(*offload, MsgType::kOffload, {{"rank", 0}, {"channel", 99}});
+  ASSERT_EQ(off.type, MsgType::kOffloading);
+  EXPECT_EQ(off.meta["channel"], 1);
+}
+
 TEST_F(CoordinatorServerTest, GivenAJournalCorrupted_ThenTheCoordinatorDoesNotStartAndSaysWhere) {
   Socket worker, client;
   ASSERT_NO_FATAL_FAILURE(StartJournaled(worker, client));
