@@ -64,151 +64,45 @@ Result<nlohmann::json> ReadLine(int fd, std::string& pending, double timeout_s) 
 
 }  // namespace
 
-nlohmann::json SummaryJson(const CoordinatorSummary& s) {
-  nlohmann::json workers = nlohmann::json::array();
-  for (const WorkerStats& w : s.state.workers) {
-    workers.push_back({w.id, static_cast<int>(w.status), w.splits_assigned, w.splits_done,
-                       w.splits_completed, w.batches, w.reassigned});
-  }
-  nlohmann::json stages = nlohmann::json::object();
-  for (const auto& [id, list] : s.worker_stages)
-    stages[std::to_string(id)] = EncodeStagesReport(list);
-  nlohmann::json places = nlohmann::json::object();
-  for (const auto& [tag, place] : s.places) places[tag] = {place.host, place.step};
-  const CoordinatorStats& st = s.state;
-  return {{"state",
-           {{"epoch", st.epoch},
-            {"epoch_done", st.epoch_done},
-            {"pending_splits", st.pending_splits},
-            {"incomplete_splits", st.incomplete_splits},
-            {"acks", st.acks},
-            {"duplicate_acks", st.duplicate_acks},
-            {"reassignments", st.reassignments},
-            {"stale_split_done", st.stale_split_done},
-            {"samples_skipped", st.samples_skipped},
-            {"rank_positions", st.rank_positions},
-            {"workers", workers}}},
-          {"epochs_done", s.epochs_done},
-          {"workers_registered", s.workers_registered},
-          {"connections_refused", s.connections_refused},
-          {"connections_dropped", s.connections_dropped},
-          {"workers_faulted", s.workers_faulted},
-          {"worker_cpu_s", s.worker_cpu_s},
-          {"connections_open", s.connections_open},
-          {"workers_live", s.workers_live},
-          {"workers_producing", s.workers_producing},
-          {"failure", s.failure},
-          {"splits_unchecked", s.splits_unchecked},
-          {"offload_notes", s.offload_notes},
-          {"offload_notes_dropped", s.offload_notes_dropped},
-          {"dataloaders_served", s.dataloaders_served},
-          {"dataloaders_native", s.dataloaders_native},
-          {"dataloaders_stock", s.dataloaders_stock},
-          {"dataloaders_in_process", s.dataloaders_in_process},
-          {"offload_only", s.offload_only},
-          {"worker_stages", stages},
-          {"places", places}};
-}
+// One field list per type, for both directions (nlohmann's macros): a field
+// added to a struct and not here is not carried, never carried one way only.
+// The config leaves out the secret (sent apart) and the clock.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(WorkerStats, id, status, splits_assigned, splits_done,
+                                   splits_completed, batches, reassigned)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoordinatorStats, epoch, epoch_done, pending_splits,
+                                   incomplete_splits, acks, duplicate_acks, reassignments,
+                                   stale_split_done, samples_skipped, rank_positions, workers)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StageStats, name, count, cpu_s, extra_cpu_s, wall_s, bytes_in,
+                                   bytes_out, peak_bytes_out)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoordinatorSummary::Place, host, step)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoordinatorSummary, state, epochs_done, workers_registered,
+                                   connections_refused, connections_dropped, workers_faulted,
+                                   worker_cpu_s, connections_open, workers_live, workers_producing,
+                                   failure, splits_unchecked, offload_notes, offload_notes_dropped,
+                                   dataloaders_served, dataloaders_native, dataloaders_stock,
+                                   dataloaders_in_process, offload_only, worker_stages, places)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CoordinatorConfig, host, advertise_host, port, pipeline_doc,
+                                   pipeline_origin, base_dir, offload_only, samples_per_split,
+                                   world_size, epochs, epochs_in_flight, heartbeat_s,
+                                   liveness_timeout_s, client_idle_s, run_id, journal_path,
+                                   reconnect_s)
+
+nlohmann::json SummaryJson(const CoordinatorSummary& summary) { return summary; }
 
 Result<CoordinatorSummary> SummaryFromJson(const nlohmann::json& j) {
   // Written by SummaryJson of this binary: a mismatch is an error, not a peer's.
   try {
-    CoordinatorSummary s;
-    const nlohmann::json& st = j.at("state");
-    s.state.epoch = st.at("epoch").get<uint64_t>();
-    s.state.epoch_done = st.at("epoch_done").get<bool>();
-    s.state.pending_splits = st.at("pending_splits").get<uint64_t>();
-    s.state.incomplete_splits = st.at("incomplete_splits").get<uint64_t>();
-    s.state.acks = st.at("acks").get<uint64_t>();
-    s.state.duplicate_acks = st.at("duplicate_acks").get<uint64_t>();
-    s.state.reassignments = st.at("reassignments").get<uint64_t>();
-    s.state.stale_split_done = st.at("stale_split_done").get<uint64_t>();
-    s.state.samples_skipped = st.at("samples_skipped").get<uint64_t>();
-    s.state.rank_positions = st.at("rank_positions").get<std::vector<uint64_t>>();
-    for (const nlohmann::json& w : st.at("workers")) {
-      WorkerStats ws;
-      ws.id = w.at(0).get<uint64_t>();
-      ws.status = static_cast<WorkerStatus>(w.at(1).get<int>());
-      ws.splits_assigned = w.at(2).get<uint64_t>();
-      ws.splits_done = w.at(3).get<uint64_t>();
-      ws.splits_completed = w.at(4).get<uint64_t>();
-      ws.batches = w.at(5).get<uint64_t>();
-      ws.reassigned = w.at(6).get<uint64_t>();
-      s.state.workers.push_back(ws);
-    }
-    s.epochs_done = j.at("epochs_done").get<uint64_t>();
-    s.workers_registered = j.at("workers_registered").get<uint64_t>();
-    s.connections_refused = j.at("connections_refused").get<uint64_t>();
-    s.connections_dropped = j.at("connections_dropped").get<uint64_t>();
-    s.workers_faulted = j.at("workers_faulted").get<uint64_t>();
-    s.worker_cpu_s = j.at("worker_cpu_s").get<double>();
-    s.connections_open = j.at("connections_open").get<size_t>();
-    s.workers_live = j.at("workers_live").get<size_t>();
-    s.workers_producing = j.at("workers_producing").get<size_t>();
-    s.failure = j.at("failure").get<std::string>();
-    s.splits_unchecked = j.at("splits_unchecked").get<size_t>();
-    s.offload_notes = j.at("offload_notes").get<std::vector<std::string>>();
-    s.offload_notes_dropped = j.at("offload_notes_dropped").get<uint64_t>();
-    s.dataloaders_served = j.at("dataloaders_served").get<uint64_t>();
-    s.dataloaders_native = j.at("dataloaders_native").get<uint64_t>();
-    s.dataloaders_stock = j.at("dataloaders_stock").get<uint64_t>();
-    s.dataloaders_in_process = j.at("dataloaders_in_process").get<uint64_t>();
-    s.offload_only = j.at("offload_only").get<bool>();
-    for (const auto& [id, list] : j.at("worker_stages").items()) {
-      GM_ASSIGN_OR_RETURN(std::optional<std::vector<StageStats>> stages,
-                          DecodeStagesReport({{"stages", list}}, "summary"));
-      if (stages) s.worker_stages[std::stoull(id)] = std::move(*stages);
-    }
-    for (const auto& [tag, place] : j.at("places").items()) {
-      s.places[tag] = {place.at(0).get<std::string>(), place.at(1).get<std::string>()};
-    }
-    return s;
+    return j.get<CoordinatorSummary>();
   } catch (const std::exception& e) {
     return Status::Corrupt(std::string("the coordinator process's summary: ") + e.what());
   }
 }
 
-nlohmann::json ConfigJson(const CoordinatorConfig& c) {
-  return {{"host", c.host},
-          {"advertise_host", c.advertise_host},
-          {"port", c.port},
-          {"pipeline_doc", c.pipeline_doc},
-          {"pipeline_origin", c.pipeline_origin},
-          {"base_dir", c.base_dir},
-          {"offload_only", c.offload_only},
-          {"samples_per_split", c.samples_per_split},
-          {"world_size", c.world_size},
-          {"epochs", c.epochs},
-          {"epochs_in_flight", c.epochs_in_flight},
-          {"heartbeat_s", c.heartbeat_s},
-          {"liveness_timeout_s", c.liveness_timeout_s},
-          {"client_idle_s", c.client_idle_s},
-          {"run_id", c.run_id},
-          {"journal_path", c.journal_path},
-          {"reconnect_s", c.reconnect_s}};
-}
+nlohmann::json ConfigJson(const CoordinatorConfig& config) { return config; }
 
 Result<CoordinatorConfig> ConfigFromJson(const nlohmann::json& j) {
   try {
-    CoordinatorConfig c;
-    c.host = j.at("host").get<std::string>();
-    c.advertise_host = j.at("advertise_host").get<std::string>();
-    c.port = j.at("port").get<int>();
-    c.pipeline_doc = j.at("pipeline_doc");
-    c.pipeline_origin = j.at("pipeline_origin").get<std::string>();
-    c.base_dir = j.at("base_dir").get<std::string>();
-    c.offload_only = j.at("offload_only").get<bool>();
-    c.samples_per_split = j.at("samples_per_split").get<size_t>();
-    c.world_size = j.at("world_size").get<int>();
-    c.epochs = j.at("epochs").get<int>();
-    c.epochs_in_flight = j.at("epochs_in_flight").get<bool>();
-    c.heartbeat_s = j.at("heartbeat_s").get<double>();
-    c.liveness_timeout_s = j.at("liveness_timeout_s").get<double>();
-    c.client_idle_s = j.at("client_idle_s").get<double>();
-    c.run_id = j.at("run_id").get<std::string>();
-    c.journal_path = j.at("journal_path").get<std::string>();
-    c.reconnect_s = j.at("reconnect_s").get<double>();
-    return c;
+    return j.get<CoordinatorConfig>();
   } catch (const std::exception& e) {
     return Status::InvalidArgument(std::string("coordinator config: ") + e.what());
   }
