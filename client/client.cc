@@ -99,27 +99,43 @@ Result<Frame> Client::Impl::Request(MsgType type, const nlohmann::json& meta, Ms
   return RequestOnce(type, meta, answer, &transport_failed);
 }
 
+Status Redial(const std::string& who, double reconnect_s, double connect_timeout_s,
+              const Status& why,
+              const std::function<Status(double timeout_s, bool* again)>& attempt) {
+  const Deadline deadline = Deadline::After(reconnect_s);
+  Status last = why;
+  while (!deadline.expired()) {
+    bool again = true;
+    last = attempt(std::min(connect_timeout_s, std::max(0.1, deadline.remaining_s())), &again);
+    if (last.ok() || !again) return last;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Status::Unavailable(who + " did not come back within " +
+                             std::to_string(std::lround(reconnect_s)) + " s: " + last.message());
+}
+
 Status Client::Impl::Reconnect(const Status& why) {
   LogInfo("client: rank " + std::to_string(options.rank) + ": " + why.message() +
           "; dialling it again for " + std::to_string(std::lround(options.reconnect_s)) + " s");
-  const Deadline deadline = Deadline::After(options.reconnect_s);
-  Status last = why;
-  while (!deadline.expired()) {
-    auto socket = Dial(options.coordinator, options.secret, kClientRole,
-                       std::min(options.connect_timeout_s, std::max(0.1, deadline.remaining_s())),
-                       "coordinator");
-    if (socket.ok()) {
-      {
-        MutexLock lock(send_mu);
-        coordinator = std::move(*socket);
-        last_send = clock->Now();
-      }
-      SubscribeMsg again{options.rank, options.world_size};
-      again.session = session;
-      bool transport_failed = false;
-      Result<Frame> answer =
-          RequestOnce(MsgType::kSubscribe, again.Encode(), MsgType::kSubscribed, &transport_failed);
-      if (answer.ok()) {
+  GM_RETURN_IF_ERROR(Redial(
+      coordinator_name, options.reconnect_s, options.connect_timeout_s, why,
+      [this](double timeout_s, bool* again) -> Status {
+        auto socket =
+            Dial(options.coordinator, options.secret, kClientRole, timeout_s, "coordinator");
+        if (!socket.ok()) return socket.status();
+        {
+          MutexLock lock(send_mu);
+          coordinator = std::move(*socket);
+          last_send = clock->Now();
+        }
+        SubscribeMsg resubscribe{options.rank, options.world_size};
+        resubscribe.session = session;
+        bool transport_failed = false;
+        Result<Frame> answer = RequestOnce(MsgType::kSubscribe, resubscribe.Encode(),
+                                           MsgType::kSubscribed, &transport_failed);
+        *again = transport_failed;  // refused: said why
+        if (!answer.ok()) return answer.status();
+        *again = false;
         Result<SubscribedMsg> subscribed = SubscribedMsg::Decode(answer->meta);
         if (!subscribed.ok()) return subscribed.status().WithContext(coordinator_name);
         if (subscribed->session != session) {
@@ -128,33 +144,24 @@ Status Client::Impl::Reconnect(const Status& why) {
               std::to_string(session) + " (it gave session " + std::to_string(subscribed->session) +
               "): it is not the run's coordinator started again from its journal");
         }
-        // What the old coordinator may not have read; a repeat is harmless.
-        for (const auto& [epoch, msg] : acked) {
-          for (size_t at = 0; at < msg.batches.size(); at += kMaxAckBatches) {
-            const size_t end = std::min(msg.batches.size(), at + kMaxAckBatches);
-            AckMsg part{epoch,
-                        {msg.batches.begin() + static_cast<std::ptrdiff_t>(at),
-                         msg.batches.begin() + static_cast<std::ptrdiff_t>(end)},
-                        {msg.samples.begin() + static_cast<std::ptrdiff_t>(at),
-                         msg.samples.begin() + static_cast<std::ptrdiff_t>(end)}};
-            GM_RETURN_IF_ERROR(SendToCoordinator(MsgType::kAck, part.Encode(),
-                                                 Deadline::After(options.timeout_s)));
-          }
-        }
-        LogInfo("client: rank " + std::to_string(options.rank) + ": back at " + coordinator_name +
-                " in session " + std::to_string(session));
         return Status::Ok();
-      }
-      if (!transport_failed) return answer.status();  // refused: said why
-      last = answer.status();
-    } else {
-      last = socket.status();
+      }));
+  // What the old coordinator may not have read; a repeat is harmless.
+  for (const auto& [epoch, msg] : acked) {
+    for (size_t at = 0; at < msg.batches.size(); at += kMaxAckBatches) {
+      const size_t end = std::min(msg.batches.size(), at + kMaxAckBatches);
+      AckMsg part{epoch,
+                  {msg.batches.begin() + static_cast<std::ptrdiff_t>(at),
+                   msg.batches.begin() + static_cast<std::ptrdiff_t>(end)},
+                  {msg.samples.begin() + static_cast<std::ptrdiff_t>(at),
+                   msg.samples.begin() + static_cast<std::ptrdiff_t>(end)}};
+      GM_RETURN_IF_ERROR(
+          SendToCoordinator(MsgType::kAck, part.Encode(), Deadline::After(options.timeout_s)));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return Status::Unavailable(coordinator_name + " did not come back within " +
-                             std::to_string(std::lround(options.reconnect_s)) +
-                             " s: " + last.message());
+  LogInfo("client: rank " + std::to_string(options.rank) + ": back at " + coordinator_name +
+          " in session " + std::to_string(session));
+  return Status::Ok();
 }
 
 Result<Frame> Client::Impl::RequestOnce(MsgType type, const nlohmann::json& meta, MsgType answer,

@@ -38,6 +38,14 @@ Result<Socket> Dial(const std::string& address, const std::string& key, std::str
                     double timeout_s, std::string_view server_role,
                     const std::function<Status(const Socket&)>& before = nullptr);
 
+// A coordinator that went away (`why`), reached again: `attempt` is tried every
+// 0.1 s for `reconnect_s`, given the connect timeout left, until it succeeds or
+// says (*again = false) that trying again is no use. Unavailable naming `who`
+// and the last failure when the time passes first.
+Status Redial(const std::string& who, double reconnect_s, double connect_timeout_s,
+              const Status& why,
+              const std::function<Status(double timeout_s, bool* again)>& attempt);
+
 // Dials a worker's same-host socket (dataplane/shm.h) at the worker whose TCP data
 // port is `address`, as `role` with `ticket`; only a process of this user may
 // answer there. Unavailable when nothing listens (another host).

@@ -130,30 +130,24 @@ Status Offload::Reconnect(const Status& why) {
   LogInfo("client: rank " + std::to_string(options_.rank) + " offload channel " +
           std::to_string(channel_) + ": " + why.message() + "; dialling it again for " +
           std::to_string(std::lround(options_.reconnect_s)) + " s");
-  const Deadline deadline = Deadline::After(options_.reconnect_s);
-  Status last = why;
-  while (!deadline.expired()) {
-    auto opened =
-        AskOffload(options_, channel_, coordinator_name_,
-                   std::min(options_.connect_timeout_s, std::max(0.1, deadline.remaining_s())));
-    if (opened.ok()) {
-      if (opened->second.channel != channel_) {
-        return Status::Unavailable(coordinator_name_ + " came back without offload channel " +
-                                   std::to_string(channel_) +
-                                   ": it is not the run's coordinator started again");
-      }
-      coordinator_ = std::move(opened->first);
-      reconnected_ = true;
-      reconnected_at_ = MonotonicSeconds();
-      return Status::Ok();
-    }
-    if (opened.status().code() == Code::kInvalidArgument) return opened.status();  // refused
-    last = opened.status();
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return Status::Unavailable(coordinator_name_ + " did not come back within " +
-                             std::to_string(std::lround(options_.reconnect_s)) +
-                             " s: " + last.message());
+  return Redial(coordinator_name_, options_.reconnect_s, options_.connect_timeout_s, why,
+                [this](double timeout_s, bool* again) REQUIRES(mu_) -> Status {
+                  auto opened = AskOffload(options_, channel_, coordinator_name_, timeout_s);
+                  // Refused (InvalidArgument): said why.
+                  *again = opened.status().code() != Code::kInvalidArgument;
+                  if (!opened.ok()) return opened.status();
+                  *again = false;
+                  if (opened->second.channel != channel_) {
+                    return Status::Unavailable(coordinator_name_ +
+                                               " came back without offload channel " +
+                                               std::to_string(channel_) +
+                                               ": it is not the run's coordinator started again");
+                  }
+                  coordinator_ = std::move(opened->first);
+                  reconnected_ = true;
+                  reconnected_at_ = MonotonicSeconds();
+                  return Status::Ok();
+                });
 }
 
 Result<std::vector<std::string>> Offload::AskWorkers(bool place) {
