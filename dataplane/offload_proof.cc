@@ -46,6 +46,16 @@ std::optional<std::vector<unsigned char>> FromHex(std::string_view hex, size_t b
   return out;
 }
 
+// The Ed25519 public key of `pkey`, 64 hex.
+Result<std::string> PublicKeyHex(EVP_PKEY* pkey) {
+  std::array<unsigned char, kPublicKeyBytes> pub{};
+  size_t size = pub.size();
+  if (EVP_PKEY_get_raw_public_key(pkey, pub.data(), &size) != 1 || size != pub.size()) {
+    return Status::Internal("OpenSSL could not give the Ed25519 public key");
+  }
+  return ToHex(pub.data(), pub.size());
+}
+
 }  // namespace
 
 struct OffloadIssuer::Key {
@@ -55,14 +65,10 @@ struct OffloadIssuer::Key {
 Result<OffloadIssuer> OffloadIssuer::Create() {
   Pkey pkey(EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"));
   if (!pkey) return Status::Internal("OpenSSL could not make an Ed25519 key pair");
-  std::array<unsigned char, kPublicKeyBytes> pub{};
-  size_t size = pub.size();
-  if (EVP_PKEY_get_raw_public_key(pkey.get(), pub.data(), &size) != 1 || size != pub.size()) {
-    return Status::Internal("OpenSSL could not give the Ed25519 public key");
-  }
+  GM_ASSIGN_OR_RETURN(std::string public_key, PublicKeyHex(pkey.get()));
   auto key = std::make_shared<Key>();
   key->pkey = std::move(pkey);
-  return OffloadIssuer(std::move(key), ToHex(pub.data(), pub.size()));
+  return OffloadIssuer(std::move(key), std::move(public_key));
 }
 
 Result<OffloadIssuer> OffloadIssuer::FromSecret(std::string_view run_secret) {
@@ -72,14 +78,10 @@ Result<OffloadIssuer> OffloadIssuer::FromSecret(std::string_view run_secret) {
   if (!seed) return Status::Internal("the offload issuer's seed is not 32 bytes");
   Pkey pkey(EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr, seed->data(), seed->size()));
   if (!pkey) return Status::Internal("OpenSSL could not make the run's Ed25519 key pair");
-  std::array<unsigned char, kPublicKeyBytes> pub{};
-  size_t size = pub.size();
-  if (EVP_PKEY_get_raw_public_key(pkey.get(), pub.data(), &size) != 1 || size != pub.size()) {
-    return Status::Internal("OpenSSL could not give the Ed25519 public key");
-  }
+  GM_ASSIGN_OR_RETURN(std::string public_key, PublicKeyHex(pkey.get()));
   auto key = std::make_shared<Key>();
   key->pkey = std::move(pkey);
-  return OffloadIssuer(std::move(key), ToHex(pub.data(), pub.size()));
+  return OffloadIssuer(std::move(key), std::move(public_key));
 }
 
 Result<std::string> OffloadIssuer::Proof(int64_t rank, uint64_t channel) const {

@@ -32,27 +32,34 @@ class CoordinatorServerTest : public ::testing::Test {
              bool offload_only = false) {
     server_.reset();
     if (!restart_) secret_ = *NewSecret();
-    CoordinatorConfig c;
-    c.secret = secret_;
-    c.pipeline_doc = nlohmann::json::parse(
-        R"({"version": 1, "source": {"type": "range", "count": 10}, "stages": [],
-            "batch": {"size": 2}})");
+    CoordinatorConfig c = Config();
     if (!on_error.empty()) c.pipeline_doc["on_error"] = on_error;
     if (offload_only) c.pipeline_doc = nlohmann::json::parse(kOffloadOnlyPipeline);
     c.offload_only = offload_only;
-    c.pipeline_origin = "test.json";
-    c.base_dir = "/";
-    c.samples_per_split = 4;
     c.epochs = epochs;
     c.world_size = world_size;
     c.client_idle_s = client_idle_s;
     c.clock = clock;
-    c.journal_path = journal_path_;
     if (restart_) c.port = port_;
     auto server = CoordinatorServer::Start(c);
     ASSERT_TRUE(server.ok()) << server.status().message();
     server_ = std::move(*server);
     port_ = std::stoi(server_->address().substr(server_->address().rfind(':') + 1));
+  }
+
+  // The run's config: the test's secret, a range source of 10 samples in splits
+  // of 4, batches of 2, the journal of the next Start.
+  CoordinatorConfig Config() const {
+    CoordinatorConfig c;
+    c.secret = secret_;
+    c.pipeline_doc = nlohmann::json::parse(
+        R"({"version": 1, "source": {"type": "range", "count": 10}, "stages": [],
+            "batch": {"size": 2}})");
+    c.pipeline_origin = "test.json";
+    c.base_dir = "/";
+    c.samples_per_split = 4;
+    c.journal_path = journal_path_;
+    return c;
   }
 
   // Connects as `role` with that role's key derived from `secret` (or with `key`).
@@ -767,16 +774,7 @@ TEST_F(CoordinatorServerTest, GivenAJournalCorrupted_ThenTheCoordinatorDoesNotSt
   std::string bad = *text;
   bad[bad.find("\"request\"") + 2] = 'X';
   ASSERT_TRUE(WriteFileAtomic(journal_path_, bad).ok());
-  CoordinatorConfig c;
-  c.secret = secret_;
-  c.pipeline_doc = nlohmann::json::parse(
-      R"({"version": 1, "source": {"type": "range", "count": 10}, "stages": [],
-          "batch": {"size": 2}})");
-  c.pipeline_origin = "test.json";
-  c.base_dir = "/";
-  c.samples_per_split = 4;
-  c.journal_path = journal_path_;
-  auto again = CoordinatorServer::Start(c);
+  auto again = CoordinatorServer::Start(Config());
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.status().message().find(journal_path_ + ":"), std::string::npos)
       << again.status().message();
