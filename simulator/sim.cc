@@ -67,6 +67,10 @@ struct Task {
   std::vector<std::pair<double, int>> pending;
   uint64_t version = 0;
   double Gpus() const { return src->gpu_milli / 1000.0; }
+  // Under cluster, the worker CPUs it would have held as submitted (the CPUs it
+  // asked for, less its trainer's): the pool gives them first, and they are the
+  // run's own allocation, which no task being admitted takes back.
+  int Baseline() const { return std::max(0, src->cpus - need.own); }
   int Pending() const {
     int n = 0;
     for (const auto& [at, cpus] : pending) n += cpus;
@@ -175,6 +179,8 @@ class Replay {
   std::set<int> free_;  // nodes with a free CPU, for first fit
   std::vector<size_t> waiting_, running_;
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> ends_;
+  // Per node, the worker CPUs within their tasks' baselines (Schedule's).
+  std::vector<int> baseline_at_;
   int total_cpus_ = 0;
   double now_ = 0, cpu_seconds_ = 0;
   uint64_t started_ = 0, preempted_ = 0, events_ = 0;
@@ -227,8 +233,10 @@ double Replay::SpeedOf(const Task& t) const {
 }
 
 bool Replay::Fits(const Node& n, const Need& need, bool preempting) const {
-  // Under cluster a task may take CPUs back from workers: then they do not count.
-  const int free = n.cpus - n.hard - (preempting ? 0 : n.soft);
+  // Under cluster a task may take CPUs back from workers beyond their tasks'
+  // baselines: then those do not count.
+  const size_t at = static_cast<size_t>(&n - nodes_.data());
+  const int free = n.cpus - n.hard - (preempting ? baseline_at_[at] : n.soft);
   return n.gpu_milli - n.gpu_used >= need.gpu_milli && n.mem - n.mem_used >= need.mem &&
          free >= need.own;
 }
@@ -309,15 +317,20 @@ bool Replay::Place(Task& t, size_t index) {
   return true;
 }
 
-// A task admitted on `node` takes back the workers' CPUs it needs there.
+// A task admitted on `node` takes back the workers' CPUs it needs there, of
+// those beyond their tasks' baselines (a task's first CPUs taken are its
+// baseline's).
 void Replay::Preempt(int node) {
   int over = -nodes_[node].Free();
   for (size_t i : running_) {
     if (over <= 0) break;
     Task& t = tasks_[i];
+    int baseline = t.Baseline();
     for (auto it = t.soft.begin(); it != t.soft.end() && over > 0; ++it) {
-      if (it->first != node) continue;
-      const int n = std::min(over, it->second);
+      const int kept = std::min(baseline, it->second);
+      baseline -= kept;
+      if (it->first != node || it->second == kept) continue;
+      const int n = std::min(over, it->second - kept);
       it->second -= n;
       t.soft_cpus -= n;
       t.DropPending(n);
@@ -346,6 +359,16 @@ void Replay::Finish(Task& t) {
 }
 
 void Replay::Schedule() {
+  baseline_at_.assign(nodes_.size(), 0);
+  for (size_t i : running_) {
+    const Task& t = tasks_[i];
+    int baseline = t.Baseline();
+    for (const auto& [node, cpus] : t.soft) {
+      const int n = std::min(baseline, cpus);
+      baseline_at_[static_cast<size_t>(node)] += n;
+      baseline -= n;
+    }
+  }
   std::vector<Need> failed;  // shapes that found no node in this pass
   std::vector<size_t> still;
   for (size_t i : waiting_) {
@@ -375,7 +398,7 @@ Status Replay::Divide() {
     if (want > whole && whole < NicCapCpus(t)) j.curve.push_back({1, (want - whole) / kappa_g});
     // What it asked for itself comes first: sharing never leaves it slower than as
     // submitted while the pool has the CPUs.
-    j.baseline = std::max(0, t.src->cpus - t.need.own);
+    j.baseline = t.Baseline();
     j.held = t.soft_cpus;
     j.held_since_s = t.soft_since;
     jobs.push_back(std::move(j));

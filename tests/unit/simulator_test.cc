@@ -169,6 +169,24 @@ TEST(SimulatorTest, GivenANodeWhoseCpusWorkersHoldThenClusterAdmitsWhereItTakesN
   EXPECT_DOUBLE_EQ(c.jct_mean_s, 100);
 }
 
+TEST(SimulatorTest, GivenWorkersWithinTheirTasksBaselineThenClusterAdmitsNoTaskByTakingThem) {
+  // 4 CPUs, 2 GPUs. A (1 GPU, 4 CPUs: trainer 1, baseline 3 = its 3 workers) at
+  // t = 0; B (1 GPU, 1 CPU) at t = 10 finds A's workers all within A's baseline,
+  // the run's own allocation: it waits, as under static, until A ends at 100.
+  // B's work is 100 s at the 1/4 speed its one CPU gave (25), done at speed 1
+  // (trainer + 3 workers): 100..125. JCT (100 + 115) / 2, queue 90 / 2.
+  const Trace t = TraceOf("submit_s,duration_s,gpus,cpus\n0,100,1,4\n10,100,1,1\n");
+  const auto nodes = NodesOf("name,cpus,memory_mib,gpus\nn0,4,1000,2\n");
+  SimOptions o = Options();
+  o.policies = {"cluster"};
+  auto r = Simulate(t, nodes, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  const PolicyResult& c = Of(*r, "cluster");
+  EXPECT_EQ(c.worker_cpus_preempted, 0u);
+  EXPECT_DOUBLE_EQ(c.queue_mean_s, 45);
+  EXPECT_DOUBLE_EQ(c.jct_mean_s, 107.5);
+}
+
 TEST(SimulatorTest, GivenNodeCpusPerGpuThenGpuNodesAndAsksShrinkAndTheWorkStays) {
   // The what-if: 2 CPUs per GPU. n0 (4 GPUs) has 8 CPUs instead of 48; the CPU
   // node keeps its 16. A task asking 1 GPU and 12 CPUs (speed 1 at kappa 4: work
