@@ -756,7 +756,8 @@ std::vector<std::string> Assumptions(const SimOptions& o) {
           "every arrival and end (planner/pool.h; min gain " +
           std::to_string(o.pool.min_gain) + ", min worker lifetime " +
           std::to_string(o.pool.min_lifetime_s) +
-          " s), taken back from a node when a task is admitted there",
+          " s), first each task's baseline (what it asked for, less its trainer's); those "
+          "beyond a baseline are taken back from a node when a task is admitted there",
       "workers off a task's node count only up to what its node's NIC (" +
           std::to_string(o.nic_gbps) +
           " Gb/s) carries at its family's samples/s and bytes per sample",
