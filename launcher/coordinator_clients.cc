@@ -394,6 +394,8 @@ void CoordinatorServer::DropFaulty(int rank, const FaultMsg& fault) {
   if (it == data_addr_.end() || faulted_.contains(it->first)) return;
   const WorkerId id = it->first;
   faulted_.insert(id);
+  dropped_.insert(id);
+  if (dropped_.size() > kMaxDropped) dropped_.erase(dropped_.begin());
   ++workers_faulted_;
   LogWarning("coordinator: rank " + std::to_string(rank) + " reports worker " + std::to_string(id) +
              " (" + PeerText(fault.worker) + "): " + PeerText(fault.why) +

@@ -299,6 +299,10 @@ class CoordinatorServer {
   // before its socket closes).
   std::map<WorkerId, int> worker_fd_ GUARDED_BY(mu_);
   std::set<WorkerId> faulted_ GUARDED_BY(mu_);  // dropped by FAULT, not yet gone
+  // Every worker dropped by FAULT, so that it is not taken back when it dials
+  // again under its id (the newest kMaxDropped: ids only grow).
+  static constexpr size_t kMaxDropped = 4096;
+  std::set<WorkerId> dropped_ GUARDED_BY(mu_);
   uint64_t workers_faulted_ GUARDED_BY(mu_) = 0;
   // CPU the workers said they used (HEARTBEAT cpu_s: each one's process and its
   // children): the latest figure of each live worker, and the sum of what every

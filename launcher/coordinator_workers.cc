@@ -182,6 +182,13 @@ Status CoordinatorServer::TakeSplitDone(WorkerId id, const SplitDoneMsg& done) {
 
 Result<WorkerId> CoordinatorServer::AdmitWorker(const RegisterMsg& registration) {
   const WorkerId old = registration.worker_id;
+  // Dropped on a trainer's report: it does not come back (its connection was
+  // closed on purpose, not lost); its launcher starts another in its place.
+  if (old != 0 && dropped_.contains(old)) {
+    return Status::Aborted("worker " + std::to_string(old) + " (" +
+                           PeerText(registration.data_addr) +
+                           ") was dropped on a trainer's report and is not taken back");
+  }
   // Back with its old id: the state still counts it live (not declared lost), and
   // no connection of it is served. Its last SPLIT_DONEs, which the coordinator may
   // not have read before it died, are taken again where it still holds the split.

@@ -222,6 +222,7 @@ Result<Frame> WorkerService::RecvControl(MsgType expected, Deadline deadline) {
     return Gone(frame.status());
   }
   if (frame->type == MsgType::kError) {
+    refused_.store(true);
     return Status::Unavailable("coordinator " + coordinator_ + " refused this worker: " +
                                PeerText(ErrorMsg::Decode(frame->meta).message));
   }
@@ -277,6 +278,13 @@ Status WorkerService::Reconnect(const Status& why) {
         return Status::Ok();
       }
       if (st.code() != Code::kUnavailable) return st;  // a broken answer
+      // The coordinator is there and said no (it dropped this worker on purpose):
+      // dialling again would get the same answer.
+      if (refused_.load()) {
+        MutexLock lock(mu_);
+        given_up_ = true;
+        return st;
+      }
     }
     last = st;
     MutexLock lock(mu_);

@@ -197,13 +197,14 @@ class WorkerService {
 
   Mutex mu_;
   std::condition_variable cv_;
-  bool stop_ GUARDED_BY(mu_) = false;                     // Stop() was called
-  bool draining_ GUARDED_BY(mu_) = false;                 // Drain() was called
-  double drain_deadline_ GUARDED_BY(mu_) = 0;             // on clock(): Stop() then
-  bool heartbeat_done_ GUARDED_BY(mu_) = false;           // the heartbeat thread must end
-  Status lost_ GUARDED_BY(mu_);                           // why the coordinator is gone
-  double lost_at_ GUARDED_BY(mu_) = 0;                    // clock() when it was found gone
-  bool given_up_ GUARDED_BY(mu_) = false;                 // reconnect_s passed: the worker exits
+  bool stop_ GUARDED_BY(mu_) = false;            // Stop() was called
+  bool draining_ GUARDED_BY(mu_) = false;        // Drain() was called
+  double drain_deadline_ GUARDED_BY(mu_) = 0;    // on clock(): Stop() then
+  bool heartbeat_done_ GUARDED_BY(mu_) = false;  // the heartbeat thread must end
+  Status lost_ GUARDED_BY(mu_);                  // why the coordinator is gone
+  double lost_at_ GUARDED_BY(mu_) = 0;           // clock() when it was found gone
+  bool given_up_ GUARDED_BY(mu_) = false;        // reconnect_s passed: the worker exits
+  std::atomic<bool> refused_{false};  // the coordinator answered ERROR: it will not take it back
   std::vector<StageStats> stage_totals_ GUARDED_BY(mu_);  // all splits made so far
   bool making_split_ GUARDED_BY(mu_) = false;             // a split is being made
   uint64_t splits_begun_ GUARDED_BY(mu_) = 0;             // SetMaking(true) calls

@@ -14,6 +14,9 @@
 #include "client/client.h"
 #include "core/file_util.h"
 #include "dataplane/auth.h"
+#include "dataplane/messages.h"
+#include "dataplane/protocol.h"
+#include "dataplane/socket.h"
 #include "launcher/coordinator_server.h"
 #include "worker/worker_service.h"
 
@@ -104,6 +107,60 @@ TEST(CoordinatorRestartTest,
   server->EndWorkers();
   ASSERT_EQ(worker_run.wait_for(std::chrono::duration<double>(kWait)), std::future_status::ready);
   EXPECT_TRUE(worker_run.get().ok());
+}
+
+// A worker the coordinator drops on purpose (a trainer's FAULT) does not dial back
+// as one whose coordinator died would, for reconnect_s: a coordinator that
+// answers its return with ERROR (coordinator_server_test: one dropped on a
+// trainer's report is refused) ends it at once, for its launcher to replace it.
+// Here the coordinator is a test's, speaking the protocol over a real socket.
+TEST(CoordinatorRestartTest, GivenTheCoordinatorRefusesAReturningWorker_ThenItExitsAtOnce) {
+  const std::string secret = *NewSecret();
+  auto listener = Listener::ListenTcp("127.0.0.1", 0);
+  ASSERT_TRUE(listener.ok()) << listener.status().message();
+  WorkerServiceOptions wo;
+  wo.coordinator = "127.0.0.1:" + std::to_string(listener->port());
+  wo.secret = RoleKey(secret, kWorkerRole);
+  wo.max_virtual_workers = 0;
+  // The coordinator's side: a worker's connection, its handshake and REGISTER.
+  const auto accept_register = [&]() -> Result<Socket> {
+    GM_ASSIGN_OR_RETURN(Socket s, listener->Accept(kWait));
+    std::string role;
+    GM_RETURN_IF_ERROR(ServerHandshake(s, RoleKey(secret, kWorkerRole), "coordinator",
+                                       Deadline::After(kWait), &role));
+    GM_ASSIGN_OR_RETURN(Frame reg, RecvFrame(s, FrameLimits{}, Deadline::After(kWait)));
+    if (reg.type != MsgType::kRegister) return Status::Corrupt("not REGISTER");
+    return s;
+  };
+  auto coordinator = std::async(std::launch::async, [&]() -> Status {
+    GM_ASSIGN_OR_RETURN(Socket first, accept_register());
+    RegisteredMsg registered;
+    registered.worker_id = 7;
+    registered.pipeline = Config(secret, "", 0).pipeline_doc;
+    registered.pipeline_origin = "test.json";
+    registered.base_dir = "/";
+    registered.reconnect_s = 600;  // far beyond the test's wait
+    GM_RETURN_IF_ERROR(
+        SendFrame(first, MsgType::kRegistered, registered.Encode(), Deadline::After(kWait)));
+    // Its first GET_SPLIT is answered by closing the connection (the drop).
+    GM_ASSIGN_OR_RETURN(Frame get, RecvFrame(first, FrameLimits{}, Deadline::After(kWait)));
+    if (get.type != MsgType::kGetSplit) return Status::Corrupt("not GET_SPLIT");
+    first = Socket();
+    GM_ASSIGN_OR_RETURN(Socket back, accept_register());
+    SendError(back, "worker 7 was dropped on a trainer's report and is not taken back",
+              Deadline::After(kWait));
+    return Status::Ok();
+  });
+  auto worker = WorkerService::Start(wo);
+  ASSERT_TRUE(worker.ok()) << worker.status().message();
+  auto worker_run = std::async(std::launch::async, [&] { return (*worker)->Run(); });
+  ASSERT_EQ(worker_run.wait_for(std::chrono::duration<double>(kWait)), std::future_status::ready)
+      << "the refused worker dials on";
+  const Status st = worker_run.get();
+  EXPECT_EQ(st.code(), Code::kUnavailable) << "it exits as one whose coordinator is gone";
+  EXPECT_NE(st.message().find("refused this worker: worker 7 was dropped"), std::string::npos)
+      << st.message();
+  EXPECT_TRUE(coordinator.get().ok());
 }
 
 }  // namespace

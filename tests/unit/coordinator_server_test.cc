@@ -536,6 +536,17 @@ TEST_F(CoordinatorServerTest, GivenAFaultFromATrainer_ThenTheWorkerIsDroppedAndI
   Socket next = RegisteredWorker("127.0.0.1:2");
   EXPECT_EQ(TakeSplit(next), held);
   EXPECT_EQ(server_->Summary().workers_faulted, 1u);
+  // The dropped worker dialling back under its id, as one whose coordinator died
+  // would, is refused and told why: it was dropped on purpose.
+  auto back = Connect("worker", secret_);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  RegisterMsg again{"127.0.0.1:9", "", "", ""};
+  again.worker_id = 1;
+  Frame refused = Ask(*back, MsgType::kRegister, again.Encode());
+  ASSERT_EQ(refused.type, MsgType::kError) << refused.meta.dump();
+  EXPECT_NE(refused.meta.value("message", "").find("dropped on a trainer's report"),
+            std::string::npos)
+      << refused.meta.dump();
   // The client's connection is still served.
   EXPECT_EQ(Ask(client, MsgType::kGetWorkers, nlohmann::json::object()).type, MsgType::kWorkers);
 }
