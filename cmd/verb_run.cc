@@ -27,6 +27,7 @@
 #include "dataplane/auth.h"
 #include "launcher/pool_client.h"
 #include "launcher/process_launcher.h"
+#include "launcher/run_plan.h"
 #include "launcher/slurm_job.h"
 #include "launcher/training_run.h"
 #include "reports/status_line.h"
@@ -168,96 +169,31 @@ Status RecordRefused(const RunFlags& f, const Status& why) {
   return why;
 }
 
-// The plan's pipeline (none for an unchanged program's plan: the workers serve
-// its DataLoaders), looked up from here, then beside plan.json.
-Status ApplyPlanPipeline(RunFlags& f, const Plan& plan) {
-  if (plan.run.pipeline.empty()) return Status::Ok();
-  f.spec.pipeline = plan.run.pipeline;
-  std::error_code ec;  // the non-throwing overloads: an unreadable path reads as absent
-  if (std::filesystem::exists(f.spec.pipeline, ec)) return Status::Ok();
-  // A relative path in plan.json may be relative to the plan's folder.
-  const auto beside = std::filesystem::path(f.plan).parent_path() / f.spec.pipeline;
-  if (std::filesystem::path(f.spec.pipeline).is_relative() && std::filesystem::exists(beside, ec)) {
-    f.spec.pipeline = beside.string();
-    return Status::Ok();
-  }
-  return Status::NotFound(f.plan + ": $.run.pipeline: " + plan.run.pipeline +
-                          " does not exist (give --pipeline FILE)");
-}
-
-// Takes the pipeline, worker count and size, world size and (when none is given
-// after --) the trainer command from plan.json. Flags given explicitly win.
+// Takes the pipeline, workers, world size and (when none is given after --) the
+// trainer command from plan.json (launcher/run_plan.h). Flags given explicitly win.
 Status ApplyPlan(RunFlags& f, const CLI::App& sub) {
   GM_ASSIGN_OR_RETURN(Plan plan, LoadPlan(f.plan));
   f.plan_doc = plan;
-  if (!plan.cut.runnable) {
-    return Status::InvalidArgument(
-        f.plan + ": the plan cuts the pipeline after stage " +
-        std::to_string(plan.cut.after_stage) +
-        ", which is not the cut pipeline.json makes (run follows the file: mark the stages after "
-        "the cut \"on\": \"device\", or plan again without --all-cuts)");
+  PlanFlagsGiven given;
+  given.pipeline = sub.count("--pipeline") > 0;
+  given.workers = sub.count("--workers") > 0;
+  given.threads_per_worker = sub.count("--threads-per-worker") > 0;
+  given.world_size = sub.count("--world-size") > 0;
+  given.offload = sub.count("--offload") > 0;
+  given.trainer_cpus = sub.count("--trainer-cpus") > 0;
+  const bool local = f.backend == "local";
+  std::vector<int> allowed;
+  if (local && !given.trainer_cpus) {
+    GM_ASSIGN_OR_RETURN(allowed, AllowedCpus());
   }
-  if (sub.count("--pipeline") == 0) GM_RETURN_IF_ERROR(ApplyPlanPipeline(f, plan));
-  if (sub.count("--workers") == 0) f.spec.workers = plan.run.workers;
-  // A plan of an unchanged program priced on the native engine runs it there.
-  if (sub.count("--offload") == 0 && !plan.run.offload.empty()) f.offload = plan.run.offload;
-  // A plan of an unchanged program sizes its DataLoaders' virtual workers.
-  if (!f.dataloader_workers && plan.run.dataloader_workers > 0 && f.offload != "off") {
-    f.dataloader_workers = plan.run.dataloader_workers;
-  }
-  const bool plan_threads = sub.count("--threads-per-worker") == 0;
-  if (plan_threads) f.spec.threads_per_worker = plan.run.threads_per_worker;
-  // One slot per planned worker: its threads (unless --threads-per-worker says
-  // otherwise), where it belongs and its memory.
-  const size_t planned = std::max(plan.workers.size(), plan.run.slots.size());
-  f.spec.slots.assign(planned, WorkerSlot{f.spec.threads_per_worker, true, 0});
-  for (size_t i = 0; i < planned; ++i) {
-    WorkerSlot& slot = f.spec.slots[i];
-    if (plan_threads && i < plan.run.slots.size()) slot.threads = plan.run.slots[i].threads;
-    if (i < plan.workers.size()) {
-      slot.remote = !plan.workers[i].on_trainer_node;
-      slot.memory_bytes = plan.workers[i].memory_bytes;
-    }
-  }
-  int elsewhere = 0;
-  for (const PlanWorker& w : plan.workers) elsewhere += w.on_trainer_node ? 0 : 1;
-  if (elsewhere > 0 && f.backend == "local") {
-    LogWarning("run: the plan puts " + std::to_string(elsewhere) +
-               " worker(s) on other nodes; the local backend starts every worker on this "
-               "machine");
-  }
-  if (f.backend == "local" && sub.count("--trainer-cpus") == 0) {
-    // Everything runs here: the trainer on the CPUs the plan keeps for it (the
-    // first this process may use), the workers on the others, as the plan's
-    // division assumes.
-    int kept = 0;
-    for (const PlanTrainerNode& t : plan.trainer_nodes) kept += t.cpus;
-    GM_ASSIGN_OR_RETURN(std::vector<int> allowed, AllowedCpus());
-    if (kept > 0 && static_cast<size_t>(kept) < allowed.size()) {
-      f.trainer_cpus = FormatCpuList({allowed.begin(), allowed.begin() + kept});
-      LogInfo("run: the plan keeps " + std::to_string(kept) +
-              " CPU(s) for the trainer: "
-              "--trainer-cpus " +
-              f.trainer_cpus + " (--trainer-cpus none: no pinning)");
-    } else if (kept > 0) {
-      LogInfo("run: the plan keeps " + std::to_string(kept) +
-              " CPU(s) for the trainer, and "
-              "this process may use " +
-              std::to_string(allowed.size()) + ": no pinning");
-    }
-  }
-  if (sub.count("--world-size") == 0) f.spec.world_size = plan.run.world_size;
-  if (f.spec.command.empty()) f.spec.command = plan.run.command;
-  std::string threads;
-  if (plan_threads && !plan.run.slots.empty()) {
-    for (const WorkerSlot& s : f.spec.slots)
-      threads += (threads.empty() ? "" : "+") + std::to_string(s.threads);
-  }
-  LogInfo("run: plan " + f.plan + ": " + std::to_string(f.spec.workers) + " worker(s), " +
-          (threads.empty() ? std::to_string(f.spec.threads_per_worker) + " thread(s) each"
-                           : threads + " thread(s)") +
-          ", predicted " + std::to_string(static_cast<long long>(plan.prediction.samples_per_s)) +
-          " samples/s (limit: " + plan.prediction.limit + ")");
+  RunFromPlan run{f.spec, f.offload, f.dataloader_workers, f.trainer_cpus};
+  GM_ASSIGN_OR_RETURN(PlanNotes notes, ApplyRunPlan(plan, f.plan, given, local, allowed, run));
+  f.spec = std::move(run.spec);
+  f.offload = std::move(run.offload);
+  f.dataloader_workers = run.dataloader_workers;
+  f.trainer_cpus = std::move(run.trainer_cpus);
+  for (const std::string& w : notes.warnings) LogWarning(w);
+  for (const std::string& line : notes.info) LogInfo(line);
   return Status::Ok();
 }
 
