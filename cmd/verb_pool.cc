@@ -17,6 +17,7 @@
 #include "launcher/pool_client.h"
 #include "launcher/pool_server.h"
 #include "launcher/slurm_job.h"
+#include "reports/pool_text.h"
 
 namespace gm::cli {
 namespace {
@@ -51,37 +52,12 @@ Result<std::string> PoolKey(const PoolFlags& f, bool create) {
   return secret;
 }
 
-std::string StateText(const PoolStateMsg& s) {
-  int granted = 0;
-  for (const PoolStateMsg::Run& r : s.runs) granted += static_cast<int>(r.cpus);
-  std::string out = "pool: " + std::to_string(s.cpus) + " CPUs, " + std::to_string(granted) +
-                    " granted to " + std::to_string(s.runs.size()) + " run(s)\n";
-  if (s.runs.empty()) return out;
-  out += "run                               GPUs  granted workers  CPUs  holds  last report\n";
-  for (const PoolStateMsg::Run& r : s.runs) {
-    std::string id = r.run_id;
-    if (id.size() < 32) id.append(32 - id.size(), ' ');
-    char line[256];
-    std::snprintf(line, sizeof line, "%s %6s  %15lld %5lld %6lld  %.0f s ago\n", id.c_str(),
-                  Fixed(r.gpus, 1).c_str(), static_cast<long long>(r.extra_workers),
-                  static_cast<long long>(r.cpus), static_cast<long long>(r.held_workers), r.age_s);
-    out += line;
-  }
-  if (s.history.empty()) return out;
-  out += "changes (newest last):\n";
-  for (const PoolStateMsg::Change& c : s.history) {
-    out += "  " + Fixed(c.age_s, 0) + " s ago: " + c.run_id + " " + std::to_string(c.from_cpus) +
-           " -> " + std::to_string(c.to_cpus) + " CPUs: " + c.reason + "\n";
-  }
-  return out;
-}
-
 Result<int> AskStatus(const PoolFlags& f) {
   GM_ASSIGN_OR_RETURN(std::string secret, PoolKey(f, false));
   GM_RETURN_IF_ERROR(ParseHostPort(f.status, "--status").status());
   PoolClient pool(f.status, secret, 10);
   GM_ASSIGN_OR_RETURN(PoolStateMsg state, pool.State());
-  std::cout << (f.json ? JsonText(state.Encode(), 2) : StateText(state));
+  std::cout << (f.json ? JsonText(state.Encode(), 2) : reports::PoolStateText(state.Encode()));
   return kExitOk;
 }
 

@@ -23,6 +23,7 @@
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "reports/run_stats.h"
+#include "reports/status_line.h"
 #include "worker/engine.h"
 #include "worker/pipeline.h"
 #include "worker/sinks.h"
@@ -93,15 +94,9 @@ class ProgressLine {
   void Loop() {
     MutexLock lock(mu_);
     while (!lock.WaitFor(cv_, 0.25, [this]() REQUIRES(mu_) { return done_; })) {
-      const double dt = std::max(1e-9, MonotonicSeconds() - t0_);
-      const uint64_t n = progress_.samples.load();
-      std::string total = total_ ? "/" + std::to_string(total_) : "";
-      char line[200];
-      std::snprintf(line, sizeof line, "epoch %llu  %llu%s samples  %.1f samples/s  skipped %llu",
-                    static_cast<unsigned long long>(progress_.epoch.load()),
-                    static_cast<unsigned long long>(n), total.c_str(), n / dt,
-                    static_cast<unsigned long long>(progress_.skipped.load()));
-      ShowStatusLine(line);
+      ShowStatusLine(reports::WorkerProgressLine(progress_.epoch.load(), progress_.samples.load(),
+                                                 total_, MonotonicSeconds() - t0_,
+                                                 progress_.skipped.load()));
     }
   }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "profiler/verdict.h"
+#include "reports/pool_text.h"
 #include "reports/profile_text.h"
 #include "reports/report.h"
 #include "reports/status_line.h"
@@ -345,6 +346,34 @@ TEST(StatusLineTest, GivenAnIntervalsRatesThenTheLineSaysRateWaitWorkersAndEpoch
             "812 samples/s, data wait 12%, 1 of 3 worker(s) running (2.9 CPUs), epoch 2");
   r.workers_live = 3;
   EXPECT_EQ(reports::RatesLine(r), "812 samples/s, data wait 12%, 3 worker(s) (2.9 CPUs), epoch 2");
+}
+
+TEST(WorkerProgressLineTest, GivenATotalOrNoneThenTheLineSaysSamplesRateAndSkipped) {
+  EXPECT_EQ(reports::WorkerProgressLine(1, 500, 1000, 2, 3),
+            "epoch 1  500/1000 samples  250.0 samples/s  skipped 3");
+  EXPECT_EQ(reports::WorkerProgressLine(0, 7, 0, 0, 0),
+            "epoch 0  7 samples  7000000000.0 samples/s  skipped 0");
+}
+
+TEST(PoolStateTextTest, GivenRunsAndChangesThenEachIsOneLineAndTheGrantsAddUp) {
+  const nlohmann::json state = nlohmann::json::parse(R"({
+    "cpus": 8,
+    "runs": [
+      {"run_id": "run-a", "gpus": 2, "extra_workers": 3, "cpus": 6, "held_workers": 2, "age_s": 1.4},
+      {"run_id": "run-b", "gpus": 0.5, "extra_workers": 1, "cpus": 2, "held_workers": 1, "age_s": 12}
+    ],
+    "history": [{"age_s": 30.2, "run_id": "run-a", "from_cpus": 4, "to_cpus": 6,
+                 "reason": "its gain is steepest"}]})");
+  EXPECT_EQ(reports::PoolStateText(state),
+            "pool: 8 CPUs, 8 granted to 2 run(s)\n"
+            "run                               GPUs  granted workers  CPUs  holds  last report\n"
+            "run-a                               2.0                3     6      2  1 s ago\n"
+            "run-b                               0.5                1     2      1  12 s ago\n"
+            "changes (newest last):\n"
+            "  30 s ago: run-a 4 -> 6 CPUs: its gain is steepest\n");
+  EXPECT_EQ(reports::PoolStateText(nlohmann::json::parse(R"({"cpus": 4, "runs": []})")),
+            "pool: 4 CPUs, 0 granted to 0 run(s)\n");
+  EXPECT_EQ(reports::PoolStateText(nlohmann::json()), "pool: no state\n");
 }
 
 }  // namespace
