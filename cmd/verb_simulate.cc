@@ -11,7 +11,6 @@
 #include "cmd/cli.h"
 #include "core/file_util.h"
 #include "core/json.h"
-#include "core/json_fields.h"
 #include "core/log.h"
 #include "core/profile.h"
 #include "core/sqlite_run_store.h"
@@ -19,39 +18,13 @@
 #include "simulator/sim.h"
 #include "simulator/trace.h"
 
-namespace gm::sim {
-
-// One family of a --curves file (goldminer-simulate(1), Curve families).
-Status Convert(const JsonNode& n, Family& out) {
-  Fields f(n);
-  f.Required("name", out.name);
-  f.Required("cpus_per_gpu", out.cpus_per_gpu);
-  f.Optional("samples_per_s_per_gpu", out.samples_per_s_per_gpu);
-  f.Optional("bytes_per_sample", out.bytes_per_sample);
-  f.Required("share", out.share);
-  f.Check(!out.name.empty(), "name", "a family name");
-  f.Check(out.cpus_per_gpu > 0, "cpus_per_gpu", "a positive number of CPUs per GPU");
-  f.Check(out.samples_per_s_per_gpu > 0, "samples_per_s_per_gpu", "a positive rate");
-  f.Check(out.bytes_per_sample >= 0, "bytes_per_sample", "a number of bytes, 0 or more");
-  f.Check(out.share >= 0, "share", "a share, 0 or more");
-  return f.status();
-}
-
-}  // namespace gm::sim
-
 namespace gm::cli {
 namespace {
 
-// The curve families of a --curves file: {"families": [{name, cpus_per_gpu,
-// samples_per_s_per_gpu, bytes_per_sample, share}, ...]}.
+// The curve families of a --curves file (simulator/sim.h, ParseCurves).
 Result<std::vector<sim::Family>> LoadCurves(const std::string& path) {
   GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(path));
-  const JsonNode root(doc, path);
-  GM_ASSIGN_OR_RETURN(JsonNode families, root.Get("families"));
-  std::vector<sim::Family> out;
-  GM_RETURN_IF_ERROR(Convert(families, out));
-  if (out.empty()) return families.Expected("at least one family");
-  return out;
+  return sim::ParseCurves(doc, path);
 }
 
 // One curve family per goldminer profile in `dir` (its *.json files, by name:

@@ -62,6 +62,11 @@ std::vector<Family> DefaultFamilies();
 Result<Family> FamilyFromProfile(const Profile& profile, const std::string& name,
                                  const std::string& origin);
 
+// The curve families of a --curves document, {"families": [{name, cpus_per_gpu,
+// samples_per_s_per_gpu, bytes_per_sample, share}, ...]} (goldminer-simulate(1),
+// Curve families): at least one. InvalidArgument naming `origin` and the JSON path.
+Result<std::vector<Family>> ParseCurves(const nlohmann::json& doc, const std::string& origin);
+
 struct SimOptions {
   std::vector<std::string> policies = {"static", "job", "cluster"};
   int gpus = 0;     // 0: every node; else GPU nodes drawn (seeded) until N GPUs: the

@@ -356,6 +356,34 @@ TEST(SimulatorTest, GivenGpusThenNodesAreDrawnAndTheWholeTraceReplayedOnThem) {
   EXPECT_GT(Of(*r, "static").queue_mean_s, 0);
 }
 
+TEST(SimulatorTest, GivenACurvesDocumentThenItsFamiliesAreReadAndABadOneIsNamedByItsPath) {
+  auto ok = ParseCurves(nlohmann::json::parse(R"({"families": [
+      {"name": "flat", "cpus_per_gpu": 2, "share": 0.25},
+      {"name": "hungry", "cpus_per_gpu": 16, "samples_per_s_per_gpu": 800,
+       "bytes_per_sample": 150000, "share": 0.75}]})"),
+                        "c.json");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  ASSERT_EQ(ok->size(), 2u);
+  EXPECT_EQ((*ok)[0].name, "flat");
+  EXPECT_DOUBLE_EQ((*ok)[0].samples_per_s_per_gpu, 1);  // the default
+  EXPECT_DOUBLE_EQ((*ok)[1].cpus_per_gpu, 16);
+  EXPECT_DOUBLE_EQ((*ok)[1].bytes_per_sample, 150000);
+  EXPECT_DOUBLE_EQ((*ok)[1].share, 0.75);
+
+  const auto refused = [](const char* text) {
+    auto r = ParseCurves(nlohmann::json::parse(text), "c.json");
+    EXPECT_FALSE(r.ok()) << text;
+    return r.ok() ? std::string() : r.status().message();
+  };
+  EXPECT_NE(refused(R"({"families": [{"name": "x", "cpus_per_gpu": 0, "share": 1}]})")
+                .find("c.json: $.families[0].cpus_per_gpu"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"families": []})").find("at least one family"), std::string::npos);
+  EXPECT_NE(refused(R"({"curves": []})").find("c.json"), std::string::npos);
+  EXPECT_NE(refused(R"({"families": [{"cpus_per_gpu": 1, "share": 1}]})").find("name"),
+            std::string::npos);
+}
+
 TEST(SimulatorTest, GivenBadInputThenTheErrorNamesTheFileAndLine) {
   struct Case {
     std::string csv, says;
