@@ -19,7 +19,7 @@
 #include "core/paths.h"
 #include "core/sqlite_run_store.h"
 #include "dataplane/shm.h"
-#include "launcher/process.h"
+#include "launcher/slurm_job.h"
 #include "planner/cluster.h"
 #include "planner/divide.h"
 #include "planner/model.h"
@@ -87,37 +87,15 @@ planner::Cluster LocalCluster() {
   return c;
 }
 
-// What a Slurm query command printed; errors say which command and why.
-Result<std::string> SlurmQuery(const std::vector<std::string>& argv) {
-  std::string shown;
-  for (const std::string& a : argv) shown += (shown.empty() ? "" : " ") + a;
-  Result<CommandOutput> r = CaptureOutput(argv, 60);
-  if (!r.ok()) {
-    if (r.status().code() == Code::kNotFound) {
-      return Status::NotFound("--slurm: " + argv[0] +
-                              " is not on PATH; run plan where Slurm's commands work (a "
-                              "login node), or describe the cluster in a cluster.json and "
-                              "give --cluster");
-    }
-    return Status(r.status().code(), "--slurm: " + shown + ": " + r.status().message());
-  }
-  if (r->exit.exit_code() != 0) {
-    std::string err = r->err.substr(0, 400);
-    while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
-    return Status::Unavailable("--slurm: `" + shown + "` " + r->exit.describe + ": " + err);
-  }
-  return r->out;
-}
-
 Result<planner::Cluster> ReadCluster(const PlanFlags& f) {
   if (f.slurm) {
     Say("reading the cluster from Slurm (scontrol show node/partition, sinfo GresUsed)");
-    GM_ASSIGN_OR_RETURN(std::string nodes, SlurmQuery({"scontrol", "show", "node", "--oneliner"}));
-    GM_ASSIGN_OR_RETURN(std::string partitions,
-                        SlurmQuery({"scontrol", "show", "partition", "--oneliner"}));
-    GM_ASSIGN_OR_RETURN(std::string gres_used,
-                        SlurmQuery({"sinfo", "-h", "-N", "-O", "NodeList:|,GresUsed:|"}));
-    return planner::ClusterFromScontrol(nodes, partitions, gres_used, "scontrol");
+    Result<planner::Cluster> cluster = AskCluster();
+    if (!cluster.ok() && cluster.status().code() == Code::kNotFound) {
+      return Status::NotFound("--slurm: " + cluster.status().message() + " (give --cluster)");
+    }
+    if (!cluster.ok()) return cluster.status().WithContext("--slurm");
+    return cluster;
   }
   if (!f.cluster.empty()) {
     GM_ASSIGN_OR_RETURN(nlohmann::json doc, LoadJsonFile(f.cluster));

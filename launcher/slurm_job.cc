@@ -835,6 +835,40 @@ std::string SlurmJobEnd(const std::string& scontrol_job) {
   return "";
 }
 
+namespace {
+
+// What a Slurm query command printed; errors say which command and why.
+Result<std::string> SlurmQuery(const std::vector<std::string>& argv) {
+  std::string shown;
+  for (const std::string& a : argv) shown += (shown.empty() ? "" : " ") + a;
+  Result<CommandOutput> r = CaptureOutput(argv, 60);
+  if (!r.ok()) {
+    if (r.status().code() == Code::kNotFound) {
+      return Status::NotFound(argv[0] +
+                              " is not on PATH; run where Slurm's commands work (a login "
+                              "node), or describe the cluster in a cluster.json");
+    }
+    return Status(r.status().code(), shown + ": " + r.status().message());
+  }
+  if (r->exit.exit_code() != 0) {
+    std::string err = r->err.substr(0, 400);
+    while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
+    return Status::Unavailable("`" + shown + "` " + r->exit.describe + ": " + err);
+  }
+  return r->out;
+}
+
+}  // namespace
+
+Result<planner::Cluster> AskCluster() {
+  GM_ASSIGN_OR_RETURN(std::string nodes, SlurmQuery({"scontrol", "show", "node", "--oneliner"}));
+  GM_ASSIGN_OR_RETURN(std::string partitions,
+                      SlurmQuery({"scontrol", "show", "partition", "--oneliner"}));
+  GM_ASSIGN_OR_RETURN(std::string gres_used,
+                      SlurmQuery({"sinfo", "-h", "-N", "-O", "NodeList:|,GresUsed:|"}));
+  return planner::ClusterFromScontrol(nodes, partitions, gres_used, "scontrol");
+}
+
 std::string AskWhyWaiting(const SlurmJob& job, const std::string& elastic_name) {
   const auto trim = [](std::string s) {
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();

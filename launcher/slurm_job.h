@@ -22,6 +22,7 @@
 #include "core/run_spec.h"
 #include "core/status.h"
 #include "launcher/process_launcher.h"
+#include "planner/cluster.h"
 
 namespace gm {
 
@@ -178,6 +179,13 @@ Result<int> ParsePendingCpus(std::string_view squeue, std::string_view sinfo_nod
                              const std::string& partition);
 // The same asked of Slurm now.
 Result<int> AskPendingCpus(const std::string& partition);
+
+// The cluster's nodes and partitions and the GPUs in use, asked of Slurm now
+// (scontrol show node/partition, sinfo GresUsed) and read by
+// planner::ClusterFromScontrol (`goldminer plan --slurm`). NotFound when Slurm's
+// commands are not on PATH; Unavailable naming the command and what it said when
+// one fails.
+Result<planner::Cluster> AskCluster();
 
 // Why a worker of `job` that has not registered waits, asked of Slurm now: for a
 // worker job of its own (`elastic_name`: its job name), squeue's Reason for the

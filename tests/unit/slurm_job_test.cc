@@ -465,5 +465,19 @@ TEST(SlurmJobTest, GivenAnSrunTrainerCommandThenItsTasksAreCounted) {
   EXPECT_FALSE(SrunTaskCount({"srun", "-N", "0", "x"}).ok());
 }
 
+// plan --slurm's query: where Slurm's commands are not on PATH, NotFound says so
+// (the real cluster is read in e2e.plan_test).
+TEST(SlurmJobTest, GivenNoSlurmCommandsOnPathThenAskClusterSaysSo) {
+  const char* path = std::getenv("PATH");
+  const std::string saved = path ? path : "";
+  ASSERT_EQ(::setenv("PATH", "/nonexistent-goldminer-test", 1), 0);
+  Result<planner::Cluster> cluster = AskCluster();
+  ASSERT_EQ(::setenv("PATH", saved.c_str(), 1), 0);
+  ASSERT_FALSE(cluster.ok());
+  EXPECT_EQ(cluster.status().code(), Code::kNotFound);
+  EXPECT_NE(cluster.status().message().find("scontrol is not on PATH"), std::string::npos)
+      << cluster.status().message();
+}
+
 }  // namespace
 }  // namespace gm
