@@ -19,7 +19,7 @@
 #include "core/paths.h"
 #include "core/sqlite_run_store.h"
 #include "dataplane/shm.h"
-#include "launcher/slurm_job.h"
+#include "launcher/slurm_query.h"
 #include "planner/cluster.h"
 #include "planner/divide.h"
 #include "planner/model.h"

@@ -17,6 +17,7 @@
 #include "launcher/pool_client.h"
 #include "launcher/pool_server.h"
 #include "launcher/slurm_job.h"
+#include "launcher/slurm_query.h"
 #include "reports/pool_text.h"
 
 namespace gm::cli {

@@ -29,6 +29,7 @@
 #include "launcher/process_launcher.h"
 #include "launcher/run_plan.h"
 #include "launcher/slurm_job.h"
+#include "launcher/slurm_query.h"
 #include "launcher/training_run.h"
 #include "reports/status_line.h"
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "launcher/process.h"
+#include "launcher/slurm_query.h"
 
 namespace gm {
 namespace {
