@@ -11,7 +11,7 @@
 #include "core/json.h"
 #include "core/status.h"
 
-namespace gm::message_fields {
+namespace gm {
 
 // A JSON integer (never 1.0 or "1"); the caller says what was expected.
 Result<int64_t> JsonInteger(const JsonNode& n);
@@ -43,4 +43,4 @@ Result<T> AsCorrupt(Result<T> r) {
   return Status::Corrupt(r.status().message());
 }
 
-}  // namespace gm::message_fields
+}  // namespace gm

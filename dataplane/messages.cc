@@ -12,7 +12,6 @@
 #include "dataplane/protocol.h"
 
 namespace gm {
-namespace message_fields {
 
 // A JSON integer (never 1.0 or "1"); the caller says what was expected.
 Result<int64_t> JsonInteger(const JsonNode& n) {
@@ -101,8 +100,6 @@ Result<std::vector<std::string>> Addresses(const JsonNode& m) {
   }
   return out;
 }
-
-}  // namespace message_fields
 
 nlohmann::json ErrorMsg::Encode() const { return {{"message", message}}; }
 

@@ -1,35 +1,11 @@
 // Connection 6 (dataplane/messages.h): a run with `goldminer pool`.
-#include <algorithm>
-#include <cctype>
-#include <charconv>
-#include <limits>
 #include <string_view>
 
-#include "core/digest.h"
-#include "core/host.h"
 #include "core/json.h"
-#include "dataplane/auth.h"
-#include "dataplane/batch_order.h"
 #include "dataplane/message_fields.h"
 #include "dataplane/messages.h"
-#include "dataplane/offload_proof.h"
-#include "dataplane/protocol.h"
 
 namespace gm {
-namespace {
-
-using message_fields::Address;
-using message_fields::Addresses;
-using message_fields::AsCorrupt;
-using message_fields::Count;
-using message_fields::HexField;
-using message_fields::Int;
-using message_fields::JsonInteger;
-using message_fields::OptionalName;
-using message_fields::Printable;
-using message_fields::Seconds;
-
-}  // namespace
 
 namespace {
 

@@ -13,10 +13,12 @@
 #include "launcher/process.h"
 
 namespace gm {
+namespace {
 
-Result<int> ParseSinfoIdleCpus(std::string_view text) {
-  long long idle = 0;
-  bool any = false;
+// `text` cut at '\n': each line without its spaces at either end and its '\r';
+// empty ones left out.
+std::vector<std::string_view> TrimmedLines(std::string_view text) {
+  std::vector<std::string_view> lines;
   size_t start = 0;
   while (start < text.size()) {
     size_t end = text.find('\n', start);
@@ -25,7 +27,17 @@ Result<int> ParseSinfoIdleCpus(std::string_view text) {
     start = end + 1;
     while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
     while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
-    if (line.empty()) continue;
+    if (!line.empty()) lines.push_back(line);
+  }
+  return lines;
+}
+
+}  // namespace
+
+Result<int> ParseSinfoIdleCpus(std::string_view text) {
+  long long idle = 0;
+  bool any = false;
+  for (std::string_view line : TrimmedLines(text)) {
     long long parts[4] = {0, 0, 0, 0};
     size_t at = 0;
     for (int i = 0; i < 4; ++i) {
@@ -145,20 +157,12 @@ Result<double> AskJobGpus(const std::string& job) {
 
 namespace {
 
-// `text` cut at '\n' (lines without the end's '\r' and spaces; empty ones left out),
-// each cut at '|' into exactly `fields` (the last keeps any further '|').
+// `text` cut at '|' into exactly `fields` a line (TrimmedLines; the last keeps any
+// further '|').
 Result<std::vector<std::vector<std::string>>> Table(std::string_view text, size_t fields,
                                                     const std::string& what) {
   std::vector<std::vector<std::string>> rows;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(start, end - start);
-    start = end + 1;
-    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
-    while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
-    if (line.empty()) continue;
+  for (std::string_view line : TrimmedLines(text)) {
     std::vector<std::string> row;
     size_t at = 0;
     while (row.size() + 1 < fields) {
