@@ -1,4 +1,4 @@
-// The JPEG Huffman decoder: goldminer's (worker/jpeg_entropy.h) against
+// The JPEG Huffman decoder: goldminer's (worker/image/jpeg_entropy.h) against
 // libjpeg-turbo's own, on the same files, one core, in one run.
 //
 // Each round decodes every file whole to RGB three ways, alternating: with
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "bench/jpeg_corpus.h"
-#include "worker/jpeg.h"
-#include "worker/jpeg_entropy.h"
+#include "worker/image/jpeg.h"
+#include "worker/image/jpeg_entropy.h"
 
 namespace {
 

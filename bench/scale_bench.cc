@@ -45,10 +45,10 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/memory.h"
-#include "core/spawn.h"
+#include "core/os/memory.h"
+#include "core/os/spawn.h"
 #include "dataplane/auth.h"
-#include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
 #include "dataplane/protocol.h"
 #include "launcher/coordinator_server.h"
 #include "planner/pool_state.h"
@@ -74,7 +74,7 @@ int IntArg(int argc, char** argv, const char* name, int fallback) {
   return v.empty() ? fallback : v.front();
 }
 
-// The coordinator process's CPU seconds (core/spawn.h), resident bytes and threads
+// The coordinator process's CPU seconds (core/os/spawn.h), resident bytes and threads
 // (/proc/PID/status).
 struct ProcUse {
   double cpu_s = 0;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/memory.h"
+#include "core/os/memory.h"
 #include "dataplane/auth.h"
 #include "dataplane/data_server.h"
 #include "dataplane/protocol.h"

@@ -23,6 +23,7 @@
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
 #include "dataplane/protocol.h"
 #include "dataplane/reorder.h"
 #include "dataplane/shm.h"

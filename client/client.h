@@ -21,21 +21,17 @@
 #include "core/clock.h"
 #include "core/sample.h"
 #include "core/status.h"
-#include "dataplane/messages.h"
+#include "core/trainer_env.h"
+#include "dataplane/messages_control.h"
 
 namespace gm {
 
-inline constexpr std::string_view kCoordinatorAddrEnv = "GOLDMINER_ADDR";
 inline constexpr double kDefaultClientTimeoutS = 300.0;
 // While Next() waits this long, the client asks the coordinator for the worker list
 // (and, for unknown split counts, the plan) again.
 inline constexpr double kClientRefreshS = 0.5;
-inline constexpr std::string_view kClientBufferEnv = "GOLDMINER_CLIENT_BUFFER_MB";
 inline constexpr uint64_t kDefaultBufferedBytes = uint64_t{1} << 30;
 inline constexpr uint64_t kDefaultLookAheadBatches = 128;
-// The progress deadline (ClientOptions::stall_s), in whole seconds from 1 to
-// 86400; `goldminer run --stall-timeout` sets it for the trainer.
-inline constexpr std::string_view kStallTimeoutEnv = "GOLDMINER_STALL_TIMEOUT_S";
 inline constexpr double kDefaultStallS = 60.0;
 
 struct ClientOptions {

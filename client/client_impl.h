@@ -23,7 +23,7 @@
 #include "core/clock.h"
 #include "core/step_log.h"
 #include "core/thread_annotations.h"
-#include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
 #include "dataplane/protocol.h"
 #include "dataplane/reorder.h"
 #include "dataplane/shm.h"

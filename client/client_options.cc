@@ -8,7 +8,7 @@
 
 #include "client/client.h"
 #include "dataplane/auth.h"
-#include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
 
 namespace gm {
 namespace {

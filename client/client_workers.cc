@@ -24,21 +24,17 @@ Result<Socket> ConnectAddress(const std::string& address, double timeout_s) {
 
 // A BATCH whose data is in a segment (dataplane/shm.h): maps the segment the
 // frame passes (fd: true) or finds the one it names, and views it without a copy.
-// Corrupt for a segment on a TCP connection, an id out of range or never passed,
-// a descriptor that is missing or not a sealed memfd of a fitting size.
-Result<Batch> DecodeSegmentBatch(WorkerConn& conn, const Frame& frame, const FrameLimits& limits) {
-  const nlohmann::json& shm = frame.meta["shm"];
+// Corrupt for a segment on a TCP connection, one never passed, a descriptor that
+// is missing or not a sealed memfd of a fitting size.
+Result<Batch> DecodeSegmentBatch(WorkerConn& conn, const Frame& frame,
+                                 const BatchMeta::Segment& shm, const FrameLimits& limits) {
   if (!conn.same_host) return Status::Corrupt("sent a segment over TCP");
-  if (!shm.is_object() || !shm.contains("id") || !shm["id"].is_number_unsigned() ||
-      shm["id"].get<uint64_t>() >= kMaxSegments || !shm.contains("fd") || !shm["fd"].is_boolean()) {
-    return Status::Corrupt("BATCH: $.shm: expected {\"id\": 0.." +
-                           std::to_string(kMaxSegments - 1) + ", \"fd\": true|false}");
-  }
-  const auto id = shm["id"].get<uint64_t>();
+  const uint64_t id = shm.id;  // below kMaxSegments (BatchMeta::Decode)
   if (conn.segments.size() <= id) conn.segments.resize(id + 1);
-  if (shm["fd"].get<bool>()) {
+  if (shm.fd) {
     const int fd = conn.socket.TakeFd();
     if (fd < 0) return Status::Corrupt("BATCH: $.shm.fd is true but no descriptor came with it");
+    // At least the data's bytes (DecodeBatch checks data_bytes against the shape).
     auto bytes = frame.meta.find("data_bytes");
     const uint64_t need =
         bytes != frame.meta.end() && bytes->is_number_unsigned() ? bytes->get<uint64_t>() : 0;
@@ -162,7 +158,7 @@ void Client::Impl::Receive(WorkerConn* conn) {
                                " on a data connection, where only BATCH, ERROR and BYE come");
       break;
     }
-    Result<BatchHeader> header = DecodeBatchHeader(frame.meta);
+    Result<BatchMeta> header = BatchMeta::Decode(frame.meta);
     if (!header.ok()) {
       status = header.status();
       break;
@@ -174,8 +170,8 @@ void Client::Impl::Receive(WorkerConn* conn) {
       break;
     }
     const std::optional<uint64_t> split_batches = header->split_batches;
-    Result<Batch> batch = frame.meta.contains("shm") ? DecodeSegmentBatch(*conn, frame, limits)
-                                                     : DecodeBatch(std::move(frame));
+    Result<Batch> batch = header->shm ? DecodeSegmentBatch(*conn, frame, *header->shm, limits)
+                                      : DecodeBatch(std::move(frame));
     if (const int stray = conn->socket.TakeFd(); stray >= 0) {
       ::close(stray);
       batch = Status::Corrupt("passed a descriptor that no frame claimed");

@@ -13,6 +13,8 @@
 #include "core/log.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
+#include "dataplane/messages_offload.h"
 #include "dataplane/shm.h"
 
 namespace gm {

@@ -24,10 +24,10 @@
 #include <vector>
 
 #include "client/client.h"
+#include "core/os/unique_fd.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
-#include "core/unique_fd.h"
-#include "dataplane/messages.h"
+#include "dataplane/messages_offload.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
 

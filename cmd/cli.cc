@@ -9,7 +9,7 @@
 #include <iostream>
 
 #include "core/log.h"
-#include "core/memory.h"
+#include "core/os/memory.h"
 
 namespace gm::cli {
 

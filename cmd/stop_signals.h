@@ -4,7 +4,7 @@
 // thread of their own that calls the callback given to Watch() (the worker), or
 // by the caller polling TakePending() (run's loop, which so never misses a signal
 // that also ended its trainer). Nothing runs in a signal handler. Children start
-// with no signal blocked (core/spawn.h). Construct it before any thread starts;
+// with no signal blocked (core/os/spawn.h). Construct it before any thread starts;
 // one per process; Watch or TakePending, not both.
 //
 // With `drain_signal`, SIGUSR2 is watched too: a data worker drains on it as on

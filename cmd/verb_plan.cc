@@ -12,12 +12,12 @@
 #include <optional>
 
 #include "cmd/cli.h"
-#include "core/file_util.h"
 #include "core/host.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "core/paths.h"
-#include "core/sqlite_run_store.h"
+#include "core/os/file_util.h"
+#include "core/os/paths.h"
+#include "core/store/sqlite_run_store.h"
 #include "dataplane/shm.h"
 #include "launcher/slurm_query.h"
 #include "planner/cluster.h"

@@ -8,9 +8,9 @@
 
 #include "cmd/cli.h"
 #include "cmd/stop_signals.h"
-#include "core/file_util.h"
 #include "core/host.h"
 #include "core/log.h"
+#include "core/os/file_util.h"
 #include "core/text_format.h"
 #include "dataplane/auth.h"
 #include "dataplane/socket.h"

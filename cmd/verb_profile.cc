@@ -14,10 +14,10 @@
 
 #include "cmd/cli.h"
 #include "cmd/run_flags.h"
-#include "core/file_util.h"
 #include "core/host.h"
 #include "core/log.h"
-#include "core/sqlite_run_store.h"
+#include "core/os/file_util.h"
+#include "core/store/sqlite_run_store.h"
 #include "profiler/measure.h"
 #include "profiler/trace.h"
 #include "profiler/trainer_profile.h"

@@ -7,11 +7,11 @@
 #include <string>
 
 #include "cmd/cli.h"
-#include "core/file_util.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/os/file_util.h"
 #include "core/plan.h"
-#include "core/sqlite_run_store.h"
+#include "core/store/sqlite_run_store.h"
 #include "reports/report.h"
 #include "reports/sim_text.h"
 

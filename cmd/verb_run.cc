@@ -15,15 +15,15 @@
 #include <map>
 #include <thread>
 
-#include "client/client.h"
 #include "cmd/cli.h"
 #include "cmd/run_flags.h"
 #include "cmd/stop_signals.h"
-#include "core/cpus.h"
 #include "core/host.h"
 #include "core/log.h"
+#include "core/os/cpus.h"
 #include "core/plan.h"
-#include "core/sqlite_run_store.h"
+#include "core/store/sqlite_run_store.h"
+#include "core/trainer_env.h"
 #include "dataplane/auth.h"
 #include "launcher/pool_client.h"
 #include "launcher/process_launcher.h"

@@ -9,11 +9,11 @@
 #include <sstream>
 
 #include "cmd/cli.h"
-#include "core/file_util.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/os/file_util.h"
 #include "core/profile.h"
-#include "core/sqlite_run_store.h"
+#include "core/store/sqlite_run_store.h"
 #include "reports/sim_text.h"
 #include "simulator/sim.h"
 #include "simulator/trace.h"

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "core/file_util.h"
 #include "core/json_fields.h"
+#include "core/os/file_util.h"
 
 namespace gm {
 namespace {

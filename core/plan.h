@@ -22,16 +22,12 @@ namespace gm {
 
 inline constexpr int kPlanVersion = 1;
 inline constexpr const char* kPlanSchema = "goldminer.plan";
-// Shared-memory segments, one batch each, that a worker on the trainer's host
-// lends its client (dataplane/shm.h, kLentSegments): memory a plan counts for it.
-inline constexpr int kSameHostSegmentsPerWorker = 8;
-
 // Where the plan's inputs came from.
 struct PlanSources {
   std::string profile_path;         // profile.json as given
   std::string profile_created_utc;  // identifies the measurement
   std::string profile_host;
-  std::string profile_sha256;   // the profile's digest (core/run_records.h ProfileDigest)
+  std::string profile_sha256;   // the profile's digest (core/store/run_records.h ProfileDigest)
   std::string pipeline_path;    // the profiled pipeline.json (what the workers run)
   std::string pipeline_sha256;  // of its bytes when profiled
   std::string cluster;          // "slurm", "file:<path>" or "local:<host>"

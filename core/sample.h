@@ -100,7 +100,7 @@ struct Sample {
   Tensor tensor;
   Layout layout = Layout::kNone;
   // When `tensor` is float32 and was produced by to_tensor or normalize: values are
-  // already scaled to [0, 1] (to_tensor) or normalized; see worker/image_ops.h.
+  // already scaled to [0, 1] (to_tensor) or normalized; see worker/image/image_ops.h.
   bool normalized = false;
   // CPU seconds spent on this sample outside the calling thread (exec stages'
   // child processes). The engine adds it to the stage's CPU time and resets it.

@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <system_error>
 
-#include "core/file_util.h"
 #include "core/log.h"
+#include "core/os/file_util.h"
 
 namespace gm {
 namespace {

@@ -40,8 +40,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/os/unique_fd.h"
 #include "core/status.h"
-#include "core/unique_fd.h"
 
 namespace gm {
 

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "core/digest.h"
-#include "core/file_util.h"
 #include "core/log.h"
-#include "core/unique_fd.h"
+#include "core/os/file_util.h"
+#include "core/os/unique_fd.h"
 #include "dataplane/messages.h"
 #include "dataplane/protocol.h"
 

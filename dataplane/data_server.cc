@@ -12,6 +12,7 @@
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
 #include "dataplane/protocol.h"
 #include "dataplane/shm.h"
 
@@ -298,12 +299,11 @@ Result<std::shared_ptr<DataServer::Conn>> DataServer::TakeCredit(int64_t rank,
   return conn;
 }
 
-Status DataServer::SendToRank(int64_t rank, const Batch& batch, const nlohmann::json& extra,
-                              SplitStream* stream) {
+Status DataServer::SendToRank(int64_t rank, const Batch& batch,
+                              std::optional<uint64_t> split_batches, SplitStream* stream) {
   GM_RETURN_IF_ERROR(CheckBatch(batch));
   nlohmann::json meta = EncodeBatchMeta(batch);
-  meta["rank"] = rank;
-  meta.update(extra);
+  BatchMeta{rank, split_batches, std::nullopt}.AddTo(meta);
   const std::array<iovec, 2> payload = BatchPayload(batch);
   // Collated into a segment of ReserveSegment's?
   Reservation* reserved = nullptr;
@@ -326,7 +326,7 @@ Status DataServer::SendToRank(int64_t rank, const Batch& batch, const nlohmann::
     Status st;
     if (lease) {
       nlohmann::json shm_meta = meta;
-      shm_meta["shm"] = {{"id", lease->id}, {"fd", lease->fresh}};
+      BatchMeta{rank, split_batches, BatchMeta::Segment{lease->id, lease->fresh}}.AddTo(shm_meta);
       const iovec labels = payload[1];
       st = SendFrame(conn->socket, MsgType::kBatch, shm_meta, std::span<const iovec>(&labels, 1),
                      Deadline::After(kBatchSendTimeoutS), lease->fresh ? lease->segment->fd() : -1);

@@ -71,8 +71,8 @@ class DataServer {
   // holds it: the TCP port still serves). Call once, before clients connect.
   Status ListenSameHost(const std::string& advertised);
 
-  // Sends `batch` as a BATCH frame (EncodeBatchMeta + {rank} + `extra`) on `rank`'s
-  // connection once it has credit, waiting as long as it takes for a client of
+  // Sends `batch` as a BATCH frame (EncodeBatchMeta and BatchMeta: `rank`, `split_batches`, the
+  // segment) on `rank`'s connection once it has credit, waiting as long as it takes for a client of
   // that rank to connect or grant credit. OK once the frame was handed to the
   // kernel; the status given to Interrupt() when interrupted while waiting (a
   // send under way is finished first); InvalidArgument for an unsendable batch.
@@ -82,7 +82,7 @@ class DataServer {
   // ends the stream with Aborted: a restarted trainer, for whom the coordinator
   // has the split made again from what was acknowledged.
   Status SendToRank(int64_t rank, const Batch& batch,
-                    const nlohmann::json& extra = nlohmann::json::object(),
+                    std::optional<uint64_t> split_batches = std::nullopt,
                     SplitStream* stream = nullptr);
 
   // A segment of `rank`'s current same-host connection to collate a batch of

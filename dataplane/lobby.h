@@ -24,9 +24,9 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/os/unique_fd.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
-#include "core/unique_fd.h"
 #include "dataplane/socket.h"
 
 namespace gm {

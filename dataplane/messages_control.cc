@@ -1,5 +1,7 @@
 // Connections 1 to 3 (dataplane/messages.h): a worker and a client with the
 // coordinator, and a client's CREDIT at a worker's data port.
+#include "dataplane/messages_control.h"
+
 #include <algorithm>
 #include <limits>
 #include <string_view>
@@ -8,7 +10,6 @@
 #include "core/json.h"
 #include "dataplane/auth.h"
 #include "dataplane/message_fields.h"
-#include "dataplane/messages.h"
 #include "dataplane/offload_proof.h"
 
 namespace gm {

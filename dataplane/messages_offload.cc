@@ -1,4 +1,6 @@
 // Connections 4 and 5 (dataplane/messages.h): the DataLoader offload.
+#include "dataplane/messages_offload.h"
+
 #include <algorithm>
 #include <cctype>
 #include <string_view>
@@ -7,7 +9,6 @@
 #include "core/json.h"
 #include "dataplane/auth.h"
 #include "dataplane/message_fields.h"
-#include "dataplane/messages.h"
 #include "dataplane/offload_proof.h"
 
 namespace gm {

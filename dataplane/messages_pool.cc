@@ -1,9 +1,10 @@
 // Connection 6 (dataplane/messages.h): a run with `goldminer pool`.
+#include "dataplane/messages_pool.h"
+
 #include <string_view>
 
 #include "core/json.h"
 #include "dataplane/message_fields.h"
-#include "dataplane/messages.h"
 
 namespace gm {
 

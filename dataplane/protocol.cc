@@ -606,19 +606,35 @@ Status SendBatch(Socket& socket, const Batch& batch, Deadline deadline) {
   return SendFrame(socket, MsgType::kBatch, EncodeBatchMeta(batch), payload, deadline);
 }
 
-Result<BatchHeader> DecodeBatchHeader(const nlohmann::json& meta) {
-  BatchHeader h;
+void BatchMeta::AddTo(nlohmann::json& meta) const {
+  meta["rank"] = rank;
+  if (split_batches) meta["split_batches"] = *split_batches;
+  if (shm) meta["shm"] = {{"id", shm->id}, {"fd", shm->fd}};
+}
+
+Result<BatchMeta> BatchMeta::Decode(const nlohmann::json& meta) {
+  BatchMeta m;
   auto rank = meta.find("rank");
   if (rank == meta.end() || !IsU64(*rank) || rank->get<uint64_t>() > 65535)
     return BatchError("\"rank\" must be an integer from 0 to 65535");
-  h.rank = rank->get<int64_t>();
+  m.rank = rank->get<int64_t>();
   if (auto count = meta.find("split_batches"); count != meta.end()) {
     if (!IsU64(*count) || count->get<uint64_t>() < 1 || count->get<uint64_t>() > kMaxSplitBatches)
       return BatchError("\"split_batches\" must be an integer from 1 to " +
                         std::to_string(kMaxSplitBatches));
-    h.split_batches = count->get<uint64_t>();
+    m.split_batches = count->get<uint64_t>();
   }
-  return h;
+  if (auto shm = meta.find("shm"); shm != meta.end()) {
+    const auto id = shm->is_object() ? shm->find("id") : shm->end();
+    const auto fd = shm->is_object() ? shm->find("fd") : shm->end();
+    if (id == shm->end() || !IsU64(*id) || id->get<uint64_t>() >= kMaxSegments ||
+        fd == shm->end() || !fd->is_boolean()) {
+      return BatchError("\"shm\" must be {\"id\": 0.." + std::to_string(kMaxSegments - 1) +
+                        ", \"fd\": true|false}");
+    }
+    m.shm = Segment{id->get<uint64_t>(), fd->get<bool>()};
+  }
+  return m;
 }
 
 Result<Batch> DecodeBatch(const Frame& frame) {

@@ -178,7 +178,7 @@ Result<Frame> RecvFrame(Socket& socket, const FrameLimits& limits, Deadline dead
 // RecvFrame into `frame`, reusing the capacity of frame.payload. Receivers of
 // large frames should recycle payload buffers (e.g. hand a consumed batch's
 // data.bytes back) unless the process keeps freed blocks in its heap
-// (core/memory.h): a fresh buffer of tens of MB is new memory from the kernel,
+// (core/os/memory.h): a fresh buffer of tens of MB is new memory from the kernel,
 // and its page faults cost twice the transfer itself (38 MB frames on loopback:
 // 1.4 GB/s into fresh buffers, 4 GB/s into recycled ones). `frame` is
 // unspecified after a failure.
@@ -188,6 +188,9 @@ Status RecvFrameInto(Socket& socket, const FrameLimits& limits, Deadline deadlin
 
 inline constexpr uint64_t kMaxBatchSamples = uint64_t{1} << 24;  // n of one BATCH
 inline constexpr size_t kMaxBatchDims = 32;                      // entries of "shape"
+// Segment ids a client maps per connection (dataplane/shm.h): a BATCH names one
+// below this, a CREDIT releases at most this many.
+inline constexpr size_t kMaxSegments = 16;
 //
 // A BATCH frame's meta is {epoch, index, split, split_batch, dtype ("uint8",
 // "int32", "int64", "float32"), shape (of data: [n, ...]), layout ("none", "HWC",
@@ -218,14 +221,29 @@ Result<Batch> DecodeBatch(Frame&& frame);
 // it; Corrupt when the segment is smaller) and shares its owner.
 Result<Batch> DecodeBatch(const Frame& frame, const Batch::External& external);
 
-// What a BATCH's meta says beside the batch: the rank whose connection it is
-// for, and on a split's last batch the split's batch count. Corrupt, naming the
-// field, when rank is missing or not an integer from 0 to 65535, or split_batches
-// is present and not an integer from 1 to 2^24.
-struct BatchHeader {
+// What a BATCH's meta says beside the batch itself (EncodeBatchMeta's fields):
+//   rank           the rank whose connection it is for, 0 .. 65535;
+//   split_batches  on a split's last batch only: the split's batch count,
+//                  1 .. kMaxSplitBatches (dataplane/batch_order.h);
+//   shm            {id, fd} when the data is in a segment (dataplane/shm.h) and
+//                  the payload holds the labels only: id 0 .. kMaxSegments - 1,
+//                  fd true when the segment's descriptor comes with this frame.
+// Decode refuses with Corrupt, naming the field, whatever is missing, of another
+// type or out of range. The worker's data server encodes it (AddTo), the client
+// decodes it (client/client_workers.cc).
+struct BatchMeta {
+  struct Segment {
+    uint64_t id = 0;
+    bool fd = false;
+    bool operator==(const Segment&) const = default;
+  };
   int64_t rank = 0;
   std::optional<uint64_t> split_batches;
+  std::optional<Segment> shm;
+  // Adds these fields to `meta` (a batch's EncodeBatchMeta).
+  void AddTo(nlohmann::json& meta) const;
+  static Result<BatchMeta> Decode(const nlohmann::json& meta);
+  bool operator==(const BatchMeta&) const = default;
 };
-Result<BatchHeader> DecodeBatchHeader(const nlohmann::json& meta);
 
 }  // namespace gm

@@ -10,8 +10,8 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/os/unique_fd.h"
 #include "core/thread_annotations.h"
-#include "core/unique_fd.h"
 
 namespace gm {
 namespace {

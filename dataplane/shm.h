@@ -47,15 +47,14 @@
 #include <string>
 #include <vector>
 
-#include "core/plan.h"
+#include "core/os/unique_fd.h"
+#include "core/same_host.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
-#include "core/unique_fd.h"
+#include "dataplane/protocol.h"
 
 namespace gm {
 
-// Segment ids a client maps per connection (the protocol's bound).
-inline constexpr size_t kMaxSegments = 16;
 // Segments a worker lends per connection: the client's credit (4 batches by
 // default) plus the batches a trainer holds while it computes. Each is the size
 // of a batch, so this bounds the memory a client can make a worker hold.

@@ -10,6 +10,8 @@
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
+#include "dataplane/messages_offload.h"
 #include "launcher/coordinator_server.h"
 
 namespace gm {

@@ -12,9 +12,8 @@
 #include "core/clock.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "core/spawn.h"
+#include "core/os/spawn.h"
 #include "dataplane/auth.h"
-#include "dataplane/messages.h"
 
 namespace gm {
 namespace {
@@ -162,7 +161,7 @@ int ServeCoordinatorProcess(int in_fd, int out_fd) {
 Result<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Start(CoordinatorConfig config,
                                                                       Options options) {
   // A child that died makes the next write to its pipe fail with EPIPE, not kill
-  // run with SIGPIPE (the processes run starts get the default back: core/spawn.h).
+  // run with SIGPIPE (the processes run starts get the default back: core/os/spawn.h).
   ::signal(SIGPIPE, SIG_IGN);
   std::unique_ptr<CoordinatorProcess> p(
       new CoordinatorProcess(std::move(config), std::move(options)));

@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
+#include "core/os/unique_fd.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
-#include "core/unique_fd.h"
 #include "launcher/coordinator_server.h"
 
 namespace gm {

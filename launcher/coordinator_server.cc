@@ -6,14 +6,15 @@
 
 #include "core/clock.h"
 #include "core/digest.h"
-#include "core/file_util.h"
 #include "core/host.h"
 #include "core/json.h"
 #include "core/log.h"
+#include "core/os/file_util.h"
 #include "core/text_format.h"
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
 #include "worker/engine.h"
 
 namespace gm {

@@ -7,7 +7,7 @@
 #include "core/log.h"
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
-#include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
 #include "launcher/coordinator_server.h"
 #include "worker/engine.h"
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "core/status.h"
-#include "dataplane/messages.h"
+#include "dataplane/messages_pool.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
 

@@ -35,7 +35,7 @@
 #include "core/status.h"
 #include "core/thread_annotations.h"
 #include "dataplane/connection_server.h"
-#include "dataplane/messages.h"
+#include "dataplane/messages_pool.h"
 #include "planner/pool_state.h"
 
 namespace gm {

@@ -12,9 +12,9 @@
 #include <memory>
 
 #include "core/clock.h"
-#include "core/cpus.h"
 #include "core/host.h"
-#include "core/spawn.h"
+#include "core/os/cpus.h"
+#include "core/os/spawn.h"
 
 namespace gm {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/os/unique_fd.h"
 #include "core/status.h"
-#include "core/unique_fd.h"
 
 namespace gm {
 

@@ -7,12 +7,13 @@
 #include <cstdio>
 #include <utility>
 
-#include "core/file_util.h"
 #include "core/host.h"
 #include "core/log.h"
-#include "core/paths.h"
+#include "core/os/file_util.h"
+#include "core/os/paths.h"
 #include "core/text_format.h"
 #include "dataplane/auth.h"
+#include "dataplane/messages_pool.h"
 #include "dataplane/socket.h"
 
 namespace gm {

@@ -28,6 +28,7 @@
 #include "core/run_spec.h"
 #include "core/status.h"
 #include "core/step_log.h"
+#include "dataplane/messages_pool.h"
 #include "launcher/autoscaler.h"
 #include "launcher/coordinator_server.h"
 #include "launcher/process_launcher.h"

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <system_error>
 
-#include "core/cpus.h"
+#include "core/os/cpus.h"
 
 namespace gm {
 namespace {

@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "core/engine_stats.h"
 #include "core/profile.h"
 #include "core/run_rates.h"
-#include "core/run_stats.h"
-#include "core/run_store.h"
 #include "core/step_log.h"
+#include "core/store/run_store.h"
 
 namespace gm {
 

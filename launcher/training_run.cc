@@ -15,13 +15,13 @@
 #include <utility>
 
 #include "core/clock.h"
-#include "core/cpus.h"
-#include "core/file_util.h"
 #include "core/host.h"
 #include "core/json.h"
 #include "core/log.h"
-#include "core/paths.h"
-#include "core/spawn.h"
+#include "core/os/cpus.h"
+#include "core/os/file_util.h"
+#include "core/os/paths.h"
+#include "core/os/spawn.h"
 #include "core/step_log.h"
 #include "dataplane/auth.h"
 #include "launcher/coordinator_process.h"

@@ -20,8 +20,9 @@
 #include "core/clock.h"
 #include "core/run_rates.h"
 #include "core/run_spec.h"
-#include "core/run_store.h"
 #include "core/status.h"
+#include "core/store/run_store.h"
+#include "dataplane/messages_pool.h"
 #include "launcher/autoscaler.h"
 #include "launcher/coordinator_server.h"
 #include "launcher/process_launcher.h"
@@ -89,7 +90,7 @@ struct RunConfig {
   RunStore* store = nullptr;
   std::string run_name;
   std::string plan_path;
-  std::optional<int64_t> plan_id;  // the plan's row in `store` (core/run_records.h)
+  std::optional<int64_t> plan_id;  // the plan's row in `store` (core/store/run_records.h)
   std::string job_id;              // the batch system's job id, as recorded ("": none)
   double sample_interval_s = 2;
   // Called with the figures of every sample interval (cmd/verb_run.cc shows the

@@ -7,7 +7,7 @@
 #include <set>
 #include <utility>
 
-#include "core/run_records.h"
+#include "core/store/run_records.h"
 #include "core/text_format.h"
 #include "planner/model_internal.h"
 

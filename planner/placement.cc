@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "core/same_host.h"
 #include "planner/model_internal.h"
 
 namespace gm::planner {

@@ -8,7 +8,7 @@
 #include <system_error>
 #include <utility>
 
-#include "core/file_util.h"
+#include "core/os/file_util.h"
 
 namespace gm {
 namespace {

@@ -2,10 +2,10 @@
 
 #include <utility>
 
-#include "core/file_util.h"
 #include "core/host.h"
 #include "core/log.h"
-#include "core/run_store.h"
+#include "core/os/file_util.h"
+#include "core/store/run_store.h"
 #include "profiler/pipeline_profile.h"
 #include "profiler/trainer_profile.h"
 #include "profiler/verdict.h"

@@ -7,9 +7,9 @@
 #include <iterator>
 #include <string_view>
 
-#include "core/cpus.h"
 #include "core/digest.h"
-#include "core/file_util.h"
+#include "core/os/cpus.h"
+#include "core/os/file_util.h"
 #include "profiler/delivery.h"
 #include "profiler/median.h"
 #include "worker/pipeline.h"

@@ -6,9 +6,9 @@
 #include <filesystem>
 
 #include "core/clock.h"
-#include "core/file_util.h"
 #include "core/log.h"
-#include "core/paths.h"
+#include "core/os/file_util.h"
+#include "core/os/paths.h"
 #include "launcher/process.h"
 #include "launcher/process_launcher.h"
 #include "launcher/supervisor.h"

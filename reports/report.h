@@ -17,7 +17,7 @@
 #include "core/clock.h"
 #include "core/plan.h"
 #include "core/profile.h"
-#include "core/run_records.h"
+#include "core/store/run_records.h"
 
 namespace gm::reports {
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "core/run_stats.h"
+#include "core/engine_stats.h"
 
 namespace gm::reports {
 

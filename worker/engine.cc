@@ -15,7 +15,7 @@
 #include "core/rng.h"
 #include "core/thread_annotations.h"
 #include "worker/http.h"
-#include "worker/pixel_ops.h"
+#include "worker/image/pixel_ops.h"
 
 namespace gm {
 namespace {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "core/run_stats.h"
+#include "core/engine_stats.h"
 #include "core/sample.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"

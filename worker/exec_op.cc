@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "core/clock.h"
-#include "core/paths.h"
+#include "core/os/paths.h"
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "worker/sample_frame.h"

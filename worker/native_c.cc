@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "core/file_util.h"
+#include "core/os/file_util.h"
 #include "core/sample.h"
 #include "core/status.h"
 #include "goldminer/native.h"

@@ -88,11 +88,11 @@ class OpRegistry {
 };
 
 // Registration hooks, one per op family (each defined in its own file).
-void RegisterImageOps(OpRegistry& registry);  // worker/image_ops.cc
+void RegisterImageOps(OpRegistry& registry);  // worker/image/image_ops.cc
 void RegisterTextOps(OpRegistry& registry);   // worker/text_ops.cc
 void RegisterExecOps(OpRegistry& registry);   // worker/exec_op.cc
 
-// Fusion hook (worker/image_ops.cc): when `decode` is a decode_jpeg op that allows
+// Fusion hook (worker/image/image_ops.cc): when `decode` is a decode_jpeg op that allows
 // fused decoding and `next` is a RegionOp, returns one op doing both; else nullptr.
 std::unique_ptr<Op> FuseDecode(std::unique_ptr<Op>& decode, std::unique_ptr<Op>& next);
 // Same for normalize followed by to_tensor to CHW float32 (one pass, same values).

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "core/file_util.h"
+#include "core/os/file_util.h"
 
 namespace gm {
 

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <map>
 
-#include "core/file_util.h"
+#include "core/os/file_util.h"
 #include "worker/brace_expand.h"
 #include "worker/sources_internal.h"
 

@@ -1,4 +1,4 @@
-#include "core/file_util.h"
+#include "core/os/file_util.h"
 #include "worker/http.h"
 #include "worker/source.h"
 #include "worker/sources_internal.h"

@@ -13,8 +13,8 @@
 #include <cstring>
 #include <utility>
 
-#include "core/file_util.h"
-#include "core/spawn.h"
+#include "core/os/file_util.h"
+#include "core/os/spawn.h"
 
 namespace gm {
 namespace {

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/os/unique_fd.h"
 #include "core/status.h"
-#include "core/unique_fd.h"
 
 namespace gm {
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <memory>
 
-#include "core/file_util.h"
+#include "core/os/file_util.h"
 #include "worker/op.h"
 
 namespace gm {

@@ -21,11 +21,12 @@
 #include <vector>
 
 #include "core/log.h"
-#include "core/paths.h"
-#include "core/spawn.h"
-#include "core/unique_fd.h"
+#include "core/os/paths.h"
+#include "core/os/spawn.h"
+#include "core/os/unique_fd.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
+#include "dataplane/messages_offload.h"
 #include "dataplane/offload_proof.h"
 #include "dataplane/protocol.h"
 

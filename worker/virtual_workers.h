@@ -47,9 +47,9 @@
 #include <memory>
 #include <string>
 
+#include "core/os/unique_fd.h"
 #include "core/status.h"
 #include "core/thread_annotations.h"
-#include "core/unique_fd.h"
 #include "dataplane/socket.h"
 
 namespace gm {

@@ -16,12 +16,13 @@
 #include "core/clock.h"
 #include "core/host.h"
 #include "core/log.h"
-#include "core/paths.h"
-#include "core/spawn.h"
+#include "core/os/paths.h"
+#include "core/os/spawn.h"
 #include "core/text_format.h"
 #include "core/thread_annotations.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
 #include "dataplane/shm.h"
 #include "worker/engine.h"
 
@@ -55,9 +56,9 @@ class RankSink : public BatchSink {
   // The split's last batch carries its batch count, so the client moves on to
   // the next split without asking the coordinator.
   Status Consume(const Batch& batch) override {
-    nlohmann::json extra = nlohmann::json::object();
-    if (batch.last_of_split) extra["split_batches"] = batch.split_batch + 1;
-    return data_.SendToRank(rank_, batch, extra, &stream_);
+    std::optional<uint64_t> split_batches;
+    if (batch.last_of_split) split_batches = batch.split_batch + 1;
+    return data_.SendToRank(rank_, batch, split_batches, &stream_);
   }
   // On the same host the samples go straight into a segment the client maps;
   // else into memory of the batch's own that is sent as it is.

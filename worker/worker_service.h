@@ -42,7 +42,7 @@
 #include "core/status.h"
 #include "core/thread_annotations.h"
 #include "dataplane/data_server.h"
-#include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
 #include "worker/engine.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
 #include "dataplane/protocol.h"
 #include "launcher/coordinator_state.h"
 

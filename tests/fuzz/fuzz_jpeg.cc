@@ -2,7 +2,7 @@
 // Any input must end in a Status (OK or Corrupt), never a crash, hang or leak.
 // Whole images are decoded with goldminer's Huffman decoder and with
 // libjpeg-turbo's: an error of libjpeg's must be one of ours too, and where both
-// decode, the pixels must be equal (worker/jpeg_entropy.h; the three cases where
+// decode, the pixels must be equal (worker/image/jpeg_entropy.h; the three cases where
 // goldminer's decoder is stricter are those tests/unit/jpeg_entropy_test.cc
 // names).
 #include <cstddef>
@@ -12,8 +12,8 @@
 #include <string>
 
 #include "core/json.h"
-#include "worker/jpeg.h"
-#include "worker/jpeg_entropy.h"
+#include "worker/image/jpeg.h"
+#include "worker/image/jpeg_entropy.h"
 #include "worker/op.h"
 
 namespace {

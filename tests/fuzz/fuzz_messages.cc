@@ -8,6 +8,9 @@
 #include <string_view>
 
 #include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
+#include "dataplane/messages_offload.h"
+#include "dataplane/messages_pool.h"
 #include "dataplane/protocol.h"
 
 namespace {

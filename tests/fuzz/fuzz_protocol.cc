@@ -22,8 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   if (consumed > size || !frame->meta.is_object()) __builtin_trap();
-  // The header beside the batch (rank, split_batches): a value or Corrupt.
-  if (auto h = gm::DecodeBatchHeader(frame->meta);
+  // The fields beside the batch (rank, split_batches, shm): a value or Corrupt.
+  if (auto h = gm::BatchMeta::Decode(frame->meta);
       !h.ok() && h.status().code() != gm::Code::kCorrupt)
     __builtin_trap();
   auto copied = gm::DecodeBatch(*frame);

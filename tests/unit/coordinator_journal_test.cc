@@ -15,7 +15,7 @@
 #include <tuple>
 #include <vector>
 
-#include "core/file_util.h"
+#include "core/os/file_util.h"
 
 namespace gm {
 namespace {

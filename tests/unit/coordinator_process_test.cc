@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "core/file_util.h"
+#include "core/os/file_util.h"
 #include "dataplane/auth.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"

@@ -12,9 +12,10 @@
 #include <utility>
 
 #include "client/client.h"
-#include "core/file_util.h"
+#include "core/os/file_util.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
 #include "launcher/coordinator_server.h"

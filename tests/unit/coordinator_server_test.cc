@@ -10,9 +10,11 @@
 #include <thread>
 #include <vector>
 
-#include "core/file_util.h"
+#include "core/os/file_util.h"
 #include "dataplane/auth.h"
 #include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
+#include "dataplane/messages_offload.h"
 #include "dataplane/protocol.h"
 
 namespace gm {

@@ -10,11 +10,11 @@
 #include <map>
 
 #include "core/digest.h"
-#include "core/file_util.h"
 #include "core/json.h"
-#include "core/paths.h"
+#include "core/os/file_util.h"
+#include "core/os/paths.h"
+#include "core/os/spawn.h"
 #include "core/rng.h"
-#include "core/spawn.h"
 #include "core/status.h"
 #include "tests/unit/test_util.h"
 

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "core/json.h"
-#include "core/paths.h"
+#include "core/os/paths.h"
 #include "tests/unit/test_util.h"
 #include "worker/subprocess.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "core/cpus.h"
+#include "core/os/cpus.h"
 #include "launcher/process.h"
 #include "tests/unit/test_util.h"
 

@@ -1,4 +1,4 @@
-#include "worker/image_ops.h"
+#include "worker/image/image_ops.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "tests/unit/test_util.h"
-#include "worker/jpeg.h"
-#include "worker/pixel_ops.h"
-#include "worker/resize.h"
+#include "worker/image/jpeg.h"
+#include "worker/image/pixel_ops.h"
+#include "worker/image/resize.h"
 
 namespace gm {
 namespace {

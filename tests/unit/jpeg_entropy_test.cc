@@ -1,7 +1,7 @@
-// goldminer's Huffman decoder (worker/jpeg_entropy.h) against libjpeg-turbo's
+// goldminer's Huffman decoder (worker/image/jpeg_entropy.h) against libjpeg-turbo's
 // own: the same pixels for every layout, scale and region, and the same
 // outcome on corrupt data.
-#include "worker/jpeg_entropy.h"
+#include "worker/image/jpeg_entropy.h"
 
 #include <gtest/gtest.h>
 #include <jpeglib.h>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "tests/unit/test_util.h"
-#include "worker/jpeg.h"
+#include "worker/image/jpeg.h"
 
 namespace gm {
 namespace {
@@ -226,7 +226,7 @@ TEST(JpegEntropyTest, GivenProgressiveOrSwitchedOffThenLibjpegDecodes) {
 // Corrupt scan data, decoded by both. Every error libjpeg-turbo reports must
 // be reported too, with the same message, and where both decode, the pixels
 // must be equal. goldminer's decoder is stricter in three cases, where libjpeg
-// decodes without a word (worker/jpeg_entropy.h says why): an invalid Huffman
+// decodes without a word (worker/image/jpeg_entropy.h says why): an invalid Huffman
 // code (libjpeg reports it only on its careful path, always taken with restart
 // markers), bytes skipped before a restart marker, and FF FF .. 00.
 struct Mutation {

@@ -1,4 +1,4 @@
-#include "worker/jpeg.h"
+#include "worker/image/jpeg.h"
 
 #include <gtest/gtest.h>
 #include <turbojpeg.h>

@@ -7,6 +7,9 @@
 #include <tuple>
 
 #include "core/log.h"
+#include "dataplane/messages_control.h"
+#include "dataplane/messages_offload.h"
+#include "dataplane/messages_pool.h"
 
 namespace gm {
 namespace {

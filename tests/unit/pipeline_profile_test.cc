@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/cpus.h"
+#include "core/os/cpus.h"
 #include "tests/unit/test_util.h"
 
 namespace gm {

@@ -10,8 +10,8 @@
 #include <string>
 
 #include "core/plan.h"
-#include "core/run_store_fake.h"
-#include "core/sqlite_run_store.h"
+#include "core/store/run_store_fake.h"
+#include "core/store/sqlite_run_store.h"
 #include "planner/cluster.h"
 #include "planner/divide.h"
 #include "planner/model.h"

@@ -141,26 +141,52 @@ TEST(ProtocolTest, GivenUnixConnection_WhenFrameWithSeveralPayloadBuffersSent_Th
   ExpectFrameRoundTrip(c);
 }
 
-TEST(ProtocolTest, GivenBatchMetas_ThenTheHeaderIsReadOrRefusedNamingTheField) {
-  auto h = DecodeBatchHeader({{"rank", 3}, {"split_batches", 2}});
+TEST(ProtocolTest, GivenBatchMetas_ThenTheyAreReadOrRefusedNamingTheField) {
+  auto h = BatchMeta::Decode({{"rank", 3}, {"split_batches", 2}});
   ASSERT_TRUE(h.ok()) << h.status().message();
   EXPECT_EQ(h->rank, 3);
   EXPECT_EQ(h->split_batches, 2u);
-  EXPECT_FALSE(DecodeBatchHeader({{"rank", 0}})->split_batches.has_value());
+  EXPECT_FALSE(h->shm.has_value());
+  EXPECT_FALSE(BatchMeta::Decode({{"rank", 0}})->split_batches.has_value());
+  auto in_segment = BatchMeta::Decode({{"rank", 1}, {"shm", {{"id", 15}, {"fd", true}}}});
+  ASSERT_TRUE(in_segment.ok()) << in_segment.status().message();
+  EXPECT_EQ(in_segment->shm, (BatchMeta::Segment{15, true}));
   for (const nlohmann::json& bad :
        {nlohmann::json{{"n", 1}}, nlohmann::json{{"rank", "0"}}, nlohmann::json{{"rank", -1}},
         nlohmann::json{{"rank", 65536}}, nlohmann::json{{"rank", 0.0}}}) {
-    auto r = DecodeBatchHeader(bad);
+    auto r = BatchMeta::Decode(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Code::kCorrupt);
     EXPECT_NE(r.status().message().find("\"rank\""), std::string::npos) << r.status().message();
   }
   for (const nlohmann::json& count : {nlohmann::json(0), nlohmann::json("2"), nlohmann::json(-2),
                                       nlohmann::json((1 << 24) + 1)}) {
-    auto r = DecodeBatchHeader({{"rank", 0}, {"split_batches", count}});
+    auto r = BatchMeta::Decode({{"rank", 0}, {"split_batches", count}});
     ASSERT_FALSE(r.ok()) << count;
     EXPECT_NE(r.status().message().find("\"split_batches\""), std::string::npos)
         << r.status().message();
+  }
+  for (const nlohmann::json& shm :
+       {nlohmann::json(true), nlohmann::json{{"id", 16}, {"fd", true}},
+        nlohmann::json{{"id", -1}, {"fd", false}}, nlohmann::json{{"id", 0}},
+        nlohmann::json{{"id", 0}, {"fd", 1}}, nlohmann::json{{"fd", true}}}) {
+    auto r = BatchMeta::Decode({{"rank", 0}, {"shm", shm}});
+    ASSERT_FALSE(r.ok()) << shm;
+    EXPECT_EQ(r.status().code(), Code::kCorrupt);
+    EXPECT_NE(r.status().message().find("\"shm\""), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(ProtocolTest, GivenABatchMeta_ThenWhatItAddsToABatchsMetaDecodesToItAgain) {
+  for (const BatchMeta& m :
+       {BatchMeta{0, std::nullopt, std::nullopt}, BatchMeta{65535, uint64_t{1} << 24, std::nullopt},
+        BatchMeta{7, 3, BatchMeta::Segment{0, false}},
+        BatchMeta{2, std::nullopt, BatchMeta::Segment{15, true}}}) {
+    nlohmann::json meta = EncodeBatchMeta(Batch{});
+    m.AddTo(meta);
+    auto again = BatchMeta::Decode(nlohmann::json::parse(meta.dump()));
+    ASSERT_TRUE(again.ok()) << again.status().message();
+    EXPECT_EQ(*again, m) << meta;
   }
 }
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "core/file_util.h"
-#include "core/run_store_fake.h"
+#include "core/os/file_util.h"
+#include "core/store/run_store_fake.h"
 #include "dataplane/auth.h"
 #include "tests/unit/fake_launcher.h"
 

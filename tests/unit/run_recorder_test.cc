@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "core/run_store_fake.h"
+#include "core/store/run_store_fake.h"
 
 namespace gm {
 namespace {

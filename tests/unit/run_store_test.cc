@@ -10,10 +10,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/run_schema.h"
-#include "core/run_store_fake.h"
-#include "core/sqlite_db.h"
-#include "core/sqlite_run_store.h"
+#include "core/store/run_schema.h"
+#include "core/store/run_store_fake.h"
+#include "core/store/sqlite_db.h"
+#include "core/store/sqlite_run_store.h"
 #include "tests/unit/profile_fixture.h"
 #include "tests/unit/test_util.h"
 

@@ -17,7 +17,7 @@
 
 #include "dataplane/auth.h"
 #include "dataplane/data_server.h"
-#include "dataplane/messages.h"
+#include "dataplane/messages_control.h"
 #include "dataplane/protocol.h"
 
 namespace gm {
@@ -336,7 +336,7 @@ TEST_F(SameHostPortTest,
   Socket s1 = Connect(false, 1);
   ASSERT_TRUE(GrantCredit(s1, 2).ok());
   SplitStream stream{1, 0};
-  ASSERT_TRUE(server_->SendToRank(0, MakeBatch(0), nlohmann::json::object(), &stream).ok());
+  ASSERT_TRUE(server_->SendToRank(0, MakeBatch(0), std::nullopt, &stream).ok());
   ASSERT_TRUE(RecvFrame(s1, FrameLimits{}, Deadline::After(kWaitS)).ok());
   EXPECT_EQ(stream.sent_to, 1u);
   // A restarted trainer (session 3) replaces session 1: the rest of this split
@@ -345,15 +345,14 @@ TEST_F(SameHostPortTest,
   Socket s3 = Connect(false, 3);
   EXPECT_FALSE(RecvFrame(s1, FrameLimits{}, Deadline::After(kWaitS)).ok());  // replaced
   ASSERT_TRUE(GrantCredit(s3, 1).ok());
-  Status aborted = server_->SendToRank(0, MakeBatch(1), nlohmann::json::object(), &stream);
+  Status aborted = server_->SendToRank(0, MakeBatch(1), std::nullopt, &stream);
   EXPECT_EQ(aborted.code(), Code::kAborted) << aborted.message();
   // A split handed out when the coordinator's newest session was 5: session 3's
   // connection is hung up and waits for session 5's, and older tickets are
   // refused from then on.
   SplitStream fresh{5, 0};
-  std::thread sender([&] {
-    EXPECT_TRUE(server_->SendToRank(0, MakeBatch(2), nlohmann::json::object(), &fresh).ok());
-  });
+  std::thread sender(
+      [&] { EXPECT_TRUE(server_->SendToRank(0, MakeBatch(2), std::nullopt, &fresh).ok()); });
   EXPECT_FALSE(RecvFrame(s3, FrameLimits{}, Deadline::After(kWaitS)).ok());  // hung up
   Socket s4 = Connect(false, 4);
   auto refused = RecvFrame(s4, FrameLimits{}, Deadline::After(kWaitS));

@@ -21,6 +21,7 @@
 #include "dataplane/auth.h"
 #include "dataplane/data_server.h"
 #include "dataplane/messages.h"
+#include "dataplane/messages_offload.h"
 #include "dataplane/offload_proof.h"
 #include "dataplane/protocol.h"
 
