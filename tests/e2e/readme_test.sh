@@ -63,8 +63,8 @@ for name in re.findall(r"\(`([a-z_]+(?:\.py)?)`\)", figures):
         problems.append(f"benchmark {name}: not in bench/")
 
 # 4. Short: a front door, its depth in the manuals.
-if len(text.encode()) > 9000:
-    problems.append(f"README.md is {len(text.encode())} bytes; keep it under 9,000")
+if len(text.encode()) > 6500:
+    problems.append(f"README.md is {len(text.encode())} bytes; keep it under 6,500")
 if problems:
     print("\n".join(problems))
     sys.exit(1)
