@@ -393,9 +393,8 @@ void CoordinatorServer::DropFaulty(int rank, const FaultMsg& fault) {
   // already, or an address no worker has) is left alone.
   auto it = std::find_if(data_addr_.begin(), data_addr_.end(),
                          [&](const auto& entry) { return entry.second == fault.worker; });
-  if (it == data_addr_.end() || faulted_.contains(it->first)) return;
+  if (it == data_addr_.end() || dropped_.contains(it->first)) return;  // dropped, not yet gone
   const WorkerId id = it->first;
-  faulted_.insert(id);
   dropped_.insert(id);
   if (dropped_.size() > kMaxDropped) dropped_.erase(dropped_.begin());
   ++workers_faulted_;

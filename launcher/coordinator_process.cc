@@ -130,7 +130,7 @@ int ServeCoordinatorProcess(int in_fd, int out_fd) {
   std::unique_ptr<CoordinatorServer> server = std::move(*started);
   const std::string address = server->address();
   if (!WriteLine(out_fd, {{"address", address},
-                          {"port", std::stoi(address.substr(address.rfind(':') + 1))},
+                          {"port", server->port()},
                           {"order_notice", server->pipeline().OrderNotice()}})
            .ok()) {
     return 0;  // run is gone

@@ -162,6 +162,8 @@ class CoordinatorServer {
 
   // "host:port" to give workers and clients (see CoordinatorConfig::advertise_host).
   std::string address() const;
+  // The port it listens on.
+  int port() const { return port_; }
   // The run's pipeline, as loaded from the config (immutable).
   const Pipeline& pipeline() const { return pipeline_; }
   // Waits until every epoch of the run is done (all ranks acknowledged their
@@ -299,9 +301,9 @@ class CoordinatorServer {
   // Live workers' control sockets, so that a FAULT can close one (each entry goes
   // before its socket closes).
   std::map<WorkerId, int> worker_fd_ GUARDED_BY(mu_);
-  std::set<WorkerId> faulted_ GUARDED_BY(mu_);  // dropped by FAULT, not yet gone
-  // Every worker dropped by FAULT, so that it is not taken back when it dials
-  // again under its id (the newest kMaxDropped: ids only grow).
+  // Every worker dropped by FAULT (the newest kMaxDropped: ids only grow): one
+  // still live is on its way out, and one that dials again under its id is not
+  // taken back.
   static constexpr size_t kMaxDropped = 4096;
   std::set<WorkerId> dropped_ GUARDED_BY(mu_);
   uint64_t workers_faulted_ GUARDED_BY(mu_) = 0;

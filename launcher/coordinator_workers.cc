@@ -144,7 +144,7 @@ Status CoordinatorServer::ServeWorker(Socket& socket) {
   virtual_load_.erase(id);
   told_to_leave_.erase(id);
   worker_fd_.erase(id);
-  const bool faulted = faulted_.erase(id) > 0;  // said when the FAULT came
+  const bool faulted = dropped_.contains(id);  // said when the FAULT came
   if (!faulted && !st.ok() && !stopping_) {
     LogWarning("coordinator: worker " + std::to_string(id) + " gone (" + st.message() +
                "); its unfinished splits go to others");

@@ -15,6 +15,7 @@
 #include "dataplane/auth.h"
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
+#include "tests/unit/coordinator_fixture.h"
 
 namespace gm {
 namespace {
@@ -67,16 +68,7 @@ TEST(CoordinatorProcessTest, GivenAConfigThenItsJsonReadsBackWithoutTheSecret) {
 
 // A run of a range source of 10 samples, journaling to `journal`.
 CoordinatorConfig RangeConfig(const std::string& journal) {
-  CoordinatorConfig c;
-  c.secret = *NewSecret();
-  c.pipeline_doc = nlohmann::json::parse(
-      R"({"version": 1, "source": {"type": "range", "count": 10}, "stages": [],
-          "batch": {"size": 2}})");
-  c.pipeline_origin = "test.json";
-  c.base_dir = "/";
-  c.samples_per_split = 4;
-  c.journal_path = journal;
-  return c;
+  return testing::RangeRunConfig(*NewSecret(), journal);
 }
 
 // The pid of `goldminer coordinator` under this process.

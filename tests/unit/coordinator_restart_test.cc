@@ -19,6 +19,7 @@
 #include "dataplane/protocol.h"
 #include "dataplane/socket.h"
 #include "launcher/coordinator_server.h"
+#include "tests/unit/coordinator_fixture.h"
 #include "worker/worker_service.h"
 
 namespace gm {
@@ -28,17 +29,9 @@ constexpr double kWait = 30;
 
 // 40 samples in splits of 4, batches of 2: 10 splits of 2 batches.
 CoordinatorConfig Config(const std::string& secret, const std::string& journal, int port) {
-  CoordinatorConfig c;
-  c.secret = secret;
-  c.pipeline_doc = nlohmann::json::parse(
-      R"({"version": 1, "source": {"type": "range", "count": 40}, "stages": [],
-          "batch": {"size": 2}})");
-  c.pipeline_origin = "test.json";
-  c.base_dir = "/";
-  c.samples_per_split = 4;
+  CoordinatorConfig c = testing::RangeRunConfig(secret, journal, 40);
   c.epochs = 1;
   c.port = port;
-  c.journal_path = journal;
   c.heartbeat_s = 0.1;
   return c;
 }

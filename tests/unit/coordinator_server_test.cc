@@ -16,6 +16,7 @@
 #include "dataplane/messages_control.h"
 #include "dataplane/messages_offload.h"
 #include "dataplane/protocol.h"
+#include "tests/unit/coordinator_fixture.h"
 
 namespace gm {
 namespace {
@@ -51,18 +52,7 @@ class CoordinatorServerTest : public ::testing::Test {
 
   // The run's config: the test's secret, a range source of 10 samples in splits
   // of 4, batches of 2, the journal of the next Start.
-  CoordinatorConfig Config() const {
-    CoordinatorConfig c;
-    c.secret = secret_;
-    c.pipeline_doc = nlohmann::json::parse(
-        R"({"version": 1, "source": {"type": "range", "count": 10}, "stages": [],
-            "batch": {"size": 2}})");
-    c.pipeline_origin = "test.json";
-    c.base_dir = "/";
-    c.samples_per_split = 4;
-    c.journal_path = journal_path_;
-    return c;
-  }
+  CoordinatorConfig Config() const { return testing::RangeRunConfig(secret_, journal_path_); }
 
   // Connects as `role` with that role's key derived from `secret` (or with `key`).
   Result<Socket> Connect(const std::string& role, const std::string& secret,
