@@ -6,22 +6,23 @@
 //
 // Connections (each starts with the handshake; roles "worker" and "client"), each
 // family with its own header:
-//   1. worker -> coordinator (control)              dataplane/messages_control.h
-//   2. client (one per trainer rank) -> coordinator  dataplane/messages_control.h
-//   3. client -> worker (data: CREDIT, BATCH)        dataplane/messages_control.h
-//   4. client -> coordinator (offload control)      dataplane/messages_offload.h
-//   5. client -> worker (a virtual DataLoader worker) dataplane/messages_offload.h
-//   6. run -> pool                                  dataplane/messages_pool.h
+//   1. worker -> coordinator (control)                 dataplane/messages_control.h
+//   2. client (one per trainer rank) -> coordinator    dataplane/messages_control.h
+//   3. client -> worker (data: CREDIT, BATCH)          dataplane/messages_control.h
+//   4. client -> coordinator (offload control)         dataplane/messages_offload.h
+//   5. client -> worker (a virtual DataLoader worker)  dataplane/messages_offload.h
+//   6. run -> pool                                     dataplane/messages_pool.h
 // This header holds what they share: the version, the common bounds, and ERROR,
 // which either side of any connection may send.
 //
 // Typed messages. Every message a role receives (the coordinator from workers
 // and clients, a worker from the coordinator and at its data port from clients,
-// a client from the coordinator) is decoded by its struct's Decode below, never
-// read from the JSON at the use (BATCH: DecodeBatch in dataplane/protocol.h): Decode checks each
-// field's presence, type and range and fails with Corrupt naming the message and the field
-// ("SPLIT_DONE: $.batch_count: expected an integer from 0 to 16777216, got \"0\""). Encode builds
-// the meta a sender sends. Plain values; thread-compatible.
+// a client from the coordinator) is decoded by its struct's Decode, never read
+// from the JSON at the use (BATCH: DecodeBatch and BatchMeta in
+// dataplane/protocol.h): Decode checks each field's presence, type and range and
+// fails with Corrupt naming the message and the field ("SPLIT_DONE: $.batch_count:
+// expected an integer from 0 to 16777216, got \"0\""). Encode builds the meta a
+// sender sends. Plain values; thread-compatible.
 #pragma once
 
 #include <cstddef>

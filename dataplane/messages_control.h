@@ -74,7 +74,7 @@
 //                       segments, honoured on the same-host socket only)
 //      K->W CREDIT      {n, release}   (n more batches may be sent on this
 //                       connection; release: segment ids the trainer is done with)
-//      W->K BATCH       EncodeBatchMeta + {rank, split_batches, shm: {id, fd}} ;
+//      W->K BATCH       EncodeBatchMeta + BatchMeta {rank, split_batches, shm: {id, fd}} ;
 //                       payload data + labels, or labels only with shm (the data
 //                       is in the segment: dataplane/shm.h)
 //    split_batches is present only on the split's LAST batch (a worker that makes
