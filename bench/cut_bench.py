@@ -9,7 +9,7 @@ batch 64, 2 workers, persistent, shuffled by a seeded generator, E epochs. For e
 run it reports images/s (the first batch left out), the trainer process's own CPU
 per batch (what it pays to receive batches, and with the cut to widen them), the
 bytes of a batch's images as they reached the trainer's process (uint8 with the
-cut, float32 without: read at goldminer.offload._finish_cut), and a SHA-256 over
+cut, float32 without: read at goldminer._cut.finish_cut), and a SHA-256 over
 every batch. Stock's run also gives the pipeline's CPU per batch (its workers'
 CPU, RUSAGE_CHILDREN once they ended), against which the cut's added trainer CPU
 is put. Three ways, in rounds that alternate them: stock, `goldminer run --workers
@@ -36,14 +36,14 @@ import gc, hashlib, json, resource, statistics, sys, time
 epochs = int(sys.argv[2])
 received = []
 try:
-    from goldminer import offload
-    finish = offload._finish_cut
+    from goldminer import _cut
+    finish = _cut.finish_cut
     def spy(batch, cut, pin):
         received.append(batch[0].element_size() * batch[0].nelement())
         return finish(batch, cut, pin)
-    offload._finish_cut = spy
+    _cut.finish_cut = spy
 except ImportError:  # stock
-    offload = None
+    _cut = None
 ''' + IMAGE_LOADER + r'''h = hashlib.sha256()
 times, images, sizes = [], 0, []
 cpu0 = resource.getrusage(resource.RUSAGE_SELF)

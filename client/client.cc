@@ -402,7 +402,7 @@ Result<std::optional<Batch>> Client::Impl::Wait() {
     // The awaited batch is here but not known to come from its split's holder:
     // ask the coordinator now rather than at the next refresh.
     const bool ask_holders = reorder.AwaitsView();
-    // Progress rule (dataplane/messages.h): every live connection out of credit -> +1
+    // Progress rule (dataplane/messages_control.h): every live connection out of credit -> +1
     // each, and the awaited split's holder out of credit -> +1 (the others may hold
     // credit they have nothing to spend on), within the look-ahead bound
     // (ClientOptions::max_buffered_bytes). Past the bound too while the awaited

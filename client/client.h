@@ -1,5 +1,5 @@
 // The trainer-side client of the data plane: one per trainer rank. It talks to the
-// coordinator (connection 2 of dataplane/messages.h) for the epoch's plan and the
+// coordinator (connection 2 of dataplane/messages_control.h) for the epoch's plan and the
 // worker list, and to every data worker (connection 3) for batches, which it hands
 // to the trainer in the rank's batch sequence (RankSequence, dataplane/batch_order.h)
 // whatever order they arrive in, each exactly once.
@@ -53,7 +53,7 @@ struct ClientOptions {
   // HEARTBEAT to the coordinator after this long without a frame (it closes client
   // connections silent for kClientIdleS); tests shorten it.
   double heartbeat_s = kClientHeartbeatS;
-  // The look-ahead bound: the progress rule (dataplane/messages.h) grants a
+  // The look-ahead bound: the progress rule (dataplane/messages_control.h) grants a
   // worker more credit only while fewer than max_lookahead_batches of its
   // batches that are not verified yet (sent by a worker not yet named as its
   // split's holder) wait in the re-order buffer and they hold less than an

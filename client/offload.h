@@ -1,6 +1,6 @@
 // The trainer's half of the DataLoader offload at the C++ level (the C ABI's
 // gm_offload and gm_vchannel: include/goldminer/client.h; used by
-// python/goldminer/offload.py). Connections 4 and 5 of dataplane/messages.h.
+// python/goldminer/offload.py). Connections 4 and 5 of dataplane/messages_offload.h.
 //
 // An Offload is a rank's offload session at the coordinator: a channel number, a
 // ticket for the data ports and the list of workers, kept alive by a heartbeat

@@ -69,7 +69,7 @@ Status ApplyCpus(WorkerFlags& f) {
   return Status::Ok();
 }
 
-// Exit status of a worker whose coordinator went away (dataplane/messages.h).
+// Exit status of a worker whose coordinator went away (dataplane/messages_control.h).
 constexpr int kExitCoordinatorGone = 3;
 
 // Redraws one status line on stderr (core/log.h) while the engine runs, when stderr

@@ -1,5 +1,5 @@
 // The data port of a data worker: trainer clients connect here and receive the
-// batches the worker makes for their rank (connection 3 of dataplane/messages.h).
+// batches the worker makes for their rank (connection 3 of dataplane/messages_control.h).
 //
 // Its connections come through a ConnectionServer (dataplane/connection_server.h:
 // HELLO at accept, a lobby until the client answers, a bounded thread per

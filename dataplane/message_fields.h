@@ -1,4 +1,4 @@
-// The fields the data plane's messages share (dataplane/messages.h): each read
+// The fields the data plane's messages share (dataplane/messages*.h): each read
 // from a peer's JSON with its type and range checked, the error naming the
 // message and field. Internal to the messages' files (messages*.cc).
 #pragma once

@@ -1,4 +1,4 @@
-// Connections 1 to 3 (dataplane/messages.h): a worker and a client with the
+// Connections 1 to 3 (dataplane/messages_control.h): a worker and a client with the
 // coordinator, and a client's CREDIT at a worker's data port.
 #include "dataplane/messages_control.h"
 

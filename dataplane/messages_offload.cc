@@ -1,4 +1,4 @@
-// Connections 4 and 5 (dataplane/messages.h): the DataLoader offload.
+// Connections 4 and 5 (dataplane/messages_offload.h): the DataLoader offload.
 #include "dataplane/messages_offload.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Connection 6 (dataplane/messages.h): a run with `goldminer pool`.
+// Connection 6 (dataplane/messages_pool.h): a run with `goldminer pool`.
 #include "dataplane/messages_pool.h"
 
 #include <string_view>

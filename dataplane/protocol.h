@@ -81,18 +81,18 @@ enum class MsgType : uint8_t {
   kWorkers = 33,
   kResume = 34,
   kFault = 35,    // client -> coordinator: a worker proven to lie, or stalled (no reply)
-  kOffload = 36,  // the DataLoader offload: connections 4 and 5 of dataplane/messages.h
+  kOffload = 36,  // the DataLoader offload: connections 4 and 5 of dataplane/messages_offload.h
   kOffloading = 37,
   kOffloadOpen = 38,
   kOffloadOpened = 39,
   kOffloadData = 40,
   kOffloadExit = 41,
   kOffloadNote = 42,  // client -> coordinator: what became of a DataLoader (no reply)
-  kPoolReport = 43,   // run -> pool (connection 6 of dataplane/messages.h)
+  kPoolReport = 43,   // run -> pool (connection 6 of dataplane/messages_pool.h)
   kPoolGrant = 44,
   kPoolStatus = 45,
   kPoolState = 46,
-  // Message fields: dataplane/messages.h.
+  // Message fields: dataplane/messages*.h.
 };
 
 // "HELLO", "BATCH", ...; "UNKNOWN" for a value that is not a MsgType.

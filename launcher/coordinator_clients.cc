@@ -239,7 +239,7 @@ void CoordinatorServer::CountOffload(const std::string& kind, const std::string&
   }
 }
 
-// A trainer's DataLoader offload (connection 4 of dataplane/messages.h): a
+// A trainer's DataLoader offload (connection 4 of dataplane/messages_offload.h): a
 // channel number and its ticket, the workers, then only GET_WORKERS and
 // heartbeats. It takes no rank's session: a goldminer.Loader of the same rank
 // goes on beside it. Channels are not bounded here: each holds one connection,

@@ -3,7 +3,7 @@
 // not take the run with it: run supervises it, and one that dies (a crash, kill -9,
 // the OOM killer) is started again on the same address from its journal
 // (launcher/coordinator_journal.h); its workers and trainers come back to it with
-// their ids and sessions (dataplane/messages.h) and nothing acknowledged is made
+// their ids and sessions (dataplane/messages_control.h) and nothing acknowledged is made
 // again.
 //
 // The two processes speak JSON lines over the child's stdin and stdout: run sends

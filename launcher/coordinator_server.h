@@ -1,5 +1,5 @@
 // CoordinatorServer: the coordinator of a run, on a TCP port. Data workers and
-// trainer clients connect to it (dataplane/messages.h, connections 1 and 2); it
+// trainer clients connect to it (dataplane/messages_control.h, connections 1 and 2); it
 // keeps the run's CoordinatorState, hands out splits, records acknowledgements,
 // declares silent workers lost and moves from epoch to epoch.
 //
@@ -97,7 +97,7 @@ struct CoordinatorConfig {
   // empty: none. A line that cannot be written fails the call that made it.
   // A file that holds lines already is replayed first: the coordinator goes on
   // from where the one that wrote it stopped (give it the same port), its workers
-  // and trainers coming back with their ids and sessions (dataplane/messages.h).
+  // and trainers coming back with their ids and sessions (dataplane/messages_control.h).
   // A journal cut short or corrupted fails Start, naming the file and line.
   std::string journal_path;
   // How long a worker or a trainer's client that lost this coordinator dials it

@@ -1,5 +1,5 @@
 // A run's side of the pool (`goldminer run --pool ADDR`, connection 6 of
-// dataplane/messages.h): it sends the run's figures and gets back how many pool
+// dataplane/messages_pool.h): it sends the run's figures and gets back how many pool
 // workers it may hold. A pool that cannot be reached, refuses or answers badly
 // costs the run nothing: Report returns nullopt (said once per outage) and the run
 // keeps what it holds; the next report dials again. Thread-compatible.

@@ -1,5 +1,5 @@
 // `goldminer pool`: the service that divides a cluster's spare CPUs between the
-// runs that report to it (connection 6 of dataplane/messages.h). It holds no
+// runs that report to it (connection 6 of dataplane/messages_pool.h). It holds no
 // training data: runs send their figures (POOL_REPORT), the pool divides its budget
 // by marginal gain (planner/pool_state.h: the rules, the same as the simulator's)
 // and answers each report with that run's grant (POOL_GRANT); POOL_STATUS gets the

@@ -66,7 +66,7 @@ class RunRecorder {
 
 // The per-stage costs of a run from its workers' latest stage reports (one entry per
 // stage, as workers send them in HEARTBEAT and SPLIT_DONE and the coordinator
-// decodes them, range-checked: dataplane/messages.h): totals summed by stage
+// decodes them, range-checked: dataplane/messages_control.h): totals summed by stage
 // position, divided by the samples counted; a stage's name is the first report's
 // that names it; each stage's index is its first op's position in pipeline.json (a
 // fused "decode_jpeg+random_resized_crop" covers two). Stages no sample went

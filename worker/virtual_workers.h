@@ -1,6 +1,6 @@
 // Virtual DataLoader workers on a data worker: the worker's half of the
 // DataLoader offload (python/goldminer/offload.py; connection 5 of
-// dataplane/messages.h).
+// dataplane/messages_offload.h).
 //
 // A trainer that holds an offload ticket opens one connection per virtual
 // worker at the data port (DataServer::SetOffloadHandler). Serve() then asks a

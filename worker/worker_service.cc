@@ -46,7 +46,7 @@ namespace {
 constexpr double kReconnectPauseS = 0.1;  // between tries to reach a lost coordinator
 
 // Hands each batch of one assignment to its rank's client connection, one batch
-// late: the split's last batch carries split_batches (dataplane/messages.h), and only
+// late: the split's last batch carries split_batches (dataplane/messages_control.h), and only
 // the end of the split tells which batch was the last.
 class RankSink : public BatchSink {
  public:
@@ -545,7 +545,7 @@ Status WorkerService::CheckControl() {
   }
   if (n > 0 && before && in_split() == before) {
     // A frame the worker did not ask for, in the same split: the coordinator's
-    // "exit" at the run's end (dataplane/messages.h, HEARTBEAT). The split's
+    // "exit" at the run's end (dataplane/messages_control.h, HEARTBEAT). The split's
     // trainer is gone; the worker stops it and says BYE, as after a signal.
     bool first;
     {

@@ -5,7 +5,7 @@
 // pipeline from REGISTERED. Run() then asks for splits (GET_SPLIT) and makes each
 // assigned one with RunSplit, streaming its batches to the trainer client of the
 // assignment's rank one per credit, and reports SPLIT_DONE with the split's full
-// batch count; it follows connections 1 and 3 of dataplane/messages.h.
+// batch count; it follows connections 1 and 3 of dataplane/messages_control.h.
 //
 // While Run() runs, a heartbeat thread sends HEARTBEAT whenever the worker has
 // sent the coordinator nothing for heartbeat_s, and watches the control

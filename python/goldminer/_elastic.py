@@ -46,6 +46,11 @@ import struct
 import threading
 import time
 
+from goldminer import _vwire
+from goldminer._channels import job_frame
+from goldminer._lifetime import LIFETIME
+from goldminer._queues import Failure, read_channel
+
 DEPTH = 2  # tasks a process holds at once (torch's default prefetch_factor)
 MAX_TRIES = 3  # a task whose process was lost this many times fails the iterator
 REFRESH_S = 1.0  # how often the places are listed again
@@ -102,12 +107,11 @@ class Dispatcher:
                 return
             self.started = True
         self.refresh()
-        from goldminer.offload import _start_thread
-        _start_thread(self._refresh_loop, "goldminer elastic")
+        LIFETIME.start_thread(self._refresh_loop, "goldminer elastic")
 
     def submit(self, item):
         """What torch puts in any of its index queues."""
-        from torch.utils.data._utils.worker import _ResumeIteration
+        from torch.utils.data._utils.worker import _ResumeIteration  # torch: the program's
         with self.cv:
             if item is None:
                 self._stop()
@@ -153,7 +157,6 @@ class Dispatcher:
         self.cv.notify_all()
 
     def _send(self, proc, task):
-        from goldminer import _vwire
         if proc.held is not None:  # its BLOB is being written (need, in _read)
             proc.held.append(task)
             return
@@ -182,8 +185,6 @@ class Dispatcher:
         self._stop()
 
     def _read(self, proc):
-        from goldminer.offload import Failure, read_channel
-
         def take(key, state, raw):
             with self.cv:
                 proc.pending = [t for t in proc.pending if t[0] != key]
@@ -191,7 +192,6 @@ class Dispatcher:
                 self._pump()
 
         def need():  # its host lacks the blob: sent now, outside cv (tasks held meanwhile)
-            from goldminer import _vwire
             with self.cv:
                 proc.held = []
             try:
@@ -214,8 +214,7 @@ class Dispatcher:
             if isinstance(why, Failure):
                 self._fail(f"virtual DataLoader worker {proc.serial}: {why.text}")
                 return
-            from goldminer import offload
-            if self.stopping or offload.exiting:
+            if self.stopping or LIFETIME.exiting:
                 return
             self.wake = True
             self._lost(proc, why or f"ended holding {len(proc.pending)} task(s)")
@@ -236,11 +235,10 @@ class Dispatcher:
 
     def refresh(self):
         """Lists the places and opens the processes each lacks. Not once the
-        interpreter is ending: offload's exit hook ends every channel, and a
+        interpreter is ending: the offload's exit hook ends every channel, and a
         process opened after it would be a call into the native library still
         under way while the interpreter tears down (a crash at exit)."""
-        from goldminer import offload
-        if offload.exiting:
+        if LIFETIME.exiting:
             return
         try:
             live = list(self.place.live())
@@ -257,20 +255,18 @@ class Dispatcher:
                 held[p.place_name] = held.get(p.place_name, 0) + 1
             wanted = [w for w in live for _ in range((self.per_place or 0) - held.get(w, 0))]
         for where in wanted:
-            if self.stopping or offload.exiting:
+            if self.stopping or LIFETIME.exiting:
                 return
             self._open(where)
         self._check_placed(time.monotonic())
 
     def _open(self, where):
-        from goldminer import _vwire
         with self.cv:
             serial = self.serial
             self.serial += 1
         job = dict(self.job, worker_id=serial % self.num_workers, elastic=True)
         try:
             chan = self.place.open_on(where, self.modules)
-            from goldminer.offload import job_frame
             _vwire.write(chan.writer, _vwire.JOB, job_frame(chan, job))
         except Exception as e:  # noqa: BLE001 - said once per place, tried again
             if where not in self.said:
@@ -281,8 +277,7 @@ class Dispatcher:
         with self.cv:
             self.procs[serial] = proc
             self._pump()
-        from goldminer.offload import _start_thread
-        _start_thread(lambda: self._read(proc), f"goldminer vworker {serial}")
+        LIFETIME.start_thread(lambda: self._read(proc), f"goldminer vworker {serial}")
 
     def _check_placed(self, now):
         with self.cv:
@@ -295,13 +290,12 @@ class Dispatcher:
                            f"{NO_PLACE_S:.0f} s")
 
     def _refresh_loop(self):
-        from goldminer import offload
         while True:
             with self.cv:
                 self.cv.wait_for(lambda: self.stopping or self.wake, REFRESH_S)
                 # At exit the loop ends within REFRESH_S, inside the exit hook's
                 # wait for our threads.
-                if self.stopping or offload.exiting:
+                if self.stopping or LIFETIME.exiting:
                     return
                 self.wake = False
             self.refresh()
@@ -314,7 +308,7 @@ class Slot:
     def __init__(self, dispatcher):
         self.dispatcher = dispatcher
         self.daemon = True
-        self.pid = -1  # not a pid torch may wait for (see offload.VirtualWorker)
+        self.pid = -1  # not a pid torch may wait for (see _virtual_worker.VirtualWorker)
 
     def start(self):
         self.dispatcher.start()

@@ -42,6 +42,8 @@ import ctypes
 import json
 import os
 
+from goldminer._client_lib import find_library
+
 _lib = None
 
 
@@ -52,7 +54,6 @@ class NotNative(Exception):
 def library():
     global _lib
     if _lib is None:
-        from goldminer.loader import find_library
         lib = ctypes.CDLL(find_library("libgoldminer_native.so", "worker",
                                        "GOLDMINER_NATIVE_LIB", "goldminer_native"))
         c = ctypes

@@ -6,7 +6,7 @@ send what their last stage made, typically uint8 [n, H, W, 3] (HWC): a quarter o
 the bytes of float32. The trainer applies the tail, on the GPU with
 goldminer.torch.DeviceLoader, or with numpy in goldminer.Loader.
 
-The ops, with the workers' arithmetic (worker/image_ops.cc), in float32:
+The ops, with the workers' arithmetic (worker/image/image_ops.cc), in float32:
   to_tensor {layout: "CHW"|"HWC", dtype: "float32"|"uint8"}
       uint8 -> float32: x / 255; float32 in [0, 1] -> uint8: round(clamp(x * 255));
       HWC <-> CHW moves the channel axis.

@@ -49,7 +49,7 @@ def _import(names):
                 pass  # the child's own unpickling says what is missing, naming it
 
 
-def _cache_root():
+def cache_root():
     """Where the blob cache goes: /dev/shm (memory: a 150 MB dataset is written in
     a few hundredths of a second, and the workers that map it share its pages)
     when it is there with room, else the temporary folder ($TMPDIR)."""
@@ -109,7 +109,7 @@ def make_cache():
     inherited by the forked workers, so the folder is in use while any of them lives."""
     import fcntl
     import tempfile
-    root = _cache_root()
+    root = cache_root()
     sweep(root)
     folder = tempfile.mkdtemp(prefix=f"{CACHE_PREFIX}{os.getpid()}-", dir=root)
     fd = os.open(os.path.join(folder, CACHE_LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -129,6 +129,7 @@ def _child(ctl, wake, channel):
     os.close(channel)
     code = 1
     try:
+        # In the child, inside the try: a failed import is its traceback and status 1.
         from goldminer import _vworker
         _vworker.CACHE_DIR = CACHE_DIR
         code = _vworker.main()

@@ -43,7 +43,7 @@ more to fault in than the batch costs to make). What each kind carries:
             after its last result) or replay (tasks it answered, to do again);
             elastic (true in elastic mode: goldminer._elastic); cut (None, or
             {at, on}: with on, the dataset's transform stops before step `at`
-            and the worker sends uint8 images: goldminer.offload._cut_plan);
+            and the worker sends uint8 images: goldminer._cut.cut_plan);
             native (the shipped dataset is a goldminer._native plan); recycle
             (the trainer sends RELEASE: FLAG_RECYCLE frames may come)
     TASK    (trainer -> worker) what torch's main process puts in the worker's

@@ -367,7 +367,7 @@ def _take_job(job, blob):
 
 
 def _to_uint8(pic):
-    """The cut's last step on the worker (offload._cut_plan): the image as
+    """The cut's last step on the worker (goldminer._cut.cut_plan): the image as
     ToTensor holds it before it widens it to floats, channels first, uint8."""
     import numpy as np
     import torch
@@ -446,7 +446,7 @@ def _serve():
         num_workers, persistent_workers, shared_seed = args
     if frame[1].get("native"):
         # The dataset is a goldminer._native plan: the engine's ops make each batch.
-        from goldminer import _native
+        from goldminer import _native  # a native plan's only
         try:
             collate_fn = _native.Collate(dataset, bool((frame[1].get("cut") or {}).get("on")),
                                          base_seed, recycler)

@@ -14,55 +14,29 @@ with tail=False; goldminer.torch.DeviceLoader applies them on the GPU instead. T
 viewing it is garbage (so keep or copy what must outlive the batch; writing into
 them is allowed and changes nothing elsewhere).
 
-The Loader wraps libgoldminer_client.so (include/goldminer/client.h) with ctypes,
-found at $GOLDMINER_CLIENT_LIB, else beside the installed package, else in a build
-tree of the source checkout. A Loader is for one thread; make one per process (it
-connects on first use, so one made before a fork connects in the child).
+The Loader wraps libgoldminer_client.so (include/goldminer/client.h) with ctypes
+(goldminer._client_lib), found at $GOLDMINER_CLIENT_LIB, else beside the installed
+package, else in a build tree of the source checkout. A Loader is for one thread;
+make one per process (it connects on first use, so one made before a fork
+connects in the child).
 """
 
 import ctypes
-import glob
-import os
-import weakref
-
 import json
+import weakref
 
 import numpy as np
 
+from goldminer._client_lib import (UNAVAILABLE, ClientError, ResumeState, Stats, check,
+                                   find_library, library, library_path)
 from goldminer._tail import Tail
 
-__all__ = ["Loader", "ClientError", "library_path"]
+# UNAVAILABLE and find_library: this module's names before the binding had a
+# module of its own (goldminer._client_lib), kept for whoever imports them here.
+__all__ = ["Loader", "ClientError", "library_path", "UNAVAILABLE", "find_library"]
 
 _DTYPES = ["|u1", "<i4", "<i8", "<f4"]  # by gm_dtype code
 _LAYOUTS = ["none", "HWC", "CHW"]  # by gm_layout code
-_LIB_NAME = "libgoldminer_client.so"
-
-
-UNAVAILABLE = 5  # gm_status GM_UNAVAILABLE: a peer unreachable or gone
-
-
-class ClientError(RuntimeError):
-    """A failure reported by the client library; `code` is its gm_status."""
-
-    def __init__(self, code, message):
-        super().__init__(message)
-        self.code = code
-
-
-class _Stats(ctypes.Structure):
-    _fields_ = [("data_wait_s", ctypes.c_double), ("batches", ctypes.c_uint64),
-                ("samples", ctypes.c_uint64), ("bytes", ctypes.c_uint64),
-                ("duplicates_dropped", ctypes.c_uint64), ("workers_connected", ctypes.c_uint64),
-                ("connections_lost", ctypes.c_uint64)]
-
-
-class _ResumeState(ctypes.Structure):
-    _fields_ = [("epoch", ctypes.c_uint64), ("position", ctypes.c_uint64),
-                ("split_index", ctypes.c_uint64), ("split_batch", ctypes.c_uint64),
-                ("seed", ctypes.c_int64), ("world_size", ctypes.c_int32),
-                ("rank", ctypes.c_int32), ("order", ctypes.c_char * 65)]
-
-
 _STATE_KEYS = ("epoch", "position", "split_index", "split_batch", "order", "seed",
                "world_size", "rank")
 
@@ -87,111 +61,10 @@ def _checked_state(state):
     return out
 
 
-def library_path():
-    """Where libgoldminer_client.so is: the first existing candidate.
-
-    Raises FileNotFoundError naming every place searched and how to build it.
-    """
-    return find_library(_LIB_NAME, "client", "GOLDMINER_CLIENT_LIB", "goldminer_client")
-
-
-def find_library(name, build_dir, env_var, target):
-    """Where one of goldminer's shared libraries is: $env_var, else beside the
-    installed package (<prefix>/<libdir>/`name`), else the newest of a source
-    checkout's build*/`build_dir`/`name`. FileNotFoundError names every place
-    searched and how to build it."""
-    env = os.environ.get(env_var)
-    if env:
-        return env
-    package = os.path.dirname(os.path.abspath(__file__))
-    # Installed: <prefix>/<libdir>/goldminer/python/goldminer -> <prefix>/<libdir>.
-    candidates = [os.path.normpath(os.path.join(package, "..", "..", "..", name))]
-    # Source checkout: <src>/python/goldminer -> <src>/build*/<build_dir>.
-    source = os.path.normpath(os.path.join(package, "..", ".."))
-    built = glob.glob(os.path.join(source, "build*", build_dir, name))
-    candidates += sorted(built, key=os.path.getmtime, reverse=True)
-    for path in candidates:
-        if os.path.exists(path):
-            return path
-    raise FileNotFoundError(
-        f"{name} not found (searched ${env_var}, " +
-        ", ".join(candidates[:1] + [os.path.join(source, "build*", build_dir)]) +
-        f"): build it with `cmake --build BUILD --target {target}` "
-        f"or set {env_var} to its path")
-
-
-_lib = None
 # goldminer.Loader clients opened in this process: each records its own steps, so
 # the profile hook then records no DataLoader's (the library alone, loaded for a
 # DataLoader's offload, is not a client).
 _clients_opened = 0
-
-
-def _library():
-    global _lib
-    if _lib is None:
-        _lib = _declare(ctypes.CDLL(library_path()))
-    return _lib
-
-
-def _declare(lib):
-    c = ctypes
-    p, u64, i64p = c.c_void_p, c.c_uint64, c.POINTER(c.c_int64)
-    signatures = {
-        "gm_abi_version": (c.c_int, []),
-        "gm_last_error": (c.c_char_p, []),
-        "gm_client_open": (c.c_int, [c.c_char_p, c.c_int, c.c_int, c.POINTER(p)]),
-        "gm_client_next": (c.c_int, [p, c.POINTER(p)]),
-        "gm_client_start_epoch": (c.c_int, [p, u64]),
-        "gm_client_stats_get": (c.c_int, [p, c.POINTER(_Stats)]),
-        "gm_client_state": (c.c_int, [p, c.POINTER(u64), c.POINTER(u64)]),
-        "gm_client_resume": (c.c_int, [p, u64, u64]),
-        "gm_client_resume_state_get": (c.c_int, [p, c.POINTER(_ResumeState)]),
-        "gm_client_resume_from": (c.c_int, [p, c.POINTER(_ResumeState)]),
-        "gm_client_device_stages": (c.c_char_p, [p]),
-        "gm_client_same_host_stats": (c.c_int, [p, c.POINTER(u64), c.POINTER(u64)]),
-        "gm_client_close": (None, [p]),
-        "gm_batch_data": (p, [p]),
-        "gm_batch_data_bytes": (c.c_size_t, [p]),
-        "gm_batch_dtype": (c.c_int, [p]),
-        "gm_batch_layout": (c.c_int, [p]),
-        "gm_batch_ndim": (c.c_int, [p]),
-        "gm_batch_shape": (i64p, [p]),
-        "gm_batch_size": (c.c_size_t, [p]),
-        "gm_batch_labels": (p, [p]),
-        "gm_batch_key": (c.c_char_p, [p, c.c_size_t]),
-        "gm_batch_epoch": (u64, [p]),
-        "gm_batch_free": (None, [p]),
-        # The DataLoader offload (goldminer/offload.py).
-        "gm_offload_open": (c.c_int, [c.c_char_p, c.c_int, c.POINTER(p)]),
-        "gm_offload_workers": (c.c_int, [p, c.POINTER(c.c_char_p)]),
-        "gm_offload_place": (c.c_int, [p, c.POINTER(c.c_char_p)]),
-        "gm_offload_note": (c.c_int, [p, c.c_int, c.c_char_p, c.c_int, c.c_uint64, c.c_char_p,
-                                     c.c_char_p]),
-        "gm_offload_close": (None, [p]),
-        "gm_vchannel_open": (c.c_int, [p, c.c_char_p, c.c_char_p, c.c_char_p, c.POINTER(p)]),
-        "gm_vchannel_same_host": (c.c_int, [p]),
-        "gm_vchannel_take_fd": (c.c_int, [p]),
-        "gm_vchannel_pid": (c.c_int64, [p]),
-        "gm_vchannel_host": (c.c_char_p, [p]),
-        "gm_vchannel_send": (c.c_int, [p, p, c.c_size_t]),
-        "gm_vchannel_recv": (c.c_int, [p, c.POINTER(p), c.POINTER(c.c_size_t),
-                                       c.POINTER(c.c_int), c.POINTER(c.c_int)]),
-        "gm_vchannel_shutdown": (None, [p]),
-        "gm_vchannel_close": (None, [p]),
-    }
-    for name, (restype, argtypes) in signatures.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
-    if lib.gm_abi_version() != 1:
-        raise ClientError(-1, "libgoldminer_client.so has ABI version %d, this package "
-                              "speaks 1" % lib.gm_abi_version())
-    return lib
-
-
-def _check(lib, code):
-    if code != 0:
-        raise ClientError(code, lib.gm_last_error().decode("utf-8", "replace"))
 
 
 class _View:
@@ -253,10 +126,10 @@ class Loader:
 
     def _open(self):
         if self._client is None:
-            lib = _library()
+            lib = library()
             handle = ctypes.c_void_p()
             address = None if self._coordinator is None else self._coordinator.encode()
-            _check(lib, lib.gm_client_open(address, self._rank, self._world_size, ctypes.byref(handle)))
+            check(lib, lib.gm_client_open(address, self._rank, self._world_size, ctypes.byref(handle)))
             global _clients_opened
             _clients_opened += 1
             self._lib, self._client = lib, handle
@@ -283,16 +156,16 @@ class Loader:
         start = resume["epoch"] if resume is not None else 0
         for epoch in range(start, self.epochs):
             if epoch == start and resume is not None and "split_index" in resume:
-                state = _ResumeState(**{k: (v.encode() if k == "order" else v)
-                                        for k, v in resume.items()})
-                _check(lib, lib.gm_client_resume_from(client, ctypes.byref(state)))
+                state = ResumeState(**{k: (v.encode() if k == "order" else v)
+                                       for k, v in resume.items()})
+                check(lib, lib.gm_client_resume_from(client, ctypes.byref(state)))
             elif epoch == start and resume is not None and resume["position"] > 0:
-                _check(lib, lib.gm_client_resume(client, epoch, resume["position"]))
+                check(lib, lib.gm_client_resume(client, epoch, resume["position"]))
             else:
-                _check(lib, lib.gm_client_start_epoch(client, epoch))
+                check(lib, lib.gm_client_start_epoch(client, epoch))
             while True:
                 batch = ctypes.c_void_p()
-                _check(lib, lib.gm_client_next(client, ctypes.byref(batch)))
+                check(lib, lib.gm_client_next(client, ctypes.byref(batch)))
                 if not batch.value:
                     break
                 out = _to_dict(lib, batch)
@@ -308,11 +181,11 @@ class Loader:
         same-host path: worker connections on it now, and batches whose data came
         in shared memory (received, not copied)."""
         lib, client = self._open()
-        out = _Stats()
-        _check(lib, lib.gm_client_stats_get(client, ctypes.byref(out)))
-        stats = {name: getattr(out, name) for name, _ in _Stats._fields_}
+        out = Stats()
+        check(lib, lib.gm_client_stats_get(client, ctypes.byref(out)))
+        stats = {name: getattr(out, name) for name, _ in Stats._fields_}
         conns, batches = ctypes.c_uint64(), ctypes.c_uint64()
-        _check(lib, lib.gm_client_same_host_stats(client, ctypes.byref(conns), ctypes.byref(batches)))
+        check(lib, lib.gm_client_same_host_stats(client, ctypes.byref(conns), ctypes.byref(batches)))
         stats["same_host_connections"], stats["same_host_batches"] = conns.value, batches.value
         return stats
 
@@ -330,8 +203,8 @@ class Loader:
         if self._resume is not None:
             return dict(self._resume)
         lib, client = self._open()
-        out = _ResumeState()
-        _check(lib, lib.gm_client_resume_state_get(client, ctypes.byref(out)))
+        out = ResumeState()
+        check(lib, lib.gm_client_resume_state_get(client, ctypes.byref(out)))
         state = {k: getattr(out, k) for k in _STATE_KEYS}
         state["order"] = out.order.decode()
         return state

@@ -4,7 +4,7 @@
 // a split index, a jump to a later epoch, a worker that
 // leaves, time passing, the next epoch), builds its meta from the fuzzer's bytes
 // (fields of any type, in or out of range, or garbage JSON), decodes it with the
-// typed Decode the coordinator uses (dataplane/messages.h) and hands what decodes
+// typed Decode the coordinator uses (dataplane/messages_control.h) and hands what decodes
 // to CoordinatorState as CoordinatorServer does. It must never crash or throw; a
 // refusal is InvalidArgument or Unavailable, never anything else; and the
 // exactly-once counters hold: first acknowledgements never exceed the batches the

@@ -1,4 +1,4 @@
-// libFuzzer target: the typed message decoders (dataplane/messages.h). Arbitrary
+// libFuzzer target: the typed message decoders (dataplane/messages*.h). Arbitrary
 // bytes are parsed as JSON meta (as ParseFrameMeta does for a frame) and given to
 // every decoder. Any input must yield a message or a Corrupt status naming it:
 // never a crash, a hang or an exception; a decoded message must encode and decode

@@ -230,14 +230,15 @@ class TaskSeedTest(unittest.TestCase):
 
 
 class DispatcherAtExitTest(unittest.TestCase):
-    """Once offload's exit hook ran, an elastic dispatcher opens no process (one
+    """Once the offload's exit hook ran, an elastic dispatcher opens no process (one
     opened then was a native call under way while the interpreter tore down: the
     trainer's exit 139 after the autoscaler case), and its refresh loop ends, so
     that the hook's wait for our threads sees it gone."""
 
     def test_no_process_is_opened_and_the_refresh_loop_ends_once_exiting(self):
         import threading
-        from goldminer import _elastic, offload
+        from goldminer import _elastic
+        from goldminer._lifetime import LIFETIME
 
         class Place:
             def __init__(self):
@@ -255,8 +256,8 @@ class DispatcherAtExitTest(unittest.TestCase):
         d.refresh()
         self.assertEqual(place.opened, ["127.0.0.1:9"] * 2)  # 2 wanted on the one place
         self.assertEqual(len(said), 1, said)  # the failure said once
-        self.assertFalse(offload.exiting)
-        offload.exiting = True
+        self.assertFalse(LIFETIME.exiting)
+        LIFETIME.exiting = True
         try:
             d.refresh()
             self.assertEqual(len(place.opened), 2, "nothing opened once exiting")
@@ -266,7 +267,7 @@ class DispatcherAtExitTest(unittest.TestCase):
             self.assertFalse(loop.is_alive(), "the refresh loop ended")
             self.assertEqual(len(place.opened), 2)
         finally:
-            offload.exiting = False
+            LIFETIME.exiting = False
 
 
 if __name__ == "__main__":

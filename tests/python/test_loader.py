@@ -144,7 +144,8 @@ class LibraryTest(unittest.TestCase):
         except FileNotFoundError as e:
             self.fail(str(e))
         self.assertTrue(os.path.exists(path), "%s does not exist: build target goldminer_client" % path)
-        self.assertEqual(loader_module._library().gm_abi_version(), 1)
+        from goldminer import _client_lib
+        self.assertEqual(_client_lib.library().gm_abi_version(), 1)
 
     def test_given_an_unreachable_coordinator_then_the_error_names_it(self):
         os.environ["GOLDMINER_SECRET"] = CLIENT_KEY
@@ -278,7 +279,7 @@ TAIL = [{"op": "normalize", "mean": MEAN, "std": STD},
 
 def reference_tail(image):
     """What the workers' normalize + to_tensor (CHW float32) make of a uint8 HWC
-    batch, element by element in float32 as worker/image_ops.cc computes it."""
+    batch, element by element in float32 as worker/image/image_ops.cc computes it."""
     out = np.empty((image.shape[0], 3, image.shape[1], image.shape[2]), np.float32)
     for c in range(3):
         scale = np.float32(1.0 / (255.0 * STD[c]))

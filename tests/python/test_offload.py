@@ -486,7 +486,7 @@ print(json.dumps({"parents": [p for b in DataLoader(Where(), batch_size=2, num_w
 
 # An ImageFolder whose transform ends in steps that only widen the data (argv[2]:
 # which), 2 epochs; "received": the image dtypes the trainer's part of a cut got
-# (goldminer.offload._finish_cut: uint8 from a worker that cut, float32 from one
+# (goldminer._cut.finish_cut: uint8 from a worker that cut, float32 from one
 # that did not), none when the DataLoader is not cut.
 CUT = COMMON + """
 import torchvision
@@ -502,12 +502,12 @@ loader = torch.utils.data.DataLoader(torchvision.datasets.ImageFolder(sys.argv[1
                                      batch_size=3, shuffle=True, generator=g, num_workers=2)
 received = []
 try:
-    from goldminer import offload
-    finish = offload._finish_cut
+    from goldminer import _cut
+    finish = _cut.finish_cut
     def spy(batch, cut, pin):
         received.append(str(batch[0].dtype))
         return finish(batch, cut, pin)
-    offload._finish_cut = spy
+    _cut.finish_cut = spy
 except ImportError:  # stock
     pass
 epochs = [[digest(b) for b in loader] for _ in range(2)]
@@ -548,13 +548,13 @@ run(DataLoader(Big(), batch_size=2, shuffle=True, generator=g, num_workers=2), 2
 # A trainer whose channels claim to share the data workers' host.
 LIAR = COMMON + """
 from torch.utils.data import DataLoader, Dataset
-from goldminer import offload
+from goldminer import _channels
 
-init = offload._RemoteChan.__init__
+init = _channels.RemoteChan.__init__
 def lying_init(self, *args):
     init(self, *args)
     self.same_host = True
-offload._RemoteChan.__init__ = lying_init
+_channels.RemoteChan.__init__ = lying_init
 
 class Big(Dataset):
     def __len__(self):
@@ -1298,8 +1298,9 @@ class WorkerCountTest(unittest.TestCase):
 
     def setUp(self):
         sys.path.insert(0, os.path.join(ROOT, "python"))
-        from goldminer import offload
+        from goldminer import _offload_config, offload
         self.offload = offload
+        self.config = _offload_config
         self.saved = os.environ.pop(offload.WORKERS_ENV, None)
 
     def tearDown(self):
@@ -1311,15 +1312,15 @@ class WorkerCountTest(unittest.TestCase):
         class Loader:
             num_workers = 2
 
-        self.assertEqual(self.offload._num_workers(Loader()), 2)
+        self.assertEqual(self.config.num_workers(Loader()), 2)
         os.environ[self.offload.WORKERS_ENV] = "5"
-        self.assertEqual(self.offload._num_workers(Loader()), 5)
+        self.assertEqual(self.config.num_workers(Loader()), 5)
         err = io.StringIO()
         saved, sys.stderr = sys.stderr, err
         try:
             for bad in ("0", "abc", "5000"):
                 os.environ[self.offload.WORKERS_ENV] = bad
-                self.assertEqual(self.offload._num_workers(Loader()), 2, bad)
+                self.assertEqual(self.config.num_workers(Loader()), 2, bad)
         finally:
             sys.stderr = saved
         self.assertIn("is not a worker count from 1 to 1024", err.getvalue())
@@ -1432,10 +1433,10 @@ class VirtualWorkerTest(unittest.TestCase):
     def shipped_array(self):
         """A dataset holding a 1 MiB array, shipped as the offload ships it."""
         import numpy as np
-        from goldminer import offload
+        from goldminer import _ship, offload
         array = np.arange(1 << 18, dtype=np.float32)
         blob, digest, _ = offload.ship((0, [array], True, None, False, None, 1, False),
-                                       offload._ARG_NAMES)
+                                       _ship.ARG_NAMES)
         return array, blob, digest
 
     def test_an_arrays_bytes_go_from_the_dataset_to_the_channel_uncopied(self):
@@ -1697,10 +1698,10 @@ class HostCacheTest(unittest.TestCase):
         import glob
         import signal
         import time
-        from goldminer import _vhost, offload
-        host = offload._Host()
+        from goldminer import _host_client, _vhost
+        host = _host_client.Host()
         self.addCleanup(host.close)
-        pattern = os.path.join(_vhost._cache_root(), f"goldminer-vhost-{host.proc.pid}-*")
+        pattern = os.path.join(_vhost.cache_root(), f"goldminer-vhost-{host.proc.pid}-*")
         deadline = time.monotonic() + 120  # the host makes it once it imported torch
         while not glob.glob(pattern) and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -1732,7 +1733,7 @@ class WorkerPlaceTest(unittest.TestCase):
 class ReplaceTest(unittest.TestCase):
     """A data worker killed a moment ago is still listed by the coordinator until it
     hears the connection close: a virtual worker placed on it is placed again
-    elsewhere (goldminer.offload._WorkersPlace.open), not failed."""
+    elsewhere (goldminer._channels.WorkersPlace.open), not failed."""
 
     class Lib:
         def __init__(self, named):
@@ -1744,8 +1745,8 @@ class ReplaceTest(unittest.TestCase):
 
     def place(self, named, live, refusing, code=5):
         sys.path.insert(0, os.path.join(ROOT, "python"))
-        from goldminer import loader, offload
-        place = offload._WorkersPlace()
+        from goldminer import _channels, loader
+        place = _channels.WorkersPlace()
         place._session = lambda: (self.Lib(named), None)
         place.live = lambda: list(live)
         tried = []
@@ -1777,15 +1778,16 @@ class ReplaceTest(unittest.TestCase):
         self.assertEqual(tried, ["10.0.0.1:5"])
 
     def test_at_the_programs_end_a_refusal_is_raised_at_once(self):
-        from goldminer import loader, offload
+        from goldminer import loader
+        from goldminer._lifetime import LIFETIME
         place, tried = self.place(["10.0.0.1:5", "10.0.0.2:6"], ["10.0.0.1:5", "10.0.0.2:6"],
                                   {"10.0.0.1:5"})
-        offload.exiting = True
+        LIFETIME.exiting = True
         try:
             with self.assertRaises(loader.ClientError):
                 place.open(0, [], 1)
         finally:
-            offload.exiting = False
+            LIFETIME.exiting = False
         self.assertEqual(tried, ["10.0.0.1:5"])
 
     def test_refusals_past_the_deadline_are_raised(self):
@@ -1801,7 +1803,7 @@ class ReplaceTest(unittest.TestCase):
         # not see the channel, whose reader then kept _at_exit waiting until `run`
         # killed the program (status 137 for 130).
         sys.path.insert(0, os.path.join(ROOT, "python"))
-        from goldminer import offload
+        from goldminer import _channels
 
         class Lib:
             def gm_vchannel_open(self, *args):
@@ -1814,15 +1816,15 @@ class ReplaceTest(unittest.TestCase):
             def kill(self):
                 self.killed += 1
 
-        place = offload._WorkersPlace()
+        place = _channels.WorkersPlace()
         place._session = lambda: (Lib(), None)
-        saved, offload._RemoteChan = offload._RemoteChan, Chan
+        saved, _channels.RemoteChan = _channels.RemoteChan, Chan
         try:
             before = place.open_on("10.0.0.1:5", [])
             place.end_channels()
             after = place.open_on("10.0.0.2:6", [])
         finally:
-            offload._RemoteChan = saved
+            _channels.RemoteChan = saved
         self.assertEqual((before.killed, after.killed), (1, 1))
 
 
@@ -1831,14 +1833,15 @@ class TorchVersionTest(unittest.TestCase):
 
     def setUp(self):
         sys.path.insert(0, os.path.join(ROOT, "python"))
-        from goldminer import offload
+        from goldminer import _patch, offload
         self.offload = offload
+        self.patch = _patch
 
     def test_a_version_outside_the_tested_range_gets_one_line_and_those_inside_none(self):
         for inside in ("1.13.0a0", "1.13.1", "2.4.1", "2.15.0+cu132"):
-            self.assertIsNone(self.offload._outside_tested(inside), inside)
+            self.assertIsNone(self.patch.outside_tested(inside), inside)
         for outside in ("1.12.1", "2.16.0", "3.0.0"):
-            line = self.offload._outside_tested(outside)
+            line = self.patch.outside_tested(outside)
             self.assertIn(f"torch {outside} is outside the versions the offload is tested on "
                           f"(1.13 to 2.15)", line or "")
 
@@ -1852,7 +1855,7 @@ class TorchVersionTest(unittest.TestCase):
             _process_data = _try_get_data = _next_data = _reset
 
         module = types.SimpleNamespace(DataLoader=DataLoader, _MultiProcessingDataLoaderIter=Iter)
-        self.assertEqual(self.offload._missing_internals(module),
+        self.assertEqual(self.patch.missing_internals(module),
                          "_MultiProcessingDataLoaderIter._try_put_index")
         stock = DataLoader._get_iterator
         err = io.StringIO()
@@ -1862,11 +1865,11 @@ class TorchVersionTest(unittest.TestCase):
         finally:
             sys.stderr = real
         self.assertIs(DataLoader._get_iterator, stock, "nothing was patched")
-        self.assertFalse(self.offload._installed)
+        self.assertFalse(self.patch.OFFLOAD.installed)
         self.assertIn("has no _MultiProcessingDataLoaderIter._try_put_index, which the offload "
                       "drives: its DataLoaders run on stock local workers", err.getvalue())
         from torch.utils.data import dataloader
-        self.assertIsNone(self.offload._missing_internals(dataloader), "this torch has them all")
+        self.assertIsNone(self.patch.missing_internals(dataloader), "this torch has them all")
 
 
 def load_tests(loader, tests, pattern):

@@ -1,4 +1,4 @@
-// Typed messages (dataplane/messages.h): what each Decode accepts and how it
+// Typed messages (dataplane/messages*.h): what each Decode accepts and how it
 // names what it refuses; Encode and Decode agree.
 #include "dataplane/messages.h"
 

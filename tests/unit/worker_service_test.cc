@@ -1,6 +1,6 @@
 // Tests of the data worker service (worker/worker_service.h, dataplane/data_server.h)
 // over real loopback sockets: a fake coordinator speaks connection 1 of
-// dataplane/messages.h and fake trainer clients speak connection 3.
+// dataplane/messages_control.h and fake trainer clients speak connection 3.
 #include "worker/worker_service.h"
 
 #include <gtest/gtest.h>
