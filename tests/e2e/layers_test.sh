@@ -2,8 +2,9 @@
 # The house's rules hold (../shared/ARCHITECTURE.md, "Modules"): no #include runs
 # from a room to one it may not use (a lower floor up, or sideways), the rooms
 # inside core/ and worker/ keep their own order, and the Python package has no
-# import circle (imports inside functions count too). Each breach is named with
-# the file and what it includes.
+# import circle (imports inside functions count too), and no source outside tests/
+# is over 700 lines, no Python function outside tests/ and bench/ over 80 (as
+# clang-tidy checks C++ functions: scripts/clang_check.sh). Each breach is named with the file.
 source "$(dirname "$0")/lib.sh"
 
 # 1. The C++ rooms. A folder, or a room inside one, and the rooms it may include.
@@ -112,4 +113,32 @@ if circles:
 print(f"{len(graph)} modules, {sum(map(len, graph.values()))} imports")
 PY
 ok "the Python package has no import circle: $(cat "$T/py.out")"
+
+# 3. Sizes: files outside tests/ (generated tables aside), Python functions.
+$PY - "$SRC" >"$T/size.out" 2>&1 <<'PY' || { cat "$T/size.out" >&2; fail "a room grew too big"; }
+import ast, subprocess, sys
+src = sys.argv[1]
+files = subprocess.run(["git", "-C", src, "ls-files", "*.h", "*.cc", "*.c", "*.py", "*.sh"],
+                       capture_output=True, text=True, check=True).stdout.split()
+problems, longest = [], 0
+for f in files:
+    if f.startswith(("tests/", "data/")):
+        continue
+    text = open(f"{src}/{f}").read()
+    lines = text.count("\n")
+    longest = max(longest, lines)
+    if lines > 700:
+        problems.append(f"{f}: {lines} lines (at most 700 outside tests/)")
+    if f.endswith(".py") and not f.startswith("bench/"):  # as clang-tidy: not bench/
+        for node in ast.walk(ast.parse(text, f)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > 80:
+                    problems.append(f"{f}:{node.lineno}: {node.name} is {length} lines (at most 80)")
+if problems:
+    print("\n".join(problems))
+    sys.exit(1)
+print(f"{len(files)} files, the longest {longest} lines")
+PY
+ok "no source outside tests/ over 700 lines, no package function over 80: $(cat "$T/size.out")"
 echo "$checks passed, 0 failed"
