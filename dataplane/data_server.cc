@@ -16,8 +16,6 @@
 #include "dataplane/protocol.h"
 #include "dataplane/shm.h"
 
-static_assert(gm::kMaxCreditReleases >= gm::kMaxSegments, "a CREDIT can return every segment");
-
 namespace gm {
 namespace {
 

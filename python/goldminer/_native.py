@@ -39,37 +39,35 @@ with one call: the indices' files in, a [B, C, H, W] tensor out, and the labels.
 """
 
 import ctypes
+import functools
 import json
 import os
 
 from goldminer._client_lib import find_library
-
-_lib = None
 
 
 class NotNative(Exception):
     """Why a DataLoader is not run native: the step or the dataset, and why."""
 
 
+@functools.lru_cache(maxsize=None)
 def library():
-    global _lib
-    if _lib is None:
-        lib = ctypes.CDLL(find_library("libgoldminer_native.so", "worker",
-                                       "GOLDMINER_NATIVE_LIB", "goldminer_native"))
-        c = ctypes
-        lib.gm_native_abi_version.restype = c.c_int
-        lib.gm_native_last_error.restype = c.c_char_p
-        lib.gm_native_open.argtypes = [c.c_char_p, c.POINTER(c.c_void_p)]
-        lib.gm_native_open.restype = c.c_int
-        lib.gm_native_batch.argtypes = [c.c_void_p, c.POINTER(c.c_char_p),
-                                        c.POINTER(c.c_uint64), c.c_size_t, c.c_uint64,
-                                        c.c_uint64, c.c_void_p, c.c_size_t,
-                                        c.POINTER(c.c_int64)]
-        lib.gm_native_batch.restype = c.c_int
-        lib.gm_native_close.argtypes = [c.c_void_p]
-        lib.gm_native_close.restype = None
-        _lib = lib
-    return _lib
+    """libgoldminer_native.so, loaded and declared at the first call that
+    succeeds; the same library after it."""
+    lib = ctypes.CDLL(find_library("libgoldminer_native.so", "worker", "GOLDMINER_NATIVE_LIB",
+                                   "goldminer_native"))
+    c = ctypes
+    lib.gm_native_abi_version.restype = c.c_int
+    lib.gm_native_last_error.restype = c.c_char_p
+    lib.gm_native_open.argtypes = [c.c_char_p, c.POINTER(c.c_void_p)]
+    lib.gm_native_open.restype = c.c_int
+    lib.gm_native_batch.argtypes = [c.c_void_p, c.POINTER(c.c_char_p), c.POINTER(c.c_uint64),
+                                    c.c_size_t, c.c_uint64, c.c_uint64, c.c_void_p, c.c_size_t,
+                                    c.POINTER(c.c_int64)]
+    lib.gm_native_batch.restype = c.c_int
+    lib.gm_native_close.argtypes = [c.c_void_p]
+    lib.gm_native_close.restype = None
+    return lib
 
 
 def _error():
@@ -80,14 +78,16 @@ class Ops:
     """The ops of a list of pipeline.json stages, for making batches."""
 
     def __init__(self, stages):
+        # Held for __del__, which may run while the interpreter tears this module down.
+        self._lib = library()
         handle = ctypes.c_void_p()
-        if library().gm_native_open(json.dumps(stages).encode(), ctypes.byref(handle)) != 0:
+        if self._lib.gm_native_open(json.dumps(stages).encode(), ctypes.byref(handle)) != 0:
             raise ValueError(f"the native stages do not build: {_error()}")
         self._handle = handle
 
     def __del__(self):
-        if getattr(self, "_handle", None) and _lib is not None:
-            _lib.gm_native_close(self._handle)
+        if getattr(self, "_handle", None):
+            self._lib.gm_native_close(self._handle)
             self._handle = None
 
     def batch(self, paths, indices, seed, shape, dtype, out=None):
@@ -102,7 +102,7 @@ class Ops:
         c_paths = (ctypes.c_char_p * len(paths))(*[os.fsencode(p) for p in paths])
         c_indices = (ctypes.c_uint64 * len(indices))(*indices)
         got = (ctypes.c_int64 * 3)()
-        if library().gm_native_batch(self._handle, c_paths, c_indices, len(paths),
+        if self._lib.gm_native_batch(self._handle, c_paths, c_indices, len(paths),
                                      seed & (2**64 - 1), 0, out.data_ptr(), sample_bytes,
                                      got) != 0:
             raise ValueError(_error())

@@ -184,8 +184,7 @@ class ProfileHookTest(unittest.TestCase):
         program = """
         import sys, types
         loader = types.ModuleType("goldminer.loader")
-        loader._lib = object()  # the library loaded...
-        loader._clients_opened = 1  # ...and a goldminer.Loader client opened
+        loader._clients_opened = 1  # a goldminer.Loader client opened
         sys.modules["goldminer.loader"] = loader
         from torch.utils.data import DataLoader
         print(len(list(DataLoader(list(range(6)), batch_size=2))))
@@ -197,8 +196,7 @@ class ProfileHookTest(unittest.TestCase):
         program = """
         import sys, types
         loader = types.ModuleType("goldminer.loader")
-        loader._lib = object()  # loaded for an offloaded DataLoader: no Loader client
-        loader._clients_opened = 0
+        loader._clients_opened = 0  # the library loaded for an offloaded DataLoader only
         sys.modules["goldminer.loader"] = loader
         from torch.utils.data import DataLoader
         print(len(list(DataLoader(list(range(6)), batch_size=2))))
